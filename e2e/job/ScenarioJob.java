@@ -1,0 +1,287 @@
+// ScenarioJob: the Flink job that checkpoint-sentinel's end-to-end harness (e2e/flink.sh) runs on a
+// real local Flink cluster, so the daemon sees real checkpoint statistics and real JM/TM log lines:
+// healthy checkpoints, expired ones (slow snapshot), declined ones (async snapshot failure),
+// backpressure with long barrier alignment, min-pause spacing, task failover.
+// Adapted from the flink-lab reference job (not needed at run time). One source file that compiles unchanged with
+// `javac --release 11` against the lib/*.jar of Flink 1.20.x and 2.x: API differences between
+// the versions are bridged by reflection, and checkpoint settings are passed as configuration
+// keys instead of CheckpointConfig calls.
+//
+// Topology:
+//   fast-source (fromSequence, throttled by a chained map)  \
+//   [slow-source (optional, --slow-rate > 0)]                 > union -> keyBy -> stateful-map -> discarding-sink
+//
+// All knobs are "--name value" command-line arguments (a repeated name: the last one wins);
+// see usage() below. e2e/flink.sh maps scenario names to these arguments.
+package sentinel.e2e;
+
+import java.lang.reflect.Method;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.locks.LockSupport;
+
+import org.apache.flink.api.common.functions.MapFunction;
+import org.apache.flink.api.common.functions.RichMapFunction;
+import org.apache.flink.api.common.functions.RuntimeContext;
+import org.apache.flink.api.common.state.ListState;
+import org.apache.flink.api.common.state.ListStateDescriptor;
+import org.apache.flink.api.common.state.ValueState;
+import org.apache.flink.api.common.state.ValueStateDescriptor;
+import org.apache.flink.api.java.functions.KeySelector;
+import org.apache.flink.api.java.tuple.Tuple3;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.runtime.state.FunctionInitializationContext;
+import org.apache.flink.runtime.state.FunctionSnapshotContext;
+import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.DataStreamSink;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+public class ScenarioJob {
+
+    static final Logger LOG = LoggerFactory.getLogger(ScenarioJob.class);
+
+    /** key, per-subtask sequence number, payload */
+    public static final class Ev extends Tuple3<Long, Long, String> {
+        public Ev() {}
+        public Ev(long k, long s, String p) { super(k, s, p); }
+    }
+
+    static String usage() {
+        return String.join("\n",
+            "ScenarioJob options (all optional):",
+            "  --job-name NAME                 job name (default sentinel-e2e)",
+            "  --parallelism N                 (2)",
+            "  --interval-ms MS                checkpoint interval (3000)",
+            "  --timeout-ms MS                 checkpoint timeout (60000)",
+            "  --min-pause-ms MS               min pause between checkpoints (0)",
+            "  --max-concurrent N              max concurrent checkpoints (1)",
+            "  --tolerable N                   tolerable failed checkpoints (100)",
+            "  --unaligned true|false          unaligned checkpoints (false)",
+            "  --mode EXACTLY_ONCE|AT_LEAST_ONCE (EXACTLY_ONCE)",
+            "  --rate N                        fast source records/s per subtask, 0 = unthrottled (500)",
+            "  --slow-rate N                   second (slow) source records/s per subtask, 0 = no second source (0)",
+            "  --payload-bytes N               payload size per record (64)",
+            "  --max-keys N                    key space grows from 100 up to N (20000)",
+            "  --skew F                        fraction of records sent to hot key 0 (0.0)",
+            "  --proc-micros N                 processing cost per record in stateful-map (0)",
+            "  --hot-proc-micros N             extra cost per hot-key record (0)",
+            "  --snapshot-sleep-ms MS          sleep in snapshotState (0)",
+            "  --snapshot-sleep-every N        ... on checkpoints with id % N == 0 (3)",
+            "  --snapshot-fail-every N         snapshotState throws (sync phase -> task fails, job restarts) on checkpoints with id % N == 0 (0 = never)",
+            "  --snapshot-decline-every N      async phase of the operator-state snapshot fails on checkpoints with id % N == 0",
+            "                                  (-> task declines the checkpoint, task keeps running) (0 = never)",
+            "  --inject-subtask I              subtask that sleeps/throws (0; -1 = all)",
+            "  --fail-after-s S                stateful-map throws once, S seconds after start, unless restored (0 = never)",
+            "  --restart-attempts N            fixed-delay restart attempts (5)",
+            "  --restart-delay-ms MS           fixed-delay restart delay (3000)",
+            "  --state-backend NAME            hashmap|rocksdb (default: not set -> cluster default, hashmap)",
+            "  --incremental true|false        incremental checkpoints (rocksdb only; default: not set)");
+    }
+
+    public static void main(String[] argv) throws Exception {
+        Map<String, String> a = new HashMap<>();
+        for (int i = 0; i < argv.length; i++) {
+            if (argv[i].equals("--help")) { System.out.println(usage()); return; }
+            if (argv[i].startsWith("--") && i + 1 < argv.length) { a.put(argv[i].substring(2), argv[++i]); }
+            else throw new IllegalArgumentException("bad argument " + argv[i] + "\n" + usage());
+        }
+        String name = a.getOrDefault("job-name", "sentinel-e2e");
+        int par = Integer.parseInt(a.getOrDefault("parallelism", "2"));
+
+        // Checkpoint settings as configuration keys: works across 1.20 .. 2.x, where the
+        // CheckpointConfig/CheckpointingMode Java API moved or changed.
+        Map<String, String> c = new HashMap<>();
+        c.put("execution.checkpointing.interval", a.getOrDefault("interval-ms", "3000") + " ms");
+        c.put("execution.checkpointing.mode", a.getOrDefault("mode", "EXACTLY_ONCE"));
+        c.put("execution.checkpointing.timeout", a.getOrDefault("timeout-ms", "60000") + " ms");
+        c.put("execution.checkpointing.min-pause", a.getOrDefault("min-pause-ms", "0") + " ms");
+        c.put("execution.checkpointing.max-concurrent-checkpoints", a.getOrDefault("max-concurrent", "1"));
+        c.put("execution.checkpointing.tolerable-failed-checkpoints", a.getOrDefault("tolerable", "100"));
+        String ua = a.getOrDefault("unaligned", "false");
+        c.put("execution.checkpointing.unaligned", ua);          // 1.x key
+        c.put("execution.checkpointing.unaligned.enabled", ua);  // 1.20+/2.x key
+        c.put("restart-strategy", "fixed-delay");                // 1.x key
+        c.put("restart-strategy.type", "fixed-delay");           // 1.17+/2.x key
+        c.put("restart-strategy.fixed-delay.attempts", a.getOrDefault("restart-attempts", "5"));
+        c.put("restart-strategy.fixed-delay.delay", a.getOrDefault("restart-delay-ms", "3000") + " ms");
+        if (a.containsKey("state-backend")) {
+            c.put("state.backend", a.get("state-backend"));        // 1.x key
+            c.put("state.backend.type", a.get("state-backend"));   // 1.17+/2.x key
+        }
+        if (a.containsKey("incremental")) c.put("state.backend.incremental", a.get("incremental"));
+        c.put("pipeline.name", name);
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(Configuration.fromMap(c));
+        env.setParallelism(par);
+
+        Params p = new Params(a);
+        DataStream<Ev> in = env.fromSequence(0, Long.MAX_VALUE).name("fast-source").uid("fast-source")
+                .map(new Throttle(p.rate, p, 0)).name("fast-throttle").uid("fast-throttle");
+        if (p.slowRate > 0) {
+            DataStream<Ev> slow = env.fromSequence(0, Long.MAX_VALUE).name("slow-source").uid("slow-source")
+                    .map(new Throttle(p.slowRate, p, 1)).name("slow-throttle").uid("slow-throttle");
+            in = in.union(slow);
+        }
+        DataStream<Ev> out = in.keyBy(new KeyOf()).map(new StatefulMap(p)).name("stateful-map").uid("stateful-map");
+        discard(out).name("discarding-sink").uid("discarding-sink").disableChaining();
+        LOG.info("sentinel-e2e: submitting job '{}' with checkpoint config {} and params {}", name, c, a);
+        env.execute(name);
+    }
+
+    /** DiscardingSink: Sink V2 class in 1.18+/2.x, legacy SinkFunction before (fallback kept for older versions). */
+    @SuppressWarnings("unchecked")
+    static DataStreamSink<Ev> discard(DataStream<Ev> s) throws Exception {
+        try {
+            Class<?> v2 = Class.forName("org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink");
+            Method m = DataStream.class.getMethod("sinkTo", Class.forName("org.apache.flink.api.connector.sink2.Sink"));
+            return (DataStreamSink<Ev>) m.invoke(s, v2.getConstructor().newInstance());
+        } catch (ClassNotFoundException e) {
+            Class<?> legacy = Class.forName("org.apache.flink.streaming.api.functions.sink.DiscardingSink");
+            Method m = DataStream.class.getMethod("addSink", Class.forName("org.apache.flink.streaming.api.functions.sink.SinkFunction"));
+            return (DataStreamSink<Ev>) m.invoke(s, legacy.getConstructor().newInstance());
+        }
+    }
+
+    /** RuntimeContext#getIndexOfThisSubtask / getAttemptNumber were removed in 2.0 (-> getTaskInfo()). */
+    static int taskInfo(RuntimeContext rc, String what) {
+        try {
+            Object ti = RuntimeContext.class.getMethod("getTaskInfo").invoke(rc);
+            return (Integer) Class.forName("org.apache.flink.api.common.TaskInfo").getMethod(what).invoke(ti);
+        } catch (Exception e) {
+            try { return (Integer) RuntimeContext.class.getMethod(what).invoke(rc); }
+            catch (Exception e2) { return -1; }
+        }
+    }
+
+    static final class Params implements java.io.Serializable {
+        final long rate, slowRate, procMicros, hotProcMicros, snapSleepMs, failAfterS;
+        final int payload, maxKeys, snapSleepEvery, snapFailEvery, snapDeclineEvery, injectSubtask;
+        final double skew;
+        Params(Map<String, String> a) {
+            rate = Long.parseLong(a.getOrDefault("rate", "500"));
+            slowRate = Long.parseLong(a.getOrDefault("slow-rate", "0"));
+            payload = Integer.parseInt(a.getOrDefault("payload-bytes", "64"));
+            maxKeys = Integer.parseInt(a.getOrDefault("max-keys", "20000"));
+            skew = Double.parseDouble(a.getOrDefault("skew", "0.0"));
+            procMicros = Long.parseLong(a.getOrDefault("proc-micros", "0"));
+            hotProcMicros = Long.parseLong(a.getOrDefault("hot-proc-micros", "0"));
+            snapSleepMs = Long.parseLong(a.getOrDefault("snapshot-sleep-ms", "0"));
+            snapSleepEvery = Integer.parseInt(a.getOrDefault("snapshot-sleep-every", "3"));
+            snapFailEvery = Integer.parseInt(a.getOrDefault("snapshot-fail-every", "0"));
+            snapDeclineEvery = Integer.parseInt(a.getOrDefault("snapshot-decline-every", "0"));
+            injectSubtask = Integer.parseInt(a.getOrDefault("inject-subtask", "0"));
+            failAfterS = Long.parseLong(a.getOrDefault("fail-after-s", "0"));
+        }
+    }
+
+    /** Turns the sequence into events at a bounded rate (sleeping backs up into the source). */
+    public static final class Throttle extends RichMapFunction<Long, Ev> {
+        final long rate; final Params p; final int stream;
+        transient long start, n; transient String pad; transient java.util.Random rnd;
+        Throttle(long rate, Params p, int stream) { this.rate = rate; this.p = p; this.stream = stream; }
+        @Override public Ev map(Long ignored) throws Exception {
+            if (pad == null) {
+                StringBuilder sb = new StringBuilder();
+                while (sb.length() < p.payload) sb.append("sentinel-e2e-").append(stream);
+                pad = sb.substring(0, p.payload); start = System.nanoTime(); rnd = new java.util.Random();
+            }
+            n++;
+            if (rate > 0) {
+                long due = start + n * 1_000_000_000L / rate;
+                long now = System.nanoTime();
+                if (due > now + 200_000) LockSupport.parkNanos(due - now);
+            }
+            long space = Math.min(p.maxKeys, 100 + n / 20);
+            long key = (p.skew > 0 && rnd.nextDouble() < p.skew) ? 0L : 1 + (n * 7919 + stream) % space;
+            return new Ev(key, n, pad);
+        }
+    }
+
+    /** Long serializer that throws when asked to write POISON: used in the ASYNC part of the
+     *  operator-state snapshot, so the task declines the checkpoint instead of failing. */
+    public static final class PoisonLongSerializer extends org.apache.flink.api.common.typeutils.base.TypeSerializerSingleton<Long> {
+        static final long POISON = Long.MIN_VALUE;
+        @Override public boolean isImmutableType() { return true; }
+        @Override public Long createInstance() { return 0L; }
+        @Override public Long copy(Long from) { return from; }
+        @Override public Long copy(Long from, Long reuse) { return from; }
+        @Override public int getLength() { return 8; }
+        @Override public void serialize(Long v, org.apache.flink.core.memory.DataOutputView out) throws java.io.IOException {
+            if (v == POISON) throw new java.io.IOException("sentinel-e2e injected failure while writing operator state (async snapshot phase)");
+            out.writeLong(v);
+        }
+        @Override public Long deserialize(org.apache.flink.core.memory.DataInputView in) throws java.io.IOException { return in.readLong(); }
+        @Override public Long deserialize(Long reuse, org.apache.flink.core.memory.DataInputView in) throws java.io.IOException { return in.readLong(); }
+        @Override public void copy(org.apache.flink.core.memory.DataInputView in, org.apache.flink.core.memory.DataOutputView out) throws java.io.IOException { out.writeLong(in.readLong()); }
+        @Override public org.apache.flink.api.common.typeutils.TypeSerializerSnapshot<Long> snapshotConfiguration() { return new Snap(); }
+        public static final class Snap extends org.apache.flink.api.common.typeutils.SimpleTypeSerializerSnapshot<Long> {
+            public Snap() { super(PoisonLongSerializer::new); }
+        }
+    }
+
+    public static final class KeyOf implements KeySelector<Ev, Long> {
+        @Override public Long getKey(Ev e) { return e.f0; }
+    }
+
+    /** Keyed state per key (count + last payload); operator state + failure/slowness injection. */
+    public static final class StatefulMap extends RichMapFunction<Ev, Ev> implements CheckpointedFunction {
+        final Params p;
+        transient ValueState<Long> count; transient ValueState<String> last;
+        transient ListState<Long> processedState, poisonState; transient long processed; transient boolean restored;
+        transient long startNanos, debtNanos; transient Integer subtask; // transient: null after deserialization
+        StatefulMap(Params p) { this.p = p; }
+
+        @Override public void initializeState(FunctionInitializationContext ctx) throws Exception {
+            processedState = ctx.getOperatorStateStore().getListState(new ListStateDescriptor<>("processed", Long.class));
+            poisonState = ctx.getOperatorStateStore().getListState(new ListStateDescriptor<>("poison", new PoisonLongSerializer()));
+            restored = ctx.isRestored();
+            for (Long v : processedState.get()) processed += v;
+            LOG.info("sentinel-e2e: stateful-map initializeState restored={} processedSoFar={}", restored, processed);
+        }
+
+        @Override public void snapshotState(FunctionSnapshotContext ctx) throws Exception {
+            long id = ctx.getCheckpointId();
+            int st = sub();
+            boolean me = p.injectSubtask < 0 || p.injectSubtask == st;
+            if (p.snapFailEvery > 0 && id % p.snapFailEvery == 0 && me) {
+                LOG.warn("sentinel-e2e: injecting snapshotState failure for checkpoint {} on subtask {}", id, st);
+                throw new Exception("sentinel-e2e injected snapshot failure for checkpoint " + id + " on subtask " + st);
+            }
+            if (p.snapSleepMs > 0 && id % p.snapSleepEvery == 0 && me) {
+                LOG.warn("sentinel-e2e: sleeping {} ms in snapshotState for checkpoint {} on subtask {}", p.snapSleepMs, id, st);
+                Thread.sleep(p.snapSleepMs);
+            }
+            processedState.update(java.util.Collections.singletonList(processed));
+            boolean poison = p.snapDeclineEvery > 0 && id % p.snapDeclineEvery == 0 && me;
+            if (poison) LOG.warn("sentinel-e2e: poisoning operator state so the async snapshot of checkpoint {} fails on subtask {}", id, st);
+            poisonState.update(java.util.Collections.singletonList(poison ? PoisonLongSerializer.POISON : id));
+        }
+
+        int sub() { if (subtask == null) subtask = taskInfo(getRuntimeContext(), "getIndexOfThisSubtask"); return subtask; }
+
+        @Override public Ev map(Ev e) throws Exception {
+            if (count == null) {
+                count = getRuntimeContext().getState(new ValueStateDescriptor<>("count", Long.class));
+                last = getRuntimeContext().getState(new ValueStateDescriptor<>("last", String.class));
+                startNanos = System.nanoTime();
+            }
+            processed++;
+            if (p.failAfterS > 0 && !restored && sub() == 0
+                    && System.nanoTime() - startNanos > p.failAfterS * 1_000_000_000L) {
+                LOG.warn("sentinel-e2e: injecting processing failure after {} records", processed);
+                throw new RuntimeException("sentinel-e2e injected failure in stateful-map after " + processed + " records");
+            }
+            long cost = p.procMicros + (e.f0 == 0L ? p.hotProcMicros : 0);
+            if (cost > 0) {
+                debtNanos += cost * 1000;
+                if (debtNanos >= 1_000_000) { LockSupport.parkNanos(debtNanos); debtNanos = 0; }
+            }
+            Long c = count.value();
+            count.update(c == null ? 1L : c + 1);
+            last.update(e.f2);
+            return e;
+        }
+    }
+}

@@ -1,0 +1,406 @@
+//! Configuration: a TOML file plus `SENTINEL_…` environment overrides, strict and validated.
+//!
+//! Every value has a default in code (`Config::default()`); `config/checkpoint-sentinel.toml`
+//! is the fully commented reference and a test checks it parses to exactly these defaults.
+//! Environment variables override the file: `SENTINEL_SERVER__LISTEN=0.0.0.0:9717` sets
+//! `server.listen` (prefix `SENTINEL_`, `__` between levels).
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The HTTP server: `/metrics`, `/healthz`, `/readyz`.
+    pub server: ServerConfig,
+    /// The Flink clusters to watch.
+    pub clusters: Vec<ClusterConfig>,
+    /// Statistics windows.
+    pub stats: StatsConfig,
+    /// Durable state.
+    pub state: StateConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            server: ServerConfig::default(),
+            clusters: Vec::new(),
+            stats: StatsConfig::default(),
+            state: StateConfig::default(),
+        }
+    }
+}
+
+/// `[server]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address the HTTP server listens on.
+    pub listen: SocketAddr,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig { listen: SocketAddr::from(([127, 0, 0, 1], 9717)) }
+    }
+}
+
+/// One `[[clusters]]` entry: a Flink JobManager's REST endpoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// A short name, used as the `cluster` label.
+    pub name: String,
+    /// The JobManager's REST base URL, e.g. `http://127.0.0.1:8081`.
+    pub url: String,
+    /// How often to poll.
+    #[serde(with = "humantime_serde")]
+    pub poll_interval: Duration,
+    /// Timeout of each HTTP request.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// At most this many requests in flight to this cluster.
+    pub max_concurrent_requests: usize,
+    /// HTTP basic authentication.
+    pub basic_auth: Option<BasicAuth>,
+    /// A bearer token.
+    pub bearer_token: Option<Secret>,
+    /// A PEM file with extra CA certificates for HTTPS.
+    pub ca_file: Option<PathBuf>,
+    /// Regular expressions over job names: watch only matching jobs (empty: all).
+    pub include_jobs: Vec<String>,
+    /// Regular expressions over job names: never watch matching jobs.
+    pub exclude_jobs: Vec<String>,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            name: String::new(),
+            url: String::new(),
+            poll_interval: Duration::from_secs(5),
+            timeout: Duration::from_secs(10),
+            max_concurrent_requests: 4,
+            basic_auth: None,
+            bearer_token: None,
+            ca_file: None,
+            include_jobs: Vec::new(),
+            exclude_jobs: Vec::new(),
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// A cluster with every other value at its default.
+    pub fn new(name: &str, url: &str) -> Self {
+        ClusterConfig { name: name.to_string(), url: url.to_string(), ..ClusterConfig::default() }
+    }
+}
+
+/// Basic authentication credentials.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BasicAuth {
+    /// The user name.
+    pub username: String,
+    /// The password.
+    pub password: Secret,
+}
+
+/// A secret given inline, in a file, or in an environment variable (exactly one of them).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Secret {
+    /// The secret itself (avoid in files under version control).
+    pub value: Option<String>,
+    /// A file holding the secret (trailing newline ignored), e.g. a Kubernetes Secret mount.
+    pub file: Option<PathBuf>,
+    /// The name of an environment variable holding the secret.
+    pub env: Option<String>,
+}
+
+impl Secret {
+    /// Reads the secret from wherever it is.
+    pub fn resolve(&self) -> Result<String, String> {
+        if let Some(v) = &self.value {
+            return Ok(v.clone());
+        }
+        if let Some(f) = &self.file {
+            return std::fs::read_to_string(f)
+                .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
+                .map_err(|e| format!("cannot read {}: {e}", f.display()));
+        }
+        if let Some(name) = &self.env {
+            return std::env::var(name).map_err(|_| format!("environment variable {name} is not set"));
+        }
+        Err("no value, file or env given".to_string())
+    }
+
+    fn masked(&self) -> Secret {
+        Secret { value: self.value.as_ref().map(|_| "********".to_string()), ..self.clone() }
+    }
+}
+
+/// `[stats]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StatsConfig {
+    /// The sliding window of the exported quantiles.
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+    /// How many sub-histograms the window is made of (its time resolution).
+    pub window_slots: u32,
+}
+
+impl Default for StatsConfig {
+    fn default() -> Self {
+        StatsConfig { window: Duration::from_secs(3600), window_slots: 6 }
+    }
+}
+
+/// `[state]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateConfig {
+    /// Directory for what must survive a restart (counted checkpoint ids, histograms).
+    pub dir: PathBuf,
+    /// How often the state is written to disk (it is also written on shutdown).
+    #[serde(with = "humantime_serde")]
+    pub persist_interval: Duration,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            dir: PathBuf::from("/var/lib/checkpoint-sentinel"),
+            persist_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A configuration that cannot be used, with everything an operator needs to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file is missing, unreadable, not TOML, or has a key of the wrong type.
+    #[error("{file}: {message}")]
+    Load {
+        /// The config file.
+        file: PathBuf,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// Values that parse but make no sense.
+    #[error("{file}: invalid configuration:\n{}", problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid {
+        /// The config file.
+        file: PathBuf,
+        /// One line per problem: key, value and what was expected.
+        problems: Vec<String>,
+    },
+}
+
+impl Config {
+    /// Loads `file` with environment overrides, then validates it.
+    pub fn load(file: &Path) -> Result<Config, ConfigError> {
+        Self::load_with_env(file, std::env::vars())
+    }
+
+    /// Like [`load`](Self::load) with an explicit environment (for tests).
+    pub fn load_with_env(
+        file: &Path,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let load_error = |message: String| ConfigError::Load { file: file.to_path_buf(), message };
+        let text = std::fs::read_to_string(file).map_err(|e| load_error(format!("cannot read: {e}")))?;
+        let env: config::Map<String, String> =
+            env.into_iter().filter(|(k, _)| k.starts_with("SENTINEL_")).collect();
+        let built = config::Config::builder()
+            .add_source(config::File::from_str(&text, config::FileFormat::Toml))
+            .add_source(
+                config::Environment::with_prefix("SENTINEL")
+                    .prefix_separator("_")
+                    .separator("__")
+                    .source(Some(env)),
+            )
+            .build()
+            .map_err(|e| load_error(describe(&e)))?;
+        let config: Config = built.try_deserialize().map_err(|e| load_error(describe(&e)))?;
+        let problems = config.problems();
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigError::Invalid { file: file.to_path_buf(), problems })
+        }
+    }
+
+    /// Every problem with the values, each naming its key.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut names = std::collections::BTreeSet::new();
+        for (i, c) in self.clusters.iter().enumerate() {
+            let key = |k: &str| format!("clusters[{i}].{k}");
+            if c.name.is_empty() || !c.name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch)) {
+                problems.push(format!(
+                    "{}: {:?}: expected a non-empty name of letters, digits, '-', '_' or '.'",
+                    key("name"),
+                    c.name
+                ));
+            } else if !names.insert(c.name.clone()) {
+                problems.push(format!("{}: {:?}: expected a name not used by another cluster", key("name"), c.name));
+            }
+            match url::Url::parse(&c.url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+                _ => problems.push(format!(
+                    "{}: {:?}: expected an http:// or https:// URL of the JobManager's REST API",
+                    key("url"),
+                    c.url
+                )),
+            }
+            if c.poll_interval < Duration::from_millis(100) {
+                problems.push(format!("{}: expected at least 100ms", key("poll_interval")));
+            }
+            if c.timeout.is_zero() {
+                problems.push(format!("{}: expected a positive duration", key("timeout")));
+            }
+            if c.max_concurrent_requests == 0 {
+                problems.push(format!("{}: expected at least 1", key("max_concurrent_requests")));
+            }
+            for (field, patterns) in [("include_jobs", &c.include_jobs), ("exclude_jobs", &c.exclude_jobs)] {
+                for (j, p) in patterns.iter().enumerate() {
+                    if let Err(e) = regex::Regex::new(p) {
+                        problems.push(format!("{}[{j}]: {p:?}: expected a regular expression ({e})", key(field)));
+                    }
+                }
+            }
+            let secrets = c
+                .basic_auth
+                .iter()
+                .map(|b| ("basic_auth.password", &b.password))
+                .chain(c.bearer_token.iter().map(|t| ("bearer_token", t)));
+            for (field, secret) in secrets {
+                let given = [secret.value.is_some(), secret.file.is_some(), secret.env.is_some()];
+                if given.iter().filter(|g| **g).count() != 1 {
+                    problems.push(format!("{}: expected exactly one of value, file or env", key(field)));
+                }
+            }
+            if c.basic_auth.is_some() && c.bearer_token.is_some() {
+                problems.push(format!("{}: expected basic_auth or bearer_token, not both", key("bearer_token")));
+            }
+        }
+        if self.stats.window_slots == 0 || self.stats.window_slots > 1000 {
+            problems.push("stats.window_slots: expected 1 to 1000".to_string());
+        }
+        if self.stats.window < Duration::from_secs(1) {
+            problems.push("stats.window: expected at least 1s".to_string());
+        }
+        if self.state.dir.as_os_str().is_empty() {
+            problems.push("state.dir: expected a directory path".to_string());
+        }
+        if self.state.persist_interval.is_zero() {
+            problems.push("state.persist_interval: expected a positive duration".to_string());
+        }
+        problems
+    }
+
+    /// The configuration as TOML with every secret masked, for `check-config`.
+    pub fn to_masked_toml(&self) -> String {
+        let mut masked = self.clone();
+        for c in &mut masked.clusters {
+            if let Some(b) = &mut c.basic_auth {
+                b.password = b.password.masked();
+            }
+            if let Some(t) = &mut c.bearer_token {
+                *t = t.masked();
+            }
+        }
+        let mut out = String::new();
+        let body = toml::to_string_pretty(&masked).unwrap_or_else(|e| format!("# cannot render: {e}\n"));
+        let _ = write!(out, "{body}");
+        out
+    }
+}
+
+/// The `config` crate's message, which names the key and the expected type.
+fn describe(error: &config::ConfigError) -> String {
+    error.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+        std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
+        f
+    }
+
+    fn load(text: &str) -> Result<Config, ConfigError> {
+        let f = write(text);
+        Config::load_with_env(f.path(), Vec::new())
+    }
+
+    #[test]
+    fn reference_config_parses_to_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/checkpoint-sentinel.toml");
+        let config = Config::load_with_env(&path, Vec::new()).unwrap();
+        let expected = Config {
+            clusters: vec![ClusterConfig::new("local", "http://127.0.0.1:8081")],
+            ..Config::default()
+        };
+        assert_eq!(config, expected);
+    }
+
+    #[test]
+    fn durations_are_humane() {
+        let c = load("[[clusters]]\nname='a'\nurl='http://x:1'\npoll_interval='250ms'\n[stats]\nwindow='5m'\n").unwrap();
+        assert_eq!(c.clusters[0].poll_interval, Duration::from_millis(250));
+        assert_eq!(c.stats.window, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn a_wrong_type_names_the_file_and_key() {
+        let f = write("[[clusters]]\nname='a'\nurl='http://x:1'\npoll_interval='often'\n");
+        let err = Config::load_with_env(f.path(), Vec::new()).unwrap_err().to_string();
+        assert!(err.contains(&f.path().display().to_string()), "{err}");
+        assert!(err.contains("poll_interval"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused_by_name() {
+        let err = load("[server]\nlisten='127.0.0.1:1'\nlistn='x'\n").unwrap_err().to_string();
+        assert!(err.contains("listn"), "{err}");
+    }
+
+    #[test]
+    fn invalid_values_are_all_reported_with_their_keys() {
+        let err = load("[[clusters]]\nname='a b'\nurl='ftp://x'\n[[clusters]]\nname='c'\nurl='http://y'\ninclude_jobs=['(']\n")
+            .unwrap_err()
+            .to_string();
+        for needle in ["clusters[0].name", "clusters[0].url", "clusters[1].include_jobs[0]"] {
+            assert!(err.contains(needle), "{needle} missing in {err}");
+        }
+    }
+
+    #[test]
+    fn environment_overrides_the_file() {
+        let f = write("[server]\nlisten='127.0.0.1:1'\n");
+        let env = vec![("SENTINEL_SERVER__LISTEN".to_string(), "127.0.0.1:2".to_string())];
+        let c = Config::load_with_env(f.path(), env).unwrap();
+        assert_eq!(c.server.listen, "127.0.0.1:2".parse().unwrap());
+    }
+
+    #[test]
+    fn secrets_are_masked_when_printed() {
+        let c = load("[[clusters]]\nname='a'\nurl='http://x:1'\n[clusters.basic_auth]\nusername='u'\npassword={value='hunter2'}\n").unwrap();
+        let shown = c.to_masked_toml();
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("********"), "{shown}");
+    }
+}

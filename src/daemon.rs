@@ -1,0 +1,316 @@
+//! Wires the daemon together: config, persisted state, pollers, HTTP server, reloads, shutdown.
+//!
+//! This is the only module that owns tasks, signals and the file watcher; everything it
+//! starts reports into the shared `AppState`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::app::AppState;
+use crate::config::{ClusterConfig, Config};
+use crate::export::StateCollector;
+use crate::http::{HttpState, router};
+use crate::poller::Poller;
+use crate::state::{State, persist};
+use crate::stats::WindowSpec;
+use crate::time::Timestamp;
+
+/// How often sliding windows move when nothing is recorded.
+const EXPIRE_EVERY: Duration = Duration::from_secs(10);
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The HTTP address cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A cluster's client cannot be built (unreadable secret or CA file).
+    #[error(transparent)]
+    Client(#[from] crate::flink::client::ClientBuildError),
+}
+
+/// A running daemon.
+pub struct Running {
+    /// The address the HTTP server listens on.
+    pub addr: SocketAddr,
+    /// The shared state (for tests and one-shot commands).
+    pub app: Arc<AppState>,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops pollers and the server, writes the state one last time, and waits for all of it.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// The window of the histograms from the config.
+pub fn window_of(config: &Config) -> WindowSpec {
+    WindowSpec { window_ms: config.stats.window.as_millis() as u64, slots: config.stats.window_slots }
+}
+
+/// Loads the persisted state from `dir`, or starts empty. A corrupt file is moved aside (and
+/// logged), never a reason to refuse to start: counts come back from Flink's own counts.
+fn load_state(dir: &Path, window: WindowSpec) -> State {
+    match persist::load(dir) {
+        Ok(Some(persisted)) => {
+            tracing::info!(dir = %dir.display(), "restored state");
+            persist::restore(window, persisted)
+        }
+        Ok(None) => State::new(window),
+        Err(e) => {
+            let aside = dir.join(format!("{}.corrupt-{}", persist::STATE_FILE, Timestamp::now().millis()));
+            let _ = std::fs::rename(dir.join(persist::STATE_FILE), &aside);
+            tracing::error!(moved_to = %aside.display(), "cannot restore state, starting empty: {e}");
+            State::new(window)
+        }
+    }
+}
+
+/// Starts the daemon with `config`. With `config_path`, the file is re-read on SIGHUP and when
+/// it changes.
+pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Running, StartError> {
+    let window = window_of(&config);
+    let mut state = load_state(&config.state.dir, window);
+    state.retain_clusters(&config.clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
+    let app = Arc::new(AppState::new(state));
+
+    let registry = prometheus::Registry::new();
+    registry
+        .register(Box::new(StateCollector::new(app.clone())))
+        .expect("the first collector registers");
+    let listener = tokio::net::TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
+
+    let mut pollers = Pollers::default();
+    pollers.sync(&config.clusters, &app)?;
+
+    let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
+    let http = router(HttpState { app: app.clone(), registry: Arc::new(registry) });
+    let mut server_shutdown = shutdown_rx.clone();
+    let server = tokio::spawn(async move {
+        let graceful = async move {
+            let _ = server_shutdown.wait_for(|stop| *stop).await;
+        };
+        if let Err(e) = axum::serve(listener, http).with_graceful_shutdown(graceful).await {
+            tracing::error!("HTTP server failed: {e}");
+        }
+    });
+    tracing::info!(%addr, clusters = config.clusters.len(), "checkpoint-sentinel listening");
+
+    let (reload_tx, mut reload_rx) = mpsc::channel::<()>(4);
+    let _watcher = config_path.as_deref().and_then(|p| watch_file(p, reload_tx.clone()));
+    #[cfg(unix)]
+    spawn_sighup(reload_tx);
+
+    let state_dir = config.state.dir.clone();
+    let persist_every = config.state.persist_interval;
+    let mut current = config;
+    let task_app = app.clone();
+    let task = tokio::spawn(async move {
+        let app = task_app;
+        let mut persist_tick = tokio::time::interval(persist_every);
+        let mut expire_tick = tokio::time::interval(EXPIRE_EVERY);
+        let mut persisted_generation = u64::MAX;
+        loop {
+            tokio::select! {
+                changed = shutdown_rx.changed() => if changed.is_err() || *shutdown_rx.borrow() { break },
+                _ = persist_tick.tick() => {
+                    persisted_generation = persist_if_changed(&app, &state_dir, persisted_generation).await;
+                }
+                _ = expire_tick.tick() => {
+                    app.state.write().unwrap_or_else(|e| e.into_inner()).expire(Timestamp::now());
+                }
+                Some(()) = reload_rx.recv() => {
+                    if let Some(path) = &config_path {
+                        reload(path, &mut current, &mut pollers, &app);
+                    }
+                }
+            }
+        }
+        pollers.stop_all();
+        let _ = server.await;
+        persist_if_changed(&app, &state_dir, persisted_generation).await;
+        tracing::info!("checkpoint-sentinel stopped");
+    });
+    Ok(Running { addr, app, shutdown: shutdown_tx, task })
+}
+
+/// Runs until SIGTERM or SIGINT.
+pub async fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), StartError> {
+    let running = start(config, config_path).await?;
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    running.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+}
+
+#[cfg(unix)]
+fn spawn_sighup(reload: mpsc::Sender<()>) {
+    tokio::spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            tracing::info!("SIGHUP: reloading the configuration");
+            let _ = reload.try_send(());
+        }
+    });
+}
+
+/// Watches the config file's directory (editors and Kubernetes ConfigMaps replace files
+/// rather than write them in place) and signals a reload when the file may have changed.
+fn watch_file(path: &Path, reload: mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
+    use notify::Watcher;
+    let file_name = path.file_name()?.to_os_string();
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let Ok(event) = event else { return };
+        let touches_file = event.paths.iter().any(|p| p.file_name() == Some(file_name.as_os_str()))
+            // A ConfigMap update swaps the `..data` symlink; the file name itself is not in the event.
+            || event.paths.iter().any(|p| p.file_name().is_some_and(|n| n == "..data"));
+        if touches_file && !matches!(event.kind, notify::EventKind::Access(_)) {
+            let _ = reload.try_send(());
+        }
+    })
+    .map_err(|e| tracing::warn!("cannot watch the config file, reload with SIGHUP: {e}"))
+    .ok()?;
+    watcher
+        .watch(&dir, notify::RecursiveMode::NonRecursive)
+        .map_err(|e| tracing::warn!(dir = %dir.display(), "cannot watch the config directory, reload with SIGHUP: {e}"))
+        .ok()?;
+    Some(watcher)
+}
+
+fn reload(path: &Path, current: &mut Config, pollers: &mut Pollers, app: &Arc<AppState>) {
+    let new = match Config::load(path) {
+        Ok(new) => new,
+        Err(e) => {
+            tracing::error!("configuration not reloaded, the running one stays: {e}");
+            return;
+        }
+    };
+    if new == *current {
+        return;
+    }
+    if new.server != current.server || new.stats != current.stats || new.state != current.state {
+        tracing::warn!("changes to [server], [stats] and [state] take effect after a restart");
+    }
+    if let Err(e) = pollers.sync(&new.clusters, app) {
+        tracing::error!("configuration not reloaded, the running one stays: {e}");
+        return;
+    }
+    let names: Vec<String> = new.clusters.iter().map(|c| c.name.clone()).collect();
+    app.state.write().unwrap_or_else(|e| e.into_inner()).retain_clusters(&names);
+    app.generation.fetch_add(1, Ordering::Release);
+    tracing::info!(clusters = names.len(), "configuration reloaded");
+    current.clusters = new.clusters;
+}
+
+/// The running pollers, by cluster name, with the config each was started with.
+#[derive(Default)]
+struct Pollers {
+    running: HashMap<String, (ClusterConfig, JoinHandle<()>)>,
+}
+
+impl Pollers {
+    /// Starts, restarts and stops pollers so that exactly `clusters` run. Builds every new
+    /// client first, so a bad entry changes nothing.
+    fn sync(&mut self, clusters: &[ClusterConfig], app: &Arc<AppState>) -> Result<(), StartError> {
+        let mut fresh = Vec::new();
+        for c in clusters {
+            if self.running.get(&c.name).is_some_and(|(old, _)| old == c) {
+                continue;
+            }
+            fresh.push((c.clone(), Poller::new(c.clone(), app.clone())?));
+        }
+        self.running.retain(|name, (_, handle)| {
+            let keep = clusters.iter().any(|c| &c.name == name) && !fresh.iter().any(|(c, _)| &c.name == name);
+            if !keep {
+                handle.abort();
+                tracing::info!(cluster = %name, "stopped polling");
+            }
+            keep
+        });
+        for (c, poller) in fresh {
+            tracing::info!(cluster = %c.name, url = %c.url, "polling");
+            let handle = tokio::spawn(poller.run());
+            self.running.insert(c.name.clone(), (c, handle));
+        }
+        Ok(())
+    }
+
+    fn stop_all(&mut self) {
+        for (_, (_, handle)) in self.running.drain() {
+            handle.abort();
+        }
+    }
+}
+
+/// Writes the state if it changed since `last_generation`; returns the generation written.
+async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation: u64) -> u64 {
+    let generation = app.generation.load(Ordering::Acquire);
+    if generation == last_generation {
+        return last_generation;
+    }
+    let snapshot = {
+        let state = app.state.read().unwrap_or_else(|e| e.into_inner());
+        persist::snapshot(&state)
+    };
+    let dir = dir.to_path_buf();
+    let written = tokio::task::spawn_blocking(move || persist::write_atomic(&dir, &persist::to_bytes(&snapshot))).await;
+    match written {
+        Ok(Ok(())) => {
+            app.persisted(Ok(Timestamp::now()));
+            generation
+        }
+        Ok(Err(e)) => {
+            tracing::error!("cannot persist state: {e}");
+            app.persisted(Err(()));
+            last_generation
+        }
+        Err(e) => {
+            tracing::error!("cannot persist state: {e}");
+            app.persisted(Err(()));
+            last_generation
+        }
+    }
+}

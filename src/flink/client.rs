@@ -1,0 +1,199 @@
+//! The HTTP client for one JobManager's REST API (reqwest with rustls).
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+use crate::config::ClusterConfig;
+use crate::flink::dto;
+
+/// Why a request failed. `kind()` is a fixed label value; the text goes to the log only.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// No connection (refused, DNS, TLS).
+    #[error("GET {path}: cannot connect: {message}")]
+    Connect {
+        /// Request path.
+        path: String,
+        /// Detail.
+        message: String,
+    },
+    /// No answer within the timeout.
+    #[error("GET {path}: timed out")]
+    Timeout {
+        /// Request path.
+        path: String,
+    },
+    /// An answer with an error status.
+    #[error("GET {path}: HTTP {status}")]
+    HttpStatus {
+        /// Request path.
+        path: String,
+        /// The status code.
+        status: u16,
+    },
+    /// An answer that is not the JSON we expect.
+    #[error("GET {path}: cannot decode: {message}")]
+    Decode {
+        /// Request path.
+        path: String,
+        /// Detail (serde's message names the field and position).
+        message: String,
+    },
+}
+
+impl FetchError {
+    /// A bounded label value for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FetchError::Connect { .. } => "connect",
+            FetchError::Timeout { .. } => "timeout",
+            FetchError::HttpStatus { .. } => "http_status",
+            FetchError::Decode { .. } => "decode",
+        }
+    }
+}
+
+/// Errors building a client from its configuration.
+#[derive(Debug, thiserror::Error)]
+#[error("cluster {cluster}: {message}")]
+pub struct ClientBuildError {
+    cluster: String,
+    message: String,
+}
+
+enum Auth {
+    None,
+    Basic { username: String, password: String },
+    Bearer(String),
+}
+
+/// A client for one cluster's REST API.
+pub struct FlinkClient {
+    base: String,
+    http: reqwest::Client,
+    auth: Auth,
+}
+
+impl FlinkClient {
+    /// Builds a client: resolves secrets and reads the CA file.
+    pub fn new(config: &ClusterConfig) -> Result<Self, ClientBuildError> {
+        let fail = |message: String| ClientBuildError { cluster: config.name.clone(), message };
+        let mut builder = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .connect_timeout(config.timeout.min(Duration::from_secs(5)))
+            .pool_max_idle_per_host(config.max_concurrent_requests)
+            .user_agent(concat!("checkpoint-sentinel/", env!("CARGO_PKG_VERSION")));
+        if let Some(ca) = &config.ca_file {
+            let pem = std::fs::read(ca).map_err(|e| fail(format!("ca_file {}: {e}", ca.display())))?;
+            for cert in reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| fail(format!("ca_file {}: {e}", ca.display())))?
+            {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let auth = match (&config.basic_auth, &config.bearer_token) {
+            (Some(basic), _) => Auth::Basic {
+                username: basic.username.clone(),
+                password: basic.password.resolve().map_err(|e| fail(format!("basic_auth.password: {e}")))?,
+            },
+            (None, Some(token)) => Auth::Bearer(token.resolve().map_err(|e| fail(format!("bearer_token: {e}")))?),
+            (None, None) => Auth::None,
+        };
+        let http = builder.build().map_err(|e| fail(e.to_string()))?;
+        Ok(FlinkClient { base: config.url.trim_end_matches('/').to_string(), http, auth })
+    }
+
+    /// `GET /overview`.
+    pub async fn overview(&self) -> Result<dto::ClusterOverview, FetchError> {
+        self.get("/overview").await
+    }
+
+    /// `GET /jobs/overview`.
+    pub async fn jobs_overview(&self) -> Result<dto::JobsOverview, FetchError> {
+        self.get("/jobs/overview").await
+    }
+
+    /// `GET /jobs/:id`.
+    pub async fn job(&self, job_id: &str) -> Result<dto::JobDetails, FetchError> {
+        self.get(&format!("/jobs/{job_id}")).await
+    }
+
+    /// `GET /jobs/:id/checkpoints/config`; `None` when checkpointing is disabled (404).
+    pub async fn checkpoint_config(&self, job_id: &str) -> Result<Option<dto::CheckpointConfig>, FetchError> {
+        self.get_optional(&format!("/jobs/{job_id}/checkpoints/config")).await
+    }
+
+    /// `GET /jobs/:id/checkpoints`.
+    pub async fn checkpoints(&self, job_id: &str) -> Result<dto::CheckpointingStatistics, FetchError> {
+        self.get(&format!("/jobs/{job_id}/checkpoints")).await
+    }
+
+    /// `GET /jobs/:id/checkpoints/details/:cp`; `None` once Flink forgot it (404).
+    pub async fn checkpoint_details(
+        &self,
+        job_id: &str,
+        checkpoint_id: u64,
+    ) -> Result<Option<dto::CheckpointStatistics>, FetchError> {
+        self.get_optional(&format!("/jobs/{job_id}/checkpoints/details/{checkpoint_id}")).await
+    }
+
+    /// `GET /jobs/:id/checkpoints/details/:cp/subtasks/:vertex`; `None` when forgotten (404).
+    pub async fn subtask_details(
+        &self,
+        job_id: &str,
+        checkpoint_id: u64,
+        vertex_id: &str,
+    ) -> Result<Option<dto::TaskCheckpointDetails>, FetchError> {
+        self.get_optional(&format!("/jobs/{job_id}/checkpoints/details/{checkpoint_id}/subtasks/{vertex_id}"))
+            .await
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, FetchError> {
+        match self.get_optional(path).await? {
+            Some(value) => Ok(value),
+            None => Err(FetchError::HttpStatus { path: path.to_string(), status: 404 }),
+        }
+    }
+
+    async fn get_optional<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, FetchError> {
+        let mut request = self.http.get(format!("{}{}", self.base, path));
+        request = match &self.auth {
+            Auth::None => request,
+            Auth::Basic { username, password } => request.basic_auth(username, Some(password)),
+            Auth::Bearer(token) => request.bearer_auth(token),
+        };
+        let classify = |e: reqwest::Error| {
+            if e.is_timeout() {
+                FetchError::Timeout { path: path.to_string() }
+            } else if e.is_decode() || e.is_body() {
+                FetchError::Decode { path: path.to_string(), message: e.to_string() }
+            } else {
+                FetchError::Connect { path: path.to_string(), message: error_chain(&e) }
+            }
+        };
+        let response = request.send().await.map_err(classify)?;
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            return Err(FetchError::HttpStatus { path: path.to_string(), status: status.as_u16() });
+        }
+        let body = response.bytes().await.map_err(classify)?;
+        serde_json::from_slice(&body)
+            .map(Some)
+            .map_err(|e| FetchError::Decode { path: path.to_string(), message: e.to_string() })
+    }
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}

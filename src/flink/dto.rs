@@ -1,0 +1,360 @@
+//! Serde models of Flink's REST JSON (1.13 … 2.x), tolerant of every version's differences.
+//!
+//! Rules, all from real captures (`tests/fixtures/flink-*`): every field that is not present in
+//! every version is an `Option`; unknown fields are ignored; the type tag is `@class` up to 1.14
+//! and `className` from 1.15; per-subtask percentiles are the string `"NaN"`; `checkpointed_size`
+//! exists only from 1.15, and before it `state_size` meant what `checkpointed_size` means now.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer};
+
+/// `GET /overview`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClusterOverview {
+    /// Flink's version string, e.g. `2.3.0`.
+    #[serde(rename = "flink-version")]
+    pub flink_version: Option<String>,
+    /// Registered TaskManagers.
+    pub taskmanagers: Option<u32>,
+    /// Total task slots.
+    #[serde(rename = "slots-total")]
+    pub slots_total: Option<u32>,
+    /// Running jobs.
+    #[serde(rename = "jobs-running")]
+    pub jobs_running: Option<u32>,
+}
+
+/// `GET /jobs/overview`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobsOverview {
+    /// One entry per job the JobManager still knows.
+    #[serde(default)]
+    pub jobs: Vec<JobOverview>,
+}
+
+/// One job in `/jobs/overview`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobOverview {
+    /// The job id (32 hex digits).
+    pub jid: String,
+    /// The job name.
+    pub name: Option<String>,
+    /// `RUNNING`, `RESTARTING`, `FAILED`, `CANCELED`, `FINISHED`, …
+    pub state: Option<String>,
+    /// When the job was submitted, epoch ms.
+    #[serde(rename = "start-time")]
+    pub start_time: Option<i64>,
+}
+
+/// `GET /jobs/:id`: the job graph, used for operator names and (later) the alignment shadow.
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobDetails {
+    /// The job id.
+    pub jid: Option<String>,
+    /// The job name.
+    pub name: Option<String>,
+    /// The job state.
+    pub state: Option<String>,
+    /// The job vertices (operator chains).
+    #[serde(default)]
+    pub vertices: Vec<JobVertex>,
+    /// The execution plan with edges and ship strategies.
+    pub plan: Option<Plan>,
+}
+
+/// One vertex of `/jobs/:id`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobVertex {
+    /// The vertex id (32 hex digits).
+    pub id: String,
+    /// The operator chain's name, e.g. `Source: fast-source -> fast-throttle`.
+    pub name: Option<String>,
+    /// The vertex parallelism.
+    pub parallelism: Option<u32>,
+}
+
+/// `plan` inside `/jobs/:id`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Plan {
+    /// The plan's nodes.
+    #[serde(default)]
+    pub nodes: Vec<PlanNode>,
+}
+
+/// A node of the execution plan.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PlanNode {
+    /// The vertex id.
+    pub id: String,
+    /// The parallelism.
+    pub parallelism: Option<u32>,
+    /// Inputs of this node.
+    #[serde(default)]
+    pub inputs: Vec<PlanInput>,
+}
+
+/// An edge into a plan node.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PlanInput {
+    /// The upstream vertex id.
+    pub id: String,
+    /// `FORWARD`, `HASH`, `REBALANCE`, …
+    pub ship_strategy: Option<String>,
+}
+
+/// `GET /jobs/:id/checkpoints/config`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CheckpointConfig {
+    /// `exactly_once` or `at_least_once` (case varies).
+    pub mode: Option<String>,
+    /// Checkpoint interval in ms; `i64::MAX` when periodic checkpoints are off.
+    pub interval: Option<i64>,
+    /// Checkpoint timeout in ms.
+    pub timeout: Option<i64>,
+    /// Minimum pause between checkpoints in ms.
+    pub min_pause: Option<i64>,
+    /// Maximum concurrent checkpoints.
+    pub max_concurrent: Option<i64>,
+    /// State backend class name.
+    pub state_backend: Option<String>,
+    /// Checkpoint storage class name.
+    pub checkpoint_storage: Option<String>,
+    /// Whether unaligned checkpoints are enabled.
+    pub unaligned_checkpoints: Option<bool>,
+    /// Tolerable failed checkpoints before the job fails.
+    pub tolerable_failed_checkpoints: Option<i64>,
+    /// Aligned checkpoint timeout in ms (1.14+).
+    pub aligned_checkpoint_timeout: Option<i64>,
+    /// Whether checkpoints continue after tasks finish (1.14+).
+    pub checkpoints_after_tasks_finish: Option<bool>,
+}
+
+/// `GET /jobs/:id/checkpoints`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CheckpointingStatistics {
+    /// Cumulative counts since the JobManager started tracking this job.
+    pub counts: Option<Counts>,
+    /// Latest completed, savepoint, failed and restored checkpoints.
+    pub latest: Option<LatestCheckpoints>,
+    /// The last `web.checkpoints.history` checkpoints, including in-progress ones, any order.
+    #[serde(default)]
+    pub history: Vec<CheckpointStatistics>,
+}
+
+/// `counts` of `/checkpoints`.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct Counts {
+    /// Restores of this job.
+    pub restored: Option<u64>,
+    /// All triggered checkpoints.
+    pub total: Option<u64>,
+    /// Checkpoints in progress now.
+    pub in_progress: Option<u64>,
+    /// Completed checkpoints (and savepoints).
+    pub completed: Option<u64>,
+    /// Failed checkpoints, including attempts that never got an id.
+    pub failed: Option<u64>,
+}
+
+/// `latest` of `/checkpoints`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LatestCheckpoints {
+    /// The latest completed checkpoint.
+    pub completed: Option<CheckpointStatistics>,
+    /// The latest savepoint.
+    pub savepoint: Option<CheckpointStatistics>,
+    /// The latest failed checkpoint.
+    pub failed: Option<CheckpointStatistics>,
+    /// The checkpoint the job last restored from.
+    pub restored: Option<RestoredCheckpoint>,
+}
+
+/// `latest.restored` (no type tag in any version).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RestoredCheckpoint {
+    /// Checkpoint id restored from.
+    pub id: Option<u64>,
+    /// When the restore happened, epoch ms.
+    pub restore_timestamp: Option<i64>,
+    /// Whether it was a savepoint.
+    pub is_savepoint: Option<bool>,
+    /// Where it was stored.
+    pub external_path: Option<String>,
+}
+
+/// A checkpoint in `history`, `latest.*` and `/checkpoints/details/:id`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CheckpointStatistics {
+    /// Type tag: `completed`, `failed` or `in_progress`.
+    #[serde(rename = "className", alias = "@class")]
+    pub class_name: Option<String>,
+    /// The checkpoint id.
+    pub id: u64,
+    /// `COMPLETED`, `FAILED` or `IN_PROGRESS`.
+    pub status: Option<String>,
+    /// Whether this is a savepoint.
+    pub is_savepoint: Option<bool>,
+    /// When the coordinator triggered it, epoch ms.
+    pub trigger_timestamp: Option<i64>,
+    /// The latest acknowledgement, epoch ms.
+    pub latest_ack_timestamp: Option<i64>,
+    /// Bytes persisted by this checkpoint (1.15+).
+    pub checkpointed_size: Option<i64>,
+    /// Full state size from 1.15; before 1.15 the checkpointed (possibly incremental) size.
+    pub state_size: Option<i64>,
+    /// Latest ack − trigger, ms (for an in-progress one: only up to its latest ack).
+    pub end_to_end_duration: Option<i64>,
+    /// Bytes processed during alignment.
+    pub processed_data: Option<i64>,
+    /// In-flight bytes persisted (unaligned checkpoints).
+    pub persisted_data: Option<i64>,
+    /// Subtasks that must acknowledge.
+    pub num_subtasks: Option<u32>,
+    /// Subtasks that acknowledged.
+    pub num_acknowledged_subtasks: Option<u32>,
+    /// `CHECKPOINT`, `UNALIGNED_CHECKPOINT` (1.15+), `SAVEPOINT`, `SYNC_SAVEPOINT`.
+    pub checkpoint_type: Option<String>,
+    /// Per-vertex statistics; empty in `/checkpoints`, filled in `/details/:id`.
+    #[serde(default)]
+    pub tasks: BTreeMap<String, TaskCheckpointStatistics>,
+    /// Where a completed checkpoint is stored.
+    pub external_path: Option<String>,
+    /// When a failed checkpoint failed, epoch ms.
+    pub failure_timestamp: Option<i64>,
+    /// Why a failed checkpoint failed, e.g. `Checkpoint expired before completing.`
+    pub failure_message: Option<String>,
+}
+
+/// One vertex inside `/checkpoints/details/:id` → `tasks`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TaskCheckpointStatistics {
+    /// The checkpoint id.
+    pub id: Option<u64>,
+    /// Status of this vertex's part.
+    pub status: Option<String>,
+    /// Latest ack of any subtask, epoch ms.
+    pub latest_ack_timestamp: Option<i64>,
+    /// Bytes persisted by this vertex (1.15+).
+    pub checkpointed_size: Option<i64>,
+    /// State size (see [`CheckpointStatistics::state_size`]).
+    pub state_size: Option<i64>,
+    /// End-to-end duration of this vertex's part, ms.
+    pub end_to_end_duration: Option<i64>,
+    /// Subtasks of this vertex.
+    pub num_subtasks: Option<u32>,
+    /// Subtasks that acknowledged.
+    pub num_acknowledged_subtasks: Option<u32>,
+}
+
+/// `GET /jobs/:id/checkpoints/details/:cp/subtasks/:vertex`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TaskCheckpointDetails {
+    /// The checkpoint id.
+    pub id: Option<u64>,
+    /// Status of this vertex's part.
+    pub status: Option<String>,
+    /// Subtasks of this vertex.
+    pub num_subtasks: Option<u32>,
+    /// Per-subtask statistics.
+    #[serde(default)]
+    pub subtasks: Vec<SubtaskCheckpointStatistics>,
+}
+
+/// One subtask of [`TaskCheckpointDetails`]; a pending one has only `index` and `status`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SubtaskCheckpointStatistics {
+    /// Type tag: `completed` or `pending`.
+    #[serde(rename = "className", alias = "@class")]
+    pub class_name: Option<String>,
+    /// Subtask index.
+    pub index: u32,
+    /// `completed` or `pending_or_failed`.
+    pub status: Option<String>,
+    /// When this subtask acknowledged, epoch ms.
+    pub ack_timestamp: Option<i64>,
+    /// Ack − trigger, ms.
+    pub end_to_end_duration: Option<i64>,
+    /// Bytes persisted (1.15+).
+    pub checkpointed_size: Option<i64>,
+    /// State size.
+    pub state_size: Option<i64>,
+    /// Synchronous and asynchronous snapshot durations.
+    pub checkpoint: Option<SubtaskSnapshotDurations>,
+    /// Alignment statistics.
+    pub alignment: Option<SubtaskAlignment>,
+    /// Time from trigger until the first barrier reached this subtask, ms.
+    pub start_delay: Option<i64>,
+    /// Whether this subtask took an unaligned checkpoint.
+    pub unaligned_checkpoint: Option<bool>,
+    /// Whether this subtask's checkpoint was aborted.
+    pub aborted: Option<bool>,
+}
+
+impl SubtaskCheckpointStatistics {
+    /// A subtask is complete when its tag or status says so.
+    pub fn is_completed(&self) -> bool {
+        let tag = self.class_name.as_deref().or(self.status.as_deref());
+        tag.is_some_and(|t| t.eq_ignore_ascii_case("completed"))
+    }
+}
+
+/// `checkpoint` of a subtask.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct SubtaskSnapshotDurations {
+    /// Synchronous part, ms.
+    pub sync: Option<i64>,
+    /// Asynchronous part, ms (for unaligned checkpoints it includes persisting in-flight data).
+    #[serde(rename = "async")]
+    pub async_: Option<i64>,
+}
+
+/// `alignment` of a subtask.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct SubtaskAlignment {
+    /// Always 0 in current Flink (vestigial).
+    pub buffered: Option<i64>,
+    /// Bytes processed during alignment.
+    pub processed: Option<i64>,
+    /// In-flight bytes persisted.
+    pub persisted: Option<i64>,
+    /// Alignment duration, ms.
+    pub duration: Option<i64>,
+}
+
+/// A number that Flink may also send as the string `"NaN"` (per-subtask percentiles).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MaybeNan(pub Option<f64>);
+
+impl<'de> Deserialize<'de> for MaybeNan {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum NumberOrString {
+            Number(f64),
+            Text(String),
+        }
+        Ok(match Option::<NumberOrString>::deserialize(deserializer)? {
+            Some(NumberOrString::Number(n)) => MaybeNan(Some(n)),
+            Some(NumberOrString::Text(s)) => MaybeNan(s.parse::<f64>().ok().filter(|n| n.is_finite())),
+            None => MaybeNan(None),
+        })
+    }
+}
+
+/// Flink's `StatsSummaryDto`: min/max/avg since 1.5, percentiles since 1.14.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct StatsSummary {
+    /// Minimum.
+    pub min: Option<i64>,
+    /// Maximum.
+    pub max: Option<i64>,
+    /// Average.
+    pub avg: Option<i64>,
+    /// Median; `"NaN"` in per-subtask summaries.
+    pub p50: Option<MaybeNan>,
+    /// 95th percentile.
+    pub p95: Option<MaybeNan>,
+    /// 99th percentile.
+    pub p99: Option<MaybeNan>,
+}

@@ -1,0 +1,279 @@
+//! The REST poller: one task per cluster, turning Flink's answers into observations.
+//!
+//! Each round fetches `/overview` and `/jobs/overview`, then per watched job its
+//! `/checkpoints` (and `/checkpoints/config` plus `/jobs/:id` on first sight or after a state
+//! change). Details of a finished checkpoint are fetched once, for ids the state has not counted.
+//! Failures are observations too: they become error metrics and log lines, and the loop goes on
+//! with exponential back-off while the JobManager is unreachable.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+use tokio::sync::Semaphore;
+
+use crate::app::AppState;
+use crate::config::ClusterConfig;
+use crate::flink::client::{FetchError, FlinkClient};
+use crate::flink::{convert, dto};
+use crate::observe::{ClusterPoll, JobKey, JobPoll, JobSummary, Observation};
+use crate::time::Timestamp;
+
+/// Longest wait between rounds while a cluster is failing.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Job states after which a job never checkpoints again.
+const TERMINAL_STATES: [&str; 4] = ["FINISHED", "CANCELED", "FAILED", "SUSPENDED"];
+
+/// What the poller remembers about a job between rounds (not durable: it is re-fetched).
+struct JobCache {
+    state: String,
+    /// `None`: checkpointing is disabled for this job.
+    settings: Option<Option<crate::observe::CheckpointSettings>>,
+    vertex_names: HashMap<String, String>,
+    final_poll_done: bool,
+}
+
+/// Polls one cluster.
+pub struct Poller {
+    config: ClusterConfig,
+    client: FlinkClient,
+    include: Vec<Regex>,
+    exclude: Vec<Regex>,
+    requests: Semaphore,
+    app: Arc<AppState>,
+    jobs: HashMap<String, JobCache>,
+}
+
+impl Poller {
+    /// A poller for `config` that reports into `app`.
+    pub fn new(config: ClusterConfig, app: Arc<AppState>) -> Result<Self, crate::flink::client::ClientBuildError> {
+        let client = FlinkClient::new(&config)?;
+        // Patterns were validated with the config.
+        let compile = |ps: &[String]| ps.iter().filter_map(|p| Regex::new(p).ok()).collect::<Vec<_>>();
+        Ok(Poller {
+            include: compile(&config.include_jobs),
+            exclude: compile(&config.exclude_jobs),
+            requests: Semaphore::new(config.max_concurrent_requests),
+            client,
+            config,
+            app,
+            jobs: HashMap::new(),
+        })
+    }
+
+    /// Polls forever: a round every `poll_interval`, backing off while rounds fail.
+    pub async fn run(mut self) {
+        let mut failures: u32 = 0;
+        loop {
+            let started = Instant::now();
+            let reachable = self.round().await;
+            failures = if reachable { 0 } else { failures.saturating_add(1) };
+            let interval = self.config.poll_interval;
+            let wait = if failures == 0 {
+                interval
+            } else {
+                let backoff = interval.saturating_mul(1u32 << failures.min(6));
+                backoff.min(MAX_BACKOFF.max(interval))
+            };
+            tokio::time::sleep(wait.saturating_sub(started.elapsed())).await;
+        }
+    }
+
+    /// One poll round; returns whether the JobManager answered.
+    pub async fn round(&mut self) -> bool {
+        let started = Instant::now();
+        let mut errors = Vec::new();
+        let cluster = self.config.name.clone();
+        let report = |errors: Vec<&'static str>, reachable: bool, version: Option<String>, jobs: Option<Vec<JobSummary>>| {
+            Observation::ClusterPolled(ClusterPoll {
+                cluster: cluster.clone(),
+                duration_ms: started.elapsed().as_millis() as u64,
+                flink_version: version,
+                jobs,
+                errors,
+                reachable,
+            })
+        };
+        let overview = match self.fetch(self.client.overview()).await {
+            Ok(o) => o,
+            Err(e) => {
+                self.log_error(&e);
+                errors.push(e.kind());
+                self.app.apply(&report(errors, false, None, None));
+                return false;
+            }
+        };
+        let listed = match self.fetch(self.client.jobs_overview()).await {
+            Ok(jobs) => jobs.jobs,
+            Err(e) => {
+                self.log_error(&e);
+                errors.push(e.kind());
+                self.app.apply(&report(errors, true, overview.flink_version, None));
+                return true;
+            }
+        };
+        let watched: Vec<dto::JobOverview> = listed.into_iter().filter(|j| self.watches(j)).collect();
+        self.jobs.retain(|id, _| watched.iter().any(|j| &j.jid == id));
+        let mut summaries = Vec::new();
+        for job in &watched {
+            match self.poll_job(job).await {
+                Ok(Some(poll)) => {
+                    summaries.push(JobSummary {
+                        job_id: job.jid.clone(),
+                        name: poll.job_name.clone(),
+                        state: poll.job_state.clone(),
+                    });
+                    self.app.apply(&Observation::JobPolled(poll));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.log_error(&e);
+                    errors.push(e.kind());
+                    // Keep the job listed: one failed request must not drop its series.
+                    summaries.push(JobSummary {
+                        job_id: job.jid.clone(),
+                        name: job.name.clone().unwrap_or_default(),
+                        state: job.state.clone().unwrap_or_default(),
+                    });
+                }
+            }
+        }
+        self.app.apply(&report(errors, true, overview.flink_version, Some(summaries)));
+        true
+    }
+
+    fn watches(&self, job: &dto::JobOverview) -> bool {
+        let name = job.name.as_deref().unwrap_or("");
+        (self.include.is_empty() || self.include.iter().any(|r| r.is_match(name)))
+            && !self.exclude.iter().any(|r| r.is_match(name))
+    }
+
+    async fn fetch<T>(&self, request: impl Future<Output = Result<T, FetchError>>) -> Result<T, FetchError> {
+        let _permit = self.requests.acquire().await.expect("the semaphore is never closed");
+        request.await
+    }
+
+    fn log_error(&self, error: &FetchError) {
+        tracing::warn!(cluster = %self.config.name, kind = error.kind(), "{error}");
+    }
+
+    /// Polls one job; `Ok(None)` when it does not checkpoint or needs no more polls.
+    async fn poll_job(&mut self, job: &dto::JobOverview) -> Result<Option<JobPoll>, FetchError> {
+        let job_state = job.state.clone().unwrap_or_default();
+        let terminal = TERMINAL_STATES.contains(&job_state.as_str());
+        let cached = self.jobs.get(&job.jid);
+        if cached.is_some_and(|c| c.final_poll_done && terminal) {
+            return Ok(None);
+        }
+        // Re-read the configuration on first sight and whenever the job changes state
+        // (a restart may come with a new configuration).
+        let refresh = cached.is_none_or(|c| c.state != job_state || c.settings.is_none());
+        if refresh {
+            let config = self.fetch(self.client.checkpoint_config(&job.jid)).await?;
+            let details = self.fetch(self.client.job(&job.jid)).await?;
+            let vertex_names = details
+                .vertices
+                .iter()
+                .map(|v| (v.id.clone(), v.name.clone().unwrap_or_else(|| v.id.clone())))
+                .collect();
+            if config.is_none() {
+                tracing::info!(cluster = %self.config.name, job = %job.jid, "checkpointing is disabled for this job; not watching it");
+            }
+            self.jobs.insert(
+                job.jid.clone(),
+                JobCache {
+                    state: job_state.clone(),
+                    settings: Some(config.as_ref().map(convert::settings)),
+                    vertex_names,
+                    final_poll_done: false,
+                },
+            );
+        }
+        let cache = self.jobs.get(&job.jid).expect("inserted above");
+        let Some(Some(settings)) = cache.settings.clone() else {
+            return Ok(None);
+        };
+        let stats = self.fetch(self.client.checkpoints(&job.jid)).await?;
+        let polled_at = Timestamp::now();
+        let finished_ids: Vec<u64> = stats
+            .history
+            .iter()
+            .filter(|cp| convert::status(cp).is_some())
+            .map(|cp| cp.id)
+            .collect();
+        let unseen = {
+            let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
+            state.unseen(&self.config.name, &job.jid, &finished_ids)
+        };
+        let mut finished = Vec::new();
+        for id in unseen {
+            let Some(entry) = stats.history.iter().find(|cp| cp.id == id) else { continue };
+            let vertices = match self.checkpoint_vertices(&job.jid, id).await {
+                Ok(v) => v,
+                Err(e) => {
+                    // Count the checkpoint anyway, without its per-subtask phases.
+                    tracing::warn!(cluster = %self.config.name, job = %job.jid, checkpoint = id, "details unavailable: {e}");
+                    Vec::new()
+                }
+            };
+            let cache = self.jobs.get(&job.jid).expect("inserted above");
+            let views: Vec<convert::VertexDetails<'_>> = vertices
+                .iter()
+                .map(|(vid, details)| convert::VertexDetails {
+                    vertex_id: vid,
+                    name: cache.vertex_names.get(vid).map_or(vid.as_str(), |n| n.as_str()),
+                    details,
+                })
+                .collect();
+            finished.extend(convert::finished(entry, &views));
+        }
+        let latest_restore = stats
+            .latest
+            .as_ref()
+            .and_then(|l| l.restored.as_ref())
+            .and_then(|r| r.restore_timestamp.map(|at| (r.id, Timestamp(at))));
+        if terminal {
+            if let Some(c) = self.jobs.get_mut(&job.jid) {
+                c.final_poll_done = true;
+            }
+        }
+        Ok(Some(JobPoll {
+            key: JobKey { cluster: self.config.name.clone(), job_id: job.jid.clone() },
+            job_name: job.name.clone().unwrap_or_default(),
+            job_state,
+            polled_at,
+            counts: stats.counts.as_ref().map(convert::counts).unwrap_or_default(),
+            settings: Some(settings),
+            in_progress: convert::in_progress(&stats.history),
+            finished,
+            latest_restore,
+        }))
+    }
+
+    /// The per-vertex subtask details of a finished checkpoint (empty if Flink forgot it).
+    async fn checkpoint_vertices(
+        &self,
+        job_id: &str,
+        checkpoint_id: u64,
+    ) -> Result<Vec<(String, dto::TaskCheckpointDetails)>, FetchError> {
+        let Some(details) = self.fetch(self.client.checkpoint_details(job_id, checkpoint_id)).await? else {
+            return Ok(Vec::new());
+        };
+        let requests = details.tasks.keys().map(|vid| async move {
+            let answer = self.fetch(self.client.subtask_details(job_id, checkpoint_id, vid)).await;
+            answer.map(|d| d.map(|d| (vid.clone(), d)))
+        });
+        let mut vertices = Vec::new();
+        for answer in futures_util::future::join_all(requests).await {
+            vertices.extend(answer?);
+        }
+        Ok(vertices)
+    }
+}
+
+/// Keeps the set of clusters whose pollers are running (used by config reload).
+pub fn cluster_names(configs: &[ClusterConfig]) -> HashSet<String> {
+    configs.iter().map(|c| c.name.clone()).collect()
+}

@@ -1,0 +1,549 @@
+//! What the daemon knows, and the one function that changes it: `State::apply(obs, now)`.
+//!
+//! Pure: no I/O, no clock, no tokio. The poller and the tailer produce observations, the
+//! daemon applies them here, and the exporter, HTTP API and rules read the result.
+
+pub mod persist;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::observe::{
+    CheckpointCounts, CheckpointSettings, CheckpointStatus, ClusterPoll, FinishedCheckpoint,
+    InProgressCheckpoint, JobPoll, Observation, SnapshotKind,
+};
+use crate::stats::{WindowSpec, WindowedHistogram};
+use crate::time::Timestamp;
+
+/// How many finished checkpoint ids per job are remembered individually. Ids below the
+/// oldest remembered one count as seen, so memory per job stays bounded.
+pub const SEEN_IDS_CAPACITY: usize = 1024;
+
+/// How many recent checkpoints per job are kept for the API and status page.
+pub const RECENT_CHECKPOINTS: usize = 32;
+
+/// Everything the daemon knows about the clusters it watches.
+pub struct State {
+    window: WindowSpec,
+    clusters: BTreeMap<String, ClusterState>,
+}
+
+/// One watched cluster.
+pub struct ClusterState {
+    /// Whether the last poll round reached the JobManager.
+    pub reachable: bool,
+    /// Whether any poll round has ever reached it (readiness).
+    pub answered_once: bool,
+    /// Flink's version, as reported by `/overview`.
+    pub flink_version: Option<String>,
+    /// Completed poll rounds.
+    pub polls_total: u64,
+    /// Poll errors by kind.
+    pub poll_errors: BTreeMap<&'static str, u64>,
+    /// Duration of the last poll round, ms.
+    pub last_poll_duration_ms: u64,
+    /// When the JobManager last answered.
+    pub last_success: Option<Timestamp>,
+    /// Durations of poll rounds.
+    pub poll_duration: WindowedHistogram,
+    /// Jobs by id.
+    pub jobs: BTreeMap<String, JobState>,
+}
+
+/// Lifetime checkpoint totals by status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Totals {
+    /// Completed.
+    pub completed: u64,
+    /// Failed.
+    pub failed: u64,
+}
+
+impl Totals {
+    /// The total for a status.
+    pub fn get(&self, status: CheckpointStatus) -> u64 {
+        match status {
+            CheckpointStatus::Completed => self.completed,
+            CheckpointStatus::Failed => self.failed,
+        }
+    }
+}
+
+/// The ids of finished checkpoints already counted, bounded in memory.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SeenIds {
+    /// Every id below this counts as seen.
+    pub floor: u64,
+    /// Seen ids at or above `floor`.
+    pub ids: BTreeSet<u64>,
+}
+
+impl SeenIds {
+    /// Whether `id` was counted already.
+    pub fn contains(&self, id: u64) -> bool {
+        id < self.floor || self.ids.contains(&id)
+    }
+
+    /// Marks `id` as counted; returns `true` if it was new.
+    pub fn insert(&mut self, id: u64) -> bool {
+        if self.contains(id) {
+            return false;
+        }
+        self.ids.insert(id);
+        while self.ids.len() > SEEN_IDS_CAPACITY {
+            if let Some(oldest) = self.ids.pop_first() {
+                self.floor = oldest + 1;
+            }
+        }
+        true
+    }
+}
+
+/// The phase and size histograms of a job or operator.
+pub struct PhaseHistograms {
+    /// End-to-end duration, ms (job level only).
+    pub end_to_end: WindowedHistogram,
+    /// Alignment duration, ms.
+    pub alignment: WindowedHistogram,
+    /// Synchronous snapshot duration, ms.
+    pub sync: WindowedHistogram,
+    /// Asynchronous snapshot duration, ms.
+    pub async_: WindowedHistogram,
+    /// Start delay (trigger to first barrier), ms.
+    pub start_delay: WindowedHistogram,
+}
+
+impl PhaseHistograms {
+    fn new(window: WindowSpec) -> Self {
+        PhaseHistograms {
+            end_to_end: WindowedHistogram::new(window),
+            alignment: WindowedHistogram::new(window),
+            sync: WindowedHistogram::new(window),
+            async_: WindowedHistogram::new(window),
+            start_delay: WindowedHistogram::new(window),
+        }
+    }
+
+    /// The histograms with their phase names, in a fixed order.
+    pub fn iter(&self) -> [(Phase, &WindowedHistogram); 5] {
+        [
+            (Phase::EndToEnd, &self.end_to_end),
+            (Phase::Alignment, &self.alignment),
+            (Phase::Sync, &self.sync),
+            (Phase::Async, &self.async_),
+            (Phase::StartDelay, &self.start_delay),
+        ]
+    }
+
+    fn iter_mut(&mut self) -> [&mut WindowedHistogram; 5] {
+        [
+            &mut self.end_to_end,
+            &mut self.alignment,
+            &mut self.sync,
+            &mut self.async_,
+            &mut self.start_delay,
+        ]
+    }
+}
+
+/// The phases of a checkpoint whose durations are tracked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Trigger to the last acknowledgement.
+    EndToEnd,
+    /// First to last barrier at a subtask.
+    Alignment,
+    /// Synchronous snapshot.
+    Sync,
+    /// Asynchronous snapshot.
+    Async,
+    /// Trigger to the first barrier at a subtask.
+    StartDelay,
+}
+
+/// The size histograms of a job.
+pub struct SizeHistograms {
+    /// Bytes persisted by each checkpoint.
+    pub checkpointed: WindowedHistogram,
+    /// Full state size (Flink 1.15+).
+    pub full_state: WindowedHistogram,
+    /// Bytes processed during alignment.
+    pub processed: WindowedHistogram,
+    /// In-flight bytes persisted.
+    pub persisted: WindowedHistogram,
+}
+
+/// Per-operator (job vertex) histograms: every subtask's value of each phase.
+pub struct OperatorState {
+    /// The operator chain's name.
+    pub name: String,
+    /// Its phase histograms (`end_to_end` is each subtask's ack − trigger).
+    pub phases: PhaseHistograms,
+    /// When a checkpoint last brought data for it.
+    pub last_seen: Timestamp,
+}
+
+/// A finished checkpoint, briefly, for the API and status page.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CheckpointRecord {
+    /// Checkpoint id.
+    pub id: u64,
+    /// Completed or failed.
+    pub status: CheckpointStatus,
+    /// Checkpoint, unaligned checkpoint or savepoint.
+    pub kind: SnapshotKind,
+    /// Trigger time.
+    pub triggered_at: Timestamp,
+    /// Completion or failure time.
+    pub finished_at: Timestamp,
+    /// End-to-end duration, ms.
+    pub end_to_end_ms: Option<u64>,
+    /// The slowest phases of any subtask, ms: start delay, alignment, sync, async.
+    pub max_phases_ms: Option<[u64; 4]>,
+    /// The subtask that acknowledged last: (operator name, subtask index, its ack − trigger).
+    pub slowest_subtask: Option<(String, u32, u64)>,
+    /// Why it failed.
+    pub failure_message: Option<String>,
+}
+
+/// One job.
+pub struct JobState {
+    /// The job name.
+    pub name: String,
+    /// The job's state (`RUNNING`, …).
+    pub job_state: String,
+    /// Whether the JobManager listed it in the last poll round.
+    pub listed: bool,
+    /// When it was last listed or polled.
+    pub last_seen: Timestamp,
+    /// Its checkpoint configuration.
+    pub settings: Option<CheckpointSettings>,
+    /// Flink's counts as last polled.
+    pub flink_counts: CheckpointCounts,
+    /// Totals of earlier JobManager incarnations (Flink's counts restart with a new JobMaster).
+    pub earlier_incarnations: Totals,
+    /// Checkpoints counted from Flink's counts without their own details.
+    pub unobserved: Totals,
+    /// Finished checkpoint ids already counted.
+    pub seen: SeenIds,
+    /// Checkpoints in progress at the last poll.
+    pub in_progress: Vec<InProgressCheckpoint>,
+    /// The latest completed checkpoint.
+    pub last_completed: Option<CheckpointRecord>,
+    /// The latest failed checkpoint.
+    pub last_failed: Option<CheckpointRecord>,
+    /// The latest restore: (checkpoint id, when).
+    pub latest_restore: Option<(Option<u64>, Timestamp)>,
+    /// Recent finished checkpoints, oldest first.
+    pub recent: VecDeque<CheckpointRecord>,
+    /// Job-level phase histograms: per checkpoint, the slowest subtask's value of each phase.
+    pub phases: PhaseHistograms,
+    /// Job-level size histograms.
+    pub sizes: SizeHistograms,
+    /// Per-operator histograms by vertex id.
+    pub operators: BTreeMap<String, OperatorState>,
+}
+
+impl JobState {
+    fn new(window: WindowSpec, name: String, job_state: String, now: Timestamp) -> Self {
+        JobState {
+            name,
+            job_state,
+            listed: true,
+            last_seen: now,
+            settings: None,
+            flink_counts: CheckpointCounts::default(),
+            earlier_incarnations: Totals::default(),
+            unobserved: Totals::default(),
+            seen: SeenIds::default(),
+            in_progress: Vec::new(),
+            last_completed: None,
+            last_failed: None,
+            latest_restore: None,
+            recent: VecDeque::new(),
+            phases: PhaseHistograms::new(window),
+            sizes: SizeHistograms {
+                checkpointed: WindowedHistogram::new(window),
+                full_state: WindowedHistogram::new(window),
+                processed: WindowedHistogram::new(window),
+                persisted: WindowedHistogram::new(window),
+            },
+            operators: BTreeMap::new(),
+        }
+    }
+
+    /// Checkpoints counted so far by status; equals Flink's `counts` (plus earlier
+    /// JobManager incarnations), and never goes down.
+    pub fn totals(&self) -> Totals {
+        Totals {
+            completed: self.earlier_incarnations.completed + self.flink_counts.completed,
+            failed: self.earlier_incarnations.failed + self.flink_counts.failed,
+        }
+    }
+
+    fn apply_poll(&mut self, poll: &JobPoll, window: WindowSpec) {
+        let counts = poll.counts;
+        if counts.completed < self.flink_counts.completed || counts.failed < self.flink_counts.failed {
+            // A new JobMaster started counting from zero (JobManager failover): keep what the
+            // earlier one counted so our counters never go down.
+            self.earlier_incarnations.completed += self.flink_counts.completed;
+            self.earlier_incarnations.failed += self.flink_counts.failed;
+            self.flink_counts = CheckpointCounts::default();
+        }
+        let mut finished: Vec<&FinishedCheckpoint> = poll.finished.iter().collect();
+        finished.sort_by_key(|cp| cp.id);
+        let mut newly_seen = Totals::default();
+        for checkpoint in finished {
+            if !self.seen.insert(checkpoint.id) {
+                continue;
+            }
+            match checkpoint.status {
+                CheckpointStatus::Completed => newly_seen.completed += 1,
+                CheckpointStatus::Failed => newly_seen.failed += 1,
+            }
+            self.record(checkpoint, poll.polled_at, window);
+        }
+        let delta_completed = counts.completed.saturating_sub(self.flink_counts.completed);
+        let delta_failed = counts.failed.saturating_sub(self.flink_counts.failed);
+        self.unobserved.completed += delta_completed.saturating_sub(newly_seen.completed);
+        self.unobserved.failed += delta_failed.saturating_sub(newly_seen.failed);
+        self.flink_counts = counts;
+        self.name.clone_from(&poll.job_name);
+        self.job_state.clone_from(&poll.job_state);
+        self.last_seen = poll.polled_at;
+        if poll.settings.is_some() {
+            self.settings.clone_from(&poll.settings);
+        }
+        self.in_progress.clone_from(&poll.in_progress);
+        if poll.latest_restore.is_some() {
+            self.latest_restore = poll.latest_restore;
+        }
+    }
+
+    fn record(&mut self, checkpoint: &FinishedCheckpoint, at: Timestamp, window: WindowSpec) {
+        let acknowledged = || {
+            checkpoint
+                .operators
+                .iter()
+                .flat_map(|op| op.subtasks.iter().map(move |st| (op, st)))
+                .filter(|(_, st)| st.acknowledged)
+        };
+        let max_of = |f: fn(&crate::observe::SubtaskCheckpoint) -> Option<u64>| {
+            acknowledged().filter_map(|(_, st)| f(st)).max()
+        };
+        let max_phases = [
+            max_of(|st| st.start_delay_ms),
+            max_of(|st| st.alignment_ms),
+            max_of(|st| st.sync_ms),
+            max_of(|st| st.async_ms),
+        ];
+        let slowest_subtask = acknowledged()
+            .filter_map(|(op, st)| st.end_to_end_ms.map(|e2e| (op.name.clone(), st.index, e2e)))
+            .max_by_key(|(_, _, e2e)| *e2e);
+        let record = CheckpointRecord {
+            id: checkpoint.id,
+            status: checkpoint.status,
+            kind: checkpoint.kind,
+            triggered_at: checkpoint.triggered_at,
+            finished_at: checkpoint.finished_at,
+            end_to_end_ms: checkpoint.end_to_end_ms,
+            max_phases_ms: match max_phases {
+                [Some(a), Some(b), Some(c), Some(d)] => Some([a, b, c, d]),
+                _ => None,
+            },
+            slowest_subtask,
+            failure_message: checkpoint.failure_message.clone(),
+        };
+        let newer = |latest: &Option<CheckpointRecord>| latest.as_ref().is_none_or(|l| l.id < checkpoint.id);
+        match checkpoint.status {
+            CheckpointStatus::Completed if newer(&self.last_completed) => self.last_completed = Some(record.clone()),
+            CheckpointStatus::Failed if newer(&self.last_failed) => self.last_failed = Some(record.clone()),
+            _ => {}
+        }
+        let position = self.recent.iter().position(|r| r.id > record.id).unwrap_or(self.recent.len());
+        self.recent.insert(position, record);
+        while self.recent.len() > RECENT_CHECKPOINTS {
+            self.recent.pop_front();
+        }
+
+        // Latency and size statistics describe checkpoints that completed. Savepoints are
+        // user-triggered and often canonical (full) snapshots: they would distort the P95s.
+        if checkpoint.status != CheckpointStatus::Completed || checkpoint.kind == SnapshotKind::Savepoint {
+            return;
+        }
+        if let Some(e2e) = checkpoint.end_to_end_ms {
+            self.phases.end_to_end.record(e2e, at);
+        }
+        let [start_delay, alignment, sync, async_] = max_phases;
+        for (value, histogram) in [
+            (start_delay, &mut self.phases.start_delay),
+            (alignment, &mut self.phases.alignment),
+            (sync, &mut self.phases.sync),
+            (async_, &mut self.phases.async_),
+        ] {
+            if let Some(v) = value {
+                histogram.record(v, at);
+            }
+        }
+        for (value, histogram) in [
+            (checkpoint.checkpointed_bytes, &mut self.sizes.checkpointed),
+            (checkpoint.full_state_bytes, &mut self.sizes.full_state),
+            (checkpoint.processed_bytes, &mut self.sizes.processed),
+            (checkpoint.persisted_bytes, &mut self.sizes.persisted),
+        ] {
+            if let Some(v) = value {
+                histogram.record(v, at);
+            }
+        }
+        for op in &checkpoint.operators {
+            let state = self.operators.entry(op.vertex_id.clone()).or_insert_with(|| OperatorState {
+                name: op.name.clone(),
+                phases: PhaseHistograms::new(window),
+                last_seen: at,
+            });
+            state.last_seen = at;
+            for st in op.subtasks.iter().filter(|st| st.acknowledged) {
+                for (value, histogram) in [
+                    (st.end_to_end_ms, &mut state.phases.end_to_end),
+                    (st.start_delay_ms, &mut state.phases.start_delay),
+                    (st.alignment_ms, &mut state.phases.alignment),
+                    (st.sync_ms, &mut state.phases.sync),
+                    (st.async_ms, &mut state.phases.async_),
+                ] {
+                    if let Some(v) = value {
+                        histogram.record(v, at);
+                    }
+                }
+            }
+        }
+    }
+
+    fn expire(&mut self, now: Timestamp) {
+        for h in self.phases.iter_mut() {
+            h.expire(now);
+        }
+        for h in [
+            &mut self.sizes.checkpointed,
+            &mut self.sizes.full_state,
+            &mut self.sizes.processed,
+            &mut self.sizes.persisted,
+        ] {
+            h.expire(now);
+        }
+        for op in self.operators.values_mut() {
+            for h in op.phases.iter_mut() {
+                h.expire(now);
+            }
+        }
+    }
+}
+
+impl State {
+    /// Empty state whose histograms use `window`.
+    pub fn new(window: WindowSpec) -> Self {
+        State { window, clusters: BTreeMap::new() }
+    }
+
+    /// The histogram window.
+    pub fn window(&self) -> WindowSpec {
+        self.window
+    }
+
+    /// The watched clusters by name.
+    pub fn clusters(&self) -> &BTreeMap<String, ClusterState> {
+        &self.clusters
+    }
+
+    /// Applies one observation made at `now`.
+    pub fn apply(&mut self, observation: &Observation, now: Timestamp) {
+        match observation {
+            Observation::ClusterPolled(poll) => self.apply_cluster_poll(poll, now),
+            Observation::JobPolled(poll) => {
+                let window = self.window;
+                let cluster = self.cluster_mut(&poll.key.cluster);
+                let job = cluster.jobs.entry(poll.key.job_id.clone()).or_insert_with(|| {
+                    JobState::new(window, poll.job_name.clone(), poll.job_state.clone(), now)
+                });
+                job.listed = true;
+                job.apply_poll(poll, window);
+            }
+        }
+    }
+
+    /// Keeps exactly these clusters (after a config reload), dropping the state of others.
+    pub fn retain_clusters(&mut self, names: &[String]) {
+        self.clusters.retain(|name, _| names.contains(name));
+        for name in names {
+            self.cluster_mut(name);
+        }
+    }
+
+    /// Finished checkpoint ids of a job that have not been counted yet, so the poller fetches
+    /// details only for those.
+    pub fn unseen(&self, cluster: &str, job_id: &str, ids: &[u64]) -> Vec<u64> {
+        let seen = self.clusters.get(cluster).and_then(|c| c.jobs.get(job_id)).map(|j| &j.seen);
+        ids.iter().copied().filter(|&id| !seen.is_some_and(|s| s.contains(id))).collect()
+    }
+
+    /// Whether every cluster has answered at least once.
+    pub fn all_answered(&self) -> bool {
+        self.clusters.values().all(|c| c.answered_once)
+    }
+
+    /// Moves the sliding windows to `now` and forgets jobs unlisted for longer than a window.
+    pub fn expire(&mut self, now: Timestamp) {
+        let horizon = now.millis() - self.window.window_ms as i64;
+        for cluster in self.clusters.values_mut() {
+            cluster.poll_duration.expire(now);
+            cluster.jobs.retain(|_, job| job.listed || job.last_seen.millis() > horizon);
+            for job in cluster.jobs.values_mut() {
+                job.expire(now);
+            }
+        }
+    }
+
+    fn cluster_mut(&mut self, name: &str) -> &mut ClusterState {
+        let window = self.window;
+        self.clusters.entry(name.to_string()).or_insert_with(|| ClusterState {
+            reachable: false,
+            answered_once: false,
+            flink_version: None,
+            polls_total: 0,
+            poll_errors: BTreeMap::new(),
+            last_poll_duration_ms: 0,
+            last_success: None,
+            poll_duration: WindowedHistogram::new(window),
+            jobs: BTreeMap::new(),
+        })
+    }
+
+    fn apply_cluster_poll(&mut self, poll: &ClusterPoll, now: Timestamp) {
+        let cluster = self.cluster_mut(&poll.cluster);
+        cluster.polls_total += 1;
+        cluster.reachable = poll.reachable;
+        cluster.last_poll_duration_ms = poll.duration_ms;
+        cluster.poll_duration.record(poll.duration_ms, now);
+        for kind in &poll.errors {
+            *cluster.poll_errors.entry(kind).or_insert(0) += 1;
+        }
+        if poll.reachable {
+            cluster.answered_once = true;
+            cluster.last_success = Some(now);
+        }
+        if poll.flink_version.is_some() {
+            cluster.flink_version.clone_from(&poll.flink_version);
+        }
+        if let Some(jobs) = &poll.jobs {
+            for job in cluster.jobs.values_mut() {
+                job.listed = false;
+            }
+            for listed in jobs {
+                if let Some(job) = cluster.jobs.get_mut(&listed.job_id) {
+                    job.listed = true;
+                    job.last_seen = now;
+                    job.name.clone_from(&listed.name);
+                    job.job_state.clone_from(&listed.state);
+                }
+            }
+        }
+    }
+}

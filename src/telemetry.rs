@@ -1,0 +1,23 @@
+//! Logging through `tracing`, as human-readable text or as JSON lines.
+
+use tracing_subscriber::EnvFilter;
+
+/// The format of log lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    Text,
+    /// One JSON object per event.
+    Json,
+}
+
+/// Installs the global subscriber. The filter comes from `SENTINEL_LOG` (default `info`),
+/// in `tracing`'s `EnvFilter` syntax, e.g. `checkpoint_sentinel=debug`.
+pub fn init(format: LogFormat) {
+    let filter = EnvFilter::try_from_env("SENTINEL_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}
