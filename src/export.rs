@@ -119,7 +119,7 @@ pub const METRICS: &[MetricDef] = &[
         "Jobs with checkpointing that the daemon watches on the cluster."),
     metric!("checkpoint_sentinel_checkpoints_unobserved_total", Counter, &["cluster", "job_id", "job_name", "status"],
         "Checkpoints counted from Flink's counts without their own details: before the first poll, or more than web.checkpoints.history went by between two polls."),
-    metric!("checkpoint_sentinel_histogram_clamped_values_total", Counter, &[],
+    metric!("checkpoint_sentinel_clamped_values_total", Counter, &[],
         "Values too large for the histograms, recorded at the maximum instead."),
     metric!("checkpoint_sentinel_state_persist_errors_total", Counter, &[],
         "Failed writes of the state file."),
@@ -224,10 +224,10 @@ impl Families {
                 c.set_value(v);
                 metric.set_counter(c);
             }
-            (Kind::Summary, Value::Summary(s, scale)) => {
+            (Kind::Summary, Value::Summary(s, divisor)) => {
                 let mut summary = proto::Summary::default();
                 summary.set_sample_count(s.count);
-                summary.set_sample_sum(s.sum as f64 * scale);
+                summary.set_sample_sum(s.sum as f64 / divisor);
                 summary.set_quantile(
                     QUANTILES
                         .iter()
@@ -235,7 +235,7 @@ impl Families {
                         .map(|(&q, v)| {
                             let mut quantile = proto::Quantile::default();
                             quantile.set_quantile(q);
-                            quantile.set_value(v.map_or(f64::NAN, |v| v as f64 * scale));
+                            quantile.set_value(v.map_or(f64::NAN, |v| v as f64 / divisor));
                             quantile
                         })
                         .collect(),
@@ -255,11 +255,12 @@ impl Families {
 
 enum Value {
     Number(f64),
-    /// A summary and the factor from its stored unit (ms or bytes) to the exported one.
+    /// A summary and the divisor from its stored unit (ms or bytes) to the exported one
+    /// (dividing, not multiplying by 0.001, keeps 43 ms printed as 0.043).
     Summary(Summary, f64),
 }
 
-const MS: f64 = 0.001;
+const MS: f64 = 1000.0;
 const BYTES: f64 = 1.0;
 
 fn seconds(ms: u64) -> Value {
@@ -357,7 +358,7 @@ pub fn render(state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<Metric
             }
         }
     }
-    out.push("checkpoint_sentinel_histogram_clamped_values_total", &[], Value::Number(clamped as f64));
+    out.push("checkpoint_sentinel_clamped_values_total", &[], Value::Number(clamped as f64));
     out.push("checkpoint_sentinel_state_persist_errors_total", &[], Value::Number(daemon.persist_errors as f64));
     if let Some(at) = daemon.last_persisted {
         out.push("checkpoint_sentinel_state_last_persisted_timestamp_seconds", &[], Value::Number(at.seconds()));

@@ -1,0 +1,241 @@
+//! Test support: a local HTTP server that replays a captured Flink scenario.
+//!
+//! It serves a scenario's REST captures the way the JobManager did: `/jobs/:id/checkpoints`
+//! walks through the `rest/poll/` time series (one step per request, then stays on the last),
+//! everything else comes from the snapshot files, and what was not captured is a 404.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::Router;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::Value;
+
+/// The fixtures folder of this repository.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// A captured scenario.
+pub struct Scenario {
+    /// `tests/fixtures/flink-<version>/<scenario>`.
+    pub dir: PathBuf,
+    /// The job id.
+    pub job_id: String,
+    /// The poll series, in order.
+    pub polls: Vec<Value>,
+}
+
+impl Scenario {
+    /// Loads `flink-<version>/<name>`.
+    pub fn load(version: &str, name: &str) -> Scenario {
+        let dir = fixtures().join(format!("flink-{version}")).join(name);
+        let meta: Value = read_json(&dir.join("scenario.json"));
+        let index = std::fs::read_to_string(dir.join("rest/poll/index.tsv")).unwrap();
+        let polls = index
+            .lines()
+            .skip(1)
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| read_json(&dir.join("rest/poll").join(l.split('\t').nth(2).unwrap())))
+            // The snapshot taken after the series is its last step: its history is the one whose
+            // checkpoint details were captured (the ids in between went by unseen).
+            .chain(std::iter::once(read_json(&dir.join("rest/checkpoints.json"))))
+            .collect();
+        Scenario { job_id: meta["job_id"].as_str().unwrap().to_string(), dir, polls }
+    }
+
+    /// Distinct completed, non-savepoint checkpoints across the poll series: (id, entry).
+    pub fn distinct_completed(&self) -> Vec<(u64, Value)> {
+        let mut seen = std::collections::BTreeMap::new();
+        for poll in &self.polls {
+            for h in poll["history"].as_array().unwrap() {
+                if h["status"] == "COMPLETED" && h["is_savepoint"] != true {
+                    seen.entry(h["id"].as_u64().unwrap()).or_insert_with(|| h.clone());
+                }
+            }
+        }
+        seen.into_iter().collect()
+    }
+
+    /// Distinct finished ids with this status (savepoints included) across the series.
+    pub fn distinct_with_status(&self, status: &str) -> usize {
+        let mut ids = std::collections::BTreeSet::new();
+        for poll in &self.polls {
+            for h in poll["history"].as_array().unwrap() {
+                if h["status"] == status {
+                    ids.insert(h["id"].as_u64().unwrap());
+                }
+            }
+        }
+        ids.len()
+    }
+
+    /// Flink's counts in the last poll.
+    pub fn last_counts(&self) -> Value {
+        self.polls.last().unwrap()["counts"].clone()
+    }
+
+    /// The captured per-vertex subtask details of a checkpoint, if any.
+    pub fn subtask_details(&self, checkpoint_id: u64) -> Vec<Value> {
+        let dir = self.dir.join("rest/checkpoint-details");
+        let prefix = format!("checkpoint-{checkpoint_id}-subtasks-");
+        let mut out = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().to_string();
+                if name.starts_with(&prefix) && name.ends_with(".json") {
+                    out.push(read_json(&e.path()));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Reads a JSON file.
+pub fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+struct Replay {
+    scenario: Scenario,
+    step: AtomicUsize,
+}
+
+/// A running replay server.
+pub struct ReplayServer {
+    /// Its base URL.
+    pub url: String,
+    state: Arc<Replay>,
+}
+
+impl ReplayServer {
+    /// How many `/checkpoints` requests were answered.
+    pub fn polls_served(&self) -> usize {
+        self.state.step.load(Ordering::SeqCst)
+    }
+
+    /// The scenario it replays.
+    pub fn scenario(&self) -> &Scenario {
+        &self.state.scenario
+    }
+
+    /// Waits until the whole series was served plus `extra` more polls.
+    pub async fn wait_for_polls(&self, extra: usize) {
+        let target = self.state.scenario.polls.len() + extra;
+        for _ in 0..600 {
+            if self.polls_served() >= target {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("only {} of {target} polls served", self.polls_served());
+    }
+}
+
+/// Starts a replay server for `flink-<version>/<name>` on a free loopback port.
+pub async fn replay(version: &str, name: &str) -> ReplayServer {
+    let state = Arc::new(Replay { scenario: Scenario::load(version, name), step: AtomicUsize::new(0) });
+    let app = Router::new()
+        .route("/overview", get(overview))
+        .route("/jobs/overview", get(jobs_overview))
+        .route("/jobs/{job}", get(job))
+        .route("/jobs/{job}/checkpoints", get(checkpoints))
+        .route("/jobs/{job}/checkpoints/config", get(checkpoints_config))
+        .route("/jobs/{job}/checkpoints/details/{cp}", get(details))
+        .route("/jobs/{job}/checkpoints/details/{cp}/subtasks/{vertex}", get(subtasks))
+        .with_state(state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    ReplayServer { url: format!("http://{addr}"), state }
+}
+
+type S = State<Arc<Replay>>;
+
+fn file(path: PathBuf) -> Response {
+    match std::fs::read_to_string(&path) {
+        Ok(body) => ([("content-type", "application/json")], body).into_response(),
+        Err(_) => (StatusCode::NOT_FOUND, r#"{"errors":["Not found"]}"#).into_response(),
+    }
+}
+
+fn json(value: &Value) -> Response {
+    ([("content-type", "application/json")], value.to_string()).into_response()
+}
+
+fn rest(s: &Replay, name: &str) -> PathBuf {
+    s.scenario.dir.join("rest").join(name)
+}
+
+async fn overview(State(s): S) -> Response {
+    file(rest(&s, "overview.json"))
+}
+
+/// Only the scenario's job, shown RUNNING (the capture ran other scenarios on the same cluster).
+async fn jobs_overview(State(s): S) -> Response {
+    let mut all = read_json(&rest(&s, "jobs-overview.json"));
+    let jobs = all["jobs"].as_array_mut().unwrap();
+    jobs.retain(|j| j["jid"] == s.scenario.job_id.as_str());
+    for j in jobs.iter_mut() {
+        j["state"] = Value::from("RUNNING");
+    }
+    json(&all)
+}
+
+async fn job(State(s): S, UrlPath(job): UrlPath<String>) -> Response {
+    if job != s.scenario.job_id {
+        return file(PathBuf::new());
+    }
+    file(rest(&s, "job.json"))
+}
+
+async fn checkpoints(State(s): S, UrlPath(_job): UrlPath<String>) -> Response {
+    let step = s.step.fetch_add(1, Ordering::SeqCst);
+    let polls = &s.scenario.polls;
+    json(&polls[step.min(polls.len() - 1)])
+}
+
+async fn checkpoints_config(State(s): S, UrlPath(_job): UrlPath<String>) -> Response {
+    file(rest(&s, "checkpoints-config.json"))
+}
+
+async fn details(State(s): S, UrlPath((_job, cp)): UrlPath<(String, u64)>) -> Response {
+    file(rest(&s, &format!("checkpoint-details/checkpoint-{cp}.json")))
+}
+
+async fn subtasks(State(s): S, UrlPath((_job, cp, vertex)): UrlPath<(String, u64, String)>) -> Response {
+    file(rest(&s, &format!("checkpoint-details/checkpoint-{cp}-subtasks-{vertex}.json")))
+}
+
+/// Parses Prometheus text: the value of the sample with exactly this name and these labels.
+pub fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    metrics.lines().filter(|l| !l.starts_with('#')).find_map(|line| {
+        let (series, value) = line.rsplit_once(' ')?;
+        let (metric, rest) = match series.split_once('{') {
+            Some((m, r)) => (m, r.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        if metric != name {
+            return None;
+        }
+        let parsed: Vec<(String, String)> = rest
+            .split("\",")
+            .filter(|p| !p.is_empty())
+            .filter_map(|p| {
+                let (k, v) = p.split_once("=\"")?;
+                Some((k.to_string(), v.trim_end_matches('"').to_string()))
+            })
+            .collect();
+        let matches = labels.iter().all(|(k, v)| parsed.iter().any(|(pk, pv)| pk == k && pv == v))
+            && parsed.len() == labels.len();
+        matches.then(|| value.parse().ok()).flatten()
+    })
+}

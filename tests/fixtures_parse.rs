@@ -1,0 +1,161 @@
+//! Every JSON response captured from real Flink (2.3.0, 1.20.5, 1.14.6) parses with our models,
+//! and the conversions give the values Flink reported.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use checkpoint_sentinel::flink::{convert, dto};
+use checkpoint_sentinel::observe::{CheckpointStatus, SnapshotKind};
+use common::fixtures;
+
+fn json_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            json_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "json") {
+            out.push(path);
+        }
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(path: &Path) -> T {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Which model a captured file is a response of, from its name; `None` for endpoints we do
+/// not read (metrics, exceptions, task managers, …), which must still be valid JSON.
+fn check_file(path: &Path) -> Option<&'static str> {
+    let name = path.file_name().unwrap().to_string_lossy();
+    let kind = if name == "overview.json" {
+        parse::<dto::ClusterOverview>(path);
+        "overview"
+    } else if name == "jobs-overview.json" {
+        parse::<dto::JobsOverview>(path);
+        "jobs-overview"
+    } else if name == "job.json" || name == "job-after-cancel.json" {
+        parse::<dto::JobDetails>(path);
+        "job"
+    } else if name == "checkpoints-config.json" {
+        parse::<dto::CheckpointConfig>(path);
+        "checkpoints-config"
+    } else if name.starts_with("checkpoints") {
+        let stats: dto::CheckpointingStatistics = parse(path);
+        for cp in &stats.history {
+            // Each history entry converts (finished ones) or is in progress.
+            if convert::status(cp).is_some() {
+                assert!(convert::finished(cp, &[]).is_some());
+            }
+        }
+        "checkpoints"
+    } else if name.starts_with("checkpoint-") && name.contains("-subtasks-") {
+        let details: dto::TaskCheckpointDetails = parse(path);
+        assert!(!details.subtasks.is_empty(), "{}", path.display());
+        "subtasks"
+    } else if name.starts_with("checkpoint-") {
+        parse::<dto::CheckpointStatistics>(path);
+        "details"
+    } else {
+        parse::<serde_json::Value>(path);
+        return None;
+    };
+    Some(kind)
+}
+
+#[test]
+fn every_captured_response_parses() {
+    let mut files = Vec::new();
+    json_files(&fixtures(), &mut files);
+    assert!(files.len() > 3000, "fixtures missing? found {}", files.len());
+    let mut by_kind = std::collections::BTreeMap::new();
+    for f in &files {
+        if let Some(kind) = check_file(f) {
+            *by_kind.entry(kind).or_insert(0) += 1;
+        }
+    }
+    for kind in ["overview", "jobs-overview", "job", "checkpoints-config", "checkpoints", "details", "subtasks"] {
+        assert!(by_kind.get(kind).copied().unwrap_or(0) > 10, "few {kind} files: {by_kind:?}");
+    }
+}
+
+fn fixture(version: &str, rest: &str) -> PathBuf {
+    fixtures().join(format!("flink-{version}")).join(rest)
+}
+
+#[test]
+fn both_type_tags_and_nan_percentiles_are_read() {
+    for (version, tag) in [("1.14.6", "@class"), ("2.3.0", "className")] {
+        let path = fixture(version, "backpressure/rest/checkpoint-details/checkpoint-16-subtasks-857e9877747f27b5e758680f3644828a.json");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("{}", path.display()));
+        assert!(text.contains(tag) && text.contains("\"NaN\""), "{version} fixture shape changed");
+        let details: dto::TaskCheckpointDetails = parse(&path);
+        assert!(details.subtasks.iter().all(|st| st.is_completed()), "{version}");
+    }
+}
+
+#[test]
+fn state_size_means_checkpointed_size_before_1_15() {
+    // 1.14: no checkpointed_size; state_size is the (incremental) checkpointed size.
+    let old: dto::CheckpointingStatistics = parse(&fixture("1.14.6", "incremental/rest/checkpoints.json"));
+    let cp = old.history.iter().find_map(|h| convert::finished(h, &[])).unwrap();
+    assert!(cp.checkpointed_bytes.is_some());
+    assert_eq!(cp.full_state_bytes, None);
+    // 1.15+: checkpointed_size is the upload, state_size the full size (equal for hashmap).
+    let new: dto::CheckpointingStatistics = parse(&fixture("2.3.0", "healthy/rest/checkpoints.json"));
+    let cp = new.history.iter().find_map(|h| convert::finished(h, &[])).unwrap();
+    let raw = new.history.iter().find(|h| h.id == cp.id).unwrap();
+    assert_eq!(cp.checkpointed_bytes, raw.checkpointed_size.map(|v| v as u64));
+    assert_eq!(cp.full_state_bytes, raw.state_size.map(|v| v as u64));
+}
+
+#[test]
+fn unaligned_checkpoints_are_recognised_in_every_version() {
+    for version in ["1.14.6", "1.20.5", "2.3.0"] {
+        let dir = fixture(version, "backpressure-unaligned/rest");
+        let summary: dto::CheckpointingStatistics = parse(&dir.join("checkpoints.json"));
+        let entry = summary.history.iter().find(|h| convert::status(h) == Some(CheckpointStatus::Completed)).unwrap();
+        let details: dto::CheckpointStatistics = parse(&dir.join(format!("checkpoint-details/checkpoint-{}.json", entry.id)));
+        let vertex_details: Vec<(String, dto::TaskCheckpointDetails)> = details
+            .tasks
+            .keys()
+            .map(|vid| (vid.clone(), parse(&dir.join(format!("checkpoint-details/checkpoint-{}-subtasks-{vid}.json", entry.id)))))
+            .collect();
+        let views: Vec<convert::VertexDetails<'_>> = vertex_details
+            .iter()
+            .map(|(vid, d)| convert::VertexDetails { vertex_id: vid, name: vid, details: d })
+            .collect();
+        let cp = convert::finished(entry, &views).unwrap();
+        assert_eq!(cp.kind, SnapshotKind::UnalignedCheckpoint, "{version}");
+        assert!(cp.persisted_bytes.unwrap_or(0) > 0, "{version}");
+    }
+}
+
+#[test]
+fn failed_checkpoints_carry_their_reason() {
+    let stats: dto::CheckpointingStatistics = parse(&fixture("2.3.0", "expired/rest/checkpoints.json"));
+    let failed: Vec<_> = stats
+        .history
+        .iter()
+        .filter_map(|h| convert::finished(h, &[]))
+        .filter(|cp| cp.status == CheckpointStatus::Failed)
+        .collect();
+    assert!(!failed.is_empty());
+    for cp in failed {
+        assert_eq!(cp.failure_message.as_deref(), Some("Checkpoint expired before completing."));
+        assert!(cp.finished_at > cp.triggered_at);
+    }
+}
+
+#[test]
+fn checkpoint_config_converts() {
+    // The job ran with interval 2 s and min-pause 5 s. Flink 1.x reports the configured
+    // interval; 2.3.0 reports the effective one, max(interval, min-pause).
+    for (version, interval) in [("1.14.6", 2000), ("1.20.5", 2000), ("2.3.0", 5000)] {
+        let config: dto::CheckpointConfig = parse(&fixture(version, "minpause/rest/checkpoints-config.json"));
+        let s = convert::settings(&config);
+        assert_eq!((s.interval_ms, s.min_pause_ms, s.max_concurrent), (Some(interval), 5000, 1), "{version}");
+        assert!(s.exactly_once);
+    }
+}
