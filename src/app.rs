@@ -1,7 +1,7 @@
 //! The state shared between the sources, the HTTP server and the persister.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use crate::export::DaemonStats;
 use crate::observe::Observation;

@@ -24,6 +24,9 @@ pub struct Config {
     pub stats: StatsConfig,
     /// Durable state.
     pub state: StateConfig,
+    /// Flink log files to follow, each entry bound to a cluster.
+    #[serde(default)]
+    pub logs: Vec<LogConfig>,
 }
 
 impl Default for Config {
@@ -33,6 +36,7 @@ impl Default for Config {
             clusters: Vec::new(),
             stats: StatsConfig::default(),
             state: StateConfig::default(),
+            logs: Vec::new(),
         }
     }
 }
@@ -184,6 +188,85 @@ impl Default for StateConfig {
     }
 }
 
+/// One `[[logs]]` entry: log files of one cluster to follow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// The `[[clusters]]` entry these logs belong to (the `cluster` label of their events).
+    pub cluster: String,
+    /// Names the entry's read positions in the state directory; defaults to the cluster name
+    /// (set it when two entries are bound to the same cluster).
+    pub name: Option<String>,
+    /// Glob patterns of the files to follow; new files that match are picked up.
+    pub paths: Vec<String>,
+    /// Where a file seen for the first time at daemon start is read from.
+    pub start_at: StartAt,
+    /// How often file metadata is polled (file events only wake the tailer up earlier).
+    #[serde(with = "humantime_serde")]
+    pub poll_interval: Duration,
+    /// How long a file must be quiet before its last record (which a stack trace could still
+    /// follow) is taken as complete.
+    #[serde(with = "humantime_serde")]
+    pub flush_after: Duration,
+    /// Longer lines are cut to this many bytes (and counted).
+    pub max_line_bytes: usize,
+    /// Extra patterns, checked before the built-in ones.
+    pub patterns: Vec<LogPatternConfig>,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            cluster: String::new(),
+            name: None,
+            paths: Vec::new(),
+            start_at: StartAt::End,
+            poll_interval: Duration::from_secs(1),
+            flush_after: Duration::from_millis(500),
+            max_line_bytes: 1 << 20,
+            patterns: Vec::new(),
+        }
+    }
+}
+
+impl LogConfig {
+    /// The entry's id: its name, or the cluster name.
+    pub fn id(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.cluster)
+    }
+}
+
+/// Where to start reading a file first seen at daemon start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartAt {
+    /// At its end: only what is written from now on.
+    #[default]
+    End,
+    /// At its beginning: everything it holds.
+    Beginning,
+}
+
+/// One `[[logs.patterns]]` entry: a user pattern.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogPatternConfig {
+    /// A name for messages.
+    pub name: String,
+    /// A regular expression over the message part of a line (after ` - `). Named captures
+    /// `id`, `job`, `task`, `subtask`, `tm`, `dur` (ms), `bytes`, `reason`, `detail` fill the event.
+    pub regex: String,
+    /// The event kind (the `kind` label): lower-case letters, digits and `_`.
+    pub kind: String,
+    /// `info`, `warning` or `error`.
+    #[serde(default = "default_severity")]
+    pub severity: crate::observe::Severity,
+}
+
+fn default_severity() -> crate::observe::Severity {
+    crate::observe::Severity::Warning
+}
+
 /// A configuration that cannot be used, with everything an operator needs to fix it.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -218,8 +301,12 @@ impl Config {
     ) -> Result<Config, ConfigError> {
         let load_error = |message: String| ConfigError::Load { file: file.to_path_buf(), message };
         let text = std::fs::read_to_string(file).map_err(|e| load_error(format!("cannot read: {e}")))?;
-        let env: config::Map<String, String> =
-            env.into_iter().filter(|(k, _)| k.starts_with("SENTINEL_")).collect();
+        // Only `SENTINEL_<SECTION>__<KEY>` variables are config keys (every top-level key is a
+        // section); `SENTINEL_LOG`, `SENTINEL_CONFIG` and the like belong to the command line.
+        let env: config::Map<String, String> = env
+            .into_iter()
+            .filter(|(k, _)| k.strip_prefix("SENTINEL_").is_some_and(|rest| rest.contains("__")))
+            .collect();
         let built = config::Config::builder()
             .add_source(config::File::from_str(&text, config::FileFormat::Toml))
             .add_source(
@@ -245,14 +332,19 @@ impl Config {
         let mut names = std::collections::BTreeSet::new();
         for (i, c) in self.clusters.iter().enumerate() {
             let key = |k: &str| format!("clusters[{i}].{k}");
-            if c.name.is_empty() || !c.name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch)) {
+            if c.name.is_empty() || !c.name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
+            {
                 problems.push(format!(
                     "{}: {:?}: expected a non-empty name of letters, digits, '-', '_' or '.'",
                     key("name"),
                     c.name
                 ));
             } else if !names.insert(c.name.clone()) {
-                problems.push(format!("{}: {:?}: expected a name not used by another cluster", key("name"), c.name));
+                problems.push(format!(
+                    "{}: {:?}: expected a name not used by another cluster",
+                    key("name"),
+                    c.name
+                ));
             }
             match url::Url::parse(&c.url) {
                 Ok(u) if matches!(u.scheme(), "http" | "https") => {}
@@ -274,7 +366,8 @@ impl Config {
             for (field, patterns) in [("include_jobs", &c.include_jobs), ("exclude_jobs", &c.exclude_jobs)] {
                 for (j, p) in patterns.iter().enumerate() {
                     if let Err(e) = regex::Regex::new(p) {
-                        problems.push(format!("{}[{j}]: {p:?}: expected a regular expression ({e})", key(field)));
+                        problems
+                            .push(format!("{}[{j}]: {p:?}: expected a regular expression ({e})", key(field)));
                     }
                 }
             }
@@ -290,7 +383,8 @@ impl Config {
                 }
             }
             if c.basic_auth.is_some() && c.bearer_token.is_some() {
-                problems.push(format!("{}: expected basic_auth or bearer_token, not both", key("bearer_token")));
+                problems
+                    .push(format!("{}: expected basic_auth or bearer_token, not both", key("bearer_token")));
             }
         }
         if self.stats.window_slots == 0 || self.stats.window_slots > 1000 {
@@ -305,7 +399,55 @@ impl Config {
         if self.state.persist_interval.is_zero() {
             problems.push("state.persist_interval: expected a positive duration".to_string());
         }
+        self.log_problems(&mut problems);
         problems
+    }
+
+    fn log_problems(&self, problems: &mut Vec<String>) {
+        let mut ids = std::collections::BTreeSet::new();
+        for (i, l) in self.logs.iter().enumerate() {
+            let key = |k: &str| format!("logs[{i}].{k}");
+            if !self.clusters.iter().any(|c| c.name == l.cluster) {
+                problems.push(format!("{}: {:?}: expected the name of a [[clusters]] entry", key("cluster"), l.cluster));
+            }
+            let id_ok = !l.id().is_empty() && l.id().chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
+            if !id_ok {
+                problems.push(format!("{}: {:?}: expected a non-empty name of letters, digits, '-', '_' or '.'", key("name"), l.id()));
+            } else if !ids.insert(l.id().to_string()) {
+                problems.push(format!("{}: {:?}: expected a name no other [[logs]] entry uses (set `name` when two entries share a cluster)", key("name"), l.id()));
+            }
+            if l.paths.is_empty() {
+                problems.push(format!("{}: expected at least one glob pattern", key("paths")));
+            }
+            for (j, p) in l.paths.iter().enumerate() {
+                if let Err(e) = glob::Pattern::new(p) {
+                    problems.push(format!("{}[{j}]: {p:?}: expected a glob pattern ({e})", key("paths")));
+                }
+            }
+            if l.poll_interval < Duration::from_millis(50) {
+                problems.push(format!("{}: expected at least 50ms", key("poll_interval")));
+            }
+            if l.flush_after.is_zero() {
+                problems.push(format!("{}: expected a positive duration", key("flush_after")));
+            }
+            if !(1024..=64 << 20).contains(&l.max_line_bytes) {
+                problems.push(format!("{}: expected 1024 to 67108864", key("max_line_bytes")));
+            }
+            for (j, p) in l.patterns.iter().enumerate() {
+                let pkey = |k: &str| format!("logs[{i}].patterns[{j}].{k}");
+                if p.name.is_empty() {
+                    problems.push(format!("{}: expected a non-empty name", pkey("name")));
+                }
+                if let Err(e) = regex::Regex::new(&p.regex) {
+                    problems.push(format!("{}: {:?}: expected a regular expression ({e})", pkey("regex"), p.regex));
+                }
+                let kind_ok = p.kind.starts_with(|c: char| c.is_ascii_lowercase())
+                    && p.kind.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+                if !kind_ok {
+                    problems.push(format!("{}: {:?}: expected lower-case letters, digits and '_'", pkey("kind"), p.kind));
+                }
+            }
+        }
     }
 
     /// The configuration as TOML with every secret masked, for `check-config`.
@@ -359,7 +501,9 @@ mod tests {
 
     #[test]
     fn durations_are_humane() {
-        let c = load("[[clusters]]\nname='a'\nurl='http://x:1'\npoll_interval='250ms'\n[stats]\nwindow='5m'\n").unwrap();
+        let c =
+            load("[[clusters]]\nname='a'\nurl='http://x:1'\npoll_interval='250ms'\n[stats]\nwindow='5m'\n")
+                .unwrap();
         assert_eq!(c.clusters[0].poll_interval, Duration::from_millis(250));
         assert_eq!(c.stats.window, Duration::from_secs(300));
     }
@@ -391,9 +535,26 @@ mod tests {
     #[test]
     fn environment_overrides_the_file() {
         let f = write("[server]\nlisten='127.0.0.1:1'\n");
-        let env = vec![("SENTINEL_SERVER__LISTEN".to_string(), "127.0.0.1:2".to_string())];
+        let env = vec![
+            ("SENTINEL_SERVER__LISTEN".to_string(), "127.0.0.1:2".to_string()),
+            ("SENTINEL_LOG".to_string(), "debug".to_string()),
+        ];
         let c = Config::load_with_env(f.path(), env).unwrap();
         assert_eq!(c.server.listen, "127.0.0.1:2".parse().unwrap());
+    }
+
+    #[test]
+    fn log_entries_parse_and_are_validated() {
+        let c = load("[[clusters]]\nname='a'\nurl='http://x:1'\n[[logs]]\ncluster='a'\npaths=['/var/log/flink/*.log']\nstart_at='beginning'\n[[logs.patterns]]\nname='p'\nregex='^x (?P<id>\\d+)$'\nkind='my_kind'\n").unwrap();
+        assert_eq!(c.logs[0].start_at, StartAt::Beginning);
+        assert_eq!(c.logs[0].poll_interval, Duration::from_secs(1));
+        assert_eq!(c.logs[0].patterns[0].severity, crate::observe::Severity::Warning);
+        let err = load("[[clusters]]\nname='a'\nurl='http://x:1'\n[[logs]]\ncluster='b'\npaths=['[']\n[[logs.patterns]]\nname='p'\nregex='('\nkind='Bad'\n[[logs]]\ncluster='a'\n")
+            .unwrap_err()
+            .to_string();
+        for needle in ["logs[0].cluster", "logs[0].paths[0]", "logs[0].patterns[0].regex", "logs[0].patterns[0].kind", "logs[1].paths"] {
+            assert!(err.contains(needle), "{needle} missing in {err}");
+        }
     }
 
     #[test]

@@ -91,13 +91,12 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     let app = Arc::new(AppState::new(state));
 
     let registry = prometheus::Registry::new();
-    registry
-        .register(Box::new(StateCollector::new(app.clone())))
-        .expect("the first collector registers");
+    registry.register(Box::new(StateCollector::new(app.clone()))).expect("the first collector registers");
     let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
         .map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
+    let addr =
+        listener.local_addr().map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
 
     let mut pollers = Pollers::default();
     pollers.sync(&config.clusters, &app)?;
@@ -116,7 +115,7 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     tracing::info!(%addr, clusters = config.clusters.len(), "checkpoint-sentinel listening");
 
     let (reload_tx, mut reload_rx) = mpsc::channel::<()>(4);
-    let _watcher = config_path.as_deref().and_then(|p| watch_file(p, reload_tx.clone()));
+    let watcher = config_path.as_deref().and_then(|p| watch_file(p, reload_tx.clone()));
     #[cfg(unix)]
     spawn_sighup(reload_tx);
 
@@ -126,6 +125,8 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     let task_app = app.clone();
     let task = tokio::spawn(async move {
         let app = task_app;
+        // The watcher stops when dropped: it lives as long as this task.
+        let _watcher = watcher;
         let mut persist_tick = tokio::time::interval(persist_every);
         let mut expire_tick = tokio::time::interval(EXPIRE_EVERY);
         let mut persisted_generation = u64::MAX;
@@ -263,7 +264,8 @@ impl Pollers {
             fresh.push((c.clone(), Poller::new(c.clone(), app.clone())?));
         }
         self.running.retain(|name, (_, handle)| {
-            let keep = clusters.iter().any(|c| &c.name == name) && !fresh.iter().any(|(c, _)| &c.name == name);
+            let keep =
+                clusters.iter().any(|c| &c.name == name) && !fresh.iter().any(|(c, _)| &c.name == name);
             if !keep {
                 handle.abort();
                 tracing::info!(cluster = %name, "stopped polling");
@@ -296,7 +298,8 @@ async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation: u6
         persist::snapshot(&state)
     };
     let dir = dir.to_path_buf();
-    let written = tokio::task::spawn_blocking(move || persist::write_atomic(&dir, &persist::to_bytes(&snapshot))).await;
+    let written =
+        tokio::task::spawn_blocking(move || persist::write_atomic(&dir, &persist::to_bytes(&snapshot))).await;
     match written {
         Ok(Ok(())) => {
             app.persisted(Ok(Timestamp::now()));

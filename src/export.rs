@@ -49,82 +49,214 @@ macro_rules! metric {
 
 /// Every metric the daemon exports.
 pub const METRICS: &[MetricDef] = &[
-    metric!("flink_checkpoint_duration_seconds", Summary, JOB,
-        "End-to-end duration (trigger to last acknowledgement) of completed checkpoints; quantiles over the sliding window, savepoints excluded."),
-    metric!("flink_checkpoint_alignment_duration_seconds", Summary, JOB,
-        "Per completed checkpoint, the longest barrier alignment of any subtask."),
-    metric!("flink_checkpoint_sync_duration_seconds", Summary, JOB,
-        "Per completed checkpoint, the longest synchronous snapshot phase of any subtask."),
-    metric!("flink_checkpoint_async_duration_seconds", Summary, JOB,
-        "Per completed checkpoint, the longest asynchronous snapshot phase of any subtask (for unaligned checkpoints it includes persisting in-flight data)."),
-    metric!("flink_checkpoint_start_delay_seconds", Summary, JOB,
-        "Per completed checkpoint, the longest time from trigger until the first barrier reached a subtask (backpressure shows here)."),
-    metric!("flink_checkpoint_checkpointed_size_bytes", Summary, JOB,
-        "Bytes persisted by each completed checkpoint (the incremental size for incremental checkpoints)."),
-    metric!("flink_checkpoint_full_size_bytes", Summary, JOB,
-        "Full state size of each completed checkpoint (Flink 1.15 and later only)."),
-    metric!("flink_checkpoint_processed_data_bytes", Summary, JOB,
-        "Bytes processed during alignment by each completed checkpoint."),
-    metric!("flink_checkpoint_persisted_data_bytes", Summary, JOB,
-        "In-flight bytes persisted by each completed checkpoint (unaligned checkpoints)."),
-    metric!("flink_checkpoints_total", Counter, &["cluster", "job_id", "job_name", "status"],
-        "Checkpoints (and savepoints) by final status; equals Flink's own counts, kept monotonic across JobManager failovers."),
-    metric!("flink_checkpoint_restores_total", Counter, JOB,
-        "Restores of the job from a checkpoint or savepoint, as counted by Flink."),
-    metric!("flink_checkpoints_in_progress", Gauge, JOB,
-        "Checkpoints in progress at the last poll."),
-    metric!("flink_checkpoint_oldest_in_progress_age_seconds", Gauge, JOB,
-        "Age of the oldest checkpoint in progress at scrape time (now minus its trigger time), 0 when none."),
-    metric!("flink_checkpoint_last_completed_timestamp_seconds", Gauge, JOB,
-        "When the latest completed checkpoint was acknowledged, Unix time."),
-    metric!("flink_checkpoint_last_failed_timestamp_seconds", Gauge, JOB,
-        "When the latest failed checkpoint failed, Unix time."),
-    metric!("flink_checkpoint_interval_seconds", Gauge, JOB,
-        "Configured checkpoint interval (absent when periodic checkpoints are off)."),
-    metric!("flink_checkpoint_timeout_seconds", Gauge, JOB,
-        "Configured checkpoint timeout."),
-    metric!("flink_checkpoint_min_pause_seconds", Gauge, JOB,
-        "Configured minimum pause between checkpoints."),
-    metric!("flink_checkpoint_max_concurrent", Gauge, JOB,
-        "Configured maximum number of concurrent checkpoints."),
-    metric!("flink_checkpoint_tolerable_failures", Gauge, JOB,
-        "Configured tolerable consecutive checkpoint failures."),
-    metric!("flink_job_info", Gauge, &["cluster", "job_id", "job_name", "state"],
-        "Watched jobs with their current state; always 1."),
-    metric!("flink_operator_checkpoint_duration_seconds", Summary, OPERATOR,
-        "Per operator chain, every subtask's acknowledgement time (ack minus trigger) of completed checkpoints."),
-    metric!("flink_operator_checkpoint_alignment_duration_seconds", Summary, OPERATOR,
-        "Per operator chain, every subtask's barrier alignment duration."),
-    metric!("flink_operator_checkpoint_sync_duration_seconds", Summary, OPERATOR,
-        "Per operator chain, every subtask's synchronous snapshot duration."),
-    metric!("flink_operator_checkpoint_async_duration_seconds", Summary, OPERATOR,
-        "Per operator chain, every subtask's asynchronous snapshot duration."),
-    metric!("flink_operator_checkpoint_start_delay_seconds", Summary, OPERATOR,
-        "Per operator chain, every subtask's checkpoint start delay."),
-    metric!("checkpoint_sentinel_build_info", Gauge, &["version"],
-        "The daemon's version; always 1."),
-    metric!("checkpoint_sentinel_flink_up", Gauge, &["cluster"],
-        "1 if the cluster's JobManager REST API answered the last poll round, else 0."),
-    metric!("checkpoint_sentinel_flink_info", Gauge, &["cluster", "version"],
-        "The Flink version a cluster reports; always 1."),
-    metric!("checkpoint_sentinel_poll_duration_seconds", Summary, &["cluster"],
-        "Duration of poll rounds (the daemon polls in the background; metrics are rendered from its state at scrape time)."),
-    metric!("checkpoint_sentinel_polls_total", Counter, &["cluster"],
-        "Poll rounds, successful or not."),
-    metric!("checkpoint_sentinel_poll_errors_total", Counter, &["cluster", "kind"],
-        "Failed REST requests by kind: connect, timeout, http_status, decode."),
-    metric!("checkpoint_sentinel_last_successful_poll_timestamp_seconds", Gauge, &["cluster"],
-        "When the cluster's JobManager last answered, Unix time."),
-    metric!("checkpoint_sentinel_watched_jobs", Gauge, &["cluster"],
-        "Jobs with checkpointing that the daemon watches on the cluster."),
-    metric!("checkpoint_sentinel_checkpoints_unobserved_total", Counter, &["cluster", "job_id", "job_name", "status"],
-        "Checkpoints counted from Flink's counts without their own details: before the first poll, or more than web.checkpoints.history went by between two polls."),
-    metric!("checkpoint_sentinel_clamped_values_total", Counter, &[],
-        "Values too large for the histograms, recorded at the maximum instead."),
-    metric!("checkpoint_sentinel_state_persist_errors_total", Counter, &[],
-        "Failed writes of the state file."),
-    metric!("checkpoint_sentinel_state_last_persisted_timestamp_seconds", Gauge, &[],
-        "When the state file was last written, Unix time."),
+    metric!(
+        "flink_checkpoint_duration_seconds",
+        Summary,
+        JOB,
+        "End-to-end duration (trigger to last acknowledgement) of completed checkpoints; quantiles over the sliding window, savepoints excluded."
+    ),
+    metric!(
+        "flink_checkpoint_alignment_duration_seconds",
+        Summary,
+        JOB,
+        "Per completed checkpoint, the longest barrier alignment of any subtask."
+    ),
+    metric!(
+        "flink_checkpoint_sync_duration_seconds",
+        Summary,
+        JOB,
+        "Per completed checkpoint, the longest synchronous snapshot phase of any subtask."
+    ),
+    metric!(
+        "flink_checkpoint_async_duration_seconds",
+        Summary,
+        JOB,
+        "Per completed checkpoint, the longest asynchronous snapshot phase of any subtask (for unaligned checkpoints it includes persisting in-flight data)."
+    ),
+    metric!(
+        "flink_checkpoint_start_delay_seconds",
+        Summary,
+        JOB,
+        "Per completed checkpoint, the longest time from trigger until the first barrier reached a subtask (backpressure shows here)."
+    ),
+    metric!(
+        "flink_checkpoint_checkpointed_size_bytes",
+        Summary,
+        JOB,
+        "Bytes persisted by each completed checkpoint (the incremental size for incremental checkpoints)."
+    ),
+    metric!(
+        "flink_checkpoint_full_size_bytes",
+        Summary,
+        JOB,
+        "Full state size of each completed checkpoint (Flink 1.15 and later only)."
+    ),
+    metric!(
+        "flink_checkpoint_processed_data_bytes",
+        Summary,
+        JOB,
+        "Bytes processed during alignment by each completed checkpoint."
+    ),
+    metric!(
+        "flink_checkpoint_persisted_data_bytes",
+        Summary,
+        JOB,
+        "In-flight bytes persisted by each completed checkpoint (unaligned checkpoints)."
+    ),
+    metric!(
+        "flink_checkpoints_total",
+        Counter,
+        &["cluster", "job_id", "job_name", "status"],
+        "Checkpoints (and savepoints) by final status; equals Flink's own counts, kept monotonic across JobManager failovers."
+    ),
+    metric!(
+        "flink_checkpoint_restores_total",
+        Counter,
+        JOB,
+        "Restores of the job from a checkpoint or savepoint, as counted by Flink."
+    ),
+    metric!("flink_checkpoints_in_progress", Gauge, JOB, "Checkpoints in progress at the last poll."),
+    metric!(
+        "flink_checkpoint_oldest_in_progress_age_seconds",
+        Gauge,
+        JOB,
+        "Age of the oldest checkpoint in progress at scrape time (now minus its trigger time), 0 when none."
+    ),
+    metric!(
+        "flink_checkpoint_last_completed_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the latest completed checkpoint was acknowledged, Unix time."
+    ),
+    metric!(
+        "flink_checkpoint_last_failed_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the latest failed checkpoint failed, Unix time."
+    ),
+    metric!(
+        "flink_checkpoint_interval_seconds",
+        Gauge,
+        JOB,
+        "Configured checkpoint interval (absent when periodic checkpoints are off)."
+    ),
+    metric!("flink_checkpoint_timeout_seconds", Gauge, JOB, "Configured checkpoint timeout."),
+    metric!(
+        "flink_checkpoint_min_pause_seconds",
+        Gauge,
+        JOB,
+        "Configured minimum pause between checkpoints."
+    ),
+    metric!(
+        "flink_checkpoint_max_concurrent",
+        Gauge,
+        JOB,
+        "Configured maximum number of concurrent checkpoints."
+    ),
+    metric!(
+        "flink_checkpoint_tolerable_failures",
+        Gauge,
+        JOB,
+        "Configured tolerable consecutive checkpoint failures."
+    ),
+    metric!(
+        "flink_job_info",
+        Gauge,
+        &["cluster", "job_id", "job_name", "state"],
+        "Watched jobs with their current state; always 1."
+    ),
+    metric!(
+        "flink_operator_checkpoint_duration_seconds",
+        Summary,
+        OPERATOR,
+        "Per operator chain, every subtask's acknowledgement time (ack minus trigger) of completed checkpoints."
+    ),
+    metric!(
+        "flink_operator_checkpoint_alignment_duration_seconds",
+        Summary,
+        OPERATOR,
+        "Per operator chain, every subtask's barrier alignment duration."
+    ),
+    metric!(
+        "flink_operator_checkpoint_sync_duration_seconds",
+        Summary,
+        OPERATOR,
+        "Per operator chain, every subtask's synchronous snapshot duration."
+    ),
+    metric!(
+        "flink_operator_checkpoint_async_duration_seconds",
+        Summary,
+        OPERATOR,
+        "Per operator chain, every subtask's asynchronous snapshot duration."
+    ),
+    metric!(
+        "flink_operator_checkpoint_start_delay_seconds",
+        Summary,
+        OPERATOR,
+        "Per operator chain, every subtask's checkpoint start delay."
+    ),
+    metric!("checkpoint_sentinel_build_info", Gauge, &["version"], "The daemon's version; always 1."),
+    metric!(
+        "checkpoint_sentinel_flink_up",
+        Gauge,
+        &["cluster"],
+        "1 if the cluster's JobManager REST API answered the last poll round, else 0."
+    ),
+    metric!(
+        "checkpoint_sentinel_flink_info",
+        Gauge,
+        &["cluster", "version"],
+        "The Flink version a cluster reports; always 1."
+    ),
+    metric!(
+        "checkpoint_sentinel_poll_duration_seconds",
+        Summary,
+        &["cluster"],
+        "Duration of poll rounds (the daemon polls in the background; metrics are rendered from its state at scrape time)."
+    ),
+    metric!("checkpoint_sentinel_polls_total", Counter, &["cluster"], "Poll rounds, successful or not."),
+    metric!(
+        "checkpoint_sentinel_poll_errors_total",
+        Counter,
+        &["cluster", "kind"],
+        "Failed REST requests by kind: connect, timeout, http_status, decode."
+    ),
+    metric!(
+        "checkpoint_sentinel_last_successful_poll_timestamp_seconds",
+        Gauge,
+        &["cluster"],
+        "When the cluster's JobManager last answered, Unix time."
+    ),
+    metric!(
+        "checkpoint_sentinel_watched_jobs",
+        Gauge,
+        &["cluster"],
+        "Jobs with checkpointing that the daemon watches on the cluster."
+    ),
+    metric!(
+        "checkpoint_sentinel_checkpoints_unobserved_total",
+        Counter,
+        &["cluster", "job_id", "job_name", "status"],
+        "Checkpoints counted from Flink's counts without their own details: before the first poll, or more than web.checkpoints.history went by between two polls."
+    ),
+    metric!(
+        "checkpoint_sentinel_clamped_values_total",
+        Counter,
+        &[],
+        "Values too large for the histograms, recorded at the maximum instead."
+    ),
+    metric!(
+        "checkpoint_sentinel_state_persist_errors_total",
+        Counter,
+        &[],
+        "Failed writes of the state file."
+    ),
+    metric!(
+        "checkpoint_sentinel_state_last_persisted_timestamp_seconds",
+        Gauge,
+        &[],
+        "When the state file was last written, Unix time."
+    ),
 ];
 
 /// The error kinds every cluster reports, zero or not, so `rate()` works from the start.
@@ -289,24 +421,56 @@ pub fn render(state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<Metric
     let mut clamped = 0u64;
     for (cluster_name, cluster) in state.clusters() {
         let c = cluster_name.as_str();
-        out.push("checkpoint_sentinel_flink_up", &[("cluster", c)], Value::Number(f64::from(u8::from(cluster.reachable))));
+        out.push(
+            "checkpoint_sentinel_flink_up",
+            &[("cluster", c)],
+            Value::Number(f64::from(u8::from(cluster.reachable))),
+        );
         if let Some(version) = &cluster.flink_version {
-            out.push("checkpoint_sentinel_flink_info", &[("cluster", c), ("version", version)], Value::Number(1.0));
+            out.push(
+                "checkpoint_sentinel_flink_info",
+                &[("cluster", c), ("version", version)],
+                Value::Number(1.0),
+            );
         }
-        out.push("checkpoint_sentinel_poll_duration_seconds", &[("cluster", c)], Value::Summary(cluster.poll_duration.summary(), MS));
-        out.push("checkpoint_sentinel_polls_total", &[("cluster", c)], Value::Number(cluster.polls_total as f64));
+        out.push(
+            "checkpoint_sentinel_poll_duration_seconds",
+            &[("cluster", c)],
+            Value::Summary(cluster.poll_duration.summary(), MS),
+        );
+        out.push(
+            "checkpoint_sentinel_polls_total",
+            &[("cluster", c)],
+            Value::Number(cluster.polls_total as f64),
+        );
         for kind in ERROR_KINDS {
             let n = cluster.poll_errors.get(kind).copied().unwrap_or(0);
-            out.push("checkpoint_sentinel_poll_errors_total", &[("cluster", c), ("kind", kind)], Value::Number(n as f64));
+            out.push(
+                "checkpoint_sentinel_poll_errors_total",
+                &[("cluster", c), ("kind", kind)],
+                Value::Number(n as f64),
+            );
         }
         if let Some(at) = cluster.last_success {
-            out.push("checkpoint_sentinel_last_successful_poll_timestamp_seconds", &[("cluster", c)], Value::Number(at.seconds()));
+            out.push(
+                "checkpoint_sentinel_last_successful_poll_timestamp_seconds",
+                &[("cluster", c)],
+                Value::Number(at.seconds()),
+            );
         }
-        out.push("checkpoint_sentinel_watched_jobs", &[("cluster", c)], Value::Number(cluster.listed_jobs() as f64));
+        out.push(
+            "checkpoint_sentinel_watched_jobs",
+            &[("cluster", c)],
+            Value::Number(cluster.listed_jobs() as f64),
+        );
 
         for (job_id, job) in cluster.jobs.iter().filter(|(_, j)| j.listed) {
             let labels = [("cluster", c), ("job_id", job_id.as_str()), ("job_name", job.name.as_str())];
-            out.push("flink_job_info", &[labels[0], labels[1], labels[2], ("state", job.job_state.as_str())], Value::Number(1.0));
+            out.push(
+                "flink_job_info",
+                &[labels[0], labels[1], labels[2], ("state", job.job_state.as_str())],
+                Value::Number(1.0),
+            );
             for (phase, histogram) in job.phases.iter() {
                 clamped += histogram.out_of_range();
                 out.push(phase_metric(phase, false), &labels, Value::Summary(histogram.summary(), MS));
@@ -324,17 +488,33 @@ pub fn render(state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<Metric
             for status in [CheckpointStatus::Completed, CheckpointStatus::Failed] {
                 let with_status = [labels[0], labels[1], labels[2], ("status", status.as_str())];
                 out.push("flink_checkpoints_total", &with_status, Value::Number(totals.get(status) as f64));
-                out.push("checkpoint_sentinel_checkpoints_unobserved_total", &with_status, Value::Number(job.unobserved.get(status) as f64));
+                out.push(
+                    "checkpoint_sentinel_checkpoints_unobserved_total",
+                    &with_status,
+                    Value::Number(job.unobserved.get(status) as f64),
+                );
             }
-            out.push("flink_checkpoint_restores_total", &labels, Value::Number(job.flink_counts.restored as f64));
+            out.push(
+                "flink_checkpoint_restores_total",
+                &labels,
+                Value::Number(job.flink_counts.restored as f64),
+            );
             out.push("flink_checkpoints_in_progress", &labels, Value::Number(job.in_progress.len() as f64));
             let oldest = job.in_progress.iter().map(|cp| now.since(cp.triggered_at)).max().unwrap_or(0);
             out.push("flink_checkpoint_oldest_in_progress_age_seconds", &labels, seconds(oldest));
             if let Some(last) = &job.last_completed {
-                out.push("flink_checkpoint_last_completed_timestamp_seconds", &labels, Value::Number(last.finished_at.seconds()));
+                out.push(
+                    "flink_checkpoint_last_completed_timestamp_seconds",
+                    &labels,
+                    Value::Number(last.finished_at.seconds()),
+                );
             }
             if let Some(last) = &job.last_failed {
-                out.push("flink_checkpoint_last_failed_timestamp_seconds", &labels, Value::Number(last.finished_at.seconds()));
+                out.push(
+                    "flink_checkpoint_last_failed_timestamp_seconds",
+                    &labels,
+                    Value::Number(last.finished_at.seconds()),
+                );
             }
             if let Some(settings) = &job.settings {
                 if let Some(interval) = settings.interval_ms {
@@ -344,13 +524,27 @@ pub fn render(state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<Metric
                     out.push("flink_checkpoint_timeout_seconds", &labels, seconds(timeout));
                 }
                 out.push("flink_checkpoint_min_pause_seconds", &labels, seconds(settings.min_pause_ms));
-                out.push("flink_checkpoint_max_concurrent", &labels, Value::Number(f64::from(settings.max_concurrent)));
+                out.push(
+                    "flink_checkpoint_max_concurrent",
+                    &labels,
+                    Value::Number(f64::from(settings.max_concurrent)),
+                );
                 if let Some(tolerable) = settings.tolerable_failures {
-                    out.push("flink_checkpoint_tolerable_failures", &labels, Value::Number(f64::from(tolerable)));
+                    out.push(
+                        "flink_checkpoint_tolerable_failures",
+                        &labels,
+                        Value::Number(f64::from(tolerable)),
+                    );
                 }
             }
             for (vertex_id, operator) in &job.operators {
-                let op_labels = [labels[0], labels[1], labels[2], ("vertex_id", vertex_id.as_str()), ("operator", operator.name.as_str())];
+                let op_labels = [
+                    labels[0],
+                    labels[1],
+                    labels[2],
+                    ("vertex_id", vertex_id.as_str()),
+                    ("operator", operator.name.as_str()),
+                ];
                 for (phase, histogram) in operator.phases.iter() {
                     clamped += histogram.out_of_range();
                     out.push(phase_metric(phase, true), &op_labels, Value::Summary(histogram.summary(), MS));
@@ -359,9 +553,17 @@ pub fn render(state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<Metric
         }
     }
     out.push("checkpoint_sentinel_clamped_values_total", &[], Value::Number(clamped as f64));
-    out.push("checkpoint_sentinel_state_persist_errors_total", &[], Value::Number(daemon.persist_errors as f64));
+    out.push(
+        "checkpoint_sentinel_state_persist_errors_total",
+        &[],
+        Value::Number(daemon.persist_errors as f64),
+    );
     if let Some(at) = daemon.last_persisted {
-        out.push("checkpoint_sentinel_state_last_persisted_timestamp_seconds", &[], Value::Number(at.seconds()));
+        out.push(
+            "checkpoint_sentinel_state_last_persisted_timestamp_seconds",
+            &[],
+            Value::Number(at.seconds()),
+        );
     }
     out.finish()
 }

@@ -22,6 +22,10 @@ pub enum Observation {
     ClusterPolled(ClusterPoll),
     /// The checkpoint statistics of one job as polled.
     JobPolled(JobPoll),
+    /// Checkpoint events recognised in log files (or synthesised from REST), in file order.
+    LogEvents(Vec<LogEvent>),
+    /// The cumulative counters of one log tailer (`[[logs]]` entry).
+    LogTailer(TailerReport),
 }
 
 /// The outcome of one poll round of a cluster.
@@ -221,4 +225,94 @@ pub struct SubtaskCheckpoint {
     pub persisted_bytes: Option<u64>,
     /// Whether this subtask's checkpoint was unaligned.
     pub unaligned: bool,
+}
+
+/// How serious a log event is (for the API and status page; not a metric label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Routine: triggered, completed, restored, barrier received.
+    Info,
+    /// A checkpoint did not complete, or something held it up.
+    Warning,
+    /// The job fails because of checkpoints.
+    Error,
+}
+
+/// The deepest `Caused by:` of a stack trace, classified.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct RootCause {
+    /// A fixed category (`disk_full`, `out_of_memory`, `timeout`, …): a metric label.
+    pub category: &'static str,
+    /// The exception class, e.g. `java.io.IOException`.
+    pub exception: String,
+    /// Its message.
+    pub message: String,
+}
+
+/// One checkpoint event recognised in a Flink log line (with the stack trace that followed it).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LogEvent {
+    /// The configured cluster the log belongs to.
+    pub cluster: String,
+    /// `triggered`, `completed`, `expired`, `declined`, `failed`, `barrier_missing`, … or a
+    /// user pattern's kind.
+    pub kind: String,
+    /// `log` for a log line, `rest` for an event synthesised from the REST API.
+    pub source: &'static str,
+    /// How serious it is.
+    pub severity: Severity,
+    /// The file it was read from.
+    pub file: String,
+    /// The line's own timestamp text (the writer's local time, as logged).
+    pub logged_at: Option<String>,
+    /// The message part of the line (bounded).
+    pub message: String,
+    /// Flink's job id, when the line names one.
+    pub job_id: Option<String>,
+    /// The checkpoint id.
+    pub checkpoint_id: Option<u64>,
+    /// The task (operator chain name, or the vertex id on JobManager lines).
+    pub task: Option<String>,
+    /// The subtask index, 0-based as in the REST API.
+    pub subtask: Option<u32>,
+    /// The TaskManager (location as Flink prints it).
+    pub taskmanager: Option<String>,
+    /// A duration the line states, ms (checkpoint duration, execution delay, wait time).
+    pub duration_ms: Option<u64>,
+    /// A size the line states, bytes.
+    pub bytes: Option<u64>,
+    /// `k` in "(k consecutive failed attempts so far)".
+    pub consecutive_failures: Option<u32>,
+    /// Why it failed, as Flink words it.
+    pub reason: Option<String>,
+    /// Kind-specific detail: the snapshot type, the input channel, what a restore used.
+    pub detail: Option<String>,
+    /// The classified deepest cause of the attached stack trace.
+    pub root_cause: Option<RootCause>,
+    /// The first lines of the attached stack trace (bounded).
+    pub stack: Vec<String>,
+}
+
+/// Cumulative counters of one log tailer; the latest report replaces the previous one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TailerReport {
+    /// The cluster its `[[logs]]` entry is bound to.
+    pub cluster: String,
+    /// The entry's id (its `name`, or the cluster name).
+    pub tailer: String,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Complete lines read.
+    pub lines: u64,
+    /// Files followed now.
+    pub files: u64,
+    /// Rotations seen (rename, copytruncate, delete and recreate).
+    pub rotations: u64,
+    /// Lines longer than the line limit (cut, counted once each).
+    pub oversize_lines: u64,
+    /// Bytes written to followed files and not read yet.
+    pub lag_bytes: u64,
+    /// Errors reading files or writing the offsets file.
+    pub errors: u64,
 }

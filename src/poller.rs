@@ -48,7 +48,10 @@ pub struct Poller {
 
 impl Poller {
     /// A poller for `config` that reports into `app`.
-    pub fn new(config: ClusterConfig, app: Arc<AppState>) -> Result<Self, crate::flink::client::ClientBuildError> {
+    pub fn new(
+        config: ClusterConfig,
+        app: Arc<AppState>,
+    ) -> Result<Self, crate::flink::client::ClientBuildError> {
         let client = FlinkClient::new(&config)?;
         // Patterns were validated with the config.
         let compile = |ps: &[String]| ps.iter().filter_map(|p| Regex::new(p).ok()).collect::<Vec<_>>();
@@ -86,7 +89,10 @@ impl Poller {
         let started = Instant::now();
         let mut errors = Vec::new();
         let cluster = self.config.name.clone();
-        let report = |errors: Vec<&'static str>, reachable: bool, version: Option<String>, jobs: Option<Vec<JobSummary>>| {
+        let report = |errors: Vec<&'static str>,
+                      reachable: bool,
+                      version: Option<String>,
+                      jobs: Option<Vec<JobSummary>>| {
             Observation::ClusterPolled(ClusterPoll {
                 cluster: cluster.clone(),
                 duration_ms: started.elapsed().as_millis() as u64,
@@ -197,12 +203,8 @@ impl Poller {
         };
         let stats = self.fetch(self.client.checkpoints(&job.jid)).await?;
         let polled_at = Timestamp::now();
-        let finished_ids: Vec<u64> = stats
-            .history
-            .iter()
-            .filter(|cp| convert::status(cp).is_some())
-            .map(|cp| cp.id)
-            .collect();
+        let finished_ids: Vec<u64> =
+            stats.history.iter().filter(|cp| convert::status(cp).is_some()).map(|cp| cp.id).collect();
         let unseen = {
             let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
             state.unseen(&self.config.name, &job.jid, &finished_ids)

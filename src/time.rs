@@ -6,8 +6,9 @@ use std::fmt;
 ///
 /// The pure core never reads a clock: the daemon reads it once per step and passes the value
 /// in, and the simulator fabricates it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct Timestamp(pub i64);
 
@@ -34,9 +35,8 @@ impl Timestamp {
 
     /// Reads the system clock. Only the I/O edges (daemon, sources) call this.
     pub fn now() -> Timestamp {
-        let since_epoch = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
+        let since_epoch =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         Timestamp(since_epoch.as_millis() as i64)
     }
 }

@@ -75,7 +75,9 @@ fn every_captured_response_parses() {
             *by_kind.entry(kind).or_insert(0) += 1;
         }
     }
-    for kind in ["overview", "jobs-overview", "job", "checkpoints-config", "checkpoints", "details", "subtasks"] {
+    for kind in
+        ["overview", "jobs-overview", "job", "checkpoints-config", "checkpoints", "details", "subtasks"]
+    {
         assert!(by_kind.get(kind).copied().unwrap_or(0) > 10, "few {kind} files: {by_kind:?}");
     }
 }
@@ -87,7 +89,10 @@ fn fixture(version: &str, rest: &str) -> PathBuf {
 #[test]
 fn both_type_tags_and_nan_percentiles_are_read() {
     for (version, tag) in [("1.14.6", "@class"), ("2.3.0", "className")] {
-        let path = fixture(version, "backpressure/rest/checkpoint-details/checkpoint-16-subtasks-857e9877747f27b5e758680f3644828a.json");
+        let path = fixture(
+            version,
+            "backpressure/rest/checkpoint-details/checkpoint-16-subtasks-857e9877747f27b5e758680f3644828a.json",
+        );
         let text = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("{}", path.display()));
         assert!(text.contains(tag) && text.contains("\"NaN\""), "{version} fixture shape changed");
         let details: dto::TaskCheckpointDetails = parse(&path);
@@ -115,12 +120,21 @@ fn unaligned_checkpoints_are_recognised_in_every_version() {
     for version in ["1.14.6", "1.20.5", "2.3.0"] {
         let dir = fixture(version, "backpressure-unaligned/rest");
         let summary: dto::CheckpointingStatistics = parse(&dir.join("checkpoints.json"));
-        let entry = summary.history.iter().find(|h| convert::status(h) == Some(CheckpointStatus::Completed)).unwrap();
-        let details: dto::CheckpointStatistics = parse(&dir.join(format!("checkpoint-details/checkpoint-{}.json", entry.id)));
+        let entry =
+            summary.history.iter().find(|h| convert::status(h) == Some(CheckpointStatus::Completed)).unwrap();
+        let details: dto::CheckpointStatistics =
+            parse(&dir.join(format!("checkpoint-details/checkpoint-{}.json", entry.id)));
         let vertex_details: Vec<(String, dto::TaskCheckpointDetails)> = details
             .tasks
             .keys()
-            .map(|vid| (vid.clone(), parse(&dir.join(format!("checkpoint-details/checkpoint-{}-subtasks-{vid}.json", entry.id)))))
+            .map(|vid| {
+                (
+                    vid.clone(),
+                    parse(
+                        &dir.join(format!("checkpoint-details/checkpoint-{}-subtasks-{vid}.json", entry.id)),
+                    ),
+                )
+            })
             .collect();
         let views: Vec<convert::VertexDetails<'_>> = vertex_details
             .iter()

@@ -71,7 +71,8 @@ async fn check(version: &str, scenario: &str) {
     let s = run.server.scenario();
     let job = [("cluster", "lab"), ("job_id", s.job_id.as_str())];
     let job_name = {
-        let line = run.metrics.lines().find(|l| l.starts_with("flink_checkpoints_total{")).expect("job exported");
+        let line =
+            run.metrics.lines().find(|l| l.starts_with("flink_checkpoints_total{")).expect("job exported");
         line.split("job_name=\"").nth(1).unwrap().split('"').next().unwrap().to_string()
     };
     let labels = [job[0], job[1], ("job_name", job_name.as_str())];
@@ -84,7 +85,11 @@ async fn check(version: &str, scenario: &str) {
         assert_eq!(got, Some(ms(&counts[status]) as f64), "{version}/{scenario} {status} count");
         // What went by between polls is counted from Flink's counts and reported as unobserved.
         let unobserved = ms(&counts[status]) as usize - s.distinct_with_status(&status.to_uppercase());
-        let got = sample(&run.metrics, "checkpoint_sentinel_checkpoints_unobserved_total", &with(("status", status)));
+        let got = sample(
+            &run.metrics,
+            "checkpoint_sentinel_checkpoints_unobserved_total",
+            &with(("status", status)),
+        );
         assert_eq!(got, Some(unobserved as f64), "{version}/{scenario} {status} unobserved");
     }
 
@@ -104,12 +109,15 @@ async fn check(version: &str, scenario: &str) {
 
     // Alignment at job level: per checkpoint the slowest subtask, for checkpoints whose details
     // Flink still had.
-    let alignments: Vec<u64> = completed.iter().filter_map(|(id, _)| max_alignment(&s.subtask_details(*id))).collect();
+    let alignments: Vec<u64> =
+        completed.iter().filter_map(|(id, _)| max_alignment(&s.subtask_details(*id))).collect();
     assert!(!alignments.is_empty(), "{version}/{scenario}: the fixture has subtask details");
     let count = sample(&run.metrics, "flink_checkpoint_alignment_duration_seconds_count", &labels);
     assert_eq!(count, Some(alignments.len() as f64), "{version}/{scenario} alignment count");
     if let Some(want) = nearest_rank(&alignments, 0.95) {
-        let got = sample(&run.metrics, "flink_checkpoint_alignment_duration_seconds", &with(("quantile", "0.95"))).unwrap();
+        let got =
+            sample(&run.metrics, "flink_checkpoint_alignment_duration_seconds", &with(("quantile", "0.95")))
+                .unwrap();
         assert_close(&format!("{version}/{scenario} alignment p95"), got, want);
     }
     assert_eq!(sample(&run.metrics, "checkpoint_sentinel_flink_up", &[("cluster", "lab")]), Some(1.0));

@@ -97,7 +97,9 @@ impl FlinkClient {
                 username: basic.username.clone(),
                 password: basic.password.resolve().map_err(|e| fail(format!("basic_auth.password: {e}")))?,
             },
-            (None, Some(token)) => Auth::Bearer(token.resolve().map_err(|e| fail(format!("bearer_token: {e}")))?),
+            (None, Some(token)) => {
+                Auth::Bearer(token.resolve().map_err(|e| fail(format!("bearer_token: {e}")))?)
+            }
             (None, None) => Auth::None,
         };
         let http = builder.build().map_err(|e| fail(e.to_string()))?;

@@ -2,8 +2,8 @@
 
 use crate::flink::dto;
 use crate::observe::{
-    CheckpointCounts, CheckpointSettings, CheckpointStatus, FinishedCheckpoint,
-    InProgressCheckpoint, OperatorCheckpoint, SnapshotKind, SubtaskCheckpoint,
+    CheckpointCounts, CheckpointSettings, CheckpointStatus, FinishedCheckpoint, InProgressCheckpoint,
+    OperatorCheckpoint, SnapshotKind, SubtaskCheckpoint,
 };
 use crate::time::Timestamp;
 
@@ -17,10 +17,7 @@ pub fn settings(config: &dto::CheckpointConfig) -> CheckpointSettings {
     // Periodic checkpointing is off when the interval is Long.MAX_VALUE.
     let interval_ms = non_negative(config.interval).filter(|&ms| ms < i64::MAX as u64);
     CheckpointSettings {
-        exactly_once: !config
-            .mode
-            .as_deref()
-            .is_some_and(|m| m.eq_ignore_ascii_case("at_least_once")),
+        exactly_once: !config.mode.as_deref().is_some_and(|m| m.eq_ignore_ascii_case("at_least_once")),
         interval_ms,
         timeout_ms: non_negative(config.timeout),
         min_pause_ms: non_negative(config.min_pause).unwrap_or(0),
@@ -47,10 +44,7 @@ pub fn counts(counts: &dto::Counts) -> CheckpointCounts {
 
 /// The final status of a history entry, `None` while it is in progress.
 pub fn status(checkpoint: &dto::CheckpointStatistics) -> Option<CheckpointStatus> {
-    let status = checkpoint
-        .status
-        .as_deref()
-        .or(checkpoint.class_name.as_deref())?;
+    let status = checkpoint.status.as_deref().or(checkpoint.class_name.as_deref())?;
     if status.eq_ignore_ascii_case("completed") {
         Some(CheckpointStatus::Completed)
     } else if status.eq_ignore_ascii_case("failed") {
@@ -94,10 +88,7 @@ pub fn finished(
 ) -> Option<FinishedCheckpoint> {
     let status = status(checkpoint)?;
     let operators: Vec<OperatorCheckpoint> = vertices.iter().map(operator).collect();
-    let any_unaligned_subtask = operators
-        .iter()
-        .flat_map(|op| &op.subtasks)
-        .any(|st| st.unaligned);
+    let any_unaligned_subtask = operators.iter().flat_map(|op| &op.subtasks).any(|st| st.unaligned);
     let checkpoint_type = checkpoint.checkpoint_type.as_deref().unwrap_or("");
     let kind = if checkpoint.is_savepoint == Some(true) || checkpoint_type.contains("SAVEPOINT") {
         SnapshotKind::Savepoint
@@ -160,9 +151,5 @@ fn operator(vertex: &VertexDetails<'_>) -> OperatorCheckpoint {
         })
         .collect();
     subtasks.sort_by_key(|st| st.index);
-    OperatorCheckpoint {
-        vertex_id: vertex.vertex_id.to_string(),
-        name: vertex.name.to_string(),
-        subtasks,
-    }
+    OperatorCheckpoint { vertex_id: vertex.vertex_id.to_string(), name: vertex.name.to_string(), subtasks }
 }

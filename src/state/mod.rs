@@ -3,6 +3,7 @@
 //! Pure: no I/O, no clock, no tokio. The poller and the tailer produce observations, the
 //! daemon applies them here, and the exporter, HTTP API and rules read the result.
 
+pub mod logs;
 pub mod persist;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -47,6 +48,8 @@ pub struct ClusterState {
     pub poll_duration: WindowedHistogram,
     /// Jobs by id.
     pub jobs: BTreeMap<String, JobState>,
+    /// What its log files said.
+    pub logs: logs::LogState,
 }
 
 /// Lifetime checkpoint totals by status.
@@ -135,13 +138,7 @@ impl PhaseHistograms {
     }
 
     fn iter_mut(&mut self) -> [&mut WindowedHistogram; 5] {
-        [
-            &mut self.end_to_end,
-            &mut self.alignment,
-            &mut self.sync,
-            &mut self.async_,
-            &mut self.start_delay,
-        ]
+        [&mut self.end_to_end, &mut self.alignment, &mut self.sync, &mut self.async_, &mut self.start_delay]
     }
 }
 
@@ -355,7 +352,9 @@ impl JobState {
         };
         let newer = |latest: &Option<CheckpointRecord>| latest.as_ref().is_none_or(|l| l.id < checkpoint.id);
         match checkpoint.status {
-            CheckpointStatus::Completed if newer(&self.last_completed) => self.last_completed = Some(record.clone()),
+            CheckpointStatus::Completed if newer(&self.last_completed) => {
+                self.last_completed = Some(record.clone())
+            }
             CheckpointStatus::Failed if newer(&self.last_failed) => self.last_failed = Some(record.clone()),
             _ => {}
         }
@@ -466,6 +465,12 @@ impl State {
                 job.listed = true;
                 job.apply_poll(poll, window);
             }
+            Observation::LogEvents(events) => {
+                for event in events {
+                    self.cluster_mut(&event.cluster).logs.apply_event(event);
+                }
+            }
+            Observation::LogTailer(report) => self.cluster_mut(&report.cluster).logs.apply_report(report),
         }
     }
 
@@ -513,6 +518,7 @@ impl State {
             last_success: None,
             poll_duration: WindowedHistogram::new(window),
             jobs: BTreeMap::new(),
+            logs: logs::LogState::default(),
         })
     }
 
@@ -545,5 +551,139 @@ impl State {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::{JobKey, OperatorCheckpoint, SubtaskCheckpoint};
+
+    const WINDOW: WindowSpec = WindowSpec { window_ms: 3_600_000, slots: 6 };
+
+    fn completed(id: u64, e2e: u64) -> FinishedCheckpoint {
+        FinishedCheckpoint {
+            id,
+            status: CheckpointStatus::Completed,
+            kind: SnapshotKind::Checkpoint,
+            triggered_at: Timestamp(id as i64 * 1000),
+            finished_at: Timestamp(id as i64 * 1000 + e2e as i64),
+            end_to_end_ms: Some(e2e),
+            checkpointed_bytes: Some(100),
+            full_state_bytes: Some(100),
+            processed_bytes: Some(0),
+            persisted_bytes: Some(0),
+            num_subtasks: 2,
+            num_acknowledged: 2,
+            failure_message: None,
+            operators: vec![OperatorCheckpoint {
+                vertex_id: "v1".into(),
+                name: "map".into(),
+                subtasks: (0..2)
+                    .map(|i| SubtaskCheckpoint {
+                        index: i,
+                        acknowledged: true,
+                        end_to_end_ms: Some(e2e - i as u64),
+                        alignment_ms: Some(10 * (i as u64 + 1)),
+                        start_delay_ms: Some(1),
+                        sync_ms: Some(2),
+                        async_ms: Some(3),
+                        ..SubtaskCheckpoint::default()
+                    })
+                    .collect(),
+            }],
+        }
+    }
+
+    fn poll(completed_count: u64, failed: u64, finished: Vec<FinishedCheckpoint>) -> Observation {
+        Observation::JobPolled(JobPoll {
+            key: JobKey { cluster: "c".into(), job_id: "j".into() },
+            job_name: "job".into(),
+            job_state: "RUNNING".into(),
+            polled_at: Timestamp(1_000_000),
+            counts: CheckpointCounts { completed: completed_count, failed, in_progress: 0, restored: 0 },
+            settings: None,
+            in_progress: Vec::new(),
+            finished,
+            latest_restore: None,
+        })
+    }
+
+    fn job(state: &State) -> &JobState {
+        &state.clusters()["c"].jobs["j"]
+    }
+
+    #[test]
+    fn a_checkpoint_seen_twice_is_counted_once() {
+        let mut state = State::new(WINDOW);
+        let obs = poll(2, 0, vec![completed(1, 50), completed(2, 70)]);
+        state.apply(&obs, Timestamp(1_000_000));
+        state.apply(&obs, Timestamp(1_001_000));
+        let j = job(&state);
+        assert_eq!(j.totals(), Totals { completed: 2, failed: 0 });
+        assert_eq!(j.phases.end_to_end.summary().count, 2);
+        // Job level takes the slowest subtask per phase; operator level takes every subtask.
+        assert_eq!(j.phases.alignment.summary().quantiles[2], Some(20));
+        assert_eq!(j.operators["v1"].phases.alignment.summary().count, 4);
+        assert_eq!(j.unobserved, Totals::default());
+    }
+
+    #[test]
+    fn ids_that_went_by_unseen_are_counted_from_flinks_counts() {
+        let mut state = State::new(WINDOW);
+        state.apply(&poll(1, 0, vec![completed(1, 50)]), Timestamp(0));
+        // Flink completed 5 more and failed 1, but its history only shows the last one.
+        state.apply(&poll(6, 1, vec![completed(7, 60)]), Timestamp(1));
+        let j = job(&state);
+        assert_eq!(j.totals(), Totals { completed: 6, failed: 1 });
+        assert_eq!(j.unobserved, Totals { completed: 4, failed: 1 });
+        assert_eq!(j.phases.end_to_end.summary().count, 2);
+    }
+
+    #[test]
+    fn counters_never_go_down_when_a_new_jobmaster_counts_from_zero() {
+        let mut state = State::new(WINDOW);
+        state.apply(&poll(10, 2, vec![completed(12, 50)]), Timestamp(0));
+        state.apply(&poll(1, 0, vec![completed(13, 50)]), Timestamp(1));
+        assert_eq!(job(&state).totals(), Totals { completed: 11, failed: 2 });
+    }
+
+    #[test]
+    fn remembered_ids_are_bounded() {
+        let mut seen = SeenIds::default();
+        for id in 0..5000 {
+            assert!(seen.insert(id));
+        }
+        assert_eq!(seen.ids.len(), SEEN_IDS_CAPACITY);
+        assert!((0..5000).all(|id| seen.contains(id)));
+        assert!(!seen.insert(17));
+    }
+
+    #[test]
+    fn restored_state_does_not_count_again() {
+        let mut state = State::new(WINDOW);
+        let obs = poll(2, 0, vec![completed(1, 50), completed(2, 70)]);
+        state.apply(&obs, Timestamp(0));
+        let bytes = persist::to_bytes(&persist::snapshot(&state));
+        let mut restored = persist::restore(WINDOW, serde_json::from_slice(&bytes).unwrap());
+        restored.apply(&obs, Timestamp(1));
+        let j = job(&restored);
+        assert_eq!(j.totals(), Totals { completed: 2, failed: 0 });
+        assert_eq!(j.phases.end_to_end.summary(), job(&state).phases.end_to_end.summary());
+        assert_eq!(j.operators["v1"].phases.alignment.summary().count, 4);
+    }
+
+    #[test]
+    fn savepoints_and_failures_count_but_stay_out_of_the_latency_summaries() {
+        let mut state = State::new(WINDOW);
+        let mut savepoint = completed(1, 5000);
+        savepoint.kind = SnapshotKind::Savepoint;
+        let mut failed = completed(2, 60_000);
+        failed.status = CheckpointStatus::Failed;
+        state.apply(&poll(1, 1, vec![savepoint, failed]), Timestamp(0));
+        let j = job(&state);
+        assert_eq!(j.totals(), Totals { completed: 1, failed: 1 });
+        assert_eq!(j.phases.end_to_end.summary().count, 0);
+        assert_eq!(j.last_failed.as_ref().map(|r| r.id), Some(2));
     }
 }

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    CheckpointRecord, ClusterState, JobState, OperatorState, PhaseHistograms, SeenIds,
-    SizeHistograms, State, Totals,
+    CheckpointRecord, ClusterState, JobState, OperatorState, PhaseHistograms, SeenIds, SizeHistograms, State,
+    Totals,
 };
 use crate::observe::CheckpointCounts;
 use crate::stats::{PersistedHistogram, WindowSpec, WindowedHistogram};
@@ -157,7 +157,8 @@ pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
             restored.recent = job.recent;
             restored.phases = phases_in(window, &job.phases);
             let s = |i: usize| WindowedHistogram::from_persisted(window, &job.sizes[i]);
-            restored.sizes = SizeHistograms { checkpointed: s(0), full_state: s(1), processed: s(2), persisted: s(3) };
+            restored.sizes =
+                SizeHistograms { checkpointed: s(0), full_state: s(1), processed: s(2), persisted: s(3) };
             restored.operators = job
                 .operators
                 .into_iter()
@@ -212,7 +213,5 @@ pub fn load(dir: &Path) -> Result<Option<PersistedState>, PersistError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(PersistError::Io { path, source }),
     };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|source| PersistError::Format { path, source })
+    serde_json::from_slice(&bytes).map(Some).map_err(|source| PersistError::Format { path, source })
 }

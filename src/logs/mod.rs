@@ -1,0 +1,12 @@
+//! The log tailer: follows Flink JobManager/TaskManager log files and turns checkpoint lines into
+//! `Observation::LogEvents`, rotation-safe and resuming exactly where it stopped.
+//!
+//! * [`parse`]: pure line recognition, stack-trace grouping and root-cause classification.
+//! * [`offsets`]: file fingerprints and the atomically persisted read positions.
+//! * [`tail`]: the follower (metadata polling, `notify` events as a wake-up hint).
+//! * [`scan`]: the offline analysis behind `checkpoint-sentinel scan-logs`.
+
+pub mod offsets;
+pub mod parse;
+pub mod scan;
+pub mod tail;

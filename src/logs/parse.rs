@@ -1,0 +1,874 @@
+//! Pure recognition of Flink log lines: line splitting, checkpoint patterns, stack-trace
+//! grouping and root-cause classification. No I/O and no clock: bytes in, `LogEvent`s out.
+//!
+//! A *record* is a line that starts with a log4j timestamp plus the lines after it that do
+//! not (the exception line, `at …`, `Caused by: …`, `... N more`). A record is finished when
+//! the next timestamped line arrives or the caller flushes it, so the caller can persist "the
+//! start of the unfinished record" as its read position and never emit a record twice.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use aho_corasick::AhoCorasick;
+use regex::{Captures, Regex};
+
+use crate::observe::{LogEvent, RootCause, Severity};
+
+/// Stack lines kept per event (the root cause is found in all of them).
+pub const MAX_STACK_LINES: usize = 40;
+/// Characters kept of a message or stack line.
+const MAX_TEXT: usize = 512;
+
+/// The phrase of the job failure that checkpoints cause; it appears in an exception line, not
+/// in a log message of its own.
+const TOLERABLE: &str = "Exceeded checkpoint tolerable failure threshold";
+
+/// Every built-in kind, in the order reports list them.
+pub const BUILTIN_KINDS: &[&str] = &[
+    "triggered",
+    "completed",
+    "expired",
+    "declined",
+    "failed",
+    "trigger_failed",
+    "tolerable_exceeded",
+    "late_message",
+    "barrier_overtaken",
+    "end_of_partition",
+    "execution_delay",
+    "async_snapshot_failed",
+    "sync_snapshot_failed",
+    "restored",
+    "barrier_received",
+    "barrier_missing",
+];
+
+/// A user pattern from the config (`[[logs.patterns]]`), already validated.
+#[derive(Clone, Debug)]
+pub struct UserPattern {
+    /// Its name (for messages).
+    pub name: String,
+    /// Matched against the message part of timestamped lines.
+    pub regex: Regex,
+    /// The event kind it produces.
+    pub kind: String,
+    /// Its severity.
+    pub severity: Severity,
+}
+
+struct Builtin {
+    kind: &'static str,
+    severity: Severity,
+    regex: Regex,
+}
+
+/// The compiled pattern set: built-in Flink patterns behind a literal prefilter, plus user
+/// patterns. Shared (`Arc`) by every file a tailer follows.
+pub struct Patterns {
+    builtins: Vec<Builtin>,
+    /// Needle index → indexes into `builtins` that need it.
+    needle_targets: Vec<Vec<usize>>,
+    prefilter: AhoCorasick,
+    user: Vec<UserPattern>,
+}
+
+/// (needle, kind, severity, regex over the message). A line reaches a regex only if it
+/// contains the needle, so lines that match nothing cost one multi-literal scan.
+const BUILTINS: &[(&str, &str, Severity, &str)] = &[
+    ("Triggering checkpoint ", "triggered", Severity::Info,
+        r"^Triggering checkpoint (?P<id>\d+) (?:\(type=(?P<detail>.*)\) )?@ (?P<at>\d+) for job (?P<job>[0-9a-f]{32})\.?$"),
+    ("Completed checkpoint ", "completed", Severity::Info,
+        r"^Completed checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32}) \((?P<bytes>\d+) bytes(?:, checkpointDuration=(?P<dur>\d+) ms(?:, finalizationTime=\d+ ms)?| in (?P<dur_old>\d+) ms)\)\.?$"),
+    ("expired before completing", "expired", Severity::Warning,
+        r"^Checkpoint (?P<id>\d+) of job (?P<job>[0-9a-f]{32}) expired before completing\.?$"),
+    ("Decline checkpoint ", "declined", Severity::Warning,
+        r"^Decline checkpoint (?P<id>\d+) by task (?P<attempt>\S+) of job (?P<job>[0-9a-f]{32})(?: at (?P<tm>.+?))?\.?$"),
+    ("Failed to trigger or complete checkpoint", "failed", Severity::Warning,
+        r"^Failed to trigger or complete checkpoint (?P<id>-?\d+|\S+) for job (?P<job>[0-9a-f]{32})\. \((?P<n>\d+) consecutive failed attempts so far\)$"),
+    ("Failed to trigger checkpoint for job", "trigger_failed", Severity::Warning,
+        r"^Failed to trigger checkpoint for job (?P<job>[0-9a-f]{32}) since (?P<reason>.*)$"),
+    ("Triggering Checkpoint ", "trigger_failed", Severity::Warning,
+        r"^Triggering Checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32}) failed due to (?P<reason>.*)$"),
+    ("Received late message for now expired", "late_message", Severity::Warning,
+        r"^Received late message for now expired checkpoint attempt (?P<id>\d+) from task (?P<attempt>\S+) of job (?P<job>[0-9a-f]{32})(?: at (?P<tm>.+?))?\.?$"),
+    ("before completing current checkpoint", "barrier_overtaken", Severity::Warning,
+        r"^(?P<task>.+): Received checkpoint barrier for checkpoint (?P<detail>\d+) before completing current checkpoint (?P<id>\d+)\. Skipping current checkpoint\.?$"),
+    ("before completing current checkpoint", "end_of_partition", Severity::Warning,
+        r"^(?P<task>.+): Received EndOfPartition\(-1\) before completing current checkpoint (?P<id>\d+)\. Skipping current checkpoint\.?$"),
+    ("to executing it exceeded threshold", "execution_delay", Severity::Warning,
+        r"^Time from receiving all checkpoint barriers/RPC (?:for checkpoint (?P<id>\d+) )?to executing it exceeded threshold: (?P<dur>\d+) ?ms\.?$"),
+    ("asynchronous part of checkpoint", "async_snapshot_failed", Severity::Warning,
+        r"^(?P<task>.+) - asynchronous part of checkpoint (?P<id>\d+) could not be completed\.?$"),
+    ("Could not complete snapshot ", "sync_snapshot_failed", Severity::Warning,
+        r"^Could not complete snapshot (?P<id>\d+) for operator (?P<task>.+?)\.(?: Failure reason: (?P<reason>.*))?$"),
+    ("Restoring job ", "restored", Severity::Info,
+        r"^Restoring job (?P<job>[0-9a-f]{32}) from (?P<detail>(?:(?:Checkpoint|Savepoint) (?P<id>\d+))?.*?)\.?$"),
+    ("Received barrier from channel", "barrier_received", Severity::Info,
+        r"^(?P<task>.+?)(?: \((?P<attempt>[0-9a-f_]+)\))?: Received barrier from channel (?P<detail>.+) @ (?P<id>\d+)\.?$"),
+    ("Did not receive barrier from", "barrier_missing", Severity::Warning,
+        r"Did not receive barrier from (?:source: )?(?P<task>.+?) \(subtask: (?P<subtask>\d+)\) after (?P<dur>\d+) ?ms"),
+    (TOLERABLE, "tolerable_exceeded", Severity::Error,
+        r"^(?:[\w.$]+: )?Exceeded checkpoint tolerable failure threshold\.?(?: The latest checkpoint failed due to (?P<reason>.+?), view the)?"),
+];
+
+impl Patterns {
+    /// The built-in Flink patterns plus `user` (checked first, so a user pattern can take over
+    /// a line a built-in one would match).
+    pub fn new(user: Vec<UserPattern>) -> Arc<Patterns> {
+        let builtins: Vec<Builtin> = BUILTINS
+            .iter()
+            .map(|(_, kind, severity, re)| Builtin {
+                kind,
+                severity: *severity,
+                regex: Regex::new(re).expect("built-in patterns compile"),
+            })
+            .collect();
+        let mut needles: Vec<&str> = Vec::new();
+        let mut needle_targets: Vec<Vec<usize>> = Vec::new();
+        for (i, (needle, ..)) in BUILTINS.iter().enumerate() {
+            match needles.iter().position(|n| n == needle) {
+                Some(j) => needle_targets[j].push(i),
+                None => {
+                    needles.push(needle);
+                    needle_targets.push(vec![i]);
+                }
+            }
+        }
+        let prefilter = AhoCorasick::new(&needles).expect("needles build an automaton");
+        Arc::new(Patterns { builtins, needle_targets, prefilter, user })
+    }
+
+    /// The built-in patterns only.
+    pub fn builtin() -> Arc<Patterns> {
+        Patterns::new(Vec::new())
+    }
+
+    /// The event a log message stands for, if any.
+    pub fn recognise(&self, message: &str) -> Option<LogEvent> {
+        for p in &self.user {
+            if let Some(caps) = p.regex.captures(message) {
+                let mut event = blank(p.kind.clone(), p.severity, message);
+                fill(&caps, &mut event);
+                return Some(event);
+            }
+        }
+        let mut candidates = [usize::MAX; 4];
+        let mut n = 0;
+        for m in self.prefilter.find_overlapping_iter(message) {
+            for &target in &self.needle_targets[m.pattern().as_usize()] {
+                if n < candidates.len() && !candidates[..n].contains(&target) {
+                    candidates[n] = target;
+                    n += 1;
+                }
+            }
+        }
+        candidates[..n].sort_unstable();
+        for &i in &candidates[..n] {
+            let b = &self.builtins[i];
+            if let Some(caps) = b.regex.captures(message) {
+                let mut event = blank(b.kind.to_string(), b.severity, message);
+                fill(&caps, &mut event);
+                refine(&mut event);
+                return Some(event);
+            }
+        }
+        None
+    }
+
+    /// The `tolerable_exceeded` event if an exception line carries that failure.
+    fn tolerable(&self, exception_line: &str) -> Option<LogEvent> {
+        if !exception_line.contains(TOLERABLE) {
+            return None;
+        }
+        let b = self.builtins.iter().find(|b| b.kind == "tolerable_exceeded")?;
+        let caps = b.regex.captures(exception_line)?;
+        let mut event = blank(b.kind.to_string(), b.severity, exception_line);
+        fill(&caps, &mut event);
+        Some(event)
+    }
+}
+
+fn blank(kind: String, severity: Severity, message: &str) -> LogEvent {
+    LogEvent {
+        cluster: String::new(),
+        kind,
+        source: "log",
+        severity,
+        file: String::new(),
+        logged_at: None,
+        message: bounded(message),
+        job_id: None,
+        checkpoint_id: None,
+        task: None,
+        subtask: None,
+        taskmanager: None,
+        duration_ms: None,
+        bytes: None,
+        consecutive_failures: None,
+        reason: None,
+        detail: None,
+        root_cause: None,
+        stack: Vec::new(),
+    }
+}
+
+fn bounded(text: &str) -> String {
+    if text.len() <= MAX_TEXT {
+        return text.to_string();
+    }
+    let mut end = MAX_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Copies the named captures every pattern may use into the event. User patterns use the same
+/// names: `id`, `job`, `task`, `subtask`, `tm`, `dur`, `bytes`, `reason`, `detail`.
+fn fill(caps: &Captures, event: &mut LogEvent) {
+    let text = |name: &str| caps.name(name).map(|m| m.as_str());
+    let number = |name: &str| text(name).and_then(|s| s.parse::<u64>().ok());
+    event.checkpoint_id = number("id").or_else(|| number("checkpoint_id"));
+    event.job_id = text("job").or_else(|| text("job_id")).map(str::to_string);
+    event.task = text("task").map(str::to_string);
+    event.subtask = number("subtask").and_then(|n| u32::try_from(n).ok());
+    event.taskmanager = text("tm").or_else(|| text("taskmanager")).map(str::to_string);
+    event.duration_ms = number("dur").or_else(|| number("dur_old")).or_else(|| number("duration_ms"));
+    event.bytes = number("bytes");
+    event.consecutive_failures = number("n").and_then(|n| u32::try_from(n).ok());
+    event.reason = text("reason").map(bounded);
+    event.detail = text("detail").filter(|d| !d.is_empty()).map(bounded);
+    if let Some(attempt) = text("attempt") {
+        // Flink 1.15+ prints an ExecutionAttemptID as `<attempt>_<vertex id>_<subtask>_<attempt #>`:
+        // the vertex id and subtask index tell which subtask it was. Older ids are plain hex.
+        let parts: Vec<&str> = attempt.split('_').collect();
+        if parts.len() == 4 && parts[1].len() == 32 {
+            if event.task.is_none() {
+                event.task = Some(parts[1].to_string());
+            }
+            if event.subtask.is_none() {
+                event.subtask = parts[2].parse().ok();
+            }
+        } else if event.task.is_none() && event.detail.is_none() {
+            event.detail = Some(format!("attempt {attempt}"));
+        }
+    }
+}
+
+/// Kind-specific clean-ups after the captures are in.
+fn refine(event: &mut LogEvent) {
+    if let Some(task) = &event.task {
+        // `stateful-map (1/2)#0`: Flink counts subtasks from 1 in names, from 0 in REST.
+        if event.subtask.is_none() {
+            event.subtask = subtask_of(task);
+        }
+    }
+    if event.kind == "trigger_failed" {
+        if let Some(reason) = &event.reason {
+            if let Some((_, why)) = reason.split_once("Failure reason: ") {
+                event.reason = Some(why.trim_end_matches('.').to_string() + ".");
+            }
+        }
+    }
+}
+
+/// The 0-based subtask index of a task name like `Map -> Sink (3/8)#0`.
+pub fn subtask_of(task: &str) -> Option<u32> {
+    let task = task.trim_end();
+    let without_attempt = match task.rfind(")#") {
+        Some(i) if task[i + 2..].bytes().all(|b| b.is_ascii_digit()) => &task[..=i],
+        _ => task,
+    };
+    let inner = without_attempt.strip_suffix(')')?;
+    let open = inner.rfind('(')?;
+    let (index, _parallelism) = inner[open + 1..].split_once('/')?;
+    index.parse::<u32>().ok()?.checked_sub(1)
+}
+
+/// The parts of a line in Flink's default layout
+/// (`%d{yyyy-MM-dd HH:mm:ss,SSS} %-5p %-60c %x - %m%n`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header<'a> {
+    /// `2026-11-29 15:04:08,723`.
+    pub timestamp: &'a str,
+    /// `INFO`, `WARN`, …
+    pub level: &'a str,
+    /// The message after ` - ` (the whole rest of the line if there is no ` - `).
+    pub message: &'a str,
+}
+
+/// Whether a line starts with a log4j timestamp, i.e. starts a new record.
+pub fn is_record_start(line: &[u8]) -> bool {
+    const DIGITS: [usize; 17] = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22];
+    line.len() >= 23
+        && DIGITS.iter().all(|&i| line[i].is_ascii_digit())
+        && line[4] == b'-'
+        && line[7] == b'-'
+        && (line[10] == b' ' || line[10] == b'T')
+        && line[13] == b':'
+        && line[16] == b':'
+        && (line[19] == b',' || line[19] == b'.')
+}
+
+/// Splits a record's first line into timestamp, level and message.
+pub fn split_header(line: &str) -> Option<Header<'_>> {
+    if !is_record_start(line.as_bytes()) {
+        return None;
+    }
+    let timestamp = &line[..23];
+    let rest = line[23..].trim_start();
+    let (level, after_level) = rest.split_once(' ').unwrap_or((rest, ""));
+    // The logger name never contains " - "; the message follows the first one.
+    let message = match after_level.find(" - ") {
+        Some(i) => &after_level[i + 3..],
+        None => after_level.trim_start(),
+    };
+    Some(Header { timestamp, level, message })
+}
+
+/// One exception line unwrapped: Flink wraps remote causes in `SerializedThrowable` and
+/// futures wrap theirs in `ExecutionException`/`CompletionException`; the class that matters
+/// is the innermost one named on the line.
+pub fn exception_of(line: &str) -> (String, String) {
+    const WRAPPERS: &[&str] = &[
+        "org.apache.flink.util.SerializedThrowable",
+        "java.util.concurrent.ExecutionException",
+        "java.util.concurrent.CompletionException",
+    ];
+    let mut text = line.trim().strip_prefix("Caused by: ").unwrap_or(line.trim());
+    loop {
+        let Some((class, message)) = split_class(text) else {
+            return (String::new(), text.to_string());
+        };
+        match split_class(message) {
+            Some(_) if WRAPPERS.contains(&class) => text = message,
+            _ => return (class.to_string(), message.to_string()),
+        }
+    }
+}
+
+/// `java.io.IOException: msg` → (`java.io.IOException`, `msg`), if the text starts with a
+/// fully qualified class name.
+fn split_class(text: &str) -> Option<(&str, &str)> {
+    let (class, message) = match text.find(": ") {
+        Some(i) => (&text[..i], &text[i + 2..]),
+        None => (text, ""),
+    };
+    let looks_like_class = class.contains('.')
+        && !class.contains(' ')
+        && class.split('.').all(|part| {
+            part.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_' || c == '$')
+                && part.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+        });
+    looks_like_class.then_some((class, message))
+}
+
+/// Root-cause categories, most specific first: (category, any of these substrings).
+/// The starting table is seed 002 §4.1/§4.2 (disk full behind a closed channel, OOM behind a
+/// declined checkpoint, ClassCast for serializer changes, S3 socket timeouts, metadata store).
+const CAUSES: &[(&str, &[&str])] = &[
+    ("disk_full", &["No space left on device", "Disk quota exceeded", "DiskFullException", "not enough space"]),
+    ("out_of_memory", &["OutOfMemoryError", "Java heap space", "GC overhead limit exceeded", "Direct buffer memory", "Metaspace", "Cannot allocate memory"]),
+    ("permission", &["AccessDeniedException", "Permission denied", "AccessControlException", "Access Denied", "403 Forbidden", "Operation not permitted"]),
+    ("serialization", &["ClassCastException", "NotSerializableException", "InvalidClassException", "SerializationException", "KryoException", "StateMigrationException", "serializer", "Serializer"]),
+    ("closed_stream", &["ClosedChannelException", "Stream is closed", "Stream closed", "stream closed", "Channel closed", "Broken pipe", "Connection reset", "closed before"]),
+    ("expired", &["Checkpoint expired before completing"]),
+    ("timeout", &["TimeoutException", "SocketTimeoutException", "timed out", "Timeout", "timeout"]),
+    ("s3", &["AmazonS3Exception", "S3Exception", "com.amazonaws", "software.amazon.awssdk", "s3a:", "s3://", "NoSuchBucket", "SlowDown"]),
+    ("hdfs", &["org.apache.hadoop.hdfs", "org.apache.hadoop.ipc.RemoteException", "BlockMissingException", "LeaseExpiredException", "hdfs://", "DataNode", "NameNode"]),
+    ("file_not_found", &["FileNotFoundException", "NoSuchFileException"]),
+    ("metadata_store", &["Failed to persist checkpoint metadata", "metadata store"]),
+    ("task_failure", &["Task has failed", "FailoverRegion is restarting", "Checkpoint Coordinator is suspending", "CheckpointCoordinator shutdown", "declined due to subtask failure"]),
+    ("tasks_not_running", &["Not all required tasks are currently running", "not being executed at the moment"]),
+    ("declined", &["Checkpoint was declined", "Task received cancellation", "barrier from newer checkpoint"]),
+];
+
+/// Every category a root cause can get (the label values of the root-cause metric).
+pub const CAUSE_CATEGORIES: &[&str] = &[
+    "disk_full", "out_of_memory", "permission", "serialization", "closed_stream", "expired",
+    "timeout", "s3", "hdfs", "file_not_found", "metadata_store", "task_failure",
+    "tasks_not_running", "declined", "io_error", "other",
+];
+
+/// The category of a root cause: first by the deepest cause alone, then by the whole chain
+/// (frames show S3 or HDFS clients where the message does not), then by its class.
+pub fn classify(exception: &str, message: &str, chain: &[String]) -> &'static str {
+    let root = format!("{exception}: {message}");
+    for (category, needles) in CAUSES {
+        if needles.iter().any(|n| root.contains(n)) {
+            return category;
+        }
+    }
+    for (category, needles) in CAUSES {
+        if matches!(*category, "s3" | "hdfs" | "disk_full" | "out_of_memory")
+            && chain.iter().any(|line| needles.iter().any(|n| line.contains(n)))
+        {
+            return category;
+        }
+    }
+    if exception.ends_with("IOException") {
+        "io_error"
+    } else {
+        "other"
+    }
+}
+
+/// A record being assembled.
+struct Pending {
+    /// Offset of its first byte in the file.
+    start: u64,
+    /// The events its first line (and first exception line) stand for; empty if none.
+    events: Vec<LogEvent>,
+    /// The line's timestamp text.
+    logged_at: String,
+    /// Continuation lines seen so far.
+    continuation: usize,
+    /// Stack lines kept.
+    stack: Vec<String>,
+    /// The first exception line (the thrown exception).
+    first_exception: Option<String>,
+    /// The deepest `Caused by:` so far.
+    deepest: Option<String>,
+}
+
+/// Turns lines into events, one record at a time. Feed complete lines in file order.
+pub struct RecordParser {
+    patterns: Arc<Patterns>,
+    pending: Option<Pending>,
+}
+
+impl RecordParser {
+    /// A parser with these patterns.
+    pub fn new(patterns: Arc<Patterns>) -> Self {
+        RecordParser { patterns, pending: None }
+    }
+
+    /// Takes one line (no newline) that starts at byte `offset`; pushes the events of the record
+    /// it finishes, if any, to `out`.
+    pub fn push_line(&mut self, line: &[u8], offset: u64, out: &mut Vec<LogEvent>) {
+        if is_record_start(line) {
+            self.flush(out);
+            let line = text_of(line);
+            let Some(header) = split_header(&line) else { return };
+            let events: Vec<LogEvent> = self.patterns.recognise(header.message).into_iter().collect();
+            self.pending = Some(Pending {
+                start: offset,
+                events,
+                logged_at: header.timestamp.to_string(),
+                continuation: 0,
+                stack: Vec::new(),
+                first_exception: None,
+                deepest: None,
+            });
+            return;
+        }
+        let Some(pending) = &mut self.pending else {
+            return; // Continuation of a record that started before we began reading.
+        };
+        pending.continuation += 1;
+        if pending.events.is_empty() && pending.continuation > 1 {
+            return; // The stack trace of a record nobody asked for: skip cheaply.
+        }
+        let line = text_of(line);
+        let trimmed = line.trim_start();
+        if pending.continuation == 1 {
+            if let Some(event) = self.patterns.tolerable(trimmed) {
+                pending.events.push(event);
+            }
+            if pending.events.is_empty() {
+                return;
+            }
+        }
+        let is_frame = trimmed.starts_with("at ") || trimmed.starts_with("... ");
+        if !is_frame {
+            if trimmed.starts_with("Caused by: ") {
+                pending.deepest = Some(trimmed.to_string());
+            } else if pending.first_exception.is_none() {
+                pending.first_exception = Some(trimmed.to_string());
+            }
+        }
+        if pending.stack.len() < MAX_STACK_LINES {
+            pending.stack.push(bounded(line.trim_end()));
+        }
+    }
+
+    /// Finishes the record in progress (at a new record, at the end of a file, or when the
+    /// file has been idle long enough that no stack trace is coming).
+    pub fn flush(&mut self, out: &mut Vec<LogEvent>) {
+        let Some(pending) = self.pending.take() else { return };
+        if pending.events.is_empty() {
+            return;
+        }
+        let cause_line = pending.deepest.as_ref().or(pending.first_exception.as_ref());
+        let root_cause = cause_line.map(|line| {
+            let (exception, message) = exception_of(line);
+            let category = classify(&exception, &message, &pending.stack);
+            RootCause { category, exception, message: bounded(&message) }
+        });
+        let first = pending.first_exception.as_deref().map(exception_of);
+        for mut event in pending.events {
+            event.logged_at = Some(pending.logged_at.clone());
+            if event.reason.is_none() && matches!(event.kind.as_str(), "declined" | "failed" | "async_snapshot_failed") {
+                event.reason = first.as_ref().map(|(_, message)| bounded(message));
+            }
+            event.root_cause.clone_from(&root_cause);
+            event.stack.clone_from(&pending.stack);
+            out.push(event);
+        }
+    }
+
+    /// Where the unfinished record starts: every byte before it has been turned into events.
+    pub fn pending_start(&self) -> Option<u64> {
+        self.pending.as_ref().map(|p| p.start)
+    }
+
+    /// Whether a record is waiting for more lines.
+    pub fn has_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+}
+
+fn text_of(line: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(line)
+}
+
+/// Splits a byte stream into lines with a bounded buffer: a line longer than `max` is cut to
+/// its first `max` bytes (still recognised) and the rest is skipped up to its newline.
+pub struct LineSplitter {
+    buf: Vec<u8>,
+    max: usize,
+    discarding: bool,
+    /// Offset of the next byte to be fed.
+    offset: u64,
+    /// Lines cut because they were longer than `max`.
+    pub oversize: u64,
+    /// Complete lines emitted.
+    pub lines: u64,
+}
+
+impl LineSplitter {
+    /// A splitter whose next byte is at `offset` in the file.
+    pub fn new(max: usize, offset: u64) -> Self {
+        LineSplitter { buf: Vec::new(), max: max.max(1), discarding: false, offset, oversize: 0, lines: 0 }
+    }
+
+    /// Feeds the next bytes; calls `line(bytes, start offset)` for each complete line.
+    pub fn feed(&mut self, chunk: &[u8], mut line: impl FnMut(&[u8], u64)) {
+        let mut pos = 0;
+        for nl in memchr::memchr_iter(b'\n', chunk) {
+            let segment = &chunk[pos..nl];
+            let start = self.offset + pos as u64 - self.buf.len() as u64;
+            if self.discarding {
+                self.discarding = false;
+            } else if self.buf.is_empty() {
+                let cut = segment.len() > self.max;
+                if cut {
+                    self.oversize += 1;
+                }
+                self.lines += 1;
+                line(strip_cr(&segment[..segment.len().min(self.max)]), start);
+            } else {
+                let room = self.max - self.buf.len();
+                if segment.len() > room {
+                    self.oversize += 1;
+                }
+                self.buf.extend_from_slice(&segment[..segment.len().min(room)]);
+                self.lines += 1;
+                let whole = std::mem::take(&mut self.buf);
+                line(strip_cr(&whole), start);
+                self.buf = whole;
+                self.buf.clear();
+            }
+            pos = nl + 1;
+        }
+        let rest = &chunk[pos..];
+        if !self.discarding && !rest.is_empty() {
+            if self.buf.len() + rest.len() > self.max {
+                // Too long to hold: handle what fits now, skip the rest of this line.
+                let start = self.offset + pos as u64 - self.buf.len() as u64;
+                let room = self.max - self.buf.len();
+                self.buf.extend_from_slice(&rest[..room]);
+                self.oversize += 1;
+                self.lines += 1;
+                line(strip_cr(&self.buf), start);
+                self.buf.clear();
+                self.discarding = true;
+            } else {
+                self.buf.extend_from_slice(rest);
+            }
+        }
+        self.offset += chunk.len() as u64;
+    }
+
+    /// Emits a last line without newline (a file that will not grow any more).
+    pub fn finish(&mut self, mut line: impl FnMut(&[u8], u64)) {
+        if !self.buf.is_empty() && !self.discarding {
+            let start = self.offset - self.buf.len() as u64;
+            self.lines += 1;
+            line(strip_cr(&self.buf), start);
+        }
+        self.buf.clear();
+        self.discarding = false;
+    }
+
+    /// Offset of the first byte not yet handed out as part of a line.
+    pub fn line_start(&self) -> u64 {
+        if self.discarding {
+            // The cut line was handled already; resuming inside it is better than twice.
+            self.offset
+        } else {
+            self.offset - self.buf.len() as u64
+        }
+    }
+
+    /// Offset of the next byte to feed.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+}
+
+fn strip_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// Parses a whole buffer (tests and small inputs).
+pub fn parse_all(patterns: &Arc<Patterns>, bytes: &[u8]) -> Vec<LogEvent> {
+    let mut parser = RecordParser::new(patterns.clone());
+    let mut splitter = LineSplitter::new(1 << 20, 0);
+    let mut out = Vec::new();
+    splitter.feed(bytes, |line, offset| parser.push_line(line, offset, &mut out));
+    splitter.finish(|line, offset| parser.push_line(line, offset, &mut out));
+    parser.flush(&mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(line: &str) -> LogEvent {
+        let events = parse_all(&Patterns::builtin(), line.as_bytes());
+        assert_eq!(events.len(), 1, "{line}: {events:?}");
+        events.into_iter().next().unwrap()
+    }
+
+    const JOB: &str = "e5977598408a0b50e1eb3e122b7bd082";
+
+    #[test]
+    fn trigger_lines_of_every_version() {
+        for (line, detail) in [
+            // 1.13.6 / 1.14.6
+            ("2026-11-29 15:48:30,913 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Triggering checkpoint 1 (type=CHECKPOINT) @ 1795967310912 for job e5977598408a0b50e1eb3e122b7bd082.", "CHECKPOINT"),
+            // 1.17+ / 2.x
+            ("2026-11-29 15:04:08,723 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Triggering checkpoint 1 (type=CheckpointType{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}) @ 1795964648723 for job e5977598408a0b50e1eb3e122b7bd082.", "CheckpointType{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}"),
+        ] {
+            let e = one(line);
+            assert_eq!((e.kind.as_str(), e.checkpoint_id, e.job_id.as_deref()), ("triggered", Some(1), Some(JOB)));
+            assert_eq!(e.detail.as_deref(), Some(detail));
+            assert_eq!(e.logged_at.as_deref(), Some(&line[..23]));
+        }
+    }
+
+    #[test]
+    fn completed_in_the_1_13_and_the_1_14_form() {
+        let old = one("2026-11-29 15:48:34,589 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Completed checkpoint 1 for job e5977598408a0b50e1eb3e122b7bd082 (45526 bytes in 3677 ms).");
+        assert_eq!((old.kind.as_str(), old.bytes, old.duration_ms), ("completed", Some(45526), Some(3677)));
+        let new = one("2026-11-29 15:04:08,771 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Completed checkpoint 1 for job e5977598408a0b50e1eb3e122b7bd082 (18561 bytes, checkpointDuration=47 ms, finalizationTime=1 ms).");
+        assert_eq!((new.kind.as_str(), new.bytes, new.duration_ms), ("completed", Some(18561), Some(47)));
+    }
+
+    #[test]
+    fn decline_names_vertex_subtask_and_taskmanager() {
+        let e = one("2026-11-29 15:15:20,699 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Decline checkpoint 3 by task 75334e7121a9e2403cff11302e29350e_857e9877747f27b5e758680f3644828a_1_0 of job e5977598408a0b50e1eb3e122b7bd082 at 127.0.0.1:19125-bd2dde @ localhost (dataPort=19126).");
+        assert_eq!(e.kind, "declined");
+        assert_eq!(e.task.as_deref(), Some("857e9877747f27b5e758680f3644828a"));
+        assert_eq!(e.subtask, Some(1));
+        assert_eq!(e.taskmanager.as_deref(), Some("127.0.0.1:19125-bd2dde @ localhost (dataPort=19126)"));
+        // 1.13/1.14: a plain attempt id, no subtask.
+        let e = one("2026-11-29 15:35:40,853 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Decline checkpoint 3 by task 280fb2a913c1ac30a65f3a16353dcb76 of job e5977598408a0b50e1eb3e122b7bd082 at 127.0.0.1:22125-2961ac @ localhost (dataPort=22126).");
+        assert_eq!((e.kind.as_str(), e.subtask), ("declined", None));
+    }
+
+    #[test]
+    fn the_other_checkpoint_lines() {
+        let cases: &[(&str, &str, Option<u64>)] = &[
+            ("Checkpoint 3 of job e5977598408a0b50e1eb3e122b7bd082 expired before completing.", "expired", Some(3)),
+            ("Failed to trigger or complete checkpoint 3 for job e5977598408a0b50e1eb3e122b7bd082. (2 consecutive failed attempts so far)", "failed", Some(3)),
+            ("Failed to trigger checkpoint for job e5977598408a0b50e1eb3e122b7bd082 since Checkpoint triggering task Source: fast-source -> fast-throttle (1/2) of job e5977598408a0b50e1eb3e122b7bd082 is not being executed at the moment. Aborting checkpoint. Failure reason: Not all required tasks are currently running.", "trigger_failed", None),
+            ("Triggering Checkpoint 7 for job e5977598408a0b50e1eb3e122b7bd082 failed due to java.util.concurrent.TimeoutException", "trigger_failed", Some(7)),
+            ("Received late message for now expired checkpoint attempt 3 from task 12b102e25c31c396966057cecb6581a0_857e9877747f27b5e758680f3644828a_0_0 of job e5977598408a0b50e1eb3e122b7bd082 at 127.0.0.1:19125-bd2dde @ localhost (dataPort=19126).", "late_message", Some(3)),
+            ("stateful-map (2/2)#0: Received checkpoint barrier for checkpoint 9 before completing current checkpoint 8. Skipping current checkpoint.", "barrier_overtaken", Some(8)),
+            ("Map (1/4)#0: Received EndOfPartition(-1) before completing current checkpoint 8. Skipping current checkpoint.", "end_of_partition", Some(8)),
+            ("Time from receiving all checkpoint barriers/RPC to executing it exceeded threshold: 31234ms", "execution_delay", None),
+            ("Time from receiving all checkpoint barriers/RPC for checkpoint 12 to executing it exceeded threshold: 30001ms", "execution_delay", Some(12)),
+            ("Restoring job e5977598408a0b50e1eb3e122b7bd082 from Checkpoint 11 @ 1795964686475 for e5977598408a0b50e1eb3e122b7bd082 located at file:/opt/flink-lab/2.3.0/checkpoints/x/chk-11.", "restored", Some(11)),
+            ("stateful-map (1/2)#0 (2523204e22534449eaafda3e122aa716_857e9877747f27b5e758680f3644828a_0_0): Received barrier from channel InputChannelInfo{gateIdx=0, inputChannelIdx=1} @ 4.", "barrier_received", Some(4)),
+            ("stateful-map (1/2)#0 - asynchronous part of checkpoint 3 could not be completed.", "async_snapshot_failed", Some(3)),
+            ("Could not complete snapshot 3 for operator stateful-map (1/2)#0. Failure reason: Checkpoint was declined.", "sync_snapshot_failed", Some(3)),
+        ];
+        for (message, kind, id) in cases {
+            let line = format!("2026-11-29 15:02:33,301 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - {message}");
+            let e = one(&line);
+            assert_eq!((e.kind.as_str(), e.checkpoint_id), (*kind, *id), "{message}");
+        }
+        let delay = one("2026-11-29 15:02:33,301 WARN  org.apache.flink.streaming.runtime.tasks.SubtaskCheckpointCoordinatorImpl [] - Time from receiving all checkpoint barriers/RPC for checkpoint 12 to executing it exceeded threshold: 30001ms");
+        assert_eq!(delay.duration_ms, Some(30001));
+        let barrier = one("2026-11-29 15:19:16,116 DEBUG org.apache.flink.streaming.runtime.io.checkpointing.SingleCheckpointBarrierHandler [] - stateful-map (1/2)#0 (2523204e22534449eaafda3e122aa716_857e9877747f27b5e758680f3644828a_0_0): Received barrier from channel InputChannelInfo{gateIdx=0, inputChannelIdx=1} @ 4.");
+        assert_eq!(barrier.task.as_deref(), Some("stateful-map (1/2)#0"));
+        assert_eq!(barrier.subtask, Some(0));
+        assert_eq!(barrier.detail.as_deref(), Some("InputChannelInfo{gateIdx=0, inputChannelIdx=1}"));
+        let trig = one("2026-11-29 15:02:33,301 INFO  org.apache.flink.runtime.checkpoint.CheckpointFailureManager [] - Failed to trigger checkpoint for job e5977598408a0b50e1eb3e122b7bd082 since Checkpoint triggering task X (1/2) of job e5977598408a0b50e1eb3e122b7bd082 is not being executed at the moment. Aborting checkpoint. Failure reason: Not all required tasks are currently running.");
+        assert_eq!(trig.reason.as_deref(), Some("Not all required tasks are currently running."));
+    }
+
+    #[test]
+    fn the_seed_missing_barrier_form() {
+        let e = one("2024-05-20 10:28:45,123 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator - Did not receive barrier from source: KafkaSource - Map - Filter (subtask: 7) after 300000 ms");
+        assert_eq!(e.kind, "barrier_missing");
+        assert_eq!(e.task.as_deref(), Some("KafkaSource - Map - Filter"));
+        assert_eq!((e.subtask, e.duration_ms), (Some(7), Some(300000)));
+    }
+
+    #[test]
+    fn lines_that_match_nothing_give_nothing() {
+        let text = "2026-11-29 15:04:08,771 INFO  org.apache.flink.runtime.source.coordinator.SourceCoordinator [] - Marking checkpoint 1 as completed for source Source: fast-source.\n\
+                    2026-11-29 15:04:18,736 INFO  org.apache.flink.runtime.checkpoint.CheckpointRequestDecider [] - checkpoint request time in queue: 1013\n\
+                    \tat org.apache.flink.runtime.checkpoint.CheckpointCoordinator.run(CheckpointCoordinator.java:1)\n";
+        assert!(parse_all(&Patterns::builtin(), text.as_bytes()).is_empty());
+    }
+
+    #[test]
+    fn a_stack_trace_belongs_to_its_event_and_the_deepest_cause_is_the_root() {
+        let text = "\
+2026-11-29 15:15:20,699 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Decline checkpoint 3 by task 75334e7121a9e2403cff11302e29350e_857e9877747f27b5e758680f3644828a_0_0 of job e5977598408a0b50e1eb3e122b7bd082 at 127.0.0.1:19125-bd2dde @ localhost (dataPort=19126).
+org.apache.flink.util.SerializedThrowable: org.apache.flink.runtime.checkpoint.CheckpointException: Asynchronous task checkpoint failed.
+\tat org.apache.flink.streaming.runtime.tasks.AsyncCheckpointRunnable.handleExecutionException(AsyncCheckpointRunnable.java:320) ~[flink-dist-1.20.5.jar:1.20.5]
+Caused by: org.apache.flink.util.SerializedThrowable: java.lang.Exception: Could not materialize checkpoint 3 for operator stateful-map (1/2)#0.
+\t... 5 more
+Caused by: org.apache.flink.util.SerializedThrowable: java.nio.channels.ClosedChannelException
+\tat sun.nio.ch.FileChannelImpl.ensureOpen(FileChannelImpl.java:110)
+2026-11-29 15:15:20,704 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Checkpoint 4 of job e5977598408a0b50e1eb3e122b7bd082 expired before completing.
+";
+        let events = parse_all(&Patterns::builtin(), text.as_bytes());
+        assert_eq!(events.len(), 2);
+        let declined = &events[0];
+        assert_eq!(declined.stack.len(), 6);
+        assert_eq!(declined.reason.as_deref(), Some("Asynchronous task checkpoint failed."));
+        let root = declined.root_cause.as_ref().unwrap();
+        assert_eq!(root.exception, "java.nio.channels.ClosedChannelException");
+        assert_eq!(root.category, "closed_stream");
+        assert!(events[1].stack.is_empty() && events[1].root_cause.is_none());
+    }
+
+    #[test]
+    fn the_tolerable_failure_is_found_in_the_exception_line() {
+        let text = "\
+2026-11-29 15:45:09,725 INFO  org.apache.flink.runtime.jobmaster.JobMaster                 [] - Trying to recover from a global failure.
+org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold. The latest checkpoint failed due to Asynchronous task checkpoint failed., view the Checkpoint History tab or the Job Manager log to find out why continuous checkpoints failed.
+\tat org.apache.flink.runtime.checkpoint.CheckpointFailureManager.checkFailureAgainstCounter(CheckpointFailureManager.java:212) ~[flink-dist-1.20.5.jar:1.20.5]
+2026-11-29 15:45:09,726 INFO  org.apache.flink.runtime.executiongraph.ExecutionGraph       [] - Job x (e5977598408a0b50e1eb3e122b7bd082) switched from state RUNNING to RESTARTING.
+org.apache.flink.runtime.JobException: Recovery is suppressed
+Caused by: org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold.
+";
+        let events = parse_all(&Patterns::builtin(), text.as_bytes());
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].kind, "tolerable_exceeded");
+        assert_eq!(events[0].reason.as_deref(), Some("Asynchronous task checkpoint failed."));
+        assert_eq!(events[0].severity, Severity::Error);
+    }
+
+    #[test]
+    fn root_causes_are_classified() {
+        let cases = [
+            ("java.io.IOException: No space left on device", "disk_full"),
+            ("java.lang.OutOfMemoryError: Java heap space", "out_of_memory"),
+            ("java.net.SocketTimeoutException: Read timed out", "timeout"),
+            ("java.io.IOException: Stream is closed", "closed_stream"),
+            ("java.nio.channels.ClosedChannelException", "closed_stream"),
+            ("java.lang.ClassCastException: class com.example.User cannot be cast to class org.apache.flink.api.java.tuple.Tuple2", "serialization"),
+            ("java.nio.file.AccessDeniedException: /flink/checkpoints", "permission"),
+            ("com.amazonaws.services.s3.model.AmazonS3Exception: Service Unavailable", "s3"),
+            ("org.apache.hadoop.ipc.RemoteException: File could only be written to 0 of the 1 minReplication nodes", "hdfs"),
+            ("java.io.IOException: Failed to persist checkpoint metadata", "metadata_store"),
+            ("org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint expired before completing.", "expired"),
+            ("java.io.IOException: flink-lab injected failure while writing operator state (async snapshot phase)", "io_error"),
+            ("java.lang.IllegalStateException: something else", "other"),
+        ];
+        for (line, category) in cases {
+            let (exception, message) = exception_of(&format!("Caused by: org.apache.flink.util.SerializedThrowable: {line}"));
+            assert_eq!(classify(&exception, &message, &[]), category, "{line}");
+            assert!(CAUSE_CATEGORIES.contains(&category));
+        }
+        // An IOException whose frames show the S3 client.
+        let chain = vec!["\tat com.amazonaws.http.AmazonHttpClient.execute(AmazonHttpClient.java:1)".to_string()];
+        assert_eq!(classify("java.io.IOException", "boom", &chain), "s3");
+    }
+
+    #[test]
+    fn exceptions_are_unwrapped() {
+        assert_eq!(
+            exception_of("java.util.concurrent.ExecutionException: java.io.IOException: disk"),
+            ("java.io.IOException".to_string(), "disk".to_string())
+        );
+        assert_eq!(exception_of("Caused by: java.nio.channels.ClosedChannelException").0, "java.nio.channels.ClosedChannelException");
+    }
+
+    #[test]
+    fn user_patterns_come_first_and_use_named_captures() {
+        let user = UserPattern {
+            name: "slow-sink".into(),
+            regex: Regex::new(r"^Sink (?P<task>\S+) flushed checkpoint (?P<id>\d+) in (?P<dur>\d+) ms$").unwrap(),
+            kind: "slow_flush".into(),
+            severity: Severity::Warning,
+        };
+        let patterns = Patterns::new(vec![user]);
+        let events = parse_all(&patterns, b"2026-11-29 15:02:33,301 INFO  my.Sink [] - Sink kafka flushed checkpoint 9 in 4100 ms\n");
+        assert_eq!(events.len(), 1);
+        assert_eq!((events[0].kind.as_str(), events[0].checkpoint_id, events[0].duration_ms), ("slow_flush", Some(9), Some(4100)));
+    }
+
+    #[test]
+    fn subtask_indexes_come_from_task_names() {
+        assert_eq!(subtask_of("Map -> Sink (3/8)#0"), Some(2));
+        assert_eq!(subtask_of("Map -> Sink (1/8)"), Some(0));
+        assert_eq!(subtask_of("Map"), None);
+    }
+
+    #[test]
+    fn the_splitter_bounds_long_lines_and_keeps_partial_ones() {
+        let mut s = LineSplitter::new(8, 100);
+        let mut got: Vec<(String, u64)> = Vec::new();
+        let mut push = |l: &[u8], o: u64| got.push((String::from_utf8_lossy(l).into_owned(), o));
+        s.feed(b"abc\r\nde", &mut push);
+        s.feed(b"f\n0123456789abcdef", &mut push);
+        s.feed(b"ghij\nxy", &mut push);
+        assert_eq!(s.line_start(), 100 + 5 + 4 + 21);
+        s.finish(&mut push);
+        assert_eq!(
+            got,
+            vec![("abc".into(), 100), ("def".into(), 105), ("01234567".into(), 109), ("xy".into(), 130)]
+        );
+        assert_eq!((s.oversize, s.lines), (1, 4));
+        // A long line split over chunks is cut once and the next line is intact.
+        let mut s = LineSplitter::new(4, 0);
+        let mut got = Vec::new();
+        s.feed(b"ab", |l, _| got.push(l.to_vec()));
+        s.feed(b"cdefg", |l, _| got.push(l.to_vec()));
+        s.feed(b"h\nok\n", |l, _| got.push(l.to_vec()));
+        assert_eq!(got, vec![b"abcd".to_vec(), b"ok".to_vec()]);
+        assert_eq!(s.oversize, 1);
+    }
+
+    #[test]
+    fn pending_start_is_the_first_byte_of_the_unfinished_record() {
+        let mut p = RecordParser::new(Patterns::builtin());
+        let mut out = Vec::new();
+        let l1 = "2026-11-29 15:02:33,301 INFO  x [] - Checkpoint 3 of job e5977598408a0b50e1eb3e122b7bd082 expired before completing.";
+        p.push_line(l1.as_bytes(), 0, &mut out);
+        assert_eq!(p.pending_start(), Some(0));
+        p.push_line(l1.as_bytes(), 200, &mut out);
+        assert_eq!((out.len(), p.pending_start()), (1, Some(200)));
+        p.flush(&mut out);
+        assert_eq!((out.len(), p.pending_start()), (2, None));
+    }
+}

@@ -1,0 +1,1 @@
+//! Barrier alignment model (placeholder while the coordinator lands).

@@ -1,0 +1,138 @@
+//! What the daemon knows from log files, per cluster: event counters, root-cause counters,
+//! a bounded ring of recent events, and the tailers' own counters. Pure, like all of `state`.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::observe::{LogEvent, TailerReport};
+
+/// How many recent log events per cluster are kept for the API and status page.
+pub const RECENT_LOG_EVENTS: usize = 256;
+
+/// How many (checkpoint id, cause) pairs are remembered to count each cause once per checkpoint.
+const COUNTED_CAUSES: usize = 256;
+
+/// Kinds that happen on every healthy checkpoint: counted, but kept out of the recent ring so it
+/// holds what an operator wants to see.
+const ROUTINE: &[&str] = &["triggered", "completed", "barrier_received"];
+
+/// Log-derived knowledge of one cluster.
+#[derive(Default)]
+pub struct LogState {
+    /// Events by (job id or "", kind, source).
+    pub events: BTreeMap<(String, String, &'static str), u64>,
+    /// Root causes by category.
+    pub root_causes: BTreeMap<&'static str, u64>,
+    /// Recent non-routine events, oldest first.
+    pub recent: VecDeque<LogEvent>,
+    /// The latest report of each tailer bound to this cluster.
+    pub tailers: BTreeMap<String, TailerReport>,
+    counted_causes: VecDeque<(u64, &'static str)>,
+}
+
+impl LogState {
+    /// Counts one event.
+    pub fn apply_event(&mut self, event: &LogEvent) {
+        let key = (event.job_id.clone().unwrap_or_default(), event.kind.clone(), event.source);
+        *self.events.entry(key).or_insert(0) += 1;
+        if let Some(cause) = &event.root_cause {
+            // One failure shows up as several records with the same stack (the JobManager's
+            // decline and failure-manager lines, the TaskManager's own line): count the cause
+            // once per checkpoint. Events without a checkpoint id count each time.
+            let first_time = match event.checkpoint_id {
+                Some(id) if self.counted_causes.contains(&(id, cause.category)) => false,
+                Some(id) => {
+                    self.counted_causes.push_back((id, cause.category));
+                    if self.counted_causes.len() > COUNTED_CAUSES {
+                        self.counted_causes.pop_front();
+                    }
+                    true
+                }
+                None => true,
+            };
+            if first_time {
+                *self.root_causes.entry(cause.category).or_insert(0) += 1;
+            }
+        }
+        if !ROUTINE.contains(&event.kind.as_str()) {
+            self.recent.push_back(event.clone());
+            while self.recent.len() > RECENT_LOG_EVENTS {
+                self.recent.pop_front();
+            }
+        }
+    }
+
+    /// Replaces a tailer's counters with its latest report.
+    pub fn apply_report(&mut self, report: &TailerReport) {
+        self.tailers.insert(report.tailer.clone(), report.clone());
+    }
+
+    /// The counters of all tailers of this cluster added up.
+    pub fn tailer_totals(&self) -> Option<TailerReport> {
+        if self.tailers.is_empty() {
+            return None;
+        }
+        let mut total = TailerReport::default();
+        for r in self.tailers.values() {
+            total.bytes += r.bytes;
+            total.lines += r.lines;
+            total.files += r.files;
+            total.rotations += r.rotations;
+            total.oversize_lines += r.oversize_lines;
+            total.lag_bytes += r.lag_bytes;
+            total.errors += r.errors;
+        }
+        Some(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::{RootCause, Severity};
+
+    fn event(kind: &str, id: Option<u64>, cause: Option<&'static str>) -> LogEvent {
+        LogEvent {
+            cluster: "c".into(),
+            kind: kind.into(),
+            source: "log",
+            severity: Severity::Warning,
+            file: "f".into(),
+            logged_at: None,
+            message: String::new(),
+            job_id: Some("j".into()),
+            checkpoint_id: id,
+            task: None,
+            subtask: None,
+            taskmanager: None,
+            duration_ms: None,
+            bytes: None,
+            consecutive_failures: None,
+            reason: None,
+            detail: None,
+            root_cause: cause.map(|c| RootCause { category: c, exception: String::new(), message: String::new() }),
+            stack: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn events_are_counted_and_causes_once_per_checkpoint() {
+        let mut s = LogState::default();
+        s.apply_event(&event("declined", Some(3), Some("io_error")));
+        s.apply_event(&event("failed", Some(3), Some("io_error")));
+        s.apply_event(&event("failed", Some(4), Some("io_error")));
+        s.apply_event(&event("completed", Some(5), None));
+        assert_eq!(s.events[&("j".to_string(), "failed".to_string(), "log")], 2);
+        assert_eq!(s.root_causes["io_error"], 2);
+        assert_eq!(s.recent.len(), 3, "completed is routine");
+    }
+
+    #[test]
+    fn the_ring_is_bounded() {
+        let mut s = LogState::default();
+        for i in 0..(RECENT_LOG_EVENTS as u64 + 10) {
+            s.apply_event(&event("expired", Some(i), None));
+        }
+        assert_eq!(s.recent.len(), RECENT_LOG_EVENTS);
+        assert_eq!(s.recent.front().unwrap().checkpoint_id, Some(10));
+    }
+}

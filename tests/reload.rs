@@ -1,0 +1,72 @@
+//! Config reload: clusters added or removed in the file take effect without a restart, and a
+//! bad file is refused while the running configuration stays.
+
+mod common;
+
+use std::time::Duration;
+
+use checkpoint_sentinel::config::Config;
+use common::{replay, sample};
+
+fn cluster(name: &str, url: &str) -> String {
+    format!("[[clusters]]\nname = \"{name}\"\nurl = \"{url}\"\npoll_interval = \"100ms\"\n")
+}
+
+async fn metrics(addr: std::net::SocketAddr) -> String {
+    reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap()
+}
+
+async fn eventually(addr: std::net::SocketAddr, what: &str, check: impl Fn(&str) -> bool) -> String {
+    for _ in 0..100 {
+        let m = metrics(addr).await;
+        if check(&m) {
+            return m;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+fn up(m: &str, cluster: &str) -> Option<f64> {
+    sample(m, "checkpoint_sentinel_flink_up", &[("cluster", cluster)])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_come_and_go_with_the_file_and_bad_files_are_refused() {
+    let a = replay("2.3.0", "healthy").await;
+    let b = replay("1.20.5", "healthy").await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sentinel.toml");
+    let state = format!(
+        "[state]\ndir = \"{}\"\n[server]\nlisten = \"127.0.0.1:0\"\n",
+        dir.path().join("state").display()
+    );
+    std::fs::write(&path, format!("{state}{}", cluster("a", &a.url))).unwrap();
+    let config = Config::load(&path).unwrap();
+    let daemon = checkpoint_sentinel::daemon::start(config, Some(path.clone())).await.unwrap();
+    let addr = daemon.addr;
+    eventually(addr, "cluster a up", |m| up(m, "a") == Some(1.0)).await;
+
+    // Add a cluster: it is polled without a restart.
+    std::fs::write(&path, format!("{state}{}{}", cluster("a", &a.url), cluster("b", &b.url))).unwrap();
+    eventually(addr, "cluster b up", |m| up(m, "b") == Some(1.0)).await;
+
+    // A broken file is refused: both clusters keep being polled.
+    std::fs::write(&path, format!("{state}{}poll_interval = \"often\"\n", cluster("c", &b.url))).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let polls =
+        |m: &str, c: &str| sample(m, "checkpoint_sentinel_polls_total", &[("cluster", c)]).unwrap_or(0.0);
+    let before = metrics(addr).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = metrics(addr).await;
+    assert!(
+        polls(&after, "a") > polls(&before, "a") && polls(&after, "b") > polls(&before, "b"),
+        "the running config stays"
+    );
+    assert_eq!(up(&after, "c"), None);
+
+    // Remove a cluster: its series go away.
+    std::fs::write(&path, format!("{state}{}", cluster("b", &b.url))).unwrap();
+    eventually(addr, "cluster a gone", |m| up(m, "a").is_none() && up(m, "b") == Some(1.0)).await;
+    daemon.shutdown().await;
+}
