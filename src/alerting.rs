@@ -1,0 +1,219 @@
+//! The Alertmanager client: pushes firing and resolved alerts with the v2 API.
+//!
+//! Alertmanager expects clients to re-send active alerts periodically and to send `endsAt` when
+//! they resolve. Every round sends the full set of firing alerts plus the resolved ones a given
+//! Alertmanager has not acknowledged yet, so an outage loses nothing still relevant: once it is
+//! back, the next round carries the current truth. Failures back off per Alertmanager.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::rules::{Alert, AlertState};
+use crate::time::Timestamp;
+
+/// Resolved alerts kept for an unreachable Alertmanager at most this long (it has expired
+/// them by then anyway, through the `endsAt` of the last firing send).
+const KEEP_RESOLVED: Duration = Duration::from_secs(3600);
+
+/// At most this many undelivered resolved alerts per Alertmanager.
+const MAX_UNDELIVERED: usize = 10_000;
+
+/// One alert in Alertmanager's v2 `POST /api/v2/alerts` body.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct PostableAlert {
+    /// Identity.
+    pub labels: BTreeMap<String, String>,
+    /// summary, description, runbook_url.
+    pub annotations: BTreeMap<String, String>,
+    /// RFC 3339.
+    #[serde(rename = "startsAt")]
+    pub starts_at: String,
+    /// RFC 3339: in the future while firing, the resolve time once resolved.
+    #[serde(rename = "endsAt")]
+    pub ends_at: String,
+    /// A link back to the daemon.
+    #[serde(rename = "generatorURL")]
+    pub generator_url: String,
+}
+
+/// RFC 3339 with milliseconds, UTC.
+pub fn rfc3339(at: Timestamp) -> String {
+    let time = UNIX_EPOCH + Duration::from_millis(at.millis().max(0) as u64);
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
+/// The body for a set of alerts: firing ones end `valid_for` from `now` unless re-sent.
+pub fn payload(alerts: &[Alert], now: Timestamp, valid_for: Duration, generator_url: &str) -> Vec<PostableAlert> {
+    alerts
+        .iter()
+        .map(|a| {
+            let ends = match a.state {
+                AlertState::Resolved => a.resolved_at.unwrap_or(now),
+                _ => now.plus_millis(valid_for.as_millis() as i64),
+            };
+            PostableAlert {
+                labels: a.labels.clone(),
+                annotations: a.annotations.clone(),
+                starts_at: rfc3339(a.fired_at.unwrap_or(a.active_since)),
+                ends_at: rfc3339(ends),
+                generator_url: generator_url.to_string(),
+            }
+        })
+        .collect()
+}
+
+struct Target {
+    url: String,
+    undelivered: Vec<Alert>,
+    failures: u32,
+    next_attempt: Option<SystemTime>,
+    last_sent: Option<SystemTime>,
+    sent_total: u64,
+    errors_total: u64,
+}
+
+/// Delivery counters of one Alertmanager, for metrics.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TargetStats {
+    /// The Alertmanager's URL.
+    pub url: String,
+    /// Successful posts.
+    pub sent_total: u64,
+    /// Failed posts.
+    pub errors_total: u64,
+    /// Resolved alerts waiting for delivery.
+    pub queued: usize,
+}
+
+/// Sends alerts to every configured Alertmanager.
+pub struct Notifier {
+    http: reqwest::Client,
+    targets: Vec<Target>,
+    resend_every: Duration,
+    generator_url: String,
+    last_firing: Vec<BTreeMap<String, String>>,
+}
+
+impl Notifier {
+    /// A notifier for `urls` (Alertmanager base URLs).
+    pub fn new(urls: &[String], timeout: Duration, resend_every: Duration, generator_url: String) -> Self {
+        let http = reqwest::Client::builder().timeout(timeout).build().unwrap_or_default();
+        let targets = urls
+            .iter()
+            .map(|u| Target {
+                url: u.trim_end_matches('/').to_string(),
+                undelivered: Vec::new(),
+                failures: 0,
+                next_attempt: None,
+                last_sent: None,
+                sent_total: 0,
+                errors_total: 0,
+            })
+            .collect();
+        Notifier { http, targets, resend_every, generator_url, last_firing: Vec::new() }
+    }
+
+    /// Delivery counters per Alertmanager.
+    pub fn stats(&self) -> Vec<TargetStats> {
+        self.targets
+            .iter()
+            .map(|t| TargetStats {
+                url: t.url.clone(),
+                sent_total: t.sent_total,
+                errors_total: t.errors_total,
+                queued: t.undelivered.len(),
+            })
+            .collect()
+    }
+
+    /// One round: queue `resolved`, and post to each Alertmanager that is due (the firing set
+    /// changed, something resolved, or `resend_every` passed), unless it is backing off.
+    pub async fn round(&mut self, firing: &[Alert], resolved: Vec<Alert>, now: Timestamp) {
+        let firing_ids: Vec<_> = firing.iter().map(|a| a.labels.clone()).collect();
+        let changed = firing_ids != self.last_firing;
+        self.last_firing = firing_ids;
+        let wall = SystemTime::now();
+        // Alertmanager keeps a firing alert until endsAt: four resend periods survive three
+        // lost sends, as Prometheus does.
+        let valid_for = self.resend_every * 4;
+        for target in &mut self.targets {
+            target.undelivered.extend(resolved.iter().cloned());
+            let horizon = now.millis() - KEEP_RESOLVED.as_millis() as i64;
+            target.undelivered.retain(|a| a.resolved_at.is_some_and(|t| t.millis() > horizon));
+            if target.undelivered.len() > MAX_UNDELIVERED {
+                let excess = target.undelivered.len() - MAX_UNDELIVERED;
+                target.undelivered.drain(..excess);
+            }
+            let due = changed
+                || !target.undelivered.is_empty()
+                || target.last_sent.is_none_or(|t| wall.duration_since(t).unwrap_or_default() >= self.resend_every);
+            let backing_off = target.next_attempt.is_some_and(|t| wall < t);
+            if !due || backing_off || (firing.is_empty() && target.undelivered.is_empty() && target.last_sent.is_some() && !changed) {
+                continue;
+            }
+            let mut alerts: Vec<Alert> = firing.to_vec();
+            alerts.extend(target.undelivered.iter().cloned());
+            if alerts.is_empty() {
+                target.last_sent = Some(wall);
+                continue;
+            }
+            let body = payload(&alerts, now, valid_for, &self.generator_url);
+            let url = format!("{}/api/v2/alerts", target.url);
+            let result = self.http.post(&url).json(&body).send().await;
+            match result {
+                Ok(r) if r.status().is_success() => {
+                    target.undelivered.clear();
+                    target.failures = 0;
+                    target.next_attempt = None;
+                    target.last_sent = Some(wall);
+                    target.sent_total += 1;
+                }
+                outcome => {
+                    let why = match outcome {
+                        Ok(r) => format!("HTTP {}", r.status()),
+                        Err(e) => e.to_string(),
+                    };
+                    target.failures += 1;
+                    target.errors_total += 1;
+                    let backoff = Duration::from_secs(1 << target.failures.min(5)).min(self.resend_every);
+                    target.next_attempt = Some(wall + backoff);
+                    tracing::warn!(alertmanager = %target.url, alerts = alerts.len(), retry_in = ?backoff, "cannot send alerts: {why}");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        assert_eq!(rfc3339(Timestamp(1_795_964_459_544)), "2026-11-29T15:00:59.544Z");
+    }
+
+    #[test]
+    fn firing_alerts_end_in_the_future_and_resolved_ones_when_they_resolved() {
+        let mut alert = Alert {
+            labels: BTreeMap::from([("alertname".to_string(), "X".to_string())]),
+            annotations: BTreeMap::new(),
+            state: AlertState::Firing,
+            active_since: Timestamp(1_000),
+            fired_at: Some(Timestamp(2_000)),
+            resolved_at: None,
+            value: Some(1.0),
+        };
+        let body = payload(std::slice::from_ref(&alert), Timestamp(10_000), Duration::from_secs(120), "http://d/");
+        assert_eq!(body[0].starts_at, rfc3339(Timestamp(2_000)));
+        assert_eq!(body[0].ends_at, rfc3339(Timestamp(130_000)));
+        alert.state = AlertState::Resolved;
+        alert.resolved_at = Some(Timestamp(9_000));
+        let body = payload(&[alert], Timestamp(10_000), Duration::from_secs(120), "http://d/");
+        assert_eq!(body[0].ends_at, rfc3339(Timestamp(9_000)));
+        let json = serde_json::to_value(&body).unwrap();
+        assert!(json[0].get("generatorURL").is_some() && json[0].get("startsAt").is_some());
+    }
+}

@@ -1,0 +1,143 @@
+//! The built-in rule pack: the thresholds of seeds 000, 002 and 004, each switchable off by name.
+//!
+//! They mirror `alerts/flink-checkpoints.rules.yml` (the same alerts for Prometheus), so an
+//! operator gets the same names, labels and runbook sections from either path.
+
+use std::time::Duration;
+
+use super::{Class, RuleSpec, Severity};
+
+const RUNBOOK: &str = "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md";
+
+struct Spec {
+    name: &'static str,
+    expr: &'static str,
+    for_s: u64,
+    severity: Severity,
+    class: Class,
+    summary: &'static str,
+    description: &'static str,
+}
+
+const PACK: &[Spec] = &[
+    Spec {
+        name: "FlinkCheckpointDurationHigh",
+        expr: "duration.p95 > 0.5 * timeout",
+        for_s: 600,
+        severity: Severity::Warning,
+        class: Class::Timeout,
+        summary: "Checkpoint P95 of {{ job_name }} is above half its timeout",
+        description: "The P95 end-to-end checkpoint duration of job {{ job_name }} ({{ job_id }}) on {{ cluster }} is {{ value | duration }}, more than half of the {{ timeout | duration }} timeout. Checkpoints will start to expire if it keeps growing.",
+    },
+    Spec {
+        name: "FlinkCheckpointDurationRising",
+        expr: "duration.p95 > 1s and duration.p95 > 2 * ago(duration.p95, 1d)",
+        for_s: 1800,
+        severity: Severity::Warning,
+        class: Class::Timeout,
+        summary: "Checkpoint P95 of {{ job_name }} doubled against yesterday",
+        description: "The P95 checkpoint duration of job {{ job_name }} on {{ cluster }} is {{ value | duration }}, more than twice its value a day ago. Watch the P95, not the success rate: checkpoints slow down long before they fail.",
+    },
+    Spec {
+        name: "FlinkCheckpointAlignmentHigh",
+        expr: "alignment.p95 > 0.5 * interval",
+        for_s: 600,
+        severity: Severity::Warning,
+        class: Class::Blocking,
+        summary: "Barrier alignment of {{ job_name }} takes over half the checkpoint interval",
+        description: "The slowest subtask's barrier alignment (P95) of job {{ job_name }} on {{ cluster }} is {{ value | duration }}, more than 50 % of the {{ interval | duration }} checkpoint interval. An input is skewed or backpressured.",
+    },
+    Spec {
+        name: "FlinkCheckpointStartDelayHigh",
+        expr: "start_delay.p95 > 0.5 * interval",
+        for_s: 600,
+        severity: Severity::Warning,
+        class: Class::Blocking,
+        summary: "Barriers of {{ job_name }} take long to reach the tasks",
+        description: "The P95 checkpoint start delay of job {{ job_name }} on {{ cluster }} is {{ value | duration }}, more than half the {{ interval | duration }} checkpoint interval: barriers queue behind backpressured data, or the TaskManagers are overloaded.",
+    },
+    Spec {
+        name: "FlinkCheckpointFailuresIncreasing",
+        expr: "increase(checkpoints.failed, 15m) / increase(checkpoints.total, 15m) > 10%",
+        for_s: 300,
+        severity: Severity::Warning,
+        class: Class::Failure,
+        summary: "More than 10 % of {{ job_name }}'s checkpoints fail",
+        description: "{{ value | percent }} of the checkpoints of job {{ job_name }} on {{ cluster }} failed in the last 15 minutes.",
+    },
+    Spec {
+        name: "FlinkCheckpointNoProgress",
+        expr: "since_last_completed > progress_window",
+        for_s: 60,
+        severity: Severity::Critical,
+        class: Class::Failure,
+        summary: "{{ job_name }} has not completed a checkpoint for too long",
+        description: "Job {{ job_name }} on {{ cluster }} completed its last checkpoint {{ value | duration }} ago, longer than max(interval, timeout) x (tolerable failures + 2) = {{ progress_window | duration }}. A restart now replays everything since then.",
+    },
+    Spec {
+        name: "FlinkCheckpointAboutToExpire",
+        expr: "in_progress_age > 0.8 * timeout",
+        for_s: 0,
+        severity: Severity::Warning,
+        class: Class::Timeout,
+        summary: "A checkpoint of {{ job_name }} is close to its timeout",
+        description: "The oldest checkpoint in progress of job {{ job_name }} on {{ cluster }} has run for {{ value | duration }}, over 80 % of the {{ timeout | duration }} timeout.",
+    },
+    Spec {
+        name: "FlinkCheckpointToleranceNearlySpent",
+        expr: "consecutive_failures > 0 and consecutive_failures >= 0.8 * tolerable_failures",
+        for_s: 0,
+        severity: Severity::Critical,
+        class: Class::Failure,
+        summary: "{{ job_name }} is about to exceed its tolerable checkpoint failures",
+        description: "Job {{ job_name }} on {{ cluster }} had {{ value }} checkpoint failures in a row; at more than {{ tolerable_failures }} Flink fails the job ('Exceeded checkpoint tolerable failure threshold').",
+    },
+    Spec {
+        name: "FlinkJobFrequentRestores",
+        expr: "increase(restores, 1h) > 3",
+        for_s: 0,
+        severity: Severity::Warning,
+        class: Class::Failure,
+        summary: "{{ job_name }} restored from checkpoints {{ value }} times in an hour",
+        description: "Job {{ job_name }} on {{ cluster }} keeps failing over and restoring from its latest checkpoint.",
+    },
+    Spec {
+        name: "FlinkCheckpointSizeGrowing",
+        expr: "checkpointed_size.p50 > 100MB and checkpointed_size.p50 > 1.5 * ago(checkpointed_size.p50, 1d)",
+        for_s: 3600,
+        severity: Severity::Info,
+        class: Class::Timeout,
+        summary: "Checkpoints of {{ job_name }} grew by half within a day",
+        description: "The median checkpointed size of job {{ job_name }} on {{ cluster }} is {{ value | bytes }} and growing steadily: state without a TTL, or a window that never purges.",
+    },
+];
+
+/// The built-in rules.
+pub fn rules() -> Vec<RuleSpec> {
+    PACK.iter()
+        .map(|s| RuleSpec {
+            name: s.name.to_string(),
+            expr: s.expr.to_string(),
+            for_: Duration::from_secs(s.for_s),
+            severity: s.severity,
+            class: s.class,
+            labels: Default::default(),
+            summary: s.summary.to_string(),
+            description: s.description.to_string(),
+            runbook_url: format!("{RUNBOOK}#{}", s.name.to_lowercase()),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_rule_parses() {
+        for spec in rules() {
+            let name = spec.name.clone();
+            super::super::Rule::new(spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! The series a rule can read for one job, and the short history `increase()`/`ago()` need.
+//!
+//! Series names (values in base units: seconds, bytes, counts):
+//! - `duration`, `alignment`, `sync`, `async`, `start_delay` with `.p50`, `.p95`, `.p99`
+//!   (job level: the slowest subtask of each checkpoint), and `.count` (lifetime);
+//! - `checkpointed_size`, `full_size`, `processed_data`, `persisted_data` with `.p50/.p95/.p99`;
+//! - counters `checkpoints.completed`, `checkpoints.failed`, `checkpoints.total`, `restores`;
+//! - `in_progress`, `in_progress_age`, `since_last_completed`;
+//! - configuration: `interval`, `timeout`, `min_pause`, `max_concurrent`, `tolerable_failures`,
+//!   and `progress_window` = max(interval, timeout) × (tolerable_failures + 2);
+//! - `consecutive_failures` (failed checkpoints since the last completed one) and
+//!   `remaining_tolerable` = tolerable_failures − consecutive_failures.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::expr::{Condition, Context};
+use crate::observe::CheckpointStatus;
+use crate::state::JobState;
+use crate::stats::Summary;
+use crate::time::Timestamp;
+
+const PHASES: [&str; 5] = ["duration", "alignment", "sync", "async", "start_delay"];
+const SIZES: [&str; 4] = ["checkpointed_size", "full_size", "processed_data", "persisted_data"];
+const PLAIN: [&str; 15] = [
+    "checkpoints.completed",
+    "checkpoints.failed",
+    "checkpoints.total",
+    "restores",
+    "in_progress",
+    "in_progress_age",
+    "since_last_completed",
+    "interval",
+    "timeout",
+    "min_pause",
+    "max_concurrent",
+    "tolerable_failures",
+    "progress_window",
+    "consecutive_failures",
+    "remaining_tolerable",
+];
+
+/// Whether `name` is a series rules can read.
+pub fn is_known_series(name: &str) -> bool {
+    if PLAIN.contains(&name) {
+        return true;
+    }
+    let Some((base, stat)) = name.rsplit_once('.') else { return false };
+    let quantile = ["p50", "p95", "p99"].contains(&stat);
+    (PHASES.contains(&base) && (quantile || stat == "count")) || (SIZES.contains(&base) && quantile)
+}
+
+/// The `(series, window)` pairs of `increase()` and `ago()` calls in a condition.
+pub fn windows(condition: &Condition) -> Vec<(String, f64)> {
+    // The condition keeps its tree private; re-reading the source is simple and exact enough:
+    // every call is `increase(name, window)` or `ago(name, window)`.
+    let mut out = Vec::new();
+    let source = condition.source();
+    for func in ["increase(", "ago("] {
+        let mut rest = source;
+        while let Some(i) = rest.find(func) {
+            rest = &rest[i + func.len()..];
+            let Some(close) = rest.find(')') else { break };
+            if let Some((series, window)) = rest[..close].split_once(',') {
+                if let Some(seconds) = parse_window(window.trim()) {
+                    out.push((series.trim().to_string(), seconds));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn parse_window(text: &str) -> Option<f64> {
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let n: f64 = text[..split].parse().ok()?;
+    Some(
+        n * match &text[split..] {
+            "ms" => 0.001,
+            "s" | "" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "d" => 86400.0,
+            _ => return None,
+        },
+    )
+}
+
+/// Samples of the series that `increase()`/`ago()` read, kept as long as the longest window.
+#[derive(Default)]
+pub struct SeriesHistory {
+    samples: VecDeque<(Timestamp, BTreeMap<String, f64>)>,
+}
+
+impl SeriesHistory {
+    /// Records the current values of the windowed series. Samples are spaced so that each
+    /// window holds at most a few hundred, whatever the evaluation interval.
+    pub fn sample(&mut self, job: &JobState, now: Timestamp, windows: &[(String, f64)]) {
+        let Some(longest) = windows.iter().map(|(_, w)| *w).reduce(f64::max) else {
+            self.samples.clear();
+            return;
+        };
+        let spacing_ms = ((longest * 1000.0) / 240.0).max(1.0) as i64;
+        let due = self.samples.back().is_none_or(|(t, _)| now.millis() - t.millis() >= spacing_ms);
+        if due {
+            let ctx = JobContext { job, history: None, now };
+            let values = windows
+                .iter()
+                .filter_map(|(series, _)| ctx.value(series).map(|v| (series.clone(), v)))
+                .collect();
+            self.samples.push_back((now, values));
+        }
+        let horizon = now.millis() - (longest * 1000.0) as i64 - spacing_ms * 2;
+        while self.samples.len() > 2 && self.samples.front().is_some_and(|(t, _)| t.millis() < horizon) {
+            self.samples.pop_front();
+        }
+    }
+
+    /// The sample closest to `at` at or before it, or the oldest one.
+    fn at_or_before(&self, at: i64, series: &str) -> Option<f64> {
+        let mut found = None;
+        for (t, values) in &self.samples {
+            if t.millis() > at {
+                break;
+            }
+            found = values.get(series).copied().or(found);
+        }
+        found.or_else(|| self.samples.iter().find_map(|(_, v)| v.get(series).copied()))
+    }
+}
+
+/// The series of one job at one evaluation.
+pub struct JobContext<'a> {
+    job: &'a JobState,
+    history: Option<&'a SeriesHistory>,
+    now: Timestamp,
+}
+
+impl<'a> JobContext<'a> {
+    /// A context over `job` with its sampled history.
+    pub fn new(job: &'a JobState, history: &'a SeriesHistory, now: Timestamp) -> Self {
+        JobContext { job, history: Some(history), now }
+    }
+
+    fn consecutive_failures(&self) -> f64 {
+        self.job.recent.iter().rev().take_while(|r| r.status == CheckpointStatus::Failed).count() as f64
+    }
+}
+
+fn quantile(summary: Summary, stat: &str, divisor: f64) -> Option<f64> {
+    let index = match stat {
+        "p50" => 0,
+        "p95" => 1,
+        "p99" => 2,
+        "count" => return Some(summary.count as f64),
+        _ => return None,
+    };
+    summary.quantiles[index].map(|v| v as f64 / divisor)
+}
+
+impl Context for JobContext<'_> {
+    fn value(&self, series: &str) -> Option<f64> {
+        let job = self.job;
+        let settings = job.settings.as_ref();
+        let secs = |ms: u64| ms as f64 / 1000.0;
+        let totals = job.totals();
+        match series {
+            "checkpoints.completed" => return Some(totals.completed as f64),
+            "checkpoints.failed" => return Some(totals.failed as f64),
+            "checkpoints.total" => return Some((totals.completed + totals.failed) as f64),
+            "restores" => return Some(job.flink_counts.restored as f64),
+            "in_progress" => return Some(job.in_progress.len() as f64),
+            "in_progress_age" => {
+                return Some(job.in_progress.iter().map(|c| secs(self.now.since(c.triggered_at))).fold(0.0, f64::max));
+            }
+            "since_last_completed" => return job.last_completed.as_ref().map(|c| secs(self.now.since(c.finished_at))),
+            "interval" => return settings.and_then(|s| s.interval_ms).map(secs),
+            "timeout" => return settings.and_then(|s| s.timeout_ms).map(secs),
+            "min_pause" => return settings.map(|s| secs(s.min_pause_ms)),
+            "max_concurrent" => return settings.map(|s| f64::from(s.max_concurrent)),
+            "tolerable_failures" => return settings.and_then(|s| s.tolerable_failures).map(f64::from),
+            "progress_window" => {
+                let s = settings?;
+                let base = secs(s.interval_ms.unwrap_or(0).max(s.timeout_ms.unwrap_or(0)));
+                return Some(base * (f64::from(s.tolerable_failures.unwrap_or(0)) + 2.0));
+            }
+            "consecutive_failures" => return Some(self.consecutive_failures()),
+            "remaining_tolerable" => {
+                let tolerable = settings.and_then(|s| s.tolerable_failures)?;
+                return Some(f64::from(tolerable) - self.consecutive_failures());
+            }
+            _ => {}
+        }
+        let (base, stat) = series.rsplit_once('.')?;
+        let phases = &job.phases;
+        let sizes = &job.sizes;
+        match base {
+            "duration" => quantile(phases.end_to_end.summary(), stat, 1000.0),
+            "alignment" => quantile(phases.alignment.summary(), stat, 1000.0),
+            "sync" => quantile(phases.sync.summary(), stat, 1000.0),
+            "async" => quantile(phases.async_.summary(), stat, 1000.0),
+            "start_delay" => quantile(phases.start_delay.summary(), stat, 1000.0),
+            "checkpointed_size" => quantile(sizes.checkpointed.summary(), stat, 1.0),
+            "full_size" => quantile(sizes.full_state.summary(), stat, 1.0),
+            "processed_data" => quantile(sizes.processed.summary(), stat, 1.0),
+            "persisted_data" => quantile(sizes.persisted.summary(), stat, 1.0),
+            _ => None,
+        }
+    }
+
+    fn increase(&self, series: &str, window_s: f64) -> Option<f64> {
+        let now = self.value(series)?;
+        let then = self.history?.at_or_before(self.now.millis() - (window_s * 1000.0) as i64, series)?;
+        // A counter that went down was reset: count from zero, as Prometheus does.
+        Some(if now >= then { now - then } else { now })
+    }
+
+    fn ago(&self, series: &str, window_s: f64) -> Option<f64> {
+        let history = self.history?;
+        let at = self.now.millis() - (window_s * 1000.0) as i64;
+        // Only a sample that is really that old counts; a young history has no answer yet.
+        history.samples.front().filter(|(t, _)| t.millis() <= at)?;
+        history.at_or_before(at, series)
+    }
+
+    fn knows(&self, series: &str) -> bool {
+        is_known_series(series)
+    }
+}

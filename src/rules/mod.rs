@@ -1,0 +1,467 @@
+//! Rules: conditions over what the daemon knows, and the alert state machine they drive.
+//!
+//! Pure: `Evaluator::evaluate(&State, now)` reads the state, keeps the little history that
+//! `increase()` and `ago()` need, and moves each alert through
+//! inactive → pending → firing → resolved. Sending to Alertmanager is `alerting`'s job.
+
+pub mod builtin;
+pub mod context;
+pub mod expr;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::state::State;
+use crate::time::Timestamp;
+use context::{JobContext, SeriesHistory};
+use expr::Condition;
+
+/// How many resolved alerts are remembered for the API and status page.
+pub const HISTORY: usize = 256;
+
+/// Alert severity, as the monitoring-mixins guideline has it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Wake someone up.
+    Critical,
+    /// Look at it today.
+    Warning,
+    /// For the record.
+    Info,
+}
+
+/// The failure classes of seed 002's troubleshooting guide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Class {
+    /// Barriers do not get through: backpressure, skew, alignment.
+    Blocking,
+    /// The snapshot is too slow: state size, storage.
+    Timeout,
+    /// Checkpoints or the job fail.
+    Failure,
+}
+
+impl Severity {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+impl Class {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Blocking => "blocking",
+            Class::Timeout => "timeout",
+            Class::Failure => "failure",
+        }
+    }
+}
+
+/// A rule as written in the config (`[[rules]]`) or in the built-in pack.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    /// The alert name, e.g. `FlinkCheckpointDurationHigh`.
+    pub name: String,
+    /// The condition, evaluated per job (see `rules::expr`).
+    pub expr: String,
+    /// How long the condition must hold before the alert fires.
+    #[serde(rename = "for", with = "humantime_serde", default)]
+    pub for_: Duration,
+    /// Severity label.
+    pub severity: Severity,
+    /// Failure class label.
+    pub class: Class,
+    /// Extra labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// One-line summary; `{{ … }}` placeholders are filled in (see `render`).
+    pub summary: String,
+    /// Longer description, with placeholders.
+    pub description: String,
+    /// Where the runbook section is.
+    pub runbook_url: String,
+}
+
+/// A rule ready to evaluate.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    /// What was written.
+    pub spec: RuleSpec,
+    condition: Condition,
+}
+
+impl Rule {
+    /// Parses the rule's condition; the error names the problem and the column.
+    pub fn new(spec: RuleSpec) -> Result<Rule, expr::ParseError> {
+        let condition = Condition::parse(&spec.expr, &context::is_known_series)?;
+        Ok(Rule { spec, condition })
+    }
+
+    /// The parsed condition.
+    pub fn condition(&self) -> &Condition {
+        &self.condition
+    }
+}
+
+/// Where an alert is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AlertState {
+    /// The condition holds, not yet for `for`.
+    Pending,
+    /// The condition has held for `for`.
+    Firing,
+    /// It fired, and the condition no longer holds.
+    Resolved,
+}
+
+impl AlertState {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertState::Pending => "pending",
+            AlertState::Firing => "firing",
+            AlertState::Resolved => "resolved",
+        }
+    }
+}
+
+/// One alert instance: a rule for one job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Alert {
+    /// Identity: alertname, severity, class, cluster, job_id, job_name and the rule's labels.
+    pub labels: BTreeMap<String, String>,
+    /// summary, description, runbook_url (rendered with the latest values).
+    pub annotations: BTreeMap<String, String>,
+    /// Where it is.
+    pub state: AlertState,
+    /// Since when the condition holds.
+    pub active_since: Timestamp,
+    /// When it started firing.
+    pub fired_at: Option<Timestamp>,
+    /// When it resolved.
+    pub resolved_at: Option<Timestamp>,
+    /// The latest value of the condition's left side.
+    pub value: Option<f64>,
+}
+
+impl Alert {
+    /// The alert's name.
+    pub fn name(&self) -> &str {
+        self.labels.get("alertname").map_or("", |s| s.as_str())
+    }
+}
+
+/// Evaluates rules over the state and keeps the alerts.
+pub struct Evaluator {
+    rules: Vec<Rule>,
+    histories: HashMap<(String, String), SeriesHistory>,
+    active: BTreeMap<Vec<(String, String)>, Alert>,
+    history: VecDeque<Alert>,
+}
+
+impl Evaluator {
+    /// An evaluator for `rules`.
+    pub fn new(rules: Vec<Rule>) -> Self {
+        Evaluator { rules, histories: HashMap::new(), active: BTreeMap::new(), history: VecDeque::new() }
+    }
+
+    /// The rules.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// Replaces the rules (config reload); alerts of rules that are gone resolve.
+    pub fn set_rules(&mut self, rules: Vec<Rule>) {
+        self.rules = rules;
+    }
+
+    /// Pending and firing alerts.
+    pub fn active(&self) -> impl Iterator<Item = &Alert> {
+        self.active.values()
+    }
+
+    /// Recently resolved alerts, oldest first.
+    pub fn resolved(&self) -> impl Iterator<Item = &Alert> {
+        self.history.iter()
+    }
+
+    /// Evaluates every rule for every listed job at `now`. Returns the alerts that resolved in
+    /// this evaluation (they must still be sent once with their end time).
+    pub fn evaluate(&mut self, state: &State, now: Timestamp) -> Vec<Alert> {
+        let windows: Vec<(String, f64)> = self.rules.iter().flat_map(|r| context::windows(r.condition())).collect();
+        let mut held = std::collections::HashSet::new();
+        for (cluster_name, cluster) in state.clusters() {
+            for (job_id, job) in cluster.jobs.iter().filter(|(_, j)| j.listed) {
+                let key = (cluster_name.clone(), job_id.clone());
+                let history = self.histories.entry(key.clone()).or_default();
+                history.sample(job, now, &windows);
+                let ctx = JobContext::new(job, history, now);
+                for rule in &self.rules {
+                    let outcome = rule.condition().eval(&ctx);
+                    let mut labels = BTreeMap::new();
+                    labels.insert("alertname".to_string(), rule.spec.name.clone());
+                    labels.insert("severity".to_string(), rule.spec.severity.as_str().to_string());
+                    labels.insert("class".to_string(), rule.spec.class.as_str().to_string());
+                    labels.insert("cluster".to_string(), cluster_name.clone());
+                    labels.insert("job_id".to_string(), job_id.clone());
+                    labels.insert("job_name".to_string(), job.name.clone());
+                    for (k, v) in &rule.spec.labels {
+                        labels.entry(k.clone()).or_insert_with(|| v.clone());
+                    }
+                    let identity: Vec<(String, String)> =
+                        labels.iter().filter(|(k, _)| *k != "job_name").map(|(k, v)| (k.clone(), v.clone())).collect();
+                    if !outcome.holds {
+                        continue;
+                    }
+                    held.insert(identity.clone());
+                    let annotations = BTreeMap::from([
+                        ("summary".to_string(), render(&rule.spec.summary, &labels, outcome.value, &ctx)),
+                        ("description".to_string(), render(&rule.spec.description, &labels, outcome.value, &ctx)),
+                        ("runbook_url".to_string(), rule.spec.runbook_url.clone()),
+                    ]);
+                    let alert = self.active.entry(identity).or_insert_with(|| Alert {
+                        labels: labels.clone(),
+                        annotations: annotations.clone(),
+                        state: AlertState::Pending,
+                        active_since: now,
+                        fired_at: None,
+                        resolved_at: None,
+                        value: outcome.value,
+                    });
+                    alert.labels = labels;
+                    alert.annotations = annotations;
+                    alert.value = outcome.value;
+                    let held_for = now.since(alert.active_since);
+                    if alert.state == AlertState::Pending && held_for >= rule.spec.for_.as_millis() as u64 {
+                        alert.state = AlertState::Firing;
+                        alert.fired_at = Some(now);
+                    }
+                }
+            }
+        }
+        // Alerts whose condition no longer holds (or whose job or rule is gone) end here:
+        // pending ones silently, firing ones as resolved.
+        let mut resolved = Vec::new();
+        let ended: Vec<_> = self.active.keys().filter(|k| !held.contains(*k)).cloned().collect();
+        for identity in ended {
+            if let Some(mut alert) = self.active.remove(&identity) {
+                if alert.state == AlertState::Firing {
+                    alert.state = AlertState::Resolved;
+                    alert.resolved_at = Some(now);
+                    resolved.push(alert.clone());
+                    self.history.push_back(alert);
+                    while self.history.len() > HISTORY {
+                        self.history.pop_front();
+                    }
+                }
+            }
+        }
+        self.histories.retain(|(cluster, job), _| {
+            state.clusters().get(cluster).is_some_and(|c| c.jobs.get(job).is_some_and(|j| j.listed))
+        });
+        resolved
+    }
+}
+
+/// Fills `{{ name }}` placeholders: labels (`cluster`, `job_name`, …), `value`, or any series
+/// (`duration.p95`); a `| duration`, `| bytes` or `| percent` filter formats the number.
+pub fn render(template: &str, labels: &BTreeMap<String, String>, value: Option<f64>, ctx: &JobContext<'_>) -> String {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let Some(end) = rest[start..].find("}}") else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let inner = rest[start + 2..start + end].trim();
+        let (name, filter) = match inner.split_once('|') {
+            Some((n, f)) => (n.trim(), Some(f.trim())),
+            None => (inner, None),
+        };
+        let number = if name == "value" { value } else { expr::Context::value(ctx, name) };
+        let text = match (labels.get(name), number) {
+            (Some(label), _) => label.clone(),
+            (None, Some(n)) => format_number(n, filter),
+            (None, None) => "n/a".to_string(),
+        };
+        out.push_str(&text);
+        rest = &rest[start + end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn format_number(n: f64, filter: Option<&str>) -> String {
+    match filter {
+        Some("duration") => format_duration(n),
+        Some("bytes") => format_bytes(n),
+        Some("percent") => format!("{:.1}%", n * 100.0),
+        _ => {
+            if n.fract() == 0.0 && n.abs() < 1e15 {
+                format!("{n:.0}")
+            } else {
+                format!("{n:.3}")
+            }
+        }
+    }
+}
+
+/// `0.045` → `45ms`, `75` → `1m 15s`.
+pub fn format_duration(seconds: f64) -> String {
+    if seconds < 1.0 {
+        return format!("{:.0}ms", seconds * 1000.0);
+    }
+    if seconds < 60.0 {
+        return format!("{:.1}s", seconds).replace(".0s", "s");
+    }
+    let total = seconds.round() as u64;
+    let (h, m, s) = (total / 3600, total % 3600 / 60, total % 60);
+    if h > 0 { format!("{h}h {m}m") } else { format!("{m}m {s}s") }
+}
+
+/// `1536` → `1.5 KiB`.
+pub fn format_bytes(bytes: f64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < units.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{v:.0} B") } else { format!("{v:.1} {}", units[unit]) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::{
+        CheckpointCounts, CheckpointSettings, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, Observation,
+        SnapshotKind,
+    };
+    use crate::stats::WindowSpec;
+
+    fn spec(expr: &str, for_s: u64) -> RuleSpec {
+        RuleSpec {
+            name: "TestAlert".into(),
+            expr: expr.into(),
+            for_: Duration::from_secs(for_s),
+            severity: Severity::Warning,
+            class: Class::Failure,
+            labels: BTreeMap::from([("team".to_string(), "data".to_string())]),
+            summary: "{{ job_name }} failed {{ value }} times".into(),
+            description: "timeout {{ timeout | duration }}, p95 {{ duration.p95 | duration }}".into(),
+            runbook_url: "https://example.invalid/runbook#testalert".into(),
+        }
+    }
+
+    fn poll(state: &mut State, at: i64, completed: u64, failed: u64) {
+        let finished = (1..=completed)
+            .map(|id| FinishedCheckpoint {
+                id,
+                status: CheckpointStatus::Completed,
+                kind: SnapshotKind::Checkpoint,
+                triggered_at: Timestamp(0),
+                finished_at: Timestamp(45),
+                end_to_end_ms: Some(45),
+                checkpointed_bytes: None,
+                full_state_bytes: None,
+                processed_bytes: None,
+                persisted_bytes: None,
+                num_subtasks: 1,
+                num_acknowledged: 1,
+                failure_message: None,
+                operators: Vec::new(),
+            })
+            .collect();
+        let obs = Observation::JobPolled(JobPoll {
+            key: JobKey { cluster: "c".into(), job_id: "j".into() },
+            job_name: "orders".into(),
+            job_state: "RUNNING".into(),
+            polled_at: Timestamp(at),
+            counts: CheckpointCounts { completed, failed, in_progress: 0, restored: 0 },
+            settings: Some(CheckpointSettings { timeout_ms: Some(60_000), ..Default::default() }),
+            in_progress: Vec::new(),
+            finished,
+            latest_restore: None,
+        });
+        state.apply(&obs, Timestamp(at));
+    }
+
+    #[test]
+    fn pending_then_firing_then_resolved() {
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let mut ev = Evaluator::new(vec![Rule::new(spec("increase(checkpoints.failed, 1m) > 0", 30)).unwrap()]);
+        poll(&mut state, 0, 1, 0);
+        assert!(ev.evaluate(&state, Timestamp(0)).is_empty());
+        assert_eq!(ev.active().count(), 0);
+
+        poll(&mut state, 10_000, 1, 2);
+        ev.evaluate(&state, Timestamp(10_000));
+        let alert = ev.active().next().unwrap();
+        assert_eq!(alert.state, AlertState::Pending);
+        assert_eq!(alert.annotations["summary"], "orders failed 2 times");
+        assert_eq!(alert.annotations["description"], "timeout 1m 0s, p95 45ms");
+        assert_eq!(alert.labels["team"], "data");
+
+        ev.evaluate(&state, Timestamp(45_000));
+        let alert = ev.active().next().unwrap();
+        assert_eq!((alert.state, alert.fired_at), (AlertState::Firing, Some(Timestamp(45_000))));
+        assert_eq!(ev.active().count(), 1, "one alert per label set");
+
+        // A minute later no failure is recent any more: the alert resolves once.
+        let resolved = ev.evaluate(&state, Timestamp(75_000));
+        assert_eq!(resolved.len(), 1);
+        assert_eq!(resolved[0].state, AlertState::Resolved);
+        assert_eq!(resolved[0].resolved_at, Some(Timestamp(75_000)));
+        assert_eq!(ev.active().count(), 0);
+        assert!(ev.evaluate(&state, Timestamp(80_000)).is_empty());
+        assert_eq!(ev.resolved().count(), 1);
+    }
+
+    #[test]
+    fn a_pending_alert_that_clears_never_fires() {
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let mut ev = Evaluator::new(vec![Rule::new(spec("checkpoints.failed > 0", 60)).unwrap()]);
+        poll(&mut state, 0, 1, 1);
+        ev.evaluate(&state, Timestamp(0));
+        assert_eq!(ev.active().next().unwrap().state, AlertState::Pending);
+        // A new JobMaster counting from zero does not lower our counter, so use a job that
+        // disappears instead: its alerts end without firing.
+        state.apply(
+            &Observation::ClusterPolled(crate::observe::ClusterPoll {
+                cluster: "c".into(),
+                duration_ms: 1,
+                flink_version: None,
+                jobs: Some(Vec::new()),
+                errors: Vec::new(),
+                reachable: true,
+            }),
+            Timestamp(1),
+        );
+        assert!(ev.evaluate(&state, Timestamp(2)).is_empty());
+        assert_eq!(ev.active().count(), 0);
+        assert_eq!(ev.resolved().count(), 0);
+    }
+
+    #[test]
+    fn durations_and_sizes_read_well() {
+        assert_eq!(format_duration(0.045), "45ms");
+        assert_eq!(format_duration(4.0), "4s");
+        assert_eq!(format_duration(75.0), "1m 15s");
+        assert_eq!(format_duration(7300.0), "2h 1m");
+        assert_eq!(format_bytes(1536.0), "1.5 KiB");
+    }
+}
