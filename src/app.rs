@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use crate::export::DaemonStats;
 use crate::observe::Observation;
+use crate::rules::AlertState;
 use crate::state::State;
 use crate::time::Timestamp;
 
@@ -17,6 +18,21 @@ pub struct AppState {
     pub generation: AtomicU64,
     persist_errors: AtomicU64,
     last_persisted_ms: AtomicI64,
+    /// The latest alert evaluation, for metrics and the API.
+    pub alerts: RwLock<AlertsView>,
+}
+
+/// What the rule evaluator last concluded, copied out for readers.
+#[derive(Clone, Debug, Default)]
+pub struct AlertsView {
+    /// Per rule: (name, severity label).
+    pub rules: Vec<(String, &'static str)>,
+    /// Pending and firing alerts.
+    pub active: Vec<crate::rules::Alert>,
+    /// Recently resolved alerts, oldest first.
+    pub resolved: Vec<crate::rules::Alert>,
+    /// Delivery counters per Alertmanager.
+    pub alertmanagers: Vec<crate::alerting::TargetStats>,
 }
 
 impl AppState {
@@ -27,6 +43,7 @@ impl AppState {
             generation: AtomicU64::new(0),
             persist_errors: AtomicU64::new(0),
             last_persisted_ms: AtomicI64::new(0),
+            alerts: RwLock::new(AlertsView::default()),
         }
     }
 
@@ -51,9 +68,20 @@ impl AppState {
     /// The daemon's own counters.
     pub fn daemon_stats(&self) -> DaemonStats {
         let last = self.last_persisted_ms.load(Ordering::Relaxed);
+        let view = self.alerts.read().unwrap_or_else(|e| e.into_inner());
+        let alerts = view
+            .rules
+            .iter()
+            .map(|(name, severity)| {
+                let count = |state| view.active.iter().filter(|a| a.name() == name && a.state == state).count();
+                (name.clone(), *severity, count(AlertState::Pending), count(AlertState::Firing))
+            })
+            .collect();
         DaemonStats {
             persist_errors: self.persist_errors.load(Ordering::Relaxed),
             last_persisted: (last > 0).then_some(Timestamp(last)),
+            alerts,
+            alertmanagers: view.alertmanagers.clone(),
         }
     }
 }

@@ -27,6 +27,47 @@ pub struct Config {
     /// Flink log files to follow, each entry bound to a cluster.
     #[serde(default)]
     pub logs: Vec<LogConfig>,
+    /// Rule evaluation and Alertmanager delivery.
+    pub alerting: AlertingConfig,
+    /// Rules of your own, in addition to (or instead of) the built-in pack.
+    pub rules: Vec<crate::rules::RuleSpec>,
+}
+
+/// `[alerting]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AlertingConfig {
+    /// Alertmanager base URLs; alerts go to every one of them (v2 API).
+    pub alertmanagers: Vec<String>,
+    /// How often rules are evaluated.
+    #[serde(with = "humantime_serde")]
+    pub evaluation_interval: Duration,
+    /// How often firing alerts are re-sent (well under Alertmanager's `resolve_timeout`).
+    #[serde(with = "humantime_serde")]
+    pub resend_interval: Duration,
+    /// Timeout of each request to an Alertmanager.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// The daemon's URL as users reach it, for alerts' `generatorURL` (default: the listen address).
+    pub external_url: Option<String>,
+    /// Whether the built-in rule pack is evaluated.
+    pub default_rules: bool,
+    /// Built-in rules to switch off, by name.
+    pub disable_rules: Vec<String>,
+}
+
+impl Default for AlertingConfig {
+    fn default() -> Self {
+        AlertingConfig {
+            alertmanagers: Vec::new(),
+            evaluation_interval: Duration::from_secs(15),
+            resend_interval: Duration::from_secs(30),
+            timeout: Duration::from_secs(10),
+            external_url: None,
+            default_rules: true,
+            disable_rules: Vec::new(),
+        }
+    }
 }
 
 impl Default for Config {
@@ -37,6 +78,73 @@ impl Default for Config {
             stats: StatsConfig::default(),
             state: StateConfig::default(),
             logs: Vec::new(),
+            alerting: AlertingConfig::default(),
+            rules: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    /// The rules to evaluate: the built-in pack (minus disabled ones) and the configured ones.
+    /// A configured rule with a built-in rule's name replaces it.
+    pub fn effective_rules(&self) -> Vec<crate::rules::Rule> {
+        let mut specs: Vec<crate::rules::RuleSpec> = if self.alerting.default_rules {
+            crate::rules::builtin::rules()
+                .into_iter()
+                .filter(|r| !self.alerting.disable_rules.contains(&r.name))
+                .filter(|r| !self.rules.iter().any(|own| own.name == r.name))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        specs.extend(self.rules.iter().cloned());
+        // Every rule was parsed by `problems()` when the config was loaded.
+        specs.into_iter().filter_map(|s| crate::rules::Rule::new(s).ok()).collect()
+    }
+
+    fn alerting_problems(&self, problems: &mut Vec<String>) {
+        let a = &self.alerting;
+        for (i, url) in a.alertmanagers.iter().enumerate() {
+            if !url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https")) {
+                problems.push(format!("alerting.alertmanagers[{i}]: {url:?}: expected an http:// or https:// URL"));
+            }
+        }
+        if let Some(url) = &a.external_url {
+            if url::Url::parse(url).is_err() {
+                problems.push(format!("alerting.external_url: {url:?}: expected a URL"));
+            }
+        }
+        for (key, d) in [
+            ("evaluation_interval", a.evaluation_interval),
+            ("resend_interval", a.resend_interval),
+            ("timeout", a.timeout),
+        ] {
+            if d < Duration::from_millis(100) {
+                problems.push(format!("alerting.{key}: expected at least 100ms"));
+            }
+        }
+        let builtin: Vec<String> = crate::rules::builtin::rules().into_iter().map(|r| r.name).collect();
+        for (i, name) in a.disable_rules.iter().enumerate() {
+            if !builtin.contains(name) {
+                problems.push(format!(
+                    "alerting.disable_rules[{i}]: {name:?}: expected the name of a built-in rule ({})",
+                    builtin.join(", ")
+                ));
+            }
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, rule) in self.rules.iter().enumerate() {
+            if rule.name.is_empty() || !rule.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                problems.push(format!("rules[{i}].name: {:?}: expected letters, digits or '_'", rule.name));
+            } else if !names.insert(rule.name.clone()) {
+                problems.push(format!("rules[{i}].name: {:?}: expected a name not used by another rule", rule.name));
+            }
+            if let Err(e) = crate::rules::Rule::new(rule.clone()) {
+                problems.push(format!("rules[{i}].expr: {e}"));
+            }
+            if rule.runbook_url.is_empty() {
+                problems.push(format!("rules[{i}].runbook_url: expected a link to the rule's runbook"));
+            }
         }
     }
 }
@@ -329,6 +437,7 @@ impl Config {
     /// Every problem with the values, each naming its key.
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
+        self.alerting_problems(&mut problems);
         let mut names = std::collections::BTreeSet::new();
         for (i, c) in self.clusters.iter().enumerate() {
             let key = |k: &str| format!("clusters[{i}].{k}");
@@ -408,11 +517,20 @@ impl Config {
         for (i, l) in self.logs.iter().enumerate() {
             let key = |k: &str| format!("logs[{i}].{k}");
             if !self.clusters.iter().any(|c| c.name == l.cluster) {
-                problems.push(format!("{}: {:?}: expected the name of a [[clusters]] entry", key("cluster"), l.cluster));
+                problems.push(format!(
+                    "{}: {:?}: expected the name of a [[clusters]] entry",
+                    key("cluster"),
+                    l.cluster
+                ));
             }
-            let id_ok = !l.id().is_empty() && l.id().chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
+            let id_ok = !l.id().is_empty()
+                && l.id().chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
             if !id_ok {
-                problems.push(format!("{}: {:?}: expected a non-empty name of letters, digits, '-', '_' or '.'", key("name"), l.id()));
+                problems.push(format!(
+                    "{}: {:?}: expected a non-empty name of letters, digits, '-', '_' or '.'",
+                    key("name"),
+                    l.id()
+                ));
             } else if !ids.insert(l.id().to_string()) {
                 problems.push(format!("{}: {:?}: expected a name no other [[logs]] entry uses (set `name` when two entries share a cluster)", key("name"), l.id()));
             }
@@ -439,12 +557,20 @@ impl Config {
                     problems.push(format!("{}: expected a non-empty name", pkey("name")));
                 }
                 if let Err(e) = regex::Regex::new(&p.regex) {
-                    problems.push(format!("{}: {:?}: expected a regular expression ({e})", pkey("regex"), p.regex));
+                    problems.push(format!(
+                        "{}: {:?}: expected a regular expression ({e})",
+                        pkey("regex"),
+                        p.regex
+                    ));
                 }
                 let kind_ok = p.kind.starts_with(|c: char| c.is_ascii_lowercase())
                     && p.kind.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
                 if !kind_ok {
-                    problems.push(format!("{}: {:?}: expected lower-case letters, digits and '_'", pkey("kind"), p.kind));
+                    problems.push(format!(
+                        "{}: {:?}: expected lower-case letters, digits and '_'",
+                        pkey("kind"),
+                        p.kind
+                    ));
                 }
             }
         }
@@ -552,7 +678,13 @@ mod tests {
         let err = load("[[clusters]]\nname='a'\nurl='http://x:1'\n[[logs]]\ncluster='b'\npaths=['[']\n[[logs.patterns]]\nname='p'\nregex='('\nkind='Bad'\n[[logs]]\ncluster='a'\n")
             .unwrap_err()
             .to_string();
-        for needle in ["logs[0].cluster", "logs[0].paths[0]", "logs[0].patterns[0].regex", "logs[0].patterns[0].kind", "logs[1].paths"] {
+        for needle in [
+            "logs[0].cluster",
+            "logs[0].paths[0]",
+            "logs[0].patterns[0].regex",
+            "logs[0].patterns[0].kind",
+            "logs[1].paths",
+        ] {
             assert!(err.contains(needle), "{needle} missing in {err}");
         }
     }

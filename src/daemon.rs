@@ -100,6 +100,8 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
 
     let mut pollers = Pollers::default();
     pollers.sync(&config.clusters, &app)?;
+    let mut tailers = crate::logs::tail::Tailers::default();
+    tailers.sync(&config.logs, &config.state.dir, &app).await;
 
     let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
     let http = router(HttpState { app: app.clone(), registry: Arc::new(registry) });
@@ -118,6 +120,10 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     let watcher = config_path.as_deref().and_then(|p| watch_file(p, reload_tx.clone()));
     #[cfg(unix)]
     spawn_sighup(reload_tx);
+
+    let (alerting_tx, alerting_rx) = watch::channel(config.clone());
+    let generator_url = config.alerting.external_url.clone().unwrap_or_else(|| format!("http://{addr}"));
+    let alert_task = tokio::spawn(alert_loop(app.clone(), alerting_rx, shutdown_rx.clone(), generator_url));
 
     let state_dir = config.state.dir.clone();
     let persist_every = config.state.persist_interval;
@@ -142,11 +148,15 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
                 Some(()) = reload_rx.recv() => {
                     if let Some(path) = &config_path {
                         reload(path, &mut current, &mut pollers, &app);
+                        tailers.sync(&current.logs, &state_dir, &app).await;
+                        let _ = alerting_tx.send(current.clone());
                     }
                 }
             }
         }
         pollers.stop_all();
+        tailers.stop_all().await;
+        let _ = alert_task.await;
         let _ = server.await;
         persist_if_changed(&app, &state_dir, persisted_generation).await;
         tracing::info!("checkpoint-sentinel stopped");
@@ -244,6 +254,71 @@ fn reload(path: &Path, current: &mut Config, pollers: &mut Pollers, app: &Arc<Ap
     app.generation.fetch_add(1, Ordering::Release);
     tracing::info!(clusters = names.len(), "configuration reloaded");
     current.clusters = new.clusters;
+    current.logs = new.logs;
+    current.alerting = new.alerting;
+    current.rules = new.rules;
+}
+
+/// Evaluates the rules every `evaluation_interval`, publishes the alerts for metrics and the
+/// API, and delivers them to the Alertmanagers. Picks up rule changes from reloads.
+async fn alert_loop(
+    app: Arc<AppState>,
+    mut config: watch::Receiver<Config>,
+    mut shutdown: watch::Receiver<bool>,
+    generator_url: String,
+) {
+    let build = |c: &Config| {
+        let rules = c.effective_rules();
+        let notifier = crate::alerting::Notifier::new(
+            &c.alerting.alertmanagers,
+            c.alerting.timeout,
+            c.alerting.resend_interval,
+            format!("{}/", c.alerting.external_url.as_deref().unwrap_or(&generator_url).trim_end_matches('/')),
+        );
+        (rules, notifier, c.alerting.evaluation_interval, c.alerting.clone())
+    };
+    let (rules, mut notifier, mut every, mut alerting) = build(&config.borrow());
+    let mut evaluator = crate::rules::Evaluator::new(rules);
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            changed = shutdown.changed() => if changed.is_err() || *shutdown.borrow() { return },
+            changed = config.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let (rules, new_notifier, new_every, new_alerting) = build(&config.borrow_and_update());
+                evaluator.set_rules(rules);
+                // A new notifier only when delivery changed: it holds undelivered alerts.
+                if new_alerting != alerting {
+                    notifier = new_notifier;
+                    alerting = new_alerting;
+                }
+                if new_every != every {
+                    every = new_every;
+                    tick = tokio::time::interval(every);
+                }
+            }
+            _ = tick.tick() => {
+                let now = Timestamp::now();
+                let resolved = {
+                    let state = app.state.read().unwrap_or_else(|e| e.into_inner());
+                    evaluator.evaluate(&state, now)
+                };
+                let active: Vec<crate::rules::Alert> = evaluator.active().cloned().collect();
+                let firing: Vec<crate::rules::Alert> =
+                    active.iter().filter(|a| a.state == crate::rules::AlertState::Firing).cloned().collect();
+                {
+                    let mut view = app.alerts.write().unwrap_or_else(|e| e.into_inner());
+                    view.rules = evaluator.rules().iter().map(|r| (r.spec.name.clone(), r.spec.severity.as_str())).collect();
+                    view.active = active;
+                    view.resolved = evaluator.resolved().cloned().collect();
+                }
+                notifier.round(&firing, resolved, now).await;
+                app.alerts.write().unwrap_or_else(|e| e.into_inner()).alertmanagers = notifier.stats();
+            }
+        }
+    }
 }
 
 /// The running pollers, by cluster name, with the config each was started with.

@@ -195,6 +195,18 @@ pub const METRICS: &[MetricDef] = &[
         OPERATOR,
         "Per operator chain, every subtask's checkpoint start delay."
     ),
+    metric!(
+        "flink_checkpoint_log_events_total",
+        Counter,
+        &["cluster", "job_id", "kind", "source"],
+        "Checkpoint events recognised in Flink logs (source log) or synthesised from REST (source rest), by kind: triggered, completed, expired, declined, failed, barrier_missing, …; job_id is empty for lines that name no job."
+    ),
+    metric!(
+        "flink_checkpoint_log_root_causes_total",
+        Counter,
+        &["cluster", "cause"],
+        "Root causes of checkpoint failures in Flink logs: the deepest \"Caused by:\" of the attached stack trace, classified (disk_full, out_of_memory, timeout, closed_stream, serialization, permission, s3, hdfs, …); counted once per checkpoint and cause."
+    ),
     metric!("checkpoint_sentinel_build_info", Gauge, &["version"], "The daemon's version; always 1."),
     metric!(
         "checkpoint_sentinel_flink_up",
@@ -244,6 +256,68 @@ pub const METRICS: &[MetricDef] = &[
         Counter,
         &[],
         "Values too large for the histograms, recorded at the maximum instead."
+    ),
+    metric!("checkpoint_sentinel_log_read_bytes_total", Counter, &["cluster"], "Bytes the log tailers read."),
+    metric!("checkpoint_sentinel_log_lines_total", Counter, &["cluster"], "Lines the log tailers read."),
+    metric!(
+        "checkpoint_sentinel_log_files_watched",
+        Gauge,
+        &["cluster"],
+        "Log files followed now (rotated files are followed until read to their end)."
+    ),
+    metric!(
+        "checkpoint_sentinel_log_rotations_total",
+        Counter,
+        &["cluster"],
+        "Log rotations seen: renamed, truncated (copytruncate) or deleted and recreated files."
+    ),
+    metric!(
+        "checkpoint_sentinel_log_oversize_lines_total",
+        Counter,
+        &["cluster"],
+        "Log lines longer than max_line_bytes; each was cut to that length."
+    ),
+    metric!(
+        "checkpoint_sentinel_log_lag_bytes",
+        Gauge,
+        &["cluster"],
+        "Bytes written to followed log files and not read yet."
+    ),
+    metric!(
+        "checkpoint_sentinel_log_errors_total",
+        Counter,
+        &["cluster"],
+        "Errors of the log tailers: files that could not be read, positions that could not be saved."
+    ),
+    metric!(
+        "flink_checkpoint_consecutive_failures",
+        Gauge,
+        JOB,
+        "Failed checkpoints since the last completed one (Flink fails the job when this exceeds the tolerable failures)."
+    ),
+    metric!(
+        "checkpoint_sentinel_alerts",
+        Gauge,
+        &["alertname", "severity", "state"],
+        "Alerts of the daemon's own rules by state (pending, firing); 0 for rules with none."
+    ),
+    metric!(
+        "checkpoint_sentinel_alertmanager_sends_total",
+        Counter,
+        &["alertmanager"],
+        "Successful posts of alerts to an Alertmanager."
+    ),
+    metric!(
+        "checkpoint_sentinel_alertmanager_errors_total",
+        Counter,
+        &["alertmanager"],
+        "Failed posts of alerts to an Alertmanager (retried with back-off; nothing still relevant is dropped)."
+    ),
+    metric!(
+        "checkpoint_sentinel_alertmanager_queued_alerts",
+        Gauge,
+        &["alertmanager"],
+        "Resolved alerts waiting to be delivered to an Alertmanager."
     ),
     metric!(
         "checkpoint_sentinel_state_persist_errors_total",
@@ -297,12 +371,16 @@ impl Collector for StateCollector {
 }
 
 /// The daemon's own counters that live outside `State`.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct DaemonStats {
     /// Failed state writes.
     pub persist_errors: u64,
     /// Last successful state write.
     pub last_persisted: Option<Timestamp>,
+    /// Per rule: (name, severity, pending alerts, firing alerts).
+    pub alerts: Vec<(String, &'static str, usize, usize)>,
+    /// Delivery counters per Alertmanager.
+    pub alertmanagers: Vec<crate::alerting::TargetStats>,
 }
 
 /// Collects metric families, in the order of [`METRICS`].
@@ -463,6 +541,7 @@ pub fn render(state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<Metric
             &[("cluster", c)],
             Value::Number(cluster.listed_jobs() as f64),
         );
+        render_logs(&mut out, c, &cluster.logs);
 
         for (job_id, job) in cluster.jobs.iter().filter(|(_, j)| j.listed) {
             let labels = [("cluster", c), ("job_id", job_id.as_str()), ("job_name", job.name.as_str())];
@@ -500,6 +579,11 @@ pub fn render(state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<Metric
                 Value::Number(job.flink_counts.restored as f64),
             );
             out.push("flink_checkpoints_in_progress", &labels, Value::Number(job.in_progress.len() as f64));
+            out.push(
+                "flink_checkpoint_consecutive_failures",
+                &labels,
+                Value::Number(job.consecutive_failures() as f64),
+            );
             let oldest = job.in_progress.iter().map(|cp| now.since(cp.triggered_at)).max().unwrap_or(0);
             out.push("flink_checkpoint_oldest_in_progress_age_seconds", &labels, seconds(oldest));
             if let Some(last) = &job.last_completed {
@@ -553,6 +637,18 @@ pub fn render(state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<Metric
         }
     }
     out.push("checkpoint_sentinel_clamped_values_total", &[], Value::Number(clamped as f64));
+    for (name, severity, pending, firing) in &daemon.alerts {
+        for (state, n) in [("pending", pending), ("firing", firing)] {
+            let labels = [("alertname", name.as_str()), ("severity", *severity), ("state", state)];
+            out.push("checkpoint_sentinel_alerts", &labels, Value::Number(*n as f64));
+        }
+    }
+    for am in &daemon.alertmanagers {
+        let labels = [("alertmanager", am.url.as_str())];
+        out.push("checkpoint_sentinel_alertmanager_sends_total", &labels, Value::Number(am.sent_total as f64));
+        out.push("checkpoint_sentinel_alertmanager_errors_total", &labels, Value::Number(am.errors_total as f64));
+        out.push("checkpoint_sentinel_alertmanager_queued_alerts", &labels, Value::Number(am.queued as f64));
+    }
     out.push(
         "checkpoint_sentinel_state_persist_errors_total",
         &[],
@@ -566,6 +662,34 @@ pub fn render(state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<Metric
         );
     }
     out.finish()
+}
+
+fn render_logs(out: &mut Families, c: &str, logs: &crate::state::logs::LogState) {
+    for ((job_id, kind, source), n) in &logs.events {
+        let labels =
+            [("cluster", c), ("job_id", job_id.as_str()), ("kind", kind.as_str()), ("source", *source)];
+        out.push("flink_checkpoint_log_events_total", &labels, Value::Number(*n as f64));
+    }
+    for (cause, n) in &logs.root_causes {
+        out.push(
+            "flink_checkpoint_log_root_causes_total",
+            &[("cluster", c), ("cause", cause)],
+            Value::Number(*n as f64),
+        );
+    }
+    if let Some(t) = logs.tailer_totals() {
+        for (name, value) in [
+            ("checkpoint_sentinel_log_read_bytes_total", t.bytes),
+            ("checkpoint_sentinel_log_lines_total", t.lines),
+            ("checkpoint_sentinel_log_files_watched", t.files),
+            ("checkpoint_sentinel_log_rotations_total", t.rotations),
+            ("checkpoint_sentinel_log_oversize_lines_total", t.oversize_lines),
+            ("checkpoint_sentinel_log_lag_bytes", t.lag_bytes),
+            ("checkpoint_sentinel_log_errors_total", t.errors),
+        ] {
+            out.push(name, &[("cluster", c)], Value::Number(value as f64));
+        }
+    }
 }
 
 /// Encodes metric families in the Prometheus text format (0.0.4).

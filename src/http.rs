@@ -27,6 +27,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
+        .route("/api/v1/alerts", get(alerts))
         .with_state(state)
 }
 
@@ -40,6 +41,7 @@ async fn index() -> impl IntoResponse {
             "/metrics  Prometheus metrics\n",
             "/healthz  liveness\n",
             "/readyz   readiness: every configured cluster answered at least once\n",
+            "/api/v1/alerts  pending, firing and recently resolved alerts (JSON)\n",
         ),
     )
 }
@@ -48,6 +50,12 @@ async fn metrics(Extract(state): Extract<HttpState>) -> Response {
     let families = state.registry.gather();
     let body = export::encode_text(&families);
     ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], body).into_response()
+}
+
+/// Pending, firing and recently resolved alerts of the daemon's own rules.
+async fn alerts(Extract(state): Extract<HttpState>) -> Response {
+    let view = state.app.alerts.read().unwrap_or_else(|e| e.into_inner()).clone();
+    axum::Json(serde_json::json!({ "active": view.active, "resolved": view.resolved })).into_response()
 }
 
 async fn readyz(Extract(state): Extract<HttpState>) -> Response {

@@ -7,25 +7,34 @@
 //! - [`flink`]: Flink's REST API: wire models, conversion, client.
 //! - [`stats`]: sliding-window HDR histograms.
 //! - [`model`]: the reference model of Flink's checkpoint coordinator and barrier alignment.
+//! - [`shadow`]: the reference model run beside every job, explaining each deviation.
 //! - [`state`]: what the daemon knows; `State::apply` and its durable form.
 //! - [`poller`]: the per-cluster REST poller.
+//! - [`simulate`]: the `simulate` command (what-if and replay of the coordinator model).
+//! - [`rules`]: rule conditions and the alert state machine.
 //! - [`logs`]: the log tailer and the offline log scan.
 //! - [`export`]: the Prometheus collector.
 //! - [`http`]: the HTTP routes.
 //! - [`app`]: state shared between tasks.
 //! - [`daemon`]: wiring, reloads and shutdown.
+//! - [`demo`]: a simulated Flink cluster driven by the model, watched by the real daemon.
 //! - [`telemetry`]: logging.
 
+pub mod alerting;
 pub mod app;
 pub mod config;
 pub mod daemon;
+pub mod demo;
 pub mod export;
 pub mod flink;
 pub mod http;
-pub mod model;
 pub mod logs;
+pub mod model;
 pub mod observe;
 pub mod poller;
+pub mod rules;
+pub mod shadow;
+pub mod simulate;
 pub mod state;
 pub mod stats;
 pub mod telemetry;

@@ -36,12 +36,74 @@ enum Command {
         /// The configuration file (TOML).
         config: PathBuf,
     },
+    /// Analyse Flink log files offline: events per kind, a timeline per checkpoint, the subtasks
+    /// that held checkpoints up, and root causes.
+    ScanLogs {
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: ScanFormat,
+        /// Lines longer than this are cut (and counted).
+        #[arg(long, default_value_t = 1 << 20)]
+        max_line_bytes: usize,
+        /// JobManager and TaskManager log files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Run the checkpoint coordinator model: what-if (`--interval … --durations …`) or a
+    /// replay of a job's history (`--checkpoint-config FILE --history FILE…`).
+    Simulate(checkpoint_sentinel::simulate::SimulateArgs),
+    /// Run a simulated Flink cluster (driven by the reference model) with the daemon watching
+    /// it: real metrics within seconds, without a Flink.
+    Demo {
+        /// Where the daemon listens.
+        #[arg(long, default_value = "127.0.0.1:9717")]
+        listen: SocketAddr,
+        /// How many simulated jobs (they cycle through the five behaviours).
+        #[arg(long, default_value_t = 5)]
+        jobs: usize,
+        /// Seed of the simulation.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ScanFormat {
+    Text,
+    Json,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     telemetry::init(cli.log_format);
     match cli.command {
+        Command::Demo { listen, jobs, seed } => run_demo(listen, jobs, seed),
+        Command::Simulate(args) => match checkpoint_sentinel::simulate::run(&args) {
+            Ok(out) => {
+                print!("{out}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::ScanLogs { format, max_line_bytes, files } => {
+            let patterns = checkpoint_sentinel::logs::parse::Patterns::builtin();
+            match checkpoint_sentinel::logs::scan::scan_paths(&files, &patterns, max_line_bytes) {
+                Ok(report) => {
+                    match format {
+                        ScanFormat::Text => print!("{}", report.to_text()),
+                        ScanFormat::Json => println!("{:#}", report.to_json()),
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::CheckConfig { config } => match Config::load(&config) {
             Ok(c) => {
                 print!("{}", c.to_masked_toml());
@@ -64,13 +126,14 @@ fn main() -> ExitCode {
             if let Some(addr) = listen {
                 config.server.listen = addr;
             }
-            let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
-                Ok(r) => r,
-                Err(e) => {
-                    eprintln!("error: cannot start the runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
+            let runtime =
+                match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+                    Ok(r) => r,
+                    Err(e) => {
+                        eprintln!("error: cannot start the runtime: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                };
             match runtime.block_on(checkpoint_sentinel::daemon::run(config, Some(path))) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -80,4 +143,32 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+fn run_demo(listen: SocketAddr, jobs: usize, seed: u64) -> ExitCode {
+    use checkpoint_sentinel::demo::{DemoOptions, start};
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let demo = match start(DemoOptions { listen, jobs, seed, dir: None }).await {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        println!("simulated Flink REST API: {}", demo.flink_url);
+        println!("JobManager log:           {}", demo.log_file.display());
+        println!("checkpoint-sentinel:      http://{}/metrics", demo.daemon.addr);
+        println!("jobs: {}", demo.jobs.iter().map(|(_, name)| name.as_str()).collect::<Vec<_>>().join(", "));
+        println!("Ctrl-C stops the demo.");
+        let _ = tokio::signal::ctrl_c().await;
+        demo.shutdown().await;
+        ExitCode::SUCCESS
+    })
 }

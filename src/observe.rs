@@ -26,6 +26,8 @@ pub enum Observation {
     LogEvents(Vec<LogEvent>),
     /// The cumulative counters of one log tailer (`[[logs]]` entry).
     LogTailer(TailerReport),
+    /// A job's graph and per-subtask load, for the alignment shadow (fetched rarely).
+    JobLoad(JobLoadReport),
 }
 
 /// The outcome of one poll round of a cluster.
@@ -315,4 +317,80 @@ pub struct TailerReport {
     pub lag_bytes: u64,
     /// Errors reading files or writing the offsets file.
     pub errors: u64,
+}
+
+/// The job graph from `/jobs/:id` (`plan.nodes` and their inputs).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobTopology {
+    /// Job vertices (operator chains).
+    pub vertices: Vec<TopologyVertex>,
+    /// Edges between them.
+    pub edges: Vec<TopologyEdge>,
+}
+
+/// One job vertex.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopologyVertex {
+    /// The vertex id.
+    pub id: String,
+    /// The operator chain's name.
+    pub name: String,
+    /// Its parallelism.
+    pub parallelism: u32,
+}
+
+/// An edge of the job graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopologyEdge {
+    /// Upstream vertex id.
+    pub from: String,
+    /// Downstream vertex id.
+    pub to: String,
+    /// `FORWARD`, `HASH`, `REBALANCE`, … as Flink names it.
+    pub ship_strategy: String,
+}
+
+/// The load of one subtask, from the vertex endpoints (rates, busy/idle/backpressure ratios).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SubtaskLoad {
+    /// Subtask index.
+    pub index: u32,
+    /// Records in per second.
+    pub records_in_per_s: Option<f64>,
+    /// Records out per second.
+    pub records_out_per_s: Option<f64>,
+    /// Average bytes per record read (cumulative read bytes / read records).
+    pub bytes_per_record_in: Option<f64>,
+    /// Average bytes per record written.
+    pub bytes_per_record_out: Option<f64>,
+    /// Share of time busy, 0..=1.
+    pub busy_ratio: Option<f64>,
+    /// Share of time idle, 0..=1.
+    pub idle_ratio: Option<f64>,
+    /// Share of time back-pressured, 0..=1.
+    pub backpressure_ratio: Option<f64>,
+    /// Output buffer pool usage, 0..=1.
+    pub out_pool_usage: Option<f64>,
+}
+
+/// The load of one vertex.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VertexLoad {
+    /// The vertex id.
+    pub vertex_id: String,
+    /// Its subtasks.
+    pub subtasks: Vec<SubtaskLoad>,
+}
+
+/// A job's graph and load, as the poller fetched them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobLoadReport {
+    /// Which job.
+    pub key: JobKey,
+    /// When it was measured.
+    pub measured_at: Timestamp,
+    /// The job graph, when `/jobs/:id` had a plan.
+    pub topology: Option<JobTopology>,
+    /// Per-vertex load; empty when the vertex endpoints did not answer.
+    pub vertices: Vec<VertexLoad>,
 }

@@ -37,7 +37,9 @@ fn replay_fixture(version: &str, scenario: &str) -> ReplayReport {
 #[test]
 fn replay_of_real_flink_is_within_50_ms() {
     let mut failures = Vec::new();
-    println!("| Flink | scenario | paired | median abs dev (ms) | max abs dev (ms) | effective interval (ms) | binding |");
+    println!(
+        "| Flink | scenario | paired | median abs dev (ms) | max abs dev (ms) | effective interval (ms) | binding |"
+    );
     println!("|---|---|---:|---:|---:|---:|---|");
     for version in VERSIONS {
         for scenario in SCENARIOS {
@@ -54,7 +56,10 @@ fn replay_of_real_flink_is_within_50_ms() {
                 failures.push(format!("{version}/{scenario}: only {} paired checkpoints", r.rows.len()));
             }
             if r.median_abs_deviation_ms > 50 {
-                failures.push(format!("{version}/{scenario}: median |deviation| {} ms", r.median_abs_deviation_ms));
+                failures.push(format!(
+                    "{version}/{scenario}: median |deviation| {} ms",
+                    r.median_abs_deviation_ms
+                ));
             }
             if !r.unpaired_observed.is_empty() {
                 failures.push(format!("{version}/{scenario}: unpaired observed {:?}", r.unpaired_observed));
@@ -77,7 +82,12 @@ fn expired_scenario_is_explained_by_timeout_and_max_concurrent() {
         assert!(bindings.contains(&Binding::Timeout), "{version}: {bindings:?}");
         assert!(bindings.contains(&Binding::MaxConcurrent), "{version}: {bindings:?}");
         for row in r.rows.iter().filter(|row| row.binding == Binding::Timeout) {
-            assert!(row.deviation_ms.abs() <= 20, "{version}: checkpoint {} off by {} ms", row.id, row.deviation_ms);
+            assert!(
+                row.deviation_ms.abs() <= 20,
+                "{version}: checkpoint {} off by {} ms",
+                row.id,
+                row.deviation_ms
+            );
         }
     }
 }

@@ -41,6 +41,7 @@ const PURE: &[&str] = &[
     "src/flink/convert.rs",
     "src/model",
     "src/logs/parse.rs",
+    "src/rules",
 ];
 
 const FORBIDDEN: &[&str] =

@@ -3,7 +3,8 @@
 use crate::flink::dto;
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointStatus, FinishedCheckpoint, InProgressCheckpoint,
-    OperatorCheckpoint, SnapshotKind, SubtaskCheckpoint,
+    JobTopology, OperatorCheckpoint, SnapshotKind, SubtaskCheckpoint, SubtaskLoad, TopologyEdge,
+    TopologyVertex, VertexLoad,
 };
 use crate::time::Timestamp;
 
@@ -152,4 +153,96 @@ fn operator(vertex: &VertexDetails<'_>) -> OperatorCheckpoint {
         .collect();
     subtasks.sort_by_key(|st| st.index);
     OperatorCheckpoint { vertex_id: vertex.vertex_id.to_string(), name: vertex.name.to_string(), subtasks }
+}
+
+/// The job graph of `/jobs/:id`: vertices with names and parallelism, edges from `plan`.
+/// `None` when there is no plan.
+pub fn topology(job: &dto::JobDetails) -> Option<JobTopology> {
+    let plan = job.plan.as_ref()?;
+    let vertices = job
+        .vertices
+        .iter()
+        .map(|v| {
+            let node = plan.nodes.iter().find(|n| n.id == v.id);
+            TopologyVertex {
+                id: v.id.clone(),
+                name: v.name.clone().unwrap_or_else(|| v.id.clone()),
+                parallelism: v.parallelism.or(node.and_then(|n| n.parallelism)).unwrap_or(1).max(1),
+            }
+        })
+        .collect();
+    let edges = plan
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            n.inputs.iter().map(move |input| TopologyEdge {
+                from: input.id.clone(),
+                to: n.id.clone(),
+                ship_strategy: input.ship_strategy.clone().unwrap_or_default(),
+            })
+        })
+        .collect();
+    Some(JobTopology { vertices, edges })
+}
+
+/// The per-subtask metric names the alignment shadow asks for (each prefixed `<subtask>.`).
+pub const LOAD_METRICS: [&str; 5] = [
+    "numRecordsInPerSecond",
+    "numRecordsOutPerSecond",
+    "busyTimeMsPerSecond",
+    "backPressuredTimeMsPerSecond",
+    "Shuffle.Netty.Output.Buffers.outPoolUsage",
+];
+
+/// The load of one vertex from its three endpoints (any of which may be missing).
+pub fn vertex_load(
+    vertex_id: &str,
+    parallelism: u32,
+    details: Option<&dto::VertexDetails>,
+    backpressure: Option<&dto::VertexBackPressure>,
+    metrics: &[dto::MetricValue],
+) -> VertexLoad {
+    let metric = |index: u32, name: &str| {
+        let id = format!("{index}.{name}");
+        metrics
+            .iter()
+            .find(|m| m.id == id)
+            .and_then(|m| m.value.as_deref())
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite())
+    };
+    let ratio = |v: Option<f64>| v.filter(|r| (0.0..=1.0).contains(r));
+    let subtasks = (0..parallelism.max(1))
+        .map(|index| {
+            let io = details
+                .and_then(|d| d.subtasks.iter().find(|s| s.subtask == index))
+                .and_then(|s| s.metrics);
+            let per_record = |bytes: Option<u64>, records: Option<u64>| match (bytes, records) {
+                (Some(b), Some(r)) if r > 0 && b > 0 => Some(b as f64 / r as f64),
+                _ => None,
+            };
+            let bp = backpressure.and_then(|b| b.subtasks.iter().find(|s| s.subtask == index));
+            SubtaskLoad {
+                index,
+                records_in_per_s: metric(index, "numRecordsInPerSecond"),
+                records_out_per_s: metric(index, "numRecordsOutPerSecond"),
+                bytes_per_record_in: io.and_then(|m| per_record(m.read_bytes, m.read_records)),
+                bytes_per_record_out: io.and_then(|m| per_record(m.write_bytes, m.write_records)),
+                busy_ratio: ratio(
+                    bp.and_then(|b| b.busy_ratio)
+                        .or(metric(index, "busyTimeMsPerSecond").map(|ms| ms / 1000.0)),
+                ),
+                idle_ratio: ratio(bp.and_then(|b| b.idle_ratio)),
+                backpressure_ratio: ratio(
+                    bp.and_then(|b| b.ratio)
+                        .or(metric(index, "backPressuredTimeMsPerSecond").map(|ms| ms / 1000.0)),
+                ),
+                out_pool_usage: ratio(
+                    metric(index, "Shuffle.Netty.Output.Buffers.outPoolUsage")
+                        .or(metric(index, "buffers.outPoolUsage")),
+                ),
+            }
+        })
+        .collect();
+    VertexLoad { vertex_id: vertex_id.to_string(), subtasks }
 }

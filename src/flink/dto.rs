@@ -358,3 +358,77 @@ pub struct StatsSummary {
     /// 99th percentile.
     pub p99: Option<MaybeNan>,
 }
+
+/// `GET /jobs/:id/vertices/:vertex`: per-subtask I/O counters.
+#[derive(Debug, Clone, Deserialize)]
+pub struct VertexDetails {
+    /// The vertex id.
+    pub id: Option<String>,
+    /// The vertex name.
+    pub name: Option<String>,
+    /// The parallelism.
+    pub parallelism: Option<u32>,
+    /// Its subtasks.
+    #[serde(default)]
+    pub subtasks: Vec<VertexSubtask>,
+}
+
+/// One subtask of [`VertexDetails`].
+#[derive(Debug, Clone, Deserialize)]
+pub struct VertexSubtask {
+    /// Subtask index (`subtask`; older versions also call it that).
+    pub subtask: u32,
+    /// Cumulative I/O metrics.
+    pub metrics: Option<IoMetrics>,
+}
+
+/// The `metrics` of a vertex or subtask (cumulative since the task started).
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct IoMetrics {
+    /// Bytes read.
+    #[serde(rename = "read-bytes")]
+    pub read_bytes: Option<u64>,
+    /// Bytes written.
+    #[serde(rename = "write-bytes")]
+    pub write_bytes: Option<u64>,
+    /// Records read.
+    #[serde(rename = "read-records")]
+    pub read_records: Option<u64>,
+    /// Records written.
+    #[serde(rename = "write-records")]
+    pub write_records: Option<u64>,
+}
+
+/// `GET /jobs/:id/vertices/:vertex/backpressure`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct VertexBackPressure {
+    /// `ok`, or `deprecated` while a sample is taken (older versions).
+    pub status: Option<String>,
+    /// Per subtask.
+    #[serde(default)]
+    pub subtasks: Vec<SubtaskBackPressure>,
+}
+
+/// One subtask of [`VertexBackPressure`].
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct SubtaskBackPressure {
+    /// Subtask index.
+    pub subtask: u32,
+    /// Back-pressured share of time.
+    pub ratio: Option<f64>,
+    /// Idle share of time (1.13+).
+    #[serde(rename = "idleRatio")]
+    pub idle_ratio: Option<f64>,
+    /// Busy share of time (1.13+).
+    #[serde(rename = "busyRatio")]
+    pub busy_ratio: Option<f64>,
+}
+
+/// One entry of `GET /jobs/:id/vertices/:vertex/metrics?get=…`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct MetricValue {
+    /// `<subtask>.<name>`, e.g. `0.numRecordsInPerSecond`.
+    pub id: String,
+    /// The value, always a string.
+    pub value: Option<String>,
+}

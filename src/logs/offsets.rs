@@ -115,7 +115,8 @@ impl SavedOffsets {
 
 /// Where the tailer `id` keeps its positions.
 pub fn path_for(state_dir: &Path, id: &str) -> PathBuf {
-    let safe: String = id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    let safe: String =
+        id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
     state_dir.join("log-offsets").join(format!("{safe}.json"))
 }
 
@@ -129,7 +130,10 @@ pub fn load(path: &Path) -> io::Result<Option<SavedOffsets>> {
     let saved: SavedOffsets =
         serde_json::from_slice(&bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     if saved.version != VERSION {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("unknown offsets version {}", saved.version)));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("unknown offsets version {}", saved.version),
+        ));
     }
     Ok(Some(saved))
 }
@@ -139,7 +143,8 @@ pub fn save(path: &Path, saved: &SavedOffsets) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let tmp = path.with_extension("json.tmp");
-    let bytes = serde_json::to_vec_pretty(saved).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let bytes =
+        serde_json::to_vec_pretty(saved).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     {
         let mut f = File::create(&tmp)?;
         f.write_all(&bytes)?;
@@ -163,7 +168,10 @@ mod tests {
         assert!(path.ends_with("log-offsets/local_1.json"));
         assert_eq!(load(&path).unwrap(), None);
         let id = FileId { dev: 1, ino: 2 };
-        let saved = SavedOffsets::new(5, vec![SavedFile { id, head_len: 3, head_hash: fnv1a(b"abc"), offset: 9, path: "x".into() }]);
+        let saved = SavedOffsets::new(
+            5,
+            vec![SavedFile { id, head_len: 3, head_hash: fnv1a(b"abc"), offset: 9, path: "x".into() }],
+        );
         save(&path, &saved).unwrap();
         let back = load(&path).unwrap().unwrap();
         assert_eq!(back, saved);

@@ -75,40 +75,108 @@ pub struct Patterns {
 /// (needle, kind, severity, regex over the message). A line reaches a regex only if it
 /// contains the needle, so lines that match nothing cost one multi-literal scan.
 const BUILTINS: &[(&str, &str, Severity, &str)] = &[
-    ("Triggering checkpoint ", "triggered", Severity::Info,
-        r"^Triggering checkpoint (?P<id>\d+) (?:\(type=(?P<detail>.*)\) )?@ (?P<at>\d+) for job (?P<job>[0-9a-f]{32})\.?$"),
-    ("Completed checkpoint ", "completed", Severity::Info,
-        r"^Completed checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32}) \((?P<bytes>\d+) bytes(?:, checkpointDuration=(?P<dur>\d+) ms(?:, finalizationTime=\d+ ms)?| in (?P<dur_old>\d+) ms)\)\.?$"),
-    ("expired before completing", "expired", Severity::Warning,
-        r"^Checkpoint (?P<id>\d+) of job (?P<job>[0-9a-f]{32}) expired before completing\.?$"),
-    ("Decline checkpoint ", "declined", Severity::Warning,
-        r"^Decline checkpoint (?P<id>\d+) by task (?P<attempt>\S+) of job (?P<job>[0-9a-f]{32})(?: at (?P<tm>.+?))?\.?$"),
-    ("Failed to trigger or complete checkpoint", "failed", Severity::Warning,
-        r"^Failed to trigger or complete checkpoint (?P<id>-?\d+|\S+) for job (?P<job>[0-9a-f]{32})\. \((?P<n>\d+) consecutive failed attempts so far\)$"),
-    ("Failed to trigger checkpoint for job", "trigger_failed", Severity::Warning,
-        r"^Failed to trigger checkpoint for job (?P<job>[0-9a-f]{32}) since (?P<reason>.*)$"),
-    ("Triggering Checkpoint ", "trigger_failed", Severity::Warning,
-        r"^Triggering Checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32}) failed due to (?P<reason>.*)$"),
-    ("Received late message for now expired", "late_message", Severity::Warning,
-        r"^Received late message for now expired checkpoint attempt (?P<id>\d+) from task (?P<attempt>\S+) of job (?P<job>[0-9a-f]{32})(?: at (?P<tm>.+?))?\.?$"),
-    ("before completing current checkpoint", "barrier_overtaken", Severity::Warning,
-        r"^(?P<task>.+): Received checkpoint barrier for checkpoint (?P<detail>\d+) before completing current checkpoint (?P<id>\d+)\. Skipping current checkpoint\.?$"),
-    ("before completing current checkpoint", "end_of_partition", Severity::Warning,
-        r"^(?P<task>.+): Received EndOfPartition\(-1\) before completing current checkpoint (?P<id>\d+)\. Skipping current checkpoint\.?$"),
-    ("to executing it exceeded threshold", "execution_delay", Severity::Warning,
-        r"^Time from receiving all checkpoint barriers/RPC (?:for checkpoint (?P<id>\d+) )?to executing it exceeded threshold: (?P<dur>\d+) ?ms\.?$"),
-    ("asynchronous part of checkpoint", "async_snapshot_failed", Severity::Warning,
-        r"^(?P<task>.+) - asynchronous part of checkpoint (?P<id>\d+) could not be completed\.?$"),
-    ("Could not complete snapshot ", "sync_snapshot_failed", Severity::Warning,
-        r"^Could not complete snapshot (?P<id>\d+) for operator (?P<task>.+?)\.(?: Failure reason: (?P<reason>.*))?$"),
-    ("Restoring job ", "restored", Severity::Info,
-        r"^Restoring job (?P<job>[0-9a-f]{32}) from (?P<detail>(?:(?:Checkpoint|Savepoint) (?P<id>\d+))?.*?)\.?$"),
-    ("Received barrier from channel", "barrier_received", Severity::Info,
-        r"^(?P<task>.+?)(?: \((?P<attempt>[0-9a-f_]+)\))?: Received barrier from channel (?P<detail>.+) @ (?P<id>\d+)\.?$"),
-    ("Did not receive barrier from", "barrier_missing", Severity::Warning,
-        r"Did not receive barrier from (?:source: )?(?P<task>.+?) \(subtask: (?P<subtask>\d+)\) after (?P<dur>\d+) ?ms"),
-    (TOLERABLE, "tolerable_exceeded", Severity::Error,
-        r"^(?:[\w.$]+: )?Exceeded checkpoint tolerable failure threshold\.?(?: The latest checkpoint failed due to (?P<reason>.+?), view the)?"),
+    (
+        "Triggering checkpoint ",
+        "triggered",
+        Severity::Info,
+        r"^Triggering checkpoint (?P<id>\d+) (?:\(type=(?P<detail>.*)\) )?@ (?P<at>\d+) for job (?P<job>[0-9a-f]{32})\.?$",
+    ),
+    (
+        "Completed checkpoint ",
+        "completed",
+        Severity::Info,
+        r"^Completed checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32}) \((?P<bytes>\d+) bytes(?:, checkpointDuration=(?P<dur>\d+) ms(?:, finalizationTime=\d+ ms)?| in (?P<dur_old>\d+) ms)\)\.?$",
+    ),
+    (
+        "expired before completing",
+        "expired",
+        Severity::Warning,
+        r"^Checkpoint (?P<id>\d+) of job (?P<job>[0-9a-f]{32}) expired before completing\.?$",
+    ),
+    (
+        "Decline checkpoint ",
+        "declined",
+        Severity::Warning,
+        r"^Decline checkpoint (?P<id>\d+) by task (?P<attempt>\S+) of job (?P<job>[0-9a-f]{32})(?: at (?P<tm>.+?))?\.?$",
+    ),
+    (
+        "Failed to trigger or complete checkpoint",
+        "failed",
+        Severity::Warning,
+        r"^Failed to trigger or complete checkpoint (?P<id>-?\d+|\S+) for job (?P<job>[0-9a-f]{32})\. \((?P<n>\d+) consecutive failed attempts so far\)$",
+    ),
+    (
+        "Failed to trigger checkpoint for job",
+        "trigger_failed",
+        Severity::Warning,
+        r"^Failed to trigger checkpoint for job (?P<job>[0-9a-f]{32}) since (?P<reason>.*)$",
+    ),
+    (
+        "Triggering Checkpoint ",
+        "trigger_failed",
+        Severity::Warning,
+        r"^Triggering Checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32}) failed due to (?P<reason>.*)$",
+    ),
+    (
+        "Received late message for now expired",
+        "late_message",
+        Severity::Warning,
+        r"^Received late message for now expired checkpoint attempt (?P<id>\d+) from task (?P<attempt>\S+) of job (?P<job>[0-9a-f]{32})(?: at (?P<tm>.+?))?\.?$",
+    ),
+    (
+        "before completing current checkpoint",
+        "barrier_overtaken",
+        Severity::Warning,
+        r"^(?P<task>.+): Received checkpoint barrier for checkpoint (?P<detail>\d+) before completing current checkpoint (?P<id>\d+)\. Skipping current checkpoint\.?$",
+    ),
+    (
+        "before completing current checkpoint",
+        "end_of_partition",
+        Severity::Warning,
+        r"^(?P<task>.+): Received EndOfPartition\(-1\) before completing current checkpoint (?P<id>\d+)\. Skipping current checkpoint\.?$",
+    ),
+    (
+        "to executing it exceeded threshold",
+        "execution_delay",
+        Severity::Warning,
+        r"^Time from receiving all checkpoint barriers/RPC (?:for checkpoint (?P<id>\d+) )?to executing it exceeded threshold: (?P<dur>\d+) ?ms\.?$",
+    ),
+    (
+        "asynchronous part of checkpoint",
+        "async_snapshot_failed",
+        Severity::Warning,
+        r"^(?P<task>.+) - asynchronous part of checkpoint (?P<id>\d+) could not be completed\.?$",
+    ),
+    (
+        "Could not complete snapshot ",
+        "sync_snapshot_failed",
+        Severity::Warning,
+        r"^Could not complete snapshot (?P<id>\d+) for operator (?P<task>.+?)\.(?: Failure reason: (?P<reason>.*))?$",
+    ),
+    (
+        "Restoring job ",
+        "restored",
+        Severity::Info,
+        r"^Restoring job (?P<job>[0-9a-f]{32}) from (?P<detail>(?:(?:Checkpoint|Savepoint) (?P<id>\d+))?.*?)\.?$",
+    ),
+    (
+        "Received barrier from channel",
+        "barrier_received",
+        Severity::Info,
+        r"^(?P<task>.+?)(?: \((?P<attempt>[0-9a-f_]+)\))?: Received barrier from channel (?P<detail>.+) @ (?P<id>\d+)\.?$",
+    ),
+    (
+        "Did not receive barrier from",
+        "barrier_missing",
+        Severity::Warning,
+        r"Did not receive barrier from (?:source: )?(?P<task>.+?) \(subtask: (?P<subtask>\d+)\) after (?P<dur>\d+) ?ms",
+    ),
+    (
+        TOLERABLE,
+        "tolerable_exceeded",
+        Severity::Error,
+        r"^(?:[\w.$]+: )?Exceeded checkpoint tolerable failure threshold\.?(?: The latest checkpoint failed due to (?P<reason>.+?), view the)?",
+    ),
 ];
 
 impl Patterns {
@@ -141,6 +209,11 @@ impl Patterns {
     /// The built-in patterns only.
     pub fn builtin() -> Arc<Patterns> {
         Patterns::new(Vec::new())
+    }
+
+    /// Whether a line can match anything: a cheap literal scan before any text is built.
+    pub fn might_match(&self, line: &[u8]) -> bool {
+        !self.user.is_empty() || self.prefilter.is_match(line)
     }
 
     /// The event a log message stands for, if any.
@@ -263,12 +336,10 @@ fn refine(event: &mut LogEvent) {
             event.subtask = subtask_of(task);
         }
     }
-    if event.kind == "trigger_failed" {
-        if let Some(reason) = &event.reason {
-            if let Some((_, why)) = reason.split_once("Failure reason: ") {
-                event.reason = Some(why.trim_end_matches('.').to_string() + ".");
-            }
-        }
+    if event.kind == "trigger_failed"
+        && let Some((_, why)) = event.reason.as_deref().and_then(|r| r.split_once("Failure reason: "))
+    {
+        event.reason = Some(why.trim_end_matches('.').to_string() + ".");
     }
 }
 
@@ -367,27 +438,129 @@ fn split_class(text: &str) -> Option<(&str, &str)> {
 /// The starting table is seed 002 §4.1/§4.2 (disk full behind a closed channel, OOM behind a
 /// declined checkpoint, ClassCast for serializer changes, S3 socket timeouts, metadata store).
 const CAUSES: &[(&str, &[&str])] = &[
-    ("disk_full", &["No space left on device", "Disk quota exceeded", "DiskFullException", "not enough space"]),
-    ("out_of_memory", &["OutOfMemoryError", "Java heap space", "GC overhead limit exceeded", "Direct buffer memory", "Metaspace", "Cannot allocate memory"]),
-    ("permission", &["AccessDeniedException", "Permission denied", "AccessControlException", "Access Denied", "403 Forbidden", "Operation not permitted"]),
-    ("serialization", &["ClassCastException", "NotSerializableException", "InvalidClassException", "SerializationException", "KryoException", "StateMigrationException", "serializer", "Serializer"]),
-    ("closed_stream", &["ClosedChannelException", "Stream is closed", "Stream closed", "stream closed", "Channel closed", "Broken pipe", "Connection reset", "closed before"]),
+    (
+        "disk_full",
+        &["No space left on device", "Disk quota exceeded", "DiskFullException", "not enough space"],
+    ),
+    (
+        "out_of_memory",
+        &[
+            "OutOfMemoryError",
+            "Java heap space",
+            "GC overhead limit exceeded",
+            "Direct buffer memory",
+            "Metaspace",
+            "Cannot allocate memory",
+        ],
+    ),
+    (
+        "permission",
+        &[
+            "AccessDeniedException",
+            "Permission denied",
+            "AccessControlException",
+            "Access Denied",
+            "403 Forbidden",
+            "Operation not permitted",
+        ],
+    ),
+    (
+        "serialization",
+        &[
+            "ClassCastException",
+            "NotSerializableException",
+            "InvalidClassException",
+            "SerializationException",
+            "KryoException",
+            "StateMigrationException",
+            "serializer",
+            "Serializer",
+        ],
+    ),
+    (
+        "closed_stream",
+        &[
+            "ClosedChannelException",
+            "Stream is closed",
+            "Stream closed",
+            "stream closed",
+            "Channel closed",
+            "Broken pipe",
+            "Connection reset",
+            "closed before",
+        ],
+    ),
     ("expired", &["Checkpoint expired before completing"]),
     ("timeout", &["TimeoutException", "SocketTimeoutException", "timed out", "Timeout", "timeout"]),
-    ("s3", &["AmazonS3Exception", "S3Exception", "com.amazonaws", "software.amazon.awssdk", "s3a:", "s3://", "NoSuchBucket", "SlowDown"]),
-    ("hdfs", &["org.apache.hadoop.hdfs", "org.apache.hadoop.ipc.RemoteException", "BlockMissingException", "LeaseExpiredException", "hdfs://", "DataNode", "NameNode"]),
+    (
+        "s3",
+        &[
+            "AmazonS3Exception",
+            "S3Exception",
+            "com.amazonaws",
+            "software.amazon.awssdk",
+            "s3a:",
+            "s3://",
+            "NoSuchBucket",
+            "SlowDown",
+        ],
+    ),
+    (
+        "hdfs",
+        &[
+            "org.apache.hadoop.hdfs",
+            "org.apache.hadoop.ipc.RemoteException",
+            "BlockMissingException",
+            "LeaseExpiredException",
+            "hdfs://",
+            "DataNode",
+            "NameNode",
+        ],
+    ),
     ("file_not_found", &["FileNotFoundException", "NoSuchFileException"]),
     ("metadata_store", &["Failed to persist checkpoint metadata", "metadata store"]),
-    ("task_failure", &["Task has failed", "FailoverRegion is restarting", "Checkpoint Coordinator is suspending", "CheckpointCoordinator shutdown", "declined due to subtask failure"]),
-    ("tasks_not_running", &["Not all required tasks are currently running", "not being executed at the moment"]),
+    (
+        "task_failure",
+        &[
+            "Task has failed",
+            "FailoverRegion is restarting",
+            "Checkpoint Coordinator is suspending",
+            "CheckpointCoordinator shutdown",
+            "declined due to subtask failure",
+        ],
+    ),
+    (
+        "tasks_not_running",
+        &["Not all required tasks are currently running", "not being executed at the moment"],
+    ),
     ("declined", &["Checkpoint was declined", "Task received cancellation", "barrier from newer checkpoint"]),
 ];
 
+/// Whether an event's root cause counts as the cause of a checkpoint failure. The job failure
+/// "Exceeded checkpoint tolerable failure threshold" is a consequence: its causes were counted
+/// with the checkpoints that failed.
+pub fn counts_root_cause(kind: &str) -> bool {
+    kind != "tolerable_exceeded"
+}
+
 /// Every category a root cause can get (the label values of the root-cause metric).
 pub const CAUSE_CATEGORIES: &[&str] = &[
-    "disk_full", "out_of_memory", "permission", "serialization", "closed_stream", "expired",
-    "timeout", "s3", "hdfs", "file_not_found", "metadata_store", "task_failure",
-    "tasks_not_running", "declined", "io_error", "other",
+    "disk_full",
+    "out_of_memory",
+    "permission",
+    "serialization",
+    "closed_stream",
+    "expired",
+    "timeout",
+    "s3",
+    "hdfs",
+    "file_not_found",
+    "metadata_store",
+    "task_failure",
+    "tasks_not_running",
+    "declined",
+    "io_error",
+    "other",
 ];
 
 /// The category of a root cause: first by the deepest cause alone, then by the whole chain
@@ -406,11 +579,7 @@ pub fn classify(exception: &str, message: &str, chain: &[String]) -> &'static st
             return category;
         }
     }
-    if exception.ends_with("IOException") {
-        "io_error"
-    } else {
-        "other"
-    }
+    if exception.ends_with("IOException") { "io_error" } else { "other" }
 }
 
 /// A record being assembled.
@@ -448,6 +617,19 @@ impl RecordParser {
     pub fn push_line(&mut self, line: &[u8], offset: u64, out: &mut Vec<LogEvent>) {
         if is_record_start(line) {
             self.flush(out);
+            if !self.patterns.might_match(line) {
+                // Most lines: no needle, no user pattern. Remember only where the record starts.
+                self.pending = Some(Pending {
+                    start: offset,
+                    events: Vec::new(),
+                    logged_at: String::new(),
+                    continuation: 0,
+                    stack: Vec::new(),
+                    first_exception: None,
+                    deepest: None,
+                });
+                return;
+            }
             let line = text_of(line);
             let Some(header) = split_header(&line) else { return };
             let events: Vec<LogEvent> = self.patterns.recognise(header.message).into_iter().collect();
@@ -508,7 +690,9 @@ impl RecordParser {
         let first = pending.first_exception.as_deref().map(exception_of);
         for mut event in pending.events {
             event.logged_at = Some(pending.logged_at.clone());
-            if event.reason.is_none() && matches!(event.kind.as_str(), "declined" | "failed" | "async_snapshot_failed") {
+            if event.reason.is_none()
+                && matches!(event.kind.as_str(), "declined" | "failed" | "async_snapshot_failed")
+            {
                 event.reason = first.as_ref().map(|(_, message)| bounded(message));
             }
             event.root_cause.clone_from(&root_cause);
@@ -658,12 +842,21 @@ mod tests {
     fn trigger_lines_of_every_version() {
         for (line, detail) in [
             // 1.13.6 / 1.14.6
-            ("2026-11-29 15:48:30,913 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Triggering checkpoint 1 (type=CHECKPOINT) @ 1795967310912 for job e5977598408a0b50e1eb3e122b7bd082.", "CHECKPOINT"),
+            (
+                "2026-11-29 15:48:30,913 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Triggering checkpoint 1 (type=CHECKPOINT) @ 1795967310912 for job e5977598408a0b50e1eb3e122b7bd082.",
+                "CHECKPOINT",
+            ),
             // 1.17+ / 2.x
-            ("2026-11-29 15:04:08,723 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Triggering checkpoint 1 (type=CheckpointType{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}) @ 1795964648723 for job e5977598408a0b50e1eb3e122b7bd082.", "CheckpointType{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}"),
+            (
+                "2026-11-29 15:04:08,723 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Triggering checkpoint 1 (type=CheckpointType{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}) @ 1795964648723 for job e5977598408a0b50e1eb3e122b7bd082.",
+                "CheckpointType{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}",
+            ),
         ] {
             let e = one(line);
-            assert_eq!((e.kind.as_str(), e.checkpoint_id, e.job_id.as_deref()), ("triggered", Some(1), Some(JOB)));
+            assert_eq!(
+                (e.kind.as_str(), e.checkpoint_id, e.job_id.as_deref()),
+                ("triggered", Some(1), Some(JOB))
+            );
             assert_eq!(e.detail.as_deref(), Some(detail));
             assert_eq!(e.logged_at.as_deref(), Some(&line[..23]));
         }
@@ -671,59 +864,129 @@ mod tests {
 
     #[test]
     fn completed_in_the_1_13_and_the_1_14_form() {
-        let old = one("2026-11-29 15:48:34,589 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Completed checkpoint 1 for job e5977598408a0b50e1eb3e122b7bd082 (45526 bytes in 3677 ms).");
+        let old = one(
+            "2026-11-29 15:48:34,589 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Completed checkpoint 1 for job e5977598408a0b50e1eb3e122b7bd082 (45526 bytes in 3677 ms).",
+        );
         assert_eq!((old.kind.as_str(), old.bytes, old.duration_ms), ("completed", Some(45526), Some(3677)));
-        let new = one("2026-11-29 15:04:08,771 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Completed checkpoint 1 for job e5977598408a0b50e1eb3e122b7bd082 (18561 bytes, checkpointDuration=47 ms, finalizationTime=1 ms).");
+        let new = one(
+            "2026-11-29 15:04:08,771 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Completed checkpoint 1 for job e5977598408a0b50e1eb3e122b7bd082 (18561 bytes, checkpointDuration=47 ms, finalizationTime=1 ms).",
+        );
         assert_eq!((new.kind.as_str(), new.bytes, new.duration_ms), ("completed", Some(18561), Some(47)));
     }
 
     #[test]
     fn decline_names_vertex_subtask_and_taskmanager() {
-        let e = one("2026-11-29 15:15:20,699 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Decline checkpoint 3 by task 75334e7121a9e2403cff11302e29350e_857e9877747f27b5e758680f3644828a_1_0 of job e5977598408a0b50e1eb3e122b7bd082 at 127.0.0.1:19125-bd2dde @ localhost (dataPort=19126).");
+        let e = one(
+            "2026-11-29 15:15:20,699 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Decline checkpoint 3 by task 75334e7121a9e2403cff11302e29350e_857e9877747f27b5e758680f3644828a_1_0 of job e5977598408a0b50e1eb3e122b7bd082 at 127.0.0.1:19125-bd2dde @ localhost (dataPort=19126).",
+        );
         assert_eq!(e.kind, "declined");
         assert_eq!(e.task.as_deref(), Some("857e9877747f27b5e758680f3644828a"));
         assert_eq!(e.subtask, Some(1));
         assert_eq!(e.taskmanager.as_deref(), Some("127.0.0.1:19125-bd2dde @ localhost (dataPort=19126)"));
         // 1.13/1.14: a plain attempt id, no subtask.
-        let e = one("2026-11-29 15:35:40,853 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Decline checkpoint 3 by task 280fb2a913c1ac30a65f3a16353dcb76 of job e5977598408a0b50e1eb3e122b7bd082 at 127.0.0.1:22125-2961ac @ localhost (dataPort=22126).");
+        let e = one(
+            "2026-11-29 15:35:40,853 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Decline checkpoint 3 by task 280fb2a913c1ac30a65f3a16353dcb76 of job e5977598408a0b50e1eb3e122b7bd082 at 127.0.0.1:22125-2961ac @ localhost (dataPort=22126).",
+        );
         assert_eq!((e.kind.as_str(), e.subtask), ("declined", None));
     }
 
     #[test]
     fn the_other_checkpoint_lines() {
         let cases: &[(&str, &str, Option<u64>)] = &[
-            ("Checkpoint 3 of job e5977598408a0b50e1eb3e122b7bd082 expired before completing.", "expired", Some(3)),
-            ("Failed to trigger or complete checkpoint 3 for job e5977598408a0b50e1eb3e122b7bd082. (2 consecutive failed attempts so far)", "failed", Some(3)),
-            ("Failed to trigger checkpoint for job e5977598408a0b50e1eb3e122b7bd082 since Checkpoint triggering task Source: fast-source -> fast-throttle (1/2) of job e5977598408a0b50e1eb3e122b7bd082 is not being executed at the moment. Aborting checkpoint. Failure reason: Not all required tasks are currently running.", "trigger_failed", None),
-            ("Triggering Checkpoint 7 for job e5977598408a0b50e1eb3e122b7bd082 failed due to java.util.concurrent.TimeoutException", "trigger_failed", Some(7)),
-            ("Received late message for now expired checkpoint attempt 3 from task 12b102e25c31c396966057cecb6581a0_857e9877747f27b5e758680f3644828a_0_0 of job e5977598408a0b50e1eb3e122b7bd082 at 127.0.0.1:19125-bd2dde @ localhost (dataPort=19126).", "late_message", Some(3)),
-            ("stateful-map (2/2)#0: Received checkpoint barrier for checkpoint 9 before completing current checkpoint 8. Skipping current checkpoint.", "barrier_overtaken", Some(8)),
-            ("Map (1/4)#0: Received EndOfPartition(-1) before completing current checkpoint 8. Skipping current checkpoint.", "end_of_partition", Some(8)),
-            ("Time from receiving all checkpoint barriers/RPC to executing it exceeded threshold: 31234ms", "execution_delay", None),
-            ("Time from receiving all checkpoint barriers/RPC for checkpoint 12 to executing it exceeded threshold: 30001ms", "execution_delay", Some(12)),
-            ("Restoring job e5977598408a0b50e1eb3e122b7bd082 from Checkpoint 11 @ 1795964686475 for e5977598408a0b50e1eb3e122b7bd082 located at file:/opt/flink-lab/2.3.0/checkpoints/x/chk-11.", "restored", Some(11)),
-            ("stateful-map (1/2)#0 (2523204e22534449eaafda3e122aa716_857e9877747f27b5e758680f3644828a_0_0): Received barrier from channel InputChannelInfo{gateIdx=0, inputChannelIdx=1} @ 4.", "barrier_received", Some(4)),
-            ("stateful-map (1/2)#0 - asynchronous part of checkpoint 3 could not be completed.", "async_snapshot_failed", Some(3)),
-            ("Could not complete snapshot 3 for operator stateful-map (1/2)#0. Failure reason: Checkpoint was declined.", "sync_snapshot_failed", Some(3)),
+            (
+                "Checkpoint 3 of job e5977598408a0b50e1eb3e122b7bd082 expired before completing.",
+                "expired",
+                Some(3),
+            ),
+            (
+                "Failed to trigger or complete checkpoint 3 for job e5977598408a0b50e1eb3e122b7bd082. (2 consecutive failed attempts so far)",
+                "failed",
+                Some(3),
+            ),
+            (
+                "Failed to trigger checkpoint for job e5977598408a0b50e1eb3e122b7bd082 since Checkpoint triggering task Source: fast-source -> fast-throttle (1/2) of job e5977598408a0b50e1eb3e122b7bd082 is not being executed at the moment. Aborting checkpoint. Failure reason: Not all required tasks are currently running.",
+                "trigger_failed",
+                None,
+            ),
+            (
+                "Triggering Checkpoint 7 for job e5977598408a0b50e1eb3e122b7bd082 failed due to java.util.concurrent.TimeoutException",
+                "trigger_failed",
+                Some(7),
+            ),
+            (
+                "Received late message for now expired checkpoint attempt 3 from task 12b102e25c31c396966057cecb6581a0_857e9877747f27b5e758680f3644828a_0_0 of job e5977598408a0b50e1eb3e122b7bd082 at 127.0.0.1:19125-bd2dde @ localhost (dataPort=19126).",
+                "late_message",
+                Some(3),
+            ),
+            (
+                "stateful-map (2/2)#0: Received checkpoint barrier for checkpoint 9 before completing current checkpoint 8. Skipping current checkpoint.",
+                "barrier_overtaken",
+                Some(8),
+            ),
+            (
+                "Map (1/4)#0: Received EndOfPartition(-1) before completing current checkpoint 8. Skipping current checkpoint.",
+                "end_of_partition",
+                Some(8),
+            ),
+            (
+                "Time from receiving all checkpoint barriers/RPC to executing it exceeded threshold: 31234ms",
+                "execution_delay",
+                None,
+            ),
+            (
+                "Time from receiving all checkpoint barriers/RPC for checkpoint 12 to executing it exceeded threshold: 30001ms",
+                "execution_delay",
+                Some(12),
+            ),
+            (
+                "Restoring job e5977598408a0b50e1eb3e122b7bd082 from Checkpoint 11 @ 1795964686475 for e5977598408a0b50e1eb3e122b7bd082 located at file:/opt/flink-lab/2.3.0/checkpoints/x/chk-11.",
+                "restored",
+                Some(11),
+            ),
+            (
+                "stateful-map (1/2)#0 (2523204e22534449eaafda3e122aa716_857e9877747f27b5e758680f3644828a_0_0): Received barrier from channel InputChannelInfo{gateIdx=0, inputChannelIdx=1} @ 4.",
+                "barrier_received",
+                Some(4),
+            ),
+            (
+                "stateful-map (1/2)#0 - asynchronous part of checkpoint 3 could not be completed.",
+                "async_snapshot_failed",
+                Some(3),
+            ),
+            (
+                "Could not complete snapshot 3 for operator stateful-map (1/2)#0. Failure reason: Checkpoint was declined.",
+                "sync_snapshot_failed",
+                Some(3),
+            ),
         ];
         for (message, kind, id) in cases {
-            let line = format!("2026-11-29 15:02:33,301 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - {message}");
+            let line = format!(
+                "2026-11-29 15:02:33,301 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - {message}"
+            );
             let e = one(&line);
             assert_eq!((e.kind.as_str(), e.checkpoint_id), (*kind, *id), "{message}");
         }
-        let delay = one("2026-11-29 15:02:33,301 WARN  org.apache.flink.streaming.runtime.tasks.SubtaskCheckpointCoordinatorImpl [] - Time from receiving all checkpoint barriers/RPC for checkpoint 12 to executing it exceeded threshold: 30001ms");
+        let delay = one(
+            "2026-11-29 15:02:33,301 WARN  org.apache.flink.streaming.runtime.tasks.SubtaskCheckpointCoordinatorImpl [] - Time from receiving all checkpoint barriers/RPC for checkpoint 12 to executing it exceeded threshold: 30001ms",
+        );
         assert_eq!(delay.duration_ms, Some(30001));
-        let barrier = one("2026-11-29 15:19:16,116 DEBUG org.apache.flink.streaming.runtime.io.checkpointing.SingleCheckpointBarrierHandler [] - stateful-map (1/2)#0 (2523204e22534449eaafda3e122aa716_857e9877747f27b5e758680f3644828a_0_0): Received barrier from channel InputChannelInfo{gateIdx=0, inputChannelIdx=1} @ 4.");
+        let barrier = one(
+            "2026-11-29 15:19:16,116 DEBUG org.apache.flink.streaming.runtime.io.checkpointing.SingleCheckpointBarrierHandler [] - stateful-map (1/2)#0 (2523204e22534449eaafda3e122aa716_857e9877747f27b5e758680f3644828a_0_0): Received barrier from channel InputChannelInfo{gateIdx=0, inputChannelIdx=1} @ 4.",
+        );
         assert_eq!(barrier.task.as_deref(), Some("stateful-map (1/2)#0"));
         assert_eq!(barrier.subtask, Some(0));
         assert_eq!(barrier.detail.as_deref(), Some("InputChannelInfo{gateIdx=0, inputChannelIdx=1}"));
-        let trig = one("2026-11-29 15:02:33,301 INFO  org.apache.flink.runtime.checkpoint.CheckpointFailureManager [] - Failed to trigger checkpoint for job e5977598408a0b50e1eb3e122b7bd082 since Checkpoint triggering task X (1/2) of job e5977598408a0b50e1eb3e122b7bd082 is not being executed at the moment. Aborting checkpoint. Failure reason: Not all required tasks are currently running.");
+        let trig = one(
+            "2026-11-29 15:02:33,301 INFO  org.apache.flink.runtime.checkpoint.CheckpointFailureManager [] - Failed to trigger checkpoint for job e5977598408a0b50e1eb3e122b7bd082 since Checkpoint triggering task X (1/2) of job e5977598408a0b50e1eb3e122b7bd082 is not being executed at the moment. Aborting checkpoint. Failure reason: Not all required tasks are currently running.",
+        );
         assert_eq!(trig.reason.as_deref(), Some("Not all required tasks are currently running."));
     }
 
     #[test]
     fn the_seed_missing_barrier_form() {
-        let e = one("2024-05-20 10:28:45,123 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator - Did not receive barrier from source: KafkaSource - Map - Filter (subtask: 7) after 300000 ms");
+        let e = one(
+            "2024-05-20 10:28:45,123 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator - Did not receive barrier from source: KafkaSource - Map - Filter (subtask: 7) after 300000 ms",
+        );
         assert_eq!(e.kind, "barrier_missing");
         assert_eq!(e.task.as_deref(), Some("KafkaSource - Map - Filter"));
         assert_eq!((e.subtask, e.duration_ms), (Some(7), Some(300000)));
@@ -785,22 +1048,36 @@ Caused by: org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tole
             ("java.net.SocketTimeoutException: Read timed out", "timeout"),
             ("java.io.IOException: Stream is closed", "closed_stream"),
             ("java.nio.channels.ClosedChannelException", "closed_stream"),
-            ("java.lang.ClassCastException: class com.example.User cannot be cast to class org.apache.flink.api.java.tuple.Tuple2", "serialization"),
+            (
+                "java.lang.ClassCastException: class com.example.User cannot be cast to class org.apache.flink.api.java.tuple.Tuple2",
+                "serialization",
+            ),
             ("java.nio.file.AccessDeniedException: /flink/checkpoints", "permission"),
             ("com.amazonaws.services.s3.model.AmazonS3Exception: Service Unavailable", "s3"),
-            ("org.apache.hadoop.ipc.RemoteException: File could only be written to 0 of the 1 minReplication nodes", "hdfs"),
+            (
+                "org.apache.hadoop.ipc.RemoteException: File could only be written to 0 of the 1 minReplication nodes",
+                "hdfs",
+            ),
             ("java.io.IOException: Failed to persist checkpoint metadata", "metadata_store"),
-            ("org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint expired before completing.", "expired"),
-            ("java.io.IOException: flink-lab injected failure while writing operator state (async snapshot phase)", "io_error"),
+            (
+                "org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint expired before completing.",
+                "expired",
+            ),
+            (
+                "java.io.IOException: flink-lab injected failure while writing operator state (async snapshot phase)",
+                "io_error",
+            ),
             ("java.lang.IllegalStateException: something else", "other"),
         ];
         for (line, category) in cases {
-            let (exception, message) = exception_of(&format!("Caused by: org.apache.flink.util.SerializedThrowable: {line}"));
+            let (exception, message) =
+                exception_of(&format!("Caused by: org.apache.flink.util.SerializedThrowable: {line}"));
             assert_eq!(classify(&exception, &message, &[]), category, "{line}");
             assert!(CAUSE_CATEGORIES.contains(&category));
         }
         // An IOException whose frames show the S3 client.
-        let chain = vec!["\tat com.amazonaws.http.AmazonHttpClient.execute(AmazonHttpClient.java:1)".to_string()];
+        let chain =
+            vec!["\tat com.amazonaws.http.AmazonHttpClient.execute(AmazonHttpClient.java:1)".to_string()];
         assert_eq!(classify("java.io.IOException", "boom", &chain), "s3");
     }
 
@@ -810,21 +1087,31 @@ Caused by: org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tole
             exception_of("java.util.concurrent.ExecutionException: java.io.IOException: disk"),
             ("java.io.IOException".to_string(), "disk".to_string())
         );
-        assert_eq!(exception_of("Caused by: java.nio.channels.ClosedChannelException").0, "java.nio.channels.ClosedChannelException");
+        assert_eq!(
+            exception_of("Caused by: java.nio.channels.ClosedChannelException").0,
+            "java.nio.channels.ClosedChannelException"
+        );
     }
 
     #[test]
     fn user_patterns_come_first_and_use_named_captures() {
         let user = UserPattern {
             name: "slow-sink".into(),
-            regex: Regex::new(r"^Sink (?P<task>\S+) flushed checkpoint (?P<id>\d+) in (?P<dur>\d+) ms$").unwrap(),
+            regex: Regex::new(r"^Sink (?P<task>\S+) flushed checkpoint (?P<id>\d+) in (?P<dur>\d+) ms$")
+                .unwrap(),
             kind: "slow_flush".into(),
             severity: Severity::Warning,
         };
         let patterns = Patterns::new(vec![user]);
-        let events = parse_all(&patterns, b"2026-11-29 15:02:33,301 INFO  my.Sink [] - Sink kafka flushed checkpoint 9 in 4100 ms\n");
+        let events = parse_all(
+            &patterns,
+            b"2026-11-29 15:02:33,301 INFO  my.Sink [] - Sink kafka flushed checkpoint 9 in 4100 ms\n",
+        );
         assert_eq!(events.len(), 1);
-        assert_eq!((events[0].kind.as_str(), events[0].checkpoint_id, events[0].duration_ms), ("slow_flush", Some(9), Some(4100)));
+        assert_eq!(
+            (events[0].kind.as_str(), events[0].checkpoint_id, events[0].duration_ms),
+            ("slow_flush", Some(9), Some(4100))
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::parse::{BUILTIN_KINDS, LineSplitter, Patterns, RecordParser};
+use super::parse::{BUILTIN_KINDS, LineSplitter, Patterns, RecordParser, counts_root_cause};
 use crate::observe::LogEvent;
 
 /// Kinds that name a subtask holding a checkpoint up or failing it.
@@ -46,10 +46,15 @@ pub struct ScanReport {
 }
 
 /// Reads `paths` with the given line limit.
-pub fn scan_paths(paths: &[PathBuf], patterns: &Arc<Patterns>, max_line_bytes: usize) -> io::Result<ScanReport> {
+pub fn scan_paths(
+    paths: &[PathBuf],
+    patterns: &Arc<Patterns>,
+    max_line_bytes: usize,
+) -> io::Result<ScanReport> {
     let mut report = ScanReport::default();
     for path in paths {
-        let file = std::fs::File::open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let file = std::fs::File::open(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         scan_reader(path, file, patterns, max_line_bytes, &mut report)?;
     }
     Ok(report)
@@ -93,6 +98,9 @@ pub fn scan_reader(
     Ok(())
 }
 
+/// How often a root-cause category was seen, and how often each (exception, message) of it.
+type CauseCount = (u64, BTreeMap<(String, String), u64>);
+
 /// A checkpoint and what the logs said about it.
 #[derive(Debug)]
 struct Timeline<'a> {
@@ -111,7 +119,10 @@ impl Timeline<'_> {
             "completed"
         } else if self.has("expired") {
             "expired"
-        } else if self.has("declined") || self.has("async_snapshot_failed") || self.has("sync_snapshot_failed") {
+        } else if self.has("declined")
+            || self.has("async_snapshot_failed")
+            || self.has("sync_snapshot_failed")
+        {
             "declined"
         } else if self.has("failed") || self.has("barrier_overtaken") || self.has("end_of_partition") {
             "failed"
@@ -151,15 +162,15 @@ impl ScanReport {
 
     /// Root causes by category, counted once per (checkpoint, category) as the daemon does,
     /// with the most frequent exception of each.
-    fn root_causes(&self) -> BTreeMap<&'static str, (u64, BTreeMap<(String, String), u64>)> {
-        let mut out: BTreeMap<&'static str, (u64, BTreeMap<(String, String), u64>)> = BTreeMap::new();
+    fn root_causes(&self) -> BTreeMap<&'static str, CauseCount> {
+        let mut out: BTreeMap<&'static str, CauseCount> = BTreeMap::new();
         let mut counted = BTreeSet::new();
         for e in &self.events {
-            let Some(cause) = &e.root_cause else { continue };
-            if let Some(id) = e.checkpoint_id {
-                if !counted.insert((id, cause.category)) {
-                    continue;
-                }
+            let Some(cause) = e.root_cause.as_ref().filter(|_| counts_root_cause(&e.kind)) else { continue };
+            if let Some(id) = e.checkpoint_id
+                && !counted.insert((id, cause.category))
+            {
+                continue;
             }
             let entry = out.entry(cause.category).or_default();
             entry.0 += 1;
@@ -182,7 +193,9 @@ impl ScanReport {
             let job = match e.job_id.as_deref() {
                 Some(job) => job.to_string(),
                 None => match jobs_of_id.get(&id) {
-                    Some(jobs) if jobs.len() == 1 => jobs.iter().next().map(|j| j.to_string()).unwrap_or_default(),
+                    Some(jobs) if jobs.len() == 1 => {
+                        jobs.iter().next().map(|j| j.to_string()).unwrap_or_default()
+                    }
                     _ => String::new(),
                 },
             };
@@ -217,7 +230,9 @@ impl ScanReport {
         let mut channels: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
         let mut received: BTreeMap<(&str, u64), BTreeSet<&str>> = BTreeMap::new();
         for e in self.events.iter().filter(|e| e.kind == "barrier_received") {
-            let (Some(task), Some(channel), Some(id)) = (e.task.as_deref(), e.detail.as_deref(), e.checkpoint_id) else {
+            let (Some(task), Some(channel), Some(id)) =
+                (e.task.as_deref(), e.detail.as_deref(), e.checkpoint_id)
+            else {
                 continue;
             };
             channels.entry(task).or_default().insert(channel);
@@ -248,7 +263,8 @@ impl ScanReport {
             .iter()
             .map(|f| json!({"path": f.path.display().to_string(), "bytes": f.bytes, "lines": f.lines, "oversize_lines": f.oversize_lines}))
             .collect();
-        let root_causes: BTreeMap<&str, u64> = self.root_causes().iter().map(|(k, (n, _))| (*k, *n)).collect();
+        let root_causes: BTreeMap<&str, u64> =
+            self.root_causes().iter().map(|(k, (n, _))| (*k, *n)).collect();
         let examples: Vec<Value> = self
             .root_causes()
             .into_iter()
@@ -312,7 +328,12 @@ impl ScanReport {
         let timelines = self.timelines();
         let unfinished: Vec<&Timeline> = timelines.iter().filter(|t| t.outcome() != "completed").collect();
         let completed = timelines.len() - unfinished.len();
-        let _ = writeln!(out, "\nCheckpoints: {} seen, {completed} completed, {} did not complete.", timelines.len(), unfinished.len());
+        let _ = writeln!(
+            out,
+            "\nCheckpoints: {} seen, {completed} completed, {} did not complete.",
+            timelines.len(),
+            unfinished.len()
+        );
         for t in &unfinished {
             let job = if t.job_id.is_empty() { "?" } else { t.job_id.as_str() };
             let _ = writeln!(out, "  checkpoint {} of job {job}: {}", t.id, t.outcome());
@@ -337,21 +358,33 @@ impl ScanReport {
         if !blocking.is_empty() {
             let _ = writeln!(out, "\nSubtasks that held checkpoints up or failed them:");
             let mut rows: Vec<_> = blocking.into_iter().collect();
-            rows.sort_by(|a, b| b.1.count.cmp(&a.1.count));
+            rows.sort_by_key(|(_, b)| std::cmp::Reverse(b.count));
             for ((task, subtask), b) in rows {
                 let subtask = subtask.map_or("?".to_string(), |s| s.to_string());
                 let ids: Vec<String> = b.checkpoints.iter().take(12).map(u64::to_string).collect();
                 let more = if b.checkpoints.len() > 12 { ", …" } else { "" };
                 let kinds: Vec<&str> = b.kinds.iter().map(String::as_str).collect();
                 let tm = b.taskmanager.map(|t| format!(" on {t}")).unwrap_or_default();
-                let _ = writeln!(out, "  {task} subtask {subtask}{tm}: {} event(s) ({}), checkpoints {}{more}", b.count, kinds.join(", "), ids.join(", "));
+                let _ = writeln!(
+                    out,
+                    "  {task} subtask {subtask}{tm}: {} event(s) ({}), checkpoints {}{more}",
+                    b.count,
+                    kinds.join(", "),
+                    ids.join(", ")
+                );
             }
         }
         let missing = self.missing_barriers();
         if !missing.is_empty() {
             let _ = writeln!(out, "\nBarriers that never arrived (from DEBUG barrier lines):");
             for m in missing {
-                let _ = writeln!(out, "  checkpoint {}: {} is missing {}", m.checkpoint_id, m.task, m.missing.join(", "));
+                let _ = writeln!(
+                    out,
+                    "  checkpoint {}: {} is missing {}",
+                    m.checkpoint_id,
+                    m.task,
+                    m.missing.join(", ")
+                );
             }
         }
         let causes = self.root_causes();

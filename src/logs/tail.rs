@@ -139,8 +139,21 @@ impl TailCore {
                 None
             }
         });
-        let stats = TailerReport { cluster: opts.cluster.clone(), tailer: opts.id.clone(), ..TailerReport::default() };
-        TailCore { opts, patterns, followers: Vec::new(), saved, first_cycle: true, stats, dirty: false, more: false }
+        let stats = TailerReport {
+            cluster: opts.cluster.clone(),
+            tailer: opts.id.clone(),
+            ..TailerReport::default()
+        };
+        TailCore {
+            opts,
+            patterns,
+            followers: Vec::new(),
+            saved,
+            first_cycle: true,
+            stats,
+            dirty: false,
+            more: false,
+        }
     }
 
     /// The tailer's counters now.
@@ -379,10 +392,16 @@ fn truncated(f: &mut Follower, len: u64) -> io::Result<bool> {
 }
 
 /// Reads up to `budget` bytes; returns (bytes read, whether it reached the end of the file).
-fn read_some(f: &mut Follower, chunk: &mut [u8], budget: usize, events: &mut Vec<LogEvent>) -> io::Result<(usize, bool)> {
+fn read_some(
+    f: &mut Follower,
+    chunk: &mut [u8],
+    budget: usize,
+    events: &mut Vec<LogEvent>,
+) -> io::Result<(usize, bool)> {
     let mut total = 0;
     while total < budget {
-        let n = match f.file.read(chunk) {
+        let want = chunk.len().min(budget - total);
+        let n = match f.file.read(&mut chunk[..want]) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
@@ -450,7 +469,8 @@ impl TailerHandle {
 
 /// Starts a tailer that applies its events to `app`.
 pub fn spawn(config: &LogConfig, state_dir: &Path, app: Arc<AppState>) -> TailerHandle {
-    let core = TailCore::new(TailOptions::from_config(config, state_dir), Patterns::new(user_patterns(config)));
+    let core =
+        TailCore::new(TailOptions::from_config(config, state_dir), Patterns::new(user_patterns(config)));
     let (stop, stop_rx) = watch::channel(false);
     let task = tokio::spawn(run(core, app, config.poll_interval, stop_rx));
     TailerHandle { stop, task }
@@ -552,7 +572,8 @@ impl Tailers {
         for entry in entries {
             if !self.running.contains_key(entry.id()) {
                 tracing::info!(logs = %entry.id(), cluster = %entry.cluster, paths = ?entry.paths, "following logs");
-                self.running.insert(entry.id().to_string(), (entry.clone(), spawn(entry, state_dir, app.clone())));
+                self.running
+                    .insert(entry.id().to_string(), (entry.clone(), spawn(entry, state_dir, app.clone())));
             }
         }
     }
@@ -571,7 +592,10 @@ mod tests {
 
     #[test]
     fn the_watched_directory_is_the_fixed_part_of_the_glob() {
-        assert_eq!(fixed_prefix(Path::new("/opt/flink/log/flink-*-taskexecutor-*.log")), PathBuf::from("/opt/flink/log"));
+        assert_eq!(
+            fixed_prefix(Path::new("/opt/flink/log/flink-*-taskexecutor-*.log")),
+            PathBuf::from("/opt/flink/log")
+        );
         assert_eq!(fixed_prefix(Path::new("/opt/*/log/x.log")), PathBuf::from("/opt"));
         assert_eq!(fixed_prefix(Path::new("/var/log/a.log")), PathBuf::from("/var/log"));
     }

@@ -27,8 +27,8 @@ use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use crate::model::rng::SplitMix64;
 use crate::observe::{
-    CheckpointCounts, CheckpointSettings, CheckpointStatus, FinishedCheckpoint,
-    InProgressCheckpoint, JobKey, JobPoll, OperatorCheckpoint, SnapshotKind,
+    CheckpointCounts, CheckpointSettings, CheckpointStatus, FinishedCheckpoint, InProgressCheckpoint, JobKey,
+    JobPoll, OperatorCheckpoint, SnapshotKind,
 };
 use crate::time::Timestamp;
 
@@ -215,9 +215,7 @@ impl FailureReason {
     pub fn from_message(text: &str) -> Option<FailureReason> {
         // Flink 1.x wrapped some messages; the known sentence is always in there.
         let trimmed = |m: &'static str| m.trim_end_matches('.');
-        FailureReason::ALL
-            .into_iter()
-            .find(|r| text.contains(trimmed(r.message())))
+        FailureReason::ALL.into_iter().find(|r| text.contains(trimmed(r.message())))
     }
 
     /// Whether this reason counts toward `tolerable-failed-checkpoints`
@@ -349,7 +347,9 @@ impl PredictedCheckpoint {
             End::Failed(t, reason) => (CheckpointStatus::Failed, t, Some(reason)),
         };
         let last_ack = match (end, self.outcome) {
-            (End::Completed(_), Outcome::Complete { duration_ms }) => self.triggered_at.plus_millis(duration_ms as i64),
+            (End::Completed(_), Outcome::Complete { duration_ms }) => {
+                self.triggered_at.plus_millis(duration_ms as i64)
+            }
             _ => finished_at,
         };
         Some(FinishedCheckpoint {
@@ -415,6 +415,8 @@ pub enum Event {
     JobFailed {
         /// When.
         at: Timestamp,
+        /// The failure that exceeded the threshold.
+        reason: FailureReason,
     },
     /// The job runs again and the checkpoint scheduler restarts.
     JobRestarted {
@@ -468,7 +470,8 @@ impl FailureCounter {
         if !newer || self.tolerable == UNLIMITED_TOLERABLE {
             return false;
         }
-        if reason.counts_toward_tolerable(self.finalize_counts) && id.is_none_or(|id| self.counted.insert(id)) {
+        if reason.counts_toward_tolerable(self.finalize_counts) && id.is_none_or(|id| self.counted.insert(id))
+        {
             self.continuous += 1;
         }
         if self.continuous > self.tolerable {
@@ -700,11 +703,7 @@ impl Coordinator {
 
     /// What a tick of a regular (not rescheduled) schedule is attributed to.
     fn period_binding(&self) -> Binding {
-        if self.config.min_pause() > self.config.interval_ms {
-            Binding::MinPause
-        } else {
-            Binding::Interval
-        }
+        if self.config.min_pause() > self.config.interval_ms { Binding::MinPause } else { Binding::Interval }
     }
 
     fn on_tick(&mut self, outcomes: &mut dyn Outcomes) {
@@ -717,7 +716,10 @@ impl Coordinator {
         if self.queue.len() > MAX_QUEUED_REQUESTS {
             // `pollLast()` of the queue: with only periodic requests, the newest is dropped.
             self.queue.pop_back();
-            self.events.push(Event::RequestDropped { at: self.now, reason: FailureReason::TooManyCheckpointRequests });
+            self.events.push(Event::RequestDropped {
+                at: self.now,
+                reason: FailureReason::TooManyCheckpointRequests,
+            });
         }
         self.choose_and_trigger(None, outcomes);
     }
@@ -736,7 +738,10 @@ impl Coordinator {
             let ready_at = last.plus_millis(self.config.min_pause() as i64);
             if ready_at > self.now {
                 self.queue.pop_front();
-                self.events.push(Event::RequestDropped { at: self.now, reason: FailureReason::MinimumTimeBetweenCheckpoints });
+                self.events.push(Event::RequestDropped {
+                    at: self.now,
+                    reason: FailureReason::MinimumTimeBetweenCheckpoints,
+                });
                 // rescheduleTrigger: cancel the periodic trigger, start a new fixed-rate one
                 // whose first tick is when the pause is over.
                 self.next_tick = Some(ready_at);
@@ -836,7 +841,13 @@ impl Coordinator {
 
     /// `abortPendingCheckpoint` + `CheckpointFailureManager.handleCheckpointException`, then
     /// `scheduleTriggerRequest` (unless the caller re-evaluates itself).
-    fn abort(&mut self, id: u64, reason: FailureReason, caller_reevaluates: Option<Binding>, outcomes: &mut dyn Outcomes) {
+    fn abort(
+        &mut self,
+        id: u64,
+        reason: FailureReason,
+        caller_reevaluates: Option<Binding>,
+        outcomes: &mut dyn Outcomes,
+    ) {
         if !self.pending.remove(&id) {
             return;
         }
@@ -848,20 +859,24 @@ impl Coordinator {
         let consecutive_before = self.failures.continuous;
         self.events.push(Event::Failed { at: now, id, reason, consecutive_before });
         if self.failures.on_failure(Some(id), reason) {
-            self.fail_job(outcomes);
+            self.fail_job(reason, outcomes);
             return;
         }
         if caller_reevaluates.is_none() {
-            let freed_by = if reason == FailureReason::CheckpointExpired { Binding::Timeout } else { Binding::MaxConcurrent };
+            let freed_by = if reason == FailureReason::CheckpointExpired {
+                Binding::Timeout
+            } else {
+                Binding::MaxConcurrent
+            };
             self.choose_and_trigger(Some(freed_by), outcomes);
         }
     }
 
     /// The job fails over: the scheduler stops, pending and queued checkpoints are aborted
     /// (`CHECKPOINT_COORDINATOR_SUSPEND`, never counted), and it restarts after the delay.
-    fn fail_job(&mut self, outcomes: &mut dyn Outcomes) {
+    fn fail_job(&mut self, reason: FailureReason, outcomes: &mut dyn Outcomes) {
         let now = self.now;
-        self.events.push(Event::JobFailed { at: now });
+        self.events.push(Event::JobFailed { at: now, reason });
         self.status = match self.config.restart_delay_ms {
             Some(delay) => JobStatus::Restarting(now.plus_millis(delay as i64)),
             None => JobStatus::Failed,
@@ -871,7 +886,12 @@ impl Coordinator {
         self.queue.clear();
         let pending: Vec<u64> = self.pending.iter().copied().collect();
         for id in pending {
-            self.abort(id, FailureReason::CheckpointCoordinatorSuspend, Some(Binding::MaxConcurrent), outcomes);
+            self.abort(
+                id,
+                FailureReason::CheckpointCoordinatorSuspend,
+                Some(Binding::MaxConcurrent),
+                outcomes,
+            );
         }
         if let JobStatus::Restarting(at) = self.status {
             self.schedule(at, Timer::Restart);
@@ -903,9 +923,16 @@ impl Coordinator {
     /// What `/jobs/:id/checkpoints` would have said at `at` (not after the model's clock), as
     /// the poller reports it: counts, in-progress checkpoints and the last
     /// [`REST_HISTORY`] finished ones.
-    pub fn job_poll(&self, key: JobKey, job_name: &str, at: Timestamp, settings: Option<CheckpointSettings>) -> JobPoll {
+    pub fn job_poll(
+        &self,
+        key: JobKey,
+        job_name: &str,
+        at: Timestamp,
+        settings: Option<CheckpointSettings>,
+    ) -> JobPoll {
         let ended_by = |c: &PredictedCheckpoint| c.finished_at().is_some_and(|t| t <= at);
-        let started: Vec<&PredictedCheckpoint> = self.checkpoints.iter().filter(|c| c.triggered_at <= at).collect();
+        let started: Vec<&PredictedCheckpoint> =
+            self.checkpoints.iter().filter(|c| c.triggered_at <= at).collect();
         let mut counts = CheckpointCounts::default();
         let mut finished = Vec::new();
         let mut in_progress = Vec::new();
@@ -931,7 +958,9 @@ impl Coordinator {
         // Checkpoints dropped from memory ended before any kept one.
         counts.completed += self.dropped.completed;
         counts.failed += self.dropped.failed;
-        counts.restored = self.status_changes.iter().skip(1).filter(|(t, s)| *t <= at && *s == JobStatus::Running).count() as u64;
+        counts.restored =
+            self.status_changes.iter().skip(1).filter(|(t, s)| *t <= at && *s == JobStatus::Running).count()
+                as u64;
         finished.sort_by_key(|f| std::cmp::Reverse(f.id));
         finished.truncate(REST_HISTORY);
         finished.reverse();
@@ -1008,7 +1037,12 @@ mod tests {
         let dropped = c
             .drain_events()
             .iter()
-            .filter(|e| matches!(e, Event::RequestDropped { reason: FailureReason::MinimumTimeBetweenCheckpoints, .. }))
+            .filter(|e| {
+                matches!(
+                    e,
+                    Event::RequestDropped { reason: FailureReason::MinimumTimeBetweenCheckpoints, .. }
+                )
+            })
             .count();
         assert_eq!(dropped, 5);
     }
@@ -1064,13 +1098,18 @@ mod tests {
         let mut c = Coordinator::new(config, T0, Schedule::FirstTriggerAt(T0));
         // As in the fixture, the checkpoint after the expired one takes ~2 s (the task thread was
         // still sleeping in the expired checkpoint's snapshot).
-        let mut plan = [Outcome::Hang, Outcome::Complete { duration_ms: 2_010 }, Outcome::Complete { duration_ms: 20 }].into_iter();
+        let mut plan =
+            [Outcome::Hang, Outcome::Complete { duration_ms: 2_010 }, Outcome::Complete { duration_ms: 20 }]
+                .into_iter();
         c.run_checkpoints(4, &mut |_, _| plan.next().unwrap_or(Outcome::Complete { duration_ms: 20 }));
         assert_eq!(triggers(&c)[..4], [0, 4_000, 6_010, 9_000]);
         let first = c.checkpoint(1).unwrap();
         assert_eq!(first.end, Some(End::Failed(T0.plus_millis(4_000), FailureReason::CheckpointExpired)));
         let bindings: Vec<Binding> = c.checkpoints().take(4).map(|c| c.binding).collect();
-        assert_eq!(bindings, vec![Binding::Initial, Binding::Timeout, Binding::MaxConcurrent, Binding::Interval]);
+        assert_eq!(
+            bindings,
+            vec![Binding::Initial, Binding::Timeout, Binding::MaxConcurrent, Binding::Interval]
+        );
     }
 
     #[test]
@@ -1079,9 +1118,13 @@ mod tests {
         config.max_concurrent = 2;
         config.tolerable_failures = 0;
         let mut c = Coordinator::new(config, T0, Schedule::FirstTriggerAt(T0));
-        let mut plan = [Outcome::Complete { duration_ms: 5_000 }, Outcome::Complete { duration_ms: 500 }].into_iter();
+        let mut plan =
+            [Outcome::Complete { duration_ms: 5_000 }, Outcome::Complete { duration_ms: 500 }].into_iter();
         c.run_checkpoints(2, &mut |_, _| plan.next().unwrap_or(Outcome::Complete { duration_ms: 10 }));
-        assert_eq!(c.checkpoint(1).unwrap().end, Some(End::Failed(T0.plus_millis(1_500), FailureReason::CheckpointSubsumed)));
+        assert_eq!(
+            c.checkpoint(1).unwrap().end,
+            Some(End::Failed(T0.plus_millis(1_500), FailureReason::CheckpointSubsumed))
+        );
         assert_eq!(c.checkpoint(2).unwrap().end, Some(End::Completed(T0.plus_millis(1_500))));
         // Subsumption never counts: the job, with 0 tolerable failures, still runs.
         assert_eq!(c.status(), JobStatus::Running);
@@ -1090,26 +1133,47 @@ mod tests {
     #[test]
     fn which_reasons_count() {
         use FailureReason::*;
-        let counted: Vec<FailureReason> = FailureReason::ALL.into_iter().filter(|r| r.counts_toward_tolerable(true)).collect();
+        let counted: Vec<FailureReason> =
+            FailureReason::ALL.into_iter().filter(|r| r.counts_toward_tolerable(true)).collect();
         assert_eq!(counted.len(), 5);
-        for r in [IoException, CheckpointAsyncException, CheckpointDeclined, CheckpointExpired, FinalizeCheckpointFailure] {
+        for r in [
+            IoException,
+            CheckpointAsyncException,
+            CheckpointDeclined,
+            CheckpointExpired,
+            FinalizeCheckpointFailure,
+        ] {
             assert!(counted.contains(&r), "{r:?}");
         }
         assert!(!FinalizeCheckpointFailure.counts_toward_tolerable(false), "1.14/1.15 ignore it");
-        for r in [MinimumTimeBetweenCheckpoints, CheckpointSubsumed, CheckpointDeclinedTaskNotReady, CheckpointCoordinatorSuspend] {
+        for r in [
+            MinimumTimeBetweenCheckpoints,
+            CheckpointSubsumed,
+            CheckpointDeclinedTaskNotReady,
+            CheckpointCoordinatorSuspend,
+        ] {
             assert!(!r.counts_toward_tolerable(true), "{r:?}");
         }
     }
 
     #[test]
     fn reasons_are_recognised_from_rest_messages() {
-        assert_eq!(FailureReason::from_message("Checkpoint expired before completing."), Some(FailureReason::CheckpointExpired));
-        assert_eq!(FailureReason::from_message("Asynchronous task checkpoint failed."), Some(FailureReason::CheckpointAsyncException));
+        assert_eq!(
+            FailureReason::from_message("Checkpoint expired before completing."),
+            Some(FailureReason::CheckpointExpired)
+        );
+        assert_eq!(
+            FailureReason::from_message("Asynchronous task checkpoint failed."),
+            Some(FailureReason::CheckpointAsyncException)
+        );
         assert_eq!(
             FailureReason::from_message("Checkpoint was declined (tasks not ready)"),
             Some(FailureReason::CheckpointDeclinedTaskNotReady)
         );
-        assert_eq!(FailureReason::from_message("Checkpoint was declined."), Some(FailureReason::CheckpointDeclined));
+        assert_eq!(
+            FailureReason::from_message("Checkpoint was declined."),
+            Some(FailureReason::CheckpointDeclined)
+        );
         assert_eq!(FailureReason::from_message("something else"), None);
     }
 
@@ -1161,7 +1225,9 @@ mod tests {
             Outcome::Fail { after_ms: 10, reason: FailureReason::CheckpointExpired },
         ]
         .into_iter();
-        c.run_until(T0.plus_millis(10_000), &mut |_, _| it.next().unwrap_or(Outcome::Complete { duration_ms: 10 }));
+        c.run_until(T0.plus_millis(10_000), &mut |_, _| {
+            it.next().unwrap_or(Outcome::Complete { duration_ms: 10 })
+        });
         assert_eq!(c.status(), JobStatus::Failed);
     }
 
@@ -1191,7 +1257,10 @@ mod tests {
         let mut config = cfg(1_000, 0);
         config.tolerable_failures = UNLIMITED_TOLERABLE;
         let mut c = Coordinator::new(config, T0, Schedule::FirstTriggerAt(T0));
-        c.run_checkpoints(50, &mut |_, _| Outcome::Fail { after_ms: 1, reason: FailureReason::CheckpointExpired });
+        c.run_checkpoints(50, &mut |_, _| Outcome::Fail {
+            after_ms: 1,
+            reason: FailureReason::CheckpointExpired,
+        });
         assert_eq!(c.status(), JobStatus::Running);
     }
 
@@ -1201,7 +1270,11 @@ mod tests {
         config.tolerable_failures = 0;
         config.restart_delay_ms = Some(3_000);
         let mut c = Coordinator::new(config, T0, Schedule::Seeded(3));
-        let mut it = [Outcome::Complete { duration_ms: 10 }, Outcome::Fail { after_ms: 10, reason: FailureReason::CheckpointDeclined }].into_iter();
+        let mut it = [
+            Outcome::Complete { duration_ms: 10 },
+            Outcome::Fail { after_ms: 10, reason: FailureReason::CheckpointDeclined },
+        ]
+        .into_iter();
         c.run_checkpoints(3, &mut |_, _| it.next().unwrap_or(Outcome::Complete { duration_ms: 10 }));
         assert_eq!(c.status(), JobStatus::Running);
         let failed_at = c.checkpoint(2).unwrap().finished_at().unwrap();

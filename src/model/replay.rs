@@ -33,7 +33,9 @@ pub struct ObservedCheckpoint {
 
 /// Merges `/checkpoints` responses by id: a finished entry wins over an in-progress one.
 /// Savepoints are left out: they are not part of the periodic schedule.
-pub fn merge_history<'a>(responses: impl IntoIterator<Item = &'a dto::CheckpointingStatistics>) -> Vec<ObservedCheckpoint> {
+pub fn merge_history<'a>(
+    responses: impl IntoIterator<Item = &'a dto::CheckpointingStatistics>,
+) -> Vec<ObservedCheckpoint> {
     let mut by_id: std::collections::BTreeMap<u64, ObservedCheckpoint> = Default::default();
     for response in responses {
         for cp in &response.history {
@@ -49,7 +51,9 @@ pub fn merge_history<'a>(responses: impl IntoIterator<Item = &'a dto::Checkpoint
                     .failure_timestamp
                     .map(|f| f.saturating_sub(trigger).max(0) as u64)
                     .or(cp.end_to_end_duration.and_then(|d| u64::try_from(d).ok())),
-                Some(CheckpointStatus::Completed) => cp.end_to_end_duration.and_then(|d| u64::try_from(d).ok()),
+                Some(CheckpointStatus::Completed) => {
+                    cp.end_to_end_duration.and_then(|d| u64::try_from(d).ok())
+                }
                 None => None,
             };
             let observed = ObservedCheckpoint {
@@ -169,7 +173,11 @@ pub fn replay(config: CoordinatorConfig, observed: &[ObservedCheckpoint]) -> Rep
             cursor += 1;
             match (o.status, o.duration_ms) {
                 (Some(CheckpointStatus::Completed), Some(d)) => Outcome::Complete { duration_ms: d },
-                (Some(CheckpointStatus::Failed), _) if o.failure == Some(FailureReason::CheckpointExpired) => Outcome::Hang,
+                (Some(CheckpointStatus::Failed), _)
+                    if o.failure == Some(FailureReason::CheckpointExpired) =>
+                {
+                    Outcome::Hang
+                }
                 (Some(CheckpointStatus::Failed), d) => Outcome::Fail {
                     after_ms: d.unwrap_or(0),
                     reason: o.failure.unwrap_or(FailureReason::CheckpointDeclined),
@@ -183,7 +191,10 @@ pub fn replay(config: CoordinatorConfig, observed: &[ObservedCheckpoint]) -> Rep
     };
 
     let mut model = Coordinator::new(
-        CoordinatorConfig { tolerable_failures: crate::model::coordinator::UNLIMITED_TOLERABLE, ..config.clone() },
+        CoordinatorConfig {
+            tolerable_failures: crate::model::coordinator::UNLIMITED_TOLERABLE,
+            ..config.clone()
+        },
         first.triggered_at,
         Schedule::FirstTriggerAt(first.triggered_at),
     );
@@ -252,7 +263,12 @@ mod tests {
         let config = CoordinatorConfig { interval_ms: 1_000, ..Default::default() };
         // Ids 1..=3, then a savepoint took id 4 and the poll missed 5: 6 is the 4th tick… no,
         // the 5th: ticks 4 and 5 are unobserved; 6 is at the 6th tick.
-        let observed = vec![completed(1, 0, 10), completed(2, 1_000, 10), completed(3, 2_000, 10), completed(6, 4_000, 10)];
+        let observed = vec![
+            completed(1, 0, 10),
+            completed(2, 1_000, 10),
+            completed(3, 2_000, 10),
+            completed(6, 4_000, 10),
+        ];
         let report = replay(config, &observed);
         assert_eq!(report.rows.len(), 4);
         assert!(report.rows.iter().all(|r| r.deviation_ms == 0));

@@ -14,7 +14,6 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::expr::{Condition, Context};
-use crate::observe::CheckpointStatus;
 use crate::state::JobState;
 use crate::stats::Summary;
 use crate::time::Timestamp;
@@ -142,7 +141,7 @@ impl<'a> JobContext<'a> {
     }
 
     fn consecutive_failures(&self) -> f64 {
-        self.job.recent.iter().rev().take_while(|r| r.status == CheckpointStatus::Failed).count() as f64
+        self.job.consecutive_failures() as f64
     }
 }
 

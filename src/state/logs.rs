@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use crate::logs::parse::counts_root_cause;
 use crate::observe::{LogEvent, TailerReport};
 
 /// How many recent log events per cluster are kept for the API and status page.
@@ -34,7 +35,7 @@ impl LogState {
     pub fn apply_event(&mut self, event: &LogEvent) {
         let key = (event.job_id.clone().unwrap_or_default(), event.kind.clone(), event.source);
         *self.events.entry(key).or_insert(0) += 1;
-        if let Some(cause) = &event.root_cause {
+        if let Some(cause) = event.root_cause.as_ref().filter(|_| counts_root_cause(&event.kind)) {
             // One failure shows up as several records with the same stack (the JobManager's
             // decline and failure-manager lines, the TaskManager's own line): count the cause
             // once per checkpoint. Events without a checkpoint id count each time.
@@ -109,7 +110,11 @@ mod tests {
             consecutive_failures: None,
             reason: None,
             detail: None,
-            root_cause: cause.map(|c| RootCause { category: c, exception: String::new(), message: String::new() }),
+            root_cause: cause.map(|c| RootCause {
+                category: c,
+                exception: String::new(),
+                message: String::new(),
+            }),
             stack: Vec::new(),
         }
     }

@@ -8,6 +8,7 @@ pub mod persist;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use crate::shadow::Shadow;
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointStatus, ClusterPoll, FinishedCheckpoint,
     InProgressCheckpoint, JobPoll, Observation, SnapshotKind,
@@ -238,6 +239,10 @@ pub struct JobState {
     pub sizes: SizeHistograms,
     /// Per-operator histograms by vertex id.
     pub operators: BTreeMap<String, OperatorState>,
+    /// The reference model run beside the job (rebuilt from observations, not persisted).
+    pub shadow: Shadow,
+    /// |observed − expected| trigger time of each compared checkpoint, ms.
+    pub trigger_deviation: WindowedHistogram,
 }
 
 impl JobState {
@@ -265,7 +270,15 @@ impl JobState {
                 persisted: WindowedHistogram::new(window),
             },
             operators: BTreeMap::new(),
+            shadow: Shadow::new(),
+            trigger_deviation: WindowedHistogram::new(window),
         }
+    }
+
+    /// Failed checkpoints since the last completed one, among the recent ones (Flink's
+    /// consecutive-failure count, as far as the daemon saw the checkpoints).
+    pub fn consecutive_failures(&self) -> u64 {
+        self.recent.iter().rev().take_while(|r| r.status == CheckpointStatus::Failed).count() as u64
     }
 
     /// Checkpoints counted so far by status; equals Flink's `counts` (plus earlier
@@ -313,6 +326,9 @@ impl JobState {
         self.in_progress.clone_from(&poll.in_progress);
         if poll.latest_restore.is_some() {
             self.latest_restore = poll.latest_restore;
+        }
+        for deviation_ms in self.shadow.observe_poll(poll) {
+            self.trigger_deviation.record(deviation_ms, poll.polled_at);
         }
     }
 
@@ -417,6 +433,7 @@ impl JobState {
     }
 
     fn expire(&mut self, now: Timestamp) {
+        self.trigger_deviation.expire(now);
         for h in self.phases.iter_mut() {
             h.expire(now);
         }
@@ -463,7 +480,14 @@ impl State {
                     JobState::new(window, poll.job_name.clone(), poll.job_state.clone(), now)
                 });
                 job.listed = true;
+                job.shadow.trigger.set_flink_version(cluster.flink_version.as_deref());
                 job.apply_poll(poll, window);
+            }
+            Observation::JobLoad(report) => {
+                let job = self.clusters.get_mut(&report.key.cluster).and_then(|c| c.jobs.get_mut(&report.key.job_id));
+                if let Some(job) = job {
+                    job.shadow.observe_load(report);
+                }
             }
             Observation::LogEvents(events) => {
                 for event in events {

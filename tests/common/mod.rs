@@ -239,3 +239,115 @@ pub fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64>
         matches.then(|| value.parse().ok()).flatten()
     })
 }
+
+impl Scenario {
+    /// The poll times of the series (`index.tsv`), then the snapshot time for the last step.
+    pub fn poll_times(&self) -> Vec<i64> {
+        let index = std::fs::read_to_string(self.dir.join("rest/poll/index.tsv")).unwrap();
+        let meta: Value = read_json(&self.dir.join("scenario.json"));
+        index
+            .lines()
+            .skip(1)
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| l.split('\t').nth(1).unwrap().parse::<i64>().unwrap())
+            .chain(std::iter::once(meta["snapshot_unix_ms"].as_i64().unwrap()))
+            .collect()
+    }
+
+    /// The series as the poller would report it: each finished id once (with its per-subtask
+    /// details when they were captured), the captured `/checkpoints/config` as settings.
+    pub fn job_polls(&self) -> Vec<checkpoint_sentinel::observe::JobPoll> {
+        self.job_polls_of(&self.polls)
+    }
+
+    /// [`Scenario::job_polls`] of an edited copy of the series.
+    pub fn job_polls_of(&self, polls: &[Value]) -> Vec<checkpoint_sentinel::observe::JobPoll> {
+        use checkpoint_sentinel::flink::{convert, dto};
+        use checkpoint_sentinel::observe::{JobKey, JobPoll};
+        use checkpoint_sentinel::time::Timestamp;
+        let config: dto::CheckpointConfig =
+            serde_json::from_value(read_json(&self.dir.join("rest/checkpoints-config.json"))).unwrap();
+        let settings = convert::settings(&config);
+        let job: dto::JobDetails = serde_json::from_value(read_json(&self.dir.join("rest/job.json"))).unwrap();
+        let names: std::collections::HashMap<String, String> =
+            job.vertices.iter().map(|v| (v.id.clone(), v.name.clone().unwrap_or_default())).collect();
+        let times = self.poll_times();
+        let mut seen = std::collections::BTreeSet::new();
+        polls
+            .iter()
+            .zip(times)
+            .map(|(poll, at)| {
+                let stats: dto::CheckpointingStatistics = serde_json::from_value(poll.clone()).unwrap();
+                let mut finished = Vec::new();
+                for cp in &stats.history {
+                    if convert::status(cp).is_none() || !seen.insert(cp.id) {
+                        continue;
+                    }
+                    let details: Vec<(String, dto::TaskCheckpointDetails)> = names
+                        .keys()
+                        .filter_map(|vid| {
+                            let path = self
+                                .dir
+                                .join(format!("rest/checkpoint-details/checkpoint-{}-subtasks-{vid}.json", cp.id));
+                            let text = std::fs::read_to_string(path).ok()?;
+                            Some((vid.clone(), serde_json::from_str(&text).ok()?))
+                        })
+                        .collect();
+                    let views: Vec<convert::VertexDetails<'_>> = details
+                        .iter()
+                        .map(|(vid, d)| convert::VertexDetails { vertex_id: vid, name: &names[vid], details: d })
+                        .collect();
+                    finished.extend(convert::finished(cp, &views));
+                }
+                JobPoll {
+                    key: JobKey { cluster: "lab".into(), job_id: self.job_id.clone() },
+                    job_name: job.name.clone().unwrap_or_default(),
+                    job_state: "RUNNING".into(),
+                    polled_at: Timestamp(at),
+                    counts: stats.counts.as_ref().map(convert::counts).unwrap_or_default(),
+                    settings: Some(settings.clone()),
+                    in_progress: convert::in_progress(&stats.history),
+                    finished,
+                    latest_restore: stats
+                        .latest
+                        .as_ref()
+                        .and_then(|l| l.restored.as_ref())
+                        .and_then(|r| r.restore_timestamp.map(|t| (r.id, Timestamp(t)))),
+                }
+            })
+            .collect()
+    }
+
+    /// The captured graph and vertex load, as the poller reports it.
+    pub fn load_report(&self) -> checkpoint_sentinel::observe::JobLoadReport {
+        use checkpoint_sentinel::flink::{convert, dto};
+        use checkpoint_sentinel::observe::{JobKey, JobLoadReport};
+        use checkpoint_sentinel::time::Timestamp;
+        let job: dto::JobDetails = serde_json::from_value(read_json(&self.dir.join("rest/job.json"))).unwrap();
+        let topology = convert::topology(&job);
+        let opt = |name: String| -> Option<Value> {
+            let text = std::fs::read_to_string(self.dir.join("rest/vertices").join(name)).ok()?;
+            serde_json::from_str(&text).ok()
+        };
+        let vertices = job
+            .vertices
+            .iter()
+            .map(|v| {
+                let details: Option<dto::VertexDetails> =
+                    opt(format!("{}.json", v.id)).and_then(|j| serde_json::from_value(j).ok());
+                let bp: Option<dto::VertexBackPressure> =
+                    opt(format!("{}-backpressure.json", v.id)).and_then(|j| serde_json::from_value(j).ok());
+                let metrics: Vec<dto::MetricValue> = opt(format!("{}-metrics-values.json", v.id))
+                    .and_then(|j| serde_json::from_value(j).ok())
+                    .unwrap_or_default();
+                convert::vertex_load(&v.id, v.parallelism.unwrap_or(1), details.as_ref(), bp.as_ref(), &metrics)
+            })
+            .collect();
+        JobLoadReport {
+            key: JobKey { cluster: "lab".into(), job_id: self.job_id.clone() },
+            measured_at: Timestamp(0),
+            topology,
+            vertices,
+        }
+    }
+}

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""ci/check-chart.py -- checks one `helm template` rendering of helm/checkpoint-sentinel beyond
+what kubernetes-validate can see (run by ci/validate-deploy.sh, once per test values file).
+
+  * mode: deployment renders exactly one workload (Deployment, or StatefulSet with
+    SENTINEL_SHARD_INDEX/SENTINEL_SHARD_COUNT when sharded); sidecar renders none;
+  * the daemon's container: non-root, read-only root FS, no privilege escalation, all
+    capabilities dropped, /healthz liveness and /readyz readiness probes, resources;
+  * config.toml in the ConfigMap parses as TOML, and `checkpoint-sentinel check-config` accepts
+    it when a binary is given (--binary);
+  * the PrometheusRule's groups equal alerts/flink-checkpoints.rules.yml (after taking out the
+    values' additionalRuleLabels) and pass `promtool check rules`;
+  * each dashboard ConfigMap has the Grafana sidecar label and holds dashboards/<name> exactly;
+  * writes the prometheus-operator objects (ServiceMonitor, PrometheusRule) as JSON lines to
+    --crds FILE for ci/validate-crds.mjs.
+Prints one line per finding and exits 1 if there is any. Needs PyYAML (kubernetes-validate
+brings it) and Python 3.11 (tomllib).
+
+Usage: check-chart.py RENDERED.yaml VALUES.yaml [--binary PATH] [--crds OUT.jsonl]
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+findings = []
+
+
+def finding(msg):
+    findings.append(msg)
+
+
+def main(argv):
+    args = dict(zip(argv[2::2], argv[3::2]))
+    rendered, values_file = Path(argv[0]), Path(argv[1])
+    docs = [d for d in yaml.safe_load_all(rendered.read_text()) if d]
+    values = yaml.safe_load(values_file.read_text()) or {}
+    mode = values.get("mode", "deployment")
+    sharded = values.get("sharding", {}).get("enabled", False)
+    by_kind = {}
+    for d in docs:
+        by_kind.setdefault(d["kind"], []).append(d)
+
+    # Workloads.
+    workloads = [d for d in docs if d["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Pod", "Job")]
+    if mode == "sidecar":
+        if workloads:
+            finding(f"sidecar mode renders workloads: {[w['kind'] for w in workloads]}")
+    else:
+        want = "StatefulSet" if sharded else "Deployment"
+        if [w["kind"] for w in workloads] != [want]:
+            finding(f"deployment mode (sharding {sharded}) should render one {want}, got {[w['kind'] for w in workloads]}")
+    for w in workloads:
+        spec = w["spec"]["template"]["spec"]
+        psc = spec.get("securityContext", {})
+        if not psc.get("runAsNonRoot"):
+            finding(f"{w['kind']}: pod securityContext.runAsNonRoot is not true")
+        for c in spec["containers"]:
+            where = f"{w['kind']} container {c['name']}"
+            sc = c.get("securityContext", {})
+            for key, want in (("runAsNonRoot", True), ("readOnlyRootFilesystem", True), ("allowPrivilegeEscalation", False)):
+                if sc.get(key) is not want:
+                    finding(f"{where}: securityContext.{key} is not {want}")
+            if "ALL" not in sc.get("capabilities", {}).get("drop", []):
+                finding(f"{where}: capabilities do not drop ALL")
+            if c.get("livenessProbe", {}).get("httpGet", {}).get("path") != "/healthz":
+                finding(f"{where}: liveness probe is not GET /healthz")
+            if c.get("readinessProbe", {}).get("httpGet", {}).get("path") != "/readyz":
+                finding(f"{where}: readiness probe is not GET /readyz")
+            if not c.get("resources", {}).get("requests"):
+                finding(f"{where}: no resource requests")
+            env = {e["name"] for e in c.get("env", [])}
+            if sharded and not {"SENTINEL_SHARD_INDEX", "SENTINEL_SHARD_COUNT"} <= env:
+                finding(f"{where}: sharded but no SENTINEL_SHARD_INDEX/SENTINEL_SHARD_COUNT")
+            mounts = {m["mountPath"] for m in c.get("volumeMounts", [])}
+            for path in ("/etc/checkpoint-sentinel", "/var/lib/checkpoint-sentinel"):
+                if path not in mounts:
+                    finding(f"{where}: nothing mounted at {path}")
+
+    # config.toml.
+    configs = [d for d in by_kind.get("ConfigMap", []) if "config.toml" in d.get("data", {})]
+    if len(configs) != 1:
+        finding(f"expected one ConfigMap with config.toml, got {len(configs)}")
+    for cm in configs:
+        text = cm["data"]["config.toml"]
+        try:
+            cfg = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            finding(f"config.toml is not TOML: {e}")
+            cfg = {}
+        if not cfg.get("clusters"):
+            finding("config.toml has no [[clusters]]")
+        if args.get("--binary"):
+            with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+                f.write(text)
+            r = subprocess.run([args["--binary"], "check-config", f.name], capture_output=True, text=True)
+            os.unlink(f.name)
+            if r.returncode != 0:
+                finding(f"checkpoint-sentinel check-config refuses config.toml: {r.stderr.strip() or r.stdout.strip()}")
+
+    # PrometheusRule: the alerts file, unchanged.
+    alerts = yaml.safe_load((ROOT / "alerts" / "flink-checkpoints.rules.yml").read_text())
+    extra = (values.get("prometheusRule") or {}).get("additionalRuleLabels") or {}
+    for pr in by_kind.get("PrometheusRule", []):
+        groups = json.loads(json.dumps(pr["spec"]["groups"]))
+        if extra and [len(g["rules"]) for g in groups] == [len(g["rules"]) for g in alerts["groups"]]:
+            # Each rule carries the extra labels, its own winning; take them out again.
+            for g, og in zip(groups, alerts["groups"]):
+                for r, o in zip(g["rules"], og["rules"]):
+                    own = o.get("labels") or {}
+                    if r.get("labels") != {**extra, **own}:
+                        finding(f"PrometheusRule {r.get('alert') or r.get('record')}: labels {r.get('labels')} "
+                                f"are not {own} plus additionalRuleLabels {extra}")
+                    if own:
+                        r["labels"] = own
+                    else:
+                        r.pop("labels", None)
+        if groups != alerts["groups"]:
+            finding("PrometheusRule groups differ from alerts/flink-checkpoints.rules.yml")
+        with tempfile.NamedTemporaryFile("w", suffix=".rules.yml", delete=False) as f:
+            yaml.safe_dump({"groups": pr["spec"]["groups"]}, f)
+        r = subprocess.run(["promtool", "check", "rules", f.name], capture_output=True, text=True)
+        os.unlink(f.name)
+        if r.returncode != 0:
+            finding(f"promtool check rules on the PrometheusRule: {(r.stdout + r.stderr).strip()}")
+    if (values.get("prometheusRule") or {}).get("enabled") and not by_kind.get("PrometheusRule"):
+        finding("prometheusRule.enabled but no PrometheusRule rendered")
+
+    # Dashboards.
+    dash_cms = [d for d in by_kind.get("ConfigMap", []) if any(k.endswith(".json") for k in d.get("data", {}))]
+    want_dash = sorted(p.name for p in (ROOT / "dashboards").glob("*.json"))
+    if (values.get("dashboards") or {}).get("enabled", True):
+        got = sorted(k for d in dash_cms for k in d["data"])
+        if got != want_dash:
+            finding(f"dashboard ConfigMaps hold {got}, dashboards/ has {want_dash}")
+    for d in dash_cms:
+        if d["metadata"].get("labels", {}).get("grafana_dashboard") != "1":
+            finding(f"ConfigMap {d['metadata']['name']}: no grafana_dashboard: \"1\" label")
+        for k, v in d["data"].items():
+            if json.loads(v) != json.loads((ROOT / "dashboards" / k).read_text()):
+                finding(f"ConfigMap {d['metadata']['name']}: {k} differs from dashboards/{k}")
+
+    if args.get("--crds"):
+        with open(args["--crds"], "w") as f:
+            for d in docs:
+                if d["apiVersion"].startswith("monitoring.coreos.com/"):
+                    f.write(json.dumps(d) + "\n")
+
+    for m in findings:
+        print(f"FINDING {rendered.name}: {m}")
+    print(f"check-chart {rendered.name}: {len(docs)} objects ({', '.join(sorted(by_kind))}), {len(findings)} findings")
+    return 1 if findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

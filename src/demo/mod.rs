@@ -1,0 +1,491 @@
+//! `checkpoint-sentinel demo`: a simulated Flink cluster driven by the reference model, served
+//! over a Flink-shaped REST API and logging like a JobManager, with the real daemon watching it.
+//!
+//! This is an I/O edge like `daemon`: it reads the clock once per tick and hands it to the
+//! (pure) model, writes log files, and serves HTTP. Job profiles show one behaviour each:
+//! healthy; backpressured and skewed so alignment dominates; expiring; min-pause bound; and
+//! one that exceeds its tolerable failures and restarts.
+
+pub mod rest;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::config::{ClusterConfig, Config, LogConfig, StartAt};
+use crate::model::alignment::{self, AlignmentConfig, JobGraph, Mode};
+use crate::model::coordinator::{Coordinator, CoordinatorConfig, Event, FailureReason, Outcome, Schedule};
+use crate::model::rng::SplitMix64;
+use crate::observe::OperatorCheckpoint;
+use crate::time::Timestamp;
+
+/// How often the simulated cluster advances.
+const TICK: Duration = Duration::from_millis(100);
+/// Alignment variants computed per profile (checkpoints cycle through them).
+const VARIANTS: u64 = 4;
+
+/// What a demo job does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// Short aligned checkpoints on the interval.
+    Healthy,
+    /// A backlog on the fast source and a hot key: alignment dominates.
+    Backpressured,
+    /// Every third checkpoint hangs in a snapshot and expires.
+    Expiring,
+    /// Interval 1 s, min-pause 3 s: checkpoints come every ~3 s.
+    MinPauseBound,
+    /// Every checkpoint is declined; tolerable 2 is exceeded and the job restarts.
+    Failing,
+}
+
+impl Profile {
+    /// All profiles, in the order jobs cycle through them.
+    pub const ALL: [Profile; 5] = [
+        Profile::Healthy,
+        Profile::Backpressured,
+        Profile::Expiring,
+        Profile::MinPauseBound,
+        Profile::Failing,
+    ];
+
+    /// The job-name part.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Healthy => "healthy",
+            Profile::Backpressured => "backpressured",
+            Profile::Expiring => "expiring",
+            Profile::MinPauseBound => "minpause",
+            Profile::Failing => "failing",
+        }
+    }
+
+    fn coordinator(self) -> CoordinatorConfig {
+        let base = CoordinatorConfig {
+            tolerable_failures: 100,
+            keep_checkpoints: 200,
+            num_subtasks: 8,
+            ..CoordinatorConfig::default()
+        };
+        match self {
+            Profile::Healthy => CoordinatorConfig { interval_ms: 2_000, ..base },
+            Profile::Backpressured => CoordinatorConfig { interval_ms: 3_000, ..base },
+            Profile::Expiring => CoordinatorConfig { interval_ms: 2_000, timeout_ms: 3_000, ..base },
+            Profile::MinPauseBound => CoordinatorConfig { interval_ms: 1_000, min_pause_ms: 3_000, ..base },
+            Profile::Failing => CoordinatorConfig {
+                interval_ms: 2_000,
+                tolerable_failures: 2,
+                restart_delay_ms: Some(3_000),
+                ..base
+            },
+        }
+    }
+
+    fn graph(self) -> JobGraph {
+        match self {
+            Profile::Backpressured => alignment::lab_job(2, 1024 * 1024, 0.5),
+            _ => alignment::lab_job(2, 0, 0.0),
+        }
+    }
+}
+
+/// One alignment run a profile's checkpoints reuse.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    /// Trigger → last ack, ms.
+    pub duration_ms: u64,
+    /// Per-operator details.
+    pub operators: Vec<OperatorCheckpoint>,
+    /// Bytes of state written.
+    pub state_bytes: u64,
+    /// Bytes processed during alignment.
+    pub processed_bytes: u64,
+    /// In-flight bytes persisted.
+    pub persisted_bytes: u64,
+}
+
+/// One simulated job.
+pub struct DemoJob {
+    /// Flink-style job id.
+    pub id: String,
+    /// Job name.
+    pub name: String,
+    /// Its behaviour.
+    pub profile: Profile,
+    /// When it was submitted.
+    pub start: Timestamp,
+    /// Its graph.
+    pub graph: JobGraph,
+    /// The coordinator model.
+    pub coordinator: Coordinator,
+    variants: Arc<Vec<Variant>>,
+}
+
+impl DemoJob {
+    /// The variant checkpoint `id` uses.
+    pub fn variant(&self, id: u64) -> &Variant {
+        &self.variants[(id % self.variants.len() as u64) as usize]
+    }
+}
+
+/// The simulated cluster.
+pub struct DemoCluster {
+    /// Its jobs.
+    pub jobs: Vec<DemoJob>,
+}
+
+impl DemoCluster {
+    /// `n` jobs cycling through the profiles, all submitted at `start`.
+    pub fn new(n: usize, seed: u64, start: Timestamp) -> Self {
+        let variants: Vec<Arc<Vec<Variant>>> =
+            Profile::ALL.iter().map(|p| Arc::new(variants(*p, seed))).collect();
+        let jobs = (0..n)
+            .map(|i| {
+                let profile = Profile::ALL[i % Profile::ALL.len()];
+                let mut rng = SplitMix64::fork(seed, i as u64);
+                let id = format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64());
+                DemoJob {
+                    id,
+                    name: format!("demo-{}-{i}", profile.name()),
+                    profile,
+                    start,
+                    graph: profile.graph(),
+                    coordinator: Coordinator::new(
+                        profile.coordinator(),
+                        start,
+                        Schedule::Seeded(rng.next_u64()),
+                    ),
+                    variants: variants[i % Profile::ALL.len()].clone(),
+                }
+            })
+            .collect();
+        DemoCluster { jobs }
+    }
+
+    /// Advances every job to `now`; returns the JobManager log lines of what happened, in time
+    /// order across jobs (a record and its continuation lines stay together).
+    pub fn advance(&mut self, now: Timestamp) -> Vec<String> {
+        let mut records: Vec<(Timestamp, Vec<String>)> = Vec::new();
+        for job in &mut self.jobs {
+            let profile = job.profile;
+            let variants = job.variants.clone();
+            let mut outcomes = |id: u64, _: Timestamp| outcome(profile, id, &variants);
+            job.coordinator.run_until(now, &mut outcomes);
+            for event in job.coordinator.drain_events() {
+                if let Event::Triggered { id, .. } = event {
+                    let operators = variants[(id % variants.len() as u64) as usize].operators.clone();
+                    if let Some(c) = job.coordinator.checkpoint_mut(id) {
+                        c.operators = operators;
+                    }
+                }
+                records.push((event_time(&event), log_lines(job, &event)));
+            }
+        }
+        records.sort_by_key(|(at, _)| *at);
+        records.into_iter().flat_map(|(_, lines)| lines).collect()
+    }
+}
+
+fn event_time(event: &Event) -> Timestamp {
+    match *event {
+        Event::Triggered { at, .. }
+        | Event::Completed { at, .. }
+        | Event::Failed { at, .. }
+        | Event::RequestDropped { at, .. }
+        | Event::JobFailed { at, .. }
+        | Event::JobRestarted { at, .. } => at,
+    }
+}
+
+fn variants(profile: Profile, seed: u64) -> Vec<Variant> {
+    let graph = profile.graph();
+    let config = AlignmentConfig { mode: Mode::Aligned, ..AlignmentConfig::default() };
+    (0..VARIANTS)
+        .map(|v| {
+            let r = alignment::simulate(&graph, &config, seed ^ (v + 1) ^ (profile as u64) << 8);
+            Variant {
+                duration_ms: r.end_to_end_ms.unwrap_or(0.0).round() as u64,
+                operators: r.operators(&graph),
+                state_bytes: graph.vertices.iter().map(|x| x.state_bytes * x.parallelism as u64).sum(),
+                processed_bytes: r.subtasks.iter().map(|s| s.processed_bytes).sum(),
+                persisted_bytes: r.subtasks.iter().map(|s| s.persisted_bytes).sum(),
+            }
+        })
+        .collect()
+}
+
+fn outcome(profile: Profile, id: u64, variants: &[Variant]) -> Outcome {
+    let duration_ms = variants[(id % variants.len() as u64) as usize].duration_ms.max(1);
+    match profile {
+        Profile::Expiring if id.is_multiple_of(3) => Outcome::Hang,
+        Profile::Failing => Outcome::Fail { after_ms: 30, reason: FailureReason::CheckpointAsyncException },
+        _ => Outcome::Complete { duration_ms },
+    }
+}
+
+/// Formats `at` like log4j's `%d{yyyy-MM-dd HH:mm:ss,SSS}` in UTC.
+pub fn log_time(at: Timestamp) -> String {
+    let ms = at.0.rem_euclid(1000);
+    let secs = at.0.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02},{ms:03}", rem / 3_600, rem / 60 % 60, rem % 60)
+}
+
+fn line(at: Timestamp, level: &str, logger: &str, message: &str) -> String {
+    format!("{} {level:<5} {logger:<60} [] - {message}", log_time(at))
+}
+
+const COORDINATOR: &str = "org.apache.flink.runtime.checkpoint.CheckpointCoordinator";
+const FAILURE_MANAGER: &str = "org.apache.flink.runtime.checkpoint.CheckpointFailureManager";
+const EXECUTION_GRAPH: &str = "org.apache.flink.runtime.executiongraph.ExecutionGraph";
+
+/// The JobManager log lines Flink 2.x writes for `event` (formats from mission-anchors §3.1).
+fn log_lines(job: &DemoJob, event: &Event) -> Vec<String> {
+    let jid = &job.id;
+    match *event {
+        Event::Triggered { at, id } => vec![line(
+            at,
+            "INFO",
+            COORDINATOR,
+            &format!("Triggering checkpoint {id} (type=CheckpointType{{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}}) @ {} for job {jid}.", at.0),
+        )],
+        Event::Completed { at, id, duration_ms } => vec![line(
+            at,
+            "INFO",
+            COORDINATOR,
+            &format!(
+                "Completed checkpoint {id} for job {jid} ({} bytes, checkpointDuration={duration_ms} ms, finalizationTime=0 ms).",
+                job.variant(id).state_bytes
+            ),
+        )],
+        Event::Failed { at, id, reason, consecutive_before } => {
+            let mut out = Vec::new();
+            match reason {
+                FailureReason::CheckpointExpired => {
+                    out.push(line(at, "INFO", COORDINATOR, &format!("Checkpoint {id} of job {jid} expired before completing.")))
+                }
+                FailureReason::CheckpointAsyncException | FailureReason::CheckpointDeclined => out.push(line(
+                    at,
+                    "INFO",
+                    COORDINATOR,
+                    &format!("Decline checkpoint {id} by task 5a44ef70092224af50ee1c30c6ad3cec_0_0 of job {jid} at localhost:41234-demo."),
+                )),
+                _ => {}
+            }
+            out.push(line(
+                at,
+                "WARN",
+                FAILURE_MANAGER,
+                &format!("Failed to trigger or complete checkpoint {id} for job {jid}. ({consecutive_before} consecutive failed attempts so far)"),
+            ));
+            out.push(format!("org.apache.flink.runtime.checkpoint.CheckpointException: {}", reason.message()));
+            out
+        }
+        // As Flink 2.3.0 logs it (tolerable-exceeded capture): the exception carries no job id.
+        Event::JobFailed { at, reason } => vec![
+            line(at, "INFO", "org.apache.flink.runtime.jobmaster.JobMaster", "Trying to recover from a global failure."),
+            format!(
+                "org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold. The latest checkpoint failed due to {}, view the Checkpoint History tab or the Job Manager log to find out why continuous checkpoints failed.",
+                reason.message()
+            ),
+            "\tat org.apache.flink.runtime.checkpoint.CheckpointFailureManager.checkFailureAgainstCounter(CheckpointFailureManager.java:212)".to_string(),
+            line(at, "INFO", EXECUTION_GRAPH, &format!("Job {} ({jid}) switched from state RUNNING to RESTARTING.", job.name)),
+        ],
+        Event::JobRestarted { at, restored_from } => {
+            let mut out = vec![line(at, "INFO", EXECUTION_GRAPH, &format!("Job {} ({jid}) switched from state RESTARTING to RUNNING.", job.name))];
+            if let Some(id) = restored_from {
+                out.push(line(at, "INFO", COORDINATOR, &format!("Restoring job {jid} from Checkpoint {id} @ {} for {jid} located at file:/tmp/demo/{jid}/chk-{id}.", at.0)));
+            }
+            out
+        }
+        Event::RequestDropped { .. } => Vec::new(),
+    }
+}
+
+/// Options of `demo`.
+#[derive(Clone, Debug)]
+pub struct DemoOptions {
+    /// Where the daemon listens (`127.0.0.1:0` picks a free port).
+    pub listen: SocketAddr,
+    /// How many jobs.
+    pub jobs: usize,
+    /// Seed of the simulation.
+    pub seed: u64,
+    /// Folder for the JM log and the daemon's state; a new temp folder when `None`.
+    pub dir: Option<PathBuf>,
+}
+
+/// Why the demo could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// A file or socket problem.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// The daemon did not start.
+    #[error(transparent)]
+    Daemon(#[from] crate::daemon::StartError),
+}
+
+/// A running demo: the simulated cluster, its REST API and the daemon watching it.
+pub struct RunningDemo {
+    /// The simulated Flink REST API.
+    pub flink_url: String,
+    /// The daemon.
+    pub daemon: crate::daemon::Running,
+    /// Where the JM log is written.
+    pub log_file: PathBuf,
+    /// The folder of the log and the daemon's state.
+    pub dir: PathBuf,
+    /// (job id, job name) of every job.
+    pub jobs: Vec<(String, String)>,
+    ticker: tokio::task::JoinHandle<()>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl RunningDemo {
+    /// Stops the simulation, its server and the daemon.
+    pub async fn shutdown(self) {
+        self.ticker.abort();
+        self.server.abort();
+        self.daemon.shutdown().await;
+    }
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DemoError {
+    let what = what.into();
+    move |source| DemoError::Io { what, source }
+}
+
+fn append(path: &Path, lines: &[String]) -> std::io::Result<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    let mut text = lines.join("\n");
+    text.push('\n');
+    f.write_all(text.as_bytes())
+}
+
+/// Starts the simulated cluster, its REST API on a free local port, and the daemon.
+pub async fn start(options: DemoOptions) -> Result<RunningDemo, DemoError> {
+    let now = Timestamp::now();
+    let dir = match options.dir.clone() {
+        Some(d) => d,
+        None => {
+            std::env::temp_dir().join(format!("checkpoint-sentinel-demo-{}-{}", std::process::id(), now.0))
+        }
+    };
+    let log_dir = dir.join("log");
+    std::fs::create_dir_all(&log_dir).map_err(io(format!("cannot create {}", log_dir.display())))?;
+    let log_file = log_dir.join("flink-demo-standalonesession-0-localhost.log");
+    let cluster = Arc::new(Mutex::new(DemoCluster::new(options.jobs, options.seed, now)));
+    let jobs = {
+        let c = cluster.lock().unwrap_or_else(|e| e.into_inner());
+        c.jobs.iter().map(|j| (j.id.clone(), j.name.clone())).collect()
+    };
+
+    let listener =
+        tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.map_err(io("cannot bind the demo REST API"))?;
+    let flink_addr = listener.local_addr().map_err(io("cannot bind the demo REST API"))?;
+    let router = rest::router(cluster.clone());
+    let server = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            tracing::error!("demo REST API failed: {e}");
+        }
+    });
+
+    let ticker_cluster = cluster.clone();
+    let ticker_log = log_file.clone();
+    let ticker = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(TICK);
+        loop {
+            tick.tick().await;
+            let lines = ticker_cluster.lock().unwrap_or_else(|e| e.into_inner()).advance(Timestamp::now());
+            if let Err(e) = append(&ticker_log, &lines) {
+                tracing::warn!(file = %ticker_log.display(), "cannot write the demo log: {e}");
+            }
+        }
+    });
+
+    let flink_url = format!("http://{flink_addr}");
+    let mut config = Config::default();
+    config.server.listen = options.listen;
+    config.state.dir = dir.join("state");
+    config.clusters = vec![ClusterConfig {
+        name: "demo".into(),
+        url: flink_url.clone(),
+        poll_interval: Duration::from_secs(1),
+        ..ClusterConfig::default()
+    }];
+    config.logs = vec![LogConfig {
+        cluster: "demo".into(),
+        paths: vec![log_dir.join("*.log").to_string_lossy().into_owned()],
+        start_at: StartAt::Beginning,
+        ..LogConfig::default()
+    }];
+    let daemon = crate::daemon::start(config, None).await?;
+    Ok(RunningDemo { flink_url, daemon, log_file, dir, jobs, ticker, server })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_time_is_utc_log4j() {
+        assert_eq!(log_time(Timestamp(0)), "1970-01-01 00:00:00,000");
+        // 1795964442535 is 2026-11-29 15:00:42,535 UTC (the 2.3.0 healthy capture).
+        assert_eq!(log_time(Timestamp(1_795_964_442_535)), "2026-11-29 15:00:42,535");
+    }
+
+    #[test]
+    fn profiles_behave_as_named() {
+        let start = Timestamp(1_795_964_442_000);
+        let mut cluster = DemoCluster::new(5, 7, start);
+        let lines = cluster.advance(start.plus_millis(60_000));
+        let by = |p: Profile| cluster.jobs.iter().find(|j| j.profile == p).unwrap();
+        let completed = |p: Profile| by(p).coordinator.counts().completed;
+        assert!(completed(Profile::Healthy) >= 25, "{}", completed(Profile::Healthy));
+        assert!(by(Profile::Expiring).coordinator.counts().failed >= 5);
+        let mp: Vec<i64> =
+            by(Profile::MinPauseBound).coordinator.checkpoints().map(|c| c.triggered_at.0).collect();
+        assert!(mp.windows(2).all(|w| w[1] - w[0] >= 3_000), "min-pause bound: {mp:?}");
+        // Never completing a checkpoint, it restarts without a restore.
+        assert!(lines.iter().any(|l| l.contains("switched from state RESTARTING to RUNNING.")));
+        let bp =
+            by(Profile::Backpressured).coordinator.checkpoints().find(|c| !c.operators.is_empty()).unwrap();
+        let map0 = &bp.operators[2].subtasks[0];
+        assert!(map0.alignment_ms.unwrap() > map0.sync_ms.unwrap() + map0.async_ms.unwrap(), "{map0:?}");
+        assert!(lines.iter().any(|l| l.contains("Exceeded checkpoint tolerable failure threshold.")));
+        assert!(lines.iter().any(|l| l.contains("expired before completing.")));
+        assert!(lines[0].starts_with("2026-11-29 15:00:"), "{}", lines[0]);
+        let stamps: Vec<&str> = lines.iter().filter(|l| l.starts_with("2026-")).map(|l| &l[..23]).collect();
+        assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "log lines in time order");
+        let bp_durations: Vec<u64> = by(Profile::Backpressured)
+            .coordinator
+            .checkpoints()
+            .filter_map(|c| c.to_finished(8)?.end_to_end_ms)
+            .collect();
+        assert!(
+            bp_durations.iter().all(|d| (500..3_000).contains(d)),
+            "alignment-bound but below the interval: {bp_durations:?}"
+        );
+    }
+}

@@ -1,0 +1,321 @@
+//! The demo cluster's REST API in Flink 2.x's JSON shapes (field names and type tags as in
+//! the `flink-2.3.0` captures), so the real poller reads it unchanged.
+
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use crate::demo::{DemoCluster, DemoJob};
+use crate::model::alignment::vertex_id;
+use crate::model::coordinator::{End, JobStatus, PredictedCheckpoint, REST_HISTORY};
+use crate::time::Timestamp;
+
+type Shared = Arc<Mutex<DemoCluster>>;
+
+/// The routes of the simulated JobManager.
+pub fn router(cluster: Shared) -> Router {
+    Router::new()
+        .route("/overview", get(overview))
+        .route("/jobs/overview", get(jobs_overview))
+        .route("/jobs/{jid}", get(job))
+        .route("/jobs/{jid}/checkpoints", get(checkpoints))
+        .route("/jobs/{jid}/checkpoints/config", get(checkpoint_config))
+        .route("/jobs/{jid}/checkpoints/details/{cid}", get(details))
+        .route("/jobs/{jid}/checkpoints/details/{cid}/subtasks/{vid}", get(subtasks))
+        .with_state(cluster)
+}
+
+fn not_found(what: String) -> Response {
+    (StatusCode::NOT_FOUND, Json(json!({ "errors": [what] }))).into_response()
+}
+
+/// Runs `f` on the job `jid`, or answers 404 like Flink.
+fn with_job(cluster: &Shared, jid: &str, f: impl FnOnce(&DemoJob) -> Response) -> Response {
+    let cluster = cluster.lock().unwrap_or_else(|e| e.into_inner());
+    match cluster.jobs.iter().find(|j| j.id == jid) {
+        Some(job) => f(job),
+        None => not_found(format!("Job {jid} not found")),
+    }
+}
+
+async fn overview(State(cluster): State<Shared>) -> Response {
+    let cluster = cluster.lock().unwrap_or_else(|e| e.into_inner());
+    let running = cluster.jobs.iter().filter(|j| j.coordinator.status() == JobStatus::Running).count();
+    Json(json!({
+        "taskmanagers": 1,
+        "slots-total": 4 * cluster.jobs.len().max(1),
+        "slots-available": 0,
+        "jobs-running": running,
+        "jobs-finished": 0,
+        "jobs-cancelled": 0,
+        "jobs-failed": 0,
+        "flink-version": "2.3.0",
+        "flink-commit": "demo",
+    }))
+    .into_response()
+}
+
+async fn jobs_overview(State(cluster): State<Shared>) -> Response {
+    let cluster = cluster.lock().unwrap_or_else(|e| e.into_inner());
+    let now = Timestamp::now();
+    let jobs: Vec<Value> = cluster
+        .jobs
+        .iter()
+        .map(|j| {
+            json!({
+                "jid": j.id,
+                "name": j.name,
+                "state": j.coordinator.status().as_str(),
+                "start-time": j.start.0,
+                "end-time": -1,
+                "duration": now.since(j.start),
+                "last-modification": j.start.0,
+            })
+        })
+        .collect();
+    Json(json!({ "jobs": jobs })).into_response()
+}
+
+async fn job(State(cluster): State<Shared>, Path(jid): Path<String>) -> Response {
+    with_job(&cluster, &jid, |j| {
+        let vertices: Vec<Value> = j
+            .graph
+            .vertices
+            .iter()
+            .enumerate()
+            .map(|(v, spec)| json!({ "id": vertex_id(v), "name": spec.name, "parallelism": spec.parallelism, "status": j.coordinator.status().as_str() }))
+            .collect();
+        let nodes: Vec<Value> = j
+            .graph
+            .vertices
+            .iter()
+            .enumerate()
+            .map(|(v, spec)| {
+                let inputs: Vec<Value> = j
+                    .graph
+                    .edges
+                    .iter()
+                    .filter(|e| e.to == v)
+                    .map(|e| {
+                        let strategy = match e.partitioner {
+                            crate::model::alignment::Partitioner::Forward => "FORWARD",
+                            crate::model::alignment::Partitioner::Hash { .. } => "HASH",
+                            crate::model::alignment::Partitioner::Rebalance => "REBALANCE",
+                        };
+                        json!({ "num": 0, "id": vertex_id(e.from), "ship_strategy": strategy, "exchange": "pipelined_bounded" })
+                    })
+                    .collect();
+                json!({ "id": vertex_id(v), "parallelism": spec.parallelism, "description": spec.name, "inputs": inputs })
+            })
+            .collect();
+        Json(json!({
+            "jid": j.id,
+            "name": j.name,
+            "state": j.coordinator.status().as_str(),
+            "start-time": j.start.0,
+            "vertices": vertices,
+            "plan": { "jid": j.id, "name": j.name, "type": "STREAMING", "nodes": nodes },
+        }))
+        .into_response()
+    })
+}
+
+async fn checkpoint_config(State(cluster): State<Shared>, Path(jid): Path<String>) -> Response {
+    with_job(&cluster, &jid, |j| {
+        let c = j.coordinator.config();
+        Json(json!({
+            "mode": "exactly_once",
+            // Flink 2.x reports max(interval, minPause) here (see docs/model.md).
+            "interval": c.base_interval(),
+            "timeout": c.timeout_ms,
+            "min_pause": c.min_pause_ms,
+            "max_concurrent": c.max_concurrent,
+            "externalization": { "enabled": false, "delete_on_cancellation": true },
+            "state_backend": "HashMapStateBackend",
+            "checkpoint_storage": "FileSystemCheckpointStorage",
+            "unaligned_checkpoints": false,
+            "tolerable_failed_checkpoints": c.tolerable_failures,
+            "aligned_checkpoint_timeout": 0,
+            "checkpoints_after_tasks_finish": true,
+            "state_changelog_enabled": false,
+        }))
+        .into_response()
+    })
+}
+
+/// A checkpoint as `/checkpoints` history and `/checkpoints/details/:id` show it.
+fn checkpoint_json(job: &DemoJob, c: &PredictedCheckpoint, with_tasks: bool) -> Value {
+    let variant = job.variant(c.id);
+    let n = job.coordinator.config().num_subtasks;
+    let (class, status) = match c.end {
+        Some(End::Completed(_)) => ("completed", "COMPLETED"),
+        Some(End::Failed(..)) => ("failed", "FAILED"),
+        None => ("in_progress", "IN_PROGRESS"),
+    };
+    let finished = c.to_finished(n);
+    let last_ack = finished.as_ref().map(|f| f.finished_at.0).unwrap_or(c.triggered_at.0);
+    let completed = matches!(c.end, Some(End::Completed(_)));
+    let mut v = json!({
+        "className": class,
+        "id": c.id,
+        "status": status,
+        "is_savepoint": false,
+        "savepointFormat": null,
+        "trigger_timestamp": c.triggered_at.0,
+        "latest_ack_timestamp": if completed { last_ack } else { -1 },
+        "checkpointed_size": if completed { variant.state_bytes as i64 } else { 0 },
+        "state_size": if completed { variant.state_bytes as i64 } else { 0 },
+        "end_to_end_duration": finished.as_ref().and_then(|f| f.end_to_end_ms).unwrap_or(0),
+        "alignment_buffered": 0,
+        "processed_data": if completed { variant.processed_bytes } else { 0 },
+        "persisted_data": if completed { variant.persisted_bytes } else { 0 },
+        "num_subtasks": n,
+        "num_acknowledged_subtasks": if completed { n } else { 0 },
+        "checkpoint_type": "CHECKPOINT",
+        "tasks": {},
+    });
+    if let Some(End::Failed(at, reason)) = c.end {
+        v["failure_timestamp"] = json!(at.0);
+        v["failure_message"] = json!(reason.message());
+    }
+    if completed {
+        v["external_path"] = json!(format!("file:/tmp/demo/{}/chk-{}", job.id, c.id));
+        v["discarded"] = json!(false);
+    }
+    if with_tasks {
+        let tasks: serde_json::Map<String, Value> = job
+            .graph
+            .vertices
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let p = spec.parallelism;
+                (
+                    vertex_id(i),
+                    json!({
+                        "id": c.id,
+                        "status": status,
+                        "latest_ack_timestamp": if completed { last_ack } else { -1 },
+                        "checkpointed_size": spec.state_bytes * p as u64,
+                        "state_size": spec.state_bytes * p as u64,
+                        "end_to_end_duration": finished.as_ref().and_then(|f| f.end_to_end_ms).unwrap_or(0),
+                        "alignment_buffered": 0,
+                        "processed_data": 0,
+                        "persisted_data": 0,
+                        "num_subtasks": p,
+                        "num_acknowledged_subtasks": if completed { p } else { 0 },
+                    }),
+                )
+            })
+            .collect();
+        v["tasks"] = Value::Object(tasks);
+    }
+    v
+}
+
+async fn checkpoints(State(cluster): State<Shared>, Path(jid): Path<String>) -> Response {
+    with_job(&cluster, &jid, |j| {
+        let counts = j.coordinator.counts();
+        // Newest first, like Flink; in-progress ones included; at most the history size.
+        let mut recent: Vec<&PredictedCheckpoint> = j.coordinator.checkpoints().collect();
+        recent.reverse();
+        recent.truncate(REST_HISTORY);
+        let history: Vec<Value> = recent.iter().map(|c| checkpoint_json(j, c, false)).collect();
+        let latest = |pred: fn(&PredictedCheckpoint) -> bool| {
+            j.coordinator.checkpoints().filter(|c| pred(c)).last().map(|c| checkpoint_json(j, c, false))
+        };
+        let restored = j.coordinator.job_poll(
+            crate::observe::JobKey { cluster: String::new(), job_id: j.id.clone() },
+            &j.name,
+            j.coordinator.now(),
+            None,
+        );
+        let restored = restored.latest_restore.map(|(id, at)| {
+            json!({ "id": id, "restore_timestamp": at.0, "is_savepoint": false, "external_path": format!("file:/tmp/demo/{}/chk-{}", j.id, id.unwrap_or(0)) })
+        });
+        Json(json!({
+            "counts": {
+                "restored": counts.restored,
+                "total": counts.completed + counts.failed + counts.in_progress,
+                "in_progress": counts.in_progress,
+                "completed": counts.completed,
+                "failed": counts.failed,
+            },
+            "latest": {
+                "completed": latest(|c| matches!(c.end, Some(End::Completed(_)))),
+                "savepoint": null,
+                "failed": latest(|c| matches!(c.end, Some(End::Failed(..)))),
+                "restored": restored,
+            },
+            "history": history,
+        }))
+        .into_response()
+    })
+}
+
+async fn details(State(cluster): State<Shared>, Path((jid, cid)): Path<(String, u64)>) -> Response {
+    with_job(&cluster, &jid, |j| match j.coordinator.checkpoint(cid) {
+        Some(c) => Json(checkpoint_json(j, c, true)).into_response(),
+        None => not_found(format!("Could not find checkpointing statistics for checkpoint {cid}.")),
+    })
+}
+
+async fn subtasks(
+    State(cluster): State<Shared>,
+    Path((jid, cid, vid)): Path<(String, u64, String)>,
+) -> Response {
+    with_job(&cluster, &jid, |j| {
+        let Some(c) = j.coordinator.checkpoint(cid) else {
+            return not_found(format!("Could not find checkpointing statistics for checkpoint {cid}."));
+        };
+        let Some(op) = c.operators.iter().find(|o| o.vertex_id == vid) else {
+            return not_found(format!("There is no checkpoint statistics for task {vid}."));
+        };
+        let completed = matches!(c.end, Some(End::Completed(_)));
+        let state_bytes = j
+            .graph
+            .vertices
+            .iter()
+            .enumerate()
+            .find(|(i, _)| vertex_id(*i) == vid)
+            .map(|(_, s)| s.state_bytes)
+            .unwrap_or(0);
+        let subtasks: Vec<Value> = op
+            .subtasks
+            .iter()
+            .map(|s| {
+                if !completed {
+                    return json!({ "className": "pending", "index": s.index, "status": "pending_or_failed" });
+                }
+                let e2e = s.end_to_end_ms.unwrap_or(0);
+                json!({
+                    "className": "completed",
+                    "index": s.index,
+                    "status": "completed",
+                    "ack_timestamp": c.triggered_at.0 + e2e as i64,
+                    "end_to_end_duration": e2e,
+                    "state_size": state_bytes,
+                    "checkpointed_size": state_bytes,
+                    "checkpoint": { "sync": s.sync_ms, "async": s.async_ms },
+                    "alignment": { "buffered": 0, "processed": s.processed_bytes, "persisted": s.persisted_bytes, "duration": s.alignment_ms },
+                    "start_delay": s.start_delay_ms,
+                    "unaligned_checkpoint": s.unaligned,
+                    "aborted": false,
+                })
+            })
+            .collect();
+        Json(json!({
+            "id": cid,
+            "status": if completed { "COMPLETED" } else { "FAILED" },
+            "num_subtasks": op.subtasks.len(),
+            "subtasks": subtasks,
+        }))
+        .into_response()
+    })
+}

@@ -1,0 +1,563 @@
+//! The alignment shadow: the alignment engine run on a job's graph and measured load, next to
+//! the observed per-subtask start delays and alignments.
+//!
+//! The graph comes from `/jobs/:id`'s plan; rates, busy and backpressure ratios and output
+//! buffer usage from the vertex endpoints. The engine's inputs are derived from them:
+//!
+//! * a source subtask emits at its measured output rate (bytes per record from the cumulative
+//!   I/O counters);
+//! * a subtask's capacity is its measured input rate divided by its busy ratio; the slowest
+//!   subtask of the whole job is the engine's hot subtask (index 0, subtasks are rotated so
+//!   forward edges stay aligned), its slowdown the ratio to its peers' capacity, and the hot
+//!   share of a hash edge follows from how the downstream input rates are split;
+//! * an edge out of a back-pressured vertex starts with a backlog per channel of the used
+//!   output buffers (`outPoolUsage` × Flink's default pool of 2 per subpartition + 8 floating,
+//!   at most `max-buffers-per-channel` = 10) of 32 KiB (the default segment size).
+//!
+//! The engine then predicts start delay and alignment per operator in the configured mode and
+//! in the other one (the what-if). The operator holding the barriers up is the one that adds
+//! the most delay to the barriers' way through the graph.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::model::alignment::{
+    AlignmentConfig, AlignmentResult, EdgeSpec, JobGraph, Mode, Partitioner, VertexSpec, simulate,
+};
+use crate::model::replay::median;
+use crate::observe::{CheckpointSettings, CheckpointStatus, FinishedCheckpoint, JobTopology, SnapshotKind, VertexLoad};
+use crate::shadow::trigger::fmt_duration;
+
+/// Flink's default network buffer (memory segment) size, bytes.
+pub const BUFFER_BYTES: u64 = 32 * 1024;
+/// `taskmanager.network.memory.max-buffers-per-channel` default.
+pub const MAX_BUFFERS_PER_CHANNEL: f64 = 10.0;
+/// Checkpoints kept per operator for the observed medians.
+const KEPT: usize = 16;
+/// The engine gives up after this much simulated time, ms.
+const HORIZON_MS: u64 = 120_000;
+
+/// The engine's mode for a job's settings.
+pub fn mode(settings: &CheckpointSettings) -> Mode {
+    if !settings.exactly_once {
+        Mode::AtLeastOnce
+    } else if settings.unaligned {
+        match settings.aligned_checkpoint_timeout_ms {
+            Some(t) if t > 0 => Mode::AlignedWithTimeout { timeout_ms: t },
+            _ => Mode::Unaligned,
+        }
+    } else {
+        Mode::Aligned
+    }
+}
+
+fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Aligned => "aligned",
+        Mode::Unaligned => "unaligned",
+        Mode::AlignedWithTimeout { .. } => "aligned with timeout",
+        Mode::AtLeastOnce => "at-least-once",
+    }
+}
+
+/// A graph ready for the engine, with the way back to Flink's ids and subtask indices.
+#[derive(Clone, Debug)]
+pub struct ShadowGraph {
+    /// The engine's graph (vertex `i` is `vertex_ids[i]`).
+    pub graph: JobGraph,
+    /// Flink's vertex ids by engine index.
+    pub vertex_ids: Vec<String>,
+    /// Engine subtask `i` of a vertex with parallelism `p` is Flink subtask `(i + rotation) % p`.
+    pub rotation: u32,
+    /// Per engine vertex and subtask: whether the real subtask is saturated (busy ≥ 50 %).
+    pub saturated: Vec<Vec<bool>>,
+}
+
+/// Builds the engine's graph; `None` when the topology or the load of a vertex is missing.
+pub fn build_graph(topology: &JobTopology, load: &[VertexLoad]) -> Option<ShadowGraph> {
+    if topology.vertices.is_empty() {
+        return None;
+    }
+    let load_of = |id: &str| load.iter().find(|l| l.vertex_id == id);
+    for v in &topology.vertices {
+        load_of(&v.id)?;
+    }
+    let is_source = |id: &str| !topology.edges.iter().any(|e| e.to == id);
+    // The slowest subtask of the job: the most busy non-source subtask.
+    let mut rotation = 0u32;
+    let mut busiest = -1.0f64;
+    for v in topology.vertices.iter().filter(|v| !is_source(&v.id)) {
+        for st in &load_of(&v.id)?.subtasks {
+            let busy = st.busy_ratio.unwrap_or(0.0) + st.records_in_per_s.unwrap_or(0.0) * 1e-9;
+            if busy > busiest {
+                busiest = busy;
+                rotation = st.index;
+            }
+        }
+    }
+    let real = |sim: u32, p: u32| (sim + rotation) % p.max(1);
+    let mut vertices = Vec::new();
+    let mut saturated = Vec::new();
+    for v in &topology.vertices {
+        let l = load_of(&v.id)?;
+        let p = v.parallelism.max(1);
+        let sub = |sim: u32| l.subtasks.iter().find(|s| s.index == real(sim, p));
+        saturated.push((0..p).map(|i| sub(i).and_then(|s| s.busy_ratio).is_some_and(|b| b >= 0.5)).collect());
+        let mean = |f: &dyn Fn(&crate::observe::SubtaskLoad) -> Option<f64>| {
+            let values: Vec<f64> = l.subtasks.iter().filter_map(f).collect();
+            (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+        };
+        if is_source(&v.id) {
+            let bpr = mean(&|s| s.bytes_per_record_out).unwrap_or(100.0);
+            let rate = mean(&|s| s.records_out_per_s).unwrap_or(0.0) * bpr / 1000.0;
+            vertices.push(VertexSpec {
+                name: v.name.clone(),
+                parallelism: p,
+                source_rate: Some(rate.clamp(0.001, 10_000.0)),
+                process_rate: 0.0,
+                hot_slowdown: 1.0,
+                state_bytes: 0,
+            });
+        } else {
+            let bpr = mean(&|s| s.bytes_per_record_in).unwrap_or(100.0);
+            let capacity = |sim: u32| {
+                let s = sub(sim)?;
+                let rate = s.records_in_per_s? * bpr / 1000.0;
+                (rate > 0.0).then(|| (rate / s.busy_ratio.unwrap_or(1.0).max(0.01)).min(100_000.0))
+            };
+            let hot = capacity(0).unwrap_or(100_000.0);
+            let peers: Vec<f64> = (1..p).filter_map(capacity).collect();
+            let base = if peers.is_empty() { hot } else { peers.iter().sum::<f64>() / peers.len() as f64 };
+            vertices.push(VertexSpec {
+                name: v.name.clone(),
+                parallelism: p,
+                source_rate: None,
+                process_rate: base.max(0.001),
+                hot_slowdown: (base / hot.max(0.001)).max(1.0),
+                state_bytes: 0,
+            });
+        }
+    }
+    let index = |id: &str| topology.vertices.iter().position(|v| v.id == id);
+    let mut edges = Vec::new();
+    for e in &topology.edges {
+        let (Some(from), Some(to)) = (index(&e.from), index(&e.to)) else { continue };
+        let down = &topology.vertices[to];
+        let p = down.parallelism.max(1);
+        let partitioner = match e.ship_strategy.to_ascii_uppercase().as_str() {
+            "FORWARD" => Partitioner::Forward,
+            "HASH" => {
+                let l = load_of(&down.id)?;
+                let rate = |sim: u32| {
+                    l.subtasks.iter().find(|s| s.index == real(sim, p)).and_then(|s| s.records_in_per_s).unwrap_or(0.0)
+                };
+                let total: f64 = (0..p).map(rate).sum();
+                let hot_share = if p > 1 && total > 0.0 {
+                    let share = rate(0) / total;
+                    ((p as f64 * share - 1.0) / (p as f64 - 1.0)).clamp(0.0, 1.0)
+                } else {
+                    0.0
+                };
+                Partitioner::Hash { hot_share }
+            }
+            _ => Partitioner::Rebalance,
+        };
+        let up = load_of(&e.from)?;
+        let bp: Vec<f64> = up.subtasks.iter().filter_map(|s| s.backpressure_ratio).collect();
+        let backpressured = !bp.is_empty() && bp.iter().sum::<f64>() / bp.len() as f64 >= 0.5;
+        let backlog_bytes = if backpressured {
+            let usage: Vec<f64> = up.subtasks.iter().filter_map(|s| s.out_pool_usage).collect();
+            let usage = if usage.is_empty() { 1.0 } else { usage.iter().sum::<f64>() / usage.len() as f64 };
+            let pool = p as f64 * 2.0 + 8.0;
+            ((usage * pool).min(MAX_BUFFERS_PER_CHANNEL) * BUFFER_BYTES as f64).round() as u64
+        } else {
+            0
+        };
+        edges.push(EdgeSpec { from, to, partitioner, backlog_bytes });
+    }
+    Some(ShadowGraph {
+        graph: JobGraph { vertices, edges, buffer_bytes: BUFFER_BYTES },
+        vertex_ids: topology.vertices.iter().map(|v| v.id.clone()).collect(),
+        rotation,
+        saturated,
+    })
+}
+
+/// The engine's prediction for one operator (its slowest subtask).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct OperatorPrediction {
+    /// Flink's vertex id.
+    pub vertex_id: String,
+    /// The operator chain's name.
+    pub name: String,
+    /// Largest start delay of a subtask, ms.
+    pub start_delay_ms: f64,
+    /// Largest alignment of a subtask, ms.
+    pub alignment_ms: f64,
+    /// The Flink subtask with the largest alignment.
+    pub slowest_subtask: u32,
+    /// How much later its barriers leave than they reached its slowest input, ms.
+    pub added_ms: f64,
+}
+
+/// One run of the engine, summarised.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Prediction {
+    /// The mode it ran in.
+    pub mode: &'static str,
+    /// Per operator, in the topology's order.
+    pub operators: Vec<OperatorPrediction>,
+    /// Index of the operator holding the barriers up.
+    pub holder: Option<usize>,
+    /// In-flight bytes persisted by the saturated subtasks (unaligned), per checkpoint.
+    pub persisted_bytes: u64,
+}
+
+fn summarise(sg: &ShadowGraph, result: &AlignmentResult, mode: Mode) -> Prediction {
+    let g = &sg.graph;
+    let done = |v: usize| {
+        result
+            .subtasks
+            .iter()
+            .filter(|s| s.vertex == v)
+            .map(|s| s.start_delay_ms + s.alignment_ms)
+            .fold(0.0, f64::max)
+    };
+    let operators: Vec<OperatorPrediction> = g
+        .vertices
+        .iter()
+        .enumerate()
+        .map(|(v, spec)| {
+            let subtasks: Vec<_> = result.subtasks.iter().filter(|s| s.vertex == v).collect();
+            let slowest = subtasks.iter().max_by(|a, b| a.alignment_ms.total_cmp(&b.alignment_ms));
+            let upstream = g.edges.iter().filter(|e| e.to == v).map(|e| done(e.from)).fold(0.0, f64::max);
+            OperatorPrediction {
+                vertex_id: sg.vertex_ids[v].clone(),
+                name: spec.name.clone(),
+                start_delay_ms: subtasks.iter().map(|s| s.start_delay_ms).fold(0.0, f64::max),
+                alignment_ms: subtasks.iter().map(|s| s.alignment_ms).fold(0.0, f64::max),
+                slowest_subtask: slowest.map_or(0, |s| (s.index + sg.rotation) % spec.parallelism.max(1)),
+                added_ms: (done(v) - upstream).max(0.0),
+            }
+        })
+        .collect();
+    let holder = operators
+        .iter()
+        .enumerate()
+        .filter(|(v, _)| g.vertices[*v].source_rate.is_none())
+        .max_by(|a, b| a.1.added_ms.total_cmp(&b.1.added_ms))
+        .map(|(i, _)| i);
+    let persisted_all: u64 = result.subtasks.iter().map(|s| s.persisted_bytes).sum();
+    let persisted_saturated: u64 = result
+        .subtasks
+        .iter()
+        .filter(|s| sg.saturated.get(s.vertex).and_then(|v| v.get(s.index as usize)).copied().unwrap_or(false))
+        .map(|s| s.persisted_bytes)
+        .sum();
+    Prediction {
+        mode: mode_name(mode),
+        operators,
+        holder,
+        persisted_bytes: if persisted_saturated > 0 { persisted_saturated } else { persisted_all },
+    }
+}
+
+/// Runs the engine on a graph in a mode.
+pub fn predict(sg: &ShadowGraph, mode: Mode) -> Prediction {
+    let config = AlignmentConfig { mode, horizon_ms: HORIZON_MS, ..AlignmentConfig::default() };
+    let result = simulate(&sg.graph, &config, 1);
+    summarise(sg, &result, mode)
+}
+
+/// What one completed checkpoint showed for one operator.
+#[derive(Clone, Debug, Default)]
+struct ObservedOperator {
+    start_delay_ms: u64,
+    alignment_ms: u64,
+    /// Per subtask start delay.
+    start_delays: Vec<(u32, u64)>,
+}
+
+/// Observed medians of one operator over recent checkpoints.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct OperatorObserved {
+    /// Flink's vertex id.
+    pub vertex_id: String,
+    /// The operator chain's name.
+    pub name: String,
+    /// Median over checkpoints of the largest start delay of a subtask, ms.
+    pub start_delay_ms: u64,
+    /// Median over checkpoints of the largest alignment of a subtask, ms.
+    pub alignment_ms: u64,
+    /// Checkpoints the medians are over.
+    pub checkpoints: usize,
+}
+
+/// The alignment shadow of one job.
+#[derive(Clone, Debug, Default)]
+pub struct AlignmentShadow {
+    topology: Option<JobTopology>,
+    load: Vec<VertexLoad>,
+    settings: Option<CheckpointSettings>,
+    graph: Option<ShadowGraph>,
+    configured: Option<Prediction>,
+    alternative: Option<Prediction>,
+    observed: BTreeMap<String, (String, VecDeque<ObservedOperator>)>,
+    e2e: VecDeque<u64>,
+    persisted: VecDeque<u64>,
+    /// Whether each recent completed checkpoint was unaligned.
+    unaligned: VecDeque<bool>,
+}
+
+fn push_bounded<T>(q: &mut VecDeque<T>, v: T) {
+    q.push_back(v);
+    if q.len() > KEPT {
+        q.pop_front();
+    }
+}
+
+impl AlignmentShadow {
+    /// An empty shadow.
+    pub fn new() -> Self {
+        AlignmentShadow::default()
+    }
+
+    /// New settings (re-runs the engine when the mode changes).
+    pub fn set_settings(&mut self, settings: &CheckpointSettings) {
+        if self.settings.as_ref().map(mode) != Some(mode(settings)) {
+            self.settings = Some(settings.clone());
+            self.rerun();
+        } else {
+            self.settings = Some(settings.clone());
+        }
+    }
+
+    /// A new graph and load measurement: re-runs the engine.
+    pub fn set_load(&mut self, topology: Option<&JobTopology>, load: &[VertexLoad]) {
+        if let Some(t) = topology {
+            self.topology = Some(t.clone());
+        }
+        if !load.is_empty() {
+            self.load = load.to_vec();
+        }
+        self.rerun();
+    }
+
+    fn rerun(&mut self) {
+        self.configured = None;
+        self.alternative = None;
+        self.graph = self.topology.as_ref().and_then(|t| build_graph(t, &self.load));
+        let (Some(sg), Some(settings)) = (&self.graph, &self.settings) else { return };
+        let configured = mode(settings);
+        self.configured = Some(predict(sg, configured));
+        let other = match configured {
+            Mode::Aligned | Mode::AlignedWithTimeout { .. } => Some(Mode::Unaligned),
+            Mode::Unaligned => Some(Mode::Aligned),
+            Mode::AtLeastOnce => None,
+        };
+        self.alternative = other.map(|m| predict(sg, m));
+    }
+
+    /// Records the per-operator phases of a finished checkpoint.
+    pub fn observe(&mut self, checkpoint: &FinishedCheckpoint) {
+        if checkpoint.status != CheckpointStatus::Completed
+            || checkpoint.kind == SnapshotKind::Savepoint
+            || checkpoint.operators.is_empty()
+        {
+            return;
+        }
+        for op in &checkpoint.operators {
+            let acked: Vec<_> = op.subtasks.iter().filter(|s| s.acknowledged).collect();
+            if acked.is_empty() {
+                continue;
+            }
+            let o = ObservedOperator {
+                start_delay_ms: acked.iter().filter_map(|s| s.start_delay_ms).max().unwrap_or(0),
+                alignment_ms: acked.iter().filter_map(|s| s.alignment_ms).max().unwrap_or(0),
+                start_delays: acked.iter().filter_map(|s| s.start_delay_ms.map(|d| (s.index, d))).collect(),
+            };
+            let entry = self.observed.entry(op.vertex_id.clone()).or_insert_with(|| (op.name.clone(), VecDeque::new()));
+            push_bounded(&mut entry.1, o);
+        }
+        if let Some(e2e) = checkpoint.end_to_end_ms {
+            push_bounded(&mut self.e2e, e2e);
+        }
+        if let Some(p) = checkpoint.persisted_bytes {
+            push_bounded(&mut self.persisted, p);
+        }
+        push_bounded(&mut self.unaligned, checkpoint.kind == SnapshotKind::UnalignedCheckpoint);
+    }
+
+    /// The engine's graph, when the topology and load are known.
+    pub fn graph(&self) -> Option<&ShadowGraph> {
+        self.graph.as_ref()
+    }
+
+    /// The prediction in the configured mode.
+    pub fn prediction(&self) -> Option<&Prediction> {
+        self.configured.as_ref()
+    }
+
+    /// The prediction in the other mode (unaligned for aligned jobs, aligned for unaligned ones).
+    pub fn alternative(&self) -> Option<&Prediction> {
+        self.alternative.as_ref()
+    }
+
+    /// The observed medians per operator.
+    pub fn observed(&self) -> Vec<OperatorObserved> {
+        self.observed
+            .iter()
+            .map(|(id, (name, q))| OperatorObserved {
+                vertex_id: id.clone(),
+                name: name.clone(),
+                start_delay_ms: median(q.iter().map(|o| o.start_delay_ms).collect()),
+                alignment_ms: median(q.iter().map(|o| o.alignment_ms).collect()),
+                checkpoints: q.len(),
+            })
+            .collect()
+    }
+
+    /// The observed median of the largest alignment of one operator, ms.
+    pub fn observed_alignment_ms(&self, vertex_id: &str) -> Option<u64> {
+        let (_, q) = self.observed.get(vertex_id)?;
+        (!q.is_empty()).then(|| median(q.iter().map(|o| o.alignment_ms).collect()))
+    }
+
+    /// The median in-flight bytes persisted per checkpoint, observed.
+    pub fn observed_persisted_bytes(&self) -> Option<u64> {
+        (!self.persisted.is_empty()).then(|| median(self.persisted.iter().copied().collect()))
+    }
+
+    /// The operator holding the barriers up, as predicted.
+    pub fn holder(&self) -> Option<&OperatorPrediction> {
+        let p = self.configured.as_ref()?;
+        p.operators.get(p.holder?)
+    }
+
+    /// The aligned and unaligned predictions at the holder: (aligned alignment ms, unaligned
+    /// alignment ms, unaligned persisted bytes).
+    pub fn what_if_numbers(&self) -> Option<(f64, f64, u64)> {
+        let (c, a) = (self.configured.as_ref()?, self.alternative.as_ref()?);
+        let holder = c.holder?;
+        let (aligned, unaligned) = if c.mode == "unaligned" { (a, c) } else { (c, a) };
+        Some((aligned.operators[holder].alignment_ms, unaligned.operators[holder].alignment_ms, unaligned.persisted_bytes))
+    }
+
+    /// "stateful-map holds the barriers up: …"
+    pub fn headline(&self) -> Option<String> {
+        let h = self.holder()?;
+        let observed = self
+            .observed_alignment_ms(&h.vertex_id)
+            .map(|o| format!(" (observed median ~{})", fmt_duration(o)))
+            .unwrap_or_default();
+        Some(format!(
+            "{} holds the barriers up: its subtask {} is the slowest; predicted start delay ~{} and \
+             alignment ~{}{observed}",
+            h.name,
+            h.slowest_subtask,
+            fmt_duration(h.start_delay_ms.round() as u64),
+            fmt_duration(h.alignment_ms.round() as u64),
+        ))
+    }
+
+    /// The unaligned what-if, with its numbers.
+    pub fn what_if(&self) -> Option<String> {
+        let (aligned, unaligned, persisted) = self.what_if_numbers()?;
+        let mb = persisted as f64 / 1_000_000.0;
+        let configured_unaligned = self.configured.as_ref().is_some_and(|c| c.mode == "unaligned");
+        Some(if configured_unaligned {
+            format!(
+                "unaligned checkpoints keep alignment at ~{} instead of ~{} aligned, at the cost of ~{mb:.1} MB \
+                 persisted in-flight data per checkpoint",
+                fmt_duration(unaligned.round() as u64),
+                fmt_duration(aligned.round() as u64)
+            )
+        } else {
+            format!(
+                "with unaligned checkpoints alignment would drop from ~{} to ~{}, at the cost of ~{mb:.1} MB \
+                 persisted in-flight data per checkpoint",
+                fmt_duration(aligned.round() as u64),
+                fmt_duration(unaligned.round() as u64)
+            )
+        })
+    }
+
+    /// Plain contradictions between the configuration and what is observed.
+    pub fn contradictions(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let Some(settings) = &self.settings else { return out };
+        let max_alignment =
+            self.observed.iter().filter_map(|(id, _)| self.observed_alignment_ms(id).map(|a| (id, a))).max_by_key(|(_, a)| *a);
+        let e2e = (!self.e2e.is_empty()).then(|| median(self.e2e.iter().copied().collect()));
+        let m = mode(settings);
+        if let (Mode::Unaligned, Some((id, a)), Some(e2e)) = (m, max_alignment, e2e)
+            && a > 500
+            && a * 2 > e2e
+        {
+            out.push(format!(
+                "unaligned checkpoints are configured but alignment dominates: ~{} of the ~{} checkpoint at {}",
+                fmt_duration(a),
+                fmt_duration(e2e),
+                self.observed[id].0
+            ));
+        }
+        if let (Mode::AlignedWithTimeout { timeout_ms }, Some((_, a))) = (m, max_alignment)
+            && self.unaligned.len() >= 5
+            && self.unaligned.iter().all(|u| !u)
+            && a > timeout_ms
+        {
+            out.push(format!(
+                "aligned-checkpoint-timeout {} is configured but none of the last {} checkpoints switched to \
+                 unaligned although alignment reached ~{}",
+                fmt_duration(timeout_ms),
+                self.unaligned.len(),
+                fmt_duration(a)
+            ));
+        }
+        if let (Some(interval), Some((id, a))) = (settings.interval_ms, max_alignment)
+            && interval > 0
+            && a * 2 > interval
+        {
+            out.push(format!(
+                "alignment ~{} at {} is {} % of the {} interval",
+                fmt_duration(a),
+                self.observed[id].0,
+                a * 100 / interval,
+                fmt_duration(interval)
+            ));
+        }
+        if let Some(skew) = self.skew() {
+            out.push(skew);
+        }
+        out
+    }
+
+    /// One subtask whose start delay is far above its peers' (the skew closest to the sources).
+    pub fn skew(&self) -> Option<String> {
+        let mut found: Option<(u64, String)> = None;
+        for (name, q) in self.observed.values() {
+            let mut per_subtask: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+            for o in q {
+                for (i, d) in &o.start_delays {
+                    per_subtask.entry(*i).or_default().push(*d);
+                }
+            }
+            if per_subtask.len() < 2 {
+                continue;
+            }
+            let medians: Vec<(u32, u64)> = per_subtask.into_iter().map(|(i, v)| (i, median(v))).collect();
+            let Some(&(worst, high)) = medians.iter().max_by_key(|(_, d)| *d) else { continue };
+            let peers = median(medians.iter().filter(|(i, _)| *i != worst).map(|(_, d)| *d).collect());
+            if high > 200 && high > 5 * peers.max(1) && found.as_ref().is_none_or(|(h, _)| high < *h) {
+                found = Some((
+                    high,
+                    format!(
+                        "skew: {name} subtask {worst} start delay ~{} vs ~{} for its peers",
+                        fmt_duration(high),
+                        fmt_duration(peers)
+                    ),
+                ));
+            }
+        }
+        found.map(|(_, s)| s)
+    }
+}

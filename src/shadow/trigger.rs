@@ -1,0 +1,839 @@
+//! The trigger shadow: the coordinator model run in lockstep with a job's observed checkpoints.
+//!
+//! Each observed periodic checkpoint is compared with the trigger time the coordinator model
+//! predicts from the checkpoints before it. The model is re-anchored on the newest checkpoint
+//! that sat on a tick of the fixed-rate schedule (so its error never accumulates) and fed the
+//! observed outcomes since then. A trigger that is not where the configured interval puts it
+//! is a **deviation**: explained when the model predicted it (min-pause, max-concurrent, a long
+//! checkpoint, a timeout) or when something observed explains it (a restart, a savepoint, a
+//! manual trigger); unexplained when it came late with no rule for it, when a checkpoint outlived
+//! its timeout, or when ids skipped that Flink never counted.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::model::coordinator::{
+    Binding, Coordinator, CoordinatorConfig, FailureReason, Outcome, Schedule, UNLIMITED_TOLERABLE,
+};
+use crate::model::replay::{dominant_binding, median};
+use crate::observe::{
+    CheckpointSettings, CheckpointStatus, FinishedCheckpoint, InProgressCheckpoint, JobPoll, SnapshotKind,
+};
+use crate::time::Timestamp;
+
+/// Comparisons kept for the interval medians and the dominant rule.
+const RECENT: usize = 16;
+/// Deviations kept for the API.
+const DEVIATIONS_KEPT: usize = 32;
+/// At most this many checkpoints are replayed from the schedule anchor.
+const MAX_SINCE_ANCHOR: usize = 32;
+/// At most this many unobserved checkpoints are assumed between two observed ones.
+const MAX_UNSEEN: usize = 64;
+/// A checkpoint still in progress this long past its deadline was not expired.
+const OVERDUE_GRACE_MS: u64 = 5_000;
+/// Model steps per prediction (bounds the work per observed checkpoint).
+const MAX_MODEL_STEPS: usize = 20_000;
+
+/// How far an observed trigger may be from the expected one and still agree: 100 ms or 5 % of
+/// the period, whichever is larger (Flink's own jitter: finalisation, trigger RPCs, timers).
+pub fn tolerance_ms(period_ms: u64) -> u64 {
+    (period_ms / 20).max(100)
+}
+
+/// What a deviation is attributed to. A bounded set: it is a metric label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviationKind {
+    /// The minimum pause after the previous checkpoint set the trigger.
+    MinPause,
+    /// `max-concurrent` (> 1) checkpoints were pending; the trigger waited for a slot.
+    MaxConcurrent,
+    /// The previous checkpoint outlasted the interval and max-concurrent 1 held the trigger.
+    LongCheckpoint,
+    /// The previous checkpoint expired at its timeout and held the slot until then.
+    Timeout,
+    /// The job restarted after the tolerable-failure budget was consumed.
+    TolerableFailures,
+    /// The job restarted (task failure, failover) and the scheduler started again.
+    JobRestart,
+    /// A savepoint ran in between and held the slot.
+    Savepoint,
+    /// A checkpoint came earlier than any rule allows: a manual trigger.
+    ManualTrigger,
+    /// A trigger came late and no rule explains it.
+    LateTrigger,
+    /// A checkpoint outlived its timeout.
+    NotExpired,
+    /// Checkpoint ids advanced by more than Flink counted checkpoints.
+    IdSkip,
+}
+
+impl DeviationKind {
+    /// Every kind, in label order.
+    pub const ALL: [DeviationKind; 11] = [
+        DeviationKind::MinPause,
+        DeviationKind::MaxConcurrent,
+        DeviationKind::LongCheckpoint,
+        DeviationKind::Timeout,
+        DeviationKind::TolerableFailures,
+        DeviationKind::JobRestart,
+        DeviationKind::Savepoint,
+        DeviationKind::ManualTrigger,
+        DeviationKind::LateTrigger,
+        DeviationKind::NotExpired,
+        DeviationKind::IdSkip,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeviationKind::MinPause => "min_pause",
+            DeviationKind::MaxConcurrent => "max_concurrent",
+            DeviationKind::LongCheckpoint => "long_checkpoint",
+            DeviationKind::Timeout => "timeout",
+            DeviationKind::TolerableFailures => "tolerable_failures",
+            DeviationKind::JobRestart => "job_restart",
+            DeviationKind::Savepoint => "savepoint",
+            DeviationKind::ManualTrigger => "manual_trigger",
+            DeviationKind::LateTrigger => "late_trigger",
+            DeviationKind::NotExpired => "not_expired",
+            DeviationKind::IdSkip => "id_skip",
+        }
+    }
+
+    /// Whether a rule or an observed event explains deviations of this kind.
+    pub fn explained(self) -> bool {
+        !matches!(self, DeviationKind::LateTrigger | DeviationKind::NotExpired | DeviationKind::IdSkip)
+    }
+}
+
+/// One deviation with its explanation.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Deviation {
+    /// The checkpoint it is about.
+    pub checkpoint_id: u64,
+    /// Its trigger time (or, for `not_expired` and `id_skip`, when it was noticed).
+    pub at: Timestamp,
+    /// What it is attributed to.
+    pub kind: DeviationKind,
+    /// Whether a rule explains it.
+    pub explained: bool,
+    /// One sentence with the numbers.
+    pub sentence: String,
+}
+
+/// `5.0 s` for durations of a second or more, `40 ms` below.
+pub fn fmt_duration(ms: u64) -> String {
+    if ms >= 1000 { format!("{:.1} s", ms as f64 / 1000.0) } else { format!("{ms} ms") }
+}
+
+fn rule_name(binding: Binding) -> &'static str {
+    match binding {
+        Binding::Initial | Binding::Interval => "interval",
+        Binding::MinPause => "min-pause",
+        Binding::MaxConcurrent => "max-concurrent",
+        Binding::Timeout => "timeout",
+    }
+}
+
+/// A periodic checkpoint as the shadow knows it.
+#[derive(Clone, Debug)]
+struct Seen {
+    id: u64,
+    triggered_at: Timestamp,
+    outcome: Outcome,
+    /// Trigger to last ack (completed) or failure.
+    duration_ms: u64,
+    status: CheckpointStatus,
+}
+
+fn seen(cp: &FinishedCheckpoint) -> Seen {
+    let elapsed = cp.finished_at.since(cp.triggered_at);
+    let outcome = match cp.status {
+        CheckpointStatus::Completed => Outcome::Complete { duration_ms: cp.end_to_end_ms.unwrap_or(elapsed) },
+        CheckpointStatus::Failed => {
+            match cp.failure_message.as_deref().and_then(FailureReason::from_message) {
+                Some(FailureReason::CheckpointExpired) => Outcome::Hang,
+                reason => Outcome::Fail {
+                    after_ms: elapsed,
+                    reason: reason.unwrap_or(FailureReason::CheckpointDeclined),
+                },
+            }
+        }
+    };
+    let duration_ms = match outcome {
+        Outcome::Complete { duration_ms } => duration_ms,
+        _ => elapsed,
+    };
+    Seen { id: cp.id, triggered_at: cp.triggered_at, outcome, duration_ms, status: cp.status }
+}
+
+/// One observed trigger next to its expectation.
+#[derive(Clone, Debug)]
+struct Comparison {
+    observed_gap_ms: Option<u64>,
+    expected_gap_ms: Option<u64>,
+    binding: Option<Binding>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct RestartMark {
+    consecutive_failures: u32,
+    /// The restart happened after this time: it explains the first checkpoint triggered later.
+    after: Timestamp,
+}
+
+/// Failure reasons that mean the job failed over (its checkpoint scheduler stops and starts
+/// again when the job runs again).
+fn means_failover(reason: FailureReason) -> bool {
+    matches!(
+        reason,
+        FailureReason::CheckpointCoordinatorSuspend
+            | FailureReason::CheckpointCoordinatorShutdown
+            | FailureReason::JobFailoverRegion
+            | FailureReason::TaskFailure
+    )
+}
+
+/// The model's trigger times for the checkpoints after `known` (which start at an anchor: a
+/// trigger on a tick of the schedule). The first `extra` are filled with `filler_ms`
+/// completions (checkpoints that went by unobserved).
+fn run_model(
+    config: &CoordinatorConfig,
+    known: &[Seen],
+    extra: usize,
+    filler_ms: u64,
+) -> Vec<(Timestamp, Binding)> {
+    let Some(first) = known.first() else { return Vec::new() };
+    let cfg = CoordinatorConfig {
+        tolerable_failures: UNLIMITED_TOLERABLE,
+        keep_checkpoints: usize::MAX,
+        ..config.clone()
+    };
+    let mut model = Coordinator::new(cfg, first.triggered_at, Schedule::FirstTriggerAt(first.triggered_at));
+    let n_known = known.len();
+    let want = n_known + extra + 1;
+    let mut outcomes = |id: u64, _at: Timestamp| -> Outcome {
+        let i = (id as usize).saturating_sub(1);
+        if i < n_known {
+            known[i].outcome
+        } else if i < n_known + extra {
+            Outcome::Complete { duration_ms: filler_ms }
+        } else {
+            Outcome::Hang
+        }
+    };
+    let mut triggered = 0usize;
+    for _ in 0..MAX_MODEL_STEPS {
+        if triggered >= want || model.step(&mut outcomes).is_none() {
+            break;
+        }
+        triggered = model.checkpoints().count();
+    }
+    model.checkpoints().skip(n_known).map(|c| (c.triggered_at, c.binding)).collect()
+}
+
+/// The coordinator shadow of one job.
+#[derive(Clone, Debug, Default)]
+pub struct TriggerShadow {
+    settings: Option<CheckpointSettings>,
+    config: Option<CoordinatorConfig>,
+    flink_major: Option<u32>,
+    /// Periodic checkpoints from the schedule anchor on, oldest first.
+    since_anchor: Vec<Seen>,
+    /// Whether the schedule may have moved (after an unexplained trigger): the previous
+    /// checkpoint is tried as an anchor too.
+    grid_uncertain: bool,
+    last: Option<Seen>,
+    processed_max: u64,
+    savepoints: VecDeque<(u64, Timestamp, Timestamp)>,
+    durations: VecDeque<u64>,
+    recent: VecDeque<Comparison>,
+    last_displacement: Option<DeviationKind>,
+    consecutive_failures: u32,
+    restart: Option<RestartMark>,
+    last_restored: Option<u64>,
+    last_restore: Option<(Option<u64>, Timestamp)>,
+    last_counts: Option<(u64, u64)>,
+    max_id: u64,
+    pending: BTreeMap<u64, Timestamp>,
+    flagged_overdue: BTreeSet<u64>,
+    deviations: VecDeque<Deviation>,
+    counts: BTreeMap<DeviationKind, u64>,
+    expected_next: Option<(Timestamp, Binding)>,
+    stalled_for_ms: Option<u64>,
+    polled_at: Option<Timestamp>,
+}
+
+impl TriggerShadow {
+    /// An empty shadow.
+    pub fn new() -> Self {
+        TriggerShadow::default()
+    }
+
+    /// The Flink version the cluster reports (`2.3.0`): 2.x reports `max(interval, minPause)`
+    /// as the interval, which changes what can honestly be said about min-pause.
+    pub fn set_flink_version(&mut self, version: Option<&str>) {
+        self.flink_major = version.and_then(|v| v.split('.').next()).and_then(|m| m.parse().ok());
+    }
+
+    /// The settings the shadow runs with.
+    pub fn settings(&self) -> Option<&CheckpointSettings> {
+        self.settings.as_ref()
+    }
+
+    fn set_settings(&mut self, settings: &CheckpointSettings) {
+        if self.settings.as_ref() == Some(settings) {
+            return;
+        }
+        self.settings = Some(settings.clone());
+        self.config = CoordinatorConfig::from_settings(settings);
+        // A new configuration starts a new schedule.
+        self.since_anchor.clear();
+        self.grid_uncertain = true;
+    }
+
+    /// Feeds one poll; returns |observed − expected| trigger time, ms, of each newly compared
+    /// checkpoint (for the deviation summary).
+    pub fn observe_poll(&mut self, poll: &JobPoll) -> Vec<u64> {
+        if let Some(settings) = &poll.settings {
+            self.set_settings(settings);
+        }
+        self.polled_at = Some(poll.polled_at);
+        self.detect_restart(poll);
+        self.check_id_skip(poll);
+        let mut out = Vec::new();
+        let mut finished: Vec<&FinishedCheckpoint> =
+            poll.finished.iter().filter(|cp| cp.id > self.processed_max && cp.triggered_at.0 > 0).collect();
+        finished.sort_by_key(|cp| cp.id);
+        for cp in finished {
+            self.processed_max = cp.id;
+            self.pending.remove(&cp.id);
+            if cp.kind == SnapshotKind::Savepoint {
+                self.savepoints.push_back((cp.id, cp.triggered_at, cp.finished_at));
+                if self.savepoints.len() > 8 {
+                    self.savepoints.pop_front();
+                }
+                continue;
+            }
+            let s = seen(cp);
+            self.check_not_expired_on_finish(&s);
+            match s.status {
+                CheckpointStatus::Completed => {
+                    self.consecutive_failures = 0;
+                    self.durations.push_back(s.duration_ms);
+                    if self.durations.len() > RECENT {
+                        self.durations.pop_front();
+                    }
+                }
+                CheckpointStatus::Failed => {}
+            }
+            let reason = cp.failure_message.as_deref().and_then(FailureReason::from_message);
+            if s.status == CheckpointStatus::Failed && reason.is_some_and(|r| r.counts_toward_tolerable(true)) {
+                self.consecutive_failures += 1;
+            }
+            // CheckpointFailureManager: the job fails when the count exceeds the tolerable number.
+            let tolerable = self.config.as_ref().map_or(UNLIMITED_TOLERABLE, |c| c.tolerable_failures);
+            let exceeded = tolerable != UNLIMITED_TOLERABLE && self.consecutive_failures > tolerable;
+            let failover = s.status == CheckpointStatus::Failed && reason.is_some_and(means_failover);
+            let finished_at = cp.finished_at;
+            if let Some(dev) = self.process(s) {
+                out.push(dev);
+            }
+            if exceeded || failover {
+                self.mark_restart(finished_at);
+            }
+        }
+        self.track_pending(&poll.in_progress, poll.polled_at);
+        self.update_expectation(&poll.in_progress, poll.polled_at);
+        out
+    }
+
+    fn detect_restart(&mut self, poll: &JobPoll) {
+        let restored = poll.counts.restored;
+        let mut restarted = self.last_restored.is_some_and(|last| restored > last);
+        if let Some(restore) = poll.latest_restore {
+            restarted |= self.last_restore.is_some_and(|last| last != restore);
+            if self.last_restore.is_none() && self.last_restored.is_some() && self.last.is_some() {
+                restarted = true;
+            }
+            self.last_restore = Some(restore);
+        }
+        restarted |= poll.job_state == "RESTARTING" && self.last.is_some();
+        self.last_restored = Some(restored);
+        if restarted {
+            let after = poll.latest_restore.map_or(poll.polled_at, |(_, at)| at);
+            self.mark_restart(after.min(poll.polled_at));
+        }
+    }
+
+    fn mark_restart(&mut self, after: Timestamp) {
+        match &mut self.restart {
+            // Already known (a failure said so, then the restore count went up): keep the earlier.
+            Some(mark) => mark.after = mark.after.min(after),
+            None => {
+                self.restart = Some(RestartMark { consecutive_failures: self.consecutive_failures, after });
+                self.consecutive_failures = 0;
+            }
+        }
+    }
+
+    fn check_id_skip(&mut self, poll: &JobPoll) {
+        let c = poll.counts;
+        let total = c.completed + c.failed + c.in_progress;
+        let newest = poll.finished.iter().map(|f| f.id).chain(poll.in_progress.iter().map(|p| p.id)).max();
+        let max_id = newest.unwrap_or(0).max(self.max_id);
+        if let Some((prev_total, prev_max)) = self.last_counts
+            && total >= prev_total
+            && prev_max > 0
+            && max_id > prev_max
+        {
+            let advanced = max_id - prev_max;
+            let counted = total - prev_total;
+            if advanced > counted {
+                let skipped = advanced - counted;
+                let sentence = format!(
+                    "checkpoint ids advanced by {advanced} (to {max_id}) but Flink counted only {counted} new \
+                     checkpoint(s): {skipped} id(s) skipped with no checkpoint behind them (id counter \
+                     jump, e.g. after a JobManager failover)"
+                );
+                self.push(Deviation {
+                    checkpoint_id: max_id,
+                    at: poll.polled_at,
+                    kind: DeviationKind::IdSkip,
+                    explained: false,
+                    sentence,
+                });
+            }
+        }
+        self.max_id = max_id;
+        self.last_counts = Some((total, max_id));
+    }
+
+    fn check_not_expired_on_finish(&mut self, s: &Seen) {
+        let Some(timeout) = self.settings.as_ref().and_then(|st| st.timeout_ms) else { return };
+        let tol = tolerance_ms(timeout);
+        if s.status == CheckpointStatus::Completed
+            && s.duration_ms > timeout + tol
+            && self.flagged_overdue.insert(s.id)
+        {
+            let sentence = format!(
+                "checkpoint {} completed {} after its trigger, past its {} timeout: it should have expired \
+                 (JobManager overloaded or its timer thread stalled?)",
+                s.id,
+                fmt_duration(s.duration_ms),
+                fmt_duration(timeout)
+            );
+            self.push(Deviation {
+                checkpoint_id: s.id,
+                at: s.triggered_at,
+                kind: DeviationKind::NotExpired,
+                explained: false,
+                sentence,
+            });
+        }
+    }
+
+    fn track_pending(&mut self, in_progress: &[InProgressCheckpoint], now: Timestamp) {
+        let timeout = self.settings.as_ref().and_then(|s| s.timeout_ms);
+        self.pending.retain(|id, _| in_progress.iter().any(|p| p.id == *id));
+        for p in in_progress {
+            if let Some(timeout) = timeout {
+                self.pending.entry(p.id).or_insert(p.triggered_at.plus_millis(timeout as i64));
+            }
+        }
+        let overdue: Vec<(u64, Timestamp)> = self
+            .pending
+            .iter()
+            .filter(|(id, deadline)| {
+                now.since(**deadline) > OVERDUE_GRACE_MS.max(tolerance_ms(timeout.unwrap_or(0)))
+                    && !self.flagged_overdue.contains(id)
+            })
+            .map(|(id, deadline)| (*id, *deadline))
+            .collect();
+        for (id, deadline) in overdue {
+            self.flagged_overdue.insert(id);
+            let timeout = timeout.unwrap_or(0);
+            let trigger = deadline.plus_millis(-(timeout as i64));
+            let sentence = format!(
+                "checkpoint {id} is still in progress {} after its trigger, past its {} timeout: the \
+                 coordinator did not expire it (JobManager overloaded or its timer thread stalled?)",
+                fmt_duration(now.since(trigger)),
+                fmt_duration(timeout)
+            );
+            self.push(Deviation { checkpoint_id: id, at: now, kind: DeviationKind::NotExpired, explained: false, sentence });
+        }
+        // Bounded memory: forget flags of ids far behind.
+        while self.flagged_overdue.len() > 64 {
+            self.flagged_overdue.pop_first();
+        }
+    }
+
+    fn filler_ms(&self) -> u64 {
+        median(self.durations.iter().copied().collect())
+    }
+
+    /// Compares one newly finished periodic checkpoint with the model; returns |deviation|, ms.
+    fn process(&mut self, c: Seen) -> Option<u64> {
+        let (Some(config), Some(prev)) = (self.config.clone(), self.last.clone()) else {
+            self.anchor_at(c);
+            return None;
+        };
+        if c.triggered_at <= prev.triggered_at {
+            return None; // out of order (a retried poll); the schedule is already past it
+        }
+        let gap = c.triggered_at.since(prev.triggered_at);
+        let interval = config.interval_ms.max(1);
+        let tol = tolerance_ms(config.base_interval());
+        if let Some(mark) = self.restart.filter(|m| c.triggered_at >= m.after) {
+            self.restart = None;
+            let tolerable = config.tolerable_failures;
+            let (kind, cause) = if mark.consecutive_failures > tolerable && tolerable != UNLIMITED_TOLERABLE {
+                (
+                    DeviationKind::TolerableFailures,
+                    format!(
+                        "the job restarted after {} consecutive failed checkpoints exceeded \
+                         tolerable-failed-checkpoints {tolerable}",
+                        mark.consecutive_failures
+                    ),
+                )
+            } else {
+                (
+                    DeviationKind::JobRestart,
+                    "the job restarted in between and its checkpoint scheduler started again".to_string(),
+                )
+            };
+            if gap.abs_diff(interval) > tol {
+                let sentence = format!(
+                    "checkpoint {} came {} after checkpoint {}, not {}: {cause}",
+                    c.id,
+                    fmt_duration(gap),
+                    prev.id,
+                    fmt_duration(interval)
+                );
+                self.push(Deviation { checkpoint_id: c.id, at: c.triggered_at, kind, explained: true, sentence });
+            }
+            self.anchor_at(c);
+            return None;
+        }
+        let missing = c.id.saturating_sub(prev.id + 1) as usize;
+        let savepoints_between = self.savepoints.iter().filter(|(id, ..)| *id > prev.id && *id < c.id).count();
+        let unseen_max = missing.saturating_sub(savepoints_between).min(MAX_UNSEEN);
+        let filler = self.filler_ms();
+
+        let mut anchors: Vec<Vec<Seen>> = Vec::new();
+        if !self.since_anchor.is_empty() {
+            anchors.push(self.since_anchor.clone());
+        }
+        if self.grid_uncertain || anchors.is_empty() {
+            anchors.push(vec![prev.clone()]);
+        }
+        // (|dev|, dev, predicted, binding, unseen, anchor time)
+        let mut best: Option<(u64, i64, Timestamp, Binding, usize, Timestamp)> = None;
+        for known in &anchors {
+            let predictions = run_model(&config, known, unseen_max, filler);
+            for (k, (t, b)) in predictions.into_iter().enumerate() {
+                let dev = c.triggered_at.0 - t.0;
+                if best.is_none_or(|(abs, ..)| dev.unsigned_abs() < abs) {
+                    best = Some((dev.unsigned_abs(), dev, t, b, k, known[0].triggered_at));
+                }
+            }
+        }
+        let Some((abs, dev, predicted, binding, unseen, anchor_time)) = best else {
+            self.anchor_at(c);
+            return None;
+        };
+        let matched = abs <= tol;
+        // Where the configured interval alone puts the trigger: the (unseen + 1)-th tick of the
+        // anchor's fixed-rate grid after the previous checkpoint.
+        let ticks_before = (prev.triggered_at.since(anchor_time) + tol) / interval;
+        let naive = anchor_time.plus_millis(((ticks_before + 1 + unseen as u64) * interval) as i64);
+        let deviates = c.triggered_at.0.abs_diff(naive.0) > tol;
+        let expected_gap = predicted.since(prev.triggered_at);
+        let kind = if !deviates {
+            None
+        } else if matched {
+            Some(match binding {
+                Binding::MinPause => DeviationKind::MinPause,
+                Binding::MaxConcurrent if config.max_concurrent > 1 => DeviationKind::MaxConcurrent,
+                Binding::MaxConcurrent => DeviationKind::LongCheckpoint,
+                Binding::Timeout => DeviationKind::Timeout,
+                Binding::Interval | Binding::Initial => {
+                    self.last_displacement.unwrap_or(DeviationKind::LongCheckpoint)
+                }
+            })
+        } else if dev > 0 {
+            let savepoint = self
+                .savepoints
+                .iter()
+                .any(|(_, t, f)| *t > prev.triggered_at && *t < c.triggered_at && *f > predicted);
+            Some(if savepoint { DeviationKind::Savepoint } else { DeviationKind::LateTrigger })
+        } else {
+            Some(DeviationKind::ManualTrigger)
+        };
+        if let Some(kind) = kind {
+            let sentence = self.sentence(kind, &c, &prev, gap, expected_gap, dev, binding, &config);
+            if matches!(kind, DeviationKind::MinPause | DeviationKind::LongCheckpoint | DeviationKind::MaxConcurrent | DeviationKind::Timeout) {
+                self.last_displacement = Some(kind);
+            }
+            self.push(Deviation {
+                checkpoint_id: c.id,
+                at: c.triggered_at,
+                kind,
+                explained: kind.explained(),
+                sentence,
+            });
+        }
+        self.recent.push_back(Comparison {
+            observed_gap_ms: (unseen == 0).then_some(gap),
+            expected_gap_ms: (unseen == 0 && matched).then_some(expected_gap),
+            binding: matched.then_some(binding),
+        });
+        if self.recent.len() > RECENT {
+            self.recent.pop_front();
+        }
+        // Move the anchor.
+        let on_tick = matches!(binding, Binding::Interval | Binding::MinPause | Binding::Initial);
+        if (matched && on_tick) || unseen > 0 || self.since_anchor.len() >= MAX_SINCE_ANCHOR {
+            self.since_anchor = vec![c.clone()];
+            self.grid_uncertain = unseen > 0 && !matched;
+        } else {
+            if matched && self.since_anchor.first().map(|s| s.triggered_at) != Some(anchor_time) {
+                // Matched from the previous checkpoint: the schedule moved there.
+                self.since_anchor = vec![prev.clone()];
+            }
+            self.since_anchor.push(c.clone());
+            self.grid_uncertain = !matched;
+        }
+        self.last = Some(c);
+        Some(abs)
+    }
+
+    fn anchor_at(&mut self, c: Seen) {
+        self.since_anchor = vec![c.clone()];
+        self.grid_uncertain = false;
+        self.last = Some(c);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn sentence(
+        &self,
+        kind: DeviationKind,
+        c: &Seen,
+        prev: &Seen,
+        gap: u64,
+        expected_gap: u64,
+        dev: i64,
+        binding: Binding,
+        config: &CoordinatorConfig,
+    ) -> String {
+        let head = format!(
+            "checkpoint {} came {} after checkpoint {}, not {}",
+            c.id,
+            fmt_duration(gap),
+            prev.id,
+            fmt_duration(config.interval_ms)
+        );
+        let d = fmt_duration(prev.duration_ms);
+        match kind {
+            DeviationKind::MinPause if binding == Binding::MinPause => format!(
+                "{head}: min-pause {} binds after its {d} checkpoint",
+                fmt_duration(config.min_pause_ms)
+            ),
+            DeviationKind::LongCheckpoint if binding == Binding::MaxConcurrent => format!(
+                "{head}: checkpoint {} took {d} and max-concurrent 1 held the next trigger until it finished",
+                prev.id
+            ),
+            DeviationKind::MaxConcurrent if binding == Binding::MaxConcurrent => format!(
+                "{head}: {} checkpoints were pending (max-concurrent {}) and the trigger waited for a free slot",
+                config.max_concurrent, config.max_concurrent
+            ),
+            DeviationKind::Timeout if binding == Binding::Timeout => format!(
+                "{head}: checkpoint {} expired at its {} timeout and held the slot until then",
+                prev.id,
+                fmt_duration(config.timeout_ms)
+            ),
+            DeviationKind::MinPause
+            | DeviationKind::LongCheckpoint
+            | DeviationKind::MaxConcurrent
+            | DeviationKind::Timeout => {
+                format!("{head}: the fixed-rate schedule is back on its grid after the delayed checkpoint {}", prev.id)
+            }
+            DeviationKind::Savepoint => format!(
+                "{head}: {} late against the expected {}, because a savepoint ran in between and held the slot",
+                fmt_duration(dev.unsigned_abs()),
+                fmt_duration(expected_gap)
+            ),
+            DeviationKind::ManualTrigger => format!(
+                "{head}: {} earlier than the {} the {} allows: a manual trigger (REST or CLI), or a \
+                 checkpoint scheduler restarted by the JobManager",
+                fmt_duration(dev.unsigned_abs()),
+                fmt_duration(expected_gap),
+                rule_name(binding)
+            ),
+            DeviationKind::LateTrigger => format!(
+                "{head}: {} later than the {} the {} sets, with no rule to explain it (coordinator stall, \
+                 JobManager overload or GC pause, clock jump?)",
+                fmt_duration(dev.unsigned_abs()),
+                fmt_duration(expected_gap),
+                rule_name(binding)
+            ),
+            DeviationKind::TolerableFailures
+            | DeviationKind::JobRestart
+            | DeviationKind::NotExpired
+            | DeviationKind::IdSkip => head,
+        }
+    }
+
+    fn push(&mut self, deviation: Deviation) {
+        *self.counts.entry(deviation.kind).or_insert(0) += 1;
+        self.deviations.push_back(deviation);
+        if self.deviations.len() > DEVIATIONS_KEPT {
+            self.deviations.pop_front();
+        }
+    }
+
+    fn update_expectation(&mut self, in_progress: &[InProgressCheckpoint], now: Timestamp) {
+        self.expected_next = None;
+        self.stalled_for_ms = None;
+        let (Some(config), Some(last)) = (self.config.as_ref(), self.last.as_ref()) else { return };
+        if self.restart.is_some() {
+            return;
+        }
+        let mut known = if self.since_anchor.is_empty() { vec![last.clone()] } else { self.since_anchor.clone() };
+        let filler = self.filler_ms();
+        for p in in_progress.iter().filter(|p| p.id > last.id) {
+            let assumed = now.since(p.triggered_at).max(filler);
+            known.push(Seen {
+                id: p.id,
+                triggered_at: p.triggered_at,
+                outcome: Outcome::Complete { duration_ms: assumed },
+                duration_ms: assumed,
+                status: CheckpointStatus::Completed,
+            });
+        }
+        self.expected_next = run_model(config, &known, 0, filler).first().copied();
+        if let Some((at, _)) = self.expected_next
+            && in_progress.is_empty()
+            && now.since(at) > tolerance_ms(config.base_interval())
+        {
+            self.stalled_for_ms = Some(now.since(at));
+        }
+    }
+
+    /// Deviations so far by kind (`explained` follows from the kind).
+    pub fn deviation_counts(&self) -> &BTreeMap<DeviationKind, u64> {
+        &self.counts
+    }
+
+    /// The most recent deviations, oldest first.
+    pub fn deviations(&self) -> impl Iterator<Item = &Deviation> {
+        self.deviations.iter()
+    }
+
+    /// The model's expectation of the next trigger and the rule that sets it.
+    pub fn expected_next(&self) -> Option<(Timestamp, Binding)> {
+        self.expected_next
+    }
+
+    /// Median gap between recent consecutive triggers as the model expected them, ms.
+    pub fn expected_interval_ms(&self) -> Option<u64> {
+        let gaps: Vec<u64> = self.recent.iter().filter_map(|c| c.expected_gap_ms).collect();
+        (!gaps.is_empty()).then(|| median(gaps))
+    }
+
+    /// Median gap between recent consecutive observed triggers, ms.
+    pub fn observed_interval_ms(&self) -> Option<u64> {
+        let gaps: Vec<u64> = self.recent.iter().filter_map(|c| c.observed_gap_ms).collect();
+        (!gaps.is_empty()).then(|| median(gaps))
+    }
+
+    /// How long the expected next trigger is overdue at the last poll (no checkpoint running).
+    pub fn stalled_for_ms(&self) -> Option<u64> {
+        self.stalled_for_ms
+    }
+
+    /// The rule that set most recent triggers.
+    pub fn dominant_rule(&self) -> Option<Binding> {
+        let bindings: Vec<Binding> = self.recent.iter().filter_map(|c| c.binding).collect();
+        (!bindings.is_empty()).then(|| dominant_binding(&bindings))
+    }
+
+    /// One sentence on the schedule as it is now, with the numbers in it.
+    pub fn headline(&self) -> Option<String> {
+        let settings = self.settings.as_ref()?;
+        let config = self.config.as_ref()?;
+        let observed = self.observed_interval_ms()?;
+        let interval = config.interval_ms;
+        let mp = config.min_pause_ms;
+        let d = fmt_duration(median(self.durations.iter().copied().collect()));
+        let every = fmt_duration(observed);
+        let as_configured = observed.abs_diff(interval) <= tolerance_ms(config.base_interval());
+        let rule = match self.dominant_rule()? {
+            // The schedule keeps the interval; other rules moved only some triggers.
+            Binding::MaxConcurrent | Binding::Timeout if as_configured => Binding::Interval,
+            rule => rule,
+        };
+        let text = match rule {
+            Binding::MinPause if interval < mp => format!(
+                "checkpoints every {every}, not {}: min-pause {} binds after each ~{d} checkpoint",
+                fmt_duration(interval),
+                fmt_duration(mp)
+            ),
+            Binding::MinPause if interval == mp && self.flink_major.is_none_or(|m| m >= 2) => format!(
+                "checkpoints every {every} = max(interval, min-pause {}): min-pause binds after each ~{d} \
+                 checkpoint (Flink {} reports max(interval, min-pause) as the interval, so the configured \
+                 interval is {} or less and cannot be told apart)",
+                fmt_duration(mp),
+                self.flink_major.map_or("2.x".to_string(), |m| format!("{m}.x")),
+                fmt_duration(mp)
+            ),
+            Binding::MinPause => format!(
+                "checkpoints every {every}, not {}: each ~{d} checkpoint plus min-pause {} outlasts the interval",
+                fmt_duration(interval),
+                fmt_duration(mp)
+            ),
+            Binding::MaxConcurrent if config.max_concurrent > 1 => format!(
+                "checkpoints every {every}, not {}: each ~{d} checkpoint keeps {} pending (max-concurrent {}) \
+                 and the next one waits for a free slot",
+                fmt_duration(interval),
+                config.max_concurrent,
+                config.max_concurrent
+            ),
+            Binding::MaxConcurrent => format!(
+                "checkpoints every {every}, not {}: each ~{d} checkpoint outlasts the interval and \
+                 max-concurrent 1 makes the next one wait for it",
+                fmt_duration(interval)
+            ),
+            Binding::Timeout => format!(
+                "checkpoints every {every}, not {}: checkpoints expire at the {} timeout and the next one \
+                 starts at the expiry",
+                fmt_duration(interval),
+                fmt_duration(settings.timeout_ms.unwrap_or(config.timeout_ms))
+            ),
+            Binding::Interval | Binding::Initial => {
+                let mut text = format!("checkpoints every {every} as configured (interval {})", fmt_duration(interval));
+                if !self.durations.is_empty() {
+                    text.push_str(&format!("; each takes ~{d}"));
+                }
+                let moved: Vec<Binding> = self
+                    .recent
+                    .iter()
+                    .filter_map(|c| c.binding)
+                    .filter(|b| matches!(b, Binding::MaxConcurrent | Binding::Timeout | Binding::MinPause))
+                    .collect();
+                if !moved.is_empty() {
+                    let names: BTreeSet<&str> = moved.iter().map(|b| rule_name(*b)).collect();
+                    let names: Vec<&str> = names.into_iter().collect();
+                    text.push_str(&format!(
+                        "; {} of the last {} triggers were moved by the {}",
+                        moved.len(),
+                        self.recent.len(),
+                        names.join(" and ")
+                    ));
+                }
+                text
+            }
+        };
+        Some(text)
+    }
+}

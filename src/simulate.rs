@@ -1,0 +1,490 @@
+//! `checkpoint-sentinel simulate`: the coordinator model from the command line (what-if and
+//! replay), reading files and printing text or JSON; the model itself is in `model`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::flink::{convert, dto};
+use crate::model::coordinator::{
+    Binding, Coordinator, CoordinatorConfig, End, FailureReason, JobStatus, Outcome, Schedule,
+};
+use crate::model::replay::{ReplayReport, dominant_binding, median, merge_history, replay};
+use crate::time::Timestamp;
+
+/// Output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A sentence and a table.
+    Text,
+    /// One JSON document.
+    Json,
+}
+
+/// Arguments of `simulate`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// Checkpoint interval (overrides the replayed config), e.g. `30s`.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub interval: Option<Duration>,
+    /// Minimum pause between checkpoints.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub min_pause: Option<Duration>,
+    /// Maximum concurrent checkpoints.
+    #[arg(long)]
+    pub max_concurrent: Option<u32>,
+    /// Checkpoint timeout.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Tolerable consecutive failed checkpoints.
+    #[arg(long)]
+    pub tolerable_failures: Option<u32>,
+    /// What-if: each checkpoint's outcome in turn, repeated: a duration (`50s`), `expired`, or
+    /// `declined[:after]`; `@FILE` reads them from a file (commas or newlines).
+    #[arg(long)]
+    pub durations: Option<String>,
+    /// What-if: how many checkpoints to simulate (default: one per given outcome).
+    #[arg(long)]
+    pub count: Option<usize>,
+    /// What-if: seed of the random initial delay.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Replay: Flink's `/jobs/:id/checkpoints/config` JSON.
+    #[arg(long, requires = "history")]
+    pub checkpoint_config: Option<PathBuf>,
+    /// Replay: one or more `/jobs/:id/checkpoints` JSON responses, merged by id.
+    #[arg(long, num_args = 1.., requires = "checkpoint_config")]
+    pub history: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+}
+
+/// Why `simulate` cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    /// A file cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// Which file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file is not the JSON it should be.
+    #[error("{path} is not Flink's {what} JSON: {source}")]
+    Parse {
+        /// Which file.
+        path: PathBuf,
+        /// What it should be.
+        what: &'static str,
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// Bad arguments.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl SimulateError {
+    /// Fixed label of the error kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SimulateError::Read { .. } => "read",
+            SimulateError::Parse { .. } => "parse",
+            SimulateError::Usage(_) => "usage",
+        }
+    }
+}
+
+/// Runs `simulate` and returns what to print.
+pub fn run(args: &SimulateArgs) -> Result<String, SimulateError> {
+    match &args.checkpoint_config {
+        Some(config_path) => {
+            let config: dto::CheckpointConfig = read_json(config_path, "/checkpoints/config")?;
+            let mut responses = Vec::new();
+            for path in &args.history {
+                responses.push(read_json::<dto::CheckpointingStatistics>(path, "/checkpoints")?);
+            }
+            let settings = convert::settings(&config);
+            let mut model = CoordinatorConfig::from_settings(&settings)
+                .ok_or_else(|| SimulateError::Usage("periodic checkpointing is off in this config".into()))?;
+            apply_overrides(&mut model, args);
+            let report = replay(model, &merge_history(&responses));
+            if report.rows.is_empty() {
+                return Err(SimulateError::Usage(
+                    "the history has no checkpoints with a trigger time".into(),
+                ));
+            }
+            Ok(match args.format {
+                Format::Json => replay_json(&report),
+                Format::Text => replay_text(&report),
+            })
+        }
+        None => {
+            let spec = args.durations.as_deref().ok_or_else(|| {
+                SimulateError::Usage(
+                    "give --durations (what-if) or --checkpoint-config with --history (replay)".into(),
+                )
+            })?;
+            let outcomes = parse_outcomes(&read_list(spec)?)?;
+            let interval =
+                args.interval.ok_or_else(|| SimulateError::Usage("what-if needs --interval".into()))?;
+            let mut model = CoordinatorConfig {
+                interval_ms: interval.as_millis() as u64,
+                ..CoordinatorConfig::default()
+            };
+            apply_overrides(&mut model, args);
+            let report = what_if(model, &outcomes, args.count.unwrap_or(outcomes.len()), args.seed);
+            Ok(match args.format {
+                Format::Json => what_if_json(&report),
+                Format::Text => what_if_text(&report),
+            })
+        }
+    }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &PathBuf, what: &'static str) -> Result<T, SimulateError> {
+    let bytes = std::fs::read(path).map_err(|source| SimulateError::Read { path: path.clone(), source })?;
+    serde_json::from_slice(&bytes).map_err(|source| SimulateError::Parse { path: path.clone(), what, source })
+}
+
+fn read_list(spec: &str) -> Result<String, SimulateError> {
+    match spec.strip_prefix('@') {
+        Some(file) => {
+            let path = PathBuf::from(file);
+            std::fs::read_to_string(&path).map_err(|source| SimulateError::Read { path, source })
+        }
+        None => Ok(spec.to_string()),
+    }
+}
+
+fn apply_overrides(model: &mut CoordinatorConfig, args: &SimulateArgs) {
+    if let Some(d) = args.interval {
+        model.interval_ms = d.as_millis() as u64;
+    }
+    if let Some(d) = args.min_pause {
+        model.min_pause_ms = d.as_millis() as u64;
+    }
+    if let Some(n) = args.max_concurrent {
+        model.max_concurrent = n.max(1);
+    }
+    if let Some(d) = args.timeout {
+        model.timeout_ms = d.as_millis() as u64;
+    }
+    if let Some(n) = args.tolerable_failures {
+        model.tolerable_failures = n;
+    }
+}
+
+/// Parses `50s,52s,expired,declined:2s` (commas, whitespace or newlines between items).
+pub fn parse_outcomes(list: &str) -> Result<Vec<Outcome>, SimulateError> {
+    let parse_ms = |s: &str| {
+        humantime::parse_duration(s.trim())
+            .map(|d| d.as_millis() as u64)
+            .map_err(|e| SimulateError::Usage(format!("bad duration {s:?}: {e}")))
+    };
+    let outcomes: Vec<Outcome> = list
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(|item| match item {
+            "expired" | "hang" => Ok(Outcome::Hang),
+            "declined" => Ok(Outcome::Fail { after_ms: 0, reason: FailureReason::CheckpointDeclined }),
+            _ => match item.strip_prefix("declined:") {
+                Some(after) => Ok(Outcome::Fail {
+                    after_ms: parse_ms(after)?,
+                    reason: FailureReason::CheckpointDeclined,
+                }),
+                None => Ok(Outcome::Complete { duration_ms: parse_ms(item)? }),
+            },
+        })
+        .collect::<Result<_, _>>()?;
+    if outcomes.is_empty() {
+        return Err(SimulateError::Usage("--durations is empty".into()));
+    }
+    Ok(outcomes)
+}
+
+/// The result of a what-if run.
+#[derive(Clone, Debug)]
+pub struct WhatIf {
+    /// The configuration.
+    pub config: CoordinatorConfig,
+    /// (id, trigger ms since start, binding, end).
+    pub checkpoints: Vec<(u64, i64, Binding, Option<End>)>,
+    /// Median gap between triggers, ms.
+    pub effective_interval_ms: u64,
+    /// Median duration of the given completed outcomes, ms.
+    pub median_duration_ms: u64,
+    /// Dominant binding.
+    pub binding: Binding,
+    /// When the job failed (tolerable failures exceeded), ms since start.
+    pub job_failed_at_ms: Option<i64>,
+}
+
+/// Runs the model on `outcomes` (repeated) until `count` checkpoints ended.
+pub fn what_if(config: CoordinatorConfig, outcomes: &[Outcome], count: usize, seed: u64) -> WhatIf {
+    let start = Timestamp(0);
+    let mut model = Coordinator::new(config.clone(), start, Schedule::Seeded(seed));
+    let mut next = 0usize;
+    let mut supply = |_: u64, _: Timestamp| {
+        let o = outcomes[next % outcomes.len()];
+        next += 1;
+        o
+    };
+    model.run_checkpoints(count, &mut supply);
+    let checkpoints: Vec<(u64, i64, Binding, Option<End>)> =
+        model.checkpoints().take(count).map(|c| (c.id, c.triggered_at.0, c.binding, c.end)).collect();
+    let gaps: Vec<u64> = checkpoints.windows(2).map(|w| (w[1].1 - w[0].1).max(0) as u64).collect();
+    let bindings: Vec<Binding> = checkpoints.iter().map(|c| c.2).collect();
+    let job_failed_at_ms = match model.status() {
+        JobStatus::Failed => model.drain_events().iter().find_map(|e| match e {
+            crate::model::coordinator::Event::JobFailed { at, .. } => Some(at.0),
+            _ => None,
+        }),
+        _ => None,
+    };
+    WhatIf {
+        median_duration_ms: median(
+            outcomes
+                .iter()
+                .filter_map(|o| match o {
+                    Outcome::Complete { duration_ms } => Some(*duration_ms),
+                    _ => None,
+                })
+                .collect(),
+        ),
+        config,
+        effective_interval_ms: median(gaps),
+        binding: dominant_binding(&bindings),
+        checkpoints,
+        job_failed_at_ms,
+    }
+}
+
+/// A duration for people: `40 ms`, `5.0 s`, `2.5 min`.
+pub fn human_ms(ms: u64) -> String {
+    if ms < 1_000 {
+        format!("{ms} ms")
+    } else if ms < 120_000 {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    } else {
+        format!("{:.1} min", ms as f64 / 60_000.0)
+    }
+}
+
+/// The one-sentence explanation of the effective interval.
+pub fn explain(
+    config: &CoordinatorConfig,
+    effective_ms: u64,
+    median_duration_ms: u64,
+    binding: Binding,
+) -> String {
+    let every = human_ms(effective_ms);
+    let interval = human_ms(config.interval_ms);
+    let took = human_ms(median_duration_ms);
+    match binding {
+        Binding::MinPause => format!(
+            "checkpoints every {every}, not {interval}: min-pause {} binds after each ~{took} checkpoint",
+            human_ms(config.min_pause_ms)
+        ),
+        Binding::MaxConcurrent => format!(
+            "checkpoints every {every}, not {interval}: each ~{took} checkpoint outlasts the interval and max-concurrent {} holds the next one until it completes",
+            config.max_concurrent
+        ),
+        Binding::Timeout => format!(
+            "checkpoints every {every}, not {interval}: checkpoints expire at the {} timeout and the next one starts only then",
+            human_ms(config.timeout_ms)
+        ),
+        Binding::Interval | Binding::Initial => format!(
+            "checkpoints every {every}, as configured (interval {interval}): each ~{took} checkpoint ends well before the next trigger"
+        ),
+    }
+}
+
+fn end_json(end: Option<End>, trigger: i64) -> serde_json::Value {
+    match end {
+        Some(End::Completed(t)) => {
+            json!({"status": "completed", "finished_ms": t.0, "duration_ms": t.0 - trigger})
+        }
+        Some(End::Failed(t, r)) => {
+            json!({"status": "failed", "finished_ms": t.0, "duration_ms": t.0 - trigger, "failure_message": r.message()})
+        }
+        None => json!({"status": "in_progress"}),
+    }
+}
+
+fn config_json(c: &CoordinatorConfig) -> serde_json::Value {
+    json!({
+        "interval_ms": c.interval_ms,
+        "min_pause_ms": c.min_pause_ms,
+        "max_concurrent": c.max_concurrent,
+        "timeout_ms": c.timeout_ms,
+        "tolerable_failures": c.tolerable_failures,
+        "base_interval_ms": c.base_interval(),
+    })
+}
+
+fn what_if_json(r: &WhatIf) -> String {
+    let checkpoints: Vec<serde_json::Value> = r
+        .checkpoints
+        .iter()
+        .map(|(id, t, b, end)| {
+            let mut v = json!({
+                "id": id,
+                "observed_trigger_ms": null,
+                "predicted_trigger_ms": t,
+                "deviation_ms": null,
+                "binding": b.as_str(),
+            });
+            if let (Some(obj), serde_json::Value::Object(e)) = (v.as_object_mut(), end_json(*end, *t)) {
+                obj.extend(e);
+            }
+            v
+        })
+        .collect();
+    let doc = json!({
+        "config": config_json(&r.config),
+        "checkpoints": checkpoints,
+        "summary": {
+            "median_abs_deviation_ms": null,
+            "effective_interval_ms": r.effective_interval_ms,
+            "binding": r.binding.as_str(),
+            "job_failed_at_ms": r.job_failed_at_ms,
+            "explanation": explain(&r.config, r.effective_interval_ms, r.median_duration_ms, r.binding),
+        },
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+}
+
+fn what_if_text(r: &WhatIf) -> String {
+    let mut out = explain(&r.config, r.effective_interval_ms, r.median_duration_ms, r.binding) + ".\n";
+    if let Some(at) = r.job_failed_at_ms {
+        out += &format!(
+            "The job fails at {}: more than {} consecutive counted failures (Exceeded checkpoint tolerable failure threshold).\n",
+            human_ms(at.max(0) as u64),
+            r.config.tolerable_failures
+        );
+    }
+    out += "\n   id   trigger (ms)   binding          outcome\n";
+    for (id, t, b, end) in &r.checkpoints {
+        let outcome = match end {
+            Some(End::Completed(f)) => format!("completed after {}", human_ms((f.0 - t).max(0) as u64)),
+            Some(End::Failed(f, reason)) => {
+                format!("failed after {}: {}", human_ms((f.0 - t).max(0) as u64), reason.message())
+            }
+            None => "in progress".into(),
+        };
+        out += &format!("{id:>5} {t:>14}   {:<16} {outcome}\n", b.as_str());
+    }
+    out
+}
+
+fn replay_json(r: &ReplayReport) -> String {
+    let checkpoints: Vec<serde_json::Value> = r
+        .rows
+        .iter()
+        .map(|row| {
+            json!({
+                "id": row.id,
+                "model_id": row.model_id,
+                "observed_trigger_ms": row.observed_trigger.0,
+                "predicted_trigger_ms": row.predicted_trigger.0,
+                "deviation_ms": row.deviation_ms,
+                "binding": row.binding.as_str(),
+            })
+        })
+        .collect();
+    let doc = json!({
+        "config": config_json(&r.config),
+        "checkpoints": checkpoints,
+        "summary": {
+            "median_abs_deviation_ms": r.median_abs_deviation_ms,
+            "max_abs_deviation_ms": r.rows.iter().map(|row| row.deviation_ms.unsigned_abs()).max().unwrap_or(0),
+            "effective_interval_ms": r.effective_interval_ms,
+            "binding": r.binding.as_str(),
+            "median_duration_ms": r.median_duration_ms,
+            "unpaired_observed": r.unpaired_observed,
+            "unobserved_predicted": r.unobserved_predicted,
+            "explanation": explain(&r.config, r.effective_interval_ms, r.median_duration_ms, r.binding),
+        },
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+}
+
+fn replay_text(r: &ReplayReport) -> String {
+    let max = r.rows.iter().map(|row| row.deviation_ms.unsigned_abs()).max().unwrap_or(0);
+    let mut out = explain(&r.config, r.effective_interval_ms, r.median_duration_ms, r.binding) + ".\n";
+    out += &format!(
+        "Replayed {} observed checkpoints from the first trigger on: predicted − observed trigger time has median |{}| ms, max |{}| ms.\n",
+        r.rows.len(),
+        r.median_abs_deviation_ms,
+        max
+    );
+    if r.config.interval_ms == r.config.min_pause_ms && r.binding == Binding::MinPause {
+        out += "Note: Flink 2.x reports interval = max(interval, min-pause) in /checkpoints/config; pass --interval to name the configured one.\n";
+    }
+    out += "\n   id   observed (ms)    predicted (ms)   deviation   binding\n";
+    for row in &r.rows {
+        out += &format!(
+            "{:>5} {:>15} {:>17} {:>+10}   {}\n",
+            row.id,
+            row.observed_trigger.0,
+            row.predicted_trigger.0,
+            row.deviation_ms,
+            row.binding.as_str()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_parse() {
+        let o = parse_outcomes("50s, 52s\nexpired,declined:2s declined").unwrap();
+        assert_eq!(o[0], Outcome::Complete { duration_ms: 50_000 });
+        assert_eq!(o[2], Outcome::Hang);
+        assert_eq!(o[3], Outcome::Fail { after_ms: 2_000, reason: FailureReason::CheckpointDeclined });
+        assert!(parse_outcomes("fast").is_err());
+        assert!(parse_outcomes(" , ").is_err());
+    }
+
+    #[test]
+    fn seed_000_what_if_explains_min_pause() {
+        let config =
+            CoordinatorConfig { interval_ms: 30_000, min_pause_ms: 60_000, ..CoordinatorConfig::default() };
+        let r = what_if(config, &[Outcome::Complete { duration_ms: 50_000 }], 5, 0);
+        assert_eq!(r.binding, Binding::MinPause);
+        assert_eq!(r.effective_interval_ms, 110_000);
+        let text = explain(&r.config, r.effective_interval_ms, r.median_duration_ms, r.binding);
+        assert_eq!(
+            text,
+            "checkpoints every 110.0 s, not 30.0 s: min-pause 60.0 s binds after each ~50.0 s checkpoint"
+        );
+    }
+
+    #[test]
+    fn what_if_reports_the_job_failure() {
+        let config =
+            CoordinatorConfig { interval_ms: 1_000, tolerable_failures: 2, ..CoordinatorConfig::default() };
+        let r = what_if(
+            config,
+            &[Outcome::Fail { after_ms: 10, reason: FailureReason::CheckpointDeclined }],
+            10,
+            0,
+        );
+        assert_eq!(r.checkpoints.len(), 3);
+        assert!(r.job_failed_at_ms.is_some());
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human_ms(40), "40 ms");
+        assert_eq!(human_ms(5_000), "5.0 s");
+        assert_eq!(human_ms(600_000), "10.0 min");
+    }
+}

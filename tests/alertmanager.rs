@@ -1,0 +1,155 @@
+//! Alerts reach a real Alertmanager (Debian's `prometheus-alertmanager`, started on loopback by
+//! the test) and resolve there; an Alertmanager outage while an alert fires loses nothing.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use checkpoint_sentinel::config::Config;
+use common::{replay, sample};
+use serde_json::Value;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A real Alertmanager on `port`, or `None` outside CI when the package is not installed.
+fn alertmanager(port: u16, dir: &std::path::Path) -> Option<Child> {
+    let config = dir.join("alertmanager.yml");
+    std::fs::write(&config, "route:\n  receiver: 'null'\n  group_wait: 0s\nreceivers:\n  - name: 'null'\n").unwrap();
+    let child = Command::new("prometheus-alertmanager")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.path={}", dir.join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--cluster.listen-address=")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    match child {
+        Ok(c) => Some(c),
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("prometheus-alertmanager not available ({e}); skipping");
+            None
+        }
+        Err(e) => panic!("prometheus-alertmanager is required in CI: {e}"),
+    }
+}
+
+/// The active alerts Alertmanager holds with this name.
+async fn active(port: u16, name: &str) -> Option<Vec<Value>> {
+    let url = format!("http://127.0.0.1:{port}/api/v2/alerts?filter=alertname%3D%22{name}%22&active=true");
+    let response = reqwest::get(url).await.ok()?;
+    let alerts: Vec<Value> = response.json().await.ok()?;
+    Some(alerts.into_iter().filter(|a| a["status"]["state"] == "active").collect())
+}
+
+async fn until<F: std::future::Future<Output = bool>>(what: &str, seconds: u64, mut check: impl FnMut() -> F) {
+    for _ in 0..seconds * 10 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out after {seconds}s waiting for: {what}");
+}
+
+fn config(dir: &std::path::Path, flink: &str, am_port: u16, rule: &str) -> Config {
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+[[clusters]]
+name = "lab"
+url = "{flink}"
+poll_interval = "300ms"
+[state]
+dir = "{state}"
+[alerting]
+alertmanagers = ["http://127.0.0.1:{am_port}"]
+evaluation_interval = "200ms"
+resend_interval = "1s"
+default_rules = false
+external_url = "http://sentinel.example:9717"
+[[rules]]
+name = "FlinkCheckpointFailuresSeen"
+expr = "{rule}"
+for = "0s"
+severity = "warning"
+class = "failure"
+summary = "{{{{ job_name }}}} has failing checkpoints"
+description = "{{{{ value }}}} failed checkpoints of {{{{ job_name }}}} on {{{{ cluster }}}}"
+runbook_url = "https://example.invalid/runbook#flinkcheckpointfailuresseen"
+"#,
+        state = dir.join("state").display()
+    );
+    let path = dir.join("sentinel.toml");
+    std::fs::write(&path, text).unwrap();
+    Config::load(&path).unwrap()
+}
+
+async fn daemon_alerts(addr: SocketAddr, state: &str) -> f64 {
+    let m = reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap();
+    let labels = [("alertname", "FlinkCheckpointFailuresSeen"), ("severity", "warning"), ("state", state)];
+    sample(&m, "checkpoint_sentinel_alerts", &labels).unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_checkpoint_alert_fires_in_alertmanager_and_resolves() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let Some(mut am) = alertmanager(port, dir.path()) else { return };
+    until("alertmanager ready", 20, || async { active(port, "none").await.is_some() }).await;
+
+    // The expired scenario: checkpoints fail while the series plays; then Flink's counts stand
+    // still and the 2 s increase drops to zero.
+    let flink = replay("2.3.0", "expired").await;
+    let daemon = checkpoint_sentinel::daemon::start(
+        config(dir.path(), &flink.url, port, "increase(checkpoints.failed, 2s) > 0"),
+        None,
+    )
+    .await
+    .unwrap();
+    until("the alert in Alertmanager", 30, || async {
+        active(port, "FlinkCheckpointFailuresSeen").await.is_some_and(|a| !a.is_empty())
+    })
+    .await;
+    let alerts = active(port, "FlinkCheckpointFailuresSeen").await.unwrap();
+    let alert = &alerts[0];
+    assert_eq!(alert["labels"]["job_id"], flink.scenario().job_id.as_str());
+    assert_eq!(alert["labels"]["class"], "failure");
+    assert_eq!(alert["annotations"]["summary"], "flink-lab-expired has failing checkpoints");
+    assert_eq!(alert["generatorURL"], "http://sentinel.example:9717/");
+
+    flink.wait_for_polls(1).await;
+    until("the alert resolved in Alertmanager", 30, || async {
+        active(port, "FlinkCheckpointFailuresSeen").await.is_some_and(|a| a.is_empty())
+    })
+    .await;
+    daemon.shutdown().await;
+    am.kill().unwrap();
+    am.wait().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_firing_during_an_alertmanager_outage_arrives_once_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let flink = replay("2.3.0", "declined").await;
+    // Alertmanager is down when the alert starts firing.
+    let daemon = checkpoint_sentinel::daemon::start(config(dir.path(), &flink.url, port, "checkpoints.failed > 0"), None)
+        .await
+        .unwrap();
+    let addr = daemon.addr;
+    until("the alert firing in the daemon", 30, || async { daemon_alerts(addr, "firing").await >= 1.0 }).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let Some(mut am) = alertmanager(port, dir.path()) else { return };
+    until("the alert in Alertmanager after its outage", 30, || async {
+        active(port, "FlinkCheckpointFailuresSeen").await.is_some_and(|a| !a.is_empty())
+    })
+    .await;
+    daemon.shutdown().await;
+    am.kill().unwrap();
+    am.wait().unwrap();
+}

@@ -1,0 +1,45 @@
+//! The demo end to end: the model-driven cluster, served over the Flink-shaped REST API, is
+//! read by the real poller, and the daemon's /metrics lists every demo job within 10 s.
+
+use std::time::{Duration, Instant};
+
+use checkpoint_sentinel::demo::{DemoOptions, start};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_list_every_demo_job_within_10_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = start(DemoOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        jobs: 5,
+        seed: 1,
+        dir: Some(dir.path().to_path_buf()),
+    })
+    .await
+    .unwrap();
+    let url = format!("http://{}/metrics", demo.daemon.addr);
+    let started = Instant::now();
+    let mut body = String::new();
+    let mut missing: Vec<&str> = demo.jobs.iter().map(|(id, _)| id.as_str()).collect();
+    while started.elapsed() < Duration::from_secs(10) {
+        body = reqwest::get(&url).await.unwrap().text().await.unwrap();
+        missing.retain(|id| !body.contains(&format!("job_id=\"{id}\"")));
+        if missing.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(missing.is_empty(), "after {:?} still missing {missing:?}:\n{body}", started.elapsed());
+    // Checkpoints with per-subtask phases arrive too (the healthy job checkpoints every 2 s),
+    // and the JobManager log the tailer follows fills up.
+    let sample = "flink_checkpoint_alignment_duration_seconds_count{";
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut log = String::new();
+    while Instant::now() < deadline && !(body.contains(sample) && log.contains("Completed checkpoint")) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        body = reqwest::get(&url).await.unwrap().text().await.unwrap();
+        log = std::fs::read_to_string(&demo.log_file).unwrap_or_default();
+    }
+    assert!(body.contains(sample), "{body}");
+    assert!(log.contains("Triggering checkpoint") && log.contains("Completed checkpoint"), "{log}");
+    demo.shutdown().await;
+}
