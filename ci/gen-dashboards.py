@@ -10,9 +10,12 @@ Edit the panels below, then run:
 
 A panel whose metrics are not (yet) listed in docs/metrics.md is left out, and the script says
 which ones; ci/check-dashboards.py checks the result (PromQL via promtool, metric names).
+METRICS_DOC=FILE reads another metrics table and --out DIR writes elsewhere (to try panels of
+metrics not documented yet).
 """
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -31,7 +34,7 @@ LABELS = {}  # metric -> its labels, from docs/metrics.md
 
 
 def documented_metrics():
-    text = (ROOT / "docs" / "metrics.md").read_text()
+    text = Path(os.environ.get("METRICS_DOC", ROOT / "docs" / "metrics.md")).read_text()
     names = set()
     for m in re.finditer(r"^\| `([a-zA-Z_:][a-zA-Z0-9_:]*)` \| (\w+) \| ([^|]*)\|", text, re.M):
         names.add(m.group(1))
@@ -47,7 +50,8 @@ def msel(metric, **values):
     """A selector of `metric` with those of the matchers (label=value) the metric has, for metrics
     whose labels are still being settled (the reference model's)."""
     have = LABELS.get(metric, set())
-    matchers = ", ".join(f'{k}="{v}"' for k, v in values.items() if k in have)
+    # A value starting with "~" is a regex match (=~).
+    matchers = ", ".join(f'{k}=~"{v[1:]}"' if v.startswith("~") else f'{k}="{v}"' for k, v in values.items() if k in have)
     return f"{metric}{{{matchers}}}"
 
 
@@ -217,7 +221,7 @@ def overview(avail):
     b.add("stat", "Firing alerts", [target("sum(checkpoint_sentinel_alerts{state=\"firing\"}) or vector(0)", instant=True)],
           4, 4, needs=["checkpoint_sentinel_alerts"], description="Alerts the daemon's own rules evaluate as firing.",
           thresholds=steps("green", 1, "red"), options={"reduceOptions": {"calcs": ["lastNotNull"]}, "colorMode": "background"})
-    b.add("stat", "Deviations from the model (time range)", [target("sum(increase(" + msel("flink_checkpoint_deviations_total", explained="false").replace('explained="false"', 'explained="false"') + "[$__range])) or vector(0)", instant=True)],
+    b.add("stat", "Deviations from the model (time range)", [target("sum(increase(" + msel("flink_checkpoint_deviations_total", cluster="~$cluster", explained="false") + "[$__range])) or vector(0)", instant=True)],
           5, 4, needs=["flink_checkpoint_deviations_total"], decimals=0,
           description="Checkpoint timings the reference model of Flink's coordinator did not predict, and could not explain.",
           thresholds=steps("green", 1, "orange"), options={"reduceOptions": {"calcs": ["lastNotNull"]}, "colorMode": "background"})
@@ -282,7 +286,7 @@ def overview(avail):
           [target("sum by (alertname, severity, state) (checkpoint_sentinel_alerts)", "{{alertname}} ({{severity}}, {{state}})")],
           12, 8, needs=["checkpoint_sentinel_alerts"], unit="none", **ts_opts(stack=True))
     b.add("timeseries", "Deviations from the model",
-          [target("sum by (kind, explained) (increase(flink_checkpoint_deviations_total[$__rate_interval]))", "{{kind}} (explained={{explained}})")],
+          [target("sum by (kind, explained) (increase(" + msel("flink_checkpoint_deviations_total", cluster="~$cluster") + "[$__rate_interval]))", "{{kind}} (explained={{explained}})")],
           12, 8, needs=["flink_checkpoint_deviations_total"], unit="none", **ts_opts(stack=True, bars=True))
 
     b.row("checkpoint-sentinel itself")
@@ -480,11 +484,12 @@ def job(avail):
 def main():
     avail = documented_metrics()
     check = "--check" in sys.argv[1:]
+    out = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else OUT
     rc = 0
     for name, build in (("flink-checkpoints-overview.json", overview), ("flink-checkpoints-job.json", job)):
         board, left_out = build(avail)
         text = json.dumps(board, indent=2, ensure_ascii=False) + "\n"
-        path = OUT / name
+        path = out / name
         for title, missing in left_out:
             print(f"{name}: left out panel {title!r}: not in docs/metrics.md: {', '.join(missing)}", file=sys.stderr)
         if check:
@@ -492,9 +497,9 @@ def main():
                 print(f"{path.relative_to(ROOT)} differs from ci/gen-dashboards.py (run it)", file=sys.stderr)
                 rc = 1
         else:
-            OUT.mkdir(exist_ok=True)
+            out.mkdir(exist_ok=True)
             path.write_text(text)
-            print(f"wrote {path.relative_to(ROOT)} ({len(board['panels'])} panels)")
+            print(f"wrote {path} ({len(board['panels'])} panels)")
     return rc
 
 

@@ -45,7 +45,12 @@ pub fn rfc3339(at: Timestamp) -> String {
 }
 
 /// The body for a set of alerts: firing ones end `valid_for` from `now` unless re-sent.
-pub fn payload(alerts: &[Alert], now: Timestamp, valid_for: Duration, generator_url: &str) -> Vec<PostableAlert> {
+pub fn payload(
+    alerts: &[Alert],
+    now: Timestamp,
+    valid_for: Duration,
+    generator_url: &str,
+) -> Vec<PostableAlert> {
     alerts
         .iter()
         .map(|a| {
@@ -148,9 +153,17 @@ impl Notifier {
             }
             let due = changed
                 || !target.undelivered.is_empty()
-                || target.last_sent.is_none_or(|t| wall.duration_since(t).unwrap_or_default() >= self.resend_every);
+                || target
+                    .last_sent
+                    .is_none_or(|t| wall.duration_since(t).unwrap_or_default() >= self.resend_every);
             let backing_off = target.next_attempt.is_some_and(|t| wall < t);
-            if !due || backing_off || (firing.is_empty() && target.undelivered.is_empty() && target.last_sent.is_some() && !changed) {
+            if !due
+                || backing_off
+                || (firing.is_empty()
+                    && target.undelivered.is_empty()
+                    && target.last_sent.is_some()
+                    && !changed)
+            {
                 continue;
             }
             let mut alerts: Vec<Alert> = firing.to_vec();
@@ -206,7 +219,8 @@ mod tests {
             resolved_at: None,
             value: Some(1.0),
         };
-        let body = payload(std::slice::from_ref(&alert), Timestamp(10_000), Duration::from_secs(120), "http://d/");
+        let body =
+            payload(std::slice::from_ref(&alert), Timestamp(10_000), Duration::from_secs(120), "http://d/");
         assert_eq!(body[0].starts_at, rfc3339(Timestamp(2_000)));
         assert_eq!(body[0].ends_at, rfc3339(Timestamp(130_000)));
         alert.state = AlertState::Resolved;

@@ -73,7 +73,8 @@ impl AppState {
             .rules
             .iter()
             .map(|(name, severity)| {
-                let count = |state| view.active.iter().filter(|a| a.name() == name && a.state == state).count();
+                let count =
+                    |state| view.active.iter().filter(|a| a.name() == name && a.state == state).count();
                 (name.clone(), *severity, count(AlertState::Pending), count(AlertState::Firing))
             })
             .collect();

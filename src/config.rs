@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// The whole configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// The HTTP server: `/metrics`, `/healthz`, `/readyz`.
@@ -70,20 +70,6 @@ impl Default for AlertingConfig {
     }
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            server: ServerConfig::default(),
-            clusters: Vec::new(),
-            stats: StatsConfig::default(),
-            state: StateConfig::default(),
-            logs: Vec::new(),
-            alerting: AlertingConfig::default(),
-            rules: Vec::new(),
-        }
-    }
-}
-
 impl Config {
     /// The rules to evaluate: the built-in pack (minus disabled ones) and the configured ones.
     /// A configured rule with a built-in rule's name replaces it.
@@ -106,13 +92,13 @@ impl Config {
         let a = &self.alerting;
         for (i, url) in a.alertmanagers.iter().enumerate() {
             if !url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https")) {
-                problems.push(format!("alerting.alertmanagers[{i}]: {url:?}: expected an http:// or https:// URL"));
+                problems.push(format!(
+                    "alerting.alertmanagers[{i}]: {url:?}: expected an http:// or https:// URL"
+                ));
             }
         }
-        if let Some(url) = &a.external_url {
-            if url::Url::parse(url).is_err() {
-                problems.push(format!("alerting.external_url: {url:?}: expected a URL"));
-            }
+        if let Some(url) = a.external_url.as_ref().filter(|u| url::Url::parse(u).is_err()) {
+            problems.push(format!("alerting.external_url: {url:?}: expected a URL"));
         }
         for (key, d) in [
             ("evaluation_interval", a.evaluation_interval),
@@ -137,7 +123,10 @@ impl Config {
             if rule.name.is_empty() || !rule.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 problems.push(format!("rules[{i}].name: {:?}: expected letters, digits or '_'", rule.name));
             } else if !names.insert(rule.name.clone()) {
-                problems.push(format!("rules[{i}].name: {:?}: expected a name not used by another rule", rule.name));
+                problems.push(format!(
+                    "rules[{i}].name: {:?}: expected a name not used by another rule",
+                    rule.name
+                ));
             }
             if let Err(e) = crate::rules::Rule::new(rule.clone()) {
                 problems.push(format!("rules[{i}].expr: {e}"));

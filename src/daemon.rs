@@ -273,7 +273,10 @@ async fn alert_loop(
             &c.alerting.alertmanagers,
             c.alerting.timeout,
             c.alerting.resend_interval,
-            format!("{}/", c.alerting.external_url.as_deref().unwrap_or(&generator_url).trim_end_matches('/')),
+            format!(
+                "{}/",
+                c.alerting.external_url.as_deref().unwrap_or(&generator_url).trim_end_matches('/')
+            ),
         );
         (rules, notifier, c.alerting.evaluation_interval, c.alerting.clone())
     };

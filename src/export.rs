@@ -160,6 +160,30 @@ pub const METRICS: &[MetricDef] = &[
         "Configured tolerable consecutive checkpoint failures."
     ),
     metric!(
+        "flink_checkpoint_expected_interval_seconds",
+        Gauge,
+        JOB,
+        "Median gap between recent consecutive triggers as the coordinator model expected them (max(interval, min-pause), or longer when min-pause, max-concurrent or a timeout binds)."
+    ),
+    metric!(
+        "flink_checkpoint_observed_interval_seconds",
+        Gauge,
+        JOB,
+        "Median gap between recent consecutive observed checkpoint triggers."
+    ),
+    metric!(
+        "flink_checkpoint_trigger_deviation_seconds",
+        Summary,
+        JOB,
+        "Per checkpoint, |observed - expected| trigger time, the expectation being the coordinator model's, re-anchored on the schedule; quantiles over the sliding window."
+    ),
+    metric!(
+        "flink_checkpoint_deviations_total",
+        Counter,
+        &["cluster", "job_id", "job_name", "kind", "explained"],
+        "Checkpoint triggers not where the configured interval puts them (and checkpoints that outlived their timeout, ids that skipped), by what explains them: min_pause, max_concurrent, long_checkpoint, timeout, tolerable_failures, job_restart, savepoint, manual_trigger (explained=\"true\"); late_trigger, not_expired, id_skip (explained=\"false\")."
+    ),
+    metric!(
         "flink_job_info",
         Gauge,
         &["cluster", "job_id", "job_name", "state"],
@@ -621,6 +645,7 @@ pub fn render(state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<Metric
                     );
                 }
             }
+            render_shadow(&mut out, &labels, job);
             for (vertex_id, operator) in &job.operators {
                 let op_labels = [
                     labels[0],
@@ -662,6 +687,29 @@ pub fn render(state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<Metric
         );
     }
     out.finish()
+}
+
+fn render_shadow(out: &mut Families, labels: &[(&str, &str); 3], job: &crate::state::JobState) {
+    let trigger = &job.shadow.trigger;
+    if let Some(ms) = trigger.expected_interval_ms() {
+        out.push("flink_checkpoint_expected_interval_seconds", labels, seconds(ms));
+    }
+    if let Some(ms) = trigger.observed_interval_ms() {
+        out.push("flink_checkpoint_observed_interval_seconds", labels, seconds(ms));
+    }
+    if trigger.settings().is_some() {
+        out.push(
+            "flink_checkpoint_trigger_deviation_seconds",
+            labels,
+            Value::Summary(job.trigger_deviation.summary(), MS),
+        );
+        for kind in crate::shadow::DeviationKind::ALL {
+            let n = trigger.deviation_counts().get(&kind).copied().unwrap_or(0);
+            let explained = if kind.explained() { "true" } else { "false" };
+            let with_kind = [labels[0], labels[1], labels[2], ("kind", kind.as_str()), ("explained", explained)];
+            out.push("flink_checkpoint_deviations_total", &with_kind, Value::Number(n as f64));
+        }
+    }
 }
 
 fn render_logs(out: &mut Families, c: &str, logs: &crate::state::logs::LogState) {

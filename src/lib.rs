@@ -1,24 +1,25 @@
 //! checkpoint-sentinel watches Apache Flink checkpoints live and explains what is slow and why.
 //!
 //! Crate map (see ARCHITECTURE.md for the invariants):
-//! - [`time`]: `Timestamp`, time as a value.
-//! - [`config`]: the configuration tree, loading and validation.
-//! - [`observe`]: the observation vocabulary shared by sources and the model.
-//! - [`flink`]: Flink's REST API: wire models, conversion, client.
-//! - [`stats`]: sliding-window HDR histograms.
-//! - [`model`]: the reference model of Flink's checkpoint coordinator and barrier alignment.
-//! - [`shadow`]: the reference model run beside every job, explaining each deviation.
-//! - [`state`]: what the daemon knows; `State::apply` and its durable form.
-//! - [`poller`]: the per-cluster REST poller.
-//! - [`simulate`]: the `simulate` command (what-if and replay of the coordinator model).
-//! - [`rules`]: rule conditions and the alert state machine.
-//! - [`logs`]: the log tailer and the offline log scan.
-//! - [`export`]: the Prometheus collector.
-//! - [`http`]: the HTTP routes.
-//! - [`app`]: state shared between tasks.
-//! - [`daemon`]: wiring, reloads and shutdown.
-//! - [`demo`]: a simulated Flink cluster driven by the model, watched by the real daemon.
-//! - [`telemetry`]: logging.
+//! - [`time`] — `Timestamp`, time as a value.
+//! - [`config`] — the configuration tree, loading and validation.
+//! - [`observe`] — the observation vocabulary shared by sources and the model.
+//! - [`flink`] — Flink's REST API: wire models, conversion, client.
+//! - [`stats`] — sliding-window HDR histograms.
+//! - [`model`] — the reference model of Flink's checkpoint coordinator and barrier alignment.
+//! - [`shadow`] — the reference model run beside every job, explaining each deviation.
+//! - [`state`] — what the daemon knows; `State::apply` and its durable form.
+//! - [`poller`] — the per-cluster REST poller.
+//! - [`simulate`] — the `simulate` command (what-if and replay of the coordinator model).
+//! - [`rules`] — rule conditions and the alert state machine.
+//! - [`alerting`] — the Alertmanager client.
+//! - [`logs`] — the log tailer and the offline log scan.
+//! - [`export`] — the Prometheus collector.
+//! - [`http`] — the HTTP routes.
+//! - [`app`] — state shared between tasks.
+//! - [`daemon`] — wiring, reloads and shutdown.
+//! - [`demo`] — a simulated Flink cluster driven by the model, watched by the real daemon.
+//! - [`telemetry`] — logging.
 
 pub mod alerting;
 pub mod app;

@@ -236,10 +236,8 @@ impl Poller {
             .as_ref()
             .and_then(|l| l.restored.as_ref())
             .and_then(|r| r.restore_timestamp.map(|at| (r.id, Timestamp(at))));
-        if terminal {
-            if let Some(c) = self.jobs.get_mut(&job.jid) {
-                c.final_poll_done = true;
-            }
+        if let Some(c) = self.jobs.get_mut(&job.jid).filter(|_| terminal) {
+            c.final_poll_done = true;
         }
         Ok(Some(JobPoll {
             key: JobKey { cluster: self.config.name.clone(), job_id: job.jid.clone() },

@@ -154,7 +154,7 @@ impl WindowedHistogram {
         }
         let window_count = merged.as_ref().map_or(0, |m| m.len());
         let mut quantiles = [None; 3];
-        if let Some(m) = merged.as_ref().filter(|m| m.len() > 0) {
+        if let Some(m) = merged.as_ref().filter(|m| !m.is_empty()) {
             for (slot, q) in quantiles.iter_mut().zip(QUANTILES) {
                 *slot = Some(m.value_at_quantile(q));
             }

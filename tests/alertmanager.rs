@@ -18,7 +18,8 @@ fn free_port() -> u16 {
 /// A real Alertmanager on `port`, or `None` outside CI when the package is not installed.
 fn alertmanager(port: u16, dir: &std::path::Path) -> Option<Child> {
     let config = dir.join("alertmanager.yml");
-    std::fs::write(&config, "route:\n  receiver: 'null'\n  group_wait: 0s\nreceivers:\n  - name: 'null'\n").unwrap();
+    std::fs::write(&config, "route:\n  receiver: 'null'\n  group_wait: 0s\nreceivers:\n  - name: 'null'\n")
+        .unwrap();
     let child = Command::new("prometheus-alertmanager")
         .arg(format!("--config.file={}", config.display()))
         .arg(format!("--storage.path={}", dir.join("data").display()))
@@ -45,7 +46,11 @@ async fn active(port: u16, name: &str) -> Option<Vec<Value>> {
     Some(alerts.into_iter().filter(|a| a["status"]["state"] == "active").collect())
 }
 
-async fn until<F: std::future::Future<Output = bool>>(what: &str, seconds: u64, mut check: impl FnMut() -> F) {
+async fn until<F: std::future::Future<Output = bool>>(
+    what: &str,
+    seconds: u64,
+    mut check: impl FnMut() -> F,
+) {
     for _ in 0..seconds * 10 {
         if check().await {
             return;
@@ -138,11 +143,15 @@ async fn an_alert_firing_during_an_alertmanager_outage_arrives_once_it_is_back()
     let port = free_port();
     let flink = replay("2.3.0", "declined").await;
     // Alertmanager is down when the alert starts firing.
-    let daemon = checkpoint_sentinel::daemon::start(config(dir.path(), &flink.url, port, "checkpoints.failed > 0"), None)
-        .await
-        .unwrap();
+    let daemon = checkpoint_sentinel::daemon::start(
+        config(dir.path(), &flink.url, port, "checkpoints.failed > 0"),
+        None,
+    )
+    .await
+    .unwrap();
     let addr = daemon.addr;
-    until("the alert firing in the daemon", 30, || async { daemon_alerts(addr, "firing").await >= 1.0 }).await;
+    until("the alert firing in the daemon", 30, || async { daemon_alerts(addr, "firing").await >= 1.0 })
+        .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let Some(mut am) = alertmanager(port, dir.path()) else { return };
     until("the alert in Alertmanager after its outage", 30, || async {

@@ -40,6 +40,7 @@ const PURE: &[&str] = &[
     "src/flink/dto.rs",
     "src/flink/convert.rs",
     "src/model",
+    "src/shadow",
     "src/logs/parse.rs",
     "src/rules",
 ];

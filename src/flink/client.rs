@@ -151,6 +151,32 @@ impl FlinkClient {
             .await
     }
 
+    /// `GET /jobs/:id/vertices/:vertex` (per-subtask I/O counters); `None` when unknown (404).
+    pub async fn vertex(&self, job_id: &str, vertex_id: &str) -> Result<Option<dto::VertexDetails>, FetchError> {
+        self.get_optional(&format!("/jobs/{job_id}/vertices/{vertex_id}")).await
+    }
+
+    /// `GET /jobs/:id/vertices/:vertex/backpressure`; `None` when unknown (404).
+    pub async fn vertex_backpressure(
+        &self,
+        job_id: &str,
+        vertex_id: &str,
+    ) -> Result<Option<dto::VertexBackPressure>, FetchError> {
+        self.get_optional(&format!("/jobs/{job_id}/vertices/{vertex_id}/backpressure")).await
+    }
+
+    /// `GET /jobs/:id/vertices/:vertex/metrics?get=…` for the given metric ids; `None` when
+    /// unknown (404).
+    pub async fn vertex_metrics(
+        &self,
+        job_id: &str,
+        vertex_id: &str,
+        metric_ids: &[String],
+    ) -> Result<Option<Vec<dto::MetricValue>>, FetchError> {
+        self.get_optional(&format!("/jobs/{job_id}/vertices/{vertex_id}/metrics?get={}", metric_ids.join(",")))
+            .await
+    }
+
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, FetchError> {
         match self.get_optional(path).await? {
             Some(value) => Ok(value),

@@ -59,10 +59,10 @@ pub fn windows(condition: &Condition) -> Vec<(String, f64)> {
         while let Some(i) = rest.find(func) {
             rest = &rest[i + func.len()..];
             let Some(close) = rest.find(')') else { break };
-            if let Some((series, window)) = rest[..close].split_once(',') {
-                if let Some(seconds) = parse_window(window.trim()) {
-                    out.push((series.trim().to_string(), seconds));
-                }
+            if let Some((series, seconds)) =
+                rest[..close].split_once(',').and_then(|(s, w)| Some((s, parse_window(w.trim())?)))
+            {
+                out.push((series.trim().to_string(), seconds));
             }
         }
     }
@@ -169,9 +169,13 @@ impl Context for JobContext<'_> {
             "restores" => return Some(job.flink_counts.restored as f64),
             "in_progress" => return Some(job.in_progress.len() as f64),
             "in_progress_age" => {
-                return Some(job.in_progress.iter().map(|c| secs(self.now.since(c.triggered_at))).fold(0.0, f64::max));
+                return Some(
+                    job.in_progress.iter().map(|c| secs(self.now.since(c.triggered_at))).fold(0.0, f64::max),
+                );
             }
-            "since_last_completed" => return job.last_completed.as_ref().map(|c| secs(self.now.since(c.finished_at))),
+            "since_last_completed" => {
+                return job.last_completed.as_ref().map(|c| secs(self.now.since(c.finished_at)));
+            }
             "interval" => return settings.and_then(|s| s.interval_ms).map(secs),
             "timeout" => return settings.and_then(|s| s.timeout_ms).map(secs),
             "min_pause" => return settings.map(|s| secs(s.min_pause_ms)),

@@ -103,7 +103,11 @@ impl Condition {
         if let Some(t) = parser.tokens.get(parser.pos) {
             return Err(parser.error_at(t.column, format!("unexpected `{}`", t.text)));
         }
-        let ty = check(&root, knows).map_err(|message| ParseError { message, column: 1, expression: source.to_string() })?;
+        let ty = check(&root, knows).map_err(|message| ParseError {
+            message,
+            column: 1,
+            expression: source.to_string(),
+        })?;
         if ty != Type::Bool {
             return Err(ParseError {
                 message: "expected a condition (a comparison), found a number".to_string(),
@@ -217,7 +221,9 @@ fn check(e: &Expr, knows: &dyn Fn(&str) -> bool) -> Result<Type, String> {
                     return Err("the first argument of increase()/ago() must be a series name".to_string());
                 }
                 if !matches!(args[1], Expr::Number(_)) {
-                    return Err("the second argument of increase()/ago() must be a duration like 15m".to_string());
+                    return Err(
+                        "the second argument of increase()/ago() must be a duration like 15m".to_string()
+                    );
                 }
             }
             for a in args {
@@ -259,8 +265,12 @@ fn eval_number(e: &Expr, ctx: &dyn Context) -> Option<f64> {
 fn eval_bool(e: &Expr, ctx: &dyn Context) -> Option<bool> {
     match e {
         Expr::Not(a) => eval_bool(a, ctx).map(|b| !b),
-        Expr::Binary(Op::And, a, b) => Some(eval_bool(a, ctx).unwrap_or(false) && eval_bool(b, ctx).unwrap_or(false)),
-        Expr::Binary(Op::Or, a, b) => Some(eval_bool(a, ctx).unwrap_or(false) || eval_bool(b, ctx).unwrap_or(false)),
+        Expr::Binary(Op::And, a, b) => {
+            Some(eval_bool(a, ctx).unwrap_or(false) && eval_bool(b, ctx).unwrap_or(false))
+        }
+        Expr::Binary(Op::Or, a, b) => {
+            Some(eval_bool(a, ctx).unwrap_or(false) || eval_bool(b, ctx).unwrap_or(false))
+        }
         Expr::Binary(op, a, b) => {
             let (a, b) = (eval_number(a, ctx)?, eval_number(b, ctx)?);
             Some(match op {
@@ -294,13 +304,15 @@ fn tokenize(source: &str) -> Result<Vec<Token>, ParseError> {
             i += 1;
         } else if c.is_ascii_digit() || (c == '.' && chars.get(i + 1).is_some_and(|d| d.is_ascii_digit())) {
             let start = i;
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.' || chars[i] == '%') {
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.' || chars[i] == '%')
+            {
                 i += 1;
             }
             tokens.push(Token { text: chars[start..i].iter().collect(), column });
         } else if c.is_ascii_alphabetic() || c == '_' {
             let start = i;
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == '.') {
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == '.')
+            {
                 i += 1;
             }
             tokens.push(Token { text: chars[start..i].iter().collect(), column });
@@ -367,12 +379,18 @@ impl Parser<'_> {
     fn next(&mut self) -> Result<Token, ParseError> {
         let t = self.tokens.get(self.pos).cloned();
         self.pos += 1;
-        t.ok_or_else(|| self.error_at(self.source.chars().count() + 1, "unexpected end of expression".to_string()))
+        t.ok_or_else(|| {
+            self.error_at(self.source.chars().count() + 1, "unexpected end of expression".to_string())
+        })
     }
 
     fn expect(&mut self, text: &str) -> Result<(), ParseError> {
         let t = self.next()?;
-        if t.text == text { Ok(()) } else { Err(self.error_at(t.column, format!("expected `{text}`, found `{}`", t.text))) }
+        if t.text == text {
+            Ok(())
+        } else {
+            Err(self.error_at(t.column, format!("expected `{text}`, found `{}`", t.text)))
+        }
     }
 
     fn expr(&mut self) -> Result<Expr, ParseError> {
@@ -458,9 +476,9 @@ impl Parser<'_> {
             return Ok(inner);
         }
         if t.text.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
-            return number_literal(&t.text)
-                .map(Expr::Number)
-                .ok_or_else(|| self.error_at(t.column, format!("`{}` is not a number with a known unit", t.text)));
+            return number_literal(&t.text).map(Expr::Number).ok_or_else(|| {
+                self.error_at(t.column, format!("`{}` is not a number with a known unit", t.text))
+            });
         }
         if t.text.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
             let func = match t.text.as_str() {
@@ -512,7 +530,12 @@ mod tests {
     }
 
     fn ctx() -> Values {
-        Values(HashMap::from([("duration.p95", 40.0), ("timeout", 60.0), ("checkpoints.failed", 1.0), ("checkpoints.total", 6.0)]))
+        Values(HashMap::from([
+            ("duration.p95", 40.0),
+            ("timeout", 60.0),
+            ("checkpoints.failed", 1.0),
+            ("checkpoints.total", 6.0),
+        ]))
     }
 
     fn parse(s: &str) -> Result<Condition, ParseError> {
@@ -525,7 +548,12 @@ mod tests {
         let c = ctx();
         let cond = parse("duration.p95 > 0.5 * timeout and not duration.p95 >= 1m").unwrap();
         assert_eq!(cond.eval(&c), Outcome { holds: true, value: Some(40.0) });
-        assert!(parse("increase(checkpoints.failed, 15m) / increase(checkpoints.total, 15m) > 10%").unwrap().eval(&c).holds);
+        assert!(
+            parse("increase(checkpoints.failed, 15m) / increase(checkpoints.total, 15m) > 10%")
+                .unwrap()
+                .eval(&c)
+                .holds
+        );
         assert!(parse("duration.p95 > 2 * ago(duration.p95, 1d)").unwrap().eval(&c).holds);
         assert!(!parse("duration.p95 > max(timeout, 50s)").unwrap().eval(&c).holds);
         assert!(parse("-(duration.p95 - 50) > 9.5 or timeout < 1").unwrap().eval(&c).holds);

@@ -200,7 +200,8 @@ impl Evaluator {
     /// Evaluates every rule for every listed job at `now`. Returns the alerts that resolved in
     /// this evaluation (they must still be sent once with their end time).
     pub fn evaluate(&mut self, state: &State, now: Timestamp) -> Vec<Alert> {
-        let windows: Vec<(String, f64)> = self.rules.iter().flat_map(|r| context::windows(r.condition())).collect();
+        let windows: Vec<(String, f64)> =
+            self.rules.iter().flat_map(|r| context::windows(r.condition())).collect();
         let mut held = std::collections::HashSet::new();
         for (cluster_name, cluster) in state.clusters() {
             for (job_id, job) in cluster.jobs.iter().filter(|(_, j)| j.listed) {
@@ -220,15 +221,21 @@ impl Evaluator {
                     for (k, v) in &rule.spec.labels {
                         labels.entry(k.clone()).or_insert_with(|| v.clone());
                     }
-                    let identity: Vec<(String, String)> =
-                        labels.iter().filter(|(k, _)| *k != "job_name").map(|(k, v)| (k.clone(), v.clone())).collect();
+                    let identity: Vec<(String, String)> = labels
+                        .iter()
+                        .filter(|(k, _)| *k != "job_name")
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
                     if !outcome.holds {
                         continue;
                     }
                     held.insert(identity.clone());
                     let annotations = BTreeMap::from([
                         ("summary".to_string(), render(&rule.spec.summary, &labels, outcome.value, &ctx)),
-                        ("description".to_string(), render(&rule.spec.description, &labels, outcome.value, &ctx)),
+                        (
+                            "description".to_string(),
+                            render(&rule.spec.description, &labels, outcome.value, &ctx),
+                        ),
                         ("runbook_url".to_string(), rule.spec.runbook_url.clone()),
                     ]);
                     let alert = self.active.entry(identity).or_insert_with(|| Alert {
@@ -256,8 +263,8 @@ impl Evaluator {
         let mut resolved = Vec::new();
         let ended: Vec<_> = self.active.keys().filter(|k| !held.contains(*k)).cloned().collect();
         for identity in ended {
-            if let Some(mut alert) = self.active.remove(&identity) {
-                if alert.state == AlertState::Firing {
+            if let Some(mut alert) = self.active.remove(&identity).filter(|a| a.state == AlertState::Firing) {
+                {
                     alert.state = AlertState::Resolved;
                     alert.resolved_at = Some(now);
                     resolved.push(alert.clone());
@@ -277,7 +284,12 @@ impl Evaluator {
 
 /// Fills `{{ name }}` placeholders: labels (`cluster`, `job_name`, …), `value`, or any series
 /// (`duration.p95`); a `| duration`, `| bytes` or `| percent` filter formats the number.
-pub fn render(template: &str, labels: &BTreeMap<String, String>, value: Option<f64>, ctx: &JobContext<'_>) -> String {
+pub fn render(
+    template: &str,
+    labels: &BTreeMap<String, String>,
+    value: Option<f64>,
+    ctx: &JobContext<'_>,
+) -> String {
     let mut out = String::new();
     let mut rest = template;
     while let Some(start) = rest.find("{{") {
@@ -348,8 +360,8 @@ pub fn format_bytes(bytes: f64) -> String {
 mod tests {
     use super::*;
     use crate::observe::{
-        CheckpointCounts, CheckpointSettings, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, Observation,
-        SnapshotKind,
+        CheckpointCounts, CheckpointSettings, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll,
+        Observation, SnapshotKind,
     };
     use crate::stats::WindowSpec;
 
@@ -403,7 +415,8 @@ mod tests {
     #[test]
     fn pending_then_firing_then_resolved() {
         let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
-        let mut ev = Evaluator::new(vec![Rule::new(spec("increase(checkpoints.failed, 1m) > 0", 30)).unwrap()]);
+        let mut ev =
+            Evaluator::new(vec![Rule::new(spec("increase(checkpoints.failed, 1m) > 0", 30)).unwrap()]);
         poll(&mut state, 0, 1, 0);
         assert!(ev.evaluate(&state, Timestamp(0)).is_empty());
         assert_eq!(ev.active().count(), 0);

@@ -268,7 +268,8 @@ impl Scenario {
         let config: dto::CheckpointConfig =
             serde_json::from_value(read_json(&self.dir.join("rest/checkpoints-config.json"))).unwrap();
         let settings = convert::settings(&config);
-        let job: dto::JobDetails = serde_json::from_value(read_json(&self.dir.join("rest/job.json"))).unwrap();
+        let job: dto::JobDetails =
+            serde_json::from_value(read_json(&self.dir.join("rest/job.json"))).unwrap();
         let names: std::collections::HashMap<String, String> =
             job.vertices.iter().map(|v| (v.id.clone(), v.name.clone().unwrap_or_default())).collect();
         let times = self.poll_times();
@@ -286,16 +287,21 @@ impl Scenario {
                     let details: Vec<(String, dto::TaskCheckpointDetails)> = names
                         .keys()
                         .filter_map(|vid| {
-                            let path = self
-                                .dir
-                                .join(format!("rest/checkpoint-details/checkpoint-{}-subtasks-{vid}.json", cp.id));
+                            let path = self.dir.join(format!(
+                                "rest/checkpoint-details/checkpoint-{}-subtasks-{vid}.json",
+                                cp.id
+                            ));
                             let text = std::fs::read_to_string(path).ok()?;
                             Some((vid.clone(), serde_json::from_str(&text).ok()?))
                         })
                         .collect();
                     let views: Vec<convert::VertexDetails<'_>> = details
                         .iter()
-                        .map(|(vid, d)| convert::VertexDetails { vertex_id: vid, name: &names[vid], details: d })
+                        .map(|(vid, d)| convert::VertexDetails {
+                            vertex_id: vid,
+                            name: &names[vid],
+                            details: d,
+                        })
                         .collect();
                     finished.extend(convert::finished(cp, &views));
                 }
@@ -323,7 +329,8 @@ impl Scenario {
         use checkpoint_sentinel::flink::{convert, dto};
         use checkpoint_sentinel::observe::{JobKey, JobLoadReport};
         use checkpoint_sentinel::time::Timestamp;
-        let job: dto::JobDetails = serde_json::from_value(read_json(&self.dir.join("rest/job.json"))).unwrap();
+        let job: dto::JobDetails =
+            serde_json::from_value(read_json(&self.dir.join("rest/job.json"))).unwrap();
         let topology = convert::topology(&job);
         let opt = |name: String| -> Option<Value> {
             let text = std::fs::read_to_string(self.dir.join("rest/vertices").join(name)).ok()?;
@@ -340,7 +347,13 @@ impl Scenario {
                 let metrics: Vec<dto::MetricValue> = opt(format!("{}-metrics-values.json", v.id))
                     .and_then(|j| serde_json::from_value(j).ok())
                     .unwrap_or_default();
-                convert::vertex_load(&v.id, v.parallelism.unwrap_or(1), details.as_ref(), bp.as_ref(), &metrics)
+                convert::vertex_load(
+                    &v.id,
+                    v.parallelism.unwrap_or(1),
+                    details.as_ref(),
+                    bp.as_ref(),
+                    &metrics,
+                )
             })
             .collect();
         JobLoadReport {
