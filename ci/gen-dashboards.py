@@ -221,7 +221,7 @@ def overview(avail):
     b.add("stat", "Firing alerts", [target("sum(checkpoint_sentinel_alerts{state=\"firing\"}) or vector(0)", instant=True)],
           4, 4, needs=["checkpoint_sentinel_alerts"], description="Alerts the daemon's own rules evaluate as firing.",
           thresholds=steps("green", 1, "red"), options={"reduceOptions": {"calcs": ["lastNotNull"]}, "colorMode": "background"})
-    b.add("stat", "Deviations from the model (time range)", [target("sum(increase(" + msel("flink_checkpoint_deviations_total", cluster="~$cluster", explained="false") + "[$__range])) or vector(0)", instant=True)],
+    b.add("stat", "Deviations from the model (time range)", [target("sum(increase(" + msel("flink_checkpoint_deviations_total", cluster="~$cluster", job_name="~$job", explained="false") + "[$__range])) or vector(0)", instant=True)],
           5, 4, needs=["flink_checkpoint_deviations_total"], decimals=0,
           description="Checkpoint timings the reference model of Flink's coordinator did not predict, and could not explain.",
           thresholds=steps("green", 1, "orange"), options={"reduceOptions": {"calcs": ["lastNotNull"]}, "colorMode": "background"})
@@ -286,7 +286,7 @@ def overview(avail):
           [target("sum by (alertname, severity, state) (checkpoint_sentinel_alerts)", "{{alertname}} ({{severity}}, {{state}})")],
           12, 8, needs=["checkpoint_sentinel_alerts"], unit="none", **ts_opts(stack=True))
     b.add("timeseries", "Deviations from the model",
-          [target("sum by (kind, explained) (increase(" + msel("flink_checkpoint_deviations_total", cluster="~$cluster") + "[$__rate_interval]))", "{{kind}} (explained={{explained}})")],
+          [target("sum by (kind, explained) (increase(" + msel("flink_checkpoint_deviations_total", cluster="~$cluster", job_name="~$job") + "[$__rate_interval]))", "{{kind}} (explained={{explained}})")],
           12, 8, needs=["flink_checkpoint_deviations_total"], unit="none", **ts_opts(stack=True, bars=True))
 
     b.row("checkpoint-sentinel itself")
@@ -430,12 +430,18 @@ def job(avail):
           [target("max(" + msel("flink_checkpoint_expected_interval_seconds", cluster="$cluster", job_name="$job", job_id="$job_id") + ")", "expected (model)"),
            target("max(" + msel("flink_checkpoint_observed_interval_seconds", cluster="$cluster", job_name="$job", job_id="$job_id") + ")", "observed"),
            target(f"max(flink_checkpoint_interval_seconds{{{JSEL}}})", "configured")],
-          12, 8, needs=["flink_checkpoint_expected_interval_seconds", "flink_checkpoint_observed_interval_seconds", "flink_checkpoint_interval_seconds"],
+          8, 8, needs=["flink_checkpoint_expected_interval_seconds", "flink_checkpoint_observed_interval_seconds", "flink_checkpoint_interval_seconds"],
           unit="s", description="What Flink's coordinator (the reference model) should do given interval, min pause and durations, against what it did.",
+          **ts_opts())
+    b.add("timeseries", "Trigger time vs the model",
+          [target(f"max({msel('flink_checkpoint_trigger_deviation_seconds', cluster='$cluster', job_name='$job', job_id='$job_id')[:-1]}, quantile=\"{q}\"}})", f"P{q[2:]}")
+           for q in ("0.5", "0.95")],
+          8, 8, needs=["flink_checkpoint_trigger_deviation_seconds"], unit="s",
+          description="Per checkpoint, |observed - expected| trigger time, the expectation being the coordinator model's.",
           **ts_opts())
     b.add("timeseries", "Deviations from the model",
           [target("sum by (kind, explained) (increase(" + msel("flink_checkpoint_deviations_total", cluster="$cluster", job_name="$job", job_id="$job_id") + "[$__rate_interval]))", "{{kind}} (explained={{explained}})")],
-          6, 8, needs=["flink_checkpoint_deviations_total"], unit="none", **ts_opts(stack=True, bars=True))
+          8, 8, needs=["flink_checkpoint_deviations_total"], unit="none", **ts_opts(stack=True, bars=True))
     b.add("gauge", "Progress budget used",
           [target(budget_expr(JSEL), instant=True)],
           6, 8,

@@ -70,7 +70,65 @@ impl Default for AlertingConfig {
     }
 }
 
+/// This replica's part of a sharded deployment: shard `index` of `count`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// 0-based index of this replica.
+    pub index: u32,
+    /// Number of replicas.
+    pub count: u32,
+}
+
+impl Shard {
+    /// From `SENTINEL_SHARD_INDEX` and `SENTINEL_SHARD_COUNT` (the Helm chart's StatefulSet sets
+    /// them); `None` when unset, and an error naming the variable when they make no sense.
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<Option<Shard>, String> {
+        let read = |name: &str| -> Result<Option<u32>, String> {
+            env(name)
+                .map(|v| v.trim().parse::<u32>().map_err(|_| format!("{name}={v:?}: expected a whole number")))
+                .transpose()
+        };
+        match (read("SENTINEL_SHARD_INDEX")?, read("SENTINEL_SHARD_COUNT")?) {
+            (None, None) => Ok(None),
+            (Some(index), Some(count)) if count > 0 && index < count => Ok(Some(Shard { index, count })),
+            (index, count) => Err(format!(
+                "SENTINEL_SHARD_INDEX={index:?} and SENTINEL_SHARD_COUNT={count:?}: expected both, with index < count"
+            )),
+        }
+    }
+
+    /// Whether this shard owns `cluster`: rendezvous hashing, owner = the index maximising
+    /// FNV-1a 64 of `"<cluster>/<index>"`. Stable across replicas without coordination; going
+    /// from N to N+1 shards moves about 1/(N+1) of the clusters.
+    pub fn owns(self, cluster: &str) -> bool {
+        let score = |i: u32| {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in format!("{cluster}/{i}").bytes() {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+            h
+        };
+        (0..self.count).max_by_key(|&i| (score(i), std::cmp::Reverse(i))) == Some(self.index)
+    }
+}
+
 impl Config {
+    /// The shard from the process environment.
+    pub fn shard_from_env() -> Result<Option<Shard>, String> {
+        Shard::from_env(|name| std::env::var(name).ok())
+    }
+
+    /// Keeps only the clusters (and their `[[logs]]`) this shard owns.
+    pub fn for_shard(mut self, shard: Option<Shard>) -> Config {
+        if let Some(shard) = shard {
+            self.clusters.retain(|c| shard.owns(&c.name));
+            let kept: Vec<String> = self.clusters.iter().map(|c| c.name.clone()).collect();
+            self.logs.retain(|l| kept.contains(&l.cluster));
+        }
+        self
+    }
+
     /// The rules to evaluate: the built-in pack (minus disabled ones) and the configured ones.
     /// A configured rule with a built-in rule's name replaces it.
     pub fn effective_rules(&self) -> Vec<crate::rules::Rule> {
@@ -676,6 +734,42 @@ mod tests {
         ] {
             assert!(err.contains(needle), "{needle} missing in {err}");
         }
+    }
+
+    #[test]
+    fn shards_split_the_clusters_between_them() {
+        let names: Vec<String> = (0..300).map(|i| format!("cluster-{i}")).collect();
+        for count in 1..5u32 {
+            let owners: Vec<u32> = names
+                .iter()
+                .map(|n| {
+                    let owners: Vec<u32> = (0..count).filter(|&i| Shard { index: i, count }.owns(n)).collect();
+                    assert_eq!(owners.len(), 1, "{n} owned by {owners:?}");
+                    owners[0]
+                })
+                .collect();
+            for i in 0..count {
+                let share = owners.iter().filter(|&&o| o == i).count();
+                assert!(share > 300 / count as usize / 2, "shard {i}/{count} owns only {share}");
+            }
+        }
+        // Adding a shard moves only the clusters the new shard takes.
+        let moved = names
+            .iter()
+            .filter(|n| {
+                let before = (0..3).find(|&i| Shard { index: i, count: 3 }.owns(n));
+                let after = (0..4).find(|&i| Shard { index: i, count: 4 }.owns(n));
+                before != after && after != Some(3)
+            })
+            .count();
+        assert_eq!(moved, 0);
+        let env = |k: &str| match k {
+            "SENTINEL_SHARD_INDEX" => Some("2".to_string()),
+            "SENTINEL_SHARD_COUNT" => Some("2".to_string()),
+            _ => None,
+        };
+        assert!(Shard::from_env(env).unwrap_err().contains("index < count"));
+        assert_eq!(Shard::from_env(|_| None), Ok(None));
     }
 
     #[test]

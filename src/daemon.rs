@@ -36,6 +36,9 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
+    /// `SENTINEL_SHARD_INDEX`/`SENTINEL_SHARD_COUNT` make no sense.
+    #[error("{0}")]
+    Shard(String),
     /// A cluster's client cannot be built (unreadable secret or CA file).
     #[error(transparent)]
     Client(#[from] crate::flink::client::ClientBuildError),
@@ -85,6 +88,11 @@ fn load_state(dir: &Path, window: WindowSpec) -> State {
 /// Starts the daemon with `config`. With `config_path`, the file is re-read on SIGHUP and when
 /// it changes.
 pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Running, StartError> {
+    let shard = Config::shard_from_env().map_err(StartError::Shard)?;
+    let config = config.for_shard(shard);
+    if let Some(shard) = shard {
+        tracing::info!(shard = shard.index, of = shard.count, clusters = config.clusters.len(), "sharded: watching the clusters this replica owns");
+    }
     let window = window_of(&config);
     let mut state = load_state(&config.state.dir, window);
     state.retain_clusters(&config.clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
@@ -233,7 +241,7 @@ fn watch_file(path: &Path, reload: mpsc::Sender<()>) -> Option<notify::Recommend
 
 fn reload(path: &Path, current: &mut Config, pollers: &mut Pollers, app: &Arc<AppState>) {
     let new = match Config::load(path) {
-        Ok(new) => new,
+        Ok(new) => new.for_shard(Config::shard_from_env().ok().flatten()),
         Err(e) => {
             tracing::error!("configuration not reloaded, the running one stays: {e}");
             return;

@@ -706,7 +706,8 @@ fn render_shadow(out: &mut Families, labels: &[(&str, &str); 3], job: &crate::st
         for kind in crate::shadow::DeviationKind::ALL {
             let n = trigger.deviation_counts().get(&kind).copied().unwrap_or(0);
             let explained = if kind.explained() { "true" } else { "false" };
-            let with_kind = [labels[0], labels[1], labels[2], ("kind", kind.as_str()), ("explained", explained)];
+            let with_kind =
+                [labels[0], labels[1], labels[2], ("kind", kind.as_str()), ("explained", explained)];
             out.push("flink_checkpoint_deviations_total", &with_kind, Value::Number(n as f64));
         }
     }

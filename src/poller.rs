@@ -23,6 +23,15 @@ use crate::time::Timestamp;
 /// Longest wait between rounds while a cluster is failing.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
+/// The alignment shadow's load (vertex rates, busy and backpressure) is re-fetched for a job
+/// every this many poll rounds (and on first sight, and after a state change).
+pub const LOAD_EVERY_POLLS: u64 = 30;
+/// At most this many jobs have their load fetched in one round (each costs 3 requests per
+/// vertex), so a cluster with many jobs spreads the work over rounds.
+pub const MAX_LOAD_FETCHES_PER_ROUND: usize = 1;
+/// Per-subtask metrics are asked for at most this many subtasks of a vertex.
+pub const MAX_LOAD_SUBTASKS: u32 = 32;
+
 /// Job states after which a job never checkpoints again.
 const TERMINAL_STATES: [&str; 4] = ["FINISHED", "CANCELED", "FAILED", "SUSPENDED"];
 
@@ -33,6 +42,10 @@ struct JobCache {
     settings: Option<Option<crate::observe::CheckpointSettings>>,
     vertex_names: HashMap<String, String>,
     final_poll_done: bool,
+    /// The job graph from `/jobs/:id` (for the alignment shadow).
+    topology: Option<crate::observe::JobTopology>,
+    /// The round from which the job's load is due again.
+    load_due: u64,
 }
 
 /// Polls one cluster.
@@ -44,6 +57,7 @@ pub struct Poller {
     requests: Semaphore,
     app: Arc<AppState>,
     jobs: HashMap<String, JobCache>,
+    rounds: u64,
 }
 
 impl Poller {
@@ -63,6 +77,7 @@ impl Poller {
             config,
             app,
             jobs: HashMap::new(),
+            rounds: 0,
         })
     }
 
@@ -146,6 +161,8 @@ impl Poller {
                 }
             }
         }
+        self.fetch_due_loads(&mut errors).await;
+        self.rounds += 1;
         self.app.apply(&report(errors, true, overview.flink_version, Some(summaries)));
         true
     }
@@ -194,6 +211,8 @@ impl Poller {
                     settings: Some(config.as_ref().map(convert::settings)),
                     vertex_names,
                     final_poll_done: false,
+                    topology: convert::topology(&details),
+                    load_due: self.rounds,
                 },
             );
         }
@@ -250,6 +269,67 @@ impl Poller {
             finished,
             latest_restore,
         }))
+    }
+
+    /// Fetches the graph load of at most [`MAX_LOAD_FETCHES_PER_ROUND`] jobs whose load is
+    /// due, and reports it for the alignment shadow.
+    async fn fetch_due_loads(&mut self, errors: &mut Vec<&'static str>) {
+        let rounds = self.rounds;
+        let mut due: Vec<(u64, String)> = self
+            .jobs
+            .iter()
+            .filter(|(_, c)| c.topology.is_some() && !c.final_poll_done && c.load_due <= rounds)
+            .map(|(id, c)| (c.load_due, id.clone()))
+            .collect();
+        due.sort();
+        for (_, job_id) in due.into_iter().take(MAX_LOAD_FETCHES_PER_ROUND) {
+            if let Some(c) = self.jobs.get_mut(&job_id) {
+                c.load_due = rounds + LOAD_EVERY_POLLS;
+            }
+            let Some(topology) = self.jobs.get(&job_id).and_then(|c| c.topology.clone()) else { continue };
+            match self.job_load(&job_id, &topology).await {
+                Ok(vertices) => self.app.apply(&Observation::JobLoad(crate::observe::JobLoadReport {
+                    key: JobKey { cluster: self.config.name.clone(), job_id },
+                    measured_at: Timestamp::now(),
+                    topology: Some(topology),
+                    vertices,
+                })),
+                Err(e) => {
+                    self.log_error(&e);
+                    errors.push(e.kind());
+                }
+            }
+        }
+    }
+
+    /// Per vertex: its subtasks' I/O counters, backpressure and rates; a vertex whose
+    /// endpoints are unknown (404) is left out.
+    async fn job_load(
+        &self,
+        job_id: &str,
+        topology: &crate::observe::JobTopology,
+    ) -> Result<Vec<crate::observe::VertexLoad>, FetchError> {
+        let mut out = Vec::new();
+        for v in &topology.vertices {
+            let subtasks = v.parallelism.clamp(1, MAX_LOAD_SUBTASKS);
+            let ids: Vec<String> = (0..subtasks)
+                .flat_map(|i| convert::LOAD_METRICS.iter().map(move |m| format!("{i}.{m}")))
+                .collect();
+            let details = self.fetch(self.client.vertex(job_id, &v.id)).await?;
+            let backpressure = self.fetch(self.client.vertex_backpressure(job_id, &v.id)).await?;
+            let metrics = self.fetch(self.client.vertex_metrics(job_id, &v.id, &ids)).await?;
+            if details.is_none() && backpressure.is_none() && metrics.is_none() {
+                continue;
+            }
+            out.push(convert::vertex_load(
+                &v.id,
+                subtasks,
+                details.as_ref(),
+                backpressure.as_ref(),
+                metrics.as_deref().unwrap_or(&[]),
+            ));
+        }
+        Ok(out)
     }
 
     /// The per-vertex subtask details of a finished checkpoint (empty if Flink forgot it).

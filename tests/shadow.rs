@@ -195,7 +195,12 @@ fn backpressure_names_stateful_map_and_predicts_alignment_within_a_factor_of_2()
         println!("{version}: {}", row.text);
         assert_eq!(row.holder, "stateful-map", "{version}");
         let ratio = row.predicted_alignment_ms / row.observed_alignment_ms.max(1) as f64;
-        assert!((0.5..=2.0).contains(&ratio), "{version}: predicted {} observed {}", row.predicted_alignment_ms, row.observed_alignment_ms);
+        assert!(
+            (0.5..=2.0).contains(&ratio),
+            "{version}: predicted {} observed {}",
+            row.predicted_alignment_ms,
+            row.observed_alignment_ms
+        );
         assert!(row.text.contains("with unaligned checkpoints alignment would drop from"), "{}", row.text);
         assert!(row.text.contains("% of the 5.0 s interval"), "{}", row.text);
         assert!(row.text.contains("skew: stateful-map subtask"), "{}", row.text);
@@ -264,7 +269,9 @@ fn every_captured_failure_scenario_is_explained_by_the_rule_that_applies() {
             println!("{version} {scenario}: {:?}", shadow.explanation().schedule);
             assert!(all.iter().all(|(_, k, _)| k.explained()), "{version} {scenario}: {all:?}");
             match kind {
-                Some(kind) => assert!(all.iter().any(|(_, k, _)| *k == kind), "{version} {scenario}: {all:?}"),
+                Some(kind) => {
+                    assert!(all.iter().any(|(_, k, _)| *k == kind), "{version} {scenario}: {all:?}")
+                }
                 None => assert!(all.is_empty(), "{version} {scenario}: {all:?}"),
             }
         }
@@ -276,5 +283,64 @@ fn every_captured_failure_scenario_is_explained_by_the_rule_that_applies() {
         first.sentence,
         "checkpoint 4 came 4.0 s after checkpoint 3, not 3.0 s: checkpoint 3 expired at its 4.0 s timeout and \
          held the slot until then"
+    );
+}
+
+#[test]
+fn state_feeds_the_shadow_and_the_exporter_renders_it() {
+    use checkpoint_sentinel::export::{DaemonStats, encode_text, render};
+    use checkpoint_sentinel::observe::{ClusterPoll, Observation};
+    use checkpoint_sentinel::state::State;
+    use checkpoint_sentinel::stats::WindowSpec;
+    use checkpoint_sentinel::time::Timestamp;
+
+    let scenario = Scenario::load("1.20.5", "minpause");
+    let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+    let polls = scenario.job_polls();
+    let now = polls.last().unwrap().polled_at;
+    state.apply(
+        &Observation::ClusterPolled(ClusterPoll {
+            cluster: "lab".into(),
+            duration_ms: 5,
+            flink_version: Some("1.20.5".into()),
+            jobs: None,
+            errors: Vec::new(),
+            reachable: true,
+        }),
+        now,
+    );
+    for poll in polls {
+        let at = poll.polled_at;
+        state.apply(&Observation::JobPolled(poll), at);
+    }
+    state.apply(&Observation::JobLoad(Scenario::load("1.20.5", "backpressure").load_report()), now);
+    let job = &state.clusters()["lab"].jobs[&scenario.job_id];
+    let explanation = job.shadow.explanation();
+    assert!(explanation.schedule.unwrap().starts_with("checkpoints every 5.0 s, not 2.0 s: min-pause 5.0 s"));
+    let text = encode_text(&render(&state, &DaemonStats::default(), Timestamp(now.0 + 1)));
+    let labels = |kind: &'static str, explained: &'static str| {
+        vec![
+            ("cluster", "lab"),
+            ("job_id", scenario.job_id.as_str()),
+            ("job_name", "flink-lab-minpause"),
+            ("kind", kind),
+            ("explained", explained),
+        ]
+    };
+    let n = common::sample(&text, "flink_checkpoint_deviations_total", &labels("min_pause", "true")).unwrap();
+    assert_eq!(n, 14.0, "one per trigger after the first");
+    assert_eq!(
+        common::sample(&text, "flink_checkpoint_deviations_total", &labels("late_trigger", "false")),
+        Some(0.0)
+    );
+    let job_labels =
+        [("cluster", "lab"), ("job_id", scenario.job_id.as_str()), ("job_name", "flink-lab-minpause")];
+    let observed = common::sample(&text, "flink_checkpoint_observed_interval_seconds", &job_labels).unwrap();
+    assert!((5.0..5.1).contains(&observed), "{observed}");
+    let expected = common::sample(&text, "flink_checkpoint_expected_interval_seconds", &job_labels).unwrap();
+    assert!((5.0..5.1).contains(&expected), "{expected}");
+    assert_eq!(
+        common::sample(&text, "flink_checkpoint_trigger_deviation_seconds_count", &job_labels),
+        Some(14.0)
     );
 }

@@ -152,7 +152,11 @@ impl FlinkClient {
     }
 
     /// `GET /jobs/:id/vertices/:vertex` (per-subtask I/O counters); `None` when unknown (404).
-    pub async fn vertex(&self, job_id: &str, vertex_id: &str) -> Result<Option<dto::VertexDetails>, FetchError> {
+    pub async fn vertex(
+        &self,
+        job_id: &str,
+        vertex_id: &str,
+    ) -> Result<Option<dto::VertexDetails>, FetchError> {
         self.get_optional(&format!("/jobs/{job_id}/vertices/{vertex_id}")).await
     }
 
@@ -173,8 +177,11 @@ impl FlinkClient {
         vertex_id: &str,
         metric_ids: &[String],
     ) -> Result<Option<Vec<dto::MetricValue>>, FetchError> {
-        self.get_optional(&format!("/jobs/{job_id}/vertices/{vertex_id}/metrics?get={}", metric_ids.join(",")))
-            .await
+        self.get_optional(&format!(
+            "/jobs/{job_id}/vertices/{vertex_id}/metrics?get={}",
+            metric_ids.join(",")
+        ))
+        .await
     }
 
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, FetchError> {

@@ -214,9 +214,8 @@ pub fn vertex_load(
     let ratio = |v: Option<f64>| v.filter(|r| (0.0..=1.0).contains(r));
     let subtasks = (0..parallelism.max(1))
         .map(|index| {
-            let io = details
-                .and_then(|d| d.subtasks.iter().find(|s| s.subtask == index))
-                .and_then(|s| s.metrics);
+            let io =
+                details.and_then(|d| d.subtasks.iter().find(|s| s.subtask == index)).and_then(|s| s.metrics);
             let per_record = |bytes: Option<u64>, records: Option<u64>| match (bytes, records) {
                 (Some(b), Some(r)) if r > 0 && b > 0 => Some(b as f64 / r as f64),
                 _ => None,

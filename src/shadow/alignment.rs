@@ -24,7 +24,9 @@ use crate::model::alignment::{
     AlignmentConfig, AlignmentResult, EdgeSpec, JobGraph, Mode, Partitioner, VertexSpec, simulate,
 };
 use crate::model::replay::median;
-use crate::observe::{CheckpointSettings, CheckpointStatus, FinishedCheckpoint, JobTopology, SnapshotKind, VertexLoad};
+use crate::observe::{
+    CheckpointSettings, CheckpointStatus, FinishedCheckpoint, JobTopology, SnapshotKind, VertexLoad,
+};
 use crate::shadow::trigger::fmt_duration;
 
 /// Flink's default network buffer (memory segment) size, bytes.
@@ -148,7 +150,11 @@ pub fn build_graph(topology: &JobTopology, load: &[VertexLoad]) -> Option<Shadow
             "HASH" => {
                 let l = load_of(&down.id)?;
                 let rate = |sim: u32| {
-                    l.subtasks.iter().find(|s| s.index == real(sim, p)).and_then(|s| s.records_in_per_s).unwrap_or(0.0)
+                    l.subtasks
+                        .iter()
+                        .find(|s| s.index == real(sim, p))
+                        .and_then(|s| s.records_in_per_s)
+                        .unwrap_or(0.0)
                 };
                 let total: f64 = (0..p).map(rate).sum();
                 let hot_share = if p > 1 && total > 0.0 {
@@ -250,7 +256,9 @@ fn summarise(sg: &ShadowGraph, result: &AlignmentResult, mode: Mode) -> Predicti
     let persisted_saturated: u64 = result
         .subtasks
         .iter()
-        .filter(|s| sg.saturated.get(s.vertex).and_then(|v| v.get(s.index as usize)).copied().unwrap_or(false))
+        .filter(|s| {
+            sg.saturated.get(s.vertex).and_then(|v| v.get(s.index as usize)).copied().unwrap_or(false)
+        })
         .map(|s| s.persisted_bytes)
         .sum();
     Prediction {
@@ -375,7 +383,10 @@ impl AlignmentShadow {
                 alignment_ms: acked.iter().filter_map(|s| s.alignment_ms).max().unwrap_or(0),
                 start_delays: acked.iter().filter_map(|s| s.start_delay_ms.map(|d| (s.index, d))).collect(),
             };
-            let entry = self.observed.entry(op.vertex_id.clone()).or_insert_with(|| (op.name.clone(), VecDeque::new()));
+            let entry = self
+                .observed
+                .entry(op.vertex_id.clone())
+                .or_insert_with(|| (op.name.clone(), VecDeque::new()));
             push_bounded(&mut entry.1, o);
         }
         if let Some(e2e) = checkpoint.end_to_end_ms {
@@ -439,7 +450,11 @@ impl AlignmentShadow {
         let (c, a) = (self.configured.as_ref()?, self.alternative.as_ref()?);
         let holder = c.holder?;
         let (aligned, unaligned) = if c.mode == "unaligned" { (a, c) } else { (c, a) };
-        Some((aligned.operators[holder].alignment_ms, unaligned.operators[holder].alignment_ms, unaligned.persisted_bytes))
+        Some((
+            aligned.operators[holder].alignment_ms,
+            unaligned.operators[holder].alignment_ms,
+            unaligned.persisted_bytes,
+        ))
     }
 
     /// "stateful-map holds the barriers up: …"
@@ -485,8 +500,11 @@ impl AlignmentShadow {
     pub fn contradictions(&self) -> Vec<String> {
         let mut out = Vec::new();
         let Some(settings) = &self.settings else { return out };
-        let max_alignment =
-            self.observed.iter().filter_map(|(id, _)| self.observed_alignment_ms(id).map(|a| (id, a))).max_by_key(|(_, a)| *a);
+        let max_alignment = self
+            .observed
+            .iter()
+            .filter_map(|(id, _)| self.observed_alignment_ms(id).map(|a| (id, a)))
+            .max_by_key(|(_, a)| *a);
         let e2e = (!self.e2e.is_empty()).then(|| median(self.e2e.iter().copied().collect()));
         let m = mode(settings);
         if let (Mode::Unaligned, Some((id, a)), Some(e2e)) = (m, max_alignment, e2e)

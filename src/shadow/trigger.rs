@@ -328,7 +328,8 @@ impl TriggerShadow {
                 CheckpointStatus::Failed => {}
             }
             let reason = cp.failure_message.as_deref().and_then(FailureReason::from_message);
-            if s.status == CheckpointStatus::Failed && reason.is_some_and(|r| r.counts_toward_tolerable(true)) {
+            if s.status == CheckpointStatus::Failed && reason.is_some_and(|r| r.counts_toward_tolerable(true))
+            {
                 self.consecutive_failures += 1;
             }
             // CheckpointFailureManager: the job fails when the count exceeds the tolerable number.
@@ -460,7 +461,13 @@ impl TriggerShadow {
                 fmt_duration(now.since(trigger)),
                 fmt_duration(timeout)
             );
-            self.push(Deviation { checkpoint_id: id, at: now, kind: DeviationKind::NotExpired, explained: false, sentence });
+            self.push(Deviation {
+                checkpoint_id: id,
+                at: now,
+                kind: DeviationKind::NotExpired,
+                explained: false,
+                sentence,
+            });
         }
         // Bounded memory: forget flags of ids far behind.
         while self.flagged_overdue.len() > 64 {
@@ -510,13 +517,20 @@ impl TriggerShadow {
                     prev.id,
                     fmt_duration(interval)
                 );
-                self.push(Deviation { checkpoint_id: c.id, at: c.triggered_at, kind, explained: true, sentence });
+                self.push(Deviation {
+                    checkpoint_id: c.id,
+                    at: c.triggered_at,
+                    kind,
+                    explained: true,
+                    sentence,
+                });
             }
             self.anchor_at(c);
             return None;
         }
         let missing = c.id.saturating_sub(prev.id + 1) as usize;
-        let savepoints_between = self.savepoints.iter().filter(|(id, ..)| *id > prev.id && *id < c.id).count();
+        let savepoints_between =
+            self.savepoints.iter().filter(|(id, ..)| *id > prev.id && *id < c.id).count();
         let unseen_max = missing.saturating_sub(savepoints_between).min(MAX_UNSEEN);
         let filler = self.filler_ms();
 
@@ -572,7 +586,13 @@ impl TriggerShadow {
         };
         if let Some(kind) = kind {
             let sentence = self.sentence(kind, &c, &prev, gap, expected_gap, dev, binding, &config);
-            if matches!(kind, DeviationKind::MinPause | DeviationKind::LongCheckpoint | DeviationKind::MaxConcurrent | DeviationKind::Timeout) {
+            if matches!(
+                kind,
+                DeviationKind::MinPause
+                    | DeviationKind::LongCheckpoint
+                    | DeviationKind::MaxConcurrent
+                    | DeviationKind::Timeout
+            ) {
                 self.last_displacement = Some(kind);
             }
             self.push(Deviation {
@@ -656,7 +676,10 @@ impl TriggerShadow {
             | DeviationKind::LongCheckpoint
             | DeviationKind::MaxConcurrent
             | DeviationKind::Timeout => {
-                format!("{head}: the fixed-rate schedule is back on its grid after the delayed checkpoint {}", prev.id)
+                format!(
+                    "{head}: the fixed-rate schedule is back on its grid after the delayed checkpoint {}",
+                    prev.id
+                )
             }
             DeviationKind::Savepoint => format!(
                 "{head}: {} late against the expected {}, because a savepoint ran in between and held the slot",
@@ -699,7 +722,8 @@ impl TriggerShadow {
         if self.restart.is_some() {
             return;
         }
-        let mut known = if self.since_anchor.is_empty() { vec![last.clone()] } else { self.since_anchor.clone() };
+        let mut known =
+            if self.since_anchor.is_empty() { vec![last.clone()] } else { self.since_anchor.clone() };
         let filler = self.filler_ms();
         for p in in_progress.iter().filter(|p| p.id > last.id) {
             let assumed = now.since(p.triggered_at).max(filler);
@@ -811,7 +835,8 @@ impl TriggerShadow {
                 fmt_duration(settings.timeout_ms.unwrap_or(config.timeout_ms))
             ),
             Binding::Interval | Binding::Initial => {
-                let mut text = format!("checkpoints every {every} as configured (interval {})", fmt_duration(interval));
+                let mut text =
+                    format!("checkpoints every {every} as configured (interval {})", fmt_duration(interval));
                 if !self.durations.is_empty() {
                     text.push_str(&format!("; each takes ~{d}"));
                 }

@@ -8,11 +8,11 @@ pub mod persist;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::shadow::Shadow;
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointStatus, ClusterPoll, FinishedCheckpoint,
     InProgressCheckpoint, JobPoll, Observation, SnapshotKind,
 };
+use crate::shadow::Shadow;
 use crate::stats::{WindowSpec, WindowedHistogram};
 use crate::time::Timestamp;
 
@@ -484,7 +484,10 @@ impl State {
                 job.apply_poll(poll, window);
             }
             Observation::JobLoad(report) => {
-                let job = self.clusters.get_mut(&report.key.cluster).and_then(|c| c.jobs.get_mut(&report.key.job_id));
+                let job = self
+                    .clusters
+                    .get_mut(&report.key.cluster)
+                    .and_then(|c| c.jobs.get_mut(&report.key.job_id));
                 if let Some(job) = job {
                     job.shadow.observe_load(report);
                 }
