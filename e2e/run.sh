@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# e2e/run.sh -- end-to-end check of checkpoint-sentinel against a live Flink cluster.
+# e2e/run.sh -- end-to-end checks of checkpoint-sentinel against a live Flink cluster.
 #
-# Installs Flink (default 2.3.0) from PyPI into the e2e cache, starts it on loopback, starts the
-# daemon (the binary from `cargo build`), submits the `healthy` scenario job, and lets
-# e2e/check_live.py compare the daemon's /metrics with Flink's own REST answers. Cleans up
-# everything it started, also on failure.
+# Installs Flink (default 2.3.0) from PyPI into the e2e cache and starts it on loopback, starts a
+# real Alertmanager and a real Prometheus (Debian packages) on loopback, runs the daemon (the
+# binary from `cargo build`) polling Flink's REST API, tailing its log folder, pushing alerts to
+# the Alertmanager and scraped by the Prometheus, then runs e2e/scenarios.py (healthy, expired,
+# declined, failover, prometheus). Everything it started is stopped again, also on failure.
 #
-# Usage: e2e/run.sh [VERSION]        (env: SENTINEL_BIN, default target/debug/checkpoint-sentinel)
+# Usage: e2e/run.sh [VERSION]
+# Env:   SENTINEL_BIN (default target/debug/checkpoint-sentinel), SENTINEL_E2E_SECONDS (35),
+#        SENTINEL_E2E_ONLY ("healthy expired ..." to run some scenarios only)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,40 +17,92 @@ VERSION="${1:-2.3.0}"
 FLINK="$ROOT/e2e/flink.sh"
 BIN="${SENTINEL_BIN:-$ROOT/target/debug/checkpoint-sentinel}"
 WORK="$(mktemp -d)"
-PORT=19717
-DAEMON_PID=""
-JOB=""
+DAEMON_PORT=19717
+AM_PORT=19093
+PROM_PORT=19090
+PIDS=()
 
 cleanup() {
-  [ -n "$JOB" ] && "$FLINK" cancel "$VERSION" "$JOB" >/dev/null 2>&1 || true
-  [ -n "$DAEMON_PID" ] && kill "$DAEMON_PID" 2>/dev/null || true
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   "$FLINK" stop "$VERSION" >/dev/null 2>&1 || true
-  echo "daemon log: $WORK/daemon.log" >&2
+  echo "e2e work folder (daemon, alertmanager and prometheus logs): $WORK" >&2
 }
 trap cleanup EXIT
+
+wait_http() { # URL SECONDS
+  for _ in $(seq 1 "$2"); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 1; done
+  echo "not answering: $1" >&2; return 1
+}
 
 [ -x "$BIN" ] || (cd "$ROOT" && cargo build)
 "$FLINK" install "$VERSION"
 "$FLINK" start "$VERSION" >/dev/null
 REST="$("$FLINK" rest-url "$VERSION")"
+LOG_DIR="$("$FLINK" log-dir "$VERSION")"
+
+cat > "$WORK/alertmanager.yml" <<YAML
+route:
+  receiver: "null"
+  group_wait: 0s
+receivers:
+  - name: "null"
+YAML
+prometheus-alertmanager --config.file="$WORK/alertmanager.yml" --storage.path="$WORK/am" \
+  --web.listen-address="127.0.0.1:$AM_PORT" --cluster.listen-address= > "$WORK/alertmanager.log" 2>&1 &
+PIDS+=($!)
+
+cat > "$WORK/prometheus.yml" <<YAML
+global:
+  scrape_interval: 2s
+scrape_configs:
+  - job_name: checkpoint-sentinel
+    static_configs:
+      - targets: ["127.0.0.1:$DAEMON_PORT"]
+YAML
+prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/prom" \
+  --web.listen-address="127.0.0.1:$PROM_PORT" > "$WORK/prometheus.log" 2>&1 &
+PIDS+=($!)
 
 cat > "$WORK/sentinel.toml" <<TOML
 [server]
-listen = "127.0.0.1:$PORT"
+listen = "127.0.0.1:$DAEMON_PORT"
 [[clusters]]
 name = "e2e"
 url = "$REST"
 poll_interval = "1s"
+[[logs]]
+cluster = "e2e"
+paths = ["$LOG_DIR/flink-*-standalonesession-*.log", "$LOG_DIR/flink-*-taskexecutor-*.log"]
 [state]
 dir = "$WORK/state"
+[alerting]
+alertmanagers = ["http://127.0.0.1:$AM_PORT"]
+evaluation_interval = "1s"
+resend_interval = "5s"
+[[rules]]
+name = "FlinkCheckpointFailing"
+expr = "increase(checkpoints.failed, 20s) > 0"
+for = "0s"
+severity = "warning"
+class = "failure"
+summary = "Checkpoints of {{ job_name }} are failing"
+description = "{{ value }} checkpoints of {{ job_name }} on {{ cluster }} failed in the last 20 s"
+runbook_url = "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md#flinkcheckpointfailuresincreasing"
 TOML
+"$BIN" check-config "$WORK/sentinel.toml" > /dev/null
 "$BIN" run --config "$WORK/sentinel.toml" > "$WORK/daemon.log" 2>&1 &
-DAEMON_PID=$!
+PIDS+=($!)
 
-JOB="$("$FLINK" submit "$VERSION" healthy)"
-python3 "$ROOT/e2e/check_live.py" --flink "$REST" --daemon "http://127.0.0.1:$PORT" --job "$JOB" --seconds "${SENTINEL_E2E_SECONDS:-40}"
-curl -s "http://127.0.0.1:$PORT/metrics" > "$WORK/metrics.prom"
-if command -v promtool >/dev/null; then
-  promtool check metrics < "$WORK/metrics.prom"
-  echo "promtool check metrics: clean"
-fi
+wait_http "http://127.0.0.1:$DAEMON_PORT/readyz" 30
+wait_http "http://127.0.0.1:$AM_PORT/-/ready" 30
+wait_http "http://127.0.0.1:$PROM_PORT/-/ready" 30
+
+# shellcheck disable=SC2086
+python3 "$ROOT/e2e/scenarios.py" --version "$VERSION" --rest "$REST" --flink-sh "$FLINK" --bin "$BIN" \
+  --daemon "http://127.0.0.1:$DAEMON_PORT" --alertmanager "http://127.0.0.1:$AM_PORT" \
+  --prometheus "http://127.0.0.1:$PROM_PORT" --seconds "${SENTINEL_E2E_SECONDS:-35}" \
+  ${SENTINEL_E2E_ONLY:+--only $SENTINEL_E2E_ONLY}
+
+curl -fsS "http://127.0.0.1:$DAEMON_PORT/metrics" > "$WORK/metrics.prom"
+promtool check metrics < "$WORK/metrics.prom"
+echo "promtool check metrics on the live /metrics: clean"
