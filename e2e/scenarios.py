@@ -78,9 +78,21 @@ def nearest_rank(values, q):
 class Env:
     def __init__(self, a):
         self.a = a
+        self.submitted = []
 
     def flink(self, *args):
-        return subprocess.run([self.a.flink_sh, *args], check=True, capture_output=True, text=True).stdout.strip()
+        out = subprocess.run([self.a.flink_sh, *args], check=True, capture_output=True, text=True).stdout.strip()
+        if args[0] == "submit":
+            self.submitted.append(out)
+        return out
+
+    def cancel_leftovers(self):
+        """Cancels jobs a failed scenario left running, so the next one has its slots."""
+        for job in self.submitted:
+            state = get_json(f"{self.a.rest}/jobs/{job}").get("state")
+            if state not in ("CANCELED", "FAILED", "FINISHED"):
+                subprocess.run([self.a.flink_sh, "cancel", self.a.version, job], capture_output=True)
+        self.submitted.clear()
 
     def metrics(self):
         return get(f"{self.a.daemon}/metrics")
@@ -226,7 +238,7 @@ def failover(env):
         if c.get("restored", 0) >= 1 and restored and restored >= 1:
             break
         time.sleep(1)
-    events = one(env.metrics(), "flink_checkpoint_log_events_total", job_id=job, kind="restore", source="log") or 0
+    events = one(env.metrics(), "flink_checkpoint_log_events_total", job_id=job, kind="restored", source="log") or 0
     check("failover: killing the TaskManager shows up as a restore", bool(restored) and restored >= 1 and events >= 1,
           f"Flink counts.restored={c.get('restored')}, flink_checkpoint_restores_total={restored}, log restore events={events:.0f}")
     env.flink("cancel", env.a.version, job)
@@ -261,6 +273,7 @@ def main():
             scenario(env)
         except Exception as e:  # a broken scenario is a failed assertion, and the others still run
             check(scenario.__name__, False, f"{type(e).__name__}: {e}")
+        env.cancel_leftovers()
     passed = sum(RESULTS)
     print(f"{passed} passed, {len(RESULTS) - passed} failed")
     return 0 if all(RESULTS) else 1
