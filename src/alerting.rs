@@ -92,9 +92,27 @@ pub struct TargetStats {
     pub queued: usize,
 }
 
+/// Credentials sent to the Alertmanagers.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Credentials {
+    /// None.
+    #[default]
+    None,
+    /// HTTP basic authentication.
+    Basic {
+        /// User.
+        username: String,
+        /// Password.
+        password: String,
+    },
+    /// A bearer token.
+    Bearer(String),
+}
+
 /// Sends alerts to every configured Alertmanager.
 pub struct Notifier {
     http: reqwest::Client,
+    credentials: Credentials,
     targets: Vec<Target>,
     resend_every: Duration,
     generator_url: String,
@@ -117,7 +135,13 @@ impl Notifier {
                 errors_total: 0,
             })
             .collect();
-        Notifier { http, targets, resend_every, generator_url, last_firing: Vec::new() }
+        Notifier { http, credentials: Credentials::None, targets, resend_every, generator_url, last_firing: Vec::new() }
+    }
+
+    /// Sends `credentials` with every post.
+    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = credentials;
+        self
     }
 
     /// Delivery counters per Alertmanager.
@@ -174,7 +198,12 @@ impl Notifier {
             }
             let body = payload(&alerts, now, valid_for, &self.generator_url);
             let url = format!("{}/api/v2/alerts", target.url);
-            let result = self.http.post(&url).json(&body).send().await;
+            let request = match &self.credentials {
+                Credentials::None => self.http.post(&url),
+                Credentials::Basic { username, password } => self.http.post(&url).basic_auth(username, Some(password)),
+                Credentials::Bearer(token) => self.http.post(&url).bearer_auth(token),
+            };
+            let result = request.json(&body).send().await;
             match result {
                 Ok(r) if r.status().is_success() => {
                     target.undelivered.clear();

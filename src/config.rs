@@ -54,6 +54,10 @@ pub struct AlertingConfig {
     pub default_rules: bool,
     /// Built-in rules to switch off, by name.
     pub disable_rules: Vec<String>,
+    /// HTTP basic authentication towards the Alertmanagers.
+    pub basic_auth: Option<BasicAuth>,
+    /// A bearer token towards the Alertmanagers.
+    pub bearer_token: Option<Secret>,
 }
 
 impl Default for AlertingConfig {
@@ -66,6 +70,8 @@ impl Default for AlertingConfig {
             external_url: None,
             default_rules: true,
             disable_rules: Vec::new(),
+            basic_auth: None,
+            bearer_token: None,
         }
     }
 }
@@ -165,6 +171,17 @@ impl Config {
         ] {
             if d < Duration::from_millis(100) {
                 problems.push(format!("alerting.{key}: expected at least 100ms"));
+            }
+        }
+        let secrets = a
+            .basic_auth
+            .iter()
+            .map(|b| ("alerting.basic_auth.password", &b.password))
+            .chain(a.bearer_token.iter().map(|t| ("alerting.bearer_token", t)));
+        for (key, secret) in secrets {
+            let given = [secret.value.is_some(), secret.file.is_some(), secret.env.is_some()];
+            if given.iter().filter(|g| **g).count() != 1 {
+                problems.push(format!("{key}: expected exactly one of value, file or env"));
             }
         }
         let builtin: Vec<String> = crate::rules::builtin::rules().into_iter().map(|r| r.name).collect();
@@ -626,6 +643,12 @@ impl Config {
     /// The configuration as TOML with every secret masked, for `check-config`.
     pub fn to_masked_toml(&self) -> String {
         let mut masked = self.clone();
+        if let Some(b) = &mut masked.alerting.basic_auth {
+            b.password = b.password.masked();
+        }
+        if let Some(t) = &mut masked.alerting.bearer_token {
+            *t = t.masked();
+        }
         for c in &mut masked.clusters {
             if let Some(b) = &mut c.basic_auth {
                 b.password = b.password.masked();

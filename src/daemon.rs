@@ -286,6 +286,24 @@ async fn alert_loop(
                 c.alerting.external_url.as_deref().unwrap_or(&generator_url).trim_end_matches('/')
             ),
         );
+        let credentials = match (&c.alerting.basic_auth, &c.alerting.bearer_token) {
+            (Some(b), _) => match b.password.resolve() {
+                Ok(password) => crate::alerting::Credentials::Basic { username: b.username.clone(), password },
+                Err(e) => {
+                    tracing::error!("alerting.basic_auth.password: {e}; sending without credentials");
+                    crate::alerting::Credentials::None
+                }
+            },
+            (None, Some(t)) => match t.resolve() {
+                Ok(token) => crate::alerting::Credentials::Bearer(token),
+                Err(e) => {
+                    tracing::error!("alerting.bearer_token: {e}; sending without credentials");
+                    crate::alerting::Credentials::None
+                }
+            },
+            (None, None) => crate::alerting::Credentials::None,
+        };
+        let notifier = notifier.with_credentials(credentials);
         (rules, notifier, c.alerting.evaluation_interval, c.alerting.clone())
     };
     let (rules, mut notifier, mut every, mut alerting) = build(&config.borrow());

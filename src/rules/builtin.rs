@@ -110,6 +110,42 @@ const PACK: &[Spec] = &[
         summary: "Checkpoints of {{ job_name }} grew by half within a day",
         description: "The median checkpointed size of job {{ job_name }} on {{ cluster }} is {{ value | bytes }} and growing steadily: state without a TTL, or a window that never purges.",
     },
+    Spec {
+        name: "FlinkCheckpointExpiredBurst",
+        expr: "increase(log.expired, 10m) >= 3",
+        for_s: 0,
+        severity: Severity::Warning,
+        class: Class::Timeout,
+        summary: "{{ job_name }} logged {{ value }} expired checkpoints in 10 minutes",
+        description: "The JobManager of {{ cluster }} logged {{ value }} 'Checkpoint … expired before completing' lines for job {{ job_name }} in the last 10 minutes (timeout {{ timeout | duration }}).",
+    },
+    Spec {
+        name: "FlinkCheckpointDeclinedBurst",
+        expr: "increase(log.declined, 10m) >= 3",
+        for_s: 0,
+        severity: Severity::Warning,
+        class: Class::Failure,
+        summary: "Tasks of {{ job_name }} declined {{ value }} checkpoints in 10 minutes",
+        description: "The JobManager of {{ cluster }} logged {{ value }} 'Decline checkpoint … by task …' lines for job {{ job_name }} in the last 10 minutes; the TaskManager log has the exception.",
+    },
+    Spec {
+        name: "FlinkCheckpointBarrierMissing",
+        expr: "increase(log.barrier_missing, 10m) > 0",
+        for_s: 0,
+        severity: Severity::Warning,
+        class: Class::Blocking,
+        summary: "Barriers of {{ job_name }} did not arrive",
+        description: "{{ value }} missing-barrier events for job {{ job_name }} on {{ cluster }} in the last 10 minutes: a subtask held the checkpoint up.",
+    },
+    Spec {
+        name: "FlinkCheckpointScheduleUnexplained",
+        expr: "increase(shadow.unexplained, 30m) > 0 or shadow.stall > 0",
+        for_s: 0,
+        severity: Severity::Warning,
+        class: Class::Failure,
+        summary: "Checkpoints of {{ job_name }} trigger off the schedule Flink's rules predict",
+        description: "The reference model of Flink's checkpoint coordinator found {{ value }} trigger deviations no rule explains for job {{ job_name }} on {{ cluster }} in the last 30 minutes (a coordinator stall, JobManager overload or GC pause, a clock jump).",
+    },
 ];
 
 /// The built-in rules.

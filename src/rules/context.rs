@@ -9,12 +9,17 @@
 //! - configuration: `interval`, `timeout`, `min_pause`, `max_concurrent`, `tolerable_failures`,
 //!   and `progress_window` = max(interval, timeout) × (tolerable_failures + 2);
 //! - `consecutive_failures` (failed checkpoints since the last completed one) and
-//!   `remaining_tolerable` = tolerable_failures − consecutive_failures.
+//!   `remaining_tolerable` = tolerable_failures − consecutive_failures;
+//! - log events of the job by kind, counters: `log.expired`, `log.declined`, `log.failed`,
+//!   `log.barrier_missing`, `log.restored`, … (any kind the tailer or a user pattern produces);
+//! - the shadow model: `shadow.unexplained` and `shadow.explained` (deviation counters) and
+//!   `shadow.stall` (seconds since a trigger the model expected and that did not come).
 
 use std::collections::{BTreeMap, VecDeque};
 
 use super::expr::{Condition, Context};
 use crate::state::JobState;
+use crate::state::logs::LogState;
 use crate::stats::Summary;
 use crate::time::Timestamp;
 
@@ -40,8 +45,11 @@ const PLAIN: [&str; 15] = [
 
 /// Whether `name` is a series rules can read.
 pub fn is_known_series(name: &str) -> bool {
-    if PLAIN.contains(&name) {
+    if PLAIN.contains(&name) || ["shadow.unexplained", "shadow.explained", "shadow.stall"].contains(&name) {
         return true;
+    }
+    if let Some(kind) = name.strip_prefix("log.") {
+        return !kind.is_empty() && kind.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     }
     let Some((base, stat)) = name.rsplit_once('.') else { return false };
     let quantile = ["p50", "p95", "p99"].contains(&stat);
@@ -93,7 +101,14 @@ pub struct SeriesHistory {
 impl SeriesHistory {
     /// Records the current values of the windowed series. Samples are spaced so that each
     /// window holds at most a few hundred, whatever the evaluation interval.
-    pub fn sample(&mut self, job: &JobState, now: Timestamp, windows: &[(String, f64)]) {
+    pub fn sample(
+        &mut self,
+        job: &JobState,
+        job_id: &str,
+        logs: Option<&LogState>,
+        now: Timestamp,
+        windows: &[(String, f64)],
+    ) {
         let Some(longest) = windows.iter().map(|(_, w)| *w).reduce(f64::max) else {
             self.samples.clear();
             return;
@@ -101,7 +116,7 @@ impl SeriesHistory {
         let spacing_ms = ((longest * 1000.0) / 240.0).max(1.0) as i64;
         let due = self.samples.back().is_none_or(|(t, _)| now.millis() - t.millis() >= spacing_ms);
         if due {
-            let ctx = JobContext { job, history: None, now };
+            let ctx = JobContext { job, job_id, logs, history: None, now };
             let values = windows
                 .iter()
                 .filter_map(|(series, _)| ctx.value(series).map(|v| (series.clone(), v)))
@@ -130,14 +145,42 @@ impl SeriesHistory {
 /// The series of one job at one evaluation.
 pub struct JobContext<'a> {
     job: &'a JobState,
+    job_id: &'a str,
+    logs: Option<&'a LogState>,
     history: Option<&'a SeriesHistory>,
     now: Timestamp,
 }
 
 impl<'a> JobContext<'a> {
-    /// A context over `job` with its sampled history.
-    pub fn new(job: &'a JobState, history: &'a SeriesHistory, now: Timestamp) -> Self {
-        JobContext { job, history: Some(history), now }
+    /// A context over `job` (with id `job_id` and its cluster's log events) and its history.
+    pub fn new(
+        job: &'a JobState,
+        job_id: &'a str,
+        logs: Option<&'a LogState>,
+        history: &'a SeriesHistory,
+        now: Timestamp,
+    ) -> Self {
+        JobContext { job, job_id, logs, history: Some(history), now }
+    }
+
+    fn log_events(&self, kind: &str) -> f64 {
+        let Some(logs) = self.logs else { return 0.0 };
+        logs.events
+            .iter()
+            .filter(|((job, k, _), _)| job == self.job_id && k == kind)
+            .map(|(_, n)| *n as f64)
+            .sum()
+    }
+
+    fn shadow_deviations(&self, explained: bool) -> f64 {
+        self.job
+            .shadow
+            .trigger
+            .deviation_counts()
+            .iter()
+            .filter(|(kind, _)| kind.explained() == explained)
+            .map(|(_, n)| *n as f64)
+            .sum()
     }
 
     fn consecutive_failures(&self) -> f64 {
@@ -187,11 +230,17 @@ impl Context for JobContext<'_> {
                 return Some(base * (f64::from(s.tolerable_failures.unwrap_or(0)) + 2.0));
             }
             "consecutive_failures" => return Some(self.consecutive_failures()),
+            "shadow.unexplained" => return Some(self.shadow_deviations(false)),
+            "shadow.explained" => return Some(self.shadow_deviations(true)),
+            "shadow.stall" => return Some(job.shadow.trigger.stalled_for_ms().map_or(0.0, secs)),
             "remaining_tolerable" => {
                 let tolerable = settings.and_then(|s| s.tolerable_failures)?;
                 return Some(f64::from(tolerable) - self.consecutive_failures());
             }
             _ => {}
+        }
+        if let Some(kind) = series.strip_prefix("log.") {
+            return Some(self.log_events(kind));
         }
         let (base, stat) = series.rsplit_once('.')?;
         let phases = &job.phases;

@@ -207,8 +207,8 @@ impl Evaluator {
             for (job_id, job) in cluster.jobs.iter().filter(|(_, j)| j.listed) {
                 let key = (cluster_name.clone(), job_id.clone());
                 let history = self.histories.entry(key.clone()).or_default();
-                history.sample(job, now, &windows);
-                let ctx = JobContext::new(job, history, now);
+                history.sample(job, job_id, Some(&cluster.logs), now, &windows);
+                let ctx = JobContext::new(job, job_id, Some(&cluster.logs), history, now);
                 for rule in &self.rules {
                     let outcome = rule.condition().eval(&ctx);
                     let mut labels = BTreeMap::new();
