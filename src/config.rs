@@ -253,6 +253,9 @@ pub struct ClusterConfig {
     pub include_jobs: Vec<String>,
     /// Regular expressions over job names: never watch matching jobs.
     pub exclude_jobs: Vec<String>,
+    /// A subtask that has not acknowledged an in-progress checkpoint after this share of the
+    /// checkpoint timeout is reported as a `barrier_missing` event (source `rest`).
+    pub pending_subtask_after: f64,
 }
 
 impl Default for ClusterConfig {
@@ -268,6 +271,7 @@ impl Default for ClusterConfig {
             ca_file: None,
             include_jobs: Vec::new(),
             exclude_jobs: Vec::new(),
+            pending_subtask_after: 0.5,
         }
     }
 }
@@ -532,6 +536,9 @@ impl Config {
             }
             if c.timeout.is_zero() {
                 problems.push(format!("{}: expected a positive duration", key("timeout")));
+            }
+            if !(c.pending_subtask_after > 0.0 && c.pending_subtask_after <= 1.0) {
+                problems.push(format!("{}: expected a share of the timeout in (0, 1]", key("pending_subtask_after")));
             }
             if c.max_concurrent_requests == 0 {
                 problems.push(format!("{}: expected at least 1", key("max_concurrent_requests")));

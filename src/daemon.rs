@@ -22,6 +22,9 @@ use crate::state::{State, persist};
 use crate::stats::WindowSpec;
 use crate::time::Timestamp;
 
+/// How long config file events must be quiet before the file is read.
+const RELOAD_SETTLE: Duration = Duration::from_millis(300);
+
 /// How often sliding windows move when nothing is recorded.
 const EXPIRE_EVERY: Duration = Duration::from_secs(10);
 
@@ -154,6 +157,10 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
                     app.state.write().unwrap_or_else(|e| e.into_inner()).expire(Timestamp::now());
                 }
                 Some(()) = reload_rx.recv() => {
+                    // A file written in place shows up as several events, the first one while it
+                    // is still empty (truncated): let the writes settle, then read it once.
+                    tokio::time::sleep(RELOAD_SETTLE).await;
+                    while reload_rx.try_recv().is_ok() {}
                     if let Some(path) = &config_path {
                         reload(path, &mut current, &mut pollers, &app);
                         tailers.sync(&current.logs, &state_dir, &app).await;

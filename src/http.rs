@@ -1,15 +1,17 @@
-//! The HTTP server: `/metrics`, `/healthz`, `/readyz`, as a function of shared state.
+//! The HTTP server: `/metrics`, `/healthz`, `/readyz`, the status page at `/` and the JSON API
+//! under `/api/v1/` (views in `api`), as a function of shared state.
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::State as Extract;
+use axum::extract::{Path, Query, State as Extract};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use crate::app::AppState;
-use crate::export;
+use crate::time::Timestamp;
+use crate::{api, export};
 
 /// What the handlers need.
 #[derive(Clone)]
@@ -28,22 +30,73 @@ pub fn router(state: HttpState) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/api/v1/alerts", get(alerts))
+        .route("/api/v1/clusters", get(api_clusters))
+        .route("/api/v1/jobs", get(api_jobs))
+        .route("/api/v1/jobs/{cluster}/{job_id}", get(api_job))
+        .route("/api/v1/events", get(api_events))
         .with_state(state)
 }
 
+/// The status page: one static file that reads the JSON API.
+const STATUS_PAGE: &str = include_str!("ui/index.html");
+
 async fn index() -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        concat!(
-            "checkpoint-sentinel ",
-            env!("CARGO_PKG_VERSION"),
-            "\n\n",
-            "/metrics  Prometheus metrics\n",
-            "/healthz  liveness\n",
-            "/readyz   readiness: every configured cluster answered at least once\n",
-            "/api/v1/alerts  pending, firing and recently resolved alerts (JSON)\n",
-        ),
-    )
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], STATUS_PAGE)
+}
+
+fn json_no_cache<T: serde::Serialize>(value: &T) -> Response {
+    ([(header::CACHE_CONTROL, "no-store")], axum::Json(value)).into_response()
+}
+
+async fn api_clusters(Extract(state): Extract<HttpState>) -> Response {
+    let alerts = state.app.alerts.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let view = {
+        let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+        api::clusters(&s, &alerts, Timestamp::now())
+    };
+    json_no_cache(&view)
+}
+
+async fn api_jobs(Extract(state): Extract<HttpState>) -> Response {
+    let alerts = state.app.alerts.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let view = {
+        let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+        api::jobs(&s, &alerts, Timestamp::now())
+    };
+    json_no_cache(&view)
+}
+
+async fn api_job(
+    Extract(state): Extract<HttpState>,
+    Path((cluster, job_id)): Path<(String, String)>,
+) -> Response {
+    let alerts = state.app.alerts.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let view = {
+        let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+        api::job(&s, &alerts, &cluster, &job_id, Timestamp::now())
+    };
+    match view {
+        Some(v) => json_no_cache(&v),
+        None => (
+            StatusCode::NOT_FOUND,
+            axum::Json(serde_json::json!({ "error": format!("no job {job_id} in cluster {cluster}") })),
+        )
+            .into_response(),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct EventsQuery {
+    limit: Option<usize>,
+}
+
+async fn api_events(Extract(state): Extract<HttpState>, Query(q): Query<EventsQuery>) -> Response {
+    let limit = q.limit.unwrap_or(100).min(crate::state::logs::RECENT_LOG_EVENTS);
+    let view = {
+        let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+        api::events(&s, limit, Timestamp::now())
+    };
+    json_no_cache(&view)
 }
 
 async fn metrics(Extract(state): Extract<HttpState>) -> Response {
@@ -117,5 +170,63 @@ mod tests {
         assert_eq!(status, StatusCode::OK);
         assert!(metrics.contains("checkpoint_sentinel_flink_up{cluster=\"prod\"} 1"), "{metrics}");
         assert!(metrics.contains("checkpoint_sentinel_flink_info{cluster=\"prod\",version=\"2.3.0\"} 1"));
+    }
+
+    #[tokio::test]
+    async fn the_status_page_and_the_json_api_answer_from_the_state() {
+        use crate::observe::{
+            CheckpointCounts, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, SnapshotKind,
+        };
+        let (app, router) = app();
+        let (status, page) = get(&router, "/").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(page.contains("<title>checkpoint-sentinel</title>") && page.contains("/api/v1/jobs"));
+        let finished = FinishedCheckpoint {
+            id: 7,
+            status: CheckpointStatus::Failed,
+            kind: SnapshotKind::Checkpoint,
+            triggered_at: Timestamp(1_000),
+            finished_at: Timestamp(61_000),
+            end_to_end_ms: None,
+            checkpointed_bytes: None,
+            full_state_bytes: None,
+            processed_bytes: None,
+            persisted_bytes: None,
+            num_subtasks: 2,
+            num_acknowledged: 1,
+            failure_message: Some("Checkpoint expired before completing.".into()),
+            operators: Vec::new(),
+        };
+        app.apply(&Observation::JobPolled(JobPoll {
+            key: JobKey { cluster: "prod".into(), job_id: "abc".into() },
+            job_name: "orders".into(),
+            job_state: "RUNNING".into(),
+            polled_at: Timestamp(62_000),
+            counts: CheckpointCounts { completed: 0, failed: 1, in_progress: 0, restored: 0 },
+            settings: None,
+            in_progress: Vec::new(),
+            finished: vec![finished],
+            latest_restore: None,
+        }));
+        let (status, body) = get(&router, "/api/v1/jobs").await;
+        assert_eq!(status, StatusCode::OK);
+        let jobs: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(jobs["jobs"][0]["name"], "orders");
+        assert_eq!(jobs["jobs"][0]["health"], "warning");
+        assert_eq!(jobs["jobs"][0]["last_checkpoint"]["outcome"], "expired");
+        let (status, body) = get(&router, "/api/v1/jobs/prod/abc").await;
+        assert_eq!(status, StatusCode::OK);
+        let job: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(job["checkpoints"][0]["id"], 7);
+        assert!(job["shadow"]["explanation"].is_object(), "{job}");
+        assert!(job["phases"]["alignment"].is_object());
+        assert_eq!(get(&router, "/api/v1/jobs/prod/nope").await.0, StatusCode::NOT_FOUND);
+        let (_, body) = get(&router, "/api/v1/clusters").await;
+        assert!(body.contains("\"name\":\"prod\""), "{body}");
+        let (status, body) = get(&router, "/api/v1/events?limit=5").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains("\"events\":[]"), "{body}");
+        assert_eq!(get(&router, "/api/v1/alerts").await.0, StatusCode::OK);
+        assert_eq!(get(&router, "/metrics").await.0, StatusCode::OK);
     }
 }

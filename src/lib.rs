@@ -16,16 +16,20 @@
 //! - [`logs`] — the log tailer and the offline log scan.
 //! - [`export`] — the Prometheus collector.
 //! - [`http`] — the HTTP routes.
+//! - [`api`] — the JSON API under `/api/v1/` as pure views of the state.
+//! - [`diagnose`] — the one-shot `diagnose` command.
 //! - [`app`] — state shared between tasks.
 //! - [`daemon`] — wiring, reloads and shutdown.
 //! - [`demo`] — a simulated Flink cluster driven by the model, watched by the real daemon.
 //! - [`telemetry`] — logging.
 
 pub mod alerting;
+pub mod api;
 pub mod app;
 pub mod config;
 pub mod daemon;
 pub mod demo;
+pub mod diagnose;
 pub mod export;
 pub mod flink;
 pub mod http;

@@ -52,6 +52,11 @@ enum Command {
     /// Run the checkpoint coordinator model: what-if (`--interval … --durations …`) or a
     /// replay of a job's history (`--checkpoint-config FILE --history FILE…`).
     Simulate(checkpoint_sentinel::simulate::SimulateArgs),
+    /// A one-shot checkpoint health report of a live cluster, without the daemon: statuses,
+    /// failures with reasons, blocking subtasks and their TaskManagers, the failure class,
+    /// likely causes, the spacing explained, and what to check next. Exit code 0 healthy,
+    /// 1 unhealthy, 3 at risk, 2 when the cluster cannot be diagnosed.
+    Diagnose(checkpoint_sentinel::diagnose::DiagnoseArgs),
     /// Run a simulated Flink cluster (driven by the reference model) with the daemon watching
     /// it: real metrics within seconds, without a Flink.
     Demo {
@@ -64,6 +69,20 @@ enum Command {
         /// Seed of the simulation.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Run only the simulated cluster (REST API on `--flink-listen`, log at `--log-file`),
+        /// to measure a separately started `checkpoint-sentinel run` against it.
+        #[arg(long)]
+        no_daemon: bool,
+        /// With `--no-daemon`: where the simulated REST API listens.
+        #[arg(long, default_value = "127.0.0.1:8081")]
+        flink_listen: SocketAddr,
+        /// With `--no-daemon`: the JobManager log file to write.
+        #[arg(long, default_value = "/tmp/checkpoint-sentinel-demo/flink-demo-standalonesession-0.log")]
+        log_file: PathBuf,
+        /// Multiply every job's checkpoint interval, min-pause and timeout (30 gives 60 s
+        /// intervals, as in production).
+        #[arg(long, default_value_t = 1)]
+        interval_scale: u64,
     },
 }
 
@@ -77,7 +96,26 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     telemetry::init(cli.log_format);
     match cli.command {
-        Command::Demo { listen, jobs, seed } => run_demo(listen, jobs, seed),
+        Command::Demo { no_daemon: true, flink_listen, log_file, jobs, seed, interval_scale, .. } => {
+            run_simulator(checkpoint_sentinel::demo::SimulatorOptions {
+                listen: flink_listen,
+                jobs,
+                seed,
+                interval_scale,
+                log_file,
+            })
+        }
+        Command::Demo { listen, jobs, seed, .. } => run_demo(listen, jobs, seed),
+        Command::Diagnose(args) => {
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("error: cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            ExitCode::from(runtime.block_on(checkpoint_sentinel::diagnose::run(&args)))
+        }
         Command::Simulate(args) => match checkpoint_sentinel::simulate::run(&args) {
             Ok(out) => {
                 print!("{out}");
@@ -90,11 +128,21 @@ fn main() -> ExitCode {
         },
         Command::ScanLogs { format, max_line_bytes, files } => {
             let patterns = checkpoint_sentinel::logs::parse::Patterns::builtin();
-            match checkpoint_sentinel::logs::scan::scan_paths(&files, &patterns, max_line_bytes) {
+            match checkpoint_sentinel::logs::scan::scan_paths_streaming(&files, &patterns, max_line_bytes) {
                 Ok(report) => {
                     match format {
                         ScanFormat::Text => print!("{}", report.to_text()),
-                        ScanFormat::Json => println!("{:#}", report.to_json()),
+                        ScanFormat::Json => {
+                            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+                            if let Err(e) = report.write_json(&mut out).and_then(|()| {
+                                use std::io::Write as _;
+                                writeln!(out)?;
+                                out.flush()
+                            }) {
+                                eprintln!("error: {e}");
+                                return ExitCode::FAILURE;
+                            }
+                        }
                     }
                     ExitCode::SUCCESS
                 }
@@ -143,6 +191,31 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+fn run_simulator(options: checkpoint_sentinel::demo::SimulatorOptions) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let sim = match checkpoint_sentinel::demo::start_simulator(options).await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        println!("simulated Flink REST API: {}", sim.flink_url);
+        println!("JobManager log:           {}", sim.log_file.display());
+        println!("jobs: {}", sim.jobs.len());
+        let _ = tokio::signal::ctrl_c().await;
+        sim.shutdown();
+        ExitCode::SUCCESS
+    })
 }
 
 fn run_demo(listen: SocketAddr, jobs: usize, seed: u64) -> ExitCode {

@@ -46,6 +46,8 @@ struct JobCache {
     topology: Option<crate::observe::JobTopology>,
     /// The round from which the job's load is due again.
     load_due: u64,
+    /// In-progress checkpoints whose pending subtasks were reported already.
+    reported_pending: std::collections::BTreeSet<u64>,
 }
 
 /// Polls one cluster.
@@ -213,6 +215,7 @@ impl Poller {
                     final_poll_done: false,
                     topology: convert::topology(&details),
                     load_due: self.rounds,
+                    reported_pending: Default::default(),
                 },
             );
         }
@@ -250,6 +253,12 @@ impl Poller {
                 .collect();
             finished.extend(convert::finished(entry, &views));
         }
+        if let Some(timeout) = settings.timeout_ms {
+            let events = self.pending_subtasks(&job.jid, &stats, timeout, polled_at).await;
+            if !events.is_empty() {
+                self.app.apply(&Observation::LogEvents(events));
+            }
+        }
         let latest_restore = stats
             .latest
             .as_ref()
@@ -269,6 +278,83 @@ impl Poller {
             finished,
             latest_restore,
         }))
+    }
+
+    /// Names the subtasks that hold an in-progress checkpoint up: once a checkpoint has been
+    /// pending for `pending_subtask_after` of its timeout, its details are fetched (once) and every
+    /// subtask that has not acknowledged becomes a `barrier_missing` event with source `rest`.
+    async fn pending_subtasks(
+        &mut self,
+        job_id: &str,
+        stats: &dto::CheckpointingStatistics,
+        timeout_ms: u64,
+        now: Timestamp,
+    ) -> Vec<crate::observe::LogEvent> {
+        let threshold = (timeout_ms as f64 * self.config.pending_subtask_after) as u64;
+        let due: Vec<(u64, Timestamp)> = convert::in_progress(&stats.history)
+            .into_iter()
+            .filter(|cp| now.since(cp.triggered_at) >= threshold && cp.num_acknowledged < cp.num_subtasks)
+            .filter(|cp| self.jobs.get(job_id).is_some_and(|c| !c.reported_pending.contains(&cp.id)))
+            .map(|cp| (cp.id, cp.triggered_at))
+            .collect();
+        let mut events = Vec::new();
+        for (id, triggered_at) in due {
+            let vertices = match self.checkpoint_vertices(job_id, id).await {
+                Ok(v) => v,
+                Err(e) => {
+                    self.log_error(&e);
+                    continue;
+                }
+            };
+            let mut hosts: HashMap<String, Vec<dto::VertexSubtask>> = HashMap::new();
+            for (vid, details) in &vertices {
+                let pending: Vec<u32> = details.subtasks.iter().filter(|st| !st.is_completed()).map(|st| st.index).collect();
+                if pending.is_empty() {
+                    continue;
+                }
+                if !hosts.contains_key(vid) {
+                    let subtasks = self.fetch(self.client.vertex(job_id, vid)).await.ok().flatten().map(|v| v.subtasks);
+                    hosts.insert(vid.clone(), subtasks.unwrap_or_default());
+                }
+                let name = self.jobs.get(job_id).and_then(|c| c.vertex_names.get(vid).cloned()).unwrap_or_else(|| vid.clone());
+                for index in pending {
+                    let tm = hosts[vid].iter().find(|s| s.subtask == index).and_then(|s| {
+                        s.taskmanager_id.clone().or_else(|| s.endpoint.clone()).or_else(|| s.host.clone())
+                    });
+                    let waited = now.since(triggered_at);
+                    events.push(crate::observe::LogEvent {
+                        cluster: self.config.name.clone(),
+                        kind: "barrier_missing".to_string(),
+                        source: "rest",
+                        severity: crate::observe::Severity::Warning,
+                        file: String::new(),
+                        logged_at: None,
+                        message: format!(
+                            "{name} (subtask {index}) has not acknowledged checkpoint {id} after {waited} ms (timeout {timeout_ms} ms)"
+                        ),
+                        job_id: Some(job_id.to_string()),
+                        checkpoint_id: Some(id),
+                        task: Some(name.clone()),
+                        subtask: Some(index),
+                        taskmanager: tm,
+                        duration_ms: Some(waited),
+                        bytes: None,
+                        consecutive_failures: None,
+                        reason: None,
+                        detail: Some(vid.clone()),
+                        root_cause: None,
+                        stack: Vec::new(),
+                    });
+                }
+            }
+            if let Some(c) = self.jobs.get_mut(job_id) {
+                c.reported_pending.insert(id);
+                while c.reported_pending.len() > 64 {
+                    c.reported_pending.pop_first();
+                }
+            }
+        }
+        events
     }
 
     /// Fetches the graph load of at most [`MAX_LOAD_FETCHES_PER_ROUND`] jobs whose load is

@@ -5,9 +5,13 @@
 //! slots that remain. This is the Prometheus summary convention (client_golang's `MaxAge`):
 //! quantiles describe the recent past, `_sum` and `_count` are cumulative.
 //!
-//! Precision is two significant figures (values below 256 are exact, larger ones within 1 %),
-//! with counts as `u32` and the range growing only as far as the largest value recorded:
-//! a few KiB per live slot, and an idle series frees its slots as they age out.
+//! Precision is two significant figures (values below 256 are exact, larger ones within 1 %,
+//! HDR's bucketing). A slot is stored sparse: its non-empty HDR buckets as sorted
+//! `(lowest value of the bucket, u32 count)` pairs, so it costs 12 bytes per distinct bucket
+//! (a slot of a job checkpointing every minute holds about ten) instead of a dense counts
+//! array of 5–9 KiB; it can never exceed the dense size. Quantiles are the nearest-rank walk
+//! HDR does, over the merged slots, and are computed when the histogram changes, not per read.
+//! An idle series frees its slots as they age out.
 
 use std::collections::VecDeque;
 
@@ -55,8 +59,24 @@ pub struct Summary {
 
 struct Slot {
     start: i64,
-    histogram: Histogram<u32>,
+    /// Non-empty buckets: (lowest equivalent value, count), sorted by value.
+    buckets: Vec<(u64, u32)>,
 }
+
+impl Slot {
+    fn record_n(&mut self, value: u64, count: u32) {
+        let bucket = BUCKETS.lowest_equivalent(value);
+        match self.buckets.binary_search_by_key(&bucket, |&(v, _)| v) {
+            Ok(i) => self.buckets[i].1 = self.buckets[i].1.saturating_add(count),
+            Err(i) => self.buckets.insert(i, (bucket, count)),
+        }
+    }
+}
+
+/// An empty histogram with the exported precision, used only for its bucket arithmetic.
+static BUCKETS: std::sync::LazyLock<Histogram<u32>> = std::sync::LazyLock::new(|| {
+    Histogram::new_with_max(MAX_VALUE, SIGNIFICANT_FIGURES).expect("2 significant figures up to 2^50 are valid")
+});
 
 /// An HDR histogram over a sliding time window.
 pub struct WindowedHistogram {
@@ -91,12 +111,7 @@ impl WindowedHistogram {
         };
         self.sum = self.sum.saturating_add(value);
         self.count += 1;
-        let slot = self.slot_for(at);
-        // Auto-resizing histograms only fail on values beyond u64 range; clamp made that impossible,
-        // but count rather than panic should it ever happen.
-        if slot.histogram.record(value).is_err() {
-            self.out_of_range += 1;
-        }
+        self.slot_for(at).record_n(value, 1);
         self.expire(at);
         self.refresh();
     }
@@ -131,10 +146,9 @@ impl WindowedHistogram {
         let position = match self.slots.iter().position(|s| s.start == start) {
             Some(i) => i,
             None => {
-                let histogram = Histogram::new(SIGNIFICANT_FIGURES).expect("2 significant figures are valid");
                 // Keep slots ordered by start; a late value for an unknown old slot goes in order.
                 let i = self.slots.iter().position(|s| s.start > start).unwrap_or(self.slots.len());
-                self.slots.insert(i, Slot { start, histogram });
+                self.slots.insert(i, Slot { start, buckets: Vec::new() });
                 i
             }
         };
@@ -142,24 +156,31 @@ impl WindowedHistogram {
     }
 
     fn refresh(&mut self) {
-        let mut merged: Option<Histogram<u32>> = None;
-        for slot in &self.slots {
-            match merged.as_mut() {
-                None => merged = Some(slot.histogram.clone()),
-                Some(m) => {
-                    // Both auto-resize, so adding cannot fail for lack of range.
-                    let _ = m.add(&slot.histogram);
-                }
+        let mut merged: Vec<(u64, u32)> = Vec::new();
+        if let [only] = self.slots.as_slices().0
+            && self.slots.len() == 1
+        {
+            merged.extend_from_slice(&only.buckets);
+        } else {
+            for slot in &self.slots {
+                merged.extend_from_slice(&slot.buckets);
             }
+            merged.sort_unstable_by_key(|&(v, _)| v);
         }
-        let window_count = merged.as_ref().map_or(0, |m| m.len());
+        let window_count: u64 = merged.iter().map(|&(_, c)| u64::from(c)).sum();
         let mut quantiles = [None; 3];
-        if let Some(m) = merged.as_ref().filter(|m| !m.is_empty()) {
+        if window_count > 0 {
             for (slot, q) in quantiles.iter_mut().zip(QUANTILES) {
-                *slot = Some(m.value_at_quantile(q));
+                *slot = Some(value_at_quantile(&merged, window_count, q));
             }
         }
         self.summary = Summary { window_count, quantiles, sum: self.sum, count: self.count };
+    }
+
+    /// Bytes held by the slots (for sizing: the buckets, not the allocator's overhead).
+    pub fn heap_bytes(&self) -> usize {
+        self.slots.len() * std::mem::size_of::<Slot>()
+            + self.slots.iter().map(|s| s.buckets.capacity() * std::mem::size_of::<(u64, u32)>()).sum::<usize>()
     }
 
     /// A serialisable copy, for persisting across restarts.
@@ -173,11 +194,8 @@ impl WindowedHistogram {
                 .iter()
                 .map(|s| PersistedSlot {
                     start: s.start,
-                    values: s
-                        .histogram
-                        .iter_recorded()
-                        .map(|v| (v.value_iterated_to(), v.count_at_value() as u64))
-                        .collect(),
+                    // The highest value of each bucket, as HDR's `iter_recorded` reports it.
+                    values: s.buckets.iter().map(|&(v, c)| (BUCKETS.highest_equivalent(v), u64::from(c))).collect(),
                 })
                 .collect(),
         }
@@ -190,17 +208,31 @@ impl WindowedHistogram {
         h.count = persisted.count;
         h.out_of_range = persisted.out_of_range;
         for slot in &persisted.slots {
-            let mut histogram: Histogram<u32> =
-                Histogram::new(SIGNIFICANT_FIGURES).expect("2 significant figures are valid");
+            let mut s = Slot { start: slot.start, buckets: Vec::with_capacity(slot.values.len()) };
             for &(value, count) in &slot.values {
-                let _ = histogram.record_n(value.min(MAX_VALUE), u32::try_from(count).unwrap_or(u32::MAX));
+                s.record_n(value.min(MAX_VALUE), u32::try_from(count).unwrap_or(u32::MAX));
             }
-            h.slots.push_back(Slot { start: slot.start, histogram });
+            h.slots.push_back(s);
         }
         h.slots.make_contiguous().sort_by_key(|s| s.start);
         h.refresh();
         h
     }
+}
+
+/// HDR's `value_at_quantile` over sorted `(lowest equivalent value, count)` buckets: the
+/// highest equivalent value of the bucket holding the nearest-rank sample.
+fn value_at_quantile(buckets: &[(u64, u32)], total: u64, quantile: f64) -> u64 {
+    let quantile = quantile.clamp(0.0, 1.0);
+    let rank = ((quantile * total as f64).ceil() as u64).clamp(1, total);
+    let mut seen = 0u64;
+    for &(value, count) in buckets {
+        seen += u64::from(count);
+        if seen >= rank {
+            return if quantile == 0.0 { value } else { BUCKETS.highest_equivalent(value) };
+        }
+    }
+    buckets.last().map_or(0, |&(v, _)| BUCKETS.highest_equivalent(v))
 }
 
 /// The on-disk form of a [`WindowedHistogram`].
@@ -282,6 +314,25 @@ mod tests {
         h.record(u64::MAX, Timestamp(0));
         assert_eq!(h.out_of_range(), 1);
         assert_eq!(h.summary().quantiles[0].map(|v| v >= MAX_VALUE), Some(true));
+    }
+
+    #[test]
+    fn quantiles_are_exactly_those_of_a_dense_hdr_histogram() {
+        let mut h = WindowedHistogram::new(HOUR);
+        let mut dense = Histogram::<u32>::new(SIGNIFICANT_FIGURES).unwrap();
+        let mut x = 7u64;
+        for i in 0..5_000i64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let v = (x >> 33) % [300, 70_000, 9_000_000_000][i as usize % 3] + 1;
+            h.record(v, Timestamp(1_000_000 + i * 100));
+            dense.record(v).unwrap();
+        }
+        let want: Vec<Option<u64>> = QUANTILES.iter().map(|&q| Some(dense.value_at_quantile(q))).collect();
+        assert_eq!(h.summary().quantiles.to_vec(), want);
+        assert_eq!(h.summary().window_count, dense.len());
+        // Sparse: no more buckets than HDR's non-empty ones, 12 bytes each.
+        let buckets: usize = h.slots.iter().map(|s| s.buckets.len()).sum();
+        assert!(buckets <= 6 * dense.iter_recorded().count(), "{buckets}");
     }
 
     #[test]

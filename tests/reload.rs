@@ -57,12 +57,10 @@ async fn clusters_come_and_go_with_the_file_and_bad_files_are_refused() {
     let polls =
         |m: &str, c: &str| sample(m, "checkpoint_sentinel_polls_total", &[("cluster", c)]).unwrap_or(0.0);
     let before = metrics(addr).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = metrics(addr).await;
-    assert!(
-        polls(&after, "a") > polls(&before, "a") && polls(&after, "b") > polls(&before, "b"),
-        "the running config stays"
-    );
+    let after = eventually(addr, "both clusters still polled", |m| {
+        polls(m, "a") > polls(&before, "a") && polls(m, "b") > polls(&before, "b")
+    })
+    .await;
     assert_eq!(up(&after, "c"), None);
 
     // Remove a cluster: its series go away.

@@ -62,6 +62,20 @@ impl Profile {
         }
     }
 
+    /// The profile's coordinator with every interval, pause, timeout and restart delay
+    /// multiplied by `scale` (1 for the demo; 30 gives production-like 60 s intervals).
+    fn coordinator_scaled(self, scale: u64) -> CoordinatorConfig {
+        let c = self.coordinator();
+        let scale = scale.max(1);
+        CoordinatorConfig {
+            interval_ms: c.interval_ms * scale,
+            min_pause_ms: c.min_pause_ms * scale,
+            timeout_ms: c.timeout_ms.saturating_mul(scale),
+            restart_delay_ms: c.restart_delay_ms.map(|d| d * scale),
+            ..c
+        }
+    }
+
     fn coordinator(self) -> CoordinatorConfig {
         let base = CoordinatorConfig {
             tolerable_failures: 100,
@@ -139,6 +153,11 @@ pub struct DemoCluster {
 impl DemoCluster {
     /// `n` jobs cycling through the profiles, all submitted at `start`.
     pub fn new(n: usize, seed: u64, start: Timestamp) -> Self {
+        DemoCluster::with_interval_scale(n, seed, start, 1)
+    }
+
+    /// As [`new`](Self::new), with every profile's intervals and timeouts times `scale`.
+    pub fn with_interval_scale(n: usize, seed: u64, start: Timestamp, scale: u64) -> Self {
         let variants: Vec<Arc<Vec<Variant>>> =
             Profile::ALL.iter().map(|p| Arc::new(variants(*p, seed))).collect();
         let jobs = (0..n)
@@ -153,7 +172,7 @@ impl DemoCluster {
                     start,
                     graph: profile.graph(),
                     coordinator: Coordinator::new(
-                        profile.coordinator(),
+                        profile.coordinator_scaled(scale),
                         start,
                         Schedule::Seeded(rng.next_u64()),
                     ),
@@ -381,6 +400,82 @@ fn append(path: &Path, lines: &[String]) -> std::io::Result<()> {
     let mut text = lines.join("\n");
     text.push('\n');
     f.write_all(text.as_bytes())
+}
+
+/// Options of the simulated cluster alone (`demo --no-daemon`).
+#[derive(Clone, Debug)]
+pub struct SimulatorOptions {
+    /// Where its REST API listens.
+    pub listen: SocketAddr,
+    /// How many jobs.
+    pub jobs: usize,
+    /// Seed of the simulation.
+    pub seed: u64,
+    /// Multiplies every profile's interval, min-pause, timeout and restart delay.
+    pub interval_scale: u64,
+    /// Where the JobManager log is written.
+    pub log_file: PathBuf,
+}
+
+/// A running simulated cluster without a daemon: for measuring a separately started
+/// `checkpoint-sentinel run` against it.
+pub struct RunningSimulator {
+    /// The simulated Flink REST API.
+    pub flink_url: String,
+    /// Where the JM log is written.
+    pub log_file: PathBuf,
+    /// (job id, job name) of every job.
+    pub jobs: Vec<(String, String)>,
+    ticker: tokio::task::JoinHandle<()>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl RunningSimulator {
+    /// Stops the simulation and its server.
+    pub fn shutdown(self) {
+        self.ticker.abort();
+        self.server.abort();
+    }
+}
+
+/// Starts the simulated cluster and its REST API only.
+pub async fn start_simulator(options: SimulatorOptions) -> Result<RunningSimulator, DemoError> {
+    let now = Timestamp::now();
+    if let Some(dir) = options.log_file.parent() {
+        std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
+    }
+    let cluster = Arc::new(Mutex::new(DemoCluster::with_interval_scale(
+        options.jobs,
+        options.seed,
+        now,
+        options.interval_scale,
+    )));
+    let jobs = {
+        let c = cluster.lock().unwrap_or_else(|e| e.into_inner());
+        c.jobs.iter().map(|j| (j.id.clone(), j.name.clone())).collect()
+    };
+    let listener =
+        tokio::net::TcpListener::bind(options.listen).await.map_err(io("cannot bind the demo REST API"))?;
+    let flink_addr = listener.local_addr().map_err(io("cannot bind the demo REST API"))?;
+    let router = rest::router(cluster.clone());
+    let server = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            tracing::error!("demo REST API failed: {e}");
+        }
+    });
+    let log_file = options.log_file.clone();
+    let ticker_log = log_file.clone();
+    let ticker = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(TICK);
+        loop {
+            tick.tick().await;
+            let lines = cluster.lock().unwrap_or_else(|e| e.into_inner()).advance(Timestamp::now());
+            if let Err(e) = append(&ticker_log, &lines) {
+                tracing::warn!(file = %ticker_log.display(), "cannot write the demo log: {e}");
+            }
+        }
+    });
+    Ok(RunningSimulator { flink_url: format!("http://{flink_addr}"), log_file, jobs, ticker, server })
 }
 
 /// Starts the simulated cluster, its REST API on a free local port, and the daemon.

@@ -61,6 +61,8 @@ pub struct JobDetails {
     pub vertices: Vec<JobVertex>,
     /// The execution plan with edges and ship strategies.
     pub plan: Option<Plan>,
+    /// The JobManager's clock when it answered, epoch ms.
+    pub now: Option<i64>,
 }
 
 /// One vertex of `/jobs/:id`.
@@ -380,6 +382,13 @@ pub struct VertexSubtask {
     pub subtask: u32,
     /// Cumulative I/O metrics.
     pub metrics: Option<IoMetrics>,
+    /// The TaskManager's host (up to 1.20; 2.x has `endpoint` only).
+    pub host: Option<String>,
+    /// The TaskManager's `host:port` (1.17 and later).
+    pub endpoint: Option<String>,
+    /// The TaskManager's id (`taskmanager-id`).
+    #[serde(rename = "taskmanager-id")]
+    pub taskmanager_id: Option<String>,
 }
 
 /// The `metrics` of a vertex or subtask (cumulative since the task started).

@@ -69,6 +69,10 @@ pub struct Patterns {
     /// Needle index → indexes into `builtins` that need it.
     needle_targets: Vec<Vec<usize>>,
     prefilter: AhoCorasick,
+    /// The same needles as one leftmost-first literal alternation, for whole buffers: the regex
+    /// crate runs it as a SIMD multi-literal search (Teddy), several GB/s on lines that match
+    /// nothing, where the per-line automaton pays a call per line.
+    buffer_prefilter: regex::bytes::Regex,
     user: Vec<UserPattern>,
 }
 
@@ -203,7 +207,12 @@ impl Patterns {
             }
         }
         let prefilter = AhoCorasick::new(&needles).expect("needles build an automaton");
-        Arc::new(Patterns { builtins, needle_targets, prefilter, user })
+        let alternation: Vec<String> = needles.iter().map(|n| regex::escape(n)).collect();
+        let buffer_prefilter = regex::bytes::RegexBuilder::new(&alternation.join("|"))
+            .unicode(false)
+            .build()
+            .expect("escaped needles compile");
+        Arc::new(Patterns { builtins, needle_targets, prefilter, buffer_prefilter, user })
     }
 
     /// The built-in patterns only.
@@ -216,6 +225,18 @@ impl Patterns {
         !self.user.is_empty() || self.prefilter.is_match(line)
     }
 
+    /// Whether user patterns are configured (they see every line, so no buffer prefilter applies).
+    pub fn has_user_patterns(&self) -> bool {
+        !self.user.is_empty()
+    }
+
+    /// Appends the `(start, end)` of every built-in needle found in `haystack` (many lines at
+    /// once), in order and non-overlapping. A line without one of them, and not the stack trace
+    /// of a line with one, can produce no built-in event.
+    pub fn find_needles(&self, haystack: &[u8], out: &mut Vec<(usize, usize)>) {
+        out.extend(self.buffer_prefilter.find_iter(haystack).map(|m| (m.start(), m.end())));
+    }
+
     /// The event a log message stands for, if any.
     pub fn recognise(&self, message: &str) -> Option<LogEvent> {
         for p in &self.user {
@@ -225,6 +246,27 @@ impl Patterns {
                 return Some(event);
             }
         }
+        if let Some(event) = fast::recognise(message) {
+            return Some(event);
+        }
+        self.recognise_builtin(message)
+    }
+
+    /// [`recognise`](Self::recognise) by the regexes alone, without the hand-written parsers of
+    /// the most frequent lines (which must give exactly the same events; tests compare them).
+    #[doc(hidden)]
+    pub fn recognise_by_regex(&self, message: &str) -> Option<LogEvent> {
+        for p in &self.user {
+            if let Some(caps) = p.regex.captures(message) {
+                let mut event = blank(p.kind.clone(), p.severity, message);
+                fill(&caps, &mut event);
+                return Some(event);
+            }
+        }
+        self.recognise_builtin(message)
+    }
+
+    fn recognise_builtin(&self, message: &str) -> Option<LogEvent> {
         let mut candidates = [usize::MAX; 4];
         let mut n = 0;
         for m in self.prefilter.find_overlapping_iter(message) {
@@ -294,6 +336,133 @@ fn bounded(text: &str) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
+}
+
+/// Hand-written parsers of the four most frequent checkpoint lines (triggered, completed,
+/// expired, failed), byte for byte the language of their regexes in [`BUILTINS`], which are the
+/// first four and anchored on distinct literal prefixes, so no earlier pattern could have taken
+/// the line. A line they do not accept goes to the regexes. Capturing with a regex costs a
+/// microsecond or so per line; these cost a few dozen nanoseconds.
+mod fast {
+    use super::{Severity, blank};
+    use crate::observe::LogEvent;
+
+    /// `s` split after its leading ASCII digits (at least one).
+    fn digits(s: &str) -> Option<(&str, &str)> {
+        let n = s.bytes().take_while(u8::is_ascii_digit).count();
+        (n > 0).then(|| s.split_at(n))
+    }
+
+    /// A job id: 32 lowercase hex digits.
+    fn job(s: &str) -> Option<(&str, &str)> {
+        let id = s.get(..32)?;
+        id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)).then(|| (id, &s[32..]))
+    }
+
+    fn event(kind: &str, severity: Severity, message: &str, id: &str, job: &str) -> LogEvent {
+        let mut e = blank(kind.to_string(), severity, message);
+        e.checkpoint_id = id.parse().ok();
+        e.job_id = Some(job.to_string());
+        e
+    }
+
+    pub(super) fn recognise(message: &str) -> Option<LogEvent> {
+        match message.as_bytes().first()? {
+            b'T' => triggered(message),
+            b'C' => completed(message).or_else(|| expired(message)),
+            b'F' => failed(message),
+            _ => None,
+        }
+    }
+
+    /// `^Triggering checkpoint (?P<id>\d+) (?:\(type=(?P<detail>.*)\) )?@ (?P<at>\d+) for job
+    /// (?P<job>[0-9a-f]{32})\.?$`
+    fn triggered(message: &str) -> Option<LogEvent> {
+        let rest = message.strip_prefix("Triggering checkpoint ")?;
+        let (id, rest) = digits(rest)?;
+        let rest = rest.strip_prefix(' ')?;
+        // From the end: `@ <at> for job <job>` and an optional full stop.
+        let body = rest.strip_suffix('.').unwrap_or(rest);
+        let cut = body.len().checked_sub(32)?;
+        let (head, job) = (body.get(..cut)?, body.get(cut..)?);
+        self::job(job)?;
+        let head = head.strip_suffix(" for job ")?;
+        let at_digits = head.bytes().rev().take_while(u8::is_ascii_digit).count();
+        if at_digits == 0 {
+            return None;
+        }
+        let middle = head[..head.len() - at_digits].strip_suffix("@ ")?;
+        let detail = if middle.is_empty() {
+            None
+        } else {
+            Some(middle.strip_prefix("(type=")?.strip_suffix(") ")?)
+        };
+        let mut e = event("triggered", Severity::Info, message, id, job);
+        e.detail = detail.filter(|d| !d.is_empty()).map(super::bounded);
+        Some(e)
+    }
+
+    /// `^Completed checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32}) \((?P<bytes>\d+) bytes
+    /// (?:, checkpointDuration=(?P<dur>\d+) ms(?:, finalizationTime=\d+ ms)?| in (?P<dur_old>\d+)
+    /// ms)\)\.?$`
+    fn completed(message: &str) -> Option<LogEvent> {
+        let rest = message.strip_prefix("Completed checkpoint ")?;
+        let (id, rest) = digits(rest)?;
+        let (job, rest) = job(rest.strip_prefix(" for job ")?)?;
+        let (bytes, rest) = digits(rest.strip_prefix(" (")?)?;
+        let rest = rest.strip_prefix(" bytes")?;
+        let (dur, rest) = if let Some(r) = rest.strip_prefix(", checkpointDuration=") {
+            let (dur, r) = digits(r)?;
+            let r = r.strip_prefix(" ms")?;
+            let r = match r.strip_prefix(", finalizationTime=") {
+                Some(f) => digits(f)?.1.strip_prefix(" ms")?,
+                None => r,
+            };
+            (dur, r)
+        } else {
+            let (dur, r) = digits(rest.strip_prefix(" in ")?)?;
+            (dur, r.strip_prefix(" ms")?)
+        };
+        let rest = rest.strip_prefix(')')?;
+        if !(rest.is_empty() || rest == ".") {
+            return None;
+        }
+        let mut e = event("completed", Severity::Info, message, id, job);
+        e.bytes = bytes.parse().ok();
+        e.duration_ms = dur.parse().ok();
+        Some(e)
+    }
+
+    /// `^Checkpoint (?P<id>\d+) of job (?P<job>[0-9a-f]{32}) expired before completing\.?$`
+    fn expired(message: &str) -> Option<LogEvent> {
+        let rest = message.strip_prefix("Checkpoint ")?;
+        let (id, rest) = digits(rest)?;
+        let (job, rest) = job(rest.strip_prefix(" of job ")?)?;
+        let rest = rest.strip_prefix(" expired before completing")?;
+        if !(rest.is_empty() || rest == ".") {
+            return None;
+        }
+        Some(event("expired", Severity::Warning, message, id, job))
+    }
+
+    /// `^Failed to trigger or complete checkpoint (?P<id>-?\d+|\S+) for job
+    /// (?P<job>[0-9a-f]{32})\. \((?P<n>\d+) consecutive failed attempts so far\)$`
+    fn failed(message: &str) -> Option<LogEvent> {
+        let rest = message.strip_prefix("Failed to trigger or complete checkpoint ")?;
+        let id_len = rest.find(char::is_whitespace)?;
+        let (id, rest) = rest.split_at(id_len);
+        if id.is_empty() {
+            return None;
+        }
+        let (job, rest) = job(rest.strip_prefix(" for job ")?)?;
+        let (n, rest) = digits(rest.strip_prefix(". (")?)?;
+        if rest != " consecutive failed attempts so far)" {
+            return None;
+        }
+        let mut e = event("failed", Severity::Warning, message, id, job);
+        e.consecutive_failures = n.parse::<u64>().ok().and_then(|n| u32::try_from(n).ok());
+        Some(e)
+    }
 }
 
 /// Copies the named captures every pattern may use into the event. User patterns use the same
@@ -615,9 +784,21 @@ impl RecordParser {
     /// Takes one line (no newline) that starts at byte `offset`; pushes the events of the record
     /// it finishes, if any, to `out`.
     pub fn push_line(&mut self, line: &[u8], offset: u64, out: &mut Vec<LogEvent>) {
+        self.push(line, offset, None, out);
+    }
+
+    /// As [`push_line`](Self::push_line), for a caller that already searched the line for the
+    /// needles (`has_needle`), so the per-line prefilter is skipped.
+    pub fn push_searched_line(&mut self, line: &[u8], offset: u64, has_needle: bool, out: &mut Vec<LogEvent>) {
+        self.push(line, offset, Some(has_needle), out);
+    }
+
+    fn push(&mut self, line: &[u8], offset: u64, has_needle: Option<bool>, out: &mut Vec<LogEvent>) {
         if is_record_start(line) {
             self.flush(out);
-            if !self.patterns.might_match(line) {
+            let might_match =
+                self.patterns.has_user_patterns() || has_needle.unwrap_or_else(|| self.patterns.might_match(line));
+            if !might_match {
                 // Most lines: no needle, no user pattern. Remember only where the record starts.
                 self.pending = Some(Pending {
                     start: offset,
@@ -709,6 +890,12 @@ impl RecordParser {
     /// Whether a record is waiting for more lines.
     pub fn has_pending(&self) -> bool {
         self.pending.is_some()
+    }
+
+    /// Whether the record in progress produced events, so its continuation lines (stack trace)
+    /// matter; lines of other records need to be pushed only if they carry a needle.
+    pub fn wants_continuation(&self) -> bool {
+        self.pending.as_ref().is_some_and(|p| !p.events.is_empty())
     }
 }
 

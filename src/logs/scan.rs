@@ -1,14 +1,22 @@
 //! The offline analysis behind `checkpoint-sentinel scan-logs`: events per kind, a timeline per
 //! checkpoint, the subtasks that held checkpoints up, and root causes, as text or JSON.
+//!
+//! The scan streams: each file is read in large buffers, one SIMD multi-literal search over the
+//! whole buffer finds the built-in needles ([`Patterns::find_needles`]), and only the lines
+//! that carry one (plus the stack trace of a line that produced an event) reach the record
+//! parser. Lines that match nothing cost the newline search and a comparison. Events are folded
+//! into an [`Aggregate`] as they come, in a compact form (interned strings, no stack traces),
+//! so memory grows with the number of checkpoint events, not with the size of the input, and
+//! every per-checkpoint collection is capped.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::parse::{BUILTIN_KINDS, LineSplitter, Patterns, RecordParser, counts_root_cause};
+use super::parse::{BUILTIN_KINDS, LineSplitter, Patterns, RecordParser, counts_root_cause, is_record_start};
 use crate::observe::LogEvent;
 
 /// Kinds that name a subtask holding a checkpoint up or failing it.
@@ -22,6 +30,16 @@ const BLOCKING_KINDS: &[&str] = &[
     "end_of_partition",
     "execution_delay",
 ];
+
+/// Bytes read per system call; the needle search runs over a whole buffer at a time. Small
+/// enough to stay in the L2 cache between the kernel's copy and the search.
+const READ_BUFFER: usize = 256 << 10;
+/// Timeline events kept (≈ 80 bytes each); further ones are counted in `timeline_events_dropped`.
+const MAX_TIMELINE_EVENTS: usize = 1_000_000;
+/// Checkpoint ids listed per blocking subtask.
+const MAX_BLOCKING_IDS: usize = 10_000;
+/// Distinct (exception, message) examples kept per root-cause category.
+const MAX_CAUSE_EXAMPLES: usize = 100;
 
 /// One scanned file.
 #[derive(Clone, Debug, Default)]
@@ -41,277 +59,722 @@ pub struct FileSummary {
 pub struct ScanReport {
     /// The files, in the order given.
     pub files: Vec<FileSummary>,
-    /// Every event, in file order (files in the order given).
+    /// Every event, in file order (files in the order given), with its stack trace — only when
+    /// the scan keeps events ([`Scanner::keep_events`], [`scan_paths`]); the report itself is
+    /// built from the aggregate either way.
     pub events: Vec<LogEvent>,
+    aggregate: Aggregate,
 }
 
-/// Reads `paths` with the given line limit.
+/// Reads `paths` with the given line limit and keeps every event in [`ScanReport::events`]
+/// besides the aggregate: for tests and small inputs. `scan-logs` uses [`scan_paths_streaming`].
 pub fn scan_paths(
     paths: &[PathBuf],
     patterns: &Arc<Patterns>,
     max_line_bytes: usize,
 ) -> io::Result<ScanReport> {
-    let mut report = ScanReport::default();
+    let mut scanner = Scanner::new(patterns.clone(), max_line_bytes).keep_events(true);
     for path in paths {
-        let file = std::fs::File::open(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        scan_reader(path, file, patterns, max_line_bytes, &mut report)?;
+        scanner.scan_path(path)?;
     }
-    Ok(report)
+    Ok(scanner.finish())
 }
 
-/// Reads one stream into `report`.
+/// Reads `paths` with the given line limit into the aggregate only: memory bounded by the
+/// number of checkpoint events, whatever the size of the files.
+pub fn scan_paths_streaming(
+    paths: &[PathBuf],
+    patterns: &Arc<Patterns>,
+    max_line_bytes: usize,
+) -> io::Result<ScanReport> {
+    let mut scanner = Scanner::new(patterns.clone(), max_line_bytes);
+    for path in paths {
+        scanner.scan_path(path)?;
+    }
+    Ok(scanner.finish())
+}
+
+/// Reads one stream into `report` (events kept, as [`scan_paths`]).
 pub fn scan_reader(
     path: &Path,
-    mut reader: impl Read,
+    reader: impl Read,
     patterns: &Arc<Patterns>,
     max_line_bytes: usize,
     report: &mut ScanReport,
 ) -> io::Result<()> {
-    let mut parser = RecordParser::new(patterns.clone());
-    let mut splitter = LineSplitter::new(max_line_bytes, 0);
-    let mut buf = vec![0u8; 1 << 20];
-    let start = report.events.len();
-    loop {
-        let n = match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        let events = &mut report.events;
-        splitter.feed(&buf[..n], |line, offset| parser.push_line(line, offset, events));
-    }
-    let events = &mut report.events;
-    splitter.finish(|line, offset| parser.push_line(line, offset, events));
-    parser.flush(&mut report.events);
-    let name = path.display().to_string();
-    for e in &mut report.events[start..] {
-        e.file.clone_from(&name);
-    }
-    report.files.push(FileSummary {
-        path: path.to_path_buf(),
-        bytes: splitter.offset(),
-        lines: splitter.lines,
-        oversize_lines: splitter.oversize,
-    });
+    let mut scanner = Scanner::new(patterns.clone(), max_line_bytes).keep_events(true);
+    scanner.report = std::mem::take(report);
+    scanner.seq = scanner.report.aggregate.next_seq;
+    scanner.scan_reader(path, reader)?;
+    *report = scanner.finish();
     Ok(())
 }
 
-/// How often a root-cause category was seen, and how often each (exception, message) of it.
-type CauseCount = (u64, BTreeMap<(String, String), u64>);
-
-/// A checkpoint and what the logs said about it.
-#[derive(Debug)]
-struct Timeline<'a> {
-    job_id: String,
-    id: u64,
-    events: Vec<&'a LogEvent>,
+/// A streaming scan over any number of files.
+pub struct Scanner {
+    patterns: Arc<Patterns>,
+    max_line_bytes: usize,
+    keep_events: bool,
+    report: ScanReport,
+    seq: u64,
+    buf: Vec<u8>,
+    needles: Vec<(usize, usize)>,
+    events: Vec<LogEvent>,
 }
 
-impl Timeline<'_> {
-    fn has(&self, kind: &str) -> bool {
-        self.events.iter().any(|e| e.kind == kind)
-    }
-
-    fn outcome(&self) -> &'static str {
-        if self.has("completed") {
-            "completed"
-        } else if self.has("expired") {
-            "expired"
-        } else if self.has("declined")
-            || self.has("async_snapshot_failed")
-            || self.has("sync_snapshot_failed")
-        {
-            "declined"
-        } else if self.has("failed") || self.has("barrier_overtaken") || self.has("end_of_partition") {
-            "failed"
-        } else {
-            "unknown"
+impl Scanner {
+    /// A scan with these patterns and line limit that keeps only the aggregate.
+    pub fn new(patterns: Arc<Patterns>, max_line_bytes: usize) -> Self {
+        Scanner {
+            patterns,
+            max_line_bytes,
+            keep_events: false,
+            report: ScanReport::default(),
+            seq: 0,
+            buf: Vec::new(),
+            needles: Vec::new(),
+            events: Vec::new(),
         }
     }
+
+    /// Also keep every event (with its stack trace) in [`ScanReport::events`].
+    pub fn keep_events(mut self, keep: bool) -> Self {
+        self.keep_events = keep;
+        self
+    }
+
+    /// Opens and reads one file.
+    pub fn scan_path(&mut self, path: &Path) -> io::Result<()> {
+        let file = std::fs::File::open(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        self.scan_reader(path, file)
+    }
+
+    /// Reads one stream; `path` names it in the report.
+    pub fn scan_reader(&mut self, path: &Path, mut reader: impl Read) -> io::Result<()> {
+        let name = path.display().to_string();
+        let file = self.report.aggregate.add_file(&name);
+        let mut parser = RecordParser::new(self.patterns.clone());
+        let mut splitter = LineSplitter::new(self.max_line_bytes, 0);
+        // Every line is a candidate when user patterns are configured (they match anything).
+        let patterns = self.patterns.clone();
+        let all_lines = patterns.has_user_patterns();
+        if self.buf.len() != READ_BUFFER {
+            self.buf = vec![0u8; READ_BUFFER];
+        }
+        let mut buf = std::mem::take(&mut self.buf);
+        let mut needles = std::mem::take(&mut self.needles);
+        let mut sink = Sink {
+            events: std::mem::take(&mut self.events),
+            aggregate: &mut self.report.aggregate,
+            kept: self.keep_events.then_some(&mut self.report.events),
+            name: &name,
+            file,
+            seq: &mut self.seq,
+        };
+        // The line before the current one, for a needle on a record's first continuation line
+        // (`Exceeded checkpoint tolerable failure threshold` under a line that matched nothing).
+        let mut prev = PrevLine::default();
+        let mut result = Ok(());
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            let chunk = &buf[..n];
+            let chunk_start = splitter.offset();
+            needles.clear();
+            if !all_lines {
+                patterns.find_needles(chunk, &mut needles);
+            }
+            let mut next = 0; // index of the first needle not before the current line
+            splitter.feed(chunk, |line, offset| {
+                let candidate = if all_lines {
+                    true
+                } else if offset < chunk_start {
+                    // Began in the previous buffer: the buffer search saw only part of it.
+                    patterns.might_match(line)
+                } else {
+                    let start = (offset - chunk_start) as usize;
+                    let end = start + line.len();
+                    while next < needles.len() && needles[next].0 < start {
+                        next += 1;
+                    }
+                    match needles.get(next) {
+                        // A needle cut by the line limit: ask the line itself.
+                        Some(&(s, e)) if s < end => e <= end || patterns.might_match(line),
+                        _ => false,
+                    }
+                };
+                consider(line, offset, candidate, &mut parser, &mut prev, chunk, chunk_start, &mut sink);
+            });
+            prev.keep(chunk, chunk_start);
+        }
+        let end = splitter.offset();
+        splitter.finish(|line, offset| {
+            let candidate = all_lines || patterns.might_match(line);
+            consider(line, offset, candidate, &mut parser, &mut prev, &[], end, &mut sink);
+        });
+        parser.flush(&mut sink.events);
+        sink.drain();
+        self.events = sink.events;
+        self.buf = buf;
+        self.needles = needles;
+        result?;
+        self.report.files.push(FileSummary {
+            path: path.to_path_buf(),
+            bytes: splitter.offset(),
+            lines: splitter.lines,
+            oversize_lines: splitter.oversize,
+        });
+        Ok(())
+    }
+
+    /// The report.
+    pub fn finish(mut self) -> ScanReport {
+        self.report.aggregate.next_seq = self.seq;
+        self.report
+    }
+}
+
+/// Hands a line to the parser if it can matter: it carries a needle (`candidate`), or it is part
+/// of a record that produced events (its stack trace, or the line that ends it). A needle on a
+/// continuation line counts only on the first line under a record start (where Flink prints the
+/// thrown exception), and then that record start is pushed first.
+#[allow(clippy::too_many_arguments)]
+fn consider(
+    line: &[u8],
+    offset: u64,
+    candidate: bool,
+    parser: &mut RecordParser,
+    prev: &mut PrevLine,
+    chunk: &[u8],
+    chunk_start: u64,
+    sink: &mut Sink<'_>,
+) {
+    if parser.wants_continuation() || (candidate && is_record_start(line)) {
+        parser.push_searched_line(line, offset, candidate, &mut sink.events);
+        sink.drain();
+    } else if candidate && let Some(header) = prev.record_start_before(offset, chunk, chunk_start) {
+        parser.push_line(header, prev.offset, &mut sink.events);
+        parser.push_searched_line(line, offset, candidate, &mut sink.events);
+        sink.drain();
+    }
+    prev.set(line, offset, chunk_start);
+}
+
+/// Where events go: the aggregate, and the kept list if asked for.
+struct Sink<'a> {
+    events: Vec<LogEvent>,
+    aggregate: &'a mut Aggregate,
+    kept: Option<&'a mut Vec<LogEvent>>,
+    name: &'a str,
+    file: u32,
+    seq: &'a mut u64,
+}
+
+impl Sink<'_> {
+    fn drain(&mut self) {
+        for mut event in self.events.drain(..) {
+            self.aggregate.add(&event, self.file, *self.seq);
+            *self.seq += 1;
+            if let Some(kept) = self.kept.as_deref_mut() {
+                event.file = self.name.to_string();
+                kept.push(event);
+            }
+        }
+    }
+}
+
+/// The previous line: its position, and a copy when it is not in the current buffer.
+#[derive(Default)]
+struct PrevLine {
+    offset: u64,
+    len: usize,
+    in_chunk: bool,
+    valid: bool,
+    copy: Vec<u8>,
+}
+
+impl PrevLine {
+    fn set(&mut self, line: &[u8], offset: u64, chunk_start: u64) {
+        let in_chunk = offset >= chunk_start;
+        (self.offset, self.len, self.in_chunk, self.valid) = (offset, line.len(), in_chunk, true);
+        if !in_chunk {
+            // Began in the previous buffer (at most one such line per buffer): copy it now.
+            self.copy.clear();
+            self.copy.extend_from_slice(line);
+        }
+    }
+
+    /// At the end of a buffer: copy the last line, the next buffer cannot see it.
+    fn keep(&mut self, chunk: &[u8], chunk_start: u64) {
+        if self.in_chunk && self.valid {
+            let start = (self.offset - chunk_start) as usize;
+            self.copy.clear();
+            self.copy.extend_from_slice(&chunk[start..start + self.len]);
+            self.in_chunk = false;
+        }
+    }
+
+    /// The previous line if it starts a record and directly precedes `offset`.
+    fn record_start_before<'a>(&'a self, offset: u64, chunk: &'a [u8], chunk_start: u64) -> Option<&'a [u8]> {
+        if !self.valid || self.offset >= offset {
+            return None;
+        }
+        let line = if self.in_chunk {
+            let start = (self.offset - chunk_start) as usize;
+            &chunk[start..start + self.len]
+        } else {
+            &self.copy[..]
+        };
+        is_record_start(line).then_some(line)
+    }
+}
+
+/// Strings seen more than once (tasks, TaskManagers, reasons, channels, jobs), stored once.
+#[derive(Debug, Default)]
+struct Interner {
+    ids: HashMap<Box<str>, u32>,
+    strings: Vec<Box<str>>,
+}
+
+impl Interner {
+    /// The symbol of `s`; 0 is "none".
+    fn intern(&mut self, s: Option<&str>) -> u32 {
+        let Some(s) = s else { return 0 };
+        if let Some(&id) = self.ids.get(s) {
+            return id;
+        }
+        self.strings.push(s.into());
+        let id = self.strings.len() as u32;
+        self.ids.insert(s.into(), id);
+        id
+    }
+
+    fn get(&self, sym: u32) -> Option<&str> {
+        (sym > 0).then(|| &*self.strings[sym as usize - 1])
+    }
+}
+
+/// An event as a timeline keeps it: what the text and JSON reports print, nothing more.
+#[derive(Clone, Debug)]
+struct TimelineEvent {
+    seq: u64,
+    kind: u32,
+    file: u32,
+    /// The line's timestamp (`2026-11-29 15:04:08,723`), inline: it differs for every event.
+    at: Option<Box<str>>,
+    task: u32,
+    subtask: Option<u32>,
+    taskmanager: u32,
+    duration_ms: Option<u64>,
+    consecutive_failures: Option<u32>,
+    reason: u32,
+    cause: u32,
+}
+
+/// A root cause, interned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Cause {
+    category: &'static str,
+    exception: u32,
+    message: u32,
 }
 
 /// A subtask that held checkpoints up.
 #[derive(Debug, Default)]
 struct Blocking {
     count: u64,
-    kinds: BTreeSet<String>,
+    kinds: BTreeSet<u32>,
     checkpoints: BTreeSet<u64>,
-    taskmanager: Option<String>,
+    taskmanager: u32,
+}
+
+/// Everything the report needs, folded in event by event.
+#[derive(Debug, Default)]
+struct Aggregate {
+    strings: Interner,
+    next_seq: u64,
+    files: Vec<u32>,
+    kinds: BTreeMap<String, u64>,
+    /// Root causes by category: (count, (exception, message) → count), once per (checkpoint,
+    /// category).
+    causes: BTreeMap<&'static str, (u64, BTreeMap<(u32, u32), u64>)>,
+    causes_counted: BTreeSet<(u64, &'static str)>,
+    cause_ids: Vec<Cause>,
+    cause_index: HashMap<Cause, u32>,
+    /// Timeline events by (job symbol, 0 if the line names none; checkpoint id).
+    timelines: BTreeMap<(u32, u64), Vec<TimelineEvent>>,
+    timeline_events: usize,
+    timeline_events_dropped: u64,
+    /// Jobs that have a checkpoint with this id (TaskManager lines name no job).
+    jobs_of_id: HashMap<u64, BTreeSet<u32>>,
+    blocking: BTreeMap<(u32, Option<u32>), Blocking>,
+    completed: BTreeSet<u64>,
+    /// Channels by task, and channels a barrier came from by (task, checkpoint).
+    channels: BTreeMap<u32, BTreeSet<u32>>,
+    received: BTreeMap<(u32, u64), BTreeSet<u32>>,
+}
+
+impl Aggregate {
+    fn add_file(&mut self, name: &str) -> u32 {
+        let sym = self.strings.intern(Some(name));
+        self.files.push(sym);
+        sym
+    }
+
+    fn add(&mut self, e: &LogEvent, file: u32, seq: u64) {
+        match self.kinds.get_mut(e.kind.as_str()) {
+            Some(n) => *n += 1,
+            None => {
+                self.kinds.insert(e.kind.clone(), 1);
+            }
+        }
+        let job = self.strings.intern(e.job_id.as_deref());
+        if let (Some(id), true) = (e.checkpoint_id, job != 0) {
+            let jobs = self.jobs_of_id.entry(id).or_default();
+            if jobs.len() < 2 {
+                jobs.insert(job); // only "exactly one job" matters
+            }
+        }
+        let cause = e.root_cause.as_ref().map(|c| Cause {
+            category: c.category,
+            exception: self.strings.intern(Some(&c.exception)),
+            message: self.strings.intern(Some(&c.message)),
+        });
+        if let Some(c) = cause.filter(|_| counts_root_cause(&e.kind))
+            && e.checkpoint_id.is_none_or(|id| self.causes_counted.insert((id, c.category)))
+        {
+            let entry = self.causes.entry(c.category).or_default();
+            entry.0 += 1;
+            let examples = entry.1.len();
+            match entry.1.get_mut(&(c.exception, c.message)) {
+                Some(n) => *n += 1,
+                None if examples < MAX_CAUSE_EXAMPLES => {
+                    entry.1.insert((c.exception, c.message), 1);
+                }
+                None => {}
+            }
+        }
+        let kind = e.kind.as_str();
+        if kind == "completed"
+            && let Some(id) = e.checkpoint_id
+        {
+            self.completed.insert(id);
+        }
+        if BLOCKING_KINDS.contains(&kind) {
+            let task = self.strings.intern(Some(e.task.as_deref().unwrap_or("?")));
+            let kind_sym = self.strings.intern(Some(kind));
+            let b = self.blocking.entry((task, e.subtask)).or_default();
+            b.count += 1;
+            b.kinds.insert(kind_sym);
+            if let Some(id) = e.checkpoint_id
+                && b.checkpoints.len() < MAX_BLOCKING_IDS
+            {
+                b.checkpoints.insert(id);
+            }
+            if e.taskmanager.is_some() {
+                b.taskmanager = self.strings.intern(e.taskmanager.as_deref());
+            }
+        }
+        if kind == "barrier_received" {
+            if let (Some(task), Some(channel), Some(id)) = (e.task.as_deref(), e.detail.as_deref(), e.checkpoint_id) {
+                let task = self.strings.intern(Some(task));
+                let channel = self.strings.intern(Some(channel));
+                self.channels.entry(task).or_default().insert(channel);
+                self.received.entry((task, id)).or_default().insert(channel);
+            }
+            return;
+        }
+        if kind == "restored" {
+            return;
+        }
+        let Some(id) = e.checkpoint_id else { return };
+        if self.timeline_events >= MAX_TIMELINE_EVENTS {
+            self.timeline_events_dropped += 1;
+            return;
+        }
+        let cause = cause.map_or(0, |c| {
+            let next = self.cause_ids.len() as u32 + 1;
+            *self.cause_index.entry(c).or_insert_with(|| {
+                self.cause_ids.push(c);
+                next
+            })
+        });
+        let event = TimelineEvent {
+            seq,
+            kind: self.strings.intern(Some(kind)),
+            file,
+            at: e.logged_at.as_deref().map(Box::from),
+            task: self.strings.intern(e.task.as_deref()),
+            subtask: e.subtask,
+            taskmanager: self.strings.intern(e.taskmanager.as_deref()),
+            duration_ms: e.duration_ms,
+            consecutive_failures: e.consecutive_failures,
+            reason: self.strings.intern(e.reason.as_deref()),
+            cause,
+        };
+        self.timeline_events += 1;
+        self.timelines.entry((job, id)).or_default().push(event);
+    }
+
+    fn str(&self, sym: u32) -> Option<&str> {
+        self.strings.get(sym)
+    }
+
+    fn kind(&self, e: &TimelineEvent) -> &str {
+        self.str(e.kind).unwrap_or_default()
+    }
+
+    /// Timelines by (job, id) in order; lines that name no job join the one job that has a
+    /// checkpoint with that id.
+    fn timelines(&self) -> Vec<Timeline<'_>> {
+        let mut map: BTreeMap<(&str, u64), Vec<&TimelineEvent>> = BTreeMap::new();
+        for ((job, id), events) in &self.timelines {
+            let job = match self.str(*job) {
+                Some(job) => job,
+                None => match self.jobs_of_id.get(id) {
+                    Some(jobs) if jobs.len() == 1 => jobs.iter().next().and_then(|j| self.str(*j)).unwrap_or_default(),
+                    _ => "",
+                },
+            };
+            map.entry((job, *id)).or_default().extend(events.iter());
+        }
+        map.into_iter()
+            .map(|((job_id, id), mut events)| {
+                events.sort_by_key(|e| e.seq);
+                let has = |kind: &str| events.iter().any(|e| self.kind(e) == kind);
+                let outcome = if has("completed") {
+                    "completed"
+                } else if has("expired") {
+                    "expired"
+                } else if has("declined") || has("async_snapshot_failed") || has("sync_snapshot_failed") {
+                    "declined"
+                } else if has("failed") || has("barrier_overtaken") || has("end_of_partition") {
+                    "failed"
+                } else {
+                    "unknown"
+                };
+                Timeline { job_id, id, outcome, events }
+            })
+            .collect()
+    }
+
+    /// From DEBUG "Received barrier from channel" lines: for each checkpoint that did not
+    /// complete, the channels of each task whose barrier never came (the channels a task has
+    /// are those it received a barrier on for any checkpoint).
+    fn missing_barriers(&self) -> Vec<MissingBarriers<'_>> {
+        let name = |s: &u32| self.str(*s).unwrap_or_default();
+        let sorted = |set: &BTreeSet<u32>| {
+            let mut names: Vec<&str> = set.iter().map(name).collect();
+            names.sort_unstable();
+            names
+        };
+        let mut out = Vec::new();
+        for ((task, id), got) in &self.received {
+            if self.completed.contains(id) {
+                continue;
+            }
+            let received = sorted(got);
+            let missing: Vec<&str> =
+                sorted(&self.channels[task]).into_iter().filter(|c| received.binary_search(c).is_err()).collect();
+            if !missing.is_empty() {
+                out.push(MissingBarriers { task: name(task), checkpoint_id: *id, received, missing });
+            }
+        }
+        out.sort_by(|a, b| (a.task, a.checkpoint_id).cmp(&(b.task, b.checkpoint_id)));
+        out
+    }
+}
+
+/// The JSON report, serialised with `checkpoints` streamed (keys in the sorted order of
+/// `serde_json::Map`, so the text equals that of the `Value`).
+struct JsonReport<'a>(&'a ScanReport);
+
+impl serde::Serialize for JsonReport<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let report = self.0;
+        let head = report.json_head();
+        let timelines = report.aggregate.timelines();
+        let mut keys: Vec<&str> = head.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();
+        keys.push("checkpoints");
+        keys.sort_unstable();
+        let mut map = serializer.serialize_map(Some(keys.len()))?;
+        for key in keys {
+            if key == "checkpoints" {
+                map.serialize_entry(key, &Checkpoints(report, &timelines))?;
+            } else {
+                map.serialize_entry(key, &head[key])?;
+            }
+        }
+        map.end()
+    }
+}
+
+struct Checkpoints<'a>(&'a ScanReport, &'a [Timeline<'a>]);
+
+impl serde::Serialize for Checkpoints<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.1.iter().map(|t| self.0.checkpoint_json(t)))
+    }
+}
+
+/// A checkpoint and what the logs said about it.
+struct Timeline<'a> {
+    job_id: &'a str,
+    id: u64,
+    outcome: &'static str,
+    events: Vec<&'a TimelineEvent>,
 }
 
 /// Input channels whose barrier a task never received for a checkpoint that did not complete.
-#[derive(Debug)]
-struct MissingBarriers {
-    task: String,
+struct MissingBarriers<'a> {
+    task: &'a str,
     checkpoint_id: u64,
-    received: Vec<String>,
-    missing: Vec<String>,
+    received: Vec<&'a str>,
+    missing: Vec<&'a str>,
 }
 
 impl ScanReport {
     /// Events per kind: every built-in kind (zero or not) plus user kinds.
     pub fn kind_counts(&self) -> BTreeMap<String, u64> {
         let mut counts: BTreeMap<String, u64> = BUILTIN_KINDS.iter().map(|k| (k.to_string(), 0)).collect();
-        for e in &self.events {
-            *counts.entry(e.kind.clone()).or_insert(0) += 1;
+        for (kind, n) in &self.aggregate.kinds {
+            *counts.entry(kind.clone()).or_insert(0) += n;
         }
         counts
     }
 
-    /// Root causes by category, counted once per (checkpoint, category) as the daemon does,
-    /// with the most frequent exception of each.
-    fn root_causes(&self) -> BTreeMap<&'static str, CauseCount> {
-        let mut out: BTreeMap<&'static str, CauseCount> = BTreeMap::new();
-        let mut counted = BTreeSet::new();
-        for e in &self.events {
-            let Some(cause) = e.root_cause.as_ref().filter(|_| counts_root_cause(&e.kind)) else { continue };
-            if let Some(id) = e.checkpoint_id
-                && !counted.insert((id, cause.category))
-            {
-                continue;
-            }
-            let entry = out.entry(cause.category).or_default();
-            entry.0 += 1;
-            *entry.1.entry((cause.exception.clone(), cause.message.clone())).or_insert(0) += 1;
-        }
-        out
+    /// Timeline events not kept because the cap was reached (0 unless the input is enormous).
+    pub fn timeline_events_dropped(&self) -> u64 {
+        self.aggregate.timeline_events_dropped
     }
 
-    fn timelines(&self) -> Vec<Timeline<'_>> {
-        // TaskManager lines name no job: they join the one job that has a checkpoint with that id.
-        let mut jobs_of_id: BTreeMap<u64, BTreeSet<&str>> = BTreeMap::new();
-        for e in &self.events {
-            if let (Some(id), Some(job)) = (e.checkpoint_id, e.job_id.as_deref()) {
-                jobs_of_id.entry(id).or_default().insert(job);
-            }
-        }
-        let mut map: BTreeMap<(String, u64), Vec<&LogEvent>> = BTreeMap::new();
-        for e in self.events.iter().filter(|e| e.kind != "barrier_received" && e.kind != "restored") {
-            let Some(id) = e.checkpoint_id else { continue };
-            let job = match e.job_id.as_deref() {
-                Some(job) => job.to_string(),
-                None => match jobs_of_id.get(&id) {
-                    Some(jobs) if jobs.len() == 1 => {
-                        jobs.iter().next().map(|j| j.to_string()).unwrap_or_default()
-                    }
-                    _ => String::new(),
-                },
-            };
-            map.entry((job, id)).or_default().push(e);
-        }
-        map.into_iter().map(|((job_id, id), events)| Timeline { job_id, id, events }).collect()
+    fn blocking_rows(&self) -> Vec<(&str, Option<u32>, &Blocking)> {
+        let a = &self.aggregate;
+        let mut rows: Vec<(&str, Option<u32>, &Blocking)> =
+            a.blocking.iter().map(|((task, subtask), b)| (a.str(*task).unwrap_or("?"), *subtask, b)).collect();
+        rows.sort_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)));
+        rows
     }
 
-    fn blocking(&self) -> BTreeMap<(String, Option<u32>), Blocking> {
-        let mut out: BTreeMap<(String, Option<u32>), Blocking> = BTreeMap::new();
-        for e in self.events.iter().filter(|e| BLOCKING_KINDS.contains(&e.kind.as_str())) {
-            let task = e.task.clone().unwrap_or_else(|| "?".to_string());
-            let b = out.entry((task, e.subtask)).or_default();
-            b.count += 1;
-            b.kinds.insert(e.kind.clone());
-            if let Some(id) = e.checkpoint_id {
-                b.checkpoints.insert(id);
-            }
-            if e.taskmanager.is_some() {
-                b.taskmanager.clone_from(&e.taskmanager);
-            }
-        }
-        out
+    fn kinds_of(&self, b: &Blocking) -> Vec<&str> {
+        let mut kinds: Vec<&str> = b.kinds.iter().filter_map(|k| self.aggregate.str(*k)).collect();
+        kinds.sort_unstable();
+        kinds
     }
 
-    /// From DEBUG "Received barrier from channel" lines: for each checkpoint that did not
-    /// complete, the channels of each task whose barrier never came (the channels a task has
-    /// are those it received a barrier on for any checkpoint).
-    fn missing_barriers(&self) -> Vec<MissingBarriers> {
-        let completed: BTreeSet<u64> =
-            self.events.iter().filter(|e| e.kind == "completed").filter_map(|e| e.checkpoint_id).collect();
-        let mut channels: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-        let mut received: BTreeMap<(&str, u64), BTreeSet<&str>> = BTreeMap::new();
-        for e in self.events.iter().filter(|e| e.kind == "barrier_received") {
-            let (Some(task), Some(channel), Some(id)) =
-                (e.task.as_deref(), e.detail.as_deref(), e.checkpoint_id)
-            else {
-                continue;
-            };
-            channels.entry(task).or_default().insert(channel);
-            received.entry((task, id)).or_default().insert(channel);
+    fn cause_json(&self, sym: u32) -> Value {
+        let a = &self.aggregate;
+        match sym.checked_sub(1).and_then(|i| a.cause_ids.get(i as usize)) {
+            Some(c) => json!({"category": c.category, "exception": a.str(c.exception), "message": a.str(c.message)}),
+            None => Value::Null,
         }
-        let mut out = Vec::new();
-        for ((task, id), got) in &received {
-            if completed.contains(id) {
-                continue;
-            }
-            let missing: Vec<String> = channels[task].difference(got).map(|c| c.to_string()).collect();
-            if !missing.is_empty() {
-                out.push(MissingBarriers {
-                    task: task.to_string(),
-                    checkpoint_id: *id,
-                    received: got.iter().map(|c| c.to_string()).collect(),
-                    missing,
-                });
-            }
-        }
-        out
+    }
+
+    fn event_json(&self, e: &TimelineEvent) -> Value {
+        let a = &self.aggregate;
+        json!({
+            "kind": a.kind(e),
+            "at": e.at.as_deref(),
+            "task": a.str(e.task),
+            "subtask": e.subtask,
+            "taskmanager": a.str(e.taskmanager),
+            "duration_ms": e.duration_ms,
+            "consecutive_failures": e.consecutive_failures,
+            "reason": a.str(e.reason),
+            "root_cause": self.cause_json(e.cause),
+            "file": a.str(e.file).and_then(|f| Path::new(f).file_name()).map(|n| n.to_string_lossy().into_owned()),
+        })
     }
 
     /// The report as JSON.
     pub fn to_json(&self) -> Value {
+        let mut out = self.json_head();
+        let timelines = self.aggregate.timelines();
+        out["checkpoints"] = Value::Array(timelines.iter().map(|t| self.checkpoint_json(t)).collect());
+        out
+    }
+
+    /// Writes the report as pretty JSON (the same text as `{:#}` of [`to_json`](Self::to_json)),
+    /// one checkpoint at a time instead of building the whole tree.
+    pub fn write_json(&self, writer: impl io::Write) -> io::Result<()> {
+        serde_json::to_writer_pretty(writer, &JsonReport(self)).map_err(io::Error::other)
+    }
+
+    fn checkpoint_json(&self, t: &Timeline<'_>) -> Value {
+        let a = &self.aggregate;
+        let events: Vec<Value> = t.events.iter().map(|e| self.event_json(e)).collect();
+        let duration = t.events.iter().find(|e| a.kind(e) == "completed").and_then(|e| e.duration_ms);
+        json!({"job_id": t.job_id, "id": t.id, "outcome": t.outcome, "duration_ms": duration, "events": events})
+    }
+
+    /// Everything but `checkpoints`.
+    fn json_head(&self) -> Value {
+        let a = &self.aggregate;
         let files: Vec<Value> = self
             .files
             .iter()
             .map(|f| json!({"path": f.path.display().to_string(), "bytes": f.bytes, "lines": f.lines, "oversize_lines": f.oversize_lines}))
             .collect();
-        let root_causes: BTreeMap<&str, u64> =
-            self.root_causes().iter().map(|(k, (n, _))| (*k, *n)).collect();
-        let examples: Vec<Value> = self
-            .root_causes()
-            .into_iter()
+        let root_causes: BTreeMap<&str, u64> = a.causes.iter().map(|(k, (n, _))| (*k, *n)).collect();
+        let mut examples: Vec<(&str, &str, &str, u64)> = a
+            .causes
+            .iter()
             .flat_map(|(category, (_, ex))| {
-                ex.into_iter().map(move |((exception, message), count)| {
-                    json!({"category": category, "exception": exception, "message": message, "count": count})
+                ex.iter().map(move |((exception, message), count)| {
+                    (*category, a.str(*exception).unwrap_or_default(), a.str(*message).unwrap_or_default(), *count)
                 })
             })
             .collect();
-        let checkpoints: Vec<Value> = self
-            .timelines()
-            .iter()
-            .map(|t| {
-                let events: Vec<Value> = t.events.iter().map(|e| event_json(e)).collect();
-                let duration = t.events.iter().find(|e| e.kind == "completed").and_then(|e| e.duration_ms);
-                json!({"job_id": t.job_id, "id": t.id, "outcome": t.outcome(), "duration_ms": duration, "events": events})
+        examples.sort();
+        let examples: Vec<Value> = examples
+            .into_iter()
+            .map(|(category, exception, message, count)| {
+                json!({"category": category, "exception": exception, "message": message, "count": count})
             })
             .collect();
         let blocking: Vec<Value> = self
-            .blocking()
+            .blocking_rows()
             .into_iter()
-            .map(|((task, subtask), b)| {
-                json!({"task": task, "subtask": subtask, "taskmanager": b.taskmanager, "count": b.count,
-                       "kinds": b.kinds, "checkpoints": b.checkpoints})
+            .map(|(task, subtask, b)| {
+                json!({"task": task, "subtask": subtask, "taskmanager": a.str(b.taskmanager), "count": b.count,
+                       "kinds": self.kinds_of(b), "checkpoints": b.checkpoints})
             })
             .collect();
-        let missing: Vec<Value> = self
+        let missing: Vec<Value> = a
             .missing_barriers()
             .into_iter()
             .map(|m| json!({"task": m.task, "checkpoint_id": m.checkpoint_id, "received": m.received, "missing": m.missing}))
             .collect();
-        json!({
+        let mut out = json!({
             "files": files,
             "lines": self.files.iter().map(|f| f.lines).sum::<u64>(),
             "bytes": self.files.iter().map(|f| f.bytes).sum::<u64>(),
             "events": self.kind_counts(),
             "root_causes": root_causes,
             "root_cause_examples": examples,
-            "checkpoints": checkpoints,
             "blocking_subtasks": blocking,
             "missing_barriers": missing,
-        })
+        });
+        if a.timeline_events_dropped > 0 {
+            out["timeline_events_dropped"] = a.timeline_events_dropped.into();
+        }
+        out
     }
+
 
     /// The report as text for a terminal.
     pub fn to_text(&self) -> String {
         use std::fmt::Write as _;
+        let a = &self.aggregate;
         let mut out = String::new();
         let lines: u64 = self.files.iter().map(|f| f.lines).sum();
         let bytes: u64 = self.files.iter().map(|f| f.bytes).sum();
@@ -325,8 +788,8 @@ impl ScanReport {
             let _ = writeln!(out, "  {kind:<24} {n:>7}");
         }
 
-        let timelines = self.timelines();
-        let unfinished: Vec<&Timeline> = timelines.iter().filter(|t| t.outcome() != "completed").collect();
+        let timelines = a.timelines();
+        let unfinished: Vec<&Timeline> = timelines.iter().filter(|t| t.outcome != "completed").collect();
         let completed = timelines.len() - unfinished.len();
         let _ = writeln!(
             out,
@@ -334,47 +797,52 @@ impl ScanReport {
             timelines.len(),
             unfinished.len()
         );
+        if a.timeline_events_dropped > 0 {
+            let _ = writeln!(
+                out,
+                "  ({} later checkpoint event(s) not kept: more than {MAX_TIMELINE_EVENTS}.)",
+                a.timeline_events_dropped
+            );
+        }
         for t in &unfinished {
-            let job = if t.job_id.is_empty() { "?" } else { t.job_id.as_str() };
-            let _ = writeln!(out, "  checkpoint {} of job {job}: {}", t.id, t.outcome());
+            let job = if t.job_id.is_empty() { "?" } else { t.job_id };
+            let _ = writeln!(out, "  checkpoint {} of job {job}: {}", t.id, t.outcome);
             for e in &t.events {
                 let mut who = String::new();
-                if let Some(task) = &e.task {
+                if let Some(task) = a.str(e.task) {
                     let _ = write!(who, " task {task}");
                 }
                 if let Some(s) = e.subtask {
                     let _ = write!(who, " subtask {s}");
                 }
-                if let Some(tm) = &e.taskmanager {
+                if let Some(tm) = a.str(e.taskmanager) {
                     let _ = write!(who, " at {tm}");
                 }
-                let why = e.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
-                let at = e.logged_at.as_deref().unwrap_or("?");
-                let _ = writeln!(out, "    {at}  {:<22}{who}{why}", e.kind);
+                let why = a.str(e.reason).map(|r| format!(": {r}")).unwrap_or_default();
+                let at = e.at.as_deref().unwrap_or("?");
+                let _ = writeln!(out, "    {at}  {:<22}{who}{why}", a.kind(e));
             }
         }
 
-        let blocking = self.blocking();
-        if !blocking.is_empty() {
+        let mut rows = self.blocking_rows();
+        if !rows.is_empty() {
             let _ = writeln!(out, "\nSubtasks that held checkpoints up or failed them:");
-            let mut rows: Vec<_> = blocking.into_iter().collect();
-            rows.sort_by_key(|(_, b)| std::cmp::Reverse(b.count));
-            for ((task, subtask), b) in rows {
+            rows.sort_by_key(|(_, _, b)| std::cmp::Reverse(b.count));
+            for (task, subtask, b) in rows {
                 let subtask = subtask.map_or("?".to_string(), |s| s.to_string());
                 let ids: Vec<String> = b.checkpoints.iter().take(12).map(u64::to_string).collect();
                 let more = if b.checkpoints.len() > 12 { ", …" } else { "" };
-                let kinds: Vec<&str> = b.kinds.iter().map(String::as_str).collect();
-                let tm = b.taskmanager.map(|t| format!(" on {t}")).unwrap_or_default();
+                let tm = a.str(b.taskmanager).map(|t| format!(" on {t}")).unwrap_or_default();
                 let _ = writeln!(
                     out,
                     "  {task} subtask {subtask}{tm}: {} event(s) ({}), checkpoints {}{more}",
                     b.count,
-                    kinds.join(", "),
+                    self.kinds_of(b).join(", "),
                     ids.join(", ")
                 );
             }
         }
-        let missing = self.missing_barriers();
+        let missing = a.missing_barriers();
         if !missing.is_empty() {
             let _ = writeln!(out, "\nBarriers that never arrived (from DEBUG barrier lines):");
             for m in missing {
@@ -387,31 +855,21 @@ impl ScanReport {
                 );
             }
         }
-        let causes = self.root_causes();
-        if !causes.is_empty() {
+        if !a.causes.is_empty() {
             let _ = writeln!(out, "\nRoot causes (deepest \"Caused by:\", once per checkpoint):");
-            for (category, (n, examples)) in causes {
+            for (category, (n, examples)) in &a.causes {
                 let _ = writeln!(out, "  {category:<18} {n:>5}");
-                if let Some(((exception, message), _)) = examples.into_iter().max_by_key(|(_, c)| *c) {
+                let mut examples: Vec<(&str, &str, u64)> = examples
+                    .iter()
+                    .map(|((e, m), c)| (a.str(*e).unwrap_or_default(), a.str(*m).unwrap_or_default(), *c))
+                    .collect();
+                examples.sort_unstable();
+                // The most frequent; of equals, the last in (exception, message) order.
+                if let Some((exception, message, _)) = examples.into_iter().max_by_key(|x| x.2) {
                     let _ = writeln!(out, "      e.g. {exception}: {message}");
                 }
             }
         }
         out
     }
-}
-
-fn event_json(e: &LogEvent) -> Value {
-    json!({
-        "kind": e.kind,
-        "at": e.logged_at,
-        "task": e.task,
-        "subtask": e.subtask,
-        "taskmanager": e.taskmanager,
-        "duration_ms": e.duration_ms,
-        "consecutive_failures": e.consecutive_failures,
-        "reason": e.reason,
-        "root_cause": e.root_cause.as_ref().map(|c| json!({"category": c.category, "exception": c.exception, "message": c.message})),
-        "file": Path::new(&e.file).file_name().map(|n| n.to_string_lossy().into_owned()),
-    })
 }

@@ -502,8 +502,8 @@ impl AlignmentShadow {
         let Some(settings) = &self.settings else { return out };
         let max_alignment = self
             .observed
-            .iter()
-            .filter_map(|(id, _)| self.observed_alignment_ms(id).map(|a| (id, a)))
+            .keys()
+            .filter_map(|id| self.observed_alignment_ms(id).map(|a| (id, a)))
             .max_by_key(|(_, a)| *a);
         let e2e = (!self.e2e.is_empty()).then(|| median(self.e2e.iter().copied().collect()));
         let m = mode(settings);

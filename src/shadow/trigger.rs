@@ -345,7 +345,13 @@ impl TriggerShadow {
             }
         }
         self.track_pending(&poll.in_progress, poll.polled_at);
-        self.update_expectation(&poll.in_progress, poll.polled_at);
+        if poll.job_state == "RUNNING" {
+            self.update_expectation(&poll.in_progress, poll.polled_at);
+        } else {
+            // A job that is not running triggers nothing: no expectation, no stall.
+            self.expected_next = None;
+            self.stalled_for_ms = None;
+        }
         out
     }
 

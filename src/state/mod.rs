@@ -199,6 +199,11 @@ pub struct CheckpointRecord {
     pub max_phases_ms: Option<[u64; 4]>,
     /// The subtask that acknowledged last: (operator name, subtask index, its ack − trigger).
     pub slowest_subtask: Option<(String, u32, u64)>,
+    /// The phases of that slowest subtask, ms: start delay, alignment, sync, async (they add up
+    /// to about its ack − trigger, unlike `max_phases_ms`, whose maxima may come from different
+    /// subtasks). For the status page's timeline.
+    #[serde(default)]
+    pub slowest_phases_ms: Option<[u64; 4]>,
     /// Why it failed.
     pub failure_message: Option<String>,
 }
@@ -349,9 +354,13 @@ impl JobState {
             max_of(|st| st.sync_ms),
             max_of(|st| st.async_ms),
         ];
-        let slowest_subtask = acknowledged()
-            .filter_map(|(op, st)| st.end_to_end_ms.map(|e2e| (op.name.clone(), st.index, e2e)))
-            .max_by_key(|(_, _, e2e)| *e2e);
+        let slowest = acknowledged()
+            .filter(|(_, st)| st.end_to_end_ms.is_some())
+            .max_by_key(|(_, st)| st.end_to_end_ms);
+        let slowest_subtask =
+            slowest.and_then(|(op, st)| Some((op.name.clone(), st.index, st.end_to_end_ms?)));
+        let slowest_phases_ms = slowest
+            .and_then(|(_, st)| Some([st.start_delay_ms?, st.alignment_ms?, st.sync_ms?, st.async_ms?]));
         let record = CheckpointRecord {
             id: checkpoint.id,
             status: checkpoint.status,
@@ -364,6 +373,7 @@ impl JobState {
                 _ => None,
             },
             slowest_subtask,
+            slowest_phases_ms,
             failure_message: checkpoint.failure_message.clone(),
         };
         let newer = |latest: &Option<CheckpointRecord>| latest.as_ref().is_none_or(|l| l.id < checkpoint.id);

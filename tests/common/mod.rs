@@ -207,12 +207,20 @@ async fn checkpoints_config(State(s): S, UrlPath(_job): UrlPath<String>) -> Resp
     file(rest(&s, "checkpoints-config.json"))
 }
 
+/// The details as of the poll step last served: an in-progress capture of that step if there is
+/// one (`rest/poll/in-progress/poll-NNN/`), else the snapshot's.
+fn details_file(s: &Replay, name: &str) -> PathBuf {
+    let step = s.step.load(Ordering::SeqCst).saturating_sub(1);
+    let in_progress = s.scenario.dir.join(format!("rest/poll/in-progress/poll-{step:03}/{name}"));
+    if in_progress.exists() { in_progress } else { rest(s, &format!("checkpoint-details/{name}")) }
+}
+
 async fn details(State(s): S, UrlPath((_job, cp)): UrlPath<(String, u64)>) -> Response {
-    file(rest(&s, &format!("checkpoint-details/checkpoint-{cp}.json")))
+    file(details_file(&s, &format!("checkpoint-{cp}.json")))
 }
 
 async fn subtasks(State(s): S, UrlPath((_job, cp, vertex)): UrlPath<(String, u64, String)>) -> Response {
-    file(rest(&s, &format!("checkpoint-details/checkpoint-{cp}-subtasks-{vertex}.json")))
+    file(details_file(&s, &format!("checkpoint-{cp}-subtasks-{vertex}.json")))
 }
 
 /// Parses Prometheus text: the value of the sample with exactly this name and these labels.

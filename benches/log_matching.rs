@@ -1,0 +1,94 @@
+//! Log matching: the whole-buffer needle search, the per-line record parser and the streaming
+//! `scan-logs` aggregate over a generated Flink log (≈3 % checkpoint lines, ≈1 % failures).
+
+use std::sync::Arc;
+
+use checkpoint_sentinel::logs::parse::{LineSplitter, Patterns, RecordParser};
+use checkpoint_sentinel::logs::scan::Scanner;
+use divan::counter::BytesCount;
+
+fn main() {
+    divan::main();
+}
+
+const NOISE: &[&str] = &[
+    "INFO  org.apache.flink.runtime.executiongraph.ExecutionGraph       [] - stateful-map (3/8) (5a44ef70092224af50ee1c30c6ad3cec_0_0) switched from INITIALIZING to RUNNING.",
+    "INFO  org.apache.flink.runtime.source.coordinator.SourceCoordinator [] - Marking checkpoint 812 as completed for source Source: kafka-orders.",
+    "INFO  org.apache.kafka.clients.consumer.internals.ConsumerCoordinator [] - [Consumer clientId=orders-3, groupId=orders] Committed offset 422325957 for partition orders-3",
+    "INFO  org.apache.flink.runtime.checkpoint.CheckpointRequestDecider [] - checkpoint request time in queue: 1013",
+    "INFO  org.apache.flink.connector.kafka.source.reader.KafkaSourceReader [] - Committing offsets for checkpoint 812",
+    "INFO  org.apache.flink.runtime.taskexecutor.slot.TaskSlotTableImpl [] - Activate slot 7f1adbc60926f6967e7893f57fd14c16.",
+];
+
+/// About 8 MiB of log in the shape of benches/gen-flink-log.py.
+fn log() -> Vec<u8> {
+    let job = "e5977598408a0b50e1eb3e122b7bd082";
+    let cc = "org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - ";
+    let mut out = String::new();
+    let mut id = 0u64;
+    while out.len() < 8 << 20 {
+        for (i, noise) in NOISE.iter().cycle().take(64).enumerate() {
+            out.push_str(&format!("2026-11-29 15:00:{:02},{:03} {noise}\n", i % 60, id % 1000));
+        }
+        id += 1;
+        out.push_str(&format!("2026-11-29 15:01:00,000 INFO  {cc}Triggering checkpoint {id} (type=CheckpointType{{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}}) @ 1795964442475 for job {job}.\n"));
+        if id % 5 < 2 {
+            out.push_str(&format!("2026-11-29 15:01:01,000 INFO  {cc}Checkpoint {id} of job {job} expired before completing.\n"));
+            out.push_str("org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint expired before completing.\n");
+            out.push_str(&format!("2026-11-29 15:01:01,000 WARN  org.apache.flink.runtime.checkpoint.CheckpointFailureManager [] - Failed to trigger or complete checkpoint {id} for job {job}. (0 consecutive failed attempts so far)\n"));
+            out.push_str("org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint expired before completing.\n");
+            out.push_str("\tat org.apache.flink.runtime.checkpoint.CheckpointCoordinator.receiveDeclineMessage(CheckpointCoordinator.java:1145) ~[flink-dist-1.20.5.jar:1.20.5]\n");
+        } else {
+            out.push_str(&format!("2026-11-29 15:01:01,000 INFO  {cc}Completed checkpoint {id} for job {job} (10098 bytes, checkpointDuration=547 ms, finalizationTime=38 ms).\n"));
+        }
+    }
+    out.into_bytes()
+}
+
+/// The buffer search alone (what non-matching lines cost).
+#[divan::bench]
+fn needle_search_8mib(bencher: divan::Bencher) {
+    let data = log();
+    let patterns = Patterns::builtin();
+    let mut hits = Vec::new();
+    bencher.counter(BytesCount::new(data.len())).bench_local(|| {
+        hits.clear();
+        patterns.find_needles(divan::black_box(&data), &mut hits);
+        hits.len()
+    });
+}
+
+/// The streaming scan (`scan-logs` without the report rendering).
+#[divan::bench]
+fn scan_streaming_8mib(bencher: divan::Bencher) {
+    let data = log();
+    let patterns = Patterns::builtin();
+    bencher.counter(BytesCount::new(data.len())).bench_local(|| {
+        let mut scanner = Scanner::new(patterns.clone(), 1 << 20);
+        scanner.scan_reader(std::path::Path::new("bench.log"), &data[..]).unwrap();
+        scanner.finish().kind_counts().len()
+    });
+}
+
+/// Every line through the record parser, as the live tailer does (per-line prefilter).
+#[divan::bench]
+fn record_parser_per_line_8mib(bencher: divan::Bencher) {
+    let data = log();
+    let patterns: Arc<Patterns> = Patterns::builtin();
+    bencher.counter(BytesCount::new(data.len())).bench_local(|| {
+        let mut parser = RecordParser::new(patterns.clone());
+        let mut splitter = LineSplitter::new(1 << 20, 0);
+        let mut events = Vec::new();
+        splitter.feed(&data, |line, offset| parser.push_line(line, offset, &mut events));
+        parser.flush(&mut events);
+        events.len()
+    });
+}
+
+/// Recognising one "Completed checkpoint" message (captures, event built).
+#[divan::bench]
+fn recognise_completed_line() -> usize {
+    static PATTERNS: std::sync::LazyLock<Arc<Patterns>> = std::sync::LazyLock::new(Patterns::builtin);
+    let message = "Completed checkpoint 3 for job e5977598408a0b50e1eb3e122b7bd082 (10098 bytes, checkpointDuration=547 ms, finalizationTime=38 ms).";
+    PATTERNS.recognise(divan::black_box(message)).map_or(0, |e| e.message.len())
+}

@@ -1,0 +1,61 @@
+//! `/metrics` encoding: rendering the state of 1,000 watched jobs (four operator chains each,
+//! an hour of checkpoints in their histograms) into metric families and the text format.
+
+use checkpoint_sentinel::export::{DaemonStats, encode_text, render};
+use checkpoint_sentinel::model::alignment::{self, AlignmentConfig, Mode};
+use checkpoint_sentinel::model::coordinator::{Coordinator, CoordinatorConfig, Event, Outcome, Schedule};
+use checkpoint_sentinel::observe::{CheckpointSettings, JobKey, Observation};
+use checkpoint_sentinel::state::State;
+use checkpoint_sentinel::stats::WindowSpec;
+use checkpoint_sentinel::time::Timestamp;
+
+fn main() {
+    divan::main();
+}
+
+const START: Timestamp = Timestamp(1_795_964_442_000);
+
+/// `jobs` jobs polled every 10 s for an hour, checkpointing every 60 s.
+pub fn state(jobs: usize) -> (State, Timestamp) {
+    let graph = alignment::lab_job(2, 0, 0.0);
+    let config = AlignmentConfig { mode: Mode::Aligned, ..AlignmentConfig::default() };
+    let variants: Vec<_> = (0..4).map(|v| alignment::simulate(&graph, &config, v).operators(&graph)).collect();
+    let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+    let end = START.plus_millis(3_600_000);
+    for j in 0..jobs {
+        let cfg = CoordinatorConfig { num_subtasks: 8, keep_checkpoints: 16, ..CoordinatorConfig::default() };
+        let mut c = Coordinator::new(cfg, START, Schedule::Seeded(j as u64));
+        let mut outcomes = |id: u64, _: Timestamp| Outcome::Complete { duration_ms: 400 + (id * 37 + j as u64) % 3_000 };
+        let key = JobKey { cluster: "bench".into(), job_id: format!("{j:032x}") };
+        let settings = CheckpointSettings { interval_ms: Some(60_000), timeout_ms: Some(600_000), ..CheckpointSettings::default() };
+        let mut at = START;
+        while at < end {
+            at = at.plus_millis(10_000);
+            c.run_until(at, &mut outcomes);
+            for event in c.drain_events() {
+                if let Event::Triggered { id, .. } = event
+                    && let Some(cp) = c.checkpoint_mut(id)
+                {
+                    cp.operators = variants[(id % 4) as usize].clone();
+                }
+            }
+            let poll = c.job_poll(key.clone(), &format!("job-{j}"), at, Some(settings.clone()));
+            state.apply(&Observation::JobPolled(poll), at);
+        }
+    }
+    (state, end)
+}
+
+#[divan::bench(sample_count = 20)]
+fn render_1000_jobs(bencher: divan::Bencher) {
+    let (state, now) = state(1000);
+    let daemon = DaemonStats::default();
+    bencher.bench_local(|| render(&state, &daemon, now).len());
+}
+
+#[divan::bench(sample_count = 20)]
+fn render_and_encode_1000_jobs(bencher: divan::Bencher) {
+    let (state, now) = state(1000);
+    let daemon = DaemonStats::default();
+    bencher.bench_local(|| encode_text(&render(&state, &daemon, now)).len());
+}

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# e2e/ui_check.sh -- the status page in headless Chromium against the demo cluster.
+#
+# Starts `checkpoint-sentinel demo` on a free loopback port, waits until every demo job has
+# checkpoints, dumps the DOM of `/` (jobs table) and of a job page (`/#/jobs/demo/<id>`, the
+# backpressured and the expiring job) with Chromium's --dump-dom, checks that job names, health,
+# the phase names, the timeline, the shadow's explanation sentence and log events are there, and
+# takes the screenshots docs/status-page.png and docs/status-page-job.png. Stops the demo again,
+# also on failure.
+#
+# Usage: e2e/ui_check.sh
+# Env:   SENTINEL_BIN (default $CARGO_TARGET_DIR or target, /debug/checkpoint-sentinel),
+#        CHROMIUM (default chromium), UI_CHECK_PORT (default 19818), UI_CHECK_WAIT (seconds, 25)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${SENTINEL_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/checkpoint-sentinel}"
+CHROMIUM="${CHROMIUM:-chromium}"
+PORT="${UI_CHECK_PORT:-19818}"
+WAIT="${UI_CHECK_WAIT:-25}"
+WORK="$(mktemp -d)"
+BASE="http://127.0.0.1:$PORT"
+DEMO_PID=""
+
+cleanup() {
+  if [ -n "$DEMO_PID" ]; then kill "$DEMO_PID" 2>/dev/null || true; wait "$DEMO_PID" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() { echo "ui_check: FAIL: $*" >&2; exit 1; }
+
+command -v "$CHROMIUM" >/dev/null || fail "$CHROMIUM not found (apt-get install -y --no-install-recommends chromium)"
+[ -x "$BIN" ] || fail "$BIN not found: cargo build first"
+
+"$BIN" demo --listen "127.0.0.1:$PORT" >"$WORK/demo.out" 2>"$WORK/demo.err" &
+DEMO_PID=$!
+
+# Wait for every job to have a finished checkpoint and the expiring one an expiry.
+deadline=$((SECONDS + 60))
+until curl -fsS "$BASE/api/v1/jobs" -o "$WORK/jobs.json" 2>/dev/null \
+  && python3 - "$WORK/jobs.json" 2>/dev/null <<'EOF'
+import json, sys
+jobs = json.load(open(sys.argv[1]))["jobs"]
+assert len(jobs) == 5 and all(j["last_checkpoint"] for j in jobs)
+EOF
+do
+  [ $SECONDS -lt $deadline ] || { cat "$WORK/demo.err" >&2; fail "the demo jobs did not checkpoint within 60 s"; }
+  sleep 1
+done
+# Let the windows fill: the expiring job expires every third checkpoint, the shadow needs a few.
+sleep "$WAIT"
+curl -fsS "$BASE/api/v1/jobs" -o "$WORK/jobs.json"
+job_id() { python3 -c "import json,sys; print([j['job_id'] for j in json.load(open('$WORK/jobs.json'))['jobs'] if '$1' in j['name']][0])"; }
+BP="$(job_id backpressured)"
+EXP="$(job_id expiring)"
+
+chrome() {
+  "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+    --disable-background-networking --disable-component-update --disable-sync --hide-scrollbars \
+    --user-data-dir="$WORK/profile-$RANDOM" --virtual-time-budget=4000 "$@" 2>>"$WORK/chromium.err"
+}
+
+check() { # FILE NEEDLE...
+  local file="$1"; shift
+  for needle in "$@"; do
+    grep -qF -- "$needle" "$file" || fail "'$needle' not in the DOM of $file ($(wc -c <"$file") bytes)"
+  done
+}
+
+chrome --dump-dom "$BASE/" >"$WORK/index.html"
+check "$WORK/index.html" 'id="jobs"' demo-healthy-0 demo-backpressured-1 demo-expiring-2 demo-minpause-3 \
+  demo-failing-4 'P95 alignment' 'P95 start delay' 'P95 sync' 'P95 async' 'class="badge ok"' 'class="badge critical"'
+echo "ui_check: jobs table ok"
+
+chrome --dump-dom "$BASE/#/jobs/demo/$BP" >"$WORK/job-bp.html"
+check "$WORK/job-bp.html" 'id="jobname">demo-backpressured-1' 'aria-label="checkpoint timeline"' \
+  'start delay' 'alignment' 'sync' 'async' 'id="explanation">checkpoints every' 'stateful-map' \
+  'Slowest subtask in the window' 'P95 per phase' 'expected next'
+echo "ui_check: backpressured job page ok"
+
+chrome --dump-dom "$BASE/#/jobs/demo/$EXP" >"$WORK/job-exp.html"
+check "$WORK/job-exp.html" 'id="jobname">demo-expiring-2' 'class="out-expired"' '>exp</text>' \
+  'id="events"' 'Checkpoint expired before completing' 'triggers were moved by the'
+echo "ui_check: expiring job page ok (expired checkpoints marked, log events with root causes)"
+
+mkdir -p "$ROOT/docs"
+chrome --window-size=1280,720 --screenshot="$ROOT/docs/status-page.png" "$BASE/" >/dev/null
+chrome --window-size=1280,1700 --screenshot="$ROOT/docs/status-page-job.png" "$BASE/#/jobs/demo/$EXP" >/dev/null
+[ -s "$ROOT/docs/status-page.png" ] && [ -s "$ROOT/docs/status-page-job.png" ] || fail "no screenshots"
+echo "ui_check: screenshots docs/status-page.png docs/status-page-job.png"
+
+# The other endpoints keep working beside the page.
+curl -fsS "$BASE/metrics" -o "$WORK/metrics" && grep -q '^flink_checkpoints_total{' "$WORK/metrics" || fail "/metrics"
+curl -fsS "$BASE/healthz" >/dev/null || fail "/healthz"
+curl -fsS "$BASE/api/v1/alerts" -o "$WORK/alerts" && grep -q '"active"' "$WORK/alerts" || fail "/api/v1/alerts"
+echo "ui_check: ok"

@@ -1,0 +1,915 @@
+//! The JSON API under `/api/v1/` (documented in docs/api.md): pure functions from `State` and the
+//! alerts view to serialisable structs; the thin axum handlers are in `http`.
+//!
+//! No I/O and no clock: the handler reads the time once and passes it in, like everywhere else
+//! in the core. Every duration is in milliseconds (`_ms`), every time in epoch milliseconds
+//! (`_at_ms`), as Flink reports them.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::app::AlertsView;
+use crate::model::coordinator::FailureReason;
+use crate::observe::{CheckpointSettings, CheckpointStatus, LogEvent, SnapshotKind};
+use crate::rules::{Alert, AlertState};
+use crate::shadow::{Deviation, Explanation};
+use crate::state::{CheckpointRecord, ClusterState, JobState, PhaseHistograms, State};
+use crate::stats::Summary;
+use crate::time::Timestamp;
+
+/// How many log events a job's detail lists (newest first).
+pub const JOB_EVENTS: usize = 50;
+
+/// The version of this API; it is in every path.
+pub const VERSION: &str = "v1";
+
+/// `GET /api/v1/clusters`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClustersResponse {
+    /// The server's time, so clients compute ages against the same clock.
+    pub now_ms: i64,
+    /// Every watched cluster, by name.
+    pub clusters: Vec<ClusterView>,
+}
+
+/// One watched cluster.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClusterView {
+    /// The configured name.
+    pub name: String,
+    /// Whether the last poll round reached the JobManager.
+    pub reachable: bool,
+    /// Whether any poll round ever reached it.
+    pub answered_once: bool,
+    /// Flink's version from `/overview`.
+    pub flink_version: Option<String>,
+    /// Completed poll rounds.
+    pub polls_total: u64,
+    /// Poll errors by kind (`connect`, `timeout`, `http_status`, `decode`).
+    pub poll_errors: BTreeMap<&'static str, u64>,
+    /// Duration of the last poll round.
+    pub last_poll_duration_ms: u64,
+    /// When the JobManager last answered.
+    pub last_success_at_ms: Option<i64>,
+    /// Jobs known (listed now or recently).
+    pub jobs: usize,
+    /// The worst health of its jobs (`unknown` when unreachable).
+    pub health: Health,
+    /// Root causes classified from its log files, by category.
+    pub root_causes: BTreeMap<&'static str, u64>,
+}
+
+/// How a job is doing, worst first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Health {
+    /// A critical alert fires, or the job is failing or restarting.
+    Critical,
+    /// A warning alert fires, the latest checkpoint failed, or the schedule stalls.
+    Warning,
+    /// Not enough known yet (no checkpoint seen, or the cluster does not answer).
+    Unknown,
+    /// Checkpoints complete and nothing fires.
+    Ok,
+}
+
+/// `GET /api/v1/jobs`.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobsResponse {
+    /// The server's time.
+    pub now_ms: i64,
+    /// Every known job, by cluster and name.
+    pub jobs: Vec<JobSummaryView>,
+}
+
+/// A job in the jobs table.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobSummaryView {
+    /// The configured cluster name.
+    pub cluster: String,
+    /// Flink's job id.
+    pub job_id: String,
+    /// The job name.
+    pub name: String,
+    /// Flink's job state (`RUNNING`, `RESTARTING`, …).
+    pub state: String,
+    /// Whether the JobManager listed it in the last poll round.
+    pub listed: bool,
+    /// How it is doing.
+    pub health: Health,
+    /// Why it is not `ok`, one short sentence each.
+    pub health_reasons: Vec<String>,
+    /// The newest finished checkpoint (completed or failed).
+    pub last_checkpoint: Option<CheckpointView>,
+    /// When the newest completed checkpoint completed.
+    pub last_completed_at_ms: Option<i64>,
+    /// Checkpoints in progress at the last poll.
+    pub in_progress: usize,
+    /// Age of the oldest checkpoint in progress.
+    pub oldest_in_progress_age_ms: Option<u64>,
+    /// Failed checkpoints since the last completed one (among the recent ones).
+    pub consecutive_failures: u64,
+    /// Checkpoints counted so far (equal to Flink's counts).
+    pub completed_total: u64,
+    /// Failed checkpoints counted so far.
+    pub failed_total: u64,
+    /// P95 per phase over the histogram window (completed checkpoints, slowest subtask each).
+    pub p95_ms: PhaseValues,
+    /// Configured interval.
+    pub interval_ms: Option<u64>,
+    /// Configured timeout.
+    pub timeout_ms: Option<u64>,
+    /// Firing alerts of this job.
+    pub firing_alerts: Vec<AlertBrief>,
+    /// Pending alerts of this job (condition holds, not yet for `for`).
+    pub pending_alerts: usize,
+}
+
+/// One value per tracked phase (ms); `None` when unknown.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PhaseValues {
+    /// Trigger to last acknowledgement.
+    pub end_to_end: Option<u64>,
+    /// Trigger to first barrier.
+    pub start_delay: Option<u64>,
+    /// First to last barrier.
+    pub alignment: Option<u64>,
+    /// Synchronous snapshot.
+    pub sync: Option<u64>,
+    /// Asynchronous snapshot.
+    #[serde(rename = "async")]
+    pub async_: Option<u64>,
+}
+
+/// An alert, briefly.
+#[derive(Clone, Debug, Serialize)]
+pub struct AlertBrief {
+    /// `alertname`.
+    pub name: String,
+    /// `critical`, `warning` or `info`.
+    pub severity: String,
+    /// `blocking`, `timeout` or `failure`.
+    pub class: String,
+    /// The rendered summary.
+    pub summary: String,
+    /// When it started firing.
+    pub fired_at_ms: Option<i64>,
+}
+
+/// A finished checkpoint.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckpointView {
+    /// Checkpoint id.
+    pub id: u64,
+    /// `completed`, `expired`, `declined` or `failed`.
+    pub outcome: &'static str,
+    /// `checkpoint`, `unaligned_checkpoint` or `savepoint`.
+    pub kind: &'static str,
+    /// Trigger time.
+    pub triggered_at_ms: i64,
+    /// Completion or failure time.
+    pub finished_at_ms: i64,
+    /// Trigger to last acknowledgement (Flink's `end_to_end_duration`).
+    pub end_to_end_ms: Option<u64>,
+    /// Trigger to completion or failure.
+    pub elapsed_ms: u64,
+    /// The longest value of each phase over all acknowledged subtasks (each may be a different
+    /// subtask); `None` when the per-subtask details could not be fetched.
+    pub phases_ms: Option<PhaseValues>,
+    /// The subtask that acknowledged last.
+    pub slowest_subtask: Option<SlowestSubtask>,
+    /// Why it failed, as Flink words it.
+    pub failure_message: Option<String>,
+}
+
+/// The subtask that held a checkpoint up.
+#[derive(Clone, Debug, Serialize)]
+pub struct SlowestSubtask {
+    /// The operator chain (job vertex) name.
+    pub operator: String,
+    /// The subtask index (0-based, as in the REST API).
+    pub subtask: u32,
+    /// Its acknowledgement − trigger.
+    pub end_to_end_ms: u64,
+    /// Its own phases (they add up to about `end_to_end_ms`).
+    pub phases_ms: Option<PhaseValues>,
+    /// Its TaskManager, when a log line of this checkpoint named it (Flink's per-subtask
+    /// checkpoint statistics carry no host).
+    pub taskmanager: Option<String>,
+}
+
+/// `GET /api/v1/jobs/{cluster}/{job_id}`.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobDetailView {
+    /// The server's time.
+    pub now_ms: i64,
+    /// Everything the jobs table shows.
+    #[serde(flatten)]
+    pub summary: JobSummaryView,
+    /// The checkpoint configuration as last polled.
+    pub settings: Option<SettingsView>,
+    /// P50/P95/P99 per phase over the window.
+    pub phases: PhaseQuantiles,
+    /// Per operator chain: P95 of every subtask's phases.
+    pub operators: Vec<OperatorView>,
+    /// Recent finished checkpoints, oldest first.
+    pub checkpoints: Vec<CheckpointView>,
+    /// Checkpoints in progress at the last poll.
+    pub checkpoints_in_progress: Vec<InProgressView>,
+    /// The latest restore.
+    pub latest_restore: Option<RestoreView>,
+    /// The shadow model's expectation and explanation.
+    pub shadow: ShadowView,
+    /// This job's pending and firing alerts, and its recently resolved ones.
+    pub alerts: JobAlerts,
+    /// Recent non-routine log events of this job, newest first.
+    pub events: Vec<EventView>,
+}
+
+/// The checkpoint configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct SettingsView {
+    /// `exactly_once` or `at_least_once`.
+    pub mode: &'static str,
+    /// Interval (absent when periodic checkpoints are off).
+    pub interval_ms: Option<u64>,
+    /// Timeout.
+    pub timeout_ms: Option<u64>,
+    /// Minimum pause between checkpoints.
+    pub min_pause_ms: u64,
+    /// Maximum concurrent checkpoints.
+    pub max_concurrent: u32,
+    /// Tolerable consecutive failed checkpoints.
+    pub tolerable_failures: Option<u32>,
+    /// Unaligned checkpoints enabled.
+    pub unaligned: bool,
+    /// Aligned checkpoint timeout.
+    pub aligned_checkpoint_timeout_ms: Option<u64>,
+    /// State backend.
+    pub state_backend: Option<String>,
+}
+
+/// P50/P95/P99 of one phase.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Quantiles {
+    /// Median.
+    pub p50: Option<u64>,
+    /// 95th percentile.
+    pub p95: Option<u64>,
+    /// 99th percentile.
+    pub p99: Option<u64>,
+    /// Values in the window.
+    pub window_count: u64,
+}
+
+/// Quantiles per phase.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct PhaseQuantiles {
+    /// Trigger to last acknowledgement.
+    pub end_to_end: Quantiles,
+    /// Trigger to first barrier.
+    pub start_delay: Quantiles,
+    /// First to last barrier.
+    pub alignment: Quantiles,
+    /// Synchronous snapshot.
+    pub sync: Quantiles,
+    /// Asynchronous snapshot.
+    #[serde(rename = "async")]
+    pub async_: Quantiles,
+}
+
+/// One operator chain.
+#[derive(Clone, Debug, Serialize)]
+pub struct OperatorView {
+    /// The vertex id.
+    pub vertex_id: String,
+    /// The operator chain's name.
+    pub name: String,
+    /// P95 of every acknowledged subtask's phases.
+    pub p95_ms: PhaseValues,
+}
+
+/// A checkpoint in progress.
+#[derive(Clone, Debug, Serialize)]
+pub struct InProgressView {
+    /// Checkpoint id.
+    pub id: u64,
+    /// Trigger time.
+    pub triggered_at_ms: i64,
+    /// Subtasks that must acknowledge.
+    pub num_subtasks: u32,
+    /// Subtasks that acknowledged.
+    pub num_acknowledged: u32,
+}
+
+/// A restore.
+#[derive(Clone, Debug, Serialize)]
+pub struct RestoreView {
+    /// The checkpoint restored from, when known.
+    pub checkpoint_id: Option<u64>,
+    /// When.
+    pub at_ms: i64,
+}
+
+/// What the shadow model says.
+#[derive(Clone, Debug, Serialize)]
+pub struct ShadowView {
+    /// The sentences and numbers (schedule, expected next trigger, stall, alignment holder, …).
+    pub explanation: Explanation,
+    /// Recent deviations of observed triggers from the model, oldest first.
+    pub deviations: Vec<Deviation>,
+    /// Deviations so far by kind.
+    pub deviation_counts: BTreeMap<&'static str, u64>,
+    /// P95 of |observed − expected| trigger time over the window.
+    pub trigger_deviation_p95_ms: Option<u64>,
+}
+
+/// A job's alerts.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobAlerts {
+    /// Pending and firing.
+    pub active: Vec<Alert>,
+    /// Recently resolved, newest first.
+    pub resolved: Vec<Alert>,
+}
+
+/// A log event.
+#[derive(Clone, Debug, Serialize)]
+pub struct EventView {
+    /// `expired`, `declined`, `failed`, `barrier_missing`, …
+    pub kind: String,
+    /// `info`, `warning` or `error`.
+    pub severity: crate::observe::Severity,
+    /// `log` or `rest`.
+    pub source: &'static str,
+    /// The line's own timestamp text.
+    pub logged_at: Option<String>,
+    /// The checkpoint it is about.
+    pub checkpoint_id: Option<u64>,
+    /// The task (operator chain) it names.
+    pub task: Option<String>,
+    /// The subtask index it names.
+    pub subtask: Option<u32>,
+    /// The TaskManager it names.
+    pub taskmanager: Option<String>,
+    /// Why, as Flink words it.
+    pub reason: Option<String>,
+    /// The classified deepest cause of its stack trace.
+    pub root_cause: Option<crate::observe::RootCause>,
+    /// The line's message.
+    pub message: String,
+    /// The file it came from.
+    pub file: String,
+}
+
+/// `GET /api/v1/events`.
+#[derive(Clone, Debug, Serialize)]
+pub struct EventsResponse {
+    /// The server's time.
+    pub now_ms: i64,
+    /// Recent non-routine log events of every cluster, newest first: (cluster, job id, event).
+    pub events: Vec<ClusterEvent>,
+}
+
+/// An event with the cluster and job it belongs to.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClusterEvent {
+    /// The cluster.
+    pub cluster: String,
+    /// The job, when the line names one.
+    pub job_id: Option<String>,
+    /// The event.
+    #[serde(flatten)]
+    pub event: EventView,
+}
+
+/// `GET /api/v1/clusters`.
+pub fn clusters(state: &State, alerts: &AlertsView, now: Timestamp) -> ClustersResponse {
+    let clusters = state
+        .clusters()
+        .iter()
+        .map(|(name, c)| {
+            let health = if !c.reachable {
+                Health::Unknown
+            } else {
+                c.jobs
+                    .iter()
+                    .filter(|(_, j)| j.listed)
+                    .map(|(id, j)| job_health(c, name, id, j, alerts).0)
+                    .min()
+                    .unwrap_or(Health::Ok)
+            };
+            ClusterView {
+                name: name.clone(),
+                reachable: c.reachable,
+                answered_once: c.answered_once,
+                flink_version: c.flink_version.clone(),
+                polls_total: c.polls_total,
+                poll_errors: c.poll_errors.clone(),
+                last_poll_duration_ms: c.last_poll_duration_ms,
+                last_success_at_ms: c.last_success.map(Timestamp::millis),
+                jobs: c.jobs.len(),
+                health,
+                root_causes: c.logs.root_causes.clone(),
+            }
+        })
+        .collect();
+    ClustersResponse { now_ms: now.millis(), clusters }
+}
+
+/// `GET /api/v1/jobs`: every known job, sorted by cluster, then name.
+pub fn jobs(state: &State, alerts: &AlertsView, now: Timestamp) -> JobsResponse {
+    let mut jobs: Vec<JobSummaryView> = state
+        .clusters()
+        .iter()
+        .flat_map(|(name, c)| c.jobs.iter().map(move |(id, j)| (name, c, id, j)))
+        .map(|(name, c, id, j)| job_summary(c, name, id, j, alerts, now))
+        .collect();
+    jobs.sort_by(|a, b| (&a.cluster, &a.name, &a.job_id).cmp(&(&b.cluster, &b.name, &b.job_id)));
+    JobsResponse { now_ms: now.millis(), jobs }
+}
+
+/// `GET /api/v1/jobs/{cluster}/{job_id}`; `None` when the job is unknown.
+pub fn job(
+    state: &State,
+    alerts: &AlertsView,
+    cluster: &str,
+    job_id: &str,
+    now: Timestamp,
+) -> Option<JobDetailView> {
+    let c = state.clusters().get(cluster)?;
+    let j = c.jobs.get(job_id)?;
+    let summary = job_summary(c, cluster, job_id, j, alerts, now);
+    let of_job = |a: &&Alert| label(a, "cluster") == cluster && label(a, "job_id") == job_id;
+    let explanation = j.shadow.explanation();
+    Some(JobDetailView {
+        now_ms: now.millis(),
+        settings: j.settings.as_ref().map(settings_view),
+        phases: phase_quantiles(&j.phases),
+        operators: j
+            .operators
+            .iter()
+            .map(|(vid, op)| OperatorView {
+                vertex_id: vid.clone(),
+                name: op.name.clone(),
+                p95_ms: p95s(&op.phases),
+            })
+            .collect(),
+        checkpoints: j.recent.iter().map(|r| checkpoint_view(c, job_id, r)).collect(),
+        checkpoints_in_progress: j
+            .in_progress
+            .iter()
+            .map(|p| InProgressView {
+                id: p.id,
+                triggered_at_ms: p.triggered_at.millis(),
+                num_subtasks: p.num_subtasks,
+                num_acknowledged: p.num_acknowledged,
+            })
+            .collect(),
+        latest_restore: j
+            .latest_restore
+            .map(|(id, at)| RestoreView { checkpoint_id: id, at_ms: at.millis() }),
+        shadow: ShadowView {
+            explanation,
+            deviations: j.shadow.trigger.deviations().cloned().collect(),
+            deviation_counts: j
+                .shadow
+                .trigger
+                .deviation_counts()
+                .iter()
+                .map(|(k, n)| (k.as_str(), *n))
+                .collect(),
+            trigger_deviation_p95_ms: j.trigger_deviation.summary().quantiles[1],
+        },
+        alerts: JobAlerts {
+            active: alerts.active.iter().filter(of_job).cloned().collect(),
+            resolved: alerts.resolved.iter().rev().filter(of_job).cloned().collect(),
+        },
+        events: c
+            .logs
+            .recent
+            .iter()
+            .rev()
+            .filter(|e| e.job_id.as_deref() == Some(job_id))
+            .take(JOB_EVENTS)
+            .map(event_view)
+            .collect(),
+        summary,
+    })
+}
+
+/// `GET /api/v1/events`: the newest `limit` non-routine log events of every cluster.
+pub fn events(state: &State, limit: usize, now: Timestamp) -> EventsResponse {
+    let mut events: Vec<(usize, ClusterEvent)> = Vec::new();
+    for (name, c) in state.clusters() {
+        // Each cluster's ring is in file order; keep its newest `limit` and interleave by age.
+        for (age, e) in c.logs.recent.iter().rev().take(limit).enumerate() {
+            events.push((
+                age,
+                ClusterEvent { cluster: name.clone(), job_id: e.job_id.clone(), event: event_view(e) },
+            ));
+        }
+    }
+    events.sort_by_key(|(age, _)| *age);
+    EventsResponse { now_ms: now.millis(), events: events.into_iter().take(limit).map(|(_, e)| e).collect() }
+}
+
+fn label<'a>(alert: &'a Alert, name: &str) -> &'a str {
+    alert.labels.get(name).map_or("", String::as_str)
+}
+
+fn job_summary(
+    c: &ClusterState,
+    cluster: &str,
+    job_id: &str,
+    j: &JobState,
+    alerts: &AlertsView,
+    now: Timestamp,
+) -> JobSummaryView {
+    let (health, health_reasons) = job_health(c, cluster, job_id, j, alerts);
+    let of_job = |a: &&Alert| label(a, "cluster") == cluster && label(a, "job_id") == job_id;
+    let totals = j.totals();
+    JobSummaryView {
+        cluster: cluster.to_string(),
+        job_id: job_id.to_string(),
+        name: j.name.clone(),
+        state: j.job_state.clone(),
+        listed: j.listed,
+        health,
+        health_reasons,
+        last_checkpoint: j.recent.back().map(|r| checkpoint_view(c, job_id, r)),
+        last_completed_at_ms: j.last_completed.as_ref().map(|r| r.finished_at.millis()),
+        in_progress: j.in_progress.len(),
+        oldest_in_progress_age_ms: j.in_progress.iter().map(|p| now.since(p.triggered_at)).max(),
+        consecutive_failures: j.consecutive_failures(),
+        completed_total: totals.completed,
+        failed_total: totals.failed,
+        p95_ms: p95s(&j.phases),
+        interval_ms: j.settings.as_ref().and_then(|s| s.interval_ms),
+        timeout_ms: j.settings.as_ref().and_then(|s| s.timeout_ms),
+        firing_alerts: alerts
+            .active
+            .iter()
+            .filter(of_job)
+            .filter(|a| a.state == AlertState::Firing)
+            .map(|a| AlertBrief {
+                name: a.name().to_string(),
+                severity: label(a, "severity").to_string(),
+                class: label(a, "class").to_string(),
+                summary: a.annotations.get("summary").cloned().unwrap_or_default(),
+                fired_at_ms: a.fired_at.map(Timestamp::millis),
+            })
+            .collect(),
+        pending_alerts: alerts
+            .active
+            .iter()
+            .filter(of_job)
+            .filter(|a| a.state == AlertState::Pending)
+            .count(),
+    }
+}
+
+/// A job's health and the reasons for it (see docs/api.md, "Health").
+pub fn job_health(
+    c: &ClusterState,
+    cluster: &str,
+    job_id: &str,
+    j: &JobState,
+    alerts: &AlertsView,
+) -> (Health, Vec<String>) {
+    let mut reasons = Vec::new();
+    let mut health = Health::Ok;
+    let mut worse = |h: Health, reason: String, reasons: &mut Vec<String>| {
+        health = health.min(h);
+        reasons.push(reason);
+    };
+    let firing = alerts.active.iter().filter(|a| {
+        a.state == AlertState::Firing && label(a, "cluster") == cluster && label(a, "job_id") == job_id
+    });
+    for a in firing {
+        let h = if label(a, "severity") == "critical" { Health::Critical } else { Health::Warning };
+        worse(h, format!("{} fires", a.name()), &mut reasons);
+    }
+    match j.job_state.as_str() {
+        "RUNNING" | "FINISHED" | "CANCELED" | "CREATED" | "INITIALIZING" => {}
+        other => worse(Health::Critical, format!("job is {other}"), &mut reasons),
+    }
+    let failures = j.consecutive_failures();
+    if failures > 0 {
+        let last = j.recent.back().map(|r| outcome(r)).unwrap_or("failed");
+        let text = match (failures, last) {
+            (1, _) => format!("the latest checkpoint {last}"),
+            (_, "failed") => format!("the latest {failures} checkpoints failed"),
+            _ => format!("the latest {failures} checkpoints failed (latest: {last})"),
+        };
+        worse(Health::Warning, text, &mut reasons);
+    }
+    if let Some(stall) = j.shadow.trigger.stalled_for_ms() {
+        worse(
+            Health::Warning,
+            format!(
+                "no checkpoint triggered for {} past the expected time",
+                crate::shadow::trigger::fmt_duration(stall)
+            ),
+            &mut reasons,
+        );
+    }
+    if !c.reachable {
+        worse(Health::Unknown, "the cluster does not answer".into(), &mut reasons);
+    } else if j.recent.is_empty() && j.totals() == Default::default() && reasons.is_empty() {
+        worse(Health::Unknown, "no checkpoint seen yet".into(), &mut reasons);
+    }
+    (health, reasons)
+}
+
+/// `completed`, `expired`, `declined` or `failed`.
+pub fn outcome(r: &CheckpointRecord) -> &'static str {
+    match r.status {
+        CheckpointStatus::Completed => "completed",
+        CheckpointStatus::Failed => {
+            match r.failure_message.as_deref().and_then(FailureReason::from_message) {
+                Some(FailureReason::CheckpointExpired) => "expired",
+                Some(FailureReason::CheckpointDeclined) => "declined",
+                _ => "failed",
+            }
+        }
+    }
+}
+
+fn kind(k: SnapshotKind) -> &'static str {
+    match k {
+        SnapshotKind::Checkpoint => "checkpoint",
+        SnapshotKind::UnalignedCheckpoint => "unaligned_checkpoint",
+        SnapshotKind::Savepoint => "savepoint",
+    }
+}
+
+fn checkpoint_view(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> CheckpointView {
+    CheckpointView {
+        id: r.id,
+        outcome: outcome(r),
+        kind: kind(r.kind),
+        triggered_at_ms: r.triggered_at.millis(),
+        finished_at_ms: r.finished_at.millis(),
+        end_to_end_ms: r.end_to_end_ms,
+        elapsed_ms: r.finished_at.since(r.triggered_at),
+        phases_ms: r.max_phases_ms.map(|[start_delay, alignment, sync, async_]| PhaseValues {
+            end_to_end: r.end_to_end_ms,
+            start_delay: Some(start_delay),
+            alignment: Some(alignment),
+            sync: Some(sync),
+            async_: Some(async_),
+        }),
+        slowest_subtask: r.slowest_subtask.as_ref().map(|(operator, subtask, e2e)| SlowestSubtask {
+            operator: operator.clone(),
+            subtask: *subtask,
+            end_to_end_ms: *e2e,
+            phases_ms: r.slowest_phases_ms.map(|[start_delay, alignment, sync, async_]| PhaseValues {
+                end_to_end: Some(*e2e),
+                start_delay: Some(start_delay),
+                alignment: Some(alignment),
+                sync: Some(sync),
+                async_: Some(async_),
+            }),
+            taskmanager: taskmanager_of(c, job_id, r.id, operator, *subtask),
+        }),
+        failure_message: r.failure_message.clone(),
+    }
+}
+
+/// The TaskManager a log line of this checkpoint names for this subtask, if any.
+fn taskmanager_of(
+    c: &ClusterState,
+    job_id: &str,
+    checkpoint_id: u64,
+    operator: &str,
+    subtask: u32,
+) -> Option<String> {
+    c.logs
+        .recent
+        .iter()
+        .rev()
+        .filter(|e| e.checkpoint_id == Some(checkpoint_id) && e.subtask == Some(subtask))
+        .filter(|e| e.job_id.as_deref().is_none_or(|j| j == job_id))
+        .filter(|e| {
+            e.task
+                .as_deref()
+                .is_none_or(|t| t == operator || operator.starts_with(t) || t.starts_with(operator))
+        })
+        .find_map(|e| e.taskmanager.clone())
+}
+
+fn settings_view(s: &CheckpointSettings) -> SettingsView {
+    SettingsView {
+        mode: if s.exactly_once { "exactly_once" } else { "at_least_once" },
+        interval_ms: s.interval_ms,
+        timeout_ms: s.timeout_ms,
+        min_pause_ms: s.min_pause_ms,
+        max_concurrent: s.max_concurrent,
+        tolerable_failures: s.tolerable_failures,
+        unaligned: s.unaligned,
+        aligned_checkpoint_timeout_ms: s.aligned_checkpoint_timeout_ms,
+        state_backend: s.state_backend.clone(),
+    }
+}
+
+fn quantiles(s: Summary) -> Quantiles {
+    Quantiles { p50: s.quantiles[0], p95: s.quantiles[1], p99: s.quantiles[2], window_count: s.window_count }
+}
+
+fn phase_quantiles(p: &PhaseHistograms) -> PhaseQuantiles {
+    PhaseQuantiles {
+        end_to_end: quantiles(p.end_to_end.summary()),
+        start_delay: quantiles(p.start_delay.summary()),
+        alignment: quantiles(p.alignment.summary()),
+        sync: quantiles(p.sync.summary()),
+        async_: quantiles(p.async_.summary()),
+    }
+}
+
+fn p95s(p: &PhaseHistograms) -> PhaseValues {
+    PhaseValues {
+        end_to_end: p.end_to_end.summary().quantiles[1],
+        start_delay: p.start_delay.summary().quantiles[1],
+        alignment: p.alignment.summary().quantiles[1],
+        sync: p.sync.summary().quantiles[1],
+        async_: p.async_.summary().quantiles[1],
+    }
+}
+
+fn event_view(e: &LogEvent) -> EventView {
+    EventView {
+        kind: e.kind.clone(),
+        severity: e.severity,
+        source: e.source,
+        logged_at: e.logged_at.clone(),
+        checkpoint_id: e.checkpoint_id,
+        task: e.task.clone(),
+        subtask: e.subtask,
+        taskmanager: e.taskmanager.clone(),
+        reason: e.reason.clone(),
+        root_cause: e.root_cause.clone(),
+        message: e.message.clone(),
+        file: e.file.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::{
+        CheckpointCounts, ClusterPoll, FinishedCheckpoint, JobKey, JobPoll, JobSummary, Observation,
+        OperatorCheckpoint, SubtaskCheckpoint,
+    };
+    use crate::stats::WindowSpec;
+
+    fn checkpoint(id: u64, failed: bool) -> FinishedCheckpoint {
+        let t = 1_000_000 + id as i64 * 5_000;
+        FinishedCheckpoint {
+            id,
+            status: if failed { CheckpointStatus::Failed } else { CheckpointStatus::Completed },
+            kind: SnapshotKind::Checkpoint,
+            triggered_at: Timestamp(t),
+            finished_at: Timestamp(t + if failed { 4_000 } else { 900 }),
+            end_to_end_ms: Some(if failed { 4_000 } else { 900 }),
+            checkpointed_bytes: Some(10),
+            full_state_bytes: Some(10),
+            processed_bytes: Some(0),
+            persisted_bytes: Some(0),
+            num_subtasks: 2,
+            num_acknowledged: if failed { 1 } else { 2 },
+            failure_message: failed.then(|| "Checkpoint expired before completing.".to_string()),
+            operators: vec![OperatorCheckpoint {
+                vertex_id: "v".into(),
+                name: "stateful-map".into(),
+                subtasks: (0..2)
+                    .map(|i| SubtaskCheckpoint {
+                        index: i,
+                        acknowledged: true,
+                        end_to_end_ms: Some(100 + 800 * u64::from(i)),
+                        start_delay_ms: Some(5),
+                        alignment_ms: Some(700 * u64::from(i)),
+                        sync_ms: Some(1),
+                        async_ms: Some(3),
+                        ..SubtaskCheckpoint::default()
+                    })
+                    .collect(),
+            }],
+        }
+    }
+
+    fn state(last_failed: bool) -> State {
+        let mut s = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        s.apply(
+            &Observation::ClusterPolled(ClusterPoll {
+                cluster: "prod".into(),
+                duration_ms: 3,
+                flink_version: Some("2.3.0".into()),
+                jobs: Some(vec![JobSummary {
+                    job_id: "j1".into(),
+                    name: "orders".into(),
+                    state: "RUNNING".into(),
+                }]),
+                errors: Vec::new(),
+                reachable: true,
+            }),
+            Timestamp(1_016_000),
+        );
+        let finished = vec![checkpoint(1, false), checkpoint(2, false), checkpoint(3, last_failed)];
+        s.apply(
+            &Observation::JobPolled(JobPoll {
+                key: JobKey { cluster: "prod".into(), job_id: "j1".into() },
+                job_name: "orders".into(),
+                job_state: "RUNNING".into(),
+                polled_at: Timestamp(1_016_000),
+                counts: CheckpointCounts {
+                    completed: if last_failed { 2 } else { 3 },
+                    failed: u64::from(last_failed),
+                    in_progress: 0,
+                    restored: 0,
+                },
+                settings: Some(CheckpointSettings {
+                    exactly_once: true,
+                    interval_ms: Some(5_000),
+                    timeout_ms: Some(4_000),
+                    max_concurrent: 1,
+                    ..CheckpointSettings::default()
+                }),
+                in_progress: Vec::new(),
+                finished,
+                latest_restore: None,
+            }),
+            Timestamp(1_016_000),
+        );
+        s
+    }
+
+    #[test]
+    fn a_job_with_completing_checkpoints_is_ok_with_p95_per_phase() {
+        let s = state(false);
+        let r = jobs(&s, &AlertsView::default(), Timestamp(1_016_000));
+        let j = &r.jobs[0];
+        assert_eq!((j.cluster.as_str(), j.name.as_str(), j.health), ("prod", "orders", Health::Ok));
+        assert!(j.p95_ms.alignment.is_some_and(|v| v.abs_diff(700) <= 7), "{:?}", j.p95_ms);
+        assert!(j.p95_ms.end_to_end.is_some_and(|v| v.abs_diff(900) <= 9));
+        let last = j.last_checkpoint.as_ref().unwrap();
+        assert_eq!((last.id, last.outcome), (3, "completed"));
+        let slowest = last.slowest_subtask.as_ref().unwrap();
+        assert_eq!(
+            (slowest.operator.as_str(), slowest.subtask, slowest.end_to_end_ms),
+            ("stateful-map", 1, 900)
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["jobs"][0]["p95_ms"]["async"], 3);
+        assert_eq!(json["jobs"][0]["health"], "ok");
+    }
+
+    #[test]
+    fn an_expired_checkpoint_makes_a_warning_and_shows_in_the_detail() {
+        let s = state(true);
+        let d = job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_016_000)).unwrap();
+        assert_eq!(d.summary.health, Health::Warning);
+        assert_eq!(d.summary.health_reasons, vec!["the latest checkpoint expired".to_string()]);
+        assert_eq!(
+            d.checkpoints.iter().map(|c| c.outcome).collect::<Vec<_>>(),
+            ["completed", "completed", "expired"]
+        );
+        assert!(d.phases.alignment.p95.is_some_and(|v| v.abs_diff(700) <= 7));
+        assert_eq!(d.settings.as_ref().unwrap().interval_ms, Some(5_000));
+        assert_eq!(d.operators[0].name, "stateful-map");
+        assert!(job(&s, &AlertsView::default(), "prod", "nope", Timestamp(0)).is_none());
+        let c = clusters(&s, &AlertsView::default(), Timestamp(0));
+        assert_eq!(c.clusters[0].health, Health::Warning);
+    }
+
+    #[test]
+    fn a_firing_critical_alert_makes_the_job_critical() {
+        let s = state(false);
+        let labels: BTreeMap<String, String> = [
+            ("alertname", "FlinkCheckpointsFailing"),
+            ("severity", "critical"),
+            ("class", "failure"),
+            ("cluster", "prod"),
+            ("job_id", "j1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let alert = Alert {
+            labels,
+            annotations: BTreeMap::from([("summary".to_string(), "checkpoints fail".to_string())]),
+            state: AlertState::Firing,
+            active_since: Timestamp(0),
+            fired_at: Some(Timestamp(1)),
+            resolved_at: None,
+            value: Some(1.0),
+        };
+        let view = AlertsView { active: vec![alert], ..AlertsView::default() };
+        let r = jobs(&s, &view, Timestamp(1_016_000));
+        assert_eq!(r.jobs[0].health, Health::Critical);
+        assert_eq!(r.jobs[0].firing_alerts[0].summary, "checkpoints fail");
+        let d = job(&s, &view, "prod", "j1", Timestamp(1_016_000)).unwrap();
+        assert_eq!(d.alerts.active.len(), 1);
+    }
+}

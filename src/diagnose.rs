@@ -1,0 +1,1299 @@
+//! `checkpoint-sentinel diagnose`: a one-shot checkpoint health report of a live cluster,
+//! without the daemon — seed 002's three curl/jq/grep scripts as one command.
+//!
+//! [`fetch`] is the I/O edge: it reads the job(s), `/checkpoints`, `/checkpoints/config`, the
+//! details and per-subtask details of the recent checkpoints, and the vertices' locations and
+//! load through [`FlinkClient`]. [`analyse`] is pure: it turns that into a [`JobReport`] —
+//! statuses, failures with reasons, top alignment and start delay with the blocking subtasks and
+//! their TaskManagers, the failure class (seed 002 §1), likely causes from the seeds'
+//! troubleshooting tables, the shadow model's explanation of the spacing, and the next thing to
+//! check. [`exit_code`] makes it a deploy gate: 0 healthy, 1 unhealthy, 3 at risk (2 when the
+//! cluster cannot be diagnosed).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::config::ClusterConfig;
+use crate::flink::client::{FetchError, FlinkClient};
+use crate::flink::{convert, dto};
+use crate::model::coordinator::{CoordinatorConfig, FailureReason};
+use crate::model::replay::{merge_history, replay};
+use crate::observe::{
+    CheckpointStatus, FinishedCheckpoint, JobKey, JobLoadReport, JobPoll, SnapshotKind, SubtaskCheckpoint,
+};
+use crate::rules::Class;
+use crate::shadow::Shadow;
+use crate::simulate::human_ms;
+use crate::time::Timestamp;
+
+/// Output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A report for people.
+    Text,
+    /// One JSON document.
+    Json,
+}
+
+/// Arguments of `diagnose`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct DiagnoseArgs {
+    /// The JobManager's REST base URL, e.g. `http://127.0.0.1:8081`.
+    #[arg(long)]
+    pub url: String,
+    /// Diagnose only this job id (default: every job that is not finished, canceled or failed).
+    #[arg(long)]
+    pub job: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// How many of the newest finished checkpoints to look at in detail.
+    #[arg(long, default_value_t = 10)]
+    pub checkpoints: usize,
+    /// Timeout of each request.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub timeout: Duration,
+}
+
+/// Why a cluster cannot be diagnosed.
+#[derive(Debug, thiserror::Error)]
+pub enum DiagnoseError {
+    /// The client could not be built.
+    #[error(transparent)]
+    Client(#[from] crate::flink::client::ClientBuildError),
+    /// A request that the report needs failed.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    /// The asked-for job is not there.
+    #[error("no job {0} on this cluster")]
+    NoSuchJob(String),
+}
+
+/// Everything fetched about one job (the input of [`analyse`]).
+#[derive(Clone, Debug)]
+pub struct JobData {
+    /// `/jobs/overview` entry: id, name, state.
+    pub job_id: String,
+    /// The job name.
+    pub name: String,
+    /// `RUNNING`, …
+    pub state: String,
+    /// The Flink version of the cluster.
+    pub flink_version: Option<String>,
+    /// `/jobs/:id`.
+    pub details: Option<dto::JobDetails>,
+    /// `/jobs/:id/checkpoints/config`.
+    pub config: Option<dto::CheckpointConfig>,
+    /// `/jobs/:id/checkpoints`.
+    pub stats: dto::CheckpointingStatistics,
+    /// The newest finished checkpoints, newest first, with per-subtask details when Flink still
+    /// had them.
+    pub finished: Vec<FinishedCheckpoint>,
+    /// Per in-progress checkpoint id: per vertex id, the subtask indexes not acknowledged yet.
+    pub pending: BTreeMap<u64, Vec<(String, Vec<u32>)>>,
+    /// Per vertex id, per subtask index: where it runs (current attempt).
+    pub locations: BTreeMap<(String, u32), Location>,
+    /// The vertices' load (busy, backpressure) as the poller reads it.
+    pub load: Option<JobLoadReport>,
+    /// When the data was fetched (the JobManager's clock from `/jobs/:id` when it has one).
+    pub fetched_at: Timestamp,
+}
+
+/// Where a subtask runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Location {
+    /// `taskmanager-id`.
+    pub taskmanager_id: Option<String>,
+    /// `endpoint` (host:port, 1.17+) or `host`.
+    pub host: Option<String>,
+}
+
+impl Location {
+    fn text(&self) -> String {
+        match (&self.taskmanager_id, &self.host) {
+            (Some(id), Some(host)) => format!("TaskManager {id} ({host})"),
+            (Some(id), None) => format!("TaskManager {id}"),
+            (None, Some(host)) => format!("TaskManager on {host}"),
+            (None, None) => "TaskManager unknown".into(),
+        }
+    }
+}
+
+/// How a job is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Checkpoints complete well within their limits.
+    Healthy,
+    /// Checkpoints complete, but a phase uses much of the interval or timeout (seed 004 §6.1).
+    AtRisk,
+    /// Checkpoints fail or expire, the job is not running, or nothing completes.
+    Unhealthy,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The REST URL.
+    pub url: String,
+    /// Flink's version.
+    pub flink_version: Option<String>,
+    /// When it was made.
+    pub at_ms: i64,
+    /// One per job.
+    pub jobs: Vec<JobReport>,
+}
+
+/// The diagnosis of one job.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobReport {
+    /// Flink's job id.
+    pub job_id: String,
+    /// The job name.
+    pub name: String,
+    /// Its state.
+    pub state: String,
+    /// How it is doing.
+    pub verdict: Verdict,
+    /// Why, one sentence each.
+    pub verdict_reasons: Vec<String>,
+    /// The checkpoint configuration in one line.
+    pub config: Option<String>,
+    /// Flink's counts: completed, failed, in progress, restored.
+    pub counts: [u64; 4],
+    /// The newest checkpoints, newest first.
+    pub recent: Vec<CheckpointLine>,
+    /// Failed and expired checkpoints among them, with reasons and the subtasks that held them.
+    pub failures: Vec<FailureLine>,
+    /// Subtasks not acknowledged yet in checkpoints still in progress.
+    pub pending: Vec<String>,
+    /// The longest alignments (per subtask, its longest over the recent checkpoints).
+    pub top_alignment: Vec<SubtaskStat>,
+    /// The longest start delays.
+    pub top_start_delay: Vec<SubtaskStat>,
+    /// Subtasks that acknowledged last, with how often.
+    pub blocking: Vec<Blocking>,
+    /// Backpressure and busy subtasks (`/vertices/:id/backpressure`).
+    pub load: Vec<String>,
+    /// The failure classes found, most important first, with the evidence.
+    pub classes: Vec<ClassFinding>,
+    /// Likely causes from the seeds' troubleshooting tables.
+    pub causes: Vec<Cause>,
+    /// The shadow model's explanation of the spacing of the triggers.
+    pub spacing: Vec<String>,
+    /// The next thing to check.
+    pub next: Vec<String>,
+}
+
+/// One recent checkpoint.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckpointLine {
+    /// Id.
+    pub id: u64,
+    /// `COMPLETED`, `EXPIRED`, `DECLINED`, `FAILED`, `IN_PROGRESS`; `SAVEPOINT` is a kind.
+    pub status: String,
+    /// Savepoint?
+    pub savepoint: bool,
+    /// Trigger time.
+    pub triggered_at_ms: Option<i64>,
+    /// Trigger to completion or failure (or to now when in progress).
+    pub took_ms: Option<u64>,
+    /// Checkpointed bytes.
+    pub size_bytes: Option<u64>,
+    /// Acknowledged / all subtasks.
+    pub acknowledged: (u32, u32),
+}
+
+/// A failed checkpoint.
+#[derive(Clone, Debug, Serialize)]
+pub struct FailureLine {
+    /// Id.
+    pub id: u64,
+    /// `expired`, `declined` or `failed`.
+    pub outcome: &'static str,
+    /// Trigger to failure.
+    pub after_ms: Option<u64>,
+    /// Flink's message.
+    pub reason: Option<String>,
+    /// The subtasks that held it up: never acknowledged, or acknowledged after it failed.
+    pub held_by: Vec<String>,
+}
+
+/// One subtask's phase value.
+#[derive(Clone, Debug, Serialize)]
+pub struct SubtaskStat {
+    /// Operator chain name.
+    pub operator: String,
+    /// Subtask index.
+    pub subtask: u32,
+    /// The value, ms.
+    pub value_ms: u64,
+    /// In which checkpoint.
+    pub checkpoint_id: u64,
+    /// The median of the same phase over the other subtasks of the operator in that checkpoint.
+    pub siblings_median_ms: Option<u64>,
+    /// Where it runs.
+    pub location: Option<Location>,
+}
+
+/// A subtask that acknowledged last.
+#[derive(Clone, Debug, Serialize)]
+pub struct Blocking {
+    /// Operator chain name.
+    pub operator: String,
+    /// Subtask index.
+    pub subtask: u32,
+    /// In how many of the checkpoints with details.
+    pub times: usize,
+    /// Of how many.
+    pub of: usize,
+    /// Its phase that took longest, the last time.
+    pub dominant_phase: &'static str,
+    /// Where it runs.
+    pub location: Option<Location>,
+}
+
+/// A failure class with its evidence.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassFinding {
+    /// Blocking, timeout or failure.
+    pub class: Class,
+    /// Why.
+    pub evidence: String,
+}
+
+/// A likely cause.
+#[derive(Clone, Debug, Serialize)]
+pub struct Cause {
+    /// The cause.
+    pub cause: String,
+    /// Which seed table it comes from.
+    pub source: &'static str,
+}
+
+/// Connects, fetches and analyses; returns the report.
+pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
+    let client = FlinkClient::new(&ClusterConfig {
+        name: "diagnose".into(),
+        url: args.url.clone(),
+        timeout: args.timeout,
+        ..ClusterConfig::default()
+    })?;
+    let overview = client.overview().await?;
+    let jobs = client.jobs_overview().await?;
+    let selected: Vec<&dto::JobOverview> = match &args.job {
+        Some(id) => {
+            let job = jobs
+                .jobs
+                .iter()
+                .find(|j| &j.jid == id)
+                .ok_or_else(|| DiagnoseError::NoSuchJob(id.clone()))?;
+            vec![job]
+        }
+        None => jobs
+            .jobs
+            .iter()
+            .filter(|j| !matches!(j.state.as_deref(), Some("FINISHED" | "CANCELED" | "FAILED")))
+            .collect(),
+    };
+    let mut reports = Vec::new();
+    for job in selected {
+        let data = fetch(&client, job, overview.flink_version.clone(), args.checkpoints).await?;
+        reports.push(analyse(&data));
+    }
+    Ok(Report {
+        url: args.url.clone(),
+        flink_version: overview.flink_version,
+        at_ms: Timestamp::now().millis(),
+        jobs: reports,
+    })
+}
+
+/// Fetches what [`analyse`] needs about one job.
+pub async fn fetch(
+    client: &FlinkClient,
+    job: &dto::JobOverview,
+    flink_version: Option<String>,
+    checkpoints: usize,
+) -> Result<JobData, DiagnoseError> {
+    let id = job.jid.as_str();
+    let config = client.checkpoint_config(id).await?;
+    let stats = client.checkpoints(id).await?;
+    let details = client.job(id).await.ok();
+    // Ages of checkpoints in progress are measured on the JobManager's clock when it gives one.
+    let fetched_at = details.as_ref().and_then(|d| d.now).map_or_else(Timestamp::now, Timestamp);
+    let names: BTreeMap<String, String> = details
+        .iter()
+        .flat_map(|d| {
+            d.vertices.iter().map(|v| (v.id.clone(), v.name.clone().unwrap_or_else(|| v.id.clone())))
+        })
+        .collect();
+    let mut history: Vec<&dto::CheckpointStatistics> = stats.history.iter().collect();
+    history.sort_by(|a, b| b.id.cmp(&a.id));
+    let mut finished = Vec::new();
+    let mut pending = BTreeMap::new();
+    for cp in history.iter().filter(|cp| convert::status(cp).is_some()).take(checkpoints) {
+        let mut per_vertex = Vec::new();
+        for (vid, _) in &names {
+            if let Ok(Some(d)) = client.subtask_details(id, cp.id, vid).await {
+                per_vertex.push((vid.clone(), d));
+            }
+        }
+        let views: Vec<convert::VertexDetails<'_>> = per_vertex
+            .iter()
+            .map(|(vid, d)| convert::VertexDetails { vertex_id: vid, name: &names[vid], details: d })
+            .collect();
+        finished.extend(convert::finished(cp, &views));
+    }
+    for cp in history.iter().filter(|cp| convert::status(cp).is_none()) {
+        let mut per_vertex = Vec::new();
+        for (vid, _) in &names {
+            if let Ok(Some(d)) = client.subtask_details(id, cp.id, vid).await {
+                let missing: Vec<u32> =
+                    d.subtasks.iter().filter(|s| !s.is_completed()).map(|s| s.index).collect();
+                if !missing.is_empty() {
+                    per_vertex.push((vid.clone(), missing));
+                }
+            }
+        }
+        pending.insert(cp.id, per_vertex);
+    }
+    let mut locations = BTreeMap::new();
+    let mut vertices = Vec::new();
+    let topology = details.as_ref().and_then(convert::topology);
+    for v in details.iter().flat_map(|d| &d.vertices) {
+        let parallelism = v.parallelism.unwrap_or(1).clamp(1, 64);
+        let vertex = client.vertex(id, &v.id).await.ok().flatten();
+        for st in vertex.iter().flat_map(|d| &d.subtasks) {
+            let location = Location {
+                taskmanager_id: st.taskmanager_id.clone(),
+                host: st.endpoint.clone().or_else(|| st.host.clone()),
+            };
+            if location.taskmanager_id.is_some() || location.host.is_some() {
+                locations.insert((v.id.clone(), st.subtask), location);
+            }
+        }
+        let backpressure = client.vertex_backpressure(id, &v.id).await.ok().flatten();
+        let ids: Vec<String> = (0..parallelism)
+            .flat_map(|i| convert::LOAD_METRICS.iter().map(move |m| format!("{i}.{m}")))
+            .collect();
+        let metrics = client.vertex_metrics(id, &v.id, &ids).await.ok().flatten().unwrap_or_default();
+        if vertex.is_some() || backpressure.is_some() || !metrics.is_empty() {
+            vertices.push(convert::vertex_load(
+                &v.id,
+                parallelism,
+                vertex.as_ref(),
+                backpressure.as_ref(),
+                &metrics,
+            ));
+        }
+    }
+    let load = (!vertices.is_empty() || topology.is_some()).then(|| JobLoadReport {
+        key: JobKey { cluster: "diagnose".into(), job_id: id.to_string() },
+        measured_at: fetched_at,
+        topology,
+        vertices,
+    });
+    Ok(JobData {
+        job_id: id.to_string(),
+        name: job.name.clone().unwrap_or_default(),
+        state: job.state.clone().unwrap_or_default(),
+        flink_version,
+        details,
+        config,
+        stats,
+        finished,
+        pending,
+        locations,
+        load,
+        fetched_at,
+    })
+}
+
+fn outcome(cp: &FinishedCheckpoint) -> &'static str {
+    match cp.status {
+        CheckpointStatus::Completed => "completed",
+        CheckpointStatus::Failed => match cp.failure_message.as_deref().and_then(FailureReason::from_message)
+        {
+            Some(FailureReason::CheckpointExpired) => "expired",
+            Some(FailureReason::CheckpointDeclined) => "declined",
+            _ => "failed",
+        },
+    }
+}
+
+/// The phase of a subtask that took longest: (name, ms).
+fn dominant(st: &SubtaskCheckpoint) -> (&'static str, u64) {
+    [
+        ("start delay", st.start_delay_ms),
+        ("alignment", st.alignment_ms),
+        ("sync", st.sync_ms),
+        ("async", st.async_ms),
+    ]
+    .into_iter()
+    .filter_map(|(n, v)| Some((n, v?)))
+    .max_by_key(|(_, v)| *v)
+    .unwrap_or(("unknown", 0))
+}
+
+fn median(mut v: Vec<u64>) -> Option<u64> {
+    v.sort_unstable();
+    (!v.is_empty()).then(|| v[(v.len() - 1) / 2])
+}
+
+/// The diagnosis of one job (pure).
+pub fn analyse(d: &JobData) -> JobReport {
+    let settings = d.config.as_ref().map(convert::settings);
+    let interval = settings.as_ref().and_then(|s| s.interval_ms);
+    let timeout = settings.as_ref().and_then(|s| s.timeout_ms);
+    let counts = d.stats.counts.as_ref().map(convert::counts).unwrap_or_default();
+    let vertex_of: BTreeMap<&str, &str> = d
+        .details
+        .iter()
+        .flat_map(|j| j.vertices.iter().map(|v| (v.name.as_deref().unwrap_or(v.id.as_str()), v.id.as_str())))
+        .collect();
+    let location = |operator: &str, subtask: u32| {
+        vertex_of.get(operator).and_then(|vid| d.locations.get(&(vid.to_string(), subtask))).cloned()
+    };
+    let located = |operator: &str, subtask: u32| match location(operator, subtask) {
+        Some(l) => format!("{operator} #{subtask} on {}", l.text()),
+        None => format!("{operator} #{subtask} (TaskManager unknown: the REST API did not name it)"),
+    };
+
+    // 1. Recent statuses, newest first.
+    let mut history: Vec<&dto::CheckpointStatistics> = d.stats.history.iter().collect();
+    history.sort_by(|a, b| b.id.cmp(&a.id));
+    let recent: Vec<CheckpointLine> = history
+        .iter()
+        .map(|cp| {
+            let finished = d.finished.iter().find(|f| f.id == cp.id);
+            let status = match finished {
+                Some(f) => outcome(f).to_uppercase(),
+                None => cp.status.clone().unwrap_or_default().to_uppercase(),
+            };
+            let took_ms = match finished {
+                Some(f) => Some(f.finished_at.since(f.triggered_at)),
+                None => cp.trigger_timestamp.map(|t| d.fetched_at.since(Timestamp(t))),
+            };
+            CheckpointLine {
+                id: cp.id,
+                status,
+                savepoint: cp.is_savepoint == Some(true),
+                triggered_at_ms: cp.trigger_timestamp,
+                took_ms,
+                size_bytes: cp.checkpointed_size.or(cp.state_size).and_then(|s| u64::try_from(s).ok()),
+                acknowledged: (cp.num_acknowledged_subtasks.unwrap_or(0), cp.num_subtasks.unwrap_or(0)),
+            }
+        })
+        .collect();
+
+    // 2. Failures with the subtasks that held them up.
+    let failures: Vec<FailureLine> = d
+        .finished
+        .iter()
+        .filter(|cp| cp.status == CheckpointStatus::Failed)
+        .map(|cp| {
+            let after = cp.finished_at.since(cp.triggered_at);
+            let mut held_by = Vec::new();
+            for op in &cp.operators {
+                for st in &op.subtasks {
+                    if !st.acknowledged {
+                        held_by.push(format!("{} never acknowledged", located(&op.name, st.index)));
+                    } else if let Some(e2e) = st.end_to_end_ms.filter(|e| *e > after) {
+                        let (phase, ms) = dominant(st);
+                        held_by.push(format!(
+                            "{} acknowledged {} after the trigger, {} too late; its {phase} took {}",
+                            located(&op.name, st.index),
+                            human_ms(e2e),
+                            human_ms(e2e - after),
+                            human_ms(ms)
+                        ));
+                    }
+                }
+            }
+            FailureLine {
+                id: cp.id,
+                outcome: outcome(cp),
+                after_ms: Some(after),
+                reason: cp.failure_message.clone(),
+                held_by,
+            }
+        })
+        .collect();
+
+    let pending: Vec<String> = d
+        .pending
+        .iter()
+        .flat_map(|(id, vertices)| {
+            let names: BTreeMap<&str, &str> = vertex_of.iter().map(|(n, v)| (*v, *n)).collect();
+            vertices.iter().flat_map(move |(vid, subtasks)| {
+                let name = names.get(vid.as_str()).copied().unwrap_or(vid.as_str()).to_string();
+                subtasks.iter().map(move |s| (id, name.clone(), *s))
+            })
+        })
+        .map(|(id, name, s)| format!("checkpoint {id}: {} not acknowledged yet", located(&name, s)))
+        .collect();
+
+    // 3. Top alignment and start delay: per subtask its longest over the recent checkpoints.
+    let with_details: Vec<&FinishedCheckpoint> =
+        d.finished.iter().filter(|cp| !cp.operators.is_empty()).collect();
+    let top = |phase: fn(&SubtaskCheckpoint) -> Option<u64>| {
+        let mut best: BTreeMap<(String, u32), SubtaskStat> = BTreeMap::new();
+        for cp in &with_details {
+            for op in &cp.operators {
+                for st in op.subtasks.iter().filter(|s| s.acknowledged) {
+                    let Some(v) = phase(st) else { continue };
+                    let key = (op.name.clone(), st.index);
+                    if best.get(&key).is_some_and(|b| b.value_ms >= v) {
+                        continue;
+                    }
+                    let siblings =
+                        op.subtasks.iter().filter(|o| o.index != st.index).filter_map(phase).collect();
+                    best.insert(
+                        key,
+                        SubtaskStat {
+                            operator: op.name.clone(),
+                            subtask: st.index,
+                            value_ms: v,
+                            checkpoint_id: cp.id,
+                            siblings_median_ms: median(siblings),
+                            location: location(&op.name, st.index),
+                        },
+                    );
+                }
+            }
+        }
+        let mut all: Vec<SubtaskStat> = best.into_values().filter(|s| s.value_ms > 0).collect();
+        all.sort_by(|a, b| b.value_ms.cmp(&a.value_ms));
+        all.truncate(3);
+        all
+    };
+    let top_alignment = top(|s| s.alignment_ms);
+    let top_start_delay = top(|s| s.start_delay_ms);
+
+    // 4. Who acknowledged last.
+    let mut last_ack: BTreeMap<(String, u32), (usize, &'static str)> = BTreeMap::new();
+    for cp in with_details.iter().filter(|cp| cp.status == CheckpointStatus::Completed) {
+        let slowest = cp
+            .operators
+            .iter()
+            .flat_map(|op| op.subtasks.iter().map(move |st| (op, st)))
+            .filter(|(_, st)| st.acknowledged)
+            .max_by_key(|(_, st)| st.end_to_end_ms);
+        if let Some((op, st)) = slowest {
+            let e = last_ack.entry((op.name.clone(), st.index)).or_insert((0, "unknown"));
+            e.0 += 1;
+            e.1 = dominant(st).0;
+        }
+    }
+    let completed_with_details =
+        with_details.iter().filter(|cp| cp.status == CheckpointStatus::Completed).count();
+    let mut blocking: Vec<Blocking> = last_ack
+        .into_iter()
+        .map(|((operator, subtask), (times, dominant_phase))| Blocking {
+            location: location(&operator, subtask),
+            operator,
+            subtask,
+            times,
+            of: completed_with_details,
+            dominant_phase,
+        })
+        .collect();
+    blocking.sort_by(|a, b| b.times.cmp(&a.times));
+    blocking.truncate(3);
+
+    // Load: backpressured vertices and the busy subtasks downstream of them.
+    let mut load = Vec::new();
+    let mut bottleneck: Option<String> = None;
+    if let Some(report) = &d.load {
+        let name_of = |vid: &str| {
+            report
+                .topology
+                .as_ref()
+                .and_then(|t| t.vertices.iter().find(|v| v.id == vid))
+                .map_or(vid.to_string(), |v| v.name.clone())
+        };
+        for v in &report.vertices {
+            let bp = v.subtasks.iter().filter_map(|s| s.backpressure_ratio).fold(0.0, f64::max);
+            if bp >= 0.5 {
+                load.push(format!(
+                    "{} is backpressured {:.0} % of the time",
+                    name_of(&v.vertex_id),
+                    bp * 100.0
+                ));
+            }
+        }
+        if let Some(t) = &report.topology {
+            for e in &t.edges {
+                let up = report.vertices.iter().find(|v| v.vertex_id == e.from);
+                let down = report.vertices.iter().find(|v| v.vertex_id == e.to);
+                let (Some(up), Some(down)) = (up, down) else { continue };
+                let up_bp = up.subtasks.iter().filter_map(|s| s.backpressure_ratio).fold(0.0, f64::max);
+                if up_bp < 0.5 {
+                    continue;
+                }
+                for s in &down.subtasks {
+                    let busy = s.busy_ratio.unwrap_or(0.0);
+                    if busy >= 0.8 && s.backpressure_ratio.unwrap_or(0.0) < 0.5 {
+                        let siblings: Vec<String> = down
+                            .subtasks
+                            .iter()
+                            .filter(|o| o.index != s.index)
+                            .filter_map(|o| o.busy_ratio.map(|b| format!("#{} {:.0} %", o.index, b * 100.0)))
+                            .collect();
+                        let text = format!(
+                            "{} #{} is busy {:.0} % of the time (siblings: {}) while {} upstream waits on it: the bottleneck",
+                            name_of(&e.to),
+                            s.index,
+                            busy * 100.0,
+                            if siblings.is_empty() { "none".to_string() } else { siblings.join(", ") },
+                            name_of(&e.from)
+                        );
+                        if !load.contains(&text) {
+                            bottleneck.get_or_insert_with(|| located(&name_of(&e.to), s.index));
+                            load.push(text);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    // The shadow model over what was fetched: spacing, deviations, alignment holder.
+    let mut spacing = Vec::new();
+    let mut alignment_view = Vec::new();
+    if let Some(settings) = &settings {
+        let mut shadow = Shadow::new();
+        shadow.trigger.set_flink_version(d.flink_version.as_deref());
+        if let Some(report) = &d.load {
+            shadow.observe_load(report);
+        }
+        let mut ordered = d.finished.clone();
+        ordered.sort_by_key(|cp| cp.id);
+        shadow.observe_poll(&JobPoll {
+            key: JobKey { cluster: "diagnose".into(), job_id: d.job_id.clone() },
+            job_name: d.name.clone(),
+            job_state: d.state.clone(),
+            polled_at: d.fetched_at,
+            counts,
+            settings: Some(settings.clone()),
+            in_progress: convert::in_progress(&d.stats.history),
+            finished: ordered,
+            latest_restore: None,
+        });
+        let ex = shadow.explanation();
+        match (ex.schedule, CoordinatorConfig::from_settings(settings)) {
+            (Some(s), _) => spacing.push(s),
+            (None, Some(config)) => {
+                let r = replay(config, &merge_history([&d.stats]));
+                if r.rows.len() >= 2 {
+                    spacing.push(crate::simulate::explain(
+                        &r.config,
+                        r.effective_interval_ms,
+                        r.median_duration_ms,
+                        r.binding,
+                    ));
+                }
+            }
+            (None, None) => spacing.push("periodic checkpoints are off".into()),
+        }
+        spacing.extend(ex.last_unexplained.or(ex.last_deviation).map(|d| d.sentence));
+        alignment_view.extend(ex.alignment);
+        alignment_view.extend(ex.what_if);
+        spacing.extend(ex.contradictions);
+    }
+
+    // Classes (seed 002 §1): failure (an error), timeout (a slow snapshot), blocking (barriers stuck).
+    let mut classes: Vec<ClassFinding> = Vec::new();
+    let errors: Vec<&FailureLine> = failures.iter().filter(|f| f.outcome != "expired").collect();
+    if let Some(f) = errors.first() {
+        classes.push(ClassFinding {
+            class: Class::Failure,
+            evidence: format!(
+                "{} checkpoint(s) failed with an error, e.g. {}: {}",
+                errors.len(),
+                f.id,
+                f.reason.as_deref().unwrap_or("no message")
+            ),
+        });
+    }
+    let expired: Vec<&FinishedCheckpoint> = d.finished.iter().filter(|cp| outcome(cp) == "expired").collect();
+    if !expired.is_empty() {
+        // What the subtasks that held the expired checkpoints were doing.
+        let mut snapshot = 0;
+        let mut barrier = 0;
+        let mut unknown = 0;
+        for cp in &expired {
+            let after = cp.finished_at.since(cp.triggered_at);
+            let holders: Vec<&SubtaskCheckpoint> = cp
+                .operators
+                .iter()
+                .flat_map(|op| &op.subtasks)
+                .filter(|st| !st.acknowledged || st.end_to_end_ms.is_some_and(|e| e > after))
+                .collect();
+            if holders.is_empty() {
+                unknown += 1;
+            }
+            for st in holders {
+                match dominant(st).0 {
+                    "sync" | "async" => snapshot += 1,
+                    "alignment" | "start delay" => barrier += 1,
+                    _ => unknown += 1,
+                }
+            }
+        }
+        let n = expired.len();
+        let t = timeout.map_or("the timeout".to_string(), human_ms);
+        if snapshot >= barrier && snapshot > 0 {
+            classes.push(ClassFinding {
+                class: Class::Timeout,
+                evidence: format!(
+                    "{n} checkpoint(s) expired at {t}; the subtasks that held them were in their snapshot (sync/async) phase, not waiting for barriers"
+                ),
+            });
+        } else if barrier > 0 {
+            classes.push(ClassFinding {
+                class: Class::Blocking,
+                evidence: format!(
+                    "{n} checkpoint(s) expired at {t}; the subtasks that held them were waiting for barriers (alignment/start delay)"
+                ),
+            });
+        } else if unknown > 0 {
+            classes.push(ClassFinding {
+                class: Class::Timeout,
+                evidence: format!(
+                    "{n} checkpoint(s) expired at {t}; Flink no longer has their per-subtask details, so blocking cannot be told from a slow snapshot"
+                ),
+            });
+        }
+    }
+    // Alignment is the cause when both are long (downstream start delay follows from it).
+    let half = |s: &&SubtaskStat| interval.is_some_and(|iv| s.value_ms * 2 > iv);
+    let slow_barrier = match (top_alignment.first().filter(half), top_start_delay.first().filter(half)) {
+        (Some(a), _) => Some(format!("alignment {}", human_ms(a.value_ms))),
+        (None, Some(s)) => Some(format!("start delay {}", human_ms(s.value_ms))),
+        (None, None) => None,
+    };
+    if let (Some(what), Some(iv)) = (slow_barrier, interval) {
+        if let Some(timeout_finding) = classes.iter_mut().find(|c| c.class == Class::Timeout) {
+            // A task thread stuck in a long synchronous snapshot takes the next barrier late too.
+            timeout_finding.evidence.push_str(&format!(
+                "; the {what} (over half the {} interval) of the checkpoints after them is the same task \
+                 thread still busy in that snapshot",
+                human_ms(iv)
+            ));
+        } else if !classes.iter().any(|c| c.class == Class::Blocking) {
+            classes.push(ClassFinding {
+                class: Class::Blocking,
+                evidence: format!(
+                    "barriers are slow to get through: {what} is over half the {} interval (seed 004 §6.1 threshold)",
+                    human_ms(iv)
+                ),
+            });
+        }
+    }
+
+    // The alignment engine's view matters when barriers are what is slow.
+    if classes.iter().any(|c| c.class == Class::Blocking) {
+        spacing.extend(alignment_view);
+    }
+
+    // Verdict.
+    let mut verdict = Verdict::Healthy;
+    let mut reasons = Vec::new();
+    let mut set = |v: Verdict, reason: String, reasons: &mut Vec<String>| {
+        verdict = verdict.max(v);
+        reasons.push(reason);
+    };
+    if !matches!(d.state.as_str(), "RUNNING" | "FINISHED") {
+        set(Verdict::Unhealthy, format!("the job is {}", d.state), &mut reasons);
+    }
+    let failed_n = d.finished.iter().filter(|cp| cp.status == CheckpointStatus::Failed).count();
+    if failed_n > 0 {
+        let exp = expired.len();
+        let text = match (exp, failed_n - exp) {
+            (e, 0) => format!("{e} of the last {} finished checkpoints expired", d.finished.len()),
+            (0, f) => format!("{f} of the last {} finished checkpoints failed", d.finished.len()),
+            (e, f) => {
+                format!("{e} expired and {f} failed of the last {} finished checkpoints", d.finished.len())
+            }
+        };
+        set(Verdict::Unhealthy, text, &mut reasons);
+    }
+    if counts.completed == 0 && interval.is_some() {
+        set(Verdict::Unhealthy, "no checkpoint has completed".into(), &mut reasons);
+    }
+    if let (Some(t), Some(oldest)) =
+        (timeout, recent.iter().filter(|r| r.status == "IN_PROGRESS").filter_map(|r| r.took_ms).max())
+        && oldest > t
+    {
+        set(
+            Verdict::Unhealthy,
+            format!("a checkpoint has been in progress for {}, past the timeout", human_ms(oldest)),
+            &mut reasons,
+        );
+    }
+    let completed: Vec<&FinishedCheckpoint> = d
+        .finished
+        .iter()
+        .filter(|cp| cp.status == CheckpointStatus::Completed && cp.kind != SnapshotKind::Savepoint)
+        .collect();
+    let longest = completed.iter().filter_map(|cp| cp.end_to_end_ms).max();
+    if let (Some(t), Some(l)) = (timeout, longest)
+        && l * 2 > t
+    {
+        set(
+            Verdict::AtRisk,
+            format!("the longest recent checkpoint took {} of the {} timeout", human_ms(l), human_ms(t)),
+            &mut reasons,
+        );
+    }
+    if let (Some(iv), Some(a)) = (interval, top_alignment.first())
+        && a.value_ms * 2 > iv
+    {
+        set(
+            Verdict::AtRisk,
+            format!(
+                "alignment up to {} is over half the {} interval (seed 004 §6.1)",
+                human_ms(a.value_ms),
+                human_ms(iv)
+            ),
+            &mut reasons,
+        );
+    }
+    if let (Some(iv), Some(s)) = (interval, top_start_delay.first())
+        && s.value_ms * 2 > iv
+    {
+        set(
+            Verdict::AtRisk,
+            format!("start delay up to {} is over half the {} interval", human_ms(s.value_ms), human_ms(iv)),
+            &mut reasons,
+        );
+    }
+
+    // Likely causes and the next thing to check, by class.
+    let mut causes = Vec::new();
+    let mut next = Vec::new();
+    let cause = |c: &str, source: &'static str| Cause { cause: c.to_string(), source };
+    let failed_holder = d
+        .finished
+        .iter()
+        .filter(|cp| cp.status == CheckpointStatus::Failed)
+        .flat_map(|cp| {
+            let after = cp.finished_at.since(cp.triggered_at);
+            cp.operators.iter().flat_map(move |op| {
+                op.subtasks
+                    .iter()
+                    .filter(move |st| !st.acknowledged || st.end_to_end_ms.is_some_and(|e| e > after))
+                    .map(move |st| (op.name.clone(), st.index))
+            })
+        })
+        .next();
+    let holder = failed_holder
+        .map(|(op, st)| located(&op, st))
+        .or(bottleneck.clone())
+        .or_else(|| blocking.first().map(|b| located(&b.operator, b.subtask)));
+    for finding in &classes {
+        match finding.class {
+            Class::Failure => {
+                for f in &errors {
+                    let m = f.reason.as_deref().unwrap_or("");
+                    causes.push(failure_cause(m));
+                }
+                causes.dedup_by(|a, b| a.cause == b.cause);
+                next.push(
+                    "the TaskManager log around the failed checkpoint: the deepest `Caused by:` of its stack trace \
+                     (`checkpoint-sentinel scan-logs` on the JobManager and TaskManager logs classifies it; seed 002 §4.2)"
+                        .to_string(),
+                );
+            }
+            Class::Timeout => {
+                let phase = failures.iter().flat_map(|f| &f.held_by).find_map(|h| {
+                    ["sync", "async"].into_iter().find(|p| h.contains(&format!("its {p} took")))
+                });
+                match phase {
+                    Some("sync") => causes.push(cause(
+                        "the synchronous part of the snapshot is slow: the operator's snapshotState() (user code, a \
+                         blocking flush to an external system) or the state backend's synchronous part",
+                        "seed 000 §3.5 (syncDuration), seed 002 §1 (a sink flushing in the checkpoint thread)",
+                    )),
+                    _ => causes.push(cause(
+                        "writing the snapshot to checkpoint storage is slow: storage throughput or latency (HDFS/S3), \
+                         or a state that grew",
+                        "seed 000 §3.5 (asyncDuration), seed 002 §4.1 (SocketTimeoutException)",
+                    )),
+                }
+                causes.push(cause(
+                    "state too large or growing without TTL, so every snapshot takes longer",
+                    "seed 004 §5.1, seed 002 §3.3",
+                ));
+                if settings
+                    .as_ref()
+                    .and_then(|s| s.state_backend.as_deref())
+                    .is_some_and(|b| b.contains("RocksDB"))
+                {
+                    causes.push(cause(
+                        "RocksDB without incremental checkpoints, or a small block cache / write buffer",
+                        "seed 002 §3.3",
+                    ));
+                }
+                if let Some(h) = &holder {
+                    next.push(format!(
+                        "what {h} does while it snapshots: its TaskManager log and a thread dump (jstack) during a checkpoint, \
+                         then its state size and the checkpoint storage's throughput; do not just raise the timeout \
+                         (seed 000 §3.4)"
+                    ));
+                }
+            }
+            Class::Blocking => {
+                causes.push(cause(
+                    "backpressure: barriers queue behind buffered records, so alignment and start delay grow together",
+                    "seed 000 §3.5/§5.2 (alignmentDuration → backpressure), seed 002 §3.2",
+                ));
+                let skewed = top_alignment
+                    .first()
+                    .is_some_and(|a| a.siblings_median_ms.is_some_and(|m| a.value_ms > 4 * m.max(1)));
+                if skewed || bottleneck.is_some() {
+                    causes.push(cause(
+                        "data skew: one subtask (a hot key) lags its siblings and every checkpoint waits for it",
+                        "seed 000 §5.3 (某几个Task总是拖后腿 → 数据倾斜), seed 004 §5.2",
+                    ));
+                }
+                causes.push(cause(
+                    "user code blocking the task thread (synchronous external calls, lock contention, heavy timers)",
+                    "seed 002 §2.3, §3.2",
+                ));
+                if let Some(h) = &holder {
+                    next.push(format!(
+                        "the records in/out and busy time of {h} against its siblings (key skew) and the backpressure of the \
+                         operators upstream of it (Web UI BackPressure tab or GET /jobs/{}/vertices/<id>/backpressure); \
+                         if its CPU is low while its input buffers are full, a thread dump (seed 002 §2.2)",
+                        d.job_id
+                    ));
+                }
+                if settings.as_ref().is_some_and(|s| s.exactly_once && !s.unaligned) {
+                    next.push(
+                        "once skew and backpressure are addressed and alignment is still too long: unaligned checkpoints \
+                         (seed 004 §4.3, §5.2)"
+                            .to_string(),
+                    );
+                }
+            }
+        }
+    }
+    if let Some(s) = &settings
+        && let (Some(iv), Some(observed)) = (s.interval_ms, median(observed_gaps(&d.stats)))
+        && observed > iv + iv / 2
+    {
+        causes.push(cause(
+            &format!(
+                "checkpoints come every {} although the interval is {}: min-pause or the concurrency limit holds the trigger",
+                human_ms(observed),
+                human_ms(iv)
+            ),
+            "seed 000 §4.1, §5.3",
+        ));
+    }
+    if next.is_empty() {
+        next.push(if verdict == Verdict::Healthy {
+            "nothing now; keep an eye on the P95 checkpoint duration against the timeout (seed 002 §6, rule 10)".into()
+        } else {
+            "the slowest phase in the recent checkpoints' details (Web UI Checkpoints → Details) and the TaskManager log of the \
+             slowest subtask"
+                .into()
+        });
+    }
+
+    JobReport {
+        job_id: d.job_id.clone(),
+        name: d.name.clone(),
+        state: d.state.clone(),
+        verdict,
+        verdict_reasons: reasons,
+        config: settings.as_ref().map(|s| {
+            format!(
+                "{}, interval {}, timeout {}, min pause {}, max concurrent {}, tolerable failures {}, {}{}",
+                if s.exactly_once { "exactly once" } else { "at least once" },
+                s.interval_ms.map_or("off".into(), human_ms),
+                s.timeout_ms.map_or("?".into(), human_ms),
+                human_ms(s.min_pause_ms),
+                s.max_concurrent,
+                s.tolerable_failures.map_or("?".into(), |n| n.to_string()),
+                if s.unaligned { "unaligned" } else { "aligned" },
+                s.state_backend.as_deref().map_or(String::new(), |b| format!(", {b}")),
+            )
+        }),
+        counts: [counts.completed, counts.failed, counts.in_progress, counts.restored],
+        recent,
+        failures,
+        pending,
+        top_alignment,
+        top_start_delay,
+        blocking,
+        load,
+        classes,
+        causes,
+        spacing,
+        next,
+    }
+}
+
+fn observed_gaps(stats: &dto::CheckpointingStatistics) -> Vec<u64> {
+    let mut t: Vec<i64> = stats
+        .history
+        .iter()
+        .filter(|c| c.is_savepoint != Some(true))
+        .filter_map(|c| c.trigger_timestamp)
+        .collect();
+    t.sort_unstable();
+    t.windows(2).map(|w| (w[1] - w[0]).max(0) as u64).collect()
+}
+
+/// Seed 002 §4.1's table (and §4.2, seed 004 §5.1) from a failure message.
+fn failure_cause(message: &str) -> Cause {
+    let table: [(&str, &str, &'static str); 10] = [
+        (
+            "Failed to persist checkpoint metadata",
+            "the checkpoint metadata storage is not writable (ZooKeeper, disk space, permissions)",
+            "seed 002 §4.1",
+        ),
+        (
+            "Could not materialize checkpoint",
+            "the state backend failed writing (e.g. an HDFS DataNode down)",
+            "seed 002 §4.1",
+        ),
+        (
+            "Asynchronous task checkpoint failed",
+            "the asynchronous part of a subtask's snapshot threw: writing the state to checkpoint storage \
+             failed (Flink's `Could not materialize checkpoint`: storage unavailable, a full disk)",
+            "seed 002 §4.1, §4.2",
+        ),
+        (
+            "ClassCastException",
+            "a state class that does not serialise, or a serializer changed by an upgrade",
+            "seed 002 §4.1, §4.3",
+        ),
+        ("OutOfMemoryError", "a subtask ran out of memory", "seed 002 §4.1"),
+        (
+            "SocketTimeoutException",
+            "the checkpoint storage client timed out (network, S3 throttling)",
+            "seed 002 §4.1",
+        ),
+        (
+            "No space left on device",
+            "a full disk (the `Stream is closed` that follows is a symptom)",
+            "seed 002 §4.2",
+        ),
+        (
+            "Stream is closed",
+            "the stream to checkpoint storage was closed underneath: look for a full disk or a closed connection",
+            "seed 002 §1, §4.2",
+        ),
+        (
+            "tolerable failure threshold",
+            "the tolerable-failure budget is spent: the job fails over because of checkpoints",
+            "seed 004 §5.1",
+        ),
+        (
+            "declined",
+            "a subtask declined the checkpoint: a task failure (OOM, user code exception) or a task not ready",
+            "seed 002 §4.1 (declined due to subtask failure)",
+        ),
+    ];
+    table
+        .iter()
+        .find(|(needle, _, _)| message.to_lowercase().contains(&needle.to_lowercase()))
+        .map(|(_, cause, source)| Cause { cause: (*cause).to_string(), source })
+        .unwrap_or_else(|| Cause {
+            cause: format!(
+                "Flink says: {}; the stack trace in the TaskManager log names the cause",
+                message.trim_end_matches('.')
+            ),
+            source: "seed 002 §4",
+        })
+}
+
+/// 0 when every job is healthy, 1 when one is unhealthy, 3 when the worst is at risk.
+pub fn exit_code(report: &Report) -> u8 {
+    match report.jobs.iter().map(|j| j.verdict).max() {
+        Some(Verdict::Unhealthy) => 1,
+        Some(Verdict::AtRisk) => 3,
+        _ => 0,
+    }
+}
+
+fn clock(ms: i64) -> String {
+    let t = crate::demo::log_time(Timestamp(ms));
+    t.get(11..).unwrap_or(&t).replace(',', ".")
+}
+
+/// The report as text.
+pub fn to_text(report: &Report) -> String {
+    let mut o = String::new();
+    let mut line = |s: String| {
+        o.push_str(&s);
+        o.push('\n');
+    };
+    line(format!(
+        "checkpoint-sentinel diagnose: {} (Flink {}), {} UTC",
+        report.url,
+        report.flink_version.as_deref().unwrap_or("?"),
+        crate::demo::log_time(Timestamp(report.at_ms)).replace(',', ".")
+    ));
+    if report.jobs.is_empty() {
+        line("No running job.".into());
+    }
+    for j in &report.jobs {
+        line(String::new());
+        let verdict = match j.verdict {
+            Verdict::Healthy => "HEALTHY",
+            Verdict::AtRisk => "AT RISK",
+            Verdict::Unhealthy => "UNHEALTHY",
+        };
+        line(format!("Job {} ({}) {}: {verdict}", j.name, j.job_id, j.state));
+        for r in &j.verdict_reasons {
+            line(format!("  - {r}"));
+        }
+        if let Some(c) = &j.config {
+            line(format!("Config: {c}"));
+        }
+        line(format!(
+            "Counts: {} completed, {} failed, {} in progress, {} restored",
+            j.counts[0], j.counts[1], j.counts[2], j.counts[3]
+        ));
+        line(String::new());
+        line("Recent checkpoints (newest first):".into());
+        line(format!(
+            "  {:>6}  {:<11}  {:<12}  {:>8}  {:>10}  {:>5}",
+            "id", "status", "triggered", "took", "size", "acked"
+        ));
+        for r in &j.recent {
+            line(format!(
+                "  {:>6}  {:<11}  {:<12}  {:>8}  {:>10}  {:>5}",
+                r.id,
+                if r.savepoint { format!("{} (sp)", r.status) } else { r.status.clone() },
+                r.triggered_at_ms.map_or("?".into(), clock),
+                r.took_ms.map_or("?".into(), human_ms),
+                r.size_bytes.map_or("?".into(), |b| crate::rules::format_bytes(b as f64)),
+                format!("{}/{}", r.acknowledged.0, r.acknowledged.1)
+            ));
+        }
+        if !j.failures.is_empty() || !j.pending.is_empty() {
+            line(String::new());
+            line("Failures, expirations, checkpoints in progress:".into());
+            for f in &j.failures {
+                line(format!(
+                    "  {} {} after {}: {}",
+                    f.id,
+                    f.outcome.to_uppercase(),
+                    f.after_ms.map_or("?".into(), human_ms),
+                    f.reason.as_deref().unwrap_or("no reason given")
+                ));
+                for h in &f.held_by {
+                    line(format!("      held up by {h}"));
+                }
+            }
+            for p in &j.pending {
+                line(format!("  {p}"));
+            }
+        }
+        let stat = |s: &SubtaskStat| {
+            format!(
+                "{} #{}: {} in checkpoint {}{}, on {}",
+                s.operator,
+                s.subtask,
+                human_ms(s.value_ms),
+                s.checkpoint_id,
+                s.siblings_median_ms
+                    .map_or(String::new(), |m| format!(" (siblings' median {})", human_ms(m))),
+                s.location.as_ref().map_or("a TaskManager the REST API did not name".into(), Location::text)
+            )
+        };
+        line(String::new());
+        line("Top alignment:".into());
+        if j.top_alignment.is_empty() {
+            line("  none (no alignment, or no per-subtask details)".into());
+        }
+        for s in &j.top_alignment {
+            line(format!("  {}", stat(s)));
+        }
+        line("Top start delay:".into());
+        if j.top_start_delay.is_empty() {
+            line("  none".into());
+        }
+        for s in &j.top_start_delay {
+            line(format!("  {}", stat(s)));
+        }
+        if !j.blocking.is_empty() {
+            line("Acknowledged last (held the completed checkpoints up):".into());
+            for b in &j.blocking {
+                line(format!(
+                    "  {} #{}: {} of {} checkpoints, mostly in {}, on {}",
+                    b.operator,
+                    b.subtask,
+                    b.times,
+                    b.of,
+                    b.dominant_phase,
+                    b.location
+                        .as_ref()
+                        .map_or("a TaskManager the REST API did not name".into(), Location::text)
+                ));
+            }
+        }
+        if !j.load.is_empty() {
+            line("Load:".into());
+            for l in &j.load {
+                line(format!("  {l}"));
+            }
+        }
+        line(String::new());
+        if j.classes.is_empty() {
+            line("Failure class: none (seed 002 §1: blocking / timeout / failure)".into());
+        }
+        for c in &j.classes {
+            let name = match c.class {
+                Class::Blocking => "BLOCKING (阻塞型: barriers do not get through)",
+                Class::Timeout => "TIMEOUT (超时型: the snapshot takes too long)",
+                Class::Failure => "FAILURE (失败型: an explicit error)",
+            };
+            line(format!("Failure class: {name}"));
+            line(format!("  {}", c.evidence));
+        }
+        if !j.causes.is_empty() {
+            line("Likely causes:".into());
+            for c in &j.causes {
+                line(format!("  - {} [{}]", c.cause, c.source));
+            }
+        }
+        if !j.spacing.is_empty() {
+            line("Spacing (shadow model):".into());
+            for s in &j.spacing {
+                line(format!("  {s}"));
+            }
+        }
+        line("Next, check:".into());
+        for n in &j.next {
+            line(format!("  → {n}"));
+        }
+    }
+    o
+}
+
+/// Runs the command: prints the report; returns the exit code.
+pub async fn run(args: &DiagnoseArgs) -> u8 {
+    match diagnose(args).await {
+        Ok(report) => {
+            match args.format {
+                Format::Text => print!("{}", to_text(&report)),
+                Format::Json => println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default()),
+            }
+            exit_code(&report)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! `checkpoint-sentinel diagnose` on the real captures: a local server answers like the captured
+//! JobManager did at the end of the scenario (final `/checkpoints`, config, details, vertices,
+//! backpressure), and the binary's report and exit code are checked for the expired and
+//! backpressure scenarios. `cargo test --test diagnose -- --nocapture` prints the reports.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path as UrlPath, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::Value;
+
+struct Snapshot {
+    dir: PathBuf,
+    job_id: String,
+}
+
+type S = State<Arc<Snapshot>>;
+
+fn file(path: PathBuf) -> Response {
+    match std::fs::read_to_string(&path) {
+        Ok(body) => ([("content-type", "application/json")], body).into_response(),
+        Err(_) => (axum::http::StatusCode::NOT_FOUND, r#"{"errors":["Not found"]}"#).into_response(),
+    }
+}
+
+/// Serves the end-of-scenario snapshot of `flink-<version>/<name>`; returns its URL and job id.
+async fn serve(version: &str, name: &str) -> (String, String) {
+    let dir = common::fixtures().join(format!("flink-{version}")).join(name).join("rest");
+    let meta = common::read_json(&dir.join("../scenario.json"));
+    let job_id = meta["job_id"].as_str().unwrap().to_string();
+    let state = Arc::new(Snapshot { dir, job_id: job_id.clone() });
+    let app = Router::new()
+        .route("/overview", get(|State(s): S| async move { file(s.dir.join("overview.json")) }))
+        .route(
+            "/jobs/overview",
+            get(|State(s): S| async move {
+                let mut all: Value = common::read_json(&s.dir.join("jobs-overview.json"));
+                let jobs = all["jobs"].as_array_mut().unwrap();
+                jobs.retain(|j| j["jid"] == s.job_id.as_str());
+                for j in jobs.iter_mut() {
+                    j["state"] = Value::from("RUNNING");
+                }
+                axum::Json(all)
+            }),
+        )
+        .route("/jobs/{job}", get(|State(s): S| async move { file(s.dir.join("job.json")) }))
+        .route(
+            "/jobs/{job}/checkpoints",
+            get(|State(s): S| async move { file(s.dir.join("checkpoints.json")) }),
+        )
+        .route(
+            "/jobs/{job}/checkpoints/config",
+            get(|State(s): S| async move { file(s.dir.join("checkpoints-config.json")) }),
+        )
+        .route(
+            "/jobs/{job}/checkpoints/details/{cp}",
+            get(|State(s): S, UrlPath((_j, cp)): UrlPath<(String, u64)>| async move {
+                file(s.dir.join(format!("checkpoint-details/checkpoint-{cp}.json")))
+            }),
+        )
+        .route(
+            "/jobs/{job}/checkpoints/details/{cp}/subtasks/{v}",
+            get(|State(s): S, UrlPath((_j, cp, v)): UrlPath<(String, u64, String)>| async move {
+                file(s.dir.join(format!("checkpoint-details/checkpoint-{cp}-subtasks-{v}.json")))
+            }),
+        )
+        .route(
+            "/jobs/{job}/vertices/{v}",
+            get(|State(s): S, UrlPath((_j, v)): UrlPath<(String, String)>| async move {
+                file(s.dir.join(format!("vertices/{v}.json")))
+            }),
+        )
+        .route(
+            "/jobs/{job}/vertices/{v}/backpressure",
+            get(|State(s): S, UrlPath((_j, v)): UrlPath<(String, String)>| async move {
+                file(s.dir.join(format!("vertices/{v}-backpressure.json")))
+            }),
+        )
+        .route(
+            "/jobs/{job}/vertices/{v}/metrics",
+            get(|State(s): S, UrlPath((_j, v)): UrlPath<(String, String)>| async move {
+                file(s.dir.join(format!("vertices/{v}-metrics-values.json")))
+            }),
+        )
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), job_id)
+}
+
+/// Runs the binary; returns (exit code, stdout).
+async fn diagnose(args: Vec<String>) -> (i32, String) {
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
+            .arg("diagnose")
+            .args(args)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), stdout)
+}
+
+fn has(text: &str, needle: &str) {
+    assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_is_unhealthy_timeout_class_held_by_the_sleeping_snapshot() {
+    let (url, job) = serve("2.3.0", "expired").await;
+    let (code, text) = diagnose(vec!["--url".into(), url.clone()]).await;
+    assert_eq!(code, 1, "unhealthy");
+    has(&text, "Job flink-lab-expired (fa0ff468ea40a97b00d7fc8a3075d65b) RUNNING: UNHEALTHY");
+    has(&text, "3 of the last 9 finished checkpoints expired");
+    has(&text, "27 EXPIRED after 4.0 s: Checkpoint expired before completing.");
+    // The late acknowledgement of the subtask whose snapshot slept 6 s, with its TaskManager.
+    has(&text, "held up by stateful-map #0 on TaskManager 127.0.0.1:18125-6451c0 (localhost:18126)");
+    has(&text, "its sync took 6.0 s");
+    has(&text, "Failure class: TIMEOUT");
+    has(&text, "the synchronous part of the snapshot is slow");
+    has(&text, "Spacing (shadow model):");
+    has(&text, "timeout");
+    has(&text, "Next, check:");
+
+    let (code, json) =
+        diagnose(vec!["--url".into(), url, "--job".into(), job, "--format".into(), "json".into()]).await;
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["jobs"][0]["verdict"], "unhealthy");
+    assert_eq!(v["jobs"][0]["classes"][0]["class"], "timeout");
+    assert_eq!(v["jobs"][0]["failures"].as_array().unwrap().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backpressure_is_at_risk_blocking_class_names_the_hot_subtask() {
+    let (url, _) = serve("2.3.0", "backpressure").await;
+    let (code, text) = diagnose(vec!["--url".into(), url]).await;
+    assert_eq!(code, 3, "at risk");
+    has(&text, "Job flink-lab-backpressure (1fcc7ceab6f610b2a49aeb835024514f) RUNNING: AT RISK");
+    has(&text, "is over half the 5.0 s interval");
+    has(&text, "Top alignment:\n  stateful-map #1: 3.");
+    has(&text, "on TaskManager 127.0.0.1:18125-6451c0 (localhost:18126)");
+    has(&text, "Source: fast-source -> fast-throttle is backpressured");
+    has(&text, "stateful-map #1 is busy 100 % of the time");
+    has(&text, "Failure class: BLOCKING");
+    has(&text, "data skew");
+    has(&text, "backpressure: barriers queue behind buffered records");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_passes_and_older_versions_name_the_host() {
+    let (url, _) = serve("2.3.0", "healthy").await;
+    let (code, text) = diagnose(vec!["--url".into(), url]).await;
+    assert_eq!(code, 0, "healthy");
+    has(&text, ": HEALTHY");
+    has(&text, "Failure class: none");
+    let (url, _) = serve("1.14.6", "expired").await;
+    let (code, text) = diagnose(vec!["--url".into(), url]).await;
+    assert_eq!(code, 1);
+    has(&text, "(localhost)");
+    let (url, _) = serve("1.20.5", "declined").await;
+    let (code, text) = diagnose(vec!["--url".into(), url]).await;
+    assert_eq!(code, 1);
+    has(&text, "Failure class: FAILURE");
+    has(&text, "writing the state to checkpoint storage failed");
+    let (code, _) =
+        diagnose(vec!["--url".into(), "http://127.0.0.1:9".into(), "--timeout".into(), "2s".into()]).await;
+    assert_eq!(code, 2, "cannot connect");
+}

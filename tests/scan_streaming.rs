@@ -1,0 +1,156 @@
+//! The streaming `scan-logs` path (whole-buffer needle search, only candidate lines parsed,
+//! events folded into an aggregate) gives exactly the events and reports of the plain per-line
+//! parser, whatever the read sizes, and its streamed JSON is the JSON of `to_json`.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use checkpoint_sentinel::logs::parse::{LineSplitter, Patterns, RecordParser};
+use checkpoint_sentinel::logs::scan::{Scanner, scan_paths, scan_paths_streaming};
+use checkpoint_sentinel::observe::LogEvent;
+
+fn log_files() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut out = Vec::new();
+    for version in std::fs::read_dir(root).unwrap().flatten().filter(|v| v.path().is_dir()) {
+        for scenario in std::fs::read_dir(version.path()).unwrap().flatten() {
+            if let Ok(files) = std::fs::read_dir(scenario.path().join("logs")) {
+                out.extend(files.flatten().map(|f| f.path()).filter(|p| p.is_file()));
+            }
+        }
+    }
+    out.sort();
+    assert!(out.len() >= 30, "{out:?}");
+    out
+}
+
+/// Every line through the record parser, as before the streaming scan.
+fn per_line(data: &[u8], max: usize) -> Vec<LogEvent> {
+    let mut parser = RecordParser::new(Patterns::builtin());
+    let mut splitter = LineSplitter::new(max, 0);
+    let mut events = Vec::new();
+    splitter.feed(data, |line, offset| parser.push_line(line, offset, &mut events));
+    splitter.finish(|line, offset| parser.push_line(line, offset, &mut events));
+    parser.flush(&mut events);
+    events
+}
+
+/// A reader that hands out `n` bytes at a time, so lines span reads.
+struct Dribble<'a>(&'a [u8], usize);
+
+impl Read for Dribble<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.1.min(buf.len()).min(self.0.len());
+        buf[..n].copy_from_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        Ok(n)
+    }
+}
+
+fn streamed(data: &[u8], chunk: usize, max: usize) -> Vec<LogEvent> {
+    let mut scanner = Scanner::new(Patterns::builtin(), max).keep_events(true);
+    scanner.scan_reader(Path::new("x.log"), Dribble(data, chunk)).unwrap();
+    let mut events = scanner.finish().events;
+    for e in &mut events {
+        e.file.clear();
+    }
+    events
+}
+
+#[test]
+fn the_streaming_scan_finds_exactly_the_per_line_events() {
+    for file in log_files() {
+        let data = std::fs::read(&file).unwrap();
+        let want = per_line(&data, 1 << 20);
+        for chunk in [usize::MAX, 4096, 333, 61] {
+            assert_eq!(streamed(&data, chunk, 1 << 20), want, "{} in reads of {chunk}", file.display());
+        }
+        // A line limit that cuts lines (and needles).
+        assert_eq!(streamed(&data, 1000, 90), per_line(&data, 90), "{} cut at 90", file.display());
+    }
+}
+
+#[test]
+fn a_needle_under_a_line_that_matched_nothing_still_counts() {
+    let text = "\
+2026-11-29 15:45:09,725 INFO  org.apache.flink.runtime.jobmaster.JobMaster                 [] - Trying to recover from a global failure.
+org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold. The latest checkpoint failed due to Asynchronous task checkpoint failed., view the Checkpoint History tab or the Job Manager log to find out why continuous checkpoints failed.
+\tat org.apache.flink.runtime.checkpoint.CheckpointFailureManager.checkFailureAgainstCounter(CheckpointFailureManager.java:212) ~[flink-dist-1.20.5.jar:1.20.5]
+2026-11-29 15:45:09,726 INFO  org.apache.flink.runtime.executiongraph.ExecutionGraph       [] - Job x switched from state RUNNING to RESTARTING.
+org.apache.flink.runtime.JobException: Recovery is suppressed
+\tat x
+Caused by: org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold.
+2026-11-29 15:45:09,727 INFO  x [] - Checkpoint 4 of job e5977598408a0b50e1eb3e122b7bd082 expired before completing.";
+    let want = per_line(text.as_bytes(), 1 << 20);
+    assert_eq!(want.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(), ["tolerable_exceeded", "expired"]);
+    for chunk in [usize::MAX, 7, 100, 230, 300] {
+        assert_eq!(streamed(text.as_bytes(), chunk, 1 << 20), want, "reads of {chunk}");
+    }
+}
+
+#[test]
+fn streaming_and_kept_events_give_the_same_reports_and_json_streams_as_the_tree() {
+    let patterns = Patterns::builtin();
+    let files = log_files();
+    let kept = scan_paths(&files, &patterns, 1 << 20).unwrap();
+    let streaming = scan_paths_streaming(&files, &patterns, 1 << 20).unwrap();
+    assert!(streaming.events.is_empty());
+    assert!(!kept.events.is_empty());
+    assert_eq!(kept.to_text(), streaming.to_text());
+    let tree = format!("{:#}", streaming.to_json());
+    assert_eq!(tree, format!("{:#}", kept.to_json()));
+    let mut streamed = Vec::new();
+    streaming.write_json(&mut streamed).unwrap();
+    assert_eq!(String::from_utf8(streamed).unwrap(), tree);
+}
+
+#[test]
+fn the_hand_written_parsers_agree_with_the_regexes() {
+    let patterns = Patterns::builtin();
+    let mut messages: Vec<String> = Vec::new();
+    for file in log_files() {
+        let text = String::from_utf8_lossy(&std::fs::read(&file).unwrap()).into_owned();
+        messages.extend(
+            text.lines().filter_map(checkpoint_sentinel::logs::parse::split_header).map(|h| h.message.to_string()),
+        );
+    }
+    let job = "e5977598408a0b50e1eb3e122b7bd082";
+    // Near misses and variants of the four fast-parsed lines.
+    for variant in [
+        format!("Triggering checkpoint 12 @ 1795964442475 for job {job}."),
+        format!("Triggering checkpoint 12 @ 1795964442475 for job {job}"),
+        format!("Triggering checkpoint 12 (type=) @ 1 for job {job}."),
+        format!("Triggering checkpoint 12 (type=a) @ b) @ 7 for job {job}."),
+        format!("Triggering checkpoint 12 (type=CHECKPOINT) @ for job {job}."),
+        format!("Triggering checkpoint 12 (type=CHECKPOINT)@ 1 for job {job}."),
+        format!("Triggering checkpoint 99999999999999999999999 @ 1 for job {job}."),
+        format!("Triggering checkpoint ١٢ @ 1 for job {job}."),
+        format!("Triggering checkpoint 12 @ 1 for job {job}.."),
+        format!("Triggering checkpoint 12 @ 1 for job {}.", job.to_uppercase()),
+        "Triggering checkpoint 12 @ 1 for job é5977598408a0b50e1eb3e122b7bd08.".to_string(),
+        format!("Completed checkpoint 3 for job {job} (10098 bytes, checkpointDuration=547 ms)."),
+        format!("Completed checkpoint 3 for job {job} (10098 bytes, checkpointDuration=547 ms, finalizationTime=3 ms)"),
+        format!("Completed checkpoint 3 for job {job} (10098 bytes in 547 ms)."),
+        format!("Completed checkpoint 3 for job {job} (10098 bytes in 547 ms).."),
+        format!("Completed checkpoint 3 for job {job} (10098 bytes, checkpointDuration=547 ms, finalizationTime= ms)."),
+        format!("Completed checkpoint 3 for job {job} (bytes in 547 ms)."),
+        format!("Checkpoint 4 of job {job} expired before completing"),
+        format!("Checkpoint 4 of job {job} expired before completing.!"),
+        format!("Checkpoint  4 of job {job} expired before completing."),
+        format!("Failed to trigger or complete checkpoint -1 for job {job}. (0 consecutive failed attempts so far)"),
+        format!("Failed to trigger or complete checkpoint abc for job {job}. (2 consecutive failed attempts so far)"),
+        format!("Failed to trigger or complete checkpoint 7 for job {job}. (99999999999 consecutive failed attempts so far)"),
+        format!("Failed to trigger or complete checkpoint 7\tfor job {job}. (1 consecutive failed attempts so far)"),
+        format!("Failed to trigger or complete checkpoint 7 for job {job}. (1 consecutive failed attempts so far)."),
+        format!("Failed to trigger checkpoint for job {job} since Checkpoint triggering task is not being executed."),
+    ] {
+        messages.push(variant);
+    }
+    let mut fast = 0;
+    for m in &messages {
+        let (got, want) = (patterns.recognise(m), patterns.recognise_by_regex(m));
+        assert_eq!(got, want, "{m}");
+        fast += usize::from(got.is_some_and(|e| ["triggered", "completed", "expired", "failed"].contains(&e.kind.as_str())));
+    }
+    assert!(fast > 500, "{fast}");
+}
