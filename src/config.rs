@@ -177,7 +177,9 @@ impl Config {
             .basic_auth
             .iter()
             .map(|b| ("alerting.basic_auth.password", &b.password))
-            .chain(a.bearer_token.iter().map(|t| ("alerting.bearer_token", t)));
+            .chain(a.bearer_token.iter().map(|t| ("alerting.bearer_token", t)))
+            .chain(self.server.basic_auth.iter().map(|b| ("server.basic_auth.password", &b.password)))
+            .chain(self.server.bearer_token.iter().map(|t| ("server.bearer_token", t)));
         for (key, secret) in secrets {
             let given = [secret.value.is_some(), secret.file.is_some(), secret.env.is_some()];
             if given.iter().filter(|g| **g).count() != 1 {
@@ -219,11 +221,31 @@ impl Config {
 pub struct ServerConfig {
     /// Address the HTTP server listens on.
     pub listen: SocketAddr,
+    /// Require `Authorization: Bearer <token>` (except on /healthz and /readyz).
+    pub bearer_token: Option<Secret>,
+    /// Require HTTP basic authentication (except on /healthz and /readyz).
+    pub basic_auth: Option<BasicAuth>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { listen: SocketAddr::from(([127, 0, 0, 1], 9717)) }
+        ServerConfig { listen: SocketAddr::from(([127, 0, 0, 1], 9717)), bearer_token: None, basic_auth: None }
+    }
+}
+
+impl ServerConfig {
+    /// Who may read the endpoints, with secrets resolved.
+    pub fn access(&self) -> Result<crate::access::Access, String> {
+        Ok(match (&self.basic_auth, &self.bearer_token) {
+            (Some(b), _) => crate::access::Access::Basic {
+                username: b.username.clone(),
+                password: b.password.resolve().map_err(|e| format!("server.basic_auth.password: {e}"))?,
+            },
+            (None, Some(t)) => {
+                crate::access::Access::Bearer(t.resolve().map_err(|e| format!("server.bearer_token: {e}"))?)
+            }
+            (None, None) => crate::access::Access::Open,
+        })
     }
 }
 
@@ -650,6 +672,12 @@ impl Config {
     /// The configuration as TOML with every secret masked, for `check-config`.
     pub fn to_masked_toml(&self) -> String {
         let mut masked = self.clone();
+        if let Some(b) = &mut masked.server.basic_auth {
+            b.password = b.password.masked();
+        }
+        if let Some(t) = &mut masked.server.bearer_token {
+            *t = t.masked();
+        }
         if let Some(b) = &mut masked.alerting.basic_auth {
             b.password = b.password.masked();
         }

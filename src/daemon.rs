@@ -39,7 +39,7 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
-    /// `SENTINEL_SHARD_INDEX`/`SENTINEL_SHARD_COUNT` make no sense.
+    /// `SENTINEL_SHARD_INDEX`/`SENTINEL_SHARD_COUNT` make no sense, or a secret cannot be read.
     #[error("{0}")]
     Shard(String),
     /// A cluster's client cannot be built (unreadable secret or CA file).
@@ -115,7 +115,8 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     tailers.sync(&config.logs, &config.state.dir, &app).await;
 
     let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
-    let http = router(HttpState { app: app.clone(), registry: Arc::new(registry) });
+    let access = config.server.access().map_err(StartError::Shard)?;
+    let http = access.protect(router(HttpState { app: app.clone(), registry: Arc::new(registry) }));
     let mut server_shutdown = shutdown_rx.clone();
     let server = tokio::spawn(async move {
         let graceful = async move {

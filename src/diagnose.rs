@@ -331,12 +331,12 @@ pub async fn fetch(
         })
         .collect();
     let mut history: Vec<&dto::CheckpointStatistics> = stats.history.iter().collect();
-    history.sort_by(|a, b| b.id.cmp(&a.id));
+    history.sort_by_key(|c| std::cmp::Reverse(c.id));
     let mut finished = Vec::new();
     let mut pending = BTreeMap::new();
     for cp in history.iter().filter(|cp| convert::status(cp).is_some()).take(checkpoints) {
         let mut per_vertex = Vec::new();
-        for (vid, _) in &names {
+        for vid in names.keys() {
             if let Ok(Some(d)) = client.subtask_details(id, cp.id, vid).await {
                 per_vertex.push((vid.clone(), d));
             }
@@ -349,7 +349,7 @@ pub async fn fetch(
     }
     for cp in history.iter().filter(|cp| convert::status(cp).is_none()) {
         let mut per_vertex = Vec::new();
-        for (vid, _) in &names {
+        for vid in names.keys() {
             if let Ok(Some(d)) = client.subtask_details(id, cp.id, vid).await {
                 let missing: Vec<u32> =
                     d.subtasks.iter().filter(|s| !s.is_completed()).map(|s| s.index).collect();
@@ -464,7 +464,7 @@ pub fn analyse(d: &JobData) -> JobReport {
 
     // 1. Recent statuses, newest first.
     let mut history: Vec<&dto::CheckpointStatistics> = d.stats.history.iter().collect();
-    history.sort_by(|a, b| b.id.cmp(&a.id));
+    history.sort_by_key(|c| std::cmp::Reverse(c.id));
     let recent: Vec<CheckpointLine> = history
         .iter()
         .map(|cp| {
@@ -566,7 +566,7 @@ pub fn analyse(d: &JobData) -> JobReport {
             }
         }
         let mut all: Vec<SubtaskStat> = best.into_values().filter(|s| s.value_ms > 0).collect();
-        all.sort_by(|a, b| b.value_ms.cmp(&a.value_ms));
+        all.sort_by_key(|s| std::cmp::Reverse(s.value_ms));
         all.truncate(3);
         all
     };
@@ -601,7 +601,7 @@ pub fn analyse(d: &JobData) -> JobReport {
             dominant_phase,
         })
         .collect();
-    blocking.sort_by(|a, b| b.times.cmp(&a.times));
+    blocking.sort_by_key(|b| std::cmp::Reverse(b.times));
     blocking.truncate(3);
 
     // Load: backpressured vertices and the busy subtasks downstream of them.

@@ -11,6 +11,7 @@
 //! - [`state`] — what the daemon knows; `State::apply` and its durable form.
 //! - [`poller`] — the per-cluster REST poller.
 //! - [`simulate`] — the `simulate` command (what-if and replay of the coordinator model).
+//! - [`access`] — optional authentication of the HTTP endpoints.
 //! - [`rules`] — rule conditions and the alert state machine.
 //! - [`alerting`] — the Alertmanager client.
 //! - [`logs`] — the log tailer and the offline log scan.
@@ -23,6 +24,7 @@
 //! - [`demo`] — a simulated Flink cluster driven by the model, watched by the real daemon.
 //! - [`telemetry`] — logging.
 
+pub mod access;
 pub mod alerting;
 pub mod api;
 pub mod app;

@@ -154,3 +154,22 @@ fn the_hand_written_parsers_agree_with_the_regexes() {
     }
     assert!(fast > 500, "{fast}");
 }
+
+#[test]
+fn files_cut_into_parallel_ranges_give_the_same_events_and_report() {
+    let patterns = Patterns::builtin();
+    for file in log_files() {
+        let data = std::fs::read(&file).unwrap();
+        let mut one = Scanner::new(patterns.clone(), 1 << 20).keep_events(true).parallel(u64::MAX, 1);
+        one.scan_path(&file).unwrap();
+        let one = one.finish();
+        for ranges in [2, 3, 7] {
+            let mut cut = Scanner::new(patterns.clone(), 1 << 20).keep_events(true).parallel(0, ranges);
+            cut.scan_path(&file).unwrap();
+            let cut = cut.finish();
+            assert_eq!(cut.events, one.events, "{} in {ranges} ranges", file.display());
+            assert_eq!(cut.to_text(), one.to_text(), "{}", file.display());
+            assert_eq!((cut.files[0].bytes, cut.files[0].lines), (data.len() as u64, one.files[0].lines));
+        }
+    }
+}

@@ -10,7 +10,7 @@
 //! every per-checkpoint collection is capped.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{self, Read};
+use std::io::{self, Read, Seek};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -118,8 +118,9 @@ pub struct Scanner {
     report: ScanReport,
     seq: u64,
     buf: Vec<u8>,
-    needles: Vec<(usize, usize)>,
-    events: Vec<LogEvent>,
+    /// Files at least this large are cut into `ranges` ranges parsed in parallel.
+    parallel_min_bytes: u64,
+    ranges: usize,
 }
 
 impl Scanner {
@@ -132,9 +133,16 @@ impl Scanner {
             report: ScanReport::default(),
             seq: 0,
             buf: Vec::new(),
-            needles: Vec::new(),
-            events: Vec::new(),
+            parallel_min_bytes: PARALLEL_MIN_BYTES,
+            ranges: std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_THREADS),
         }
+    }
+
+    /// Cuts files of at least `min_bytes` into `ranges` ranges parsed in parallel (by default
+    /// 64 MiB and one range per core, at most 8).
+    pub fn parallel(mut self, min_bytes: u64, ranges: usize) -> Self {
+        (self.parallel_min_bytes, self.ranges) = (min_bytes, ranges.max(1));
+        self
     }
 
     /// Also keep every event (with its stack trace) in [`ScanReport::events`].
@@ -143,94 +151,100 @@ impl Scanner {
         self
     }
 
-    /// Opens and reads one file.
+    /// Opens and reads one file. A large file is cut at record starts into one range per
+    /// core; the ranges are parsed in parallel and their events aggregated in file order, so
+    /// the report is the same as from one pass.
     pub fn scan_path(&mut self, path: &Path) -> io::Result<()> {
-        let file = std::fs::File::open(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        self.scan_reader(path, file)
+        let open = || {
+            std::fs::File::open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+        };
+        let mut file = open()?;
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let starts = if len >= self.parallel_min_bytes && self.ranges > 1 {
+            split_points(&mut file, len, self.ranges)?
+        } else {
+            Vec::new()
+        };
+        if starts.is_empty() {
+            return self.scan_reader(path, file);
+        }
+        file.seek(io::SeekFrom::Start(0))?;
+        let name = path.display().to_string();
+        let file_sym = self.report.aggregate.add_file(&name);
+        let (patterns, max, keep) = (self.patterns.clone(), self.max_line_bytes, self.keep_events);
+        let mut buf = std::mem::take(&mut self.buf);
+        let mut ends: Vec<u64> = starts.iter().skip(1).copied().collect();
+        ends.push(u64::MAX); // the last range reads to the end, as a single pass would
+        let (first, rest) = std::thread::scope(|scope| -> io::Result<_> {
+            let workers: Vec<_> = starts[1..]
+                .iter()
+                .zip(&ends[1..])
+                .map(|(&from, &to)| {
+                    let patterns = patterns.clone();
+                    scope.spawn(move || -> io::Result<(Totals, Vec<LogEvent>)> {
+                        let mut file = open()?;
+                        file.seek(io::SeekFrom::Start(from))?;
+                        let mut events = Vec::new();
+                        let mut buf = Vec::new();
+                        let totals = scan_range(&patterns, max, from, file.take(to - from), &mut buf, &mut |mut e| {
+                            if !keep {
+                                e.stack = Vec::new(); // the root cause is classified already
+                            }
+                            events.push(e);
+                        })?;
+                        Ok((totals, events))
+                    })
+                })
+                .collect();
+            let mut sink = Sink {
+                aggregate: &mut self.report.aggregate,
+                kept: keep.then_some(&mut self.report.events),
+                name: &name,
+                file: file_sym,
+                seq: &mut self.seq,
+            };
+            let first = scan_range(&patterns, max, 0, file.take(ends[0]), &mut buf, &mut |e| sink.add(e))?;
+            let rest: Vec<io::Result<(Totals, Vec<LogEvent>)>> =
+                workers.into_iter().map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
+            let mut totals = Vec::new();
+            for result in rest {
+                let (t, events) = result?;
+                for e in events {
+                    sink.add(e);
+                }
+                totals.push(t);
+            }
+            Ok((first, totals))
+        })?;
+        self.buf = buf;
+        let (mut lines, mut oversize, mut end) = (first.lines, first.oversize, first.end);
+        for t in rest {
+            (lines, oversize, end) = (lines + t.lines, oversize + t.oversize, t.end);
+        }
+        self.report.files.push(FileSummary { path: path.to_path_buf(), bytes: end, lines, oversize_lines: oversize });
+        Ok(())
     }
 
     /// Reads one stream; `path` names it in the report.
-    pub fn scan_reader(&mut self, path: &Path, mut reader: impl Read) -> io::Result<()> {
+    pub fn scan_reader(&mut self, path: &Path, reader: impl Read) -> io::Result<()> {
         let name = path.display().to_string();
         let file = self.report.aggregate.add_file(&name);
-        let mut parser = RecordParser::new(self.patterns.clone());
-        let mut splitter = LineSplitter::new(self.max_line_bytes, 0);
-        // Every line is a candidate when user patterns are configured (they match anything).
-        let patterns = self.patterns.clone();
-        let all_lines = patterns.has_user_patterns();
-        if self.buf.len() != READ_BUFFER {
-            self.buf = vec![0u8; READ_BUFFER];
-        }
         let mut buf = std::mem::take(&mut self.buf);
-        let mut needles = std::mem::take(&mut self.needles);
         let mut sink = Sink {
-            events: std::mem::take(&mut self.events),
             aggregate: &mut self.report.aggregate,
             kept: self.keep_events.then_some(&mut self.report.events),
             name: &name,
             file,
             seq: &mut self.seq,
         };
-        // The line before the current one, for a needle on a record's first continuation line
-        // (`Exceeded checkpoint tolerable failure threshold` under a line that matched nothing).
-        let mut prev = PrevLine::default();
-        let mut result = Ok(());
-        loop {
-            let n = match reader.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            };
-            let chunk = &buf[..n];
-            let chunk_start = splitter.offset();
-            needles.clear();
-            if !all_lines {
-                patterns.find_needles(chunk, &mut needles);
-            }
-            let mut next = 0; // index of the first needle not before the current line
-            splitter.feed(chunk, |line, offset| {
-                let candidate = if all_lines {
-                    true
-                } else if offset < chunk_start {
-                    // Began in the previous buffer: the buffer search saw only part of it.
-                    patterns.might_match(line)
-                } else {
-                    let start = (offset - chunk_start) as usize;
-                    let end = start + line.len();
-                    while next < needles.len() && needles[next].0 < start {
-                        next += 1;
-                    }
-                    match needles.get(next) {
-                        // A needle cut by the line limit: ask the line itself.
-                        Some(&(s, e)) if s < end => e <= end || patterns.might_match(line),
-                        _ => false,
-                    }
-                };
-                consider(line, offset, candidate, &mut parser, &mut prev, chunk, chunk_start, &mut sink);
-            });
-            prev.keep(chunk, chunk_start);
-        }
-        let end = splitter.offset();
-        splitter.finish(|line, offset| {
-            let candidate = all_lines || patterns.might_match(line);
-            consider(line, offset, candidate, &mut parser, &mut prev, &[], end, &mut sink);
-        });
-        parser.flush(&mut sink.events);
-        sink.drain();
-        self.events = sink.events;
+        let result = scan_range(&self.patterns, self.max_line_bytes, 0, reader, &mut buf, &mut |e| sink.add(e));
         self.buf = buf;
-        self.needles = needles;
-        result?;
+        let totals = result?;
         self.report.files.push(FileSummary {
             path: path.to_path_buf(),
-            bytes: splitter.offset(),
-            lines: splitter.lines,
-            oversize_lines: splitter.oversize,
+            bytes: totals.end,
+            lines: totals.lines,
+            oversize_lines: totals.oversize,
         });
         Ok(())
     }
@@ -240,6 +254,125 @@ impl Scanner {
         self.report.aggregate.next_seq = self.seq;
         self.report
     }
+}
+
+/// Files at least this large are cut into ranges parsed in parallel.
+const PARALLEL_MIN_BYTES: u64 = 64 << 20;
+/// At most this many ranges (threads) per file.
+const MAX_THREADS: usize = 8;
+
+/// What a range held.
+struct Totals {
+    /// Offset after its last byte.
+    end: u64,
+    lines: u64,
+    oversize: u64,
+}
+
+/// Where to cut a file of `len` bytes into `n` ranges: offsets of record starts (a timestamped
+/// line) near each `len * i / n`, beginning with 0. Empty if no cut was found.
+fn split_points(file: &mut std::fs::File, len: u64, n: usize) -> io::Result<Vec<u64>> {
+    const WINDOW: usize = 1 << 20;
+    let mut starts = vec![0u64];
+    let mut window = vec![0u8; WINDOW];
+    for i in 1..n as u64 {
+        let target = len * i / n as u64;
+        file.seek(io::SeekFrom::Start(target))?;
+        let mut filled = 0;
+        while filled < WINDOW {
+            match file.read(&mut window[filled..]) {
+                Ok(0) => break,
+                Ok(k) => filled += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let data = &window[..filled];
+        // A line start is a byte after a newline; the line must be complete in the window.
+        let cut = memchr::memchr_iter(b'\n', data).map(|nl| nl + 1).find(|&at| {
+            let line_end = memchr::memchr(b'\n', &data[at..]).map(|e| at + e);
+            line_end.is_some_and(|e| is_record_start(&data[at..e]))
+        });
+        match cut {
+            Some(at) if target + at as u64 > *starts.last().unwrap_or(&0) => starts.push(target + at as u64),
+            _ => {}
+        }
+    }
+    Ok(if starts.len() > 1 { starts } else { Vec::new() })
+}
+
+/// Scans `reader`, whose first byte is at `start` in its file and starts a line, and hands
+/// every event to `emit`, in order. Only lines with a needle (and the stack traces of lines
+/// that produced events) reach the record parser.
+fn scan_range(
+    patterns: &Arc<Patterns>,
+    max_line_bytes: usize,
+    start: u64,
+    mut reader: impl Read,
+    buf: &mut Vec<u8>,
+    emit: &mut dyn FnMut(LogEvent),
+) -> io::Result<Totals> {
+    let mut parser = RecordParser::new(patterns.clone());
+    let mut splitter = LineSplitter::new(max_line_bytes, start);
+    // Every line is a candidate when user patterns are configured (they match anything).
+    let all_lines = patterns.has_user_patterns();
+    if buf.len() != READ_BUFFER {
+        *buf = vec![0u8; READ_BUFFER];
+    }
+    let mut needles = Vec::new();
+    let mut events = Vec::new();
+    // The line before the current one, for a needle on a record's first continuation line
+    // (`Exceeded checkpoint tolerable failure threshold` under a line that matched nothing).
+    let mut prev = PrevLine::default();
+    loop {
+        let n = match reader.read(buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let chunk = &buf[..n];
+        let chunk_start = splitter.offset();
+        needles.clear();
+        if !all_lines {
+            patterns.find_needles(chunk, &mut needles);
+        }
+        let mut next = 0; // index of the first needle not before the current line
+        splitter.feed(chunk, |line, offset| {
+            let candidate = if all_lines {
+                true
+            } else if offset < chunk_start {
+                // Began in the previous buffer: the buffer search saw only part of it.
+                patterns.might_match(line)
+            } else {
+                let start = (offset - chunk_start) as usize;
+                let end = start + line.len();
+                while next < needles.len() && needles[next].0 < start {
+                    next += 1;
+                }
+                match needles.get(next) {
+                    // A needle cut by the line limit: ask the line itself.
+                    Some(&(s, e)) if s < end => e <= end || patterns.might_match(line),
+                    _ => false,
+                }
+            };
+            consider(line, offset, candidate, &mut parser, &mut prev, chunk, chunk_start, &mut events);
+            for e in events.drain(..) {
+                emit(e);
+            }
+        });
+        prev.keep(chunk, chunk_start);
+    }
+    let end = splitter.offset();
+    splitter.finish(|line, offset| {
+        let candidate = all_lines || patterns.might_match(line);
+        consider(line, offset, candidate, &mut parser, &mut prev, &[], end, &mut events);
+    });
+    parser.flush(&mut events);
+    for e in events.drain(..) {
+        emit(e);
+    }
+    Ok(Totals { end, lines: splitter.lines, oversize: splitter.oversize })
 }
 
 /// Hands a line to the parser if it can matter: it carries a needle (`candidate`), or it is part
@@ -255,22 +388,19 @@ fn consider(
     prev: &mut PrevLine,
     chunk: &[u8],
     chunk_start: u64,
-    sink: &mut Sink<'_>,
+    events: &mut Vec<LogEvent>,
 ) {
     if parser.wants_continuation() || (candidate && is_record_start(line)) {
-        parser.push_searched_line(line, offset, candidate, &mut sink.events);
-        sink.drain();
+        parser.push_searched_line(line, offset, candidate, events);
     } else if candidate && let Some(header) = prev.record_start_before(offset, chunk, chunk_start) {
-        parser.push_line(header, prev.offset, &mut sink.events);
-        parser.push_searched_line(line, offset, candidate, &mut sink.events);
-        sink.drain();
+        parser.push_line(header, prev.offset, events);
+        parser.push_searched_line(line, offset, candidate, events);
     }
     prev.set(line, offset, chunk_start);
 }
 
 /// Where events go: the aggregate, and the kept list if asked for.
 struct Sink<'a> {
-    events: Vec<LogEvent>,
     aggregate: &'a mut Aggregate,
     kept: Option<&'a mut Vec<LogEvent>>,
     name: &'a str,
@@ -279,14 +409,12 @@ struct Sink<'a> {
 }
 
 impl Sink<'_> {
-    fn drain(&mut self) {
-        for mut event in self.events.drain(..) {
-            self.aggregate.add(&event, self.file, *self.seq);
-            *self.seq += 1;
-            if let Some(kept) = self.kept.as_deref_mut() {
-                event.file = self.name.to_string();
-                kept.push(event);
-            }
+    fn add(&mut self, mut event: LogEvent) {
+        self.aggregate.add(&event, self.file, *self.seq);
+        *self.seq += 1;
+        if let Some(kept) = self.kept.as_deref_mut() {
+            event.file = self.name.to_string();
+            kept.push(event);
         }
     }
 }

@@ -1,0 +1,124 @@
+//! Optional authentication in front of the HTTP server: a bearer token or basic credentials for
+//! `/metrics`, the API and the status page; `/healthz` and `/readyz` stay open for probes.
+
+use axum::Router;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+
+/// Who may read the daemon's HTTP endpoints.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Access {
+    /// Anyone (the default: bind to a private address, or put a proxy in front).
+    #[default]
+    Open,
+    /// `Authorization: Bearer <token>`.
+    Bearer(String),
+    /// `Authorization: Basic <base64(user:password)>`.
+    Basic {
+        /// User.
+        username: String,
+        /// Password.
+        password: String,
+    },
+}
+
+/// Paths that stay open, so that liveness and readiness probes need no credentials.
+const OPEN_PATHS: [&str; 2] = ["/healthz", "/readyz"];
+
+impl Access {
+    fn expected_header(&self) -> Option<String> {
+        match self {
+            Access::Open => None,
+            Access::Bearer(token) => Some(format!("Bearer {token}")),
+            Access::Basic { username, password } => Some(format!("Basic {}", base64(format!("{username}:{password}").as_bytes()))),
+        }
+    }
+
+    /// Wraps `router` so every request but the probes must carry the credentials.
+    pub fn protect(self, router: Router) -> Router {
+        let Some(expected) = self.expected_header() else { return router };
+        let challenge = match self {
+            Access::Basic { .. } => "Basic realm=\"checkpoint-sentinel\"",
+            _ => "Bearer",
+        };
+        router.layer(middleware::from_fn(move |request: Request, next: Next| {
+            let expected = expected.clone();
+            async move {
+                let open = OPEN_PATHS.contains(&request.uri().path());
+                let given = request.headers().get(header::AUTHORIZATION).map(HeaderValue::as_bytes).unwrap_or_default();
+                if open || constant_time_eq(given, expected.as_bytes()) {
+                    next.run(request).await
+                } else {
+                    (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, challenge)], "unauthorized\n").into_response()
+                }
+            }
+        }))
+    }
+}
+
+/// Compares without an early exit, so the time taken does not tell how much of a guess was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn base64(input: &[u8]) -> String {
+    const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
+    for chunk in input.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(TABLE[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    fn app(access: Access) -> Router {
+        access.protect(Router::new().route("/metrics", get(|| async { "m" })).route("/healthz", get(|| async { "ok" })))
+    }
+
+    async fn status(router: &Router, path: &str, auth: Option<&str>) -> StatusCode {
+        let mut request = axum::http::Request::get(path);
+        if let Some(a) = auth {
+            request = request.header(header::AUTHORIZATION, a);
+        }
+        router.clone().oneshot(request.body(Body::empty()).unwrap()).await.unwrap().status()
+    }
+
+    #[test]
+    fn base64_matches_rfc_4648() {
+        assert_eq!(base64(b"Aladdin:open sesame"), "QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
+        assert_eq!(base64(b"ab"), "YWI=");
+        assert_eq!(base64(b"abc"), "YWJj");
+    }
+
+    #[tokio::test]
+    async fn credentials_are_required_except_for_probes() {
+        let bearer = app(Access::Bearer("s3cret".into()));
+        assert_eq!(status(&bearer, "/metrics", None).await, StatusCode::UNAUTHORIZED);
+        assert_eq!(status(&bearer, "/metrics", Some("Bearer nope")).await, StatusCode::UNAUTHORIZED);
+        assert_eq!(status(&bearer, "/metrics", Some("Bearer s3cret")).await, StatusCode::OK);
+        assert_eq!(status(&bearer, "/healthz", None).await, StatusCode::OK);
+        let basic = app(Access::Basic { username: "Aladdin".into(), password: "open sesame".into() });
+        assert_eq!(status(&basic, "/metrics", Some("Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==")).await, StatusCode::OK);
+        assert_eq!(status(&basic, "/metrics", Some("Basic QWxhZGRpbjpvcGVu")).await, StatusCode::UNAUTHORIZED);
+        assert_eq!(status(&app(Access::Open), "/metrics", None).await, StatusCode::OK);
+    }
+}
