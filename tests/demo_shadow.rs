@@ -1,0 +1,81 @@
+//! Against the demo cluster, the shadow model gives each demo job the explanation its scenario
+//! implies: the healthy job runs as configured, the min-pause job is bound by min-pause, the
+//! expiring job's triggers are moved by the timeout, the failing job restarts, and the
+//! backpressured job's alignment is flagged against its interval at the operator that holds it.
+
+use std::time::{Duration, Instant};
+
+use checkpoint_sentinel::demo::{DemoOptions, start};
+use serde_json::Value;
+
+async fn explanation(base: &str, job_id: &str) -> Value {
+    let url = format!("{base}/api/v1/jobs/demo/{job_id}");
+    let detail: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+    detail["shadow"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_demo_job_gets_the_explanation_its_scenario_implies() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = start(DemoOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        jobs: 5,
+        seed: 1,
+        dir: Some(dir.path().to_path_buf()),
+    })
+    .await
+    .unwrap();
+    let base = format!("http://{}", demo.daemon.addr);
+    let job = |suffix: &str| {
+        demo.jobs.iter().find(|(_, name)| name.contains(suffix)).map(|(id, _)| id.clone()).unwrap()
+    };
+    let checks: Vec<(String, &str, Box<dyn Fn(&Value) -> bool + Send>)> = vec![
+        (
+            job("healthy"),
+            "runs as configured, no deviation",
+            Box::new(|s: &Value| s["explanation"]["rule"] == "interval" && s["deviations"].as_array().is_some_and(|d| d.is_empty())),
+        ),
+        (job("minpause"), "min-pause binds", Box::new(|s: &Value| s["explanation"]["rule"] == "min_pause")),
+        (
+            job("expiring"),
+            "the timeout moves triggers",
+            Box::new(|s: &Value| s["explanation"]["last_deviation"]["kind"] == "timeout"),
+        ),
+        (
+            job("failing"),
+            "the job restarts",
+            Box::new(|s: &Value| {
+                s["deviations"].as_array().is_some_and(|d| d.iter().any(|x| x["kind"] == "job_restart" || x["kind"] == "tolerable_failures"))
+            }),
+        ),
+        (
+            job("backpressured"),
+            "alignment flagged at stateful-map",
+            Box::new(|s: &Value| {
+                s["explanation"]["contradictions"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|t| t.as_str().is_some_and(|t| t.contains("alignment") && t.contains("stateful-map"))))
+            }),
+        ),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut pending: Vec<usize> = (0..checks.len()).collect();
+    let mut last = Vec::new();
+    while !pending.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        last.clear();
+        let mut still = Vec::new();
+        for i in pending {
+            let (id, _, check) = &checks[i];
+            let shadow = explanation(&base, id).await;
+            if !check(&shadow) {
+                still.push(i);
+                last.push(shadow);
+            }
+        }
+        pending = still;
+    }
+    let failed: Vec<&str> = pending.iter().map(|&i| checks[i].1).collect();
+    assert!(failed.is_empty(), "not explained: {failed:?}\n{last:#?}");
+    demo.shutdown().await;
+}
