@@ -33,7 +33,9 @@ fn log() -> Vec<u8> {
         id += 1;
         out.push_str(&format!("2026-11-29 15:01:00,000 INFO  {cc}Triggering checkpoint {id} (type=CheckpointType{{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}}) @ 1795964442475 for job {job}.\n"));
         if id % 5 < 2 {
-            out.push_str(&format!("2026-11-29 15:01:01,000 INFO  {cc}Checkpoint {id} of job {job} expired before completing.\n"));
+            out.push_str(&format!(
+                "2026-11-29 15:01:01,000 INFO  {cc}Checkpoint {id} of job {job} expired before completing.\n"
+            ));
             out.push_str("org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint expired before completing.\n");
             out.push_str(&format!("2026-11-29 15:01:01,000 WARN  org.apache.flink.runtime.checkpoint.CheckpointFailureManager [] - Failed to trigger or complete checkpoint {id} for job {job}. (0 consecutive failed attempts so far)\n"));
             out.push_str("org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint expired before completing.\n");

@@ -19,15 +19,21 @@ const START: Timestamp = Timestamp(1_795_964_442_000);
 pub fn state(jobs: usize) -> (State, Timestamp) {
     let graph = alignment::lab_job(2, 0, 0.0);
     let config = AlignmentConfig { mode: Mode::Aligned, ..AlignmentConfig::default() };
-    let variants: Vec<_> = (0..4).map(|v| alignment::simulate(&graph, &config, v).operators(&graph)).collect();
+    let variants: Vec<_> =
+        (0..4).map(|v| alignment::simulate(&graph, &config, v).operators(&graph)).collect();
     let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
     let end = START.plus_millis(3_600_000);
     for j in 0..jobs {
         let cfg = CoordinatorConfig { num_subtasks: 8, keep_checkpoints: 16, ..CoordinatorConfig::default() };
         let mut c = Coordinator::new(cfg, START, Schedule::Seeded(j as u64));
-        let mut outcomes = |id: u64, _: Timestamp| Outcome::Complete { duration_ms: 400 + (id * 37 + j as u64) % 3_000 };
+        let mut outcomes =
+            |id: u64, _: Timestamp| Outcome::Complete { duration_ms: 400 + (id * 37 + j as u64) % 3_000 };
         let key = JobKey { cluster: "bench".into(), job_id: format!("{j:032x}") };
-        let settings = CheckpointSettings { interval_ms: Some(60_000), timeout_ms: Some(600_000), ..CheckpointSettings::default() };
+        let settings = CheckpointSettings {
+            interval_ms: Some(60_000),
+            timeout_ms: Some(600_000),
+            ..CheckpointSettings::default()
+        };
         let mut at = START;
         while at < end {
             at = at.plus_millis(10_000);

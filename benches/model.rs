@@ -20,9 +20,11 @@ const START: Timestamp = Timestamp(1_795_964_442_000);
 fn coordinator_day_1000_subtasks(bencher: divan::Bencher) {
     let graph = alignment::lab_job(250, 0, 0.0);
     let config = AlignmentConfig { mode: Mode::Aligned, ..AlignmentConfig::default() };
-    let variants: Vec<_> = (0..4).map(|v| alignment::simulate(&graph, &config, v).operators(&graph)).collect();
+    let variants: Vec<_> =
+        (0..4).map(|v| alignment::simulate(&graph, &config, v).operators(&graph)).collect();
     bencher.bench_local(|| {
-        let cfg = CoordinatorConfig { num_subtasks: 1000, keep_checkpoints: 16, ..CoordinatorConfig::default() };
+        let cfg =
+            CoordinatorConfig { num_subtasks: 1000, keep_checkpoints: 16, ..CoordinatorConfig::default() };
         let mut c = Coordinator::new(cfg, START, Schedule::Seeded(7));
         let mut outcomes = |id: u64, _: Timestamp| Outcome::Complete { duration_ms: 4_000 + id % 3_000 };
         let (mut finished, mut subtasks) = (0, 0);

@@ -26,7 +26,8 @@ fn checkpoints(bencher: divan::Bencher) {
 #[divan::bench]
 fn jobs_overview(bencher: divan::Bencher) {
     let body = fixture("jobs-overview.json");
-    bencher.bench(|| serde_json::from_slice::<dto::JobsOverview>(divan::black_box(&body)).unwrap().jobs.len());
+    bencher
+        .bench(|| serde_json::from_slice::<dto::JobsOverview>(divan::black_box(&body)).unwrap().jobs.len());
 }
 
 /// `/jobs/:id/checkpoints/details/:cp/subtasks/:vertex`: once per vertex of each new checkpoint.
@@ -42,7 +43,8 @@ fn subtask_details(bencher: divan::Bencher) {
 #[divan::bench]
 fn convert_finished_checkpoint(bencher: divan::Bencher) {
     let stats: dto::CheckpointingStatistics = serde_json::from_slice(&fixture("checkpoints.json")).unwrap();
-    let entry = stats.history.iter().find(|c| convert::status(c).is_some()).expect("a finished entry").clone();
+    let entry =
+        stats.history.iter().find(|c| convert::status(c).is_some()).expect("a finished entry").clone();
     let details: Vec<(String, dto::TaskCheckpointDetails)> = [
         "5a44ef70092224af50ee1c30c6ad3cec",
         "857e9877747f27b5e758680f3644828a",

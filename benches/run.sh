@@ -98,7 +98,7 @@ r = {x["command"]: x["mean"] for x in json.load(open(sys.argv[1]))["results"]}
 print(r["grep-all"], r["grep-failures"], r["scan-logs"])
 EOF
 )
-  size=$(stat -c %s "$LOG")
+  size=$(stat -L -c %s "$LOG")
   rss=$(python3 - "$BIN" "$LOG" <<'EOF'
 import resource, subprocess, sys
 subprocess.run([sys.argv[1], "scan-logs", "--format", "json", sys.argv[2]], stdout=subprocess.DEVNULL, check=True)

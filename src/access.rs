@@ -5,7 +5,7 @@ use axum::Router;
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 
 /// Who may read the daemon's HTTP endpoints.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -75,7 +75,8 @@ impl Slot {
 
 /// An empty histogram with the exported precision, used only for its bucket arithmetic.
 static BUCKETS: std::sync::LazyLock<Histogram<u32>> = std::sync::LazyLock::new(|| {
-    Histogram::new_with_max(MAX_VALUE, SIGNIFICANT_FIGURES).expect("2 significant figures up to 2^50 are valid")
+    Histogram::new_with_max(MAX_VALUE, SIGNIFICANT_FIGURES)
+        .expect("2 significant figures up to 2^50 are valid")
 });
 
 /// An HDR histogram over a sliding time window.
@@ -180,7 +181,11 @@ impl WindowedHistogram {
     /// Bytes held by the slots (for sizing: the buckets, not the allocator's overhead).
     pub fn heap_bytes(&self) -> usize {
         self.slots.len() * std::mem::size_of::<Slot>()
-            + self.slots.iter().map(|s| s.buckets.capacity() * std::mem::size_of::<(u64, u32)>()).sum::<usize>()
+            + self
+                .slots
+                .iter()
+                .map(|s| s.buckets.capacity() * std::mem::size_of::<(u64, u32)>())
+                .sum::<usize>()
     }
 
     /// A serialisable copy, for persisting across restarts.
@@ -195,7 +200,11 @@ impl WindowedHistogram {
                 .map(|s| PersistedSlot {
                     start: s.start,
                     // The highest value of each bucket, as HDR's `iter_recorded` reports it.
-                    values: s.buckets.iter().map(|&(v, c)| (BUCKETS.highest_equivalent(v), u64::from(c))).collect(),
+                    values: s
+                        .buckets
+                        .iter()
+                        .map(|&(v, c)| (BUCKETS.highest_equivalent(v), u64::from(c)))
+                        .collect(),
                 })
                 .collect(),
         }

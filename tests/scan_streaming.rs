@@ -111,7 +111,9 @@ fn the_hand_written_parsers_agree_with_the_regexes() {
     for file in log_files() {
         let text = String::from_utf8_lossy(&std::fs::read(&file).unwrap()).into_owned();
         messages.extend(
-            text.lines().filter_map(checkpoint_sentinel::logs::parse::split_header).map(|h| h.message.to_string()),
+            text.lines()
+                .filter_map(checkpoint_sentinel::logs::parse::split_header)
+                .map(|h| h.message.to_string()),
         );
     }
     let job = "e5977598408a0b50e1eb3e122b7bd082";
@@ -129,20 +131,36 @@ fn the_hand_written_parsers_agree_with_the_regexes() {
         format!("Triggering checkpoint 12 @ 1 for job {}.", job.to_uppercase()),
         "Triggering checkpoint 12 @ 1 for job é5977598408a0b50e1eb3e122b7bd08.".to_string(),
         format!("Completed checkpoint 3 for job {job} (10098 bytes, checkpointDuration=547 ms)."),
-        format!("Completed checkpoint 3 for job {job} (10098 bytes, checkpointDuration=547 ms, finalizationTime=3 ms)"),
+        format!(
+            "Completed checkpoint 3 for job {job} (10098 bytes, checkpointDuration=547 ms, finalizationTime=3 ms)"
+        ),
         format!("Completed checkpoint 3 for job {job} (10098 bytes in 547 ms)."),
         format!("Completed checkpoint 3 for job {job} (10098 bytes in 547 ms).."),
-        format!("Completed checkpoint 3 for job {job} (10098 bytes, checkpointDuration=547 ms, finalizationTime= ms)."),
+        format!(
+            "Completed checkpoint 3 for job {job} (10098 bytes, checkpointDuration=547 ms, finalizationTime= ms)."
+        ),
         format!("Completed checkpoint 3 for job {job} (bytes in 547 ms)."),
         format!("Checkpoint 4 of job {job} expired before completing"),
         format!("Checkpoint 4 of job {job} expired before completing.!"),
         format!("Checkpoint  4 of job {job} expired before completing."),
-        format!("Failed to trigger or complete checkpoint -1 for job {job}. (0 consecutive failed attempts so far)"),
-        format!("Failed to trigger or complete checkpoint abc for job {job}. (2 consecutive failed attempts so far)"),
-        format!("Failed to trigger or complete checkpoint 7 for job {job}. (99999999999 consecutive failed attempts so far)"),
-        format!("Failed to trigger or complete checkpoint 7\tfor job {job}. (1 consecutive failed attempts so far)"),
-        format!("Failed to trigger or complete checkpoint 7 for job {job}. (1 consecutive failed attempts so far)."),
-        format!("Failed to trigger checkpoint for job {job} since Checkpoint triggering task is not being executed."),
+        format!(
+            "Failed to trigger or complete checkpoint -1 for job {job}. (0 consecutive failed attempts so far)"
+        ),
+        format!(
+            "Failed to trigger or complete checkpoint abc for job {job}. (2 consecutive failed attempts so far)"
+        ),
+        format!(
+            "Failed to trigger or complete checkpoint 7 for job {job}. (99999999999 consecutive failed attempts so far)"
+        ),
+        format!(
+            "Failed to trigger or complete checkpoint 7\tfor job {job}. (1 consecutive failed attempts so far)"
+        ),
+        format!(
+            "Failed to trigger or complete checkpoint 7 for job {job}. (1 consecutive failed attempts so far)."
+        ),
+        format!(
+            "Failed to trigger checkpoint for job {job} since Checkpoint triggering task is not being executed."
+        ),
     ] {
         messages.push(variant);
     }
@@ -150,7 +168,9 @@ fn the_hand_written_parsers_agree_with_the_regexes() {
     for m in &messages {
         let (got, want) = (patterns.recognise(m), patterns.recognise_by_regex(m));
         assert_eq!(got, want, "{m}");
-        fast += usize::from(got.is_some_and(|e| ["triggered", "completed", "expired", "failed"].contains(&e.kind.as_str())));
+        fast += usize::from(
+            got.is_some_and(|e| ["triggered", "completed", "expired", "failed"].contains(&e.kind.as_str())),
+        );
     }
     assert!(fast > 500, "{fast}");
 }

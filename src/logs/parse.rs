@@ -69,11 +69,18 @@ pub struct Patterns {
     /// Needle index → indexes into `builtins` that need it.
     needle_targets: Vec<Vec<usize>>,
     prefilter: AhoCorasick,
-    /// The same needles as one leftmost-first literal alternation, for whole buffers: the regex
-    /// crate runs it as a SIMD multi-literal search (Teddy), several GB/s on lines that match
-    /// nothing, where the per-line automaton pays a call per line.
-    buffer_prefilter: regex::bytes::Regex,
+    /// The same needles searched over whole buffers (many lines at once), leftmost-first: a
+    /// SIMD multi-literal search, several GB/s on lines that match nothing, where the per-line
+    /// automaton pays a call per line.
+    buffer_prefilter: BufferSearch,
     user: Vec<UserPattern>,
+}
+
+/// The whole-buffer needle search: SIMD Teddy where the CPU has it (several GB/s on lines that
+/// match nothing, no automaton to confirm a literal), else a literal regex alternation.
+enum BufferSearch {
+    Packed(aho_corasick::packed::Searcher),
+    Regex(regex::bytes::Regex),
 }
 
 /// (needle, kind, severity, regex over the message). A line reaches a regex only if it
@@ -207,11 +214,18 @@ impl Patterns {
             }
         }
         let prefilter = AhoCorasick::new(&needles).expect("needles build an automaton");
-        let alternation: Vec<String> = needles.iter().map(|n| regex::escape(n)).collect();
-        let buffer_prefilter = regex::bytes::RegexBuilder::new(&alternation.join("|"))
-            .unicode(false)
-            .build()
-            .expect("escaped needles compile");
+        let buffer_prefilter = match aho_corasick::packed::Searcher::new(needles.iter()) {
+            Some(teddy) => BufferSearch::Packed(teddy),
+            None => {
+                let alternation: Vec<String> = needles.iter().map(|n| regex::escape(n)).collect();
+                BufferSearch::Regex(
+                    regex::bytes::RegexBuilder::new(&alternation.join("|"))
+                        .unicode(false)
+                        .build()
+                        .expect("escaped needles compile"),
+                )
+            }
+        };
         Arc::new(Patterns { builtins, needle_targets, prefilter, buffer_prefilter, user })
     }
 
@@ -234,7 +248,12 @@ impl Patterns {
     /// once), in order and non-overlapping. A line without one of them, and not the stack trace
     /// of a line with one, can produce no built-in event.
     pub fn find_needles(&self, haystack: &[u8], out: &mut Vec<(usize, usize)>) {
-        out.extend(self.buffer_prefilter.find_iter(haystack).map(|m| (m.start(), m.end())));
+        match &self.buffer_prefilter {
+            BufferSearch::Packed(teddy) => {
+                out.extend(teddy.find_iter(haystack).map(|m| (m.start(), m.end())))
+            }
+            BufferSearch::Regex(regex) => out.extend(regex.find_iter(haystack).map(|m| (m.start(), m.end()))),
+        }
     }
 
     /// The event a log message stands for, if any.
@@ -392,11 +411,8 @@ mod fast {
             return None;
         }
         let middle = head[..head.len() - at_digits].strip_suffix("@ ")?;
-        let detail = if middle.is_empty() {
-            None
-        } else {
-            Some(middle.strip_prefix("(type=")?.strip_suffix(") ")?)
-        };
+        let detail =
+            if middle.is_empty() { None } else { Some(middle.strip_prefix("(type=")?.strip_suffix(") ")?) };
         let mut e = event("triggered", Severity::Info, message, id, job);
         e.detail = detail.filter(|d| !d.is_empty()).map(super::bounded);
         Some(e)
@@ -789,15 +805,21 @@ impl RecordParser {
 
     /// As [`push_line`](Self::push_line), for a caller that already searched the line for the
     /// needles (`has_needle`), so the per-line prefilter is skipped.
-    pub fn push_searched_line(&mut self, line: &[u8], offset: u64, has_needle: bool, out: &mut Vec<LogEvent>) {
+    pub fn push_searched_line(
+        &mut self,
+        line: &[u8],
+        offset: u64,
+        has_needle: bool,
+        out: &mut Vec<LogEvent>,
+    ) {
         self.push(line, offset, Some(has_needle), out);
     }
 
     fn push(&mut self, line: &[u8], offset: u64, has_needle: Option<bool>, out: &mut Vec<LogEvent>) {
         if is_record_start(line) {
             self.flush(out);
-            let might_match =
-                self.patterns.has_user_patterns() || has_needle.unwrap_or_else(|| self.patterns.might_match(line));
+            let might_match = self.patterns.has_user_patterns()
+                || has_needle.unwrap_or_else(|| self.patterns.might_match(line));
             if !might_match {
                 // Most lines: no needle, no user pattern. Remember only where the record starts.
                 self.pending = Some(Pending {
@@ -869,15 +891,19 @@ impl RecordParser {
             RootCause { category, exception, message: bounded(&message) }
         });
         let first = pending.first_exception.as_deref().map(exception_of);
-        for mut event in pending.events {
-            event.logged_at = Some(pending.logged_at.clone());
+        let last = pending.events.len().saturating_sub(1);
+        let (mut logged_at, mut stack) = (pending.logged_at, pending.stack);
+        for (i, mut event) in pending.events.into_iter().enumerate() {
+            // The last event takes the text, the others get copies (usually there is one).
+            event.logged_at =
+                Some(if i == last { std::mem::take(&mut logged_at) } else { logged_at.clone() });
             if event.reason.is_none()
                 && matches!(event.kind.as_str(), "declined" | "failed" | "async_snapshot_failed")
             {
                 event.reason = first.as_ref().map(|(_, message)| bounded(message));
             }
             event.root_cause.clone_from(&root_cause);
-            event.stack.clone_from(&pending.stack);
+            event.stack = if i == last { std::mem::take(&mut stack) } else { stack.clone() };
             out.push(event);
         }
     }

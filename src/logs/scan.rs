@@ -156,7 +156,8 @@ impl Scanner {
     /// the report is the same as from one pass.
     pub fn scan_path(&mut self, path: &Path) -> io::Result<()> {
         let open = || {
-            std::fs::File::open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+            std::fs::File::open(path)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
         };
         let mut file = open()?;
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);
@@ -186,12 +187,19 @@ impl Scanner {
                         file.seek(io::SeekFrom::Start(from))?;
                         let mut events = Vec::new();
                         let mut buf = Vec::new();
-                        let totals = scan_range(&patterns, max, from, file.take(to - from), &mut buf, &mut |mut e| {
-                            if !keep {
-                                e.stack = Vec::new(); // the root cause is classified already
-                            }
-                            events.push(e);
-                        })?;
+                        let totals = scan_range(
+                            &patterns,
+                            max,
+                            from,
+                            file.take(to - from),
+                            &mut buf,
+                            &mut |mut e| {
+                                if !keep {
+                                    e.stack = Vec::new(); // the root cause is classified already
+                                }
+                                events.push(e);
+                            },
+                        )?;
                         Ok((totals, events))
                     })
                 })
@@ -204,8 +212,10 @@ impl Scanner {
                 seq: &mut self.seq,
             };
             let first = scan_range(&patterns, max, 0, file.take(ends[0]), &mut buf, &mut |e| sink.add(e))?;
-            let rest: Vec<io::Result<(Totals, Vec<LogEvent>)>> =
-                workers.into_iter().map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
+            let rest: Vec<io::Result<(Totals, Vec<LogEvent>)>> = workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect();
             let mut totals = Vec::new();
             for result in rest {
                 let (t, events) = result?;
@@ -221,7 +231,12 @@ impl Scanner {
         for t in rest {
             (lines, oversize, end) = (lines + t.lines, oversize + t.oversize, t.end);
         }
-        self.report.files.push(FileSummary { path: path.to_path_buf(), bytes: end, lines, oversize_lines: oversize });
+        self.report.files.push(FileSummary {
+            path: path.to_path_buf(),
+            bytes: end,
+            lines,
+            oversize_lines: oversize,
+        });
         Ok(())
     }
 
@@ -237,7 +252,8 @@ impl Scanner {
             file,
             seq: &mut self.seq,
         };
-        let result = scan_range(&self.patterns, self.max_line_bytes, 0, reader, &mut buf, &mut |e| sink.add(e));
+        let result =
+            scan_range(&self.patterns, self.max_line_bytes, 0, reader, &mut buf, &mut |e| sink.add(e));
         self.buf = buf;
         let totals = result?;
         self.report.files.push(FileSummary {
@@ -524,6 +540,10 @@ struct Blocking {
     taskmanager: u32,
 }
 
+/// How often a root-cause category was counted, and how often each interned (exception,
+/// message) of it.
+type CauseCounts = (u64, BTreeMap<(u32, u32), u64>);
+
 /// Everything the report needs, folded in event by event.
 #[derive(Debug, Default)]
 struct Aggregate {
@@ -533,7 +553,7 @@ struct Aggregate {
     kinds: BTreeMap<String, u64>,
     /// Root causes by category: (count, (exception, message) → count), once per (checkpoint,
     /// category).
-    causes: BTreeMap<&'static str, (u64, BTreeMap<(u32, u32), u64>)>,
+    causes: BTreeMap<&'static str, CauseCounts>,
     causes_counted: BTreeSet<(u64, &'static str)>,
     cause_ids: Vec<Cause>,
     cause_index: HashMap<Cause, u32>,
@@ -612,7 +632,9 @@ impl Aggregate {
             }
         }
         if kind == "barrier_received" {
-            if let (Some(task), Some(channel), Some(id)) = (e.task.as_deref(), e.detail.as_deref(), e.checkpoint_id) {
+            if let (Some(task), Some(channel), Some(id)) =
+                (e.task.as_deref(), e.detail.as_deref(), e.checkpoint_id)
+            {
                 let task = self.strings.intern(Some(task));
                 let channel = self.strings.intern(Some(channel));
                 self.channels.entry(task).or_default().insert(channel);
@@ -668,7 +690,9 @@ impl Aggregate {
             let job = match self.str(*job) {
                 Some(job) => job,
                 None => match self.jobs_of_id.get(id) {
-                    Some(jobs) if jobs.len() == 1 => jobs.iter().next().and_then(|j| self.str(*j)).unwrap_or_default(),
+                    Some(jobs) if jobs.len() == 1 => {
+                        jobs.iter().next().and_then(|j| self.str(*j)).unwrap_or_default()
+                    }
                     _ => "",
                 },
             };
@@ -710,8 +734,10 @@ impl Aggregate {
                 continue;
             }
             let received = sorted(got);
-            let missing: Vec<&str> =
-                sorted(&self.channels[task]).into_iter().filter(|c| received.binary_search(c).is_err()).collect();
+            let missing: Vec<&str> = sorted(&self.channels[task])
+                .into_iter()
+                .filter(|c| received.binary_search(c).is_err())
+                .collect();
             if !missing.is_empty() {
                 out.push(MissingBarriers { task: name(task), checkpoint_id: *id, received, missing });
             }
@@ -731,7 +757,8 @@ impl serde::Serialize for JsonReport<'_> {
         let report = self.0;
         let head = report.json_head();
         let timelines = report.aggregate.timelines();
-        let mut keys: Vec<&str> = head.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();
+        let mut keys: Vec<&str> =
+            head.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();
         keys.push("checkpoints");
         keys.sort_unstable();
         let mut map = serializer.serialize_map(Some(keys.len()))?;
@@ -750,8 +777,41 @@ struct Checkpoints<'a>(&'a ScanReport, &'a [Timeline<'a>]);
 
 impl serde::Serialize for Checkpoints<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.1.iter().map(|t| self.0.checkpoint_json(t)))
+        serializer.collect_seq(self.1.iter().map(|t| self.0.checkpoint_out(t)))
     }
+}
+
+/// One entry of `checkpoints` in the JSON report (fields in the sorted order of a JSON map).
+#[derive(serde::Serialize)]
+struct CheckpointOut<'a> {
+    duration_ms: Option<u64>,
+    events: Vec<EventOut<'a>>,
+    id: u64,
+    job_id: &'a str,
+    outcome: &'static str,
+}
+
+/// One event of a checkpoint in the JSON report.
+#[derive(serde::Serialize)]
+struct EventOut<'a> {
+    at: Option<&'a str>,
+    consecutive_failures: Option<u32>,
+    duration_ms: Option<u64>,
+    file: Option<std::borrow::Cow<'a, str>>,
+    kind: &'a str,
+    reason: Option<&'a str>,
+    root_cause: Option<CauseOut<'a>>,
+    subtask: Option<u32>,
+    task: Option<&'a str>,
+    taskmanager: Option<&'a str>,
+}
+
+/// A root cause in the JSON report.
+#[derive(serde::Serialize)]
+struct CauseOut<'a> {
+    category: &'a str,
+    exception: Option<&'a str>,
+    message: Option<&'a str>,
 }
 
 /// A checkpoint and what the logs said about it.
@@ -787,8 +847,11 @@ impl ScanReport {
 
     fn blocking_rows(&self) -> Vec<(&str, Option<u32>, &Blocking)> {
         let a = &self.aggregate;
-        let mut rows: Vec<(&str, Option<u32>, &Blocking)> =
-            a.blocking.iter().map(|((task, subtask), b)| (a.str(*task).unwrap_or("?"), *subtask, b)).collect();
+        let mut rows: Vec<(&str, Option<u32>, &Blocking)> = a
+            .blocking
+            .iter()
+            .map(|((task, subtask), b)| (a.str(*task).unwrap_or("?"), *subtask, b))
+            .collect();
         rows.sort_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)));
         rows
     }
@@ -799,35 +862,36 @@ impl ScanReport {
         kinds
     }
 
-    fn cause_json(&self, sym: u32) -> Value {
+    fn event_out<'a>(&'a self, e: &'a TimelineEvent) -> EventOut<'a> {
         let a = &self.aggregate;
-        match sym.checked_sub(1).and_then(|i| a.cause_ids.get(i as usize)) {
-            Some(c) => json!({"category": c.category, "exception": a.str(c.exception), "message": a.str(c.message)}),
-            None => Value::Null,
+        EventOut {
+            at: e.at.as_deref(),
+            consecutive_failures: e.consecutive_failures,
+            duration_ms: e.duration_ms,
+            file: a.str(e.file).and_then(|f| Path::new(f).file_name()).map(|n| n.to_string_lossy()),
+            kind: a.kind(e),
+            reason: a.str(e.reason),
+            root_cause: e.cause.checked_sub(1).and_then(|i| a.cause_ids.get(i as usize)).map(|c| CauseOut {
+                category: c.category,
+                exception: a.str(c.exception),
+                message: a.str(c.message),
+            }),
+            subtask: e.subtask,
+            task: a.str(e.task),
+            taskmanager: a.str(e.taskmanager),
         }
-    }
-
-    fn event_json(&self, e: &TimelineEvent) -> Value {
-        let a = &self.aggregate;
-        json!({
-            "kind": a.kind(e),
-            "at": e.at.as_deref(),
-            "task": a.str(e.task),
-            "subtask": e.subtask,
-            "taskmanager": a.str(e.taskmanager),
-            "duration_ms": e.duration_ms,
-            "consecutive_failures": e.consecutive_failures,
-            "reason": a.str(e.reason),
-            "root_cause": self.cause_json(e.cause),
-            "file": a.str(e.file).and_then(|f| Path::new(f).file_name()).map(|n| n.to_string_lossy().into_owned()),
-        })
     }
 
     /// The report as JSON.
     pub fn to_json(&self) -> Value {
         let mut out = self.json_head();
         let timelines = self.aggregate.timelines();
-        out["checkpoints"] = Value::Array(timelines.iter().map(|t| self.checkpoint_json(t)).collect());
+        out["checkpoints"] = Value::Array(
+            timelines
+                .iter()
+                .map(|t| serde_json::to_value(self.checkpoint_out(t)).unwrap_or_default())
+                .collect(),
+        );
         out
     }
 
@@ -837,11 +901,15 @@ impl ScanReport {
         serde_json::to_writer_pretty(writer, &JsonReport(self)).map_err(io::Error::other)
     }
 
-    fn checkpoint_json(&self, t: &Timeline<'_>) -> Value {
+    fn checkpoint_out<'a>(&'a self, t: &'a Timeline<'a>) -> CheckpointOut<'a> {
         let a = &self.aggregate;
-        let events: Vec<Value> = t.events.iter().map(|e| self.event_json(e)).collect();
-        let duration = t.events.iter().find(|e| a.kind(e) == "completed").and_then(|e| e.duration_ms);
-        json!({"job_id": t.job_id, "id": t.id, "outcome": t.outcome, "duration_ms": duration, "events": events})
+        CheckpointOut {
+            duration_ms: t.events.iter().find(|e| a.kind(e) == "completed").and_then(|e| e.duration_ms),
+            events: t.events.iter().map(|e| self.event_out(e)).collect(),
+            id: t.id,
+            job_id: t.job_id,
+            outcome: t.outcome,
+        }
     }
 
     /// Everything but `checkpoints`.
@@ -858,7 +926,12 @@ impl ScanReport {
             .iter()
             .flat_map(|(category, (_, ex))| {
                 ex.iter().map(move |((exception, message), count)| {
-                    (*category, a.str(*exception).unwrap_or_default(), a.str(*message).unwrap_or_default(), *count)
+                    (
+                        *category,
+                        a.str(*exception).unwrap_or_default(),
+                        a.str(*message).unwrap_or_default(),
+                        *count,
+                    )
                 })
             })
             .collect();
@@ -897,7 +970,6 @@ impl ScanReport {
         }
         out
     }
-
 
     /// The report as text for a terminal.
     pub fn to_text(&self) -> String {
