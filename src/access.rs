@@ -32,7 +32,9 @@ impl Access {
         match self {
             Access::Open => None,
             Access::Bearer(token) => Some(format!("Bearer {token}")),
-            Access::Basic { username, password } => Some(format!("Basic {}", base64(format!("{username}:{password}").as_bytes()))),
+            Access::Basic { username, password } => {
+                Some(format!("Basic {}", base64(format!("{username}:{password}").as_bytes())))
+            }
         }
     }
 
@@ -47,11 +49,16 @@ impl Access {
             let expected = expected.clone();
             async move {
                 let open = OPEN_PATHS.contains(&request.uri().path());
-                let given = request.headers().get(header::AUTHORIZATION).map(HeaderValue::as_bytes).unwrap_or_default();
+                let given = request
+                    .headers()
+                    .get(header::AUTHORIZATION)
+                    .map(HeaderValue::as_bytes)
+                    .unwrap_or_default();
                 if open || constant_time_eq(given, expected.as_bytes()) {
                     next.run(request).await
                 } else {
-                    (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, challenge)], "unauthorized\n").into_response()
+                    (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, challenge)], "unauthorized\n")
+                        .into_response()
                 }
             }
         }))
@@ -91,7 +98,9 @@ mod tests {
     use tower::ServiceExt;
 
     fn app(access: Access) -> Router {
-        access.protect(Router::new().route("/metrics", get(|| async { "m" })).route("/healthz", get(|| async { "ok" })))
+        access.protect(
+            Router::new().route("/metrics", get(|| async { "m" })).route("/healthz", get(|| async { "ok" })),
+        )
     }
 
     async fn status(router: &Router, path: &str, auth: Option<&str>) -> StatusCode {
@@ -117,8 +126,14 @@ mod tests {
         assert_eq!(status(&bearer, "/metrics", Some("Bearer s3cret")).await, StatusCode::OK);
         assert_eq!(status(&bearer, "/healthz", None).await, StatusCode::OK);
         let basic = app(Access::Basic { username: "Aladdin".into(), password: "open sesame".into() });
-        assert_eq!(status(&basic, "/metrics", Some("Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==")).await, StatusCode::OK);
-        assert_eq!(status(&basic, "/metrics", Some("Basic QWxhZGRpbjpvcGVu")).await, StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            status(&basic, "/metrics", Some("Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==")).await,
+            StatusCode::OK
+        );
+        assert_eq!(
+            status(&basic, "/metrics", Some("Basic QWxhZGRpbjpvcGVu")).await,
+            StatusCode::UNAUTHORIZED
+        );
         assert_eq!(status(&app(Access::Open), "/metrics", None).await, StatusCode::OK);
     }
 }

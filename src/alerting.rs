@@ -135,7 +135,14 @@ impl Notifier {
                 errors_total: 0,
             })
             .collect();
-        Notifier { http, credentials: Credentials::None, targets, resend_every, generator_url, last_firing: Vec::new() }
+        Notifier {
+            http,
+            credentials: Credentials::None,
+            targets,
+            resend_every,
+            generator_url,
+            last_firing: Vec::new(),
+        }
     }
 
     /// Sends `credentials` with every post.
@@ -200,7 +207,9 @@ impl Notifier {
             let url = format!("{}/api/v2/alerts", target.url);
             let request = match &self.credentials {
                 Credentials::None => self.http.post(&url),
-                Credentials::Basic { username, password } => self.http.post(&url).basic_auth(username, Some(password)),
+                Credentials::Basic { username, password } => {
+                    self.http.post(&url).basic_auth(username, Some(password))
+                }
                 Credentials::Bearer(token) => self.http.post(&url).bearer_auth(token),
             };
             let result = request.json(&body).send().await;

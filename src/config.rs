@@ -91,7 +91,9 @@ impl Shard {
     pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<Option<Shard>, String> {
         let read = |name: &str| -> Result<Option<u32>, String> {
             env(name)
-                .map(|v| v.trim().parse::<u32>().map_err(|_| format!("{name}={v:?}: expected a whole number")))
+                .map(|v| {
+                    v.trim().parse::<u32>().map_err(|_| format!("{name}={v:?}: expected a whole number"))
+                })
                 .transpose()
         };
         match (read("SENTINEL_SHARD_INDEX")?, read("SENTINEL_SHARD_COUNT")?) {
@@ -229,7 +231,11 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { listen: SocketAddr::from(([127, 0, 0, 1], 9717)), bearer_token: None, basic_auth: None }
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9717)),
+            bearer_token: None,
+            basic_auth: None,
+        }
     }
 }
 
@@ -560,7 +566,10 @@ impl Config {
                 problems.push(format!("{}: expected a positive duration", key("timeout")));
             }
             if !(c.pending_subtask_after > 0.0 && c.pending_subtask_after <= 1.0) {
-                problems.push(format!("{}: expected a share of the timeout in (0, 1]", key("pending_subtask_after")));
+                problems.push(format!(
+                    "{}: expected a share of the timeout in (0, 1]",
+                    key("pending_subtask_after")
+                ));
             }
             if c.max_concurrent_requests == 0 {
                 problems.push(format!("{}: expected at least 1", key("max_concurrent_requests")));
@@ -801,7 +810,8 @@ mod tests {
             let owners: Vec<u32> = names
                 .iter()
                 .map(|n| {
-                    let owners: Vec<u32> = (0..count).filter(|&i| Shard { index: i, count }.owns(n)).collect();
+                    let owners: Vec<u32> =
+                        (0..count).filter(|&i| Shard { index: i, count }.owns(n)).collect();
                     assert_eq!(owners.len(), 1, "{n} owned by {owners:?}");
                     owners[0]
                 })

@@ -94,7 +94,12 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     let shard = Config::shard_from_env().map_err(StartError::Shard)?;
     let config = config.for_shard(shard);
     if let Some(shard) = shard {
-        tracing::info!(shard = shard.index, of = shard.count, clusters = config.clusters.len(), "sharded: watching the clusters this replica owns");
+        tracing::info!(
+            shard = shard.index,
+            of = shard.count,
+            clusters = config.clusters.len(),
+            "sharded: watching the clusters this replica owns"
+        );
     }
     let window = window_of(&config);
     let mut state = load_state(&config.state.dir, window);
@@ -296,7 +301,9 @@ async fn alert_loop(
         );
         let credentials = match (&c.alerting.basic_auth, &c.alerting.bearer_token) {
             (Some(b), _) => match b.password.resolve() {
-                Ok(password) => crate::alerting::Credentials::Basic { username: b.username.clone(), password },
+                Ok(password) => {
+                    crate::alerting::Credentials::Basic { username: b.username.clone(), password }
+                }
                 Err(e) => {
                     tracing::error!("alerting.basic_auth.password: {e}; sending without credentials");
                     crate::alerting::Credentials::None

@@ -670,8 +670,16 @@ pub fn render(state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<Metric
     }
     for am in &daemon.alertmanagers {
         let labels = [("alertmanager", am.url.as_str())];
-        out.push("checkpoint_sentinel_alertmanager_sends_total", &labels, Value::Number(am.sent_total as f64));
-        out.push("checkpoint_sentinel_alertmanager_errors_total", &labels, Value::Number(am.errors_total as f64));
+        out.push(
+            "checkpoint_sentinel_alertmanager_sends_total",
+            &labels,
+            Value::Number(am.sent_total as f64),
+        );
+        out.push(
+            "checkpoint_sentinel_alertmanager_errors_total",
+            &labels,
+            Value::Number(am.errors_total as f64),
+        );
         out.push("checkpoint_sentinel_alertmanager_queued_alerts", &labels, Value::Number(am.queued as f64));
     }
     out.push(

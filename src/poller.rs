@@ -308,15 +308,21 @@ impl Poller {
             };
             let mut hosts: HashMap<String, Vec<dto::VertexSubtask>> = HashMap::new();
             for (vid, details) in &vertices {
-                let pending: Vec<u32> = details.subtasks.iter().filter(|st| !st.is_completed()).map(|st| st.index).collect();
+                let pending: Vec<u32> =
+                    details.subtasks.iter().filter(|st| !st.is_completed()).map(|st| st.index).collect();
                 if pending.is_empty() {
                     continue;
                 }
                 if !hosts.contains_key(vid) {
-                    let subtasks = self.fetch(self.client.vertex(job_id, vid)).await.ok().flatten().map(|v| v.subtasks);
+                    let subtasks =
+                        self.fetch(self.client.vertex(job_id, vid)).await.ok().flatten().map(|v| v.subtasks);
                     hosts.insert(vid.clone(), subtasks.unwrap_or_default());
                 }
-                let name = self.jobs.get(job_id).and_then(|c| c.vertex_names.get(vid).cloned()).unwrap_or_else(|| vid.clone());
+                let name = self
+                    .jobs
+                    .get(job_id)
+                    .and_then(|c| c.vertex_names.get(vid).cloned())
+                    .unwrap_or_else(|| vid.clone());
                 for index in pending {
                     let tm = hosts[vid].iter().find(|s| s.subtask == index).and_then(|s| {
                         s.taskmanager_id.clone().or_else(|| s.endpoint.clone()).or_else(|| s.host.clone())

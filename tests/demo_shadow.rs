@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 use checkpoint_sentinel::demo::{DemoOptions, start};
 use serde_json::Value;
 
+/// A demo job's id, what it should be explained by, and the check of its shadow.
+type Expectation = (String, &'static str, Box<dyn Fn(&Value) -> bool + Send>);
+
 async fn explanation(base: &str, job_id: &str) -> Value {
     let url = format!("{base}/api/v1/jobs/demo/{job_id}");
     let detail: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
@@ -29,11 +32,14 @@ async fn every_demo_job_gets_the_explanation_its_scenario_implies() {
     let job = |suffix: &str| {
         demo.jobs.iter().find(|(_, name)| name.contains(suffix)).map(|(id, _)| id.clone()).unwrap()
     };
-    let checks: Vec<(String, &str, Box<dyn Fn(&Value) -> bool + Send>)> = vec![
+    let checks: Vec<Expectation> = vec![
         (
             job("healthy"),
             "runs as configured, no deviation",
-            Box::new(|s: &Value| s["explanation"]["rule"] == "interval" && s["deviations"].as_array().is_some_and(|d| d.is_empty())),
+            Box::new(|s: &Value| {
+                s["explanation"]["rule"] == "interval"
+                    && s["deviations"].as_array().is_some_and(|d| d.is_empty())
+            }),
         ),
         (job("minpause"), "min-pause binds", Box::new(|s: &Value| s["explanation"]["rule"] == "min_pause")),
         (
@@ -45,16 +51,20 @@ async fn every_demo_job_gets_the_explanation_its_scenario_implies() {
             job("failing"),
             "the job restarts",
             Box::new(|s: &Value| {
-                s["deviations"].as_array().is_some_and(|d| d.iter().any(|x| x["kind"] == "job_restart" || x["kind"] == "tolerable_failures"))
+                s["deviations"].as_array().is_some_and(|d| {
+                    d.iter().any(|x| x["kind"] == "job_restart" || x["kind"] == "tolerable_failures")
+                })
             }),
         ),
         (
             job("backpressured"),
             "alignment flagged at stateful-map",
             Box::new(|s: &Value| {
-                s["explanation"]["contradictions"]
-                    .as_array()
-                    .is_some_and(|c| c.iter().any(|t| t.as_str().is_some_and(|t| t.contains("alignment") && t.contains("stateful-map"))))
+                s["explanation"]["contradictions"].as_array().is_some_and(|c| {
+                    c.iter().any(|t| {
+                        t.as_str().is_some_and(|t| t.contains("alignment") && t.contains("stateful-map"))
+                    })
+                })
             }),
         ),
     ];

@@ -26,7 +26,8 @@ enum Fault {
     Slow,
 }
 
-const FAULTS: [Fault; 6] = [Fault::None, Fault::Status500, Fault::Truncated, Fault::Malformed, Fault::WrongType, Fault::Slow];
+const FAULTS: [Fault; 6] =
+    [Fault::None, Fault::Status500, Fault::Truncated, Fault::Malformed, Fault::WrongType, Fault::Slow];
 
 struct Proxy {
     upstream: String,
@@ -39,7 +40,8 @@ async fn forward(State(p): State<Arc<Proxy>>, request: Request) -> Response {
     let fault = FAULTS[p.fault.load(Ordering::SeqCst)];
     let is_checkpoints = path.ends_with("/checkpoints");
     if is_checkpoints && fault == Fault::Status500 {
-        return (StatusCode::INTERNAL_SERVER_ERROR, r#"{"errors":["Internal server error."]}"#).into_response();
+        return (StatusCode::INTERNAL_SERVER_ERROR, r#"{"errors":["Internal server error."]}"#)
+            .into_response();
     }
     if is_checkpoints && fault == Fault::Slow {
         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -49,7 +51,9 @@ async fn forward(State(p): State<Arc<Proxy>>, request: Request) -> Response {
     if is_checkpoints && matches!(fault, Fault::Malformed | Fault::Truncated | Fault::WrongType) {
         let body = match fault {
             Fault::Malformed => "<html>502 Bad Gateway</html>".to_string(),
-            Fault::Truncated => r#"{"counts":{"restored":0,"total":8,"in_progress":0,"completed":7,"fai"#.to_string(),
+            Fault::Truncated => {
+                r#"{"counts":{"restored":0,"total":8,"in_progress":0,"completed":7,"fai"#.to_string()
+            }
             _ => r#"{"counts":{"completed":"seven","failed":1},"history":[]}"#.to_string(),
         };
         return ([("content-type", "application/json")], body).into_response();
@@ -58,7 +62,11 @@ async fn forward(State(p): State<Arc<Proxy>>, request: Request) -> Response {
         Ok(r) => {
             let status = StatusCode::from_u16(r.status().as_u16()).unwrap();
             let body = r.bytes().await.unwrap_or_default();
-            Response::builder().status(status).header("content-type", "application/json").body(Body::from(body)).unwrap()
+            Response::builder()
+                .status(status)
+                .header("content-type", "application/json")
+                .body(Body::from(body))
+                .unwrap()
         }
         Err(_) => StatusCode::BAD_GATEWAY.into_response(),
     }
@@ -67,7 +75,11 @@ async fn forward(State(p): State<Arc<Proxy>>, request: Request) -> Response {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_fault_is_counted_and_polling_goes_on() {
     let upstream = replay("1.20.5", "declined").await;
-    let proxy = Arc::new(Proxy { upstream: upstream.url.clone(), fault: AtomicUsize::new(0), http: reqwest::Client::new() });
+    let proxy = Arc::new(Proxy {
+        upstream: upstream.url.clone(),
+        fault: AtomicUsize::new(0),
+        http: reqwest::Client::new(),
+    });
     let app = Router::new().fallback(forward).with_state(proxy.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy_url = format!("http://{}", listener.local_addr().unwrap());
@@ -81,9 +93,12 @@ async fn every_fault_is_counted_and_polling_goes_on() {
     config.server.listen = "127.0.0.1:0".parse().unwrap();
     config.state.dir = dir.path().to_path_buf();
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
-    let metrics = || async { reqwest::get(format!("http://{}/metrics", daemon.addr)).await.unwrap().text().await.unwrap() };
+    let metrics = || async {
+        reqwest::get(format!("http://{}/metrics", daemon.addr)).await.unwrap().text().await.unwrap()
+    };
     let errors = |m: &str, kind: &str| {
-        sample(m, "checkpoint_sentinel_poll_errors_total", &[("cluster", "lab"), ("kind", kind)]).unwrap_or(0.0)
+        sample(m, "checkpoint_sentinel_poll_errors_total", &[("cluster", "lab"), ("kind", kind)])
+            .unwrap_or(0.0)
     };
 
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -113,8 +128,13 @@ async fn every_fault_is_counted_and_polling_goes_on() {
     let counts = s.last_counts();
     let job_name = "flink-lab-declined";
     for status in ["completed", "failed"] {
-        let labels = [("cluster", "lab"), ("job_id", s.job_id.as_str()), ("job_name", job_name), ("status", status)];
-        assert_eq!(sample(&m, "flink_checkpoints_total", &labels), Some(counts[status].as_u64().unwrap() as f64), "{status}");
+        let labels =
+            [("cluster", "lab"), ("job_id", s.job_id.as_str()), ("job_name", job_name), ("status", status)];
+        assert_eq!(
+            sample(&m, "flink_checkpoints_total", &labels),
+            Some(counts[status].as_u64().unwrap() as f64),
+            "{status}"
+        );
     }
     let labels = [("cluster", "lab"), ("job_id", s.job_id.as_str()), ("job_name", job_name)];
     assert_eq!(

@@ -49,7 +49,8 @@ pub fn is_known_series(name: &str) -> bool {
         return true;
     }
     if let Some(kind) = name.strip_prefix("log.") {
-        return !kind.is_empty() && kind.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        return !kind.is_empty()
+            && kind.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     }
     let Some((base, stat)) = name.rsplit_once('.') else { return false };
     let quantile = ["p50", "p95", "p99"].contains(&stat);
