@@ -245,16 +245,18 @@ def failover(env):
 
 
 def prometheus(env):
-    q = urllib.parse.quote("count(flink_checkpoints_total)")
+    q = urllib.parse.quote("count(last_over_time(flink_checkpoints_total[15m]))")
     value = None
-    for _ in range(30):
+    for _ in range(60):
         r = get_json(f"{env.a.prometheus}/api/v1/query?query={q}")
         if r["data"]["result"]:
             value = r["data"]["result"][0]["value"][1]
             break
         time.sleep(1)
+    targets = get_json(f"{env.a.prometheus}/api/v1/targets")["data"]["activeTargets"]
+    health = "; ".join(f"{t['health']} {t['lastError']}".strip() for t in targets)
     check("prometheus: a real Prometheus scraped the daemon", value is not None and float(value) > 0,
-          f"count(flink_checkpoints_total) = {value}")
+          f"count(last_over_time(flink_checkpoints_total[15m])) = {value}; target: {health}")
 
 
 def main():

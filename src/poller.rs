@@ -150,7 +150,13 @@ impl Poller {
                     });
                     self.app.apply(&Observation::JobPolled(poll));
                 }
-                Ok(None) => {}
+                // A finished job that was polled one last time (or one without checkpointing) stays
+                // listed while the JobManager lists it, so its final numbers stay exported.
+                Ok(None) => summaries.push(JobSummary {
+                    job_id: job.jid.clone(),
+                    name: job.name.clone().unwrap_or_default(),
+                    state: job.state.clone().unwrap_or_default(),
+                }),
                 Err(e) => {
                     self.log_error(&e);
                     errors.push(e.kind());

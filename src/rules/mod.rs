@@ -18,6 +18,9 @@ use crate::time::Timestamp;
 use context::{JobContext, SeriesHistory};
 use expr::Condition;
 
+/// Job states in which a job no longer runs; rules do not evaluate such jobs.
+const ENDED: [&str; 3] = ["FINISHED", "CANCELED", "SUSPENDED"];
+
 /// How many resolved alerts are remembered for the API and status page.
 pub const HISTORY: usize = 256;
 
@@ -204,7 +207,10 @@ impl Evaluator {
             self.rules.iter().flat_map(|r| context::windows(r.condition())).collect();
         let mut held = std::collections::HashSet::new();
         for (cluster_name, cluster) in state.clusters() {
-            for (job_id, job) in cluster.jobs.iter().filter(|(_, j)| j.listed) {
+            // A job that ended no longer checkpoints: its alerts end with it.
+            for (job_id, job) in
+                cluster.jobs.iter().filter(|(_, j)| j.listed && !ENDED.contains(&j.job_state.as_str()))
+            {
                 let key = (cluster_name.clone(), job_id.clone());
                 let history = self.histories.entry(key.clone()).or_default();
                 history.sample(job, job_id, Some(&cluster.logs), now, &windows);
