@@ -7,62 +7,44 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::IntoResponse;
 
-/// Who may read the daemon's HTTP endpoints.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub enum Access {
-    /// Anyone (the default: bind to a private address, or put a proxy in front).
-    #[default]
-    Open,
-    /// `Authorization: Bearer <token>`.
-    Bearer(String),
-    /// `Authorization: Basic <base64(user:password)>`.
-    Basic {
-        /// User.
-        username: String,
-        /// Password.
-        password: String,
-    },
-}
+use crate::config::Credentials;
 
 /// Paths that stay open, so that liveness and readiness probes need no credentials.
 const OPEN_PATHS: [&str; 2] = ["/healthz", "/readyz"];
 
-impl Access {
-    fn expected_header(&self) -> Option<String> {
-        match self {
-            Access::Open => None,
-            Access::Bearer(token) => Some(format!("Bearer {token}")),
-            Access::Basic { username, password } => {
-                Some(format!("Basic {}", base64(format!("{username}:{password}").as_bytes())))
-            }
+fn expected_header(credentials: &Credentials) -> Option<String> {
+    match credentials {
+        Credentials::None => None,
+        Credentials::Bearer(token) => Some(format!("Bearer {token}")),
+        Credentials::Basic { username, password } => {
+            Some(format!("Basic {}", base64(format!("{username}:{password}").as_bytes())))
         }
     }
+}
 
-    /// Wraps `router` so every request but the probes must carry the credentials.
-    pub fn protect(self, router: Router) -> Router {
-        let Some(expected) = self.expected_header() else { return router };
-        let challenge = match self {
-            Access::Basic { .. } => "Basic realm=\"checkpoint-sentinel\"",
-            _ => "Bearer",
-        };
-        router.layer(middleware::from_fn(move |request: Request, next: Next| {
-            let expected = expected.clone();
-            async move {
-                let open = OPEN_PATHS.contains(&request.uri().path());
-                let given = request
-                    .headers()
-                    .get(header::AUTHORIZATION)
-                    .map(HeaderValue::as_bytes)
-                    .unwrap_or_default();
-                if open || constant_time_eq(given, expected.as_bytes()) {
-                    next.run(request).await
-                } else {
-                    (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, challenge)], "unauthorized\n")
-                        .into_response()
-                }
+/// Wraps `router` so every request but the probes must carry `credentials`; with
+/// `Credentials::None` (the default: bind to a private address, or put a proxy in front) the
+/// router stays open.
+pub fn protect(credentials: &Credentials, router: Router) -> Router {
+    let Some(expected) = expected_header(credentials) else { return router };
+    let challenge = match credentials {
+        Credentials::Basic { .. } => "Basic realm=\"checkpoint-sentinel\"",
+        _ => "Bearer",
+    };
+    router.layer(middleware::from_fn(move |request: Request, next: Next| {
+        let expected = expected.clone();
+        async move {
+            let open = OPEN_PATHS.contains(&request.uri().path());
+            let given =
+                request.headers().get(header::AUTHORIZATION).map(HeaderValue::as_bytes).unwrap_or_default();
+            if open || constant_time_eq(given, expected.as_bytes()) {
+                next.run(request).await
+            } else {
+                (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, challenge)], "unauthorized\n")
+                    .into_response()
             }
-        }))
-    }
+        }
+    }))
 }
 
 /// Compares without an early exit, so the time taken does not tell how much of a guess was right.
@@ -97,8 +79,9 @@ mod tests {
     use axum::routing::get;
     use tower::ServiceExt;
 
-    fn app(access: Access) -> Router {
-        access.protect(
+    fn app(credentials: Credentials) -> Router {
+        protect(
+            &credentials,
             Router::new().route("/metrics", get(|| async { "m" })).route("/healthz", get(|| async { "ok" })),
         )
     }
@@ -120,12 +103,12 @@ mod tests {
 
     #[tokio::test]
     async fn credentials_are_required_except_for_probes() {
-        let bearer = app(Access::Bearer("s3cret".into()));
+        let bearer = app(Credentials::Bearer("s3cret".into()));
         assert_eq!(status(&bearer, "/metrics", None).await, StatusCode::UNAUTHORIZED);
         assert_eq!(status(&bearer, "/metrics", Some("Bearer nope")).await, StatusCode::UNAUTHORIZED);
         assert_eq!(status(&bearer, "/metrics", Some("Bearer s3cret")).await, StatusCode::OK);
         assert_eq!(status(&bearer, "/healthz", None).await, StatusCode::OK);
-        let basic = app(Access::Basic { username: "Aladdin".into(), password: "open sesame".into() });
+        let basic = app(Credentials::Basic { username: "Aladdin".into(), password: "open sesame".into() });
         assert_eq!(
             status(&basic, "/metrics", Some("Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==")).await,
             StatusCode::OK
@@ -134,6 +117,6 @@ mod tests {
             status(&basic, "/metrics", Some("Basic QWxhZGRpbjpvcGVu")).await,
             StatusCode::UNAUTHORIZED
         );
-        assert_eq!(status(&app(Access::Open), "/metrics", None).await, StatusCode::OK);
+        assert_eq!(status(&app(Credentials::None), "/metrics", None).await, StatusCode::OK);
     }
 }

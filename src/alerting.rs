@@ -10,6 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use crate::config::Credentials;
+use crate::flink::client::authorize;
 use crate::rules::{Alert, AlertState};
 use crate::time::Timestamp;
 
@@ -90,23 +92,6 @@ pub struct TargetStats {
     pub errors_total: u64,
     /// Resolved alerts waiting for delivery.
     pub queued: usize,
-}
-
-/// Credentials sent to the Alertmanagers.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub enum Credentials {
-    /// None.
-    #[default]
-    None,
-    /// HTTP basic authentication.
-    Basic {
-        /// User.
-        username: String,
-        /// Password.
-        password: String,
-    },
-    /// A bearer token.
-    Bearer(String),
 }
 
 /// Sends alerts to every configured Alertmanager.
@@ -205,13 +190,7 @@ impl Notifier {
             }
             let body = payload(&alerts, now, valid_for, &self.generator_url);
             let url = format!("{}/api/v2/alerts", target.url);
-            let request = match &self.credentials {
-                Credentials::None => self.http.post(&url),
-                Credentials::Basic { username, password } => {
-                    self.http.post(&url).basic_auth(username, Some(password))
-                }
-                Credentials::Bearer(token) => self.http.post(&url).bearer_auth(token),
-            };
+            let request = authorize(self.http.post(&url), &self.credentials);
             let result = request.json(&body).send().await;
             match result {
                 Ok(r) if r.status().is_success() => {

@@ -175,19 +175,13 @@ impl Config {
                 problems.push(format!("alerting.{key}: expected at least 100ms"));
             }
         }
-        let secrets = a
-            .basic_auth
-            .iter()
-            .map(|b| ("alerting.basic_auth.password", &b.password))
-            .chain(a.bearer_token.iter().map(|t| ("alerting.bearer_token", t)))
-            .chain(self.server.basic_auth.iter().map(|b| ("server.basic_auth.password", &b.password)))
-            .chain(self.server.bearer_token.iter().map(|t| ("server.bearer_token", t)));
-        for (key, secret) in secrets {
-            let given = [secret.value.is_some(), secret.file.is_some(), secret.env.is_some()];
-            if given.iter().filter(|g| **g).count() != 1 {
-                problems.push(format!("{key}: expected exactly one of value, file or env"));
-            }
-        }
+        secret_problems("alerting.", a.basic_auth.as_ref(), a.bearer_token.as_ref(), problems);
+        secret_problems(
+            "server.",
+            self.server.basic_auth.as_ref(),
+            self.server.bearer_token.as_ref(),
+            problems,
+        );
         let builtin: Vec<String> = crate::rules::builtin::rules().into_iter().map(|r| r.name).collect();
         for (i, name) in a.disable_rules.iter().enumerate() {
             if !builtin.contains(name) {
@@ -240,18 +234,67 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
-    /// Who may read the endpoints, with secrets resolved.
-    pub fn access(&self) -> Result<crate::access::Access, String> {
-        Ok(match (&self.basic_auth, &self.bearer_token) {
-            (Some(b), _) => crate::access::Access::Basic {
+    /// What a client must send to read the endpoints, with secrets resolved.
+    pub fn access(&self) -> Result<Credentials, String> {
+        Credentials::resolve(self.basic_auth.as_ref(), self.bearer_token.as_ref(), "server.")
+    }
+}
+
+/// `basic_auth` or `bearer_token` with the secret read: what the daemon sends to Flink and to
+/// Alertmanager, or expects from its own readers.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Credentials {
+    /// None (for the daemon's own endpoints: open to anyone).
+    #[default]
+    None,
+    /// HTTP basic authentication.
+    Basic {
+        /// User.
+        username: String,
+        /// Password.
+        password: String,
+    },
+    /// A bearer token.
+    Bearer(String),
+}
+
+impl Credentials {
+    /// Reads the secret of `basic` or, without it, of `bearer`; an error names the key under
+    /// `prefix` (e.g. `alerting.basic_auth.password`).
+    pub fn resolve(
+        basic: Option<&BasicAuth>,
+        bearer: Option<&Secret>,
+        prefix: &str,
+    ) -> Result<Credentials, String> {
+        Ok(match (basic, bearer) {
+            (Some(b), _) => Credentials::Basic {
                 username: b.username.clone(),
-                password: b.password.resolve().map_err(|e| format!("server.basic_auth.password: {e}"))?,
+                password: b.password.resolve().map_err(|e| format!("{prefix}basic_auth.password: {e}"))?,
             },
             (None, Some(t)) => {
-                crate::access::Access::Bearer(t.resolve().map_err(|e| format!("server.bearer_token: {e}"))?)
+                Credentials::Bearer(t.resolve().map_err(|e| format!("{prefix}bearer_token: {e}"))?)
             }
-            (None, None) => crate::access::Access::Open,
+            (None, None) => Credentials::None,
         })
+    }
+}
+
+/// Each given secret must say where it is in exactly one way; keys are named under `prefix`.
+fn secret_problems(
+    prefix: &str,
+    basic: Option<&BasicAuth>,
+    bearer: Option<&Secret>,
+    problems: &mut Vec<String>,
+) {
+    let secrets = basic
+        .map(|b| ("basic_auth.password", &b.password))
+        .into_iter()
+        .chain(bearer.map(|t| ("bearer_token", t)));
+    for (field, secret) in secrets {
+        let given = [secret.value.is_some(), secret.file.is_some(), secret.env.is_some()];
+        if given.iter().filter(|g| **g).count() != 1 {
+            problems.push(format!("{prefix}{field}: expected exactly one of value, file or env"));
+        }
     }
 }
 
@@ -582,17 +625,7 @@ impl Config {
                     }
                 }
             }
-            let secrets = c
-                .basic_auth
-                .iter()
-                .map(|b| ("basic_auth.password", &b.password))
-                .chain(c.bearer_token.iter().map(|t| ("bearer_token", t)));
-            for (field, secret) in secrets {
-                let given = [secret.value.is_some(), secret.file.is_some(), secret.env.is_some()];
-                if given.iter().filter(|g| **g).count() != 1 {
-                    problems.push(format!("{}: expected exactly one of value, file or env", key(field)));
-                }
-            }
+            secret_problems(&key(""), c.basic_auth.as_ref(), c.bearer_token.as_ref(), &mut problems);
             if c.basic_auth.is_some() && c.bearer_token.is_some() {
                 problems
                     .push(format!("{}: expected basic_auth or bearer_token, not both", key("bearer_token")));

@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::app::AppState;
-use crate::config::{ClusterConfig, Config};
+use crate::config::{ClusterConfig, Config, Credentials};
 use crate::export::StateCollector;
 use crate::http::{HttpState, router};
 use crate::poller::Poller;
@@ -121,7 +121,8 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
 
     let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
     let access = config.server.access().map_err(StartError::Shard)?;
-    let http = access.protect(router(HttpState { app: app.clone(), registry: Arc::new(registry) }));
+    let http =
+        crate::access::protect(&access, router(HttpState { app: app.clone(), registry: Arc::new(registry) }));
     let mut server_shutdown = shutdown_rx.clone();
     let server = tokio::spawn(async move {
         let graceful = async move {
@@ -299,25 +300,15 @@ async fn alert_loop(
                 c.alerting.external_url.as_deref().unwrap_or(&generator_url).trim_end_matches('/')
             ),
         );
-        let credentials = match (&c.alerting.basic_auth, &c.alerting.bearer_token) {
-            (Some(b), _) => match b.password.resolve() {
-                Ok(password) => {
-                    crate::alerting::Credentials::Basic { username: b.username.clone(), password }
-                }
-                Err(e) => {
-                    tracing::error!("alerting.basic_auth.password: {e}; sending without credentials");
-                    crate::alerting::Credentials::None
-                }
-            },
-            (None, Some(t)) => match t.resolve() {
-                Ok(token) => crate::alerting::Credentials::Bearer(token),
-                Err(e) => {
-                    tracing::error!("alerting.bearer_token: {e}; sending without credentials");
-                    crate::alerting::Credentials::None
-                }
-            },
-            (None, None) => crate::alerting::Credentials::None,
-        };
+        let credentials = Credentials::resolve(
+            c.alerting.basic_auth.as_ref(),
+            c.alerting.bearer_token.as_ref(),
+            "alerting.",
+        )
+        .unwrap_or_else(|e| {
+            tracing::error!("{e}; sending without credentials");
+            Credentials::None
+        });
         let notifier = notifier.with_credentials(credentials);
         (rules, notifier, c.alerting.evaluation_interval, c.alerting.clone())
     };

@@ -107,12 +107,9 @@ fn main() -> ExitCode {
         }
         Command::Demo { listen, jobs, seed, .. } => run_demo(listen, jobs, seed),
         Command::Diagnose(args) => {
-            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            let runtime = match runtime(1) {
                 Ok(r) => r,
-                Err(e) => {
-                    eprintln!("error: cannot start the runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
+                Err(code) => return code,
             };
             ExitCode::from(runtime.block_on(checkpoint_sentinel::diagnose::run(&args)))
         }
@@ -174,14 +171,10 @@ fn main() -> ExitCode {
             if let Some(addr) = listen {
                 config.server.listen = addr;
             }
-            let runtime =
-                match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
-                    Ok(r) => r,
-                    Err(e) => {
-                        eprintln!("error: cannot start the runtime: {e}");
-                        return ExitCode::FAILURE;
-                    }
-                };
+            let runtime = match runtime(2) {
+                Ok(r) => r,
+                Err(code) => return code,
+            };
             match runtime.block_on(checkpoint_sentinel::daemon::run(config, Some(path))) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -193,13 +186,24 @@ fn main() -> ExitCode {
     }
 }
 
+/// The async runtime (`threads` workers; one means the current thread), or the exit code after
+/// saying why there is none.
+fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, ExitCode> {
+    let built = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build()
+    };
+    built.map_err(|e| {
+        eprintln!("error: cannot start the runtime: {e}");
+        ExitCode::FAILURE
+    })
+}
+
 fn run_simulator(options: checkpoint_sentinel::demo::SimulatorOptions) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match runtime(2) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async move {
         let sim = match checkpoint_sentinel::demo::start_simulator(options).await {
@@ -220,12 +224,9 @@ fn run_simulator(options: checkpoint_sentinel::demo::SimulatorOptions) -> ExitCo
 
 fn run_demo(listen: SocketAddr, jobs: usize, seed: u64) -> ExitCode {
     use checkpoint_sentinel::demo::{DemoOptions, start};
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match runtime(2) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async move {
         let demo = match start(DemoOptions { listen, jobs, seed, dir: None }).await {

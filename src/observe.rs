@@ -296,6 +296,34 @@ pub struct LogEvent {
     pub stack: Vec<String>,
 }
 
+impl LogEvent {
+    /// An event of `kind` from a log line (`source` "log"), with nothing but its message known;
+    /// the recogniser and the poller fill in what they extract.
+    pub fn new(kind: String, severity: Severity, message: String) -> LogEvent {
+        LogEvent {
+            cluster: String::new(),
+            kind,
+            source: "log",
+            severity,
+            file: String::new(),
+            logged_at: None,
+            message,
+            job_id: None,
+            checkpoint_id: None,
+            task: None,
+            subtask: None,
+            taskmanager: None,
+            duration_ms: None,
+            bytes: None,
+            consecutive_failures: None,
+            reason: None,
+            detail: None,
+            root_cause: None,
+            stack: Vec::new(),
+        }
+    }
+}
+
 /// Cumulative counters of one log tailer; the latest report replaces the previous one.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TailerReport {

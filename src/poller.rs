@@ -17,7 +17,7 @@ use crate::app::AppState;
 use crate::config::ClusterConfig;
 use crate::flink::client::{FetchError, FlinkClient};
 use crate::flink::{convert, dto};
-use crate::observe::{ClusterPoll, JobKey, JobPoll, JobSummary, Observation};
+use crate::observe::{ClusterPoll, JobKey, JobPoll, JobSummary, LogEvent, Observation, Severity};
 use crate::time::Timestamp;
 
 /// Longest wait between rounds while a cluster is failing.
@@ -295,7 +295,7 @@ impl Poller {
         stats: &dto::CheckpointingStatistics,
         timeout_ms: u64,
         now: Timestamp,
-    ) -> Vec<crate::observe::LogEvent> {
+    ) -> Vec<LogEvent> {
         let threshold = (timeout_ms as f64 * self.config.pending_subtask_after) as u64;
         let due: Vec<(u64, Timestamp)> = convert::in_progress(&stats.history)
             .into_iter()
@@ -334,29 +334,20 @@ impl Poller {
                         s.taskmanager_id.clone().or_else(|| s.endpoint.clone()).or_else(|| s.host.clone())
                     });
                     let waited = now.since(triggered_at);
-                    events.push(crate::observe::LogEvent {
-                        cluster: self.config.name.clone(),
-                        kind: "barrier_missing".to_string(),
-                        source: "rest",
-                        severity: crate::observe::Severity::Warning,
-                        file: String::new(),
-                        logged_at: None,
-                        message: format!(
-                            "{name} (subtask {index}) has not acknowledged checkpoint {id} after {waited} ms (timeout {timeout_ms} ms)"
-                        ),
-                        job_id: Some(job_id.to_string()),
-                        checkpoint_id: Some(id),
-                        task: Some(name.clone()),
-                        subtask: Some(index),
-                        taskmanager: tm,
-                        duration_ms: Some(waited),
-                        bytes: None,
-                        consecutive_failures: None,
-                        reason: None,
-                        detail: Some(vid.clone()),
-                        root_cause: None,
-                        stack: Vec::new(),
-                    });
+                    let message = format!(
+                        "{name} (subtask {index}) has not acknowledged checkpoint {id} after {waited} ms (timeout {timeout_ms} ms)"
+                    );
+                    let mut event = LogEvent::new("barrier_missing".to_string(), Severity::Warning, message);
+                    event.cluster = self.config.name.clone();
+                    event.source = "rest";
+                    event.job_id = Some(job_id.to_string());
+                    event.checkpoint_id = Some(id);
+                    event.task = Some(name.clone());
+                    event.subtask = Some(index);
+                    event.taskmanager = tm;
+                    event.duration_ms = Some(waited);
+                    event.detail = Some(vid.clone());
+                    events.push(event);
                 }
             }
             if let Some(c) = self.jobs.get_mut(job_id) {

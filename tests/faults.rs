@@ -13,7 +13,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use checkpoint_sentinel::config::{ClusterConfig, Config};
-use common::{replay, sample};
+use common::{replay, sample, scrape};
 
 /// What the proxy does to `/checkpoints` answers.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -93,9 +93,7 @@ async fn every_fault_is_counted_and_polling_goes_on() {
     config.server.listen = "127.0.0.1:0".parse().unwrap();
     config.state.dir = dir.path().to_path_buf();
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
-    let metrics = || async {
-        reqwest::get(format!("http://{}/metrics", daemon.addr)).await.unwrap().text().await.unwrap()
-    };
+    let metrics = || scrape(daemon.addr);
     let errors = |m: &str, kind: &str| {
         sample(m, "checkpoint_sentinel_poll_errors_total", &[("cluster", "lab"), ("kind", kind)])
             .unwrap_or(0.0)
@@ -156,7 +154,7 @@ async fn a_cluster_that_refuses_connections_is_down_and_backs_off() {
     config.state.dir = dir.path().to_path_buf();
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let m = reqwest::get(format!("http://{}/metrics", daemon.addr)).await.unwrap().text().await.unwrap();
+    let m = scrape(daemon.addr).await;
     assert_eq!(sample(&m, "checkpoint_sentinel_flink_up", &[("cluster", "gone")]), Some(0.0));
     let polls = sample(&m, "checkpoint_sentinel_polls_total", &[("cluster", "gone")]).unwrap();
     // Without back-off 3 s at 100 ms would be ~30 rounds; with doubling waits it is a handful.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use checkpoint_sentinel::config::{ClusterConfig, Config};
 use checkpoint_sentinel::stats::nearest_rank;
-use common::{ReplayServer, replay, sample};
+use common::{ReplayServer, replay, sample, scrape};
 use serde_json::Value;
 
 struct Run {
@@ -24,10 +24,6 @@ fn config(url: &str, state_dir: &std::path::Path) -> Config {
     config.state.dir = state_dir.to_path_buf();
     config.state.persist_interval = Duration::from_millis(50);
     config
-}
-
-async fn scrape(addr: std::net::SocketAddr) -> String {
-    reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap()
 }
 
 async fn run(version: &str, scenario: &str) -> Run {

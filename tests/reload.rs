@@ -6,19 +6,15 @@ mod common;
 use std::time::Duration;
 
 use checkpoint_sentinel::config::Config;
-use common::{replay, sample};
+use common::{replay, sample, scrape};
 
 fn cluster(name: &str, url: &str) -> String {
     format!("[[clusters]]\nname = \"{name}\"\nurl = \"{url}\"\npoll_interval = \"100ms\"\n")
 }
 
-async fn metrics(addr: std::net::SocketAddr) -> String {
-    reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap()
-}
-
 async fn eventually(addr: std::net::SocketAddr, what: &str, check: impl Fn(&str) -> bool) -> String {
     for _ in 0..100 {
-        let m = metrics(addr).await;
+        let m = scrape(addr).await;
         if check(&m) {
             return m;
         }
@@ -56,7 +52,7 @@ async fn clusters_come_and_go_with_the_file_and_bad_files_are_refused() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let polls =
         |m: &str, c: &str| sample(m, "checkpoint_sentinel_polls_total", &[("cluster", c)]).unwrap_or(0.0);
-    let before = metrics(addr).await;
+    let before = scrape(addr).await;
     let after = eventually(addr, "both clusters still polled", |m| {
         polls(m, "a") > polls(&before, "a") && polls(m, "b") > polls(&before, "b")
     })

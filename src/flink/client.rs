@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
-use crate::config::ClusterConfig;
+use crate::config::{ClusterConfig, Credentials};
 use crate::flink::dto;
 
 /// Why a request failed. `kind()` is a fixed label value; the text goes to the log only.
@@ -62,17 +62,11 @@ pub struct ClientBuildError {
     message: String,
 }
 
-enum Auth {
-    None,
-    Basic { username: String, password: String },
-    Bearer(String),
-}
-
 /// A client for one cluster's REST API.
 pub struct FlinkClient {
     base: String,
     http: reqwest::Client,
-    auth: Auth,
+    credentials: Credentials,
 }
 
 impl FlinkClient {
@@ -92,18 +86,10 @@ impl FlinkClient {
                 builder = builder.add_root_certificate(cert);
             }
         }
-        let auth = match (&config.basic_auth, &config.bearer_token) {
-            (Some(basic), _) => Auth::Basic {
-                username: basic.username.clone(),
-                password: basic.password.resolve().map_err(|e| fail(format!("basic_auth.password: {e}")))?,
-            },
-            (None, Some(token)) => {
-                Auth::Bearer(token.resolve().map_err(|e| fail(format!("bearer_token: {e}")))?)
-            }
-            (None, None) => Auth::None,
-        };
+        let credentials = Credentials::resolve(config.basic_auth.as_ref(), config.bearer_token.as_ref(), "")
+            .map_err(fail)?;
         let http = builder.build().map_err(|e| fail(e.to_string()))?;
-        Ok(FlinkClient { base: config.url.trim_end_matches('/').to_string(), http, auth })
+        Ok(FlinkClient { base: config.url.trim_end_matches('/').to_string(), http, credentials })
     }
 
     /// `GET /overview`.
@@ -192,12 +178,7 @@ impl FlinkClient {
     }
 
     async fn get_optional<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, FetchError> {
-        let mut request = self.http.get(format!("{}{}", self.base, path));
-        request = match &self.auth {
-            Auth::None => request,
-            Auth::Basic { username, password } => request.basic_auth(username, Some(password)),
-            Auth::Bearer(token) => request.bearer_auth(token),
-        };
+        let request = authorize(self.http.get(format!("{}{}", self.base, path)), &self.credentials);
         let classify = |e: reqwest::Error| {
             if e.is_timeout() {
                 FetchError::Timeout { path: path.to_string() }
@@ -219,6 +200,15 @@ impl FlinkClient {
         serde_json::from_slice(&body)
             .map(Some)
             .map_err(|e| FetchError::Decode { path: path.to_string(), message: e.to_string() })
+    }
+}
+
+/// Adds `credentials` to a request (to Flink here, to Alertmanager in `alerting`).
+pub fn authorize(request: reqwest::RequestBuilder, credentials: &Credentials) -> reqwest::RequestBuilder {
+    match credentials {
+        Credentials::None => request,
+        Credentials::Basic { username, password } => request.basic_auth(username, Some(password)),
+        Credentials::Bearer(token) => request.bearer_auth(token),
     }
 }
 

@@ -323,27 +323,7 @@ impl Patterns {
 }
 
 fn blank(kind: String, severity: Severity, message: &str) -> LogEvent {
-    LogEvent {
-        cluster: String::new(),
-        kind,
-        source: "log",
-        severity,
-        file: String::new(),
-        logged_at: None,
-        message: bounded(message),
-        job_id: None,
-        checkpoint_id: None,
-        task: None,
-        subtask: None,
-        taskmanager: None,
-        duration_ms: None,
-        bytes: None,
-        consecutive_failures: None,
-        reason: None,
-        detail: None,
-        root_cause: None,
-        stack: Vec::new(),
-    }
+    LogEvent::new(kind, severity, bounded(message))
 }
 
 fn bounded(text: &str) -> String {

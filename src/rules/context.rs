@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::expr::{Condition, Context};
+use super::expr::Context;
 use crate::state::JobState;
 use crate::state::logs::LogState;
 use crate::stats::Summary;
@@ -55,42 +55,6 @@ pub fn is_known_series(name: &str) -> bool {
     let Some((base, stat)) = name.rsplit_once('.') else { return false };
     let quantile = ["p50", "p95", "p99"].contains(&stat);
     (PHASES.contains(&base) && (quantile || stat == "count")) || (SIZES.contains(&base) && quantile)
-}
-
-/// The `(series, window)` pairs of `increase()` and `ago()` calls in a condition.
-pub fn windows(condition: &Condition) -> Vec<(String, f64)> {
-    // The condition keeps its tree private; re-reading the source is simple and exact enough:
-    // every call is `increase(name, window)` or `ago(name, window)`.
-    let mut out = Vec::new();
-    let source = condition.source();
-    for func in ["increase(", "ago("] {
-        let mut rest = source;
-        while let Some(i) = rest.find(func) {
-            rest = &rest[i + func.len()..];
-            let Some(close) = rest.find(')') else { break };
-            if let Some((series, seconds)) =
-                rest[..close].split_once(',').and_then(|(s, w)| Some((s, parse_window(w.trim())?)))
-            {
-                out.push((series.trim().to_string(), seconds));
-            }
-        }
-    }
-    out
-}
-
-fn parse_window(text: &str) -> Option<f64> {
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
-    let n: f64 = text[..split].parse().ok()?;
-    Some(
-        n * match &text[split..] {
-            "ms" => 0.001,
-            "s" | "" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "d" => 86400.0,
-            _ => return None,
-        },
-    )
 }
 
 /// Samples of the series that `increase()`/`ago()` read, kept as long as the longest window.

@@ -132,6 +132,30 @@ impl Condition {
         out
     }
 
+    /// The `(series, window in seconds)` of every `increase()` and `ago()` call: what the
+    /// evaluator must keep a history of.
+    pub fn windows(&self) -> Vec<(String, f64)> {
+        fn walk(e: &Expr, out: &mut Vec<(String, f64)>) {
+            match e {
+                Expr::Call(Func::Increase | Func::Ago, args) => {
+                    if let [Expr::Series(s), Expr::Number(w)] = &args[..] {
+                        out.push((s.clone(), *w));
+                    }
+                }
+                Expr::Call(_, args) => args.iter().for_each(|a| walk(a, out)),
+                Expr::Neg(a) | Expr::Not(a) => walk(a, out),
+                Expr::Binary(_, a, b) => {
+                    walk(a, out);
+                    walk(b, out);
+                }
+                Expr::Number(_) | Expr::Series(_) => {}
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.root, &mut out);
+        out
+    }
+
     /// Evaluates the condition.
     pub fn eval(&self, ctx: &dyn Context) -> Outcome {
         let holds = eval_bool(&self.root, ctx).unwrap_or(false);
@@ -590,5 +614,6 @@ mod tests {
     fn series_are_listed() {
         let cond = parse("duration.p95 > 0.5 * timeout and increase(checkpoints.failed, 5m) > 0").unwrap();
         assert_eq!(cond.series(), vec!["checkpoints.failed", "duration.p95", "timeout"]);
+        assert_eq!(cond.windows(), vec![("checkpoints.failed".to_string(), 300.0)]);
     }
 }

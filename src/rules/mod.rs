@@ -169,6 +169,8 @@ impl Alert {
 /// Evaluates rules over the state and keeps the alerts.
 pub struct Evaluator {
     rules: Vec<Rule>,
+    /// The `increase()`/`ago()` windows of all rules, derived once per rule set.
+    windows: Vec<(String, f64)>,
     histories: HashMap<(String, String), SeriesHistory>,
     active: BTreeMap<Vec<(String, String)>, Alert>,
     history: VecDeque<Alert>,
@@ -177,7 +179,14 @@ pub struct Evaluator {
 impl Evaluator {
     /// An evaluator for `rules`.
     pub fn new(rules: Vec<Rule>) -> Self {
-        Evaluator { rules, histories: HashMap::new(), active: BTreeMap::new(), history: VecDeque::new() }
+        let windows = windows_of(&rules);
+        Evaluator {
+            rules,
+            windows,
+            histories: HashMap::new(),
+            active: BTreeMap::new(),
+            history: VecDeque::new(),
+        }
     }
 
     /// The rules.
@@ -187,6 +196,7 @@ impl Evaluator {
 
     /// Replaces the rules (config reload); alerts of rules that are gone resolve.
     pub fn set_rules(&mut self, rules: Vec<Rule>) {
+        self.windows = windows_of(&rules);
         self.rules = rules;
     }
 
@@ -203,8 +213,6 @@ impl Evaluator {
     /// Evaluates every rule for every listed job at `now`. Returns the alerts that resolved in
     /// this evaluation (they must still be sent once with their end time).
     pub fn evaluate(&mut self, state: &State, now: Timestamp) -> Vec<Alert> {
-        let windows: Vec<(String, f64)> =
-            self.rules.iter().flat_map(|r| context::windows(r.condition())).collect();
         let mut held = std::collections::HashSet::new();
         for (cluster_name, cluster) in state.clusters() {
             // A job that ended no longer checkpoints: its alerts end with it.
@@ -213,7 +221,7 @@ impl Evaluator {
             {
                 let key = (cluster_name.clone(), job_id.clone());
                 let history = self.histories.entry(key.clone()).or_default();
-                history.sample(job, job_id, Some(&cluster.logs), now, &windows);
+                history.sample(job, job_id, Some(&cluster.logs), now, &self.windows);
                 let ctx = JobContext::new(job, job_id, Some(&cluster.logs), history, now);
                 for rule in &self.rules {
                     let outcome = rule.condition().eval(&ctx);
@@ -286,6 +294,10 @@ impl Evaluator {
         });
         resolved
     }
+}
+
+fn windows_of(rules: &[Rule]) -> Vec<(String, f64)> {
+    rules.iter().flat_map(|r| r.condition().windows()).collect()
 }
 
 /// Fills `{{ name }}` placeholders: labels (`cluster`, `job_name`, …), `value`, or any series

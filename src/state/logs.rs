@@ -92,31 +92,14 @@ mod tests {
     use crate::observe::{RootCause, Severity};
 
     fn event(kind: &str, id: Option<u64>, cause: Option<&'static str>) -> LogEvent {
-        LogEvent {
-            cluster: "c".into(),
-            kind: kind.into(),
-            source: "log",
-            severity: Severity::Warning,
-            file: "f".into(),
-            logged_at: None,
-            message: String::new(),
-            job_id: Some("j".into()),
-            checkpoint_id: id,
-            task: None,
-            subtask: None,
-            taskmanager: None,
-            duration_ms: None,
-            bytes: None,
-            consecutive_failures: None,
-            reason: None,
-            detail: None,
-            root_cause: cause.map(|c| RootCause {
-                category: c,
-                exception: String::new(),
-                message: String::new(),
-            }),
-            stack: Vec::new(),
-        }
+        let mut e = LogEvent::new(kind.into(), Severity::Warning, String::new());
+        e.cluster = "c".into();
+        e.file = "f".into();
+        e.job_id = Some("j".into());
+        e.checkpoint_id = id;
+        e.root_cause =
+            cause.map(|c| RootCause { category: c, exception: String::new(), message: String::new() });
+        e
     }
 
     #[test]

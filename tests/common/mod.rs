@@ -223,6 +223,11 @@ async fn subtasks(State(s): S, UrlPath((_job, cp, vertex)): UrlPath<(String, u64
     file(details_file(&s, &format!("checkpoint-{cp}-subtasks-{vertex}.json")))
 }
 
+/// The daemon's `/metrics` at `addr`.
+pub async fn scrape(addr: SocketAddr) -> String {
+    reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap()
+}
+
 /// Parses Prometheus text: the value of the sample with exactly this name and these labels.
 pub fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     metrics.lines().filter(|l| !l.starts_with('#')).find_map(|line| {
