@@ -1,7 +1,8 @@
 //! `/metrics` encoding: rendering the state of 1,000 watched jobs (four operator chains each,
-//! an hour of checkpoints in their histograms) into metric families and the text format.
+//! an hour of checkpoints in their histograms): the text renderer `/metrics` uses, and for
+//! comparison the `prometheus` crate's path (metric families, then its text encoder).
 
-use checkpoint_sentinel::export::{DaemonStats, encode_text, render};
+use checkpoint_sentinel::export::{DaemonStats, TextRenderer, encode_text, render};
 use checkpoint_sentinel::model::alignment::{self, AlignmentConfig, Mode};
 use checkpoint_sentinel::model::coordinator::{Coordinator, CoordinatorConfig, Event, Outcome, Schedule};
 use checkpoint_sentinel::observe::{CheckpointSettings, JobKey, Observation};
@@ -64,4 +65,13 @@ fn render_and_encode_1000_jobs(bencher: divan::Bencher) {
     let (state, now) = state(1000);
     let daemon = DaemonStats::default();
     bencher.bench_local(|| encode_text(&render(&state, &daemon, now)).len());
+}
+
+/// What `/metrics` does: the text format written straight from the state, buffers reused.
+#[divan::bench(sample_count = 20)]
+fn render_text_1000_jobs(bencher: divan::Bencher) {
+    let (state, now) = state(1000);
+    let daemon = DaemonStats::default();
+    let mut renderer = TextRenderer::default();
+    bencher.bench_local(|| renderer.render(&state, &daemon, now).len());
 }

@@ -15,7 +15,6 @@ use tokio::task::JoinHandle;
 
 use crate::app::AppState;
 use crate::config::{ClusterConfig, Config, Credentials};
-use crate::export::StateCollector;
 use crate::http::{HttpState, router};
 use crate::poller::Poller;
 use crate::state::{State, persist};
@@ -106,8 +105,6 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     state.retain_clusters(&config.clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
     let app = Arc::new(AppState::new(state));
 
-    let registry = prometheus::Registry::new();
-    registry.register(Box::new(StateCollector::new(app.clone()))).expect("the first collector registers");
     let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
         .map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
@@ -121,8 +118,7 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
 
     let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
     let access = config.server.access().map_err(StartError::Shard)?;
-    let http =
-        crate::access::protect(&access, router(HttpState { app: app.clone(), registry: Arc::new(registry) }));
+    let http = crate::access::protect(&access, router(HttpState::new(app.clone())));
     let mut server_shutdown = shutdown_rx.clone();
     let server = tokio::spawn(async move {
         let graceful = async move {

@@ -18,8 +18,15 @@ use crate::{api, export};
 pub struct HttpState {
     /// The daemon's shared state.
     pub app: Arc<AppState>,
-    /// The registry holding the state collector.
-    pub registry: Arc<prometheus::Registry>,
+    /// Renders `/metrics`; kept between scrapes so its buffers are reused.
+    pub metrics: Arc<std::sync::Mutex<export::TextRenderer>>,
+}
+
+impl HttpState {
+    /// Handlers over the daemon's shared state.
+    pub fn new(app: Arc<AppState>) -> Self {
+        HttpState { app, metrics: Default::default() }
+    }
 }
 
 /// The daemon's routes. Handlers read state; none of them mutates it.
@@ -100,9 +107,27 @@ async fn api_events(Extract(state): Extract<HttpState>, Query(q): Query<EventsQu
 }
 
 async fn metrics(Extract(state): Extract<HttpState>) -> Response {
-    let families = state.registry.gather();
-    let body = export::encode_text(&families);
-    ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], body).into_response()
+    // Tens of milliseconds for a thousand jobs: off the async workers, so health checks and
+    // the API keep answering during a scrape.
+    let rendered = tokio::task::spawn_blocking(move || {
+        let now = Timestamp::now();
+        let daemon = state.app.daemon_stats();
+        let mut renderer = state.metrics.lock().unwrap_or_else(|e| e.into_inner());
+        let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+        renderer.render(&s, &daemon, now)
+    })
+    .await;
+    match rendered {
+        Ok(chunks) => {
+            let chunks =
+                chunks.into_iter().map(|c| Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(c)));
+            let body = axum::body::Body::from_stream(futures_util::stream::iter(chunks));
+            ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], body).into_response()
+        }
+        Err(e) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, format!("rendering metrics failed: {e}\n")).into_response()
+        }
+    }
 }
 
 /// Pending, firing and recently resolved alerts of the daemon's own rules.
@@ -138,9 +163,7 @@ mod tests {
         let mut state = State::new(WindowSpec { window_ms: 60_000, slots: 6 });
         state.retain_clusters(&["prod".to_string()]);
         let app = Arc::new(AppState::new(state));
-        let registry = prometheus::Registry::new();
-        registry.register(Box::new(export::StateCollector::new(app.clone()))).unwrap();
-        (app.clone(), router(HttpState { app, registry: Arc::new(registry) }))
+        (app.clone(), router(HttpState::new(app)))
     }
 
     async fn get(router: &Router, path: &str) -> (StatusCode, String) {
