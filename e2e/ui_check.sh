@@ -4,7 +4,8 @@
 # Starts `checkpoint-sentinel demo` on a free loopback port, waits until every demo job has
 # checkpoints, dumps the DOM of `/` (jobs table) and of a job page (`/#/jobs/demo/<id>`, the
 # backpressured and the expiring job) with Chromium's --dump-dom, checks that job names, health,
-# the phase names, the timeline, the shadow's explanation sentence and log events are there, and
+# the phase names, the timeline, the shadow's explanation sentence, the chart of P95 per phase
+# over time (one polyline per phase, at desktop and narrow width) and log events are there, and
 # takes the screenshots docs/status-page.png and docs/status-page-job.png. Stops the demo again,
 # also on failure.
 #
@@ -79,9 +80,42 @@ check "$WORK/job-bp.html" 'id="jobname">demo-backpressured-1' 'aria-label="check
   'Slowest subtask in the window' 'P95 per phase' 'expected next'
 echo "ui_check: backpressured job page ok"
 
+# The chart of P95 per phase over time: in the SVG, one polyline per phase with at least two
+# samples from the API plus the current value drawn on to now, and the API's series behind it.
+p95_chart() { # DOM-FILE JOB-ID MAX-WIDTH
+  curl -fsS "$BASE/api/v1/jobs/demo/$2" -o "$WORK/detail.json"
+  python3 - "$1" "$WORK/detail.json" "$3" <<'EOF' || fail "P95-over-time chart of $2 in $1"
+import json, re, sys
+dom, detail, max_width = open(sys.argv[1]).read(), json.load(open(sys.argv[2])), float(sys.argv[3])
+phases = ["end_to_end", "start_delay", "alignment", "sync", "async"]
+history = detail["p95_history"]
+assert len(history) >= 2, f"the API has {len(history)} P95 samples"
+assert all(p["p95_ms"][k] is not None for p in history for k in phases), "a phase without P95"
+m = re.search(r'<svg viewBox="0 0 ([\d.]+) [\d.]+" id="p95time"[^>]*>(.*?)</svg>', dom, re.S)
+assert m, "no svg#p95time"
+assert float(m.group(1)) <= max_width, f"chart {m.group(1)} px wide, expected at most {max_width}"
+lines = re.findall(r'<polyline data-phase="(\w+)" points="([^"]*)"', m.group(2))
+assert sorted(k for k, _ in lines) == sorted(phases), f"polylines: {[k for k, _ in lines]}"
+points = {k: len(p.split()) for k, p in lines}
+assert all(n >= 3 for n in points.values()), points
+ticks = re.findall(r'>(\d+(?:\.\d+)? m?s)</text>', m.group(2))
+assert len(ticks) >= 2 and ">now</text>" in m.group(2), f"axis labels: {ticks}"
+legend = re.search(r'id="p95time-legend">(.*?)</div>', dom, re.S)
+assert legend and all(l in legend.group(1) for l in ["total", "start delay", "alignment", "sync", "async"])
+print(f"{len(lines)} polylines, {min(points.values())}-{max(points.values())} points each, "
+      f"{len(history)} API samples, {m.group(1)} px wide")
+EOF
+}
+chart="$(p95_chart "$WORK/job-bp.html" "$BP" 1200)" || exit 1
+echo "ui_check: P95 over time, backpressured job: $chart"
+# Headless Chromium's narrowest window is 500 px: the chart must fit it, not overflow.
+chrome --window-size=500,900 --dump-dom "$BASE/#/jobs/demo/$BP" >"$WORK/job-bp-narrow.html"
+chart="$(p95_chart "$WORK/job-bp-narrow.html" "$BP" 500)" || exit 1
+echo "ui_check: P95 over time, 500 px window: $chart"
+
 chrome --dump-dom "$BASE/#/jobs/demo/$EXP" >"$WORK/job-exp.html"
 check "$WORK/job-exp.html" 'id="jobname">demo-expiring-2' 'class="out-expired"' '>exp</text>' \
-  'id="events"' 'Checkpoint expired before completing' 'triggers were moved by the'
+  'id="events"' 'Checkpoint expired before completing' 'triggers were moved by the' 'id="p95time"'
 echo "ui_check: expiring job page ok (expired checkpoints marked, log events with root causes)"
 
 mkdir -p "$ROOT/docs"

@@ -14,7 +14,7 @@ use crate::model::coordinator::FailureReason;
 use crate::observe::{CheckpointSettings, CheckpointStatus, LogEvent, SnapshotKind};
 use crate::rules::{Alert, AlertState};
 use crate::shadow::{Deviation, Explanation};
-use crate::state::{CheckpointRecord, ClusterState, JobState, PhaseHistograms, State};
+use crate::state::{CheckpointRecord, ClusterState, JobState, Phase, PhaseHistograms, State};
 use crate::stats::Summary;
 use crate::time::Timestamp;
 
@@ -211,6 +211,9 @@ pub struct JobDetailView {
     pub settings: Option<SettingsView>,
     /// P50/P95/P99 per phase over the window.
     pub phases: PhaseQuantiles,
+    /// P95 per phase over time, oldest first: a point whenever they changed, at most one per
+    /// spacing (`state::history`); not persisted, so it starts empty after a restart.
+    pub p95_history: Vec<P95Point>,
     /// Per operator chain: P95 of every subtask's phases.
     pub operators: Vec<OperatorView>,
     /// Recent finished checkpoints, oldest first.
@@ -225,6 +228,15 @@ pub struct JobDetailView {
     pub alerts: JobAlerts,
     /// Recent non-routine log events of this job, newest first.
     pub events: Vec<EventView>,
+}
+
+/// The P95 of each phase at one time.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct P95Point {
+    /// When the P95s had these values.
+    pub at_ms: i64,
+    /// P95 per phase over the window ending then; `null` for a phase without values.
+    pub p95_ms: PhaseValues,
 }
 
 /// The checkpoint configuration.
@@ -447,6 +459,20 @@ pub fn job(
         now_ms: now.millis(),
         settings: j.settings.as_ref().map(settings_view),
         phases: phase_quantiles(&j.phases),
+        p95_history: j
+            .p95_history
+            .samples()
+            .map(|s| P95Point {
+                at_ms: s.at.millis(),
+                p95_ms: PhaseValues {
+                    end_to_end: s.p95_ms(Phase::EndToEnd),
+                    start_delay: s.p95_ms(Phase::StartDelay),
+                    alignment: s.p95_ms(Phase::Alignment),
+                    sync: s.p95_ms(Phase::Sync),
+                    async_: s.p95_ms(Phase::Async),
+                },
+            })
+            .collect(),
         operators: j
             .operators
             .iter()
@@ -881,6 +907,42 @@ mod tests {
         assert!(job(&s, &AlertsView::default(), "prod", "nope", Timestamp(0)).is_none());
         let c = clusters(&s, &AlertsView::default(), Timestamp(0));
         assert_eq!(c.clusters[0].health, Health::Warning);
+    }
+
+    #[test]
+    fn the_job_detail_has_the_p95_per_phase_over_time() {
+        let mut s = state(false);
+        // A later poll brings a slower checkpoint: the P95s rise and the series gets a point.
+        let mut slow = checkpoint(4, false);
+        slow.end_to_end_ms = Some(3_000);
+        slow.operators[0].subtasks[1].alignment_ms = Some(2_500);
+        s.apply(
+            &Observation::JobPolled(JobPoll {
+                key: JobKey { cluster: "prod".into(), job_id: "j1".into() },
+                job_name: "orders".into(),
+                job_state: "RUNNING".into(),
+                polled_at: Timestamp(1_031_000),
+                counts: CheckpointCounts { completed: 4, failed: 0, in_progress: 0, restored: 0 },
+                settings: None,
+                in_progress: Vec::new(),
+                finished: vec![slow],
+                latest_restore: None,
+            }),
+            Timestamp(1_031_000),
+        );
+        let d = job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_032_000)).unwrap();
+        let json = serde_json::to_value(&d).unwrap();
+        let series = json["p95_history"].as_array().unwrap();
+        assert_eq!(series.len(), 2, "{series:?}");
+        assert_eq!(series[0]["at_ms"], 1_016_000);
+        assert_eq!(series[1]["at_ms"], 1_031_000);
+        let p95 = |i: usize, phase: &str| series[i]["p95_ms"][phase].as_u64();
+        assert!(p95(0, "alignment").is_some_and(|v| v.abs_diff(700) <= 7), "{series:?}");
+        assert!(p95(1, "alignment").is_some_and(|v| v.abs_diff(2_500) <= 25), "{series:?}");
+        assert!(p95(1, "end_to_end").is_some_and(|v| v.abs_diff(3_000) <= 30));
+        assert_eq!((p95(1, "start_delay"), p95(1, "sync"), p95(1, "async")), (Some(5), Some(1), Some(3)));
+        // The newest point is what the jobs table shows now.
+        assert_eq!(series[1]["p95_ms"], serde_json::to_value(d.summary.p95_ms).unwrap());
     }
 
     #[test]

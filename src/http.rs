@@ -243,6 +243,8 @@ mod tests {
         assert_eq!(job["checkpoints"][0]["id"], 7);
         assert!(job["shadow"]["explanation"].is_object(), "{job}");
         assert!(job["phases"]["alignment"].is_object());
+        // Only a failed checkpoint so far: no P95 yet, so no point in its history.
+        assert_eq!(job["p95_history"], serde_json::json!([]), "{job}");
         assert_eq!(get(&router, "/api/v1/jobs/prod/nope").await.0, StatusCode::NOT_FOUND);
         let (_, body) = get(&router, "/api/v1/clusters").await;
         assert!(body.contains("\"name\":\"prod\""), "{body}");

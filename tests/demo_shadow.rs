@@ -1,7 +1,8 @@
 //! Against the demo cluster, the shadow model gives each demo job the explanation its scenario
 //! implies: the healthy job runs as configured, the min-pause job is bound by min-pause, the
 //! expiring job's triggers are moved by the timeout, the failing job restarts, and the
-//! backpressured job's alignment is flagged against its interval at the operator that holds it.
+//! backpressured job's alignment is flagged against its interval at the operator that holds it;
+//! and the job detail carries the P95-per-phase series the status page charts.
 
 use std::time::{Duration, Instant};
 
@@ -87,5 +88,23 @@ async fn every_demo_job_gets_the_explanation_its_scenario_implies() {
     }
     let failed: Vec<&str> = pending.iter().map(|&i| checks[i].1).collect();
     assert!(failed.is_empty(), "not explained: {failed:?}\n{last:#?}");
+
+    // The status page's chart of P95 per phase over time: the healthy job's detail has a series
+    // of points with every phase (one per poll that completed a checkpoint, at first).
+    let url = format!("{base}/api/v1/jobs/demo/{}", job("healthy"));
+    let mut series = Value::Null;
+    while Instant::now() < deadline + Duration::from_secs(10) {
+        let detail: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+        series = detail["p95_history"].clone();
+        if series.as_array().is_some_and(|s| s.len() >= 2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let points = series.as_array().expect("p95_history is an array");
+    assert!(points.len() >= 2, "{series:#}");
+    let phases = ["end_to_end", "start_delay", "alignment", "sync", "async"];
+    assert!(points.iter().all(|p| phases.iter().all(|k| p["p95_ms"][k].is_u64())), "{series:#}");
+    assert!(points.windows(2).all(|w| w[0]["at_ms"].as_i64() < w[1]["at_ms"].as_i64()), "{series:#}");
     demo.shutdown().await;
 }

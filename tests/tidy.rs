@@ -37,6 +37,7 @@ const PURE: &[&str] = &[
     "src/observe.rs",
     "src/stats.rs",
     "src/state/mod.rs",
+    "src/state/history.rs",
     "src/flink/dto.rs",
     "src/flink/convert.rs",
     "src/model",

@@ -3,6 +3,7 @@
 //! Pure: no I/O, no clock, no tokio. The poller and the tailer produce observations, the
 //! daemon applies them here, and the exporter, HTTP API and rules read the result.
 
+pub mod history;
 pub mod logs;
 pub mod persist;
 
@@ -15,6 +16,7 @@ use crate::observe::{
 use crate::shadow::Shadow;
 use crate::stats::{WindowSpec, WindowedHistogram};
 use crate::time::Timestamp;
+use history::P95History;
 
 /// How many finished checkpoint ids per job are remembered individually. Ids below the
 /// oldest remembered one count as seen, so memory per job stays bounded.
@@ -240,6 +242,8 @@ pub struct JobState {
     pub recent: VecDeque<CheckpointRecord>,
     /// Job-level phase histograms: per checkpoint, the slowest subtask's value of each phase.
     pub phases: PhaseHistograms,
+    /// Their P95s over time, for the status page (rebuilt from observations, not persisted).
+    pub p95_history: P95History,
     /// Job-level size histograms.
     pub sizes: SizeHistograms,
     /// Per-operator histograms by vertex id.
@@ -268,6 +272,7 @@ impl JobState {
             latest_restore: None,
             recent: VecDeque::new(),
             phases: PhaseHistograms::new(window),
+            p95_history: P95History::new(window),
             sizes: SizeHistograms {
                 checkpointed: WindowedHistogram::new(window),
                 full_state: WindowedHistogram::new(window),
@@ -307,6 +312,7 @@ impl JobState {
         let mut finished: Vec<&FinishedCheckpoint> = poll.finished.iter().collect();
         finished.sort_by_key(|cp| cp.id);
         let mut newly_seen = Totals::default();
+        let mut latencies_changed = false;
         for checkpoint in finished {
             if !self.seen.insert(checkpoint.id) {
                 continue;
@@ -315,7 +321,11 @@ impl JobState {
                 CheckpointStatus::Completed => newly_seen.completed += 1,
                 CheckpointStatus::Failed => newly_seen.failed += 1,
             }
-            self.record(checkpoint, poll.polled_at, window);
+            latencies_changed |= self.record(checkpoint, poll.polled_at, window);
+        }
+        if latencies_changed {
+            // Once per poll, after all its checkpoints: the P95s as the metrics show them now.
+            self.p95_history.sample(&self.phases, poll.polled_at);
         }
         let delta_completed = counts.completed.saturating_sub(self.flink_counts.completed);
         let delta_failed = counts.failed.saturating_sub(self.flink_counts.failed);
@@ -337,7 +347,8 @@ impl JobState {
         }
     }
 
-    fn record(&mut self, checkpoint: &FinishedCheckpoint, at: Timestamp, window: WindowSpec) {
+    /// Records a newly seen checkpoint; returns whether it went into the phase histograms.
+    fn record(&mut self, checkpoint: &FinishedCheckpoint, at: Timestamp, window: WindowSpec) -> bool {
         let acknowledged = || {
             checkpoint
                 .operators
@@ -393,7 +404,7 @@ impl JobState {
         // Latency and size statistics describe checkpoints that completed. Savepoints are
         // user-triggered and often canonical (full) snapshots: they would distort the P95s.
         if checkpoint.status != CheckpointStatus::Completed || checkpoint.kind == SnapshotKind::Savepoint {
-            return;
+            return false;
         }
         if let Some(e2e) = checkpoint.end_to_end_ms {
             self.phases.end_to_end.record(e2e, at);
@@ -440,12 +451,18 @@ impl JobState {
                 }
             }
         }
+        true
     }
 
     fn expire(&mut self, now: Timestamp) {
         self.trigger_deviation.expire(now);
+        let mut latencies_changed = false;
         for h in self.phases.iter_mut() {
-            h.expire(now);
+            latencies_changed |= h.expire(now);
+        }
+        if latencies_changed {
+            // Values left the window: the chart shows the P95 falling (or ending) as it did.
+            self.p95_history.sample(&self.phases, now);
         }
         for h in [
             &mut self.sizes.checkpointed,
@@ -708,6 +725,30 @@ mod tests {
         assert_eq!(j.totals(), Totals { completed: 2, failed: 0 });
         assert_eq!(j.phases.end_to_end.summary(), job(&state).phases.end_to_end.summary());
         assert_eq!(j.operators["v1"].phases.alignment.summary().count, 4);
+    }
+
+    #[test]
+    fn the_p95_history_gets_a_sample_per_poll_that_changed_the_p95s_and_when_the_window_empties() {
+        let mut state = State::new(WINDOW);
+        let at = |obs: Observation, t: i64| match obs {
+            Observation::JobPolled(p) => Observation::JobPolled(JobPoll { polled_at: Timestamp(t), ..p }),
+            other => other,
+        };
+        state.apply(&at(poll(2, 0, vec![completed(1, 50), completed(2, 70)]), 10_000), Timestamp(10_000));
+        state.apply(&at(poll(3, 0, vec![completed(3, 900)]), 20_000), Timestamp(20_000));
+        let mut failed = completed(4, 60_000);
+        failed.status = CheckpointStatus::Failed;
+        // A failed checkpoint and a repeated poll leave the P95s as they were: no new point.
+        state.apply(&at(poll(3, 1, vec![failed]), 30_000), Timestamp(30_000));
+        state.apply(&at(poll(3, 1, vec![completed(3, 900)]), 40_000), Timestamp(40_000));
+        let samples: Vec<_> = job(&state).p95_history.samples().copied().collect();
+        assert_eq!(samples.iter().map(|s| s.at.millis()).collect::<Vec<_>>(), [10_000, 20_000]);
+        assert_eq!(samples[0].p95_ms(Phase::EndToEnd), Some(70));
+        assert!(samples[1].p95_ms(Phase::EndToEnd).is_some_and(|v| v.abs_diff(900) <= 9));
+        assert_eq!(samples[1].p95_ms(Phase::Alignment), Some(20));
+        state.expire(Timestamp(2 * 3_600_000 + 20_000));
+        let last = *job(&state).p95_history.samples().last().unwrap();
+        assert_eq!((last.at.millis(), last.p95_ms(Phase::EndToEnd)), (2 * 3_600_000 + 20_000, None));
     }
 
     #[test]
