@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Side-by-side and whole-process measurements of the budgets in docs/performance.md (issue 10).
-# Prints one table. Needs: python3, hyperfine (apt-get install -y hyperfine), curl, GNU grep.
+# Prints one table. Needs: python3, hyperfine (apt-get install -y hyperfine), curl, GNU grep,
+# prometheus-alertmanager (latency).
 #
 #   benches/run.sh                  # everything
-#   ONLY=scan benches/run.sh        # one part: scan | poll | sidecar
+#   ONLY=scan benches/run.sh        # one part: scan | poll | sidecar | latency
 #
 # Environment: CARGO_TARGET_DIR (default target), WORK (default /tmp/sentinel-perf),
 # LOG_MB (default 512), POLL_SECONDS (default 60, the CPU sampling window).
@@ -125,6 +126,12 @@ if [ "$ONLY" = all ] || [ "$ONLY" = sidecar ]; then
   measure_daemon 10 18082 19718 small
   row "idle sidecar CPU, 10 jobs" "< 1 %" "${small_cpu} %" "/proc/pid/stat over ${POLL_SECONDS} s"
   row "idle sidecar RSS, 10 jobs" "< 20 MB" "${small_rss} MB (peak ${small_hwm})" "/proc/pid/status"
+fi
+
+if [ "$ONLY" = all ] || [ "$ONLY" = latency ]; then
+  python3 "$ROOT/benches/log_to_alertmanager.py" "$BIN" "$WORK/latency" --lines 100 | tee "$WORK/latency.out" | tail -1
+  lat=$(tail -1 "$WORK/latency.out")
+  row "log line → Alertmanager, 100 lines, rule \`for\` 0" "p99 < 1 s" "${lat#latency: }" "benches/log_to_alertmanager.py"
 fi
 
 echo

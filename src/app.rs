@@ -20,6 +20,9 @@ pub struct AppState {
     last_persisted_ms: AtomicI64,
     /// The latest alert evaluation, for metrics and the API.
     pub alerts: RwLock<AlertsView>,
+    /// Woken when log events arrive: the rules look at them at once instead of at the next
+    /// evaluation tick, so a log line reaches Alertmanager within a second.
+    pub log_events_arrived: tokio::sync::Notify,
 }
 
 /// What the rule evaluator last concluded, copied out for readers.
@@ -44,6 +47,7 @@ impl AppState {
             persist_errors: AtomicU64::new(0),
             last_persisted_ms: AtomicI64::new(0),
             alerts: RwLock::new(AlertsView::default()),
+            log_events_arrived: tokio::sync::Notify::new(),
         }
     }
 
@@ -52,7 +56,11 @@ impl AppState {
         let now = Timestamp::now();
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         state.apply(observation, now);
+        drop(state);
         self.generation.fetch_add(1, Ordering::Release);
+        if matches!(observation, Observation::LogEvents(events) if !events.is_empty()) {
+            self.log_events_arrived.notify_one();
+        }
     }
 
     /// Records the outcome of a state write.

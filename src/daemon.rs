@@ -330,26 +330,35 @@ async fn alert_loop(
                     tick = tokio::time::interval(every);
                 }
             }
-            _ = tick.tick() => {
-                let now = Timestamp::now();
-                let resolved = {
-                    let state = app.state.read().unwrap_or_else(|e| e.into_inner());
-                    evaluator.evaluate(&state, now)
-                };
-                let active: Vec<crate::rules::Alert> = evaluator.active().cloned().collect();
-                let firing: Vec<crate::rules::Alert> =
-                    active.iter().filter(|a| a.state == crate::rules::AlertState::Firing).cloned().collect();
-                {
-                    let mut view = app.alerts.write().unwrap_or_else(|e| e.into_inner());
-                    view.rules = evaluator.rules().iter().map(|r| (r.spec.name.clone(), r.spec.severity.as_str())).collect();
-                    view.active = active;
-                    view.resolved = evaluator.resolved().cloned().collect();
-                }
-                notifier.round(&firing, resolved, now).await;
-                app.alerts.write().unwrap_or_else(|e| e.into_inner()).alertmanagers = notifier.stats();
-            }
+            _ = tick.tick() => evaluate(&app, &mut evaluator, &mut notifier).await,
+            () = app.log_events_arrived.notified() => evaluate(&app, &mut evaluator, &mut notifier).await,
         }
     }
+}
+
+/// One round of the rules over the current state, and delivery of what fires and resolves.
+async fn evaluate(
+    app: &AppState,
+    evaluator: &mut crate::rules::Evaluator,
+    notifier: &mut crate::alerting::Notifier,
+) {
+    let now = Timestamp::now();
+    let resolved = {
+        let state = app.state.read().unwrap_or_else(|e| e.into_inner());
+        evaluator.evaluate(&state, now)
+    };
+    let active: Vec<crate::rules::Alert> = evaluator.active().cloned().collect();
+    let firing: Vec<crate::rules::Alert> =
+        active.iter().filter(|a| a.state == crate::rules::AlertState::Firing).cloned().collect();
+    {
+        let mut view = app.alerts.write().unwrap_or_else(|e| e.into_inner());
+        view.rules =
+            evaluator.rules().iter().map(|r| (r.spec.name.clone(), r.spec.severity.as_str())).collect();
+        view.active = active;
+        view.resolved = evaluator.resolved().cloned().collect();
+    }
+    notifier.round(&firing, resolved, now).await;
+    app.alerts.write().unwrap_or_else(|e| e.into_inner()).alertmanagers = notifier.stats();
 }
 
 /// The running pollers, by cluster name, with the config each was started with.

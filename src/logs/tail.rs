@@ -309,6 +309,17 @@ impl TailCore {
         events
     }
 
+    /// How long until a record held for its stack trace is due to be flushed, when one is:
+    /// the tailer wakes then rather than at its next poll, so an event that no further line
+    /// follows still reaches the rules within `flush_after`.
+    pub fn flush_due_in(&self, now: Instant) -> Option<Duration> {
+        self.followers
+            .iter()
+            .filter(|f| f.parser.has_pending())
+            .map(|f| self.opts.flush_after.saturating_sub(now.saturating_duration_since(f.last_growth)))
+            .min()
+    }
+
     fn open(&mut self, path: &Path, meta: &std::fs::Metadata, now: Instant) -> io::Result<Follower> {
         let mut file = File::open(path)?;
         let id = FileId::of(meta);
@@ -501,10 +512,12 @@ async fn run(core: TailCore, app: Arc<AppState>, poll_interval: Duration, mut st
             (c, report)
         })
         .await;
+        let wait;
         match cycled {
             Ok((c, report)) => {
                 last_report = report;
                 let more = c.more;
+                wait = c.flush_due_in(Instant::now()).map_or(poll_interval, |due| due.min(poll_interval));
                 core = Some(c);
                 if *stop.borrow() {
                     break;
@@ -522,7 +535,7 @@ async fn run(core: TailCore, app: Arc<AppState>, poll_interval: Duration, mut st
         tokio::select! {
             _ = stop.changed() => break,
             _ = hint_rx.recv() => {}
-            _ = tokio::time::sleep(poll_interval) => {}
+            _ = tokio::time::sleep(wait) => {}
         }
     }
     if let Some(mut c) = core {
