@@ -7,7 +7,11 @@ what kubernetes-validate can see (run by ci/validate-deploy.sh, once per test va
   * the daemon's container: non-root, read-only root FS, no privilege escalation, all
     capabilities dropped, /healthz liveness and /readyz readiness probes, resources;
   * config.toml in the ConfigMap parses as TOML, and `checkpoint-sentinel check-config` accepts
-    it when a binary is given (--binary);
+    it when a binary is given (--binary; the TLS files it names are replaced by a throwaway
+    certificate made with the openssl CLI, since the daemon reads them at load);
+  * with tls.enabled: HTTPS probes, the TLS Secret mounted where config.toml's [server]
+    tls_* keys point, appProtocol https on the Service, scheme https on the ServiceMonitor;
+    without it: none of that;
   * the PrometheusRule's groups equal alerts/flink-checkpoints.rules.yml (after taking out the
     values' additionalRuleLabels) and pass `promtool check rules`;
   * each dashboard ConfigMap has the Grafana sidecar label and holds dashboards/<name> exactly;
@@ -30,11 +34,26 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+TLS_DIR = "/run/secrets/checkpoint-sentinel-tls"
 findings = []
 
 
 def finding(msg):
     findings.append(msg)
+
+
+def throwaway_certificate(directory):
+    """tls.crt, tls.key and client-ca.crt in `directory` (a self-signed pair that is its own CA),
+    for check-config to read in place of the mounted Secret. False without the openssl CLI."""
+    crt, key = directory / "tls.crt", directory / "tls.key"
+    try:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                        "-nodes", "-days", "1", "-subj", "/CN=check-chart", "-keyout", str(key), "-out", str(crt)],
+                       check=True, capture_output=True)
+    except (FileNotFoundError, subprocess.CalledProcessError):
+        return False
+    (directory / "client-ca.crt").write_bytes(crt.read_bytes())
+    return True
 
 
 def main(argv):
@@ -44,6 +63,7 @@ def main(argv):
     values = yaml.safe_load(values_file.read_text()) or {}
     mode = values.get("mode", "deployment")
     sharded = values.get("sharding", {}).get("enabled", False)
+    tls = (values.get("tls") or {}).get("enabled", False)
     by_kind = {}
     for d in docs:
         by_kind.setdefault(d["kind"], []).append(d)
@@ -83,6 +103,25 @@ def main(argv):
             for path in ("/etc/checkpoint-sentinel", "/var/lib/checkpoint-sentinel"):
                 if path not in mounts:
                     finding(f"{where}: nothing mounted at {path}")
+            for probe in ("livenessProbe", "readinessProbe"):
+                scheme = c.get(probe, {}).get("httpGet", {}).get("scheme", "HTTP")
+                if scheme != ("HTTPS" if tls else "HTTP"):
+                    finding(f"{where}: {probe} scheme {scheme} with tls.enabled {tls}")
+            if tls and TLS_DIR not in mounts:
+                finding(f"{where}: tls.enabled but nothing mounted at {TLS_DIR}")
+        if tls:
+            secrets = [src["secret"]["name"] for v in spec.get("volumes", [])
+                       for src in v.get("projected", {}).get("sources", []) if "secret" in src]
+            if values["tls"].get("secretName") not in secrets:
+                finding(f"{w['kind']}: tls.secretName {values['tls'].get('secretName')} is not in a volume")
+    for svc in by_kind.get("Service", []):
+        protocols = [p.get("appProtocol") for p in svc["spec"]["ports"]]
+        if protocols != [("https" if tls else None)]:
+            finding(f"Service: appProtocol {protocols} with tls.enabled {tls}")
+    for sm in by_kind.get("ServiceMonitor", []):
+        schemes = [e.get("scheme", "http") for e in sm["spec"]["endpoints"]]
+        if schemes != [("https" if tls else "http")]:
+            finding(f"ServiceMonitor: scheme {schemes} with tls.enabled {tls}")
 
     # config.toml.
     configs = [d for d in by_kind.get("ConfigMap", []) if "config.toml" in d.get("data", {})]
@@ -97,11 +136,25 @@ def main(argv):
             cfg = {}
         if not cfg.get("clusters"):
             finding("config.toml has no [[clusters]]")
+        server = cfg.get("server", {})
+        tls_files = {k: v for k, v in server.items() if k.startswith("tls_")}
+        if tls and not {"tls_cert_file", "tls_key_file"} <= set(tls_files):
+            finding(f"tls.enabled but config.toml [server] has only {sorted(tls_files)}")
+        if not tls and tls_files:
+            finding(f"tls not enabled but config.toml [server] has {sorted(tls_files)}")
+        for key, path in tls_files.items():
+            if not path.startswith(TLS_DIR + "/"):
+                finding(f"config.toml server.{key} = {path} is not under the TLS mount {TLS_DIR}")
         if args.get("--binary"):
-            with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
-                f.write(text)
-            r = subprocess.run([args["--binary"], "check-config", f.name], capture_output=True, text=True)
-            os.unlink(f.name)
+            with tempfile.TemporaryDirectory() as tmp:
+                if tls_files:
+                    if not throwaway_certificate(Path(tmp)):
+                        print("check-chart: no openssl CLI, config.toml with TLS checked as TOML only")
+                        continue
+                    text = text.replace(TLS_DIR + "/", tmp + "/")
+                config_file = Path(tmp) / "config.toml"
+                config_file.write_text(text)
+                r = subprocess.run([args["--binary"], "check-config", str(config_file)], capture_output=True, text=True)
             if r.returncode != 0:
                 finding(f"checkpoint-sentinel check-config refuses config.toml: {r.stderr.strip() or r.stdout.strip()}")
 

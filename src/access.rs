@@ -1,13 +1,15 @@
-//! Optional authentication in front of the HTTP server: a bearer token or basic credentials for
-//! `/metrics`, the API and the status page; `/healthz` and `/readyz` stay open for probes.
+//! Optional authentication in front of the HTTP server: a bearer token or basic credentials, and
+//! with mutual TLS a client certificate, for `/metrics`, the API and the status page; `/healthz`
+//! and `/readyz` stay open for probes.
 
 use axum::Router;
-use axum::extract::Request;
+use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::IntoResponse;
 
 use crate::config::Credentials;
+use crate::tls::TlsPeer;
 
 /// Paths that stay open, so that liveness and readiness probes need no credentials.
 const OPEN_PATHS: [&str; 2] = ["/healthz", "/readyz"];
@@ -22,11 +24,15 @@ fn expected_header(credentials: &Credentials) -> Option<String> {
     }
 }
 
-/// Wraps `router` so every request but the probes must carry `credentials`; with
-/// `Credentials::None` (the default: bind to a private address, or put a proxy in front) the
-/// router stays open.
-pub fn protect(credentials: &Credentials, router: Router) -> Router {
-    let Some(expected) = expected_header(credentials) else { return router };
+/// Wraps `router` so every request but the probes must carry `credentials` and, with
+/// `client_certificate_required` (mutual TLS), come over a connection whose client presented a
+/// certificate the TLS layer verified. With neither (the default: bind to a private address, or
+/// put a proxy in front) the router stays open.
+pub fn protect(credentials: &Credentials, client_certificate_required: bool, router: Router) -> Router {
+    let expected = expected_header(credentials);
+    if expected.is_none() && !client_certificate_required {
+        return router;
+    }
     let challenge = match credentials {
         Credentials::Basic { .. } => "Basic realm=\"checkpoint-sentinel\"",
         _ => "Bearer",
@@ -34,10 +40,17 @@ pub fn protect(credentials: &Credentials, router: Router) -> Router {
     router.layer(middleware::from_fn(move |request: Request, next: Next| {
         let expected = expected.clone();
         async move {
-            let open = OPEN_PATHS.contains(&request.uri().path());
+            if OPEN_PATHS.contains(&request.uri().path()) {
+                return next.run(request).await;
+            }
+            let certificate_ok = !client_certificate_required
+                || request.extensions().get::<ConnectInfo<TlsPeer>>().is_some_and(|c| c.0.client_certificate);
+            if !certificate_ok {
+                return (StatusCode::FORBIDDEN, "a client certificate is required\n").into_response();
+            }
             let given =
                 request.headers().get(header::AUTHORIZATION).map(HeaderValue::as_bytes).unwrap_or_default();
-            if open || constant_time_eq(given, expected.as_bytes()) {
+            if expected.as_ref().is_none_or(|e| constant_time_eq(given, e.as_bytes())) {
                 next.run(request).await
             } else {
                 (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, challenge)], "unauthorized\n")
@@ -82,6 +95,7 @@ mod tests {
     fn app(credentials: Credentials) -> Router {
         protect(
             &credentials,
+            false,
             Router::new().route("/metrics", get(|| async { "m" })).route("/healthz", get(|| async { "ok" })),
         )
     }
@@ -118,5 +132,30 @@ mod tests {
             StatusCode::UNAUTHORIZED
         );
         assert_eq!(status(&app(Credentials::None), "/metrics", None).await, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn mutual_tls_requires_a_verified_client_certificate_except_for_probes() {
+        let router = protect(
+            &Credentials::None,
+            true,
+            Router::new().route("/metrics", get(|| async { "m" })).route("/readyz", get(|| async { "ok" })),
+        );
+        let request = |path: &str, client_certificate: Option<bool>| {
+            let mut request = axum::http::Request::get(path).body(Body::empty()).unwrap();
+            if let Some(client_certificate) = client_certificate {
+                let peer = TlsPeer { addr: ([127, 0, 0, 1], 1).into(), client_certificate };
+                request.extensions_mut().insert(ConnectInfo(peer));
+            }
+            request
+        };
+        let status = |r: axum::http::Request<Body>| {
+            let router = router.clone();
+            async move { router.oneshot(r).await.unwrap().status() }
+        };
+        assert_eq!(status(request("/metrics", Some(true))).await, StatusCode::OK);
+        assert_eq!(status(request("/metrics", Some(false))).await, StatusCode::FORBIDDEN);
+        assert_eq!(status(request("/metrics", None)).await, StatusCode::FORBIDDEN);
+        assert_eq!(status(request("/readyz", Some(false))).await, StatusCode::OK);
     }
 }

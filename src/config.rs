@@ -154,6 +154,14 @@ impl Config {
         specs.into_iter().filter_map(|s| crate::rules::Rule::new(s).ok()).collect()
     }
 
+    /// The listener's TLS files are read and checked now, so that `check-config` and a reload
+    /// refuse a missing file, a file that is not PEM or a key that does not match its certificate.
+    fn server_problems(&self, problems: &mut Vec<String>) {
+        if let Err(tls_problems) = crate::tls::load(&self.server) {
+            problems.extend(tls_problems);
+        }
+    }
+
     fn alerting_problems(&self, problems: &mut Vec<String>) {
         let a = &self.alerting;
         for (i, url) in a.alertmanagers.iter().enumerate() {
@@ -221,6 +229,13 @@ pub struct ServerConfig {
     pub bearer_token: Option<Secret>,
     /// Require HTTP basic authentication (except on /healthz and /readyz).
     pub basic_auth: Option<BasicAuth>,
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs `tls_key_file`.
+    pub tls_cert_file: Option<PathBuf>,
+    /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// Mutual TLS: PEM CA certificates; every request but /healthz and /readyz must then come
+    /// with a client certificate signed by one of them.
+    pub tls_client_ca_file: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -229,6 +244,9 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9717)),
             bearer_token: None,
             basic_auth: None,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_client_ca_file: None,
         }
     }
 }
@@ -576,6 +594,7 @@ impl Config {
     /// Every problem with the values, each naming its key.
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
+        self.server_problems(&mut problems);
         self.alerting_problems(&mut problems);
         let mut names = std::collections::BTreeSet::new();
         for (i, c) in self.clusters.iter().enumerate() {

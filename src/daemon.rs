@@ -20,6 +20,7 @@ use crate::poller::Poller;
 use crate::state::{State, persist};
 use crate::stats::WindowSpec;
 use crate::time::Timestamp;
+use crate::tls::{TlsListener, TlsPeer};
 
 /// How long config file events must be quiet before the file is read.
 const RELOAD_SETTLE: Duration = Duration::from_millis(300);
@@ -44,6 +45,9 @@ pub enum StartError {
     /// A cluster's client cannot be built (unreadable secret or CA file).
     #[error(transparent)]
     Client(#[from] crate::flink::client::ClientBuildError),
+    /// The listener's TLS files are missing, not PEM, or the key does not match the certificate.
+    #[error("{}", .0.join("; "))]
+    Tls(Vec<String>),
 }
 
 /// A running daemon.
@@ -105,6 +109,7 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     state.retain_clusters(&config.clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
     let app = Arc::new(AppState::new(state));
 
+    let tls = crate::tls::load(&config.server).map_err(StartError::Tls)?;
     let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
         .map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
@@ -118,25 +123,57 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
 
     let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
     let access = config.server.access().map_err(StartError::Shard)?;
-    let http = crate::access::protect(&access, router(HttpState::new(app.clone())));
+    let http = crate::access::protect(
+        &access,
+        config.server.tls_client_ca_file.is_some(),
+        router(HttpState::new(app.clone())),
+    );
     let mut server_shutdown = shutdown_rx.clone();
-    let server = tokio::spawn(async move {
-        let graceful = async move {
-            let _ = server_shutdown.wait_for(|stop| *stop).await;
-        };
-        if let Err(e) = axum::serve(listener, http).with_graceful_shutdown(graceful).await {
-            tracing::error!("HTTP server failed: {e}");
+    let graceful = async move {
+        let _ = server_shutdown.wait_for(|stop| *stop).await;
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let (server, mut tls_reloader) = match tls {
+        Some(loaded) => {
+            let (listener, reloader) = TlsListener::new(listener, loaded)
+                .map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
+            let serve = axum::serve(listener, http.into_make_service_with_connect_info::<TlsPeer>())
+                .with_graceful_shutdown(graceful);
+            let server = tokio::spawn(async move {
+                if let Err(e) = serve.await {
+                    tracing::error!("HTTPS server failed: {e}");
+                }
+            });
+            (server, Some(reloader))
         }
-    });
-    tracing::info!(%addr, clusters = config.clusters.len(), "checkpoint-sentinel listening");
+        None => {
+            let serve = axum::serve(listener, http).with_graceful_shutdown(graceful);
+            let server = tokio::spawn(async move {
+                if let Err(e) = serve.await {
+                    tracing::error!("HTTP server failed: {e}");
+                }
+            });
+            (server, None)
+        }
+    };
+    tracing::info!(%addr, scheme, clusters = config.clusters.len(), "checkpoint-sentinel listening");
 
     let (reload_tx, mut reload_rx) = mpsc::channel::<()>(4);
-    let watcher = config_path.as_deref().and_then(|p| watch_file(p, reload_tx.clone()));
+    // Certificates are watched like the config file: cert-manager rotates them in place.
+    let watched: Vec<PathBuf> =
+        config_path
+            .iter()
+            .chain(tls_reloader.as_ref().map(|_| &config.server).into_iter().flat_map(|s| {
+                [&s.tls_cert_file, &s.tls_key_file, &s.tls_client_ca_file].into_iter().flatten()
+            }))
+            .cloned()
+            .collect();
+    let watcher = watch_files(&watched, reload_tx.clone());
     #[cfg(unix)]
     spawn_sighup(reload_tx);
 
     let (alerting_tx, alerting_rx) = watch::channel(config.clone());
-    let generator_url = config.alerting.external_url.clone().unwrap_or_else(|| format!("http://{addr}"));
+    let generator_url = config.alerting.external_url.clone().unwrap_or_else(|| format!("{scheme}://{addr}"));
     let alert_task = tokio::spawn(alert_loop(app.clone(), alerting_rx, shutdown_rx.clone(), generator_url));
 
     let state_dir = config.state.dir.clone();
@@ -164,6 +201,10 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
                     // is still empty (truncated): let the writes settle, then read it once.
                     tokio::time::sleep(RELOAD_SETTLE).await;
                     while reload_rx.try_recv().is_ok() {}
+                    // The running [server] section's files: a change of paths needs a restart.
+                    if let Some(tls) = &mut tls_reloader {
+                        tls.reload(&current.server);
+                    }
                     if let Some(path) = &config_path {
                         reload(path, &mut current, &mut pollers, &app);
                         tailers.sync(&current.logs, &state_dir, &app).await;
@@ -225,27 +266,40 @@ fn spawn_sighup(reload: mpsc::Sender<()>) {
     });
 }
 
-/// Watches the config file's directory (editors and Kubernetes ConfigMaps replace files
-/// rather than write them in place) and signals a reload when the file may have changed.
-fn watch_file(path: &Path, reload: mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
+/// Watches the directories of `paths` (editors and Kubernetes ConfigMap and Secret mounts
+/// replace files rather than write them in place) and signals a reload when one of the files
+/// may have changed.
+fn watch_files(paths: &[PathBuf], reload: mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
     use notify::Watcher;
-    let file_name = path.file_name()?.to_os_string();
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    if paths.is_empty() {
+        return None;
+    }
+    let file_names: Vec<std::ffi::OsString> =
+        paths.iter().filter_map(|p| p.file_name()).map(|n| n.to_os_string()).collect();
+    let mut dirs: Vec<PathBuf> = paths
+        .iter()
+        .map(|p| p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf())
+        .collect();
+    dirs.sort();
+    dirs.dedup();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
-        let touches_file = event.paths.iter().any(|p| p.file_name() == Some(file_name.as_os_str()))
-            // A ConfigMap update swaps the `..data` symlink; the file name itself is not in the event.
+        let touches_file =
+            event.paths.iter().filter_map(|p| p.file_name()).any(|n| file_names.iter().any(|f| f == n))
+            // A ConfigMap or Secret update swaps the `..data` symlink; the file name itself is not
+            // in the event.
             || event.paths.iter().any(|p| p.file_name().is_some_and(|n| n == "..data"));
         if touches_file && !matches!(event.kind, notify::EventKind::Access(_)) {
             let _ = reload.try_send(());
         }
     })
-    .map_err(|e| tracing::warn!("cannot watch the config file, reload with SIGHUP: {e}"))
+    .map_err(|e| tracing::warn!("cannot watch the config and TLS files, reload with SIGHUP: {e}"))
     .ok()?;
-    watcher
-        .watch(&dir, notify::RecursiveMode::NonRecursive)
-        .map_err(|e| tracing::warn!(dir = %dir.display(), "cannot watch the config directory, reload with SIGHUP: {e}"))
-        .ok()?;
+    for dir in &dirs {
+        if let Err(e) = watcher.watch(dir, notify::RecursiveMode::NonRecursive) {
+            tracing::warn!(dir = %dir.display(), "cannot watch this directory, reload with SIGHUP: {e}");
+        }
+    }
     Some(watcher)
 }
 

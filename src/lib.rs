@@ -12,6 +12,7 @@
 //! - [`poller`] — the per-cluster REST poller.
 //! - [`simulate`] — the `simulate` command (what-if and replay of the coordinator model).
 //! - [`access`] — optional authentication of the HTTP endpoints.
+//! - [`tls`] — HTTPS for the daemon's own listener.
 //! - [`rules`] — rule conditions and the alert state machine.
 //! - [`alerting`] — the Alertmanager client.
 //! - [`logs`] — the log tailer and the offline log scan.
@@ -46,3 +47,4 @@ pub mod state;
 pub mod stats;
 pub mod telemetry;
 pub mod time;
+pub mod tls;

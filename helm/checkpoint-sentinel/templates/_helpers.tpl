@@ -135,6 +135,21 @@ Turns every whole float in a map (recursively, also inside lists of maps) into a
 {{- end }}
 {{- end }}
 
+{{/* Where the TLS Secret is mounted: the whole Secret, so that a renewal reaches the pod. */}}
+{{- define "checkpoint-sentinel.tlsDir" -}}
+/run/secrets/checkpoint-sentinel-tls
+{{- end }}
+
+{{/* A probe from values, switched to HTTPS when the daemon serves TLS (kubelet does not verify
+the certificate). */}}
+{{- define "checkpoint-sentinel.probe" -}}
+{{- $probe := deepCopy .probe }}
+{{- if and .tls (kindIs "map" $probe.httpGet) }}
+{{- $_ := set $probe.httpGet "scheme" "HTTPS" }}
+{{- end }}
+{{- toYaml $probe }}
+{{- end }}
+
 {{/* config.toml, as a TOML document. */}}
 {{- define "checkpoint-sentinel.configToml" -}}
 {{- $root := . }}
@@ -157,7 +172,19 @@ Turns every whole float in a map (recursively, also inside lists of maps) into a
 {{- $clusters = append $clusters $c }}
 {{- end }}
 {{- $cfg := deepCopy (default dict .Values.config.extra) }}
-{{- $_ := set $cfg "server" (dict "listen" (printf "0.0.0.0:%d" (int .Values.port))) }}
+{{- $server := dict "listen" (printf "0.0.0.0:%d" (int .Values.port)) }}
+{{- if .Values.tls.enabled }}
+{{- if not .Values.tls.secretName }}
+{{- fail "tls.enabled needs tls.secretName (a kubernetes.io/tls Secret with tls.crt and tls.key)" }}
+{{- end }}
+{{- $dir := include "checkpoint-sentinel.tlsDir" . }}
+{{- $_ := set $server "tls_cert_file" (printf "%s/tls.crt" $dir) }}
+{{- $_ := set $server "tls_key_file" (printf "%s/tls.key" $dir) }}
+{{- if .Values.tls.clientCa.secretName }}
+{{- $_ := set $server "tls_client_ca_file" (printf "%s/client-ca.crt" $dir) }}
+{{- end }}
+{{- end }}
+{{- $_ := set $cfg "server" $server }}
 {{- $_ := set $cfg "clusters" $clusters }}
 {{- $_ := set $cfg "stats" (deepCopy (default dict .Values.config.stats)) }}
 {{- $state := deepCopy (default dict .Values.config.state) }}
@@ -213,11 +240,11 @@ env:
   {{- toYaml . | nindent 2 }}
   {{- end }}
 livenessProbe:
-  {{- toYaml .Values.livenessProbe | nindent 2 }}
+  {{- include "checkpoint-sentinel.probe" (dict "probe" .Values.livenessProbe "tls" .Values.tls.enabled) | nindent 2 }}
 {{- if eq .Values.mode "deployment" }}
 {{- /* Not in sidecar mode: the sidecar's readiness would gate the Flink pod's. */}}
 readinessProbe:
-  {{- toYaml .Values.readinessProbe | nindent 2 }}
+  {{- include "checkpoint-sentinel.probe" (dict "probe" .Values.readinessProbe "tls" .Values.tls.enabled) | nindent 2 }}
 {{- end }}
 resources:
   {{- toYaml .Values.resources | nindent 2 }}
@@ -232,6 +259,11 @@ volumeMounts:
   {{- if $refs | toJson | contains "\"kind\":\"file\"" }}
   - name: checkpoint-sentinel-credentials
     mountPath: /run/secrets/checkpoint-sentinel
+    readOnly: true
+  {{- end }}
+  {{- if .Values.tls.enabled }}
+  - name: checkpoint-sentinel-tls
+    mountPath: {{ include "checkpoint-sentinel.tlsDir" . }}
     readOnly: true
   {{- end }}
   {{- if eq .Values.mode "sidecar" }}
@@ -263,6 +295,27 @@ volumeMounts:
             - key: {{ $ref.key }}
               path: {{ $ref.file }}
       {{- end }}
+      {{- end }}
+{{- end }}
+{{- if .Values.tls.enabled }}
+{{- /* A projected volume without subPath: kubelet swaps its files when the Secret changes. */}}
+- name: checkpoint-sentinel-tls
+  projected:
+    defaultMode: 0440
+    sources:
+      - secret:
+          name: {{ .Values.tls.secretName }}
+          items:
+            - key: tls.crt
+              path: tls.crt
+            - key: tls.key
+              path: tls.key
+      {{- with .Values.tls.clientCa.secretName }}
+      - secret:
+          name: {{ . }}
+          items:
+            - key: {{ $.Values.tls.clientCa.key }}
+              path: client-ca.crt
       {{- end }}
 {{- end }}
 {{- with .Values.extraVolumes }}

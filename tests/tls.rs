@@ -1,0 +1,287 @@
+//! The daemon's listener over TLS: the real binary serves /metrics over HTTPS to a client that
+//! trusts its CA, answers plain HTTP with a 400, keeps bearer auth (probes open), serves a
+//! rotated certificate without a restart, enforces mutual TLS, and names a bad key file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair};
+
+/// A throwaway certificate authority.
+struct Ca {
+    issuer: Issuer<'static, KeyPair>,
+    pem: String,
+}
+
+impl Ca {
+    fn new(name: &str) -> Ca {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let key = KeyPair::generate().unwrap();
+        let pem = params.self_signed(&key).unwrap().pem();
+        Ca { issuer: Issuer::new(params, key), pem }
+    }
+
+    /// A certificate for `127.0.0.1` and its key, as PEM.
+    fn server_cert(&self) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let params = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+        (params.signed_by(&key, &self.issuer).unwrap().pem(), key.serialize_pem())
+    }
+
+    /// A client certificate and its key, as one PEM (what `reqwest::Identity` reads).
+    fn client_identity(&self) -> reqwest::Identity {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, "prometheus");
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &self.issuer).unwrap().pem();
+        reqwest::Identity::from_pem(format!("{cert}{}", key.serialize_pem()).as_bytes()).unwrap()
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Writes `text` through a temporary file and a rename, as cert-manager's Secret mount does.
+fn replace(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// A config directory with a certificate from `ca`, and the config file's path.
+fn tls_config(dir: &Path, ca: &Ca, extra: &str) -> PathBuf {
+    let (cert, key) = ca.server_cert();
+    std::fs::write(dir.join("tls.crt"), cert).unwrap();
+    std::fs::write(dir.join("tls.key"), key).unwrap();
+    let config = dir.join("sentinel.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\ntls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n{extra}[state]\ndir = \"{}\"\n",
+            dir.join("tls.crt").display(),
+            dir.join("tls.key").display(),
+            dir.join("state").display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+fn spawn(config: &Path, port: u16) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
+        .args(["run", "--config"])
+        .arg(config)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("SENTINEL_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn trusting(ca: &Ca) -> reqwest::Client {
+    reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.pem.as_bytes()).unwrap())
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+}
+
+/// The status of `GET url` with `client`, once the daemon accepts connections at all.
+async fn status(client: &reqwest::Client, url: &str, bearer: Option<&str>) -> Result<u16, reqwest::Error> {
+    let mut request = client.get(url);
+    if let Some(token) = bearer {
+        request = request.bearer_auth(token);
+    }
+    request.send().await.map(|r| r.status().as_u16())
+}
+
+async fn wait_until_listening(port: u16) {
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the daemon did not listen on {port}");
+}
+
+/// SIGTERM, then the exit status: the graceful shutdown must end the process on its own.
+fn terminate(mut child: Child) -> std::process::ExitStatus {
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    for _ in 0..200 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    child.kill().unwrap();
+    panic!("no exit within 5s of SIGTERM");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_over_https_with_bearer_auth_and_plain_http_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("sentinel test CA");
+    let config = tls_config(dir.path(), &ca, "bearer_token = { value = \"s3cret\" }\n");
+    let port = free_port();
+    let daemon = spawn(&config, port);
+    wait_until_listening(port).await;
+    let base = format!("https://127.0.0.1:{port}");
+    let client = trusting(&ca);
+
+    let response = client.get(format!("{base}/metrics")).bearer_auth("s3cret").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.version(), reqwest::Version::HTTP_11);
+    let metrics = response.text().await.unwrap();
+    assert!(metrics.contains("checkpoint_sentinel_"), "{metrics}");
+
+    // Authentication is unchanged by TLS: /metrics needs the token, the probes do not.
+    assert_eq!(status(&client, &format!("{base}/metrics"), None).await.unwrap(), 401);
+    assert_eq!(status(&client, &format!("{base}/metrics"), Some("nope")).await.unwrap(), 401);
+    assert_eq!(status(&client, &format!("{base}/healthz"), None).await.unwrap(), 200);
+    assert_eq!(status(&client, &format!("{base}/readyz"), None).await.unwrap(), 200);
+
+    // A client that does not trust the CA does not get through the handshake.
+    let stranger = trusting(&Ca::new("another CA"));
+    assert!(status(&stranger, &format!("{base}/healthz"), None).await.is_err());
+
+    // Plain HTTP to the TLS port: a 400 saying why, never the metrics.
+    let plain = reqwest::Client::new().get(format!("http://127.0.0.1:{port}/metrics")).bearer_auth("s3cret");
+    let response = plain.send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    assert!(response.text().await.unwrap().contains("https://"));
+
+    // The HTTPS port still answers after the plain request (the accept loop goes on).
+    assert_eq!(status(&client, &format!("{base}/healthz"), None).await.unwrap(), 200);
+    assert!(terminate(daemon).success(), "graceful shutdown over TLS");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_certificate_is_served_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let old_ca = Ca::new("old CA");
+    let config = tls_config(dir.path(), &old_ca, "");
+    let port = free_port();
+    let daemon = spawn(&config, port);
+    wait_until_listening(port).await;
+    let url = format!("https://127.0.0.1:{port}/healthz");
+    assert_eq!(status(&trusting(&old_ca), &url, None).await.unwrap(), 200);
+
+    // Rotate to a certificate from another CA, key first: in between, the pair does not match
+    // and the running certificate must stay.
+    let new_ca = Ca::new("new CA");
+    let (cert, key) = new_ca.server_cert();
+    replace(&dir.path().join("tls.key"), &key);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        status(&trusting(&old_ca), &url, None).await.unwrap(),
+        200,
+        "a half-rotated pair is not served"
+    );
+    replace(&dir.path().join("tls.crt"), &cert);
+
+    let new_client = trusting(&new_ca);
+    let mut rotated = false;
+    for _ in 0..100 {
+        if status(&new_client, &url, None).await.is_ok() {
+            rotated = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(rotated, "the new certificate was not served");
+    assert!(status(&trusting(&old_ca), &url, None).await.is_err(), "the old certificate is gone");
+    assert!(terminate(daemon).success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_requires_a_client_certificate_except_for_probes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server_ca = Ca::new("server CA");
+    let client_ca = Ca::new("client CA");
+    std::fs::write(dir.path().join("client-ca.crt"), &client_ca.pem).unwrap();
+    let extra = format!("tls_client_ca_file = \"{}\"\n", dir.path().join("client-ca.crt").display());
+    let config = tls_config(dir.path(), &server_ca, &extra);
+    let port = free_port();
+    let daemon = spawn(&config, port);
+    wait_until_listening(port).await;
+    let base = format!("https://127.0.0.1:{port}");
+
+    let with_identity = |ca: &Ca| {
+        reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(server_ca.pem.as_bytes()).unwrap())
+            .identity(ca.client_identity())
+            .build()
+            .unwrap()
+    };
+    assert_eq!(status(&with_identity(&client_ca), &format!("{base}/metrics"), None).await.unwrap(), 200);
+    let anonymous = trusting(&server_ca);
+    assert_eq!(status(&anonymous, &format!("{base}/metrics"), None).await.unwrap(), 403);
+    assert_eq!(status(&anonymous, &format!("{base}/healthz"), None).await.unwrap(), 200);
+    // A certificate from a CA the daemon does not trust fails the handshake.
+    let impostor = with_identity(&Ca::new("impostor CA"));
+    assert!(status(&impostor, &format!("{base}/metrics"), None).await.is_err());
+    assert!(terminate(daemon).success());
+}
+
+#[test]
+fn a_bad_key_file_is_a_config_error_naming_the_key_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("test CA");
+    let config = tls_config(dir.path(), &ca, "");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let missing = dir.path().join("missing.key");
+    std::fs::write(
+        &config,
+        text.replace(&dir.path().join("tls.key").display().to_string(), &missing.display().to_string()),
+    )
+    .unwrap();
+    for command in ["check-config", "run"] {
+        let mut args = vec![command];
+        if command == "run" {
+            args.push("--config");
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
+            .args(&args)
+            .arg(&config)
+            .args(if command == "run" { vec!["--listen", "127.0.0.1:0"] } else { vec![] })
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
+        assert!(stderr.contains(&config.display().to_string()), "{command}: {stderr}");
+        assert!(
+            stderr.contains(&format!("server.tls_key_file: {}: cannot read", missing.display())),
+            "{command}: {stderr}"
+        );
+    }
+
+    // A key of another certificate: named, with the certificate it does not match.
+    let (_, other_key) = ca.server_cert();
+    std::fs::write(&missing, other_key).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
+        .arg("check-config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("server.tls_key_file") && stderr.contains("does not match"), "{stderr}");
+
+    // A good pair: check-config shows the TLS keys.
+    std::fs::write(&config, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
+        .arg("check-config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("tls_cert_file = ") && stdout.contains("tls_key_file = "), "{stdout}");
+}
