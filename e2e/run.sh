@@ -8,18 +8,24 @@
 # declined, failover, prometheus). Everything it started is stopped again, also on failure.
 #
 # Usage: e2e/run.sh [VERSION]
-# Env:   SENTINEL_BIN (default target/debug/checkpoint-sentinel), SENTINEL_E2E_SECONDS (35),
-#        SENTINEL_E2E_ONLY ("healthy expired ..." to run some scenarios only)
+# Env:   SENTINEL_BIN (default $CARGO_TARGET_DIR or target, then debug/checkpoint-sentinel), SENTINEL_E2E_SECONDS (35),
+#        SENTINEL_E2E_ONLY ("healthy expired ..." to run some scenarios only),
+#        SENTINEL_E2E_PORT_BASE (18000; Flink's ports are base+81..+130, see e2e/flink.sh),
+#        SENTINEL_E2E_DAEMON_PORT (base+717), SENTINEL_E2E_AM_PORT (base+193),
+#        SENTINEL_E2E_PROM_PORT (base+190). Every port follows the base, so two runs with bases
+#        1000 apart share nothing.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VERSION="${1:-2.3.0}"
 FLINK="$ROOT/e2e/flink.sh"
-BIN="${SENTINEL_BIN:-$ROOT/target/debug/checkpoint-sentinel}"
+BIN="${SENTINEL_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/checkpoint-sentinel}"
 WORK="$(mktemp -d)"
-DAEMON_PORT=19717
-AM_PORT=19093
-PROM_PORT=19090
+PORT_BASE="${SENTINEL_E2E_PORT_BASE:-18000}"
+export SENTINEL_E2E_PORT_BASE="$PORT_BASE"   # flink.sh, also when scenarios.py calls it
+DAEMON_PORT="${SENTINEL_E2E_DAEMON_PORT:-$((PORT_BASE + 717))}"
+AM_PORT="${SENTINEL_E2E_AM_PORT:-$((PORT_BASE + 193))}"
+PROM_PORT="${SENTINEL_E2E_PROM_PORT:-$((PORT_BASE + 190))}"
 PIDS=()
 
 cleanup() {
