@@ -760,14 +760,31 @@ impl Config {
     }
 }
 
-/// The `config` crate's message, which names the key and the expected type.
+/// The `config` crate's message, which names the key and the expected type. It writes a key
+/// under an array element without its dot (`rules[0]class`); the key is put right.
 fn describe(error: &config::ConfigError) -> String {
-    error.to_string()
+    let message = error.to_string();
+    let mut out = String::with_capacity(message.len() + 4);
+    let mut chars = message.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == ']' && chars.peek().is_some_and(|n| n.is_ascii_alphabetic() || *n == '_') {
+            out.push('.');
+        }
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_key_under_an_array_element_is_named_with_its_dot() {
+        let text = "[[rules]]\nname = \"Probe\"\nexpr = \"restores > 0\"\nseverity = \"info\"\n";
+        let err = load(text).unwrap_err().to_string();
+        assert!(err.contains("rules[0].class"), "{err}");
+    }
 
     fn write(text: &str) -> tempfile::NamedTempFile {
         let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
