@@ -1,4 +1,4 @@
-//! `/metrics` encoding: rendering the state of 1,000 watched jobs (four operator chains each,
+//! `/metrics` encoding and rule rounds over the state of 1,000 watched jobs (four operator chains each,
 //! an hour of checkpoints in their histograms): the text renderer `/metrics` uses, and for
 //! comparison the `prometheus` crate's path (metric families, then its text encoder).
 
@@ -74,4 +74,20 @@ fn render_text_1000_jobs(bencher: divan::Bencher) {
     let daemon = DaemonStats::default();
     let mut renderer = TextRenderer::default();
     bencher.bench_local(|| renderer.render(&state, &daemon, now).len());
+}
+
+/// One round of the built-in rules over the same 1,000 jobs: what the evaluation tick, and a
+/// log event that wakes it, costs.
+#[divan::bench(sample_count = 20)]
+fn rules_round_1000_jobs(bencher: divan::Bencher) {
+    use checkpoint_sentinel::rules::{Evaluator, Rule, builtin};
+    let (state, now) = state(1000);
+    let rules =
+        builtin::rules().into_iter().map(|spec| Rule::new(spec).expect("built-in rules parse")).collect();
+    let mut evaluator = Evaluator::new(rules);
+    let mut at = now;
+    bencher.bench_local(|| {
+        at = at.plus_millis(250);
+        evaluator.evaluate(&state, at).len()
+    });
 }

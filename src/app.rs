@@ -4,7 +4,7 @@ use std::sync::RwLock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use crate::export::DaemonStats;
-use crate::observe::Observation;
+use crate::observe::{Observation, Severity};
 use crate::rules::AlertState;
 use crate::state::State;
 use crate::time::Timestamp;
@@ -20,8 +20,8 @@ pub struct AppState {
     last_persisted_ms: AtomicI64,
     /// The latest alert evaluation, for metrics and the API.
     pub alerts: RwLock<AlertsView>,
-    /// Woken when log events arrive: the rules look at them at once instead of at the next
-    /// evaluation tick, so a log line reaches Alertmanager within a second.
+    /// Woken when warning or error log events arrive: the rules look at them at once instead
+    /// of at the next evaluation tick, so a failure line reaches Alertmanager within a second.
     pub log_events_arrived: tokio::sync::Notify,
 }
 
@@ -58,7 +58,10 @@ impl AppState {
         state.apply(observation, now);
         drop(state);
         self.generation.fetch_add(1, Ordering::Release);
-        if matches!(observation, Observation::LogEvents(events) if !events.is_empty()) {
+        // Routine lines (triggered, completed) are most of a log and change no alert that
+        // cannot wait for the next tick; a failure should not wait.
+        if matches!(observation, Observation::LogEvents(events) if events.iter().any(|e| e.severity >= Severity::Warning))
+        {
             self.log_events_arrived.notify_one();
         }
     }

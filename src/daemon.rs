@@ -365,6 +365,7 @@ async fn alert_loop(
     let (rules, mut notifier, mut every, mut alerting) = build(&config.borrow());
     let mut evaluator = crate::rules::Evaluator::new(rules);
     let mut tick = tokio::time::interval(every);
+    let mut last_round = std::time::Instant::now();
     loop {
         tokio::select! {
             changed = shutdown.changed() => if changed.is_err() || *shutdown.borrow() { return },
@@ -384,11 +385,25 @@ async fn alert_loop(
                     tick = tokio::time::interval(every);
                 }
             }
-            _ = tick.tick() => evaluate(&app, &mut evaluator, &mut notifier).await,
-            () = app.log_events_arrived.notified() => evaluate(&app, &mut evaluator, &mut notifier).await,
+            _ = tick.tick() => {
+                evaluate(&app, &mut evaluator, &mut notifier).await;
+                last_round = std::time::Instant::now();
+            }
+            () = app.log_events_arrived.notified() => {
+                // A burst of failures across many jobs wakes this often: one round per gap.
+                let since = last_round.elapsed();
+                if since < EVENT_ROUND_GAP {
+                    tokio::time::sleep(EVENT_ROUND_GAP - since).await;
+                }
+                evaluate(&app, &mut evaluator, &mut notifier).await;
+                last_round = std::time::Instant::now();
+            }
         }
     }
 }
+
+/// Least time between two rule rounds woken by log events (each is a round over every job).
+const EVENT_ROUND_GAP: Duration = Duration::from_millis(250);
 
 /// One round of the rules over the current state, and delivery of what fires and resolves.
 async fn evaluate(

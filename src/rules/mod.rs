@@ -225,6 +225,10 @@ impl Evaluator {
                 let ctx = JobContext::new(job, job_id, Some(&cluster.logs), history, now);
                 for rule in &self.rules {
                     let outcome = rule.condition().eval(&ctx);
+                    // Most rules hold for no job: labels only for those that do.
+                    if !outcome.holds {
+                        continue;
+                    }
                     let mut labels = BTreeMap::new();
                     labels.insert("alertname".to_string(), rule.spec.name.clone());
                     labels.insert("severity".to_string(), rule.spec.severity.as_str().to_string());
@@ -240,9 +244,6 @@ impl Evaluator {
                         .filter(|(k, _)| *k != "job_name")
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect();
-                    if !outcome.holds {
-                        continue;
-                    }
                     held.insert(identity.clone());
                     let annotations = BTreeMap::from([
                         ("summary".to_string(), render(&rule.spec.summary, &labels, outcome.value, &ctx)),
