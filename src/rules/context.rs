@@ -130,9 +130,12 @@ impl<'a> JobContext<'a> {
 
     fn log_events(&self, kind: &str) -> f64 {
         let Some(logs) = self.logs else { return 0.0 };
+        // Keyed by job first: a range, not a scan of every job's counters (a round over 1,000
+        // jobs would compare a million keys).
+        let from = (self.job_id.to_string(), kind.to_string(), "");
         logs.events
-            .iter()
-            .filter(|((job, k, _), _)| job == self.job_id && k == kind)
+            .range(from..)
+            .take_while(|((job, k, _), _)| job == self.job_id && k == kind)
             .map(|(_, n)| *n as f64)
             .sum()
     }

@@ -464,6 +464,31 @@ mod tests {
     }
 
     #[test]
+    fn log_series_count_the_jobs_own_events_of_that_kind_from_every_source() {
+        use crate::observe::{LogEvent, Severity as LogSeverity};
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        poll(&mut state, 0, 1, 0);
+        let event = |job: &str, kind: &str, source: &'static str| {
+            let mut e = LogEvent::new(kind.into(), LogSeverity::Warning, String::new());
+            (e.cluster, e.job_id, e.source) = ("c".into(), Some(job.into()), source);
+            e
+        };
+        let mut events = vec![event("j", "expired", "log"), event("j", "expired", "rest")];
+        events.extend((0..5).map(|_| event("k", "expired", "log")));
+        events.extend((0..4).map(|_| event("j", "declined", "log")));
+        events.extend((0..3).map(|_| event("", "expired", "log")));
+        events.push(event("i", "expired", "log"));
+        state.apply(&Observation::LogEvents(events), Timestamp(1_000));
+        let mut ev = Evaluator::new(vec![
+            Rule::new(RuleSpec { name: "Expired".into(), ..spec("log.expired == 2", 0) }).unwrap(),
+            Rule::new(RuleSpec { name: "Declined".into(), ..spec("log.declined == 4", 0) }).unwrap(),
+        ]);
+        ev.evaluate(&state, Timestamp(2_000));
+        let firing: Vec<_> = ev.active().map(|a| a.name().to_string()).collect();
+        assert_eq!(firing, ["Declined", "Expired"]);
+    }
+
+    #[test]
     fn a_pending_alert_that_clears_never_fires() {
         let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
         let mut ev = Evaluator::new(vec![Rule::new(spec("checkpoints.failed > 0", 60)).unwrap()]);
