@@ -5,7 +5,7 @@
 use checkpoint_sentinel::export::{DaemonStats, TextRenderer, encode_text, render};
 use checkpoint_sentinel::model::alignment::{self, AlignmentConfig, Mode};
 use checkpoint_sentinel::model::coordinator::{Coordinator, CoordinatorConfig, Event, Outcome, Schedule};
-use checkpoint_sentinel::observe::{CheckpointSettings, JobKey, Observation};
+use checkpoint_sentinel::observe::{CheckpointSettings, JobKey, LogEvent, Observation, Severity};
 use checkpoint_sentinel::state::State;
 use checkpoint_sentinel::stats::WindowSpec;
 use checkpoint_sentinel::time::Timestamp;
@@ -81,7 +81,18 @@ fn render_text_1000_jobs(bencher: divan::Bencher) {
 #[divan::bench(sample_count = 20)]
 fn rules_round_1000_jobs(bencher: divan::Bencher) {
     use checkpoint_sentinel::rules::{Evaluator, Rule, builtin};
-    let (state, now) = state(1000);
+    let (mut state, now) = state(1000);
+    // Each job's log has said something: the log series are looked up per job and kind.
+    let events = (0..1000)
+        .flat_map(|j| {
+            ["expired", "declined", "completed"].map(|kind| {
+                let mut e = LogEvent::new(kind.into(), Severity::Warning, String::new());
+                (e.cluster, e.job_id) = ("bench".into(), Some(format!("{j:032x}")));
+                e
+            })
+        })
+        .collect();
+    state.apply(&Observation::LogEvents(events), now);
     let rules =
         builtin::rules().into_iter().map(|spec| Rule::new(spec).expect("built-in rules parse")).collect();
     let mut evaluator = Evaluator::new(rules);
