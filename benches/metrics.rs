@@ -2,7 +2,7 @@
 //! an hour of checkpoints in their histograms): the text renderer `/metrics` uses, and for
 //! comparison the `prometheus` crate's path (metric families, then its text encoder).
 
-use checkpoint_sentinel::export::{DaemonStats, TextRenderer, encode_text, render};
+use checkpoint_sentinel::export::{DaemonStats, PARTS, TextRenderer, encode_text, render};
 use checkpoint_sentinel::model::alignment::{self, AlignmentConfig, Mode};
 use checkpoint_sentinel::model::coordinator::{Coordinator, CoordinatorConfig, Event, Outcome, Schedule};
 use checkpoint_sentinel::observe::{CheckpointSettings, JobKey, LogEvent, Observation, Severity};
@@ -67,13 +67,15 @@ fn render_and_encode_1000_jobs(bencher: divan::Bencher) {
     bencher.bench_local(|| encode_text(&render(&state, &daemon, now)).len());
 }
 
-/// What `/metrics` does: the text format written straight from the state, buffers reused.
+/// What `/metrics` does: the text format written straight from the state, part by part.
 #[divan::bench(sample_count = 20)]
 fn render_text_1000_jobs(bencher: divan::Bencher) {
     let (state, now) = state(1000);
     let daemon = DaemonStats::default();
     let mut renderer = TextRenderer::default();
-    bencher.bench_local(|| renderer.render(&state, &daemon, now).len());
+    bencher.bench_local(|| {
+        PARTS.iter().map(|&part| renderer.render(&state, &daemon, now, part).len()).sum::<usize>()
+    });
 }
 
 /// One round of the built-in rules over the same 1,000 jobs: what the evaluation tick, and a

@@ -527,10 +527,9 @@ impl Sink for Families {
 /// Writes the text exposition format (0.0.4) straight from `State`, byte for byte what
 /// `prometheus::TextEncoder` makes of [`render`]'s families (a test holds the two equal), at a
 /// fraction of the cost: no per-sample allocation, label sets escaped once per sample, numbers
-/// formatted without `fmt` on the common paths. The body comes out as one chunk per family,
-/// which the server sends as they are: no copy into one buffer (for 1,000 jobs the body is
-/// ~30 MB, and a second copy of it would be a third of the daemon's memory).
-#[derive(Default)]
+/// formatted without `fmt` on the common paths. It renders one [`Part`] at a time, as one
+/// chunk per family, which the server sends as they are.
+#[derive(Clone, Default)]
 pub struct TextRenderer {
     /// Per family, in the order of [`METRICS`]: its HELP and TYPE lines, then its samples
     /// (the format wants a family's lines together; the state is walked job by job).
@@ -542,21 +541,44 @@ pub struct TextRenderer {
 }
 
 impl TextRenderer {
-    /// Renders the state in the text format: the body's chunks, one per family with samples.
-    /// Pure: `now` is only used for ages.
-    pub fn render(&mut self, state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<Vec<u8>> {
-        self.last_sizes.resize(METRICS.len(), 0);
-        self.families = self.last_sizes.iter().map(|&n| Vec::with_capacity(n + n / 8)).collect();
-        render_into(state, daemon, now, self);
-        for (size, family) in self.last_sizes.iter_mut().zip(&self.families) {
-            *size = family.len();
-        }
-        std::mem::take(&mut self.families).into_iter().filter(|f| !f.is_empty()).collect()
+    /// Renders one part of the exposition: its chunks, one per family with samples, in the
+    /// order of [`METRICS`]. Pure: `now` is only used for ages.
+    pub fn render(
+        &mut self,
+        state: &State,
+        daemon: &DaemonStats,
+        now: Timestamp,
+        part: Part,
+    ) -> Vec<Vec<u8>> {
+        self.render_part(state, daemon, now, part).into_iter().map(|(_, chunk)| chunk).collect()
     }
 
-    /// [`TextRenderer::render`] as one buffer.
+    /// Every part as one buffer, the families in the order of [`METRICS`].
     pub fn render_to_vec(&mut self, state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<u8> {
-        self.render(state, daemon, now).concat()
+        let mut chunks: Vec<_> =
+            PARTS.iter().flat_map(|&p| self.render_part(state, daemon, now, p)).collect();
+        chunks.sort_by_key(|(family, _)| *family);
+        chunks.into_iter().flat_map(|(_, chunk)| chunk).collect()
+    }
+
+    fn render_part(
+        &mut self,
+        state: &State,
+        daemon: &DaemonStats,
+        now: Timestamp,
+        part: Part,
+    ) -> Vec<(usize, Vec<u8>)> {
+        self.last_sizes.resize(METRICS.len(), 0);
+        self.families.resize_with(METRICS.len(), Vec::new);
+        render_into(state, daemon, now, self, part);
+        let mut chunks = Vec::new();
+        for (family, lines) in self.families.iter_mut().enumerate() {
+            if !lines.is_empty() {
+                self.last_sizes[family] = lines.len();
+                chunks.push((family, std::mem::take(lines)));
+            }
+        }
+        chunks
     }
 }
 
@@ -594,6 +616,8 @@ impl Sink for TextRenderer {
         let (name, braced) = (def.name.as_bytes(), self.labels.as_slice());
         let out = &mut self.families[family];
         if out.is_empty() {
+            let expected = self.last_sizes[family];
+            out.reserve(expected + expected / 8);
             write_header(out, def);
         }
         // `name{…} ` and `name_suffix{…} `: few copies per line, as these are most of the body.
@@ -754,12 +778,61 @@ fn phase_metric(phase: Phase, operator: bool) -> usize {
 /// is only used for ages.
 pub fn render(state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<MetricFamily> {
     let mut families = Families::new();
-    render_into(state, daemon, now, &mut families);
+    for part in PARTS {
+        render_into(state, daemon, now, &mut families, part);
+    }
     families.finish()
 }
 
-/// Every sample, family by family as the state is walked; the sink groups them.
-fn render_into(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut impl Sink) {
+/// A part of the exposition: each is rendered by its own walk over the state, so the server
+/// can send one part while it renders the next and never holds the whole body (for 1,000 jobs
+/// ~30 MB, two thirds of it the operators' summaries). Parts have disjoint families.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// Everything but the operators' summaries: jobs, clusters, logs, the daemon itself.
+    Jobs,
+    /// The operators' summaries of one phase.
+    Operators(Phase),
+}
+
+/// Every part, in the order the server sends them.
+pub const PARTS: [Part; 6] = [
+    Part::Jobs,
+    Part::Operators(Phase::EndToEnd),
+    Part::Operators(Phase::Alignment),
+    Part::Operators(Phase::Sync),
+    Part::Operators(Phase::Async),
+    Part::Operators(Phase::StartDelay),
+];
+
+/// Every sample of `part`, family by family as the state is walked; the sink groups them.
+fn render_into(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut impl Sink, part: Part) {
+    match part {
+        Part::Jobs => render_jobs(state, daemon, now, out),
+        Part::Operators(phase) => render_operators(state, out, phase),
+    }
+}
+
+fn render_operators(state: &State, out: &mut impl Sink, phase: Phase) {
+    let family = phase_metric(phase, true);
+    for (cluster_name, cluster) in state.clusters() {
+        for (job_id, job) in cluster.jobs.iter().filter(|(_, j)| j.listed) {
+            for (vertex_id, operator) in &job.operators {
+                let labels = [
+                    ("cluster", cluster_name.as_str()),
+                    ("job_id", job_id.as_str()),
+                    ("job_name", job.name.as_str()),
+                    ("vertex_id", vertex_id.as_str()),
+                    ("operator", operator.name.as_str()),
+                ];
+                let histogram = operator.phases.get(phase);
+                out.push(family, &labels, Value::Summary(histogram.summary(), MS));
+            }
+        }
+    }
+}
+
+fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut impl Sink) {
     out.push(
         family!("checkpoint_sentinel_build_info"),
         &[("version", env!("CARGO_PKG_VERSION"))],
@@ -903,18 +976,9 @@ fn render_into(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
                 }
             }
             render_shadow(out, &labels, job);
-            for (vertex_id, operator) in &job.operators {
-                let op_labels = [
-                    labels[0],
-                    labels[1],
-                    labels[2],
-                    ("vertex_id", vertex_id.as_str()),
-                    ("operator", operator.name.as_str()),
-                ];
-                for (phase, histogram) in operator.phases.iter() {
-                    clamped += histogram.out_of_range();
-                    out.push(phase_metric(phase, true), &op_labels, Value::Summary(histogram.summary(), MS));
-                }
+            // The operators' summaries are parts of their own (`render_operators`).
+            for operator in job.operators.values() {
+                clamped += operator.phases.iter().into_iter().map(|(_, h)| h.out_of_range()).sum::<u64>();
             }
         }
     }

@@ -129,6 +129,17 @@ impl PhaseHistograms {
         }
     }
 
+    /// The histogram of one phase.
+    pub fn get(&self, phase: Phase) -> &WindowedHistogram {
+        match phase {
+            Phase::EndToEnd => &self.end_to_end,
+            Phase::Alignment => &self.alignment,
+            Phase::Sync => &self.sync,
+            Phase::Async => &self.async_,
+            Phase::StartDelay => &self.start_delay,
+        }
+    }
+
     /// The histograms with their phase names, in a fixed order.
     pub fn iter(&self) -> [(Phase, &WindowedHistogram); 5] {
         [
