@@ -60,8 +60,12 @@ impl AppState {
         self.generation.fetch_add(1, Ordering::Release);
         // Routine lines (triggered, completed) are most of a log and change no alert that
         // cannot wait for the next tick; a failure should not wait.
-        if matches!(observation, Observation::LogEvents(events) if events.iter().any(|e| e.severity >= Severity::Warning))
-        {
+        let events = match observation {
+            Observation::LogEvents(events) => events.as_slice(),
+            Observation::LogRead(read) => read.events.as_slice(),
+            _ => &[],
+        };
+        if events.iter().any(|e| e.severity >= Severity::Warning) {
             self.log_events_arrived.notify_one();
         }
     }
@@ -95,5 +99,34 @@ impl AppState {
             alerts,
             alertmanagers: view.alertmanagers.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::{LogEvent, LogRead};
+    use crate::stats::WindowSpec;
+    use std::time::Duration;
+
+    fn read(severity: Severity) -> Observation {
+        Observation::LogRead(LogRead {
+            cluster: "c".into(),
+            tailer: "t".into(),
+            events: vec![LogEvent::new("k".into(), severity, String::new())],
+            positions: Default::default(),
+        })
+    }
+
+    #[tokio::test]
+    async fn warnings_from_the_logs_wake_the_rules_and_routine_lines_do_not() {
+        let app = AppState::new(State::new(WindowSpec { window_ms: 60_000, slots: 6 }));
+        let wait = Duration::from_millis(50);
+        app.apply(&read(Severity::Info));
+        let woken = tokio::time::timeout(wait, app.log_events_arrived.notified()).await.is_ok();
+        assert!(!woken, "a completed checkpoint's line is no reason for a round");
+        app.apply(&read(Severity::Warning));
+        let woken = tokio::time::timeout(wait, app.log_events_arrived.notified()).await.is_ok();
+        assert!(woken, "an expired checkpoint's line is");
     }
 }

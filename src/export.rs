@@ -296,6 +296,12 @@ pub const METRICS: &[MetricDef] = &[
         "Log rotations seen: renamed, truncated (copytruncate) or deleted and recreated files."
     ),
     metric!(
+        "checkpoint_sentinel_log_rotation_gaps_total",
+        Counter,
+        &["cluster"],
+        "Log rotations after which lines may be missing: a file created and gone again before the tailer listed it (seen through file events, so not on filesystems without them), or a copytruncate whose copy the tailer does not follow (what was written after its last read is only in the copy)."
+    ),
+    metric!(
         "checkpoint_sentinel_log_oversize_lines_total",
         Counter,
         &["cluster"],
@@ -311,7 +317,7 @@ pub const METRICS: &[MetricDef] = &[
         "checkpoint_sentinel_log_errors_total",
         Counter,
         &["cluster"],
-        "Errors of the log tailers: files that could not be read, positions that could not be saved."
+        "Errors of the log tailers: files that could not be listed, opened or read."
     ),
     metric!(
         "flink_checkpoint_consecutive_failures",
@@ -1064,6 +1070,7 @@ fn render_logs(out: &mut impl Sink, c: &str, logs: &crate::state::logs::LogState
             (family!("checkpoint_sentinel_log_lines_total"), t.lines),
             (family!("checkpoint_sentinel_log_files_watched"), t.files),
             (family!("checkpoint_sentinel_log_rotations_total"), t.rotations),
+            (family!("checkpoint_sentinel_log_rotation_gaps_total"), t.rotation_gaps),
             (family!("checkpoint_sentinel_log_oversize_lines_total"), t.oversize_lines),
             (family!("checkpoint_sentinel_log_lag_bytes"), t.lag_bytes),
             (family!("checkpoint_sentinel_log_errors_total"), t.errors),

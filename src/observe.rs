@@ -24,6 +24,9 @@ pub enum Observation {
     JobPolled(JobPoll),
     /// Checkpoint events recognised in log files (or synthesised from REST), in file order.
     LogEvents(Vec<LogEvent>),
+    /// One read cycle of a log tailer: its events and where it stands now. Applied as one, so a
+    /// persisted snapshot holds the events counted up to a read position together with it.
+    LogRead(LogRead),
     /// The cumulative counters of one log tailer (`[[logs]]` entry).
     LogTailer(TailerReport),
     /// A job's graph and per-subtask load, for the alignment shadow (fetched rarely).
@@ -242,10 +245,11 @@ pub enum Severity {
 }
 
 /// The deepest `Caused by:` of a stack trace, classified.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RootCause {
     /// A fixed category (`disk_full`, `out_of_memory`, `timeout`, …): a metric label.
-    pub category: &'static str,
+    #[serde(deserialize_with = "cause_category")]
+    pub category: FixedLabel,
     /// The exception class, e.g. `java.io.IOException`.
     pub exception: String,
     /// Its message.
@@ -253,7 +257,7 @@ pub struct RootCause {
 }
 
 /// One checkpoint event recognised in a Flink log line (with the stack trace that followed it).
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LogEvent {
     /// The configured cluster the log belongs to.
     pub cluster: String,
@@ -261,7 +265,8 @@ pub struct LogEvent {
     /// user pattern's kind.
     pub kind: String,
     /// `log` for a log line, `rest` for an event synthesised from the REST API.
-    pub source: &'static str,
+    #[serde(deserialize_with = "event_source")]
+    pub source: FixedLabel,
     /// How serious it is.
     pub severity: Severity,
     /// The file it was read from.
@@ -293,7 +298,77 @@ pub struct LogEvent {
     /// The classified deepest cause of the attached stack trace.
     pub root_cause: Option<RootCause>,
     /// The first lines of the attached stack trace (bounded).
+    #[serde(default)]
     pub stack: Vec<String>,
+}
+
+/// A label from a fixed set (a metric label value), read back from text by interning. Named so
+/// that serde's derive does not take the `&'static str` for text borrowed from its input.
+pub type FixedLabel = &'static str;
+
+/// The fixed source labels, read back from text (the persisted recent events).
+pub fn intern_source(source: &str) -> &'static str {
+    if source == "rest" { "rest" } else { "log" }
+}
+
+/// A root-cause category read back from text; an unknown one (from a newer version) is `other`.
+pub fn intern_cause(category: &str) -> &'static str {
+    crate::logs::parse::CAUSE_CATEGORIES.iter().find(|c| **c == category).copied().unwrap_or("other")
+}
+
+fn event_source<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    <String as serde::Deserialize>::deserialize(d).map(|s| intern_source(&s))
+}
+
+fn cause_category<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    <String as serde::Deserialize>::deserialize(d).map(|s| intern_cause(&s))
+}
+
+/// Device and inode of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct FileId {
+    /// Device number.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+}
+
+/// Where a tailer stands in one file.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FilePosition {
+    /// Device and inode.
+    pub id: FileId,
+    /// How many leading bytes the fingerprint covers.
+    pub head_len: usize,
+    /// FNV-1a of those bytes.
+    pub head_hash: u64,
+    /// Every byte before this was turned into events.
+    pub offset: u64,
+    /// Where the file was last seen (for people reading the state file).
+    pub path: String,
+}
+
+/// Where a tailer stands in every file it follows.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TailerPositions {
+    /// When the tailer last listed the files, Unix ms: a file modified since then and not
+    /// among `files` appeared after that listing and is read from its beginning.
+    pub written_at_ms: i64,
+    /// The files.
+    pub files: Vec<FilePosition>,
+}
+
+/// What one read cycle of a tailer produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogRead {
+    /// The cluster its `[[logs]]` entry is bound to.
+    pub cluster: String,
+    /// The entry's id.
+    pub tailer: String,
+    /// The events recognised, in file order.
+    pub events: Vec<LogEvent>,
+    /// Where it stands after them: the first byte of each file not yet turned into events.
+    pub positions: TailerPositions,
 }
 
 impl LogEvent {
@@ -339,11 +414,14 @@ pub struct TailerReport {
     pub files: u64,
     /// Rotations seen (rename, copytruncate, delete and recreate).
     pub rotations: u64,
+    /// Rotations after which lines may be missing: a file created and gone again before the
+    /// tailer opened it (seen through file events), or a truncation whose copy it does not follow.
+    pub rotation_gaps: u64,
     /// Lines longer than the line limit (cut, counted once each).
     pub oversize_lines: u64,
     /// Bytes written to followed files and not read yet.
     pub lag_bytes: u64,
-    /// Errors reading files or writing the offsets file.
+    /// Errors reading files.
     pub errors: u64,
 }
 

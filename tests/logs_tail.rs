@@ -44,7 +44,6 @@ fn options(dir: &Path, glob: &str) -> TailOptions {
         max_line_bytes: 4096,
         flush_after: Duration::from_millis(30),
         drop_after: Duration::from_millis(150),
-        offsets_path: Some(dir.join("state/log-offsets/t.json")),
         read_budget: 8 << 20,
     }
 }
@@ -135,7 +134,7 @@ const PER_FILE: u64 = 500;
 fn rename_and_create_finishes_the_old_file_first() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("app.log");
-    let mut core = TailCore::new(options(dir.path(), "app.log"), Patterns::builtin());
+    let mut core = TailCore::new(options(dir.path(), "app.log"), Patterns::builtin(), None);
     let path = log.clone();
     let writer = thread::spawn(move || {
         let mut file = open_append(&path);
@@ -163,7 +162,7 @@ fn rename_and_create_finishes_the_old_file_first() {
 fn copytruncate_starts_over_at_the_beginning() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("app.log");
-    let mut core = TailCore::new(options(dir.path(), "app.log"), Patterns::builtin());
+    let mut core = TailCore::new(options(dir.path(), "app.log"), Patterns::builtin(), None);
     let (want_tx, want_rx) = mpsc::channel();
     let (ack_tx, ack_rx) = mpsc::channel();
     let path = log.clone();
@@ -192,7 +191,7 @@ fn copytruncate_starts_over_at_the_beginning() {
 fn delete_and_recreate_reads_the_deleted_file_to_its_end() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("app.log");
-    let mut core = TailCore::new(options(dir.path(), "app.log"), Patterns::builtin());
+    let mut core = TailCore::new(options(dir.path(), "app.log"), Patterns::builtin(), None);
     let path = log.clone();
     let writer = thread::spawn(move || {
         let mut file = open_append(&path);
@@ -218,7 +217,7 @@ fn a_truncation_hidden_by_new_writes_is_seen_by_the_fingerprint() {
     let log = dir.path().join("app.log");
     let mut file = open_append(&log);
     append(&mut file, 0, 10);
-    let mut core = TailCore::new(options(dir.path(), "app.log"), Patterns::builtin());
+    let mut core = TailCore::new(options(dir.path(), "app.log"), Patterns::builtin(), None);
     let mut ids = Vec::new();
     collect(core.cycle(Instant::now()), &mut ids);
     file.set_len(0).unwrap();
@@ -237,21 +236,21 @@ fn a_restart_resumes_exactly_where_the_tailer_stopped() {
     let mut file = open_append(&log);
     append(&mut file, 0, 2000);
     let mut ids = Vec::new();
-    {
+    let saved = {
         // Small reads: the tailer stops in the middle of the file, likely inside a record.
         let mut opts = options(dir.path(), "app.log");
         opts.read_budget = 10_000;
-        let mut core = TailCore::new(opts, Patterns::builtin());
+        let mut core = TailCore::new(opts, Patterns::builtin(), None);
         for _ in 0..7 {
             collect(core.cycle(Instant::now()), &mut ids);
         }
         assert!(core.report().lag_bytes > 0, "stopped mid-file");
-        core.persist().unwrap();
-    }
+        core.positions()
+    };
     let before = ids.len();
     assert!(before > 0 && before < 2000);
     append(&mut file, 2000, 3000);
-    let mut core = TailCore::new(options(dir.path(), "app.log"), Patterns::builtin());
+    let mut core = TailCore::new(options(dir.path(), "app.log"), Patterns::builtin(), Some(saved));
     for _ in 0..5 {
         collect(core.cycle(Instant::now()), &mut ids);
         thread::sleep(Duration::from_millis(40));
@@ -266,7 +265,7 @@ fn first_start_begins_at_the_end_and_new_files_at_their_beginning() {
     append(&mut old, 0, 50);
     let mut opts = options(dir.path(), "*.log");
     opts.start_at = StartAt::End;
-    let mut core = TailCore::new(opts.clone(), Patterns::builtin());
+    let mut core = TailCore::new(opts.clone(), Patterns::builtin(), None);
     let mut ids = Vec::new();
     collect(core.cycle(Instant::now()), &mut ids);
     assert!(ids.is_empty(), "existing lines are skipped at first start: {ids:?}");
@@ -279,7 +278,7 @@ fn first_start_begins_at_the_end_and_new_files_at_their_beginning() {
     collect(core.cycle(Instant::now()), &mut ids);
     ids.sort_unstable();
     assert_eq!(ids, (50..60).chain(1000..1010).collect::<Vec<u64>>());
-    core.persist().unwrap();
+    let saved = core.positions();
     drop(core);
 
     // While the daemon is down a file appears: it is read whole at the next start, although
@@ -287,7 +286,7 @@ fn first_start_begins_at_the_end_and_new_files_at_their_beginning() {
     thread::sleep(Duration::from_millis(20));
     let mut late = open_append(&dir.path().join("c.log"));
     append(&mut late, 2000, 2005);
-    let mut core = TailCore::new(opts, Patterns::builtin());
+    let mut core = TailCore::new(opts, Patterns::builtin(), Some(saved));
     let mut ids = Vec::new();
     collect(core.cycle(Instant::now()), &mut ids);
     thread::sleep(Duration::from_millis(40));
@@ -304,7 +303,7 @@ fn long_lines_are_cut_and_counted() {
     let long = format!("2026-11-29 15:04:18,724 INFO  x [] - {}\n", "y".repeat(100_000));
     file.write_all(long.as_bytes()).unwrap();
     append(&mut file, 3, 6);
-    let mut core = TailCore::new(options(dir.path(), "app.log"), Patterns::builtin());
+    let mut core = TailCore::new(options(dir.path(), "app.log"), Patterns::builtin(), None);
     let mut ids = Vec::new();
     collect(core.cycle(Instant::now()), &mut ids);
     thread::sleep(Duration::from_millis(40));
@@ -314,7 +313,7 @@ fn long_lines_are_cut_and_counted() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_daemon_task_applies_events_to_the_state_and_saves_positions() {
+async fn the_daemon_task_applies_events_and_positions_to_the_state() {
     use checkpoint_sentinel::app::AppState;
     use checkpoint_sentinel::config::LogConfig;
     use checkpoint_sentinel::logs::tail::Tailers;
@@ -348,12 +347,94 @@ async fn the_daemon_task_applies_events_to_the_state_and_saves_positions() {
     }
     assert_eq!((count("expired"), count("failed")), (17, 3));
     tailers.stop_all().await;
-    let saved: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("state/log-offsets/c.json")).unwrap()).unwrap();
-    assert_eq!(saved["files"][0]["offset"], std::fs::metadata(&log).unwrap().len());
     let state = app.state.read().unwrap();
     let logs = &state.clusters()["c"].logs;
+    // The positions are in the state with the counters they match, not in a file of their own.
+    assert_eq!(logs.positions["c"].files[0].offset, std::fs::metadata(&log).unwrap().len());
+    assert!(!dir.path().join("state/log-offsets").exists());
     assert_eq!(logs.root_causes.get("disk_full"), Some(&3));
     assert_eq!(logs.tailer_totals().unwrap().files, 1);
     let _: PathBuf = log;
+}
+
+/// Cycles until what the files hold is read and the last records are flushed.
+fn settle(core: &mut TailCore, ids: &mut Vec<u64>) {
+    for _ in 0..3 {
+        collect(core.cycle(Instant::now()), ids);
+        thread::sleep(Duration::from_millis(40));
+    }
+}
+
+#[test]
+fn a_rolled_file_the_glob_still_matches_is_read_before_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("app.log");
+    let mut file = open_append(&log);
+    append(&mut file, 0, 10);
+    let mut core = TailCore::new(options(dir.path(), "app.log*"), Patterns::builtin(), None);
+    let mut ids = Vec::new();
+    settle(&mut core, &mut ids);
+    append(&mut file, 10, 20);
+    std::fs::rename(&log, dir.path().join("app.log.1")).unwrap();
+    append(&mut open_append(&log), 20, 30);
+    settle(&mut core, &mut ids);
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..30).collect::<Vec<u64>>());
+    // The last record of a file waits for `flush_after` (a stack trace could follow it), so
+    // only it may come after the next file's first records.
+    let without_last: Vec<u64> = ids.iter().copied().filter(|i| *i != 19 && *i != 29).collect();
+    assert!(without_last.is_sorted(), "the rolled file's lines come first: {ids:?}");
+}
+
+#[test]
+fn the_copy_of_a_copytruncate_is_read_on_from_where_the_tailer_was() {
+    for (glob, gaps) in [("app.log*", 0), ("app.log", 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("app.log");
+        let mut file = open_append(&log);
+        append(&mut file, 0, 10);
+        let mut core = TailCore::new(options(dir.path(), glob), Patterns::builtin(), None);
+        let mut ids = Vec::new();
+        settle(&mut core, &mut ids);
+        // Written after the tailer's last read, then copied away and truncated.
+        append(&mut file, 10, 20);
+        std::fs::copy(&log, dir.path().join("app.log.1")).unwrap();
+        file.set_len(0).unwrap();
+        append(&mut file, 20, 30);
+        settle(&mut core, &mut ids);
+        if glob == "app.log*" {
+            // The copy's last record waits for `flush_after`; the others come in order.
+            let without_last: Vec<u64> = ids.iter().copied().filter(|i| *i != 19).collect();
+            assert!(without_last.is_sorted(), "{glob}: {ids:?}");
+            ids.sort_unstable();
+            assert_eq!(ids, (0..30).collect::<Vec<u64>>(), "{glob}: each line once");
+        } else {
+            // Without the copy, what it alone holds is lost, and counted as a gap.
+            assert_eq!(ids, (0..10).chain(20..30).collect::<Vec<u64>>(), "{glob}");
+        }
+        assert_eq!(core.report().rotation_gaps, gaps, "{glob}");
+    }
+}
+
+#[test]
+fn a_copytruncate_while_the_daemon_was_down_is_read_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("app.log");
+    let mut file = open_append(&log);
+    append(&mut file, 0, 10);
+    let mut ids = Vec::new();
+    let saved = {
+        let mut core = TailCore::new(options(dir.path(), "app.log*"), Patterns::builtin(), None);
+        settle(&mut core, &mut ids);
+        core.positions()
+    };
+    append(&mut file, 10, 20);
+    std::fs::copy(&log, dir.path().join("app.log.1")).unwrap();
+    file.set_len(0).unwrap();
+    append(&mut file, 20, 30);
+    let mut core = TailCore::new(options(dir.path(), "app.log*"), Patterns::builtin(), Some(saved));
+    settle(&mut core, &mut ids);
+    ids.sort_unstable();
+    assert_eq!(ids, (0..30).collect::<Vec<u64>>());
 }

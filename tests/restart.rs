@@ -81,3 +81,122 @@ async fn kill_9_and_restart_neither_loses_nor_double_counts() {
     let got = sample(&metrics, "flink_checkpoint_duration_seconds_count", &labels);
     assert_eq!(got, Some(expected), "every completed checkpoint recorded exactly once across the kill");
 }
+
+const JOB: &str = "82fe7f7e94abf06c0cd4b1017012a2cd";
+
+/// Line `i` of the watched JobManager log, in Flink 1.20's format: checkpoint `i` expired (even
+/// `i`) or was declined (odd `i`). The checkpoint id numbers the line.
+fn jobmanager_line(i: u64) -> String {
+    let ts = "2026-11-29 15:15:20,699";
+    if i.is_multiple_of(2) {
+        format!(
+            "{ts} INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Checkpoint {i} of job {JOB} expired before completing.\n"
+        )
+    } else {
+        format!(
+            "{ts} INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Decline checkpoint {i} by task 75334e7121a9e2403cff11302e29350e_857e9877747f27b5e758680f3644828a_0_0 of job {JOB} at 127.0.0.1:19125-bd2dde @ localhost (dataPort=19126).\n"
+        )
+    }
+}
+
+/// Reads the log-event counters and the recent-events ring of a running daemon.
+async fn log_counts(port: u16) -> Option<(u64, u64, Vec<u64>)> {
+    let metrics = scrape(port).await?;
+    let count = |kind| {
+        let labels = [("cluster", "lab"), ("job_id", JOB), ("kind", kind), ("source", "log")];
+        sample(&metrics, "flink_checkpoint_log_events_total", &labels).map_or(0, |v| v as u64)
+    };
+    let events: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{port}/api/v1/events?limit=256"))
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    let ring = events["events"].as_array()?.iter().filter_map(|e| e["checkpoint_id"].as_u64()).collect();
+    Some((count("expired"), count("declined"), ring))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_while_a_log_is_written_counts_every_line_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("flink-root-standalonesession-0-vm.log");
+    std::fs::write(&log, "").unwrap();
+    let config = dir.path().join("sentinel.toml");
+    // Nothing listens at the cluster's URL: the poller fails, the tailer is what is tested.
+    std::fs::write(
+        &config,
+        format!(
+            "[[clusters]]\nname = \"lab\"\nurl = \"http://127.0.0.1:{}\"\npoll_interval = \"1s\"\n\
+             [[logs]]\ncluster = \"lab\"\npaths = [\"{}\"]\nstart_at = \"beginning\"\npoll_interval = \"50ms\"\nflush_after = \"50ms\"\n\
+             [state]\ndir = \"{}\"\npersist_interval = \"70ms\"\n",
+            free_port(),
+            log.display(),
+            dir.path().join("state").display()
+        ),
+    )
+    .unwrap();
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    println!("seed {seed}");
+    let mut rng = checkpoint_sentinel::model::rng::SplitMix64::new(seed);
+
+    // The writer appends a numbered line every millisecond or so, in bursts, until told to stop.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (log, stop) = (log.clone(), stop.clone());
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for _ in 0..5 {
+                    file.write_all(jobmanager_line(n).as_bytes()).unwrap();
+                    n += 1;
+                }
+                std::thread::sleep(Duration::from_millis(4));
+            }
+            n
+        })
+    };
+
+    let port = free_port();
+    let kills = 6;
+    for _ in 0..kills {
+        let mut daemon = spawn(&config, port);
+        // Kill at a random moment: before, between or during tailer reads and state writes.
+        tokio::time::sleep(Duration::from_millis(rng.between(150, 700))).await;
+        assert!(daemon.try_wait().unwrap().is_none(), "the daemon exited by itself");
+        daemon.kill().unwrap(); // SIGKILL: no shutdown hook runs.
+        daemon.wait().unwrap();
+        tokio::time::sleep(Duration::from_millis(rng.between(0, 100))).await;
+    }
+    let mut daemon = spawn(&config, port);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(written > 1000, "the writer wrote only {written} lines");
+    let (want_expired, want_declined) = (written.div_ceil(2), written / 2);
+
+    // Wait until the daemon has read everything, then a little longer so a line counted twice
+    // would show up.
+    let mut last = None;
+    for _ in 0..300 {
+        last = log_counts(port).await;
+        if last.as_ref().is_some_and(|(e, d, _)| e + d >= written) {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            last = log_counts(port).await;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    let (expired, declined, ring) = last.expect("the daemon serves /metrics and /api/v1/events");
+    assert_eq!(
+        (expired, declined),
+        (want_expired, want_declined),
+        "{written} lines written across {kills} kills (seed {seed}): each counted exactly once"
+    );
+    // The ring (newest first) holds the last 256 lines, each once, in order, across the kills.
+    let want_ring: Vec<u64> = (written.saturating_sub(256)..written).rev().collect();
+    assert_eq!(ring, want_ring, "recent events after {kills} kills (seed {seed})");
+}

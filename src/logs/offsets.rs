@@ -1,27 +1,19 @@
-//! File identity and persisted read positions. A file is known by its device and inode plus a
-//! fingerprint of its first bytes (an inode number is reused after a delete; a name moves on
-//! rotation). Positions are written atomically: temp file, fsync, rename, fsync of the directory.
+//! File identity and read positions. A file is known by its device and inode plus a fingerprint
+//! of its first bytes (an inode number is reused after a delete; a name moves on rotation).
+//! Positions are plain data ([`TailerPositions`]) kept in `State` and persisted with the events
+//! they account for; the separate offsets files of earlier versions are only read, once, when a
+//! state file has no positions for a tailer yet.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+
+pub use crate::observe::{FileId, FilePosition, TailerPositions};
 
 /// How many leading bytes identify a file's content.
 pub const FINGERPRINT_BYTES: usize = 1024;
-
-/// The version of the offsets file format.
-const VERSION: u32 = 1;
-
-/// Device and inode of a file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct FileId {
-    /// Device number.
-    pub dev: u64,
-    /// Inode number.
-    pub ino: u64,
-}
 
 impl FileId {
     /// The id of a file from its metadata.
@@ -73,88 +65,53 @@ fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     std::os::windows::fs::FileExt::seek_read(file, buf, offset)
 }
 
-/// One file's persisted position.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SavedFile {
-    /// Device and inode.
-    pub id: FileId,
-    /// How many leading bytes the fingerprint covers.
-    pub head_len: usize,
-    /// FNV-1a of those bytes.
-    pub head_hash: u64,
-    /// Every byte before this was turned into events.
-    pub offset: u64,
-    /// Where the file was last seen (for people reading the file).
-    pub path: String,
-}
-
-impl SavedFile {
+impl FilePosition {
     /// Whether a live file with this id and these leading bytes is the saved one.
     pub fn matches(&self, id: FileId, head: &[u8]) -> bool {
-        self.id == id && head.len() >= self.head_len && fnv1a(&head[..self.head_len]) == self.head_hash
+        self.id == id && self.same_content(head)
+    }
+
+    /// Whether `head` starts with the bytes this position's fingerprint covers (a copy of the
+    /// file has them too). An empty fingerprint says nothing.
+    pub fn same_content(&self, head: &[u8]) -> bool {
+        self.head_len > 0 && head.len() >= self.head_len && fnv1a(&head[..self.head_len]) == self.head_hash
     }
 }
 
-/// The persisted positions of one tailer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SavedOffsets {
-    /// Format version.
-    pub version: u32,
-    /// When this was written, Unix ms: files modified later appeared while the daemon was down.
-    pub written_at_ms: i64,
-    /// The files.
-    pub files: Vec<SavedFile>,
+/// The format version of the offsets files written by earlier versions.
+const LEGACY_VERSION: u32 = 1;
+
+/// An offsets file of an earlier version: the positions plus a format version.
+#[derive(Deserialize)]
+struct LegacyOffsets {
+    version: u32,
+    #[serde(flatten)]
+    positions: TailerPositions,
 }
 
-impl SavedOffsets {
-    /// Positions written at `written_at_ms`.
-    pub fn new(written_at_ms: i64, files: Vec<SavedFile>) -> Self {
-        SavedOffsets { version: VERSION, written_at_ms, files }
-    }
-}
-
-/// Where the tailer `id` keeps its positions.
-pub fn path_for(state_dir: &Path, id: &str) -> PathBuf {
+/// Where earlier versions kept the positions of tailer `id`.
+pub fn legacy_path(state_dir: &Path, id: &str) -> PathBuf {
     let safe: String =
         id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
     state_dir.join("log-offsets").join(format!("{safe}.json"))
 }
 
-/// Reads saved positions; `Ok(None)` when there are none yet.
-pub fn load(path: &Path) -> io::Result<Option<SavedOffsets>> {
+/// Reads the positions an earlier version saved; `Ok(None)` when there are none.
+pub fn load_legacy(path: &Path) -> io::Result<Option<TailerPositions>> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    let saved: SavedOffsets =
+    let saved: LegacyOffsets =
         serde_json::from_slice(&bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    if saved.version != VERSION {
+    if saved.version != LEGACY_VERSION {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("unknown offsets version {}", saved.version),
         ));
     }
-    Ok(Some(saved))
-}
-
-/// Writes positions so that a crash leaves either the old or the new file, never a mix.
-pub fn save(path: &Path, saved: &SavedOffsets) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension("json.tmp");
-    let bytes =
-        serde_json::to_vec_pretty(saved).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    // The rename itself is durable only once the directory is synced.
-    #[cfg(unix)]
-    File::open(dir)?.sync_all()?;
-    Ok(())
+    Ok(Some(saved.positions))
 }
 
 #[cfg(test)]
@@ -162,31 +119,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn positions_round_trip_and_the_fingerprint_decides() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = path_for(dir.path(), "local/1");
-        assert!(path.ends_with("log-offsets/local_1.json"));
-        assert_eq!(load(&path).unwrap(), None);
+    fn the_fingerprint_decides() {
         let id = FileId { dev: 1, ino: 2 };
-        let saved = SavedOffsets::new(
-            5,
-            vec![SavedFile { id, head_len: 3, head_hash: fnv1a(b"abc"), offset: 9, path: "x".into() }],
-        );
-        save(&path, &saved).unwrap();
-        let back = load(&path).unwrap().unwrap();
-        assert_eq!(back, saved);
-        assert!(back.files[0].matches(id, b"abcdef"));
-        assert!(!back.files[0].matches(id, b"abX"), "same inode, other content: a new file");
-        assert!(!back.files[0].matches(FileId { dev: 1, ino: 3 }, b"abc"));
-        assert!(!dir.path().join("log-offsets/local_1.json.tmp").exists());
+        let p = FilePosition { id, head_len: 3, head_hash: fnv1a(b"abc"), offset: 9, path: "x".into() };
+        assert!(p.matches(id, b"abcdef"));
+        assert!(!p.matches(id, b"abX"), "same inode, other content: a new file");
+        assert!(!p.matches(FileId { dev: 1, ino: 3 }, b"abc"));
+        assert!(p.same_content(b"abcdef"), "a copy has the same first bytes");
+        let empty = FilePosition { head_len: 0, head_hash: fnv1a(b""), ..p };
+        assert!(!empty.same_content(b"anything"));
+    }
+
+    #[test]
+    fn offsets_files_of_earlier_versions_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = legacy_path(dir.path(), "local/1");
+        assert!(path.ends_with("log-offsets/local_1.json"));
+        assert_eq!(load_legacy(&path).unwrap(), None);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        // Exactly what the previous version wrote.
+        std::fs::write(
+            &path,
+            r#"{"version": 1, "written_at_ms": 5, "files": [{"id": {"dev": 1, "ino": 2}, "head_len": 3,
+                "head_hash": 16654208175385433931, "offset": 9, "path": "x"}]}"#,
+        )
+        .unwrap();
+        let back = load_legacy(&path).unwrap().unwrap();
+        assert_eq!(back.written_at_ms, 5);
+        assert_eq!(back.files[0].offset, 9);
+        assert!(back.files[0].matches(FileId { dev: 1, ino: 2 }, b"abc"));
     }
 
     #[test]
     fn a_corrupt_file_is_an_error_not_a_panic() {
         let dir = tempfile::tempdir().unwrap();
-        let path = path_for(dir.path(), "a");
+        let path = legacy_path(dir.path(), "a");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, b"{not json").unwrap();
-        assert!(load(&path).is_err());
+        assert!(load_legacy(&path).is_err());
     }
 }

@@ -1,10 +1,15 @@
 //! What the daemon knows from log files, per cluster: event counters, root-cause counters,
-//! a bounded ring of recent events, and the tailers' own counters. Pure, like all of `state`.
+//! a bounded ring of recent events, the tailers' read positions and their own counters. Pure,
+//! like all of `state`.
+//!
+//! The read positions live here, next to the counters, so that one persisted snapshot holds
+//! both: after a `kill -9` the tailer resumes at the position that matches the counters, and a
+//! line is counted exactly once.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::logs::parse::counts_root_cause;
-use crate::observe::{LogEvent, TailerReport};
+use crate::observe::{LogEvent, LogRead, TailerPositions, TailerReport};
 
 /// How many recent log events per cluster are kept for the API and status page.
 pub const RECENT_LOG_EVENTS: usize = 256;
@@ -27,7 +32,11 @@ pub struct LogState {
     pub recent: VecDeque<LogEvent>,
     /// The latest report of each tailer bound to this cluster.
     pub tailers: BTreeMap<String, TailerReport>,
-    counted_causes: VecDeque<(u64, &'static str)>,
+    /// Where each tailer bound to this cluster stands, by tailer id: every byte before these
+    /// positions is counted above.
+    pub positions: BTreeMap<String, TailerPositions>,
+    /// (checkpoint id, cause) pairs already counted, oldest first.
+    pub(super) counted_causes: VecDeque<(u64, &'static str)>,
 }
 
 impl LogState {
@@ -62,6 +71,14 @@ impl LogState {
         }
     }
 
+    /// Counts a tailer's events and moves its positions past them.
+    pub fn apply_read(&mut self, read: &LogRead) {
+        for event in &read.events {
+            self.apply_event(event);
+        }
+        self.positions.insert(read.tailer.clone(), read.positions.clone());
+    }
+
     /// Replaces a tailer's counters with its latest report.
     pub fn apply_report(&mut self, report: &TailerReport) {
         self.tailers.insert(report.tailer.clone(), report.clone());
@@ -78,6 +95,7 @@ impl LogState {
             total.lines += r.lines;
             total.files += r.files;
             total.rotations += r.rotations;
+            total.rotation_gaps += r.rotation_gaps;
             total.oversize_lines += r.oversize_lines;
             total.lag_bytes += r.lag_bytes;
             total.errors += r.errors;

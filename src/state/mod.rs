@@ -535,6 +535,7 @@ impl State {
                     self.cluster_mut(&event.cluster).logs.apply_event(event);
                 }
             }
+            Observation::LogRead(read) => self.cluster_mut(&read.cluster).logs.apply_read(read),
             Observation::LogTailer(report) => self.cluster_mut(&report.cluster).logs.apply_report(report),
         }
     }
@@ -760,6 +761,21 @@ mod tests {
         state.expire(Timestamp(2 * 3_600_000 + 20_000));
         let last = *job(&state).p95_history.samples().last().unwrap();
         assert_eq!((last.at.millis(), last.p95_ms(Phase::EndToEnd)), (2 * 3_600_000 + 20_000, None));
+    }
+
+    #[test]
+    fn a_state_file_of_the_previous_format_loads_with_empty_log_state() {
+        let mut state = State::new(WINDOW);
+        state.apply(&poll(2, 0, vec![completed(1, 50), completed(2, 70)]), Timestamp(0));
+        // The previous version wrote the same document without the `logs` section.
+        let mut old: serde_json::Value =
+            serde_json::from_slice(&persist::to_bytes(&persist::snapshot(&state))).unwrap();
+        assert!(old.as_object_mut().unwrap().remove("logs").is_some());
+        let restored = persist::restore(WINDOW, serde_json::from_value(old).unwrap());
+        assert_eq!(job(&restored).totals(), Totals { completed: 2, failed: 0 });
+        assert_eq!(job(&restored).phases.end_to_end.summary().count, 2);
+        let logs = &restored.clusters()["c"].logs;
+        assert!(logs.events.is_empty() && logs.positions.is_empty() && logs.recent.is_empty());
     }
 
     #[test]

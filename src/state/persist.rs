@@ -1,8 +1,11 @@
 //! The on-disk form of what must survive a restart, written atomically (temp, fsync, rename).
 //!
-//! One JSON document holds every job's counted ids, counters and histogram slots. Because it is
-//! written as a whole and swapped in with a rename, a `kill -9` at any moment leaves either the
-//! previous snapshot or the new one: a checkpoint is never lost and never counted twice.
+//! One JSON document holds every job's counted ids, counters and histogram slots, and per
+//! cluster the log-event counters with the log tailers' read positions they correspond to.
+//! Because it is written as a whole and swapped in with a rename, a `kill -9` at any moment
+//! leaves either the previous snapshot or the new one: a checkpoint is never lost and never
+//! counted twice, and a log line is counted exactly once (the tailer resumes at the positions
+//! of the snapshot whose counters hold the lines before them).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
@@ -10,11 +13,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::logs::LogState;
 use super::{
     CheckpointRecord, ClusterState, JobState, OperatorState, PhaseHistograms, SeenIds, SizeHistograms, State,
     Totals,
 };
-use crate::observe::CheckpointCounts;
+use crate::observe::{CheckpointCounts, LogEvent, TailerPositions, intern_cause, intern_source};
 use crate::stats::{PersistedHistogram, WindowSpec, WindowedHistogram};
 use crate::time::Timestamp;
 
@@ -51,7 +55,53 @@ pub enum PersistedState {
     V1 {
         /// Jobs by cluster name and job id.
         clusters: BTreeMap<String, BTreeMap<String, PersistedJob>>,
+        /// Log knowledge by cluster name. Added within version 1: files written before have
+        /// none (the counters start at zero, the tailers read their old offsets files), and
+        /// earlier versions ignore it.
+        #[serde(default)]
+        logs: BTreeMap<String, PersistedLogs>,
     },
+}
+
+/// One cluster's durable log knowledge: counters, the recent ring and the read positions
+/// those counters go up to.
+#[derive(Serialize, Deserialize)]
+pub struct PersistedLogs {
+    /// (job id or "", kind, source, count).
+    events: Vec<(String, String, String, u64)>,
+    root_causes: BTreeMap<String, u64>,
+    counted_causes: Vec<(u64, String)>,
+    /// The recent ring, oldest first, without stack lines (the API does not show them, and
+    /// they would make the file megabytes).
+    recent: Vec<LogEvent>,
+    /// By tailer id.
+    positions: BTreeMap<String, TailerPositions>,
+}
+
+fn logs_out(logs: &LogState) -> PersistedLogs {
+    PersistedLogs {
+        events: logs
+            .events
+            .iter()
+            .map(|((job, kind, source), n)| (job.clone(), kind.clone(), source.to_string(), *n))
+            .collect(),
+        root_causes: logs.root_causes.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+        counted_causes: logs.counted_causes.iter().map(|(id, c)| (*id, c.to_string())).collect(),
+        recent: logs.recent.iter().map(|e| LogEvent { stack: Vec::new(), ..e.clone() }).collect(),
+        positions: logs.positions.clone(),
+    }
+}
+
+fn logs_in(persisted: PersistedLogs, logs: &mut LogState) {
+    for (job, kind, source, n) in persisted.events {
+        *logs.events.entry((job, kind, intern_source(&source))).or_insert(0) += n;
+    }
+    for (cause, n) in persisted.root_causes {
+        *logs.root_causes.entry(intern_cause(&cause)).or_insert(0) += n;
+    }
+    logs.counted_causes = persisted.counted_causes.iter().map(|(id, c)| (*id, intern_cause(c))).collect();
+    logs.recent = persisted.recent.into();
+    logs.positions = persisted.positions;
 }
 
 /// One job's durable state.
@@ -136,13 +186,17 @@ pub fn snapshot(state: &State) -> PersistedState {
             (name.clone(), jobs)
         })
         .collect();
-    PersistedState::V1 { clusters }
+    let logs = state.clusters.iter().map(|(name, cluster)| (name.clone(), logs_out(&cluster.logs))).collect();
+    PersistedState::V1 { clusters, logs }
 }
 
 /// Rebuilds state from a snapshot. Jobs start as not listed until a poll lists them again.
 pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
     let mut state = State::new(window);
-    let PersistedState::V1 { clusters } = persisted;
+    let PersistedState::V1 { clusters, logs } = persisted;
+    for (name, persisted) in logs {
+        logs_in(persisted, &mut state.cluster_mut(&name).logs);
+    }
     for (name, jobs) in clusters {
         let cluster = state.cluster_mut(&name);
         for (id, job) in jobs {
@@ -214,4 +268,82 @@ pub fn load(dir: &Path) -> Result<Option<PersistedState>, PersistError> {
         Err(source) => return Err(PersistError::Io { path, source }),
     };
     serde_json::from_slice(&bytes).map(Some).map_err(|source| PersistError::Format { path, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::{FileId, FilePosition, LogRead, Observation, RootCause, Severity};
+
+    const WINDOW: WindowSpec = WindowSpec { window_ms: 3_600_000, slots: 6 };
+
+    fn declined(id: u64, cause: &'static str) -> LogEvent {
+        let mut e = LogEvent::new("declined".into(), Severity::Warning, format!("Decline checkpoint {id}"));
+        e.cluster = "c".into();
+        e.file = "/log/jm.log".into();
+        e.job_id = Some("j".into());
+        e.checkpoint_id = Some(id);
+        e.root_cause =
+            Some(RootCause { category: cause, exception: "java.io.IOException".into(), message: "x".into() });
+        e.stack = vec!["\tat a.b.C.d(C.java:1)".into()];
+        e
+    }
+
+    fn read(events: Vec<LogEvent>, offset: u64) -> Observation {
+        let file = FilePosition {
+            id: FileId { dev: 1, ino: 2 },
+            head_len: 3,
+            head_hash: 4,
+            offset,
+            path: "/log/jm.log".into(),
+        };
+        Observation::LogRead(LogRead {
+            cluster: "c".into(),
+            tailer: "t".into(),
+            events,
+            positions: TailerPositions { written_at_ms: 7, files: vec![file] },
+        })
+    }
+
+    #[test]
+    fn log_counters_and_positions_survive_a_restart_together() {
+        let mut state = State::new(WINDOW);
+        state.apply(&read(vec![declined(3, "disk_full"), declined(4, "s3")], 100), Timestamp(0));
+        let mut rest = declined(5, "timeout");
+        rest.source = "rest";
+        state.apply(&Observation::LogEvents(vec![rest]), Timestamp(0));
+        let bytes = to_bytes(&snapshot(&state));
+        let mut restored = restore(WINDOW, serde_json::from_slice(&bytes).unwrap());
+
+        let logs = &restored.clusters()["c"].logs;
+        let key = |source| ("j".to_string(), "declined".to_string(), source);
+        assert_eq!(logs.events[&key("log")], 2);
+        assert_eq!(logs.events[&key("rest")], 1);
+        assert_eq!(logs.root_causes["disk_full"], 1);
+        assert_eq!(logs.positions["t"].files[0].offset, 100);
+        assert_eq!(logs.positions["t"].written_at_ms, 7);
+        let ids: Vec<_> = logs.recent.iter().map(|e| e.checkpoint_id).collect();
+        assert_eq!(ids, [Some(3), Some(4), Some(5)]);
+        assert_eq!(logs.recent[2].source, "rest");
+        assert_eq!(logs.recent[0].root_cause.as_ref().map(|c| c.category), Some("disk_full"));
+        assert!(logs.recent[0].stack.is_empty(), "stack lines are not persisted");
+
+        // The failure line of checkpoint 3 after its decline: its cause was counted already.
+        let mut failed = declined(3, "disk_full");
+        failed.kind = "failed".into();
+        restored.apply(&read(vec![failed], 200), Timestamp(1));
+        assert_eq!(restored.clusters()["c"].logs.root_causes["disk_full"], 1);
+    }
+
+    #[test]
+    fn unknown_labels_from_a_newer_version_are_read_as_known_ones() {
+        let mut state = State::new(WINDOW);
+        state.apply(&read(vec![declined(3, "disk_full")], 100), Timestamp(0));
+        let text =
+            String::from_utf8(to_bytes(&snapshot(&state))).unwrap().replace("disk_full", "quantum_flux");
+        let restored = restore(WINDOW, serde_json::from_str(&text).unwrap());
+        let logs = &restored.clusters()["c"].logs;
+        assert_eq!(logs.root_causes["other"], 1);
+        assert_eq!(logs.recent[0].root_cause.as_ref().map(|c| c.category), Some("other"));
+    }
 }
