@@ -2,6 +2,7 @@
 //! under `/api/v1/` (views in `api`), as a function of shared state.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{Path, Query, State as Extract};
@@ -9,6 +10,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::StreamExt;
+use tokio::sync::mpsc::error::TrySendError;
 
 use crate::app::AppState;
 use crate::time::Timestamp;
@@ -19,14 +21,14 @@ use crate::{api, export};
 pub struct HttpState {
     /// The daemon's shared state.
     pub app: Arc<AppState>,
-    /// Renders `/metrics`; kept between scrapes so its buffers are reused.
-    pub metrics: Arc<std::sync::Mutex<export::TextRenderer>>,
+    /// The thread that renders `/metrics`.
+    pub metrics: std::sync::mpsc::Sender<Scrape>,
 }
 
 impl HttpState {
     /// Handlers over the daemon's shared state.
     pub fn new(app: Arc<AppState>) -> Self {
-        HttpState { app, metrics: Default::default() }
+        HttpState { app, metrics: metrics_thread() }
     }
 }
 
@@ -108,31 +110,68 @@ async fn api_events(Extract(state): Extract<HttpState>, Query(q): Query<EventsQu
 }
 
 async fn metrics(Extract(state): Extract<HttpState>) -> Response {
-    // Rendered part by part off the async workers, each part sent while the next is rendered:
-    // a scrape of 1,000 jobs never holds its whole ~30 MB body, and health checks and the API
-    // keep answering. Each family is rendered under one read lock, so it is consistent.
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(2);
-    tokio::task::spawn_blocking(move || {
-        let now = Timestamp::now();
-        let daemon = state.app.daemon_stats();
-        // A copy, so a slow scraper does not hold up another one; only size hints are shared.
-        let mut renderer = state.metrics.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        for part in export::PARTS {
-            let chunks = {
-                let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
-                renderer.render(&s, &daemon, now, part)
-            };
-            for chunk in chunks {
-                if tx.blocking_send(chunk).is_err() {
-                    return; // The scraper went away.
-                }
-            }
-        }
-        *state.metrics.lock().unwrap_or_else(|e| e.into_inner()) = renderer;
-    });
+    if state.metrics.send(Scrape { app: state.app.clone(), chunks: tx }).is_err() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "the metrics renderer stopped\n").into_response();
+    }
     let chunks = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
         .map(|chunk| Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(chunk)));
     ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], axum::body::Body::from_stream(chunks)).into_response()
+}
+
+/// A scrape for the metrics thread: whose state, and where its body's chunks go.
+pub struct Scrape {
+    app: Arc<AppState>,
+    chunks: tokio::sync::mpsc::Sender<Vec<u8>>,
+}
+
+/// How long a scraper may read nothing before its scrape is dropped (Prometheus' default
+/// scrape timeout), so that it cannot hold up the next one.
+const STALLED_SCRAPER: Duration = Duration::from_secs(10);
+
+/// Starts the thread that renders `/metrics`. One long-lived thread, off the async workers
+/// (health checks and the API keep answering), renders each scrape part by part, each part
+/// sent while the next is rendered, so a scrape of 1,000 jobs never holds its whole ~30 MB
+/// body; and always the same thread, so the allocator reuses one arena's memory from scrape
+/// to scrape instead of keeping a body's worth in each blocking thread it happened to use.
+fn metrics_thread() -> std::sync::mpsc::Sender<Scrape> {
+    let (tx, rx) = std::sync::mpsc::channel::<Scrape>();
+    let spawned = std::thread::Builder::new().name("metrics".into()).spawn(move || {
+        let mut renderer = export::TextRenderer::default();
+        for scrape in rx {
+            render_scrape(&mut renderer, &scrape);
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::error!("cannot start the metrics thread: {e}");
+    }
+    tx
+}
+
+fn render_scrape(renderer: &mut export::TextRenderer, scrape: &Scrape) {
+    let now = Timestamp::now();
+    let daemon = scrape.app.daemon_stats();
+    for part in export::PARTS {
+        // Each part under one read lock: every family is consistent in itself.
+        let chunks = {
+            let s = scrape.app.state.read().unwrap_or_else(|e| e.into_inner());
+            renderer.render(&s, &daemon, now, part)
+        };
+        for mut chunk in chunks {
+            let deadline = Instant::now() + STALLED_SCRAPER;
+            loop {
+                match scrape.chunks.try_send(chunk) {
+                    Ok(()) => break,
+                    Err(TrySendError::Full(back)) if Instant::now() < deadline => {
+                        chunk = back;
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    // Gone, or not reading: the stream ends short and the scrape fails.
+                    Err(_) => return,
+                }
+            }
+        }
+    }
 }
 
 /// Pending, firing and recently resolved alerts of the daemon's own rules.
