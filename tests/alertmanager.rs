@@ -2,6 +2,7 @@
 //! the test) and resolve there; an Alertmanager outage while an alert fires loses nothing.
 
 mod common;
+use common::free_port;
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -10,10 +11,6 @@ use std::time::Duration;
 use checkpoint_sentinel::config::Config;
 use common::{replay, sample};
 use serde_json::Value;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// A real Alertmanager on `port`, or `None` outside CI when the package is not installed.
 fn alertmanager(port: u16, dir: &std::path::Path) -> Option<Child> {

@@ -2,27 +2,11 @@
 //! twice, because the state is persisted atomically and re-applied idempotently.
 
 mod common;
+use common::{free_port, spawn_daemon};
 
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{replay, sample};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn spawn(config: &std::path::Path, port: u16) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
-        .args(["run", "--config"])
-        .arg(config)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("SENTINEL_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
 
 async fn scrape(port: u16) -> Option<String> {
     let response = reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await.ok()?;
@@ -44,7 +28,7 @@ async fn kill_9_and_restart_neither_loses_nor_double_counts() {
     )
     .unwrap();
     let port = free_port();
-    let mut first = spawn(&config, port);
+    let mut first = spawn_daemon(&config, port);
     // Let it count part of the series and persist it.
     for _ in 0..200 {
         if server.polls_served() >= 8 && dir.path().join("state/state.json").exists() {
@@ -58,7 +42,7 @@ async fn kill_9_and_restart_neither_loses_nor_double_counts() {
     let served_before_restart = server.polls_served();
     assert!(served_before_restart < server.scenario().polls.len(), "killed too late to test anything");
 
-    let mut second = spawn(&config, port);
+    let mut second = spawn_daemon(&config, port);
     server.wait_for_polls(2).await;
     tokio::time::sleep(Duration::from_millis(400)).await;
     let metrics = scrape(port).await.expect("restarted daemon serves /metrics");
@@ -161,7 +145,7 @@ async fn kill_9_while_a_log_is_written_counts_every_line_exactly_once() {
     let port = free_port();
     let kills = 6;
     for _ in 0..kills {
-        let mut daemon = spawn(&config, port);
+        let mut daemon = spawn_daemon(&config, port);
         // Kill at a random moment: before, between or during tailer reads and state writes.
         tokio::time::sleep(Duration::from_millis(rng.between(150, 700))).await;
         assert!(daemon.try_wait().unwrap().is_none(), "the daemon exited by itself");
@@ -169,7 +153,7 @@ async fn kill_9_while_a_log_is_written_counts_every_line_exactly_once() {
         daemon.wait().unwrap();
         tokio::time::sleep(Duration::from_millis(rng.between(0, 100))).await;
     }
-    let mut daemon = spawn(&config, port);
+    let mut daemon = spawn_daemon(&config, port);
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let written = writer.join().unwrap();

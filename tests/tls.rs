@@ -2,8 +2,11 @@
 //! trusts its CA, answers plain HTTP with a 400, keeps bearer auth (probes open), serves a
 //! rotated certificate without a restart, enforces mutual TLS, and names a bad key file.
 
+mod common;
+use common::{free_port, spawn_daemon};
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair};
@@ -42,10 +45,6 @@ impl Ca {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// Writes `text` through a temporary file and a rename, as cert-manager's Secret mount does.
 fn replace(path: &Path, text: &str) {
     let tmp = path.with_extension("tmp");
@@ -70,18 +69,6 @@ fn tls_config(dir: &Path, ca: &Ca, extra: &str) -> PathBuf {
     )
     .unwrap();
     config
-}
-
-fn spawn(config: &Path, port: u16) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
-        .args(["run", "--config"])
-        .arg(config)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("SENTINEL_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
 }
 
 fn trusting(ca: &Ca) -> reqwest::Client {
@@ -130,7 +117,7 @@ async fn metrics_over_https_with_bearer_auth_and_plain_http_refused() {
     let ca = Ca::new("sentinel test CA");
     let config = tls_config(dir.path(), &ca, "bearer_token = { value = \"s3cret\" }\n");
     let port = free_port();
-    let daemon = spawn(&config, port);
+    let daemon = spawn_daemon(&config, port);
     wait_until_listening(port).await;
     let base = format!("https://127.0.0.1:{port}");
     let client = trusting(&ca);
@@ -168,7 +155,7 @@ async fn a_rotated_certificate_is_served_without_a_restart() {
     let old_ca = Ca::new("old CA");
     let config = tls_config(dir.path(), &old_ca, "");
     let port = free_port();
-    let daemon = spawn(&config, port);
+    let daemon = spawn_daemon(&config, port);
     wait_until_listening(port).await;
     let url = format!("https://127.0.0.1:{port}/healthz");
     assert_eq!(status(&trusting(&old_ca), &url, None).await.unwrap(), 200);
@@ -209,7 +196,7 @@ async fn mutual_tls_requires_a_client_certificate_except_for_probes() {
     let extra = format!("tls_client_ca_file = \"{}\"\n", dir.path().join("client-ca.crt").display());
     let config = tls_config(dir.path(), &server_ca, &extra);
     let port = free_port();
-    let daemon = spawn(&config, port);
+    let daemon = spawn_daemon(&config, port);
     wait_until_listening(port).await;
     let base = format!("https://127.0.0.1:{port}");
 

@@ -377,3 +377,21 @@ impl Scenario {
         }
     }
 }
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The daemon binary running `config`, listening on `port`, quiet.
+pub fn spawn_daemon(config: &Path, port: u16) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
+        .args(["run", "--config"])
+        .arg(config)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("SENTINEL_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
