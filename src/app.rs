@@ -1,7 +1,7 @@
 //! The state shared between the sources, the HTTP server and the persister.
 
 use std::sync::RwLock;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use crate::export::DaemonStats;
 use crate::observe::{Observation, Severity};
@@ -23,7 +23,17 @@ pub struct AppState {
     /// Woken when warning or error log events arrive: the rules look at them at once instead
     /// of at the next evaluation tick, so a failure line reaches Alertmanager within a second.
     pub log_events_arrived: tokio::sync::Notify,
+    /// Whether the daemon's port serves TLS, and its failed handshakes by reason
+    /// (`TLS_HANDSHAKE_ERRORS`).
+    pub tls_serving: AtomicBool,
+    /// Counters in the order of [`TLS_HANDSHAKE_ERRORS`].
+    pub tls_handshake_errors: [AtomicU64; 3],
 }
+
+/// Why a TLS handshake on the daemon's port failed: a plain `http://` request, a client that
+/// broke it off or did not trust the certificate (or offered none that mutual TLS accepts),
+/// a client that did not finish in time.
+pub const TLS_HANDSHAKE_ERRORS: [&str; 3] = ["plain_http", "failed", "timeout"];
 
 /// What the rule evaluator last concluded, copied out for readers.
 #[derive(Clone, Debug, Default)]
@@ -48,6 +58,8 @@ impl AppState {
             last_persisted_ms: AtomicI64::new(0),
             alerts: RwLock::new(AlertsView::default()),
             log_events_arrived: tokio::sync::Notify::new(),
+            tls_serving: AtomicBool::new(false),
+            tls_handshake_errors: Default::default(),
         }
     }
 
@@ -93,7 +105,13 @@ impl AppState {
                 (name.clone(), *severity, count(AlertState::Pending), count(AlertState::Firing))
             })
             .collect();
+        let tls_handshake_errors = self.tls_serving.load(Ordering::Relaxed).then(|| {
+            std::array::from_fn(|i| {
+                (TLS_HANDSHAKE_ERRORS[i], self.tls_handshake_errors[i].load(Ordering::Relaxed))
+            })
+        });
         DaemonStats {
+            tls_handshake_errors,
             persist_errors: self.persist_errors.load(Ordering::Relaxed),
             last_persisted: (last > 0).then_some(Timestamp(last)),
             alerts,

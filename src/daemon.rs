@@ -135,7 +135,7 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     let scheme = if tls.is_some() { "https" } else { "http" };
     let (server, mut tls_reloader) = match tls {
         Some(loaded) => {
-            let (listener, reloader) = TlsListener::new(listener, loaded)
+            let (listener, reloader) = TlsListener::new(listener, loaded, app.clone())
                 .map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
             let serve = axum::serve(listener, http.into_make_service_with_connect_info::<TlsPeer>())
                 .with_graceful_shutdown(graceful);

@@ -233,6 +233,12 @@ pub const METRICS: &[MetricDef] = &[
     ),
     metric!("checkpoint_sentinel_build_info", Gauge, &["version"], "The daemon's version; always 1."),
     metric!(
+        "checkpoint_sentinel_tls_handshake_errors_total",
+        Counter,
+        &["reason"],
+        "Failed TLS handshakes on the daemon's port (when it serves TLS) by reason: plain_http (an http:// request), failed (broken off, certificate not trusted, no acceptable client certificate), timeout."
+    ),
+    metric!(
         "checkpoint_sentinel_flink_up",
         Gauge,
         &["cluster"],
@@ -411,6 +417,8 @@ pub struct DaemonStats {
     pub alerts: Vec<(String, &'static str, usize, usize)>,
     /// Delivery counters per Alertmanager.
     pub alertmanagers: Vec<crate::alerting::TargetStats>,
+    /// Failed TLS handshakes on the daemon's port by reason, when it serves TLS.
+    pub tls_handshake_errors: Option<[(&'static str, u64); 3]>,
 }
 
 /// Where [`render_into`] puts samples: metric families for the `prometheus` crate (the
@@ -1013,6 +1021,13 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
             Value::Number(am.queued as f64),
         );
     }
+    for (reason, n) in daemon.tls_handshake_errors.iter().flatten() {
+        out.push(
+            family!("checkpoint_sentinel_tls_handshake_errors_total"),
+            &[("reason", reason)],
+            Value::Number(*n as f64),
+        );
+    }
     out.push(
         family!("checkpoint_sentinel_state_persist_errors_total"),
         &[],
@@ -1155,6 +1170,7 @@ mod tests {
                 errors_total: 1,
                 queued: 0,
             }],
+            tls_handshake_errors: Some([("plain_http", 1), ("failed", 3), ("timeout", 0)]),
         };
         (state, daemon, end.plus_millis(1_234))
     }

@@ -10,6 +10,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rustls::crypto::CryptoProvider;
@@ -24,6 +25,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
+use crate::app::{AppState, TLS_HANDSHAKE_ERRORS};
 use crate::config::ServerConfig;
 
 /// A client that has not finished its handshake by then is dropped, so a stalled or half-open
@@ -238,11 +240,13 @@ pub struct TlsListener {
 
 impl TlsListener {
     /// Serves TLS on `tcp` with `loaded`; the `Reloader` swaps the configuration later.
-    pub fn new(tcp: TcpListener, loaded: Loaded) -> io::Result<(TlsListener, Reloader)> {
+    /// Failed handshakes are counted in `app`.
+    pub fn new(tcp: TcpListener, loaded: Loaded, app: Arc<AppState>) -> io::Result<(TlsListener, Reloader)> {
         let local_addr = tcp.local_addr()?;
         let (sender, configs) = watch::channel(loaded.config.clone());
         let (accepted_tx, accepted) = mpsc::channel(ACCEPTED_BACKLOG);
-        let accept_task = tokio::spawn(accept_loop(tcp, configs, accepted_tx));
+        app.tls_serving.store(true, Ordering::Relaxed);
+        let accept_task = tokio::spawn(accept_loop(tcp, configs, accepted_tx, app));
         Ok((TlsListener { local_addr, accepted, accept_task }, Reloader { current: loaded, sender }))
     }
 }
@@ -275,6 +279,7 @@ async fn accept_loop(
     tcp: TcpListener,
     configs: watch::Receiver<Arc<rustls::ServerConfig>>,
     accepted: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
+    app: Arc<AppState>,
 ) {
     loop {
         let (stream, peer) = match tcp.accept().await {
@@ -289,15 +294,30 @@ async fn accept_loop(
         };
         let acceptor = TlsAcceptor::from(configs.borrow().clone());
         let accepted = accepted.clone();
+        let app = app.clone();
         tokio::spawn(async move {
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(acceptor, stream)).await {
+            let reason = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(acceptor, stream)).await {
                 Ok(Ok(tls)) => {
                     let _ = accepted.send((tls, peer)).await;
+                    return;
                 }
                 // Scanners and clients that do not trust the certificate end here: not worth a
-                // warning each, but visible with SENTINEL_LOG=debug.
-                Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
-                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                // warning each, but counted, and visible with SENTINEL_LOG=debug.
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, "TLS handshake failed: {e}");
+                    if e.kind() == io::ErrorKind::InvalidData && e.to_string() == PLAIN_HTTP_ERROR {
+                        "plain_http"
+                    } else {
+                        "failed"
+                    }
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    "timeout"
+                }
+            };
+            if let Some(i) = TLS_HANDSHAKE_ERRORS.iter().position(|r| *r == reason) {
+                app.tls_handshake_errors[i].fetch_add(1, Ordering::Relaxed);
             }
         });
     }
@@ -310,11 +330,13 @@ fn is_connection_error(e: &io::Error) -> bool {
     )
 }
 
+const PLAIN_HTTP_ERROR: &str = "a plain HTTP request on the HTTPS port";
+
 async fn handshake(acceptor: TlsAcceptor, mut tcp: TcpStream) -> io::Result<TlsStream<TcpStream>> {
     let mut first = [0u8; 1];
     if tcp.peek(&mut first).await? == 1 && first[0] != TLS_HANDSHAKE_RECORD && first[0].is_ascii_uppercase() {
         answer_plain_http(&mut tcp).await;
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "a plain HTTP request on the HTTPS port"));
+        return Err(io::Error::new(io::ErrorKind::InvalidData, PLAIN_HTTP_ERROR));
     }
     acceptor.accept(tcp).await
 }

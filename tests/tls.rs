@@ -146,6 +146,21 @@ async fn metrics_over_https_with_bearer_auth_and_plain_http_refused() {
 
     // The HTTPS port still answers after the plain request (the accept loop goes on).
     assert_eq!(status(&client, &format!("{base}/healthz"), None).await.unwrap(), 200);
+
+    // Both refusals are counted: the plain request as such, the stranger as a failed handshake
+    // (so may be the probe that waited for the port, which connected without a handshake).
+    let handshake_errors = |reason: &str| {
+        let (client, base, reason) = (client.clone(), base.clone(), reason.to_string());
+        async move {
+            let response = client.get(format!("{base}/metrics")).bearer_auth("s3cret").send().await.unwrap();
+            let metrics = response.text().await.unwrap();
+            let prefix = format!("checkpoint_sentinel_tls_handshake_errors_total{{reason=\"{reason}\"}} ");
+            metrics.lines().find_map(|l| l.strip_prefix(&prefix)).map(|v| v.parse::<f64>().unwrap())
+        }
+    };
+    assert_eq!(handshake_errors("plain_http").await, Some(1.0));
+    assert!(handshake_errors("failed").await.is_some_and(|n| n >= 1.0));
+    assert_eq!(handshake_errors("timeout").await, Some(0.0));
     assert!(terminate(daemon).success(), "graceful shutdown over TLS");
 }
 
