@@ -6,7 +6,7 @@ mod common;
 use common::{free_port, spawn_daemon};
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair};
@@ -99,7 +99,7 @@ async fn wait_until_listening(port: u16) {
 }
 
 /// SIGTERM, then the exit status: the graceful shutdown must end the process on its own.
-fn terminate(mut child: Child) -> std::process::ExitStatus {
+fn terminate(mut child: common::Daemon) -> std::process::ExitStatus {
     Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     for _ in 0..200 {
         if let Some(status) = child.try_wait().unwrap() {

@@ -383,9 +383,10 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// The daemon binary running `config`, listening on `port`, quiet.
-pub fn spawn_daemon(config: &Path, port: u16) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
+/// The daemon binary running `config`, listening on `port`, quiet. Killed when dropped, so a
+/// failing assertion does not leave it running.
+pub fn spawn_daemon(config: &Path, port: u16) -> Daemon {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
         .args(["run", "--config"])
         .arg(config)
         .args(["--listen", &format!("127.0.0.1:{port}")])
@@ -393,5 +394,32 @@ pub fn spawn_daemon(config: &Path, port: u16) -> std::process::Child {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .unwrap()
+        .unwrap();
+    Daemon(child)
+}
+
+/// A daemon process of a test (see [`spawn_daemon`]).
+pub struct Daemon(pub std::process::Child);
+
+impl std::ops::Deref for Daemon {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // Already gone when the test waited for it; otherwise this is the panic path.
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }
