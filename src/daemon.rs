@@ -139,22 +139,9 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
                 .map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
             let serve = axum::serve(listener, http.into_make_service_with_connect_info::<TlsPeer>())
                 .with_graceful_shutdown(graceful);
-            let server = tokio::spawn(async move {
-                if let Err(e) = serve.await {
-                    tracing::error!("HTTPS server failed: {e}");
-                }
-            });
-            (server, Some(reloader))
+            (spawn_server(serve, scheme), Some(reloader))
         }
-        None => {
-            let serve = axum::serve(listener, http).with_graceful_shutdown(graceful);
-            let server = tokio::spawn(async move {
-                if let Err(e) = serve.await {
-                    tracing::error!("HTTP server failed: {e}");
-                }
-            });
-            (server, None)
-        }
+        None => (spawn_server(axum::serve(listener, http).with_graceful_shutdown(graceful), scheme), None),
     };
     tracing::info!(%addr, scheme, clusters = config.clusters.len(), "checkpoint-sentinel listening");
 
@@ -221,6 +208,19 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
         tracing::info!("checkpoint-sentinel stopped");
     });
     Ok(Running { addr, app, shutdown: shutdown_tx, task })
+}
+
+/// Runs the HTTP(S) server until its graceful shutdown; a failure is logged.
+fn spawn_server<S>(serve: S, scheme: &'static str) -> JoinHandle<()>
+where
+    S: std::future::IntoFuture<Output = std::io::Result<()>> + Send + 'static,
+    S::IntoFuture: Send,
+{
+    tokio::spawn(async move {
+        if let Err(e) = serve.await {
+            tracing::error!("{scheme} server failed: {e}");
+        }
+    })
 }
 
 /// Runs until SIGTERM or SIGINT.
@@ -365,7 +365,7 @@ async fn alert_loop(
     let (rules, mut notifier, mut every, mut alerting) = build(&config.borrow());
     let mut evaluator = crate::rules::Evaluator::new(rules);
     let mut tick = tokio::time::interval(every);
-    let mut last_round = std::time::Instant::now();
+    let mut last_round = tokio::time::Instant::now();
     loop {
         tokio::select! {
             changed = shutdown.changed() => if changed.is_err() || *shutdown.borrow() { return },
@@ -387,16 +387,13 @@ async fn alert_loop(
             }
             _ = tick.tick() => {
                 evaluate(&app, &mut evaluator, &mut notifier).await;
-                last_round = std::time::Instant::now();
+                last_round = tokio::time::Instant::now();
             }
             () = app.log_events_arrived.notified() => {
                 // A burst of failures across many jobs wakes this often: one round per gap.
-                let since = last_round.elapsed();
-                if since < EVENT_ROUND_GAP {
-                    tokio::time::sleep(EVENT_ROUND_GAP - since).await;
-                }
+                tokio::time::sleep_until(last_round + EVENT_ROUND_GAP).await;
                 evaluate(&app, &mut evaluator, &mut notifier).await;
-                last_round = std::time::Instant::now();
+                last_round = tokio::time::Instant::now();
             }
         }
     }

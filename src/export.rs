@@ -543,7 +543,7 @@ impl Sink for Families {
 /// fraction of the cost: no per-sample allocation, label sets escaped once per sample, numbers
 /// formatted without `fmt` on the common paths. It renders one [`Part`] at a time, as one
 /// chunk per family, which the server sends as they are.
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub struct TextRenderer {
     /// Per family, in the order of [`METRICS`]: its HELP and TYPE lines, then its samples
     /// (the format wants a family's lines together; the state is walked job by job).
@@ -738,19 +738,14 @@ fn write_f64(out: &mut Vec<u8>, value: f64) {
 /// `millis / 1000` in decimal, trailing fraction zeros dropped.
 fn write_millis(out: &mut Vec<u8>, millis: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(millis / 1000).as_bytes());
-    let mut fraction = millis % 1000;
+    let fraction = millis % 1000;
     if fraction == 0 {
         return;
     }
-    let mut digits = 3;
-    while fraction.is_multiple_of(10) {
-        fraction /= 10;
-        digits -= 1;
-    }
+    let digits = [fraction / 100, fraction / 10 % 10, fraction % 10].map(|d| b'0' + d as u8);
+    let len = digits.len() - digits.iter().rev().take_while(|&&d| d == b'0').count();
     out.push(b'.');
-    let text = itoa::Buffer::new().format(fraction).len();
-    out.extend(std::iter::repeat_n(b'0', digits - text));
-    out.extend_from_slice(itoa::Buffer::new().format(fraction).as_bytes());
+    out.extend_from_slice(&digits[..len]);
 }
 
 enum Value {

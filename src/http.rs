@@ -22,7 +22,7 @@ pub struct HttpState {
     /// The daemon's shared state.
     pub app: Arc<AppState>,
     /// The thread that renders `/metrics`.
-    pub metrics: std::sync::mpsc::Sender<Scrape>,
+    metrics: std::sync::mpsc::Sender<Scrape>,
 }
 
 impl HttpState {
@@ -120,7 +120,7 @@ async fn metrics(Extract(state): Extract<HttpState>) -> Response {
 }
 
 /// A scrape for the metrics thread: whose state, and where its body's chunks go.
-pub struct Scrape {
+struct Scrape {
     app: Arc<AppState>,
     chunks: tokio::sync::mpsc::Sender<Vec<u8>>,
 }

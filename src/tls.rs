@@ -301,15 +301,15 @@ async fn accept_loop(
                     let _ = accepted.send((tls, peer)).await;
                     return;
                 }
+                Ok(Err(Refused::PlainHttp)) => {
+                    tracing::debug!(%peer, "plain HTTP on the HTTPS port");
+                    "plain_http"
+                }
                 // Scanners and clients that do not trust the certificate end here: not worth a
                 // warning each, but counted, and visible with SENTINEL_LOG=debug.
-                Ok(Err(e)) => {
+                Ok(Err(Refused::Failed(e))) => {
                     tracing::debug!(%peer, "TLS handshake failed: {e}");
-                    if e.kind() == io::ErrorKind::InvalidData && e.to_string() == PLAIN_HTTP_ERROR {
-                        "plain_http"
-                    } else {
-                        "failed"
-                    }
+                    "failed"
                 }
                 Err(_) => {
                     tracing::debug!(%peer, "TLS handshake timed out");
@@ -330,15 +330,22 @@ fn is_connection_error(e: &io::Error) -> bool {
     )
 }
 
-const PLAIN_HTTP_ERROR: &str = "a plain HTTP request on the HTTPS port";
+/// Why a connection did not become a TLS stream.
+enum Refused {
+    /// A plain `http://` request, answered with a 400.
+    PlainHttp,
+    /// The handshake itself failed.
+    Failed(io::Error),
+}
 
-async fn handshake(acceptor: TlsAcceptor, mut tcp: TcpStream) -> io::Result<TlsStream<TcpStream>> {
+async fn handshake(acceptor: TlsAcceptor, mut tcp: TcpStream) -> Result<TlsStream<TcpStream>, Refused> {
     let mut first = [0u8; 1];
-    if tcp.peek(&mut first).await? == 1 && first[0] != TLS_HANDSHAKE_RECORD && first[0].is_ascii_uppercase() {
+    let peeked = tcp.peek(&mut first).await.map_err(Refused::Failed)?;
+    if peeked == 1 && first[0] != TLS_HANDSHAKE_RECORD && first[0].is_ascii_uppercase() {
         answer_plain_http(&mut tcp).await;
-        return Err(io::Error::new(io::ErrorKind::InvalidData, PLAIN_HTTP_ERROR));
+        return Err(Refused::PlainHttp);
     }
-    acceptor.accept(tcp).await
+    acceptor.accept(tcp).await.map_err(Refused::Failed)
 }
 
 /// Answers an `http://` request with a 400 that says why, as Go's and nginx's servers do.
