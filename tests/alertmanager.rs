@@ -1,7 +1,7 @@
 //! Alerts reach a real Alertmanager (Debian's `prometheus-alertmanager`, started on loopback by
 //! the test) and resolve there; an Alertmanager outage while an alert fires loses nothing.
 
-mod common;
+use crate::common;
 use common::free_port;
 
 use std::net::SocketAddr;

@@ -3,7 +3,7 @@
 //! backpressure), and the binary's report and exit code are checked for the expired and
 //! backpressure scenarios. `cargo test --test diagnose -- --nocapture` prints the reports.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::sync::Arc;

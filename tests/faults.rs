@@ -1,7 +1,7 @@
 //! Flink misbehaving — refusing, erroring, timing out, answering garbage — is an error metric
 //! and a log line, never a dead poll loop; once it behaves again, the counts are right.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

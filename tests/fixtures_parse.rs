@@ -1,7 +1,7 @@
 //! Every JSON response captured from real Flink (2.3.0, 1.20.5, 1.14.6) parses with our models,
 //! and the conversions give the values Flink reported.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,7 @@
 //! Golden tests: the daemon polls a replay of real Flink captures, and its `/metrics` must
 //! agree with Flink's own numbers (counts) and with quantiles computed from Flink's history.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

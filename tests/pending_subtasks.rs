@@ -2,7 +2,7 @@
 //! details of the in-progress checkpoint (the real `expired` capture: stateful-map subtask 0
 //! sleeps in its snapshot, so it and the sink subtask behind it never acknowledge).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Config reload: clusters added or removed in the file take effect without a restart, and a
 //! bad file is refused while the running configuration stays.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

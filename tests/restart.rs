@@ -1,7 +1,7 @@
 //! `kill -9` of the real binary mid-stream, then a restart: no checkpoint lost, none counted
 //! twice, because the state is persisted atomically and re-applied idempotently.
 
-mod common;
+use crate::common;
 use common::{free_port, spawn_daemon};
 
 use std::time::Duration;

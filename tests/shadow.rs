@@ -3,7 +3,7 @@
 //!
 //! `cargo test --test shadow -- --nocapture` prints the predicted/observed table of docs/model.md.
 
-mod common;
+use crate::common;
 
 use checkpoint_sentinel::observe::JobPoll;
 use checkpoint_sentinel::shadow::{DeviationKind, Shadow};

@@ -2,7 +2,7 @@
 //! trusts its CA, answers plain HTTP with a 400, keeps bearer auth (probes open), serves a
 //! rotated certificate without a restart, enforces mutual TLS, and names a bad key file.
 
-mod common;
+use crate::common;
 use common::{free_port, spawn_daemon};
 
 use std::path::{Path, PathBuf};

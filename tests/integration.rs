@@ -1,0 +1,27 @@
+//! The integration suites, compiled into one test binary: one link of the crate and its
+//! dependencies instead of one per suite, which keeps a clean build's disk and time small
+//! (CI ran out of disk with a binary per suite). Run one suite with
+//! `cargo test --test integration <suite>::`, e.g. `cargo test --test integration restart::`.
+
+mod common;
+
+mod alertmanager;
+mod demo;
+mod demo_shadow;
+mod diagnose;
+mod faults;
+mod fixtures_parse;
+mod golden;
+mod logs_fixtures;
+mod logs_storm;
+mod logs_tail;
+mod metrics_doc;
+mod model_alignment_cut;
+mod model_replay;
+mod pending_subtasks;
+mod reload;
+mod restart;
+mod scan_streaming;
+mod shadow;
+mod tidy;
+mod tls;
