@@ -106,3 +106,22 @@ fn every_alert_has_severity_summary_description_and_a_runbook_section() {
         assert!(runbook.contains(&format!("\n## {name}\n")), "docs/runbook.md has no section for {name}");
     }
 }
+
+/// The daemon's built-in pack and the Prometheus rule file carry the same Flink alerts; the file
+/// adds only alerts about checkpoint-sentinel itself (which the daemon cannot page about through
+/// an Alertmanager it may not reach).
+#[test]
+fn the_rule_file_and_the_built_in_pack_have_the_same_flink_alerts() {
+    let rules = std::fs::read_to_string(root().join("alerts/flink-checkpoints.rules.yml")).unwrap();
+    let in_file: std::collections::BTreeSet<String> = rules
+        .split("- alert: ")
+        .skip(1)
+        .map(|block| block.split_whitespace().next().unwrap().to_string())
+        .collect();
+    let built_in: std::collections::BTreeSet<String> =
+        checkpoint_sentinel::rules::builtin::rules().into_iter().map(|r| r.name).collect();
+    let (watcher, flink): (Vec<&String>, Vec<&String>) =
+        in_file.iter().partition(|name| name.starts_with("CheckpointSentinel"));
+    assert_eq!(flink.into_iter().cloned().collect::<std::collections::BTreeSet<_>>(), built_in);
+    assert!(watcher.len() >= 5, "the watcher's own alerts: {watcher:?}");
+}

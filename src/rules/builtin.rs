@@ -1,7 +1,9 @@
 //! The built-in rule pack: the thresholds of seeds 000, 002 and 004, each switchable off by name.
 //!
-//! They mirror `alerts/flink-checkpoints.rules.yml` (the same alerts for Prometheus), so an
-//! operator gets the same names, labels and runbook sections from either path.
+//! They mirror the Flink alerts of `alerts/flink-checkpoints.rules.yml` (the same alerts for
+//! Prometheus; `tests/tidy.rs` keeps the two sets equal), so an operator gets the same names,
+//! labels and runbook sections from either path. The file's `CheckpointSentinel*` alerts about
+//! the daemon itself are Prometheus-only.
 
 use std::time::Duration;
 
