@@ -1,7 +1,7 @@
 //! `checkpoint-sentinel diagnose` on the real captures: a local server answers like the captured
 //! JobManager did at the end of the scenario (final `/checkpoints`, config, details, vertices,
 //! backpressure), and the binary's report and exit code are checked for the expired and
-//! backpressure scenarios. `cargo test --test diagnose -- --nocapture` prints the reports.
+//! backpressure scenarios. `cargo test --test integration diagnose:: -- --nocapture` prints the reports.
 
 use crate::common;
 

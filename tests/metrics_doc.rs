@@ -32,7 +32,7 @@ fn docs_list_every_metric() {
     }
     assert_eq!(
         current, wanted,
-        "docs/metrics.md is out of date: run UPDATE_DOCS=1 cargo test --test metrics_doc"
+        "docs/metrics.md is out of date: run UPDATE_DOCS=1 cargo test --test integration metrics_doc::"
     );
 }
 

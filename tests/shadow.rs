@@ -1,7 +1,7 @@
 //! The shadow comparison on real Flink captures: min-pause, healthy, an injected stall, and the
 //! alignment engine on the backpressure scenarios of every captured version.
 //!
-//! `cargo test --test shadow -- --nocapture` prints the predicted/observed table of docs/model.md.
+//! `cargo test --test integration shadow:: -- --nocapture` prints the predicted/observed table of docs/model.md.
 
 use crate::common;
 
