@@ -5,7 +5,8 @@
 # real Alertmanager and a real Prometheus (Debian packages) on loopback, runs the daemon (the
 # binary from `cargo build`) polling Flink's REST API, tailing its log folder, pushing alerts to
 # the Alertmanager and scraped by the Prometheus, then runs e2e/scenarios.py (healthy, expired,
-# declined, failover, prometheus). Everything it started is stopped again, also on failure.
+# declined, backpressure, failover, prometheus; `checkpoint-sentinel diagnose` runs live in expired
+# and backpressure). Everything it started is stopped again, also on failure.
 #
 # Usage: e2e/run.sh [VERSION]
 # Env:   SENTINEL_BIN (default $CARGO_TARGET_DIR or target, then debug/checkpoint-sentinel), SENTINEL_E2E_SECONDS (35),

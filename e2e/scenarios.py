@@ -4,15 +4,22 @@
 Run by e2e/run.sh, which starts Flink, Alertmanager, Prometheus and the daemon. For each scenario
 this script submits the job with e2e/flink.sh, polls Flink's own REST API every second as its
 independent ground truth, and asserts on the daemon's /metrics, Alertmanager's API and
-Prometheus' API:
+Prometheus' API, and runs `checkpoint-sentinel diagnose` against Flink itself:
 
   healthy   flink_checkpoints_total == Flink's counts; exported P95 == nearest-rank P95 of the
             distinct completed checkpoints (within HDR precision, 1 %)
   expired   the same counts; expired checkpoints seen in REST (failure_message) and in the logs
             (flink_checkpoint_log_events_total{kind="expired"}) in equal number; the alert for
             failing checkpoints reaches Alertmanager, and resolves once the job is gone
+            `checkpoint-sentinel diagnose` run live while checkpoints still expire: unhealthy
+            (exit 1), failure class timeout
   declined  declined checkpoints seen in REST and in the logs in equal number, with the task
             that declined (from scan-logs on the same log files)
+  backpressure  skewed backpressure makes the alignment long: the same counts; the exported
+            alignment P95 (job and stateful-map) equals the nearest-rank P95 of Flink's per-subtask
+            alignments (within HDR precision); every checkpoint's longest alignment and slowest
+            subtask in the JSON API equal Flink's subtask details; `diagnose` run live: at risk
+            (exit 3), failure class blocking, names the hot subtask and its TaskManager
   failover  killing the TaskManager shows up as a restore (flink_checkpoint_restores_total and
             a log event of kind "restore")
   prometheus  a real Prometheus scraped the daemon and answers for flink_checkpoints_total
@@ -96,6 +103,9 @@ class Env:
 
     def metrics(self):
         return get(f"{self.a.daemon}/metrics")
+
+    def daemon_job(self, job):
+        return get_json(f"{self.a.daemon}/api/v1/jobs/{self.a.cluster}/{job}")
 
     def checkpoints(self, job):
         # Right after submission Flink answers 500 until the job's checkpoint statistics exist.
@@ -200,6 +210,7 @@ def expired(env):
     fired = alert_in_alertmanager(env, job, "FlinkCheckpointFailing", True)
     check("expired: the failing-checkpoints alert reaches Alertmanager", bool(fired),
           f"{fired[0]['labels']['alertname']} for job {job}, summary: {fired[0]['annotations']['summary']!r}" if fired else "not found")
+    diagnose_expired(env, job)
     env.flink("cancel", env.a.version, job)
     resolved = alert_in_alertmanager(env, job, "FlinkCheckpointFailing", False)
     check("expired: the alert resolves once the job no longer fails", resolved is not None,
@@ -221,6 +232,135 @@ def declined(env):
     names = {v["id"]: v["name"] for v in get_json(f"{env.a.rest}/jobs/{job}")["vertices"]}
     named = sorted(f"{t} ({names.get(t.split('_')[0], names.get(t, '?'))})" for t in tasks)
     check("declined: the log names the task that declined", bool(tasks), f"declining task(s): {named[:2]}")
+    env.flink("cancel", env.a.version, job)
+
+
+def run_diagnose(env, job):
+    """`checkpoint-sentinel diagnose` against Flink's REST, as text and as JSON; prints the text
+    indented (it goes into the CI log). Returns (text exit code, text, JSON exit code, report)."""
+    cmd = [env.a.bin, "diagnose", "--url", env.a.rest, "--job", job]
+    text = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    as_json = subprocess.run(cmd + ["--format", "json"], capture_output=True, text=True, timeout=120)
+    print(f"    $ checkpoint-sentinel diagnose --url {env.a.rest} --job {job}    (exit {text.returncode})")
+    for line in (text.stdout + text.stderr).rstrip().splitlines():
+        print(f"    {line}".rstrip())
+    report = json.loads(as_json.stdout) if as_json.returncode != 2 and as_json.stdout.strip() else {}
+    return text.returncode, text.stdout, as_json.returncode, (report.get("jobs") or [{}])[0]
+
+
+def diagnose_expired(env, job):
+    code, text, json_code, report = run_diagnose(env, job)
+    classes = [c["class"] for c in report.get("classes", [])]
+    check("expired: diagnose run live says unhealthy, class timeout",
+          code == 1 and json_code == 1 and report.get("verdict") == "unhealthy"
+          and classes[:1] == ["timeout"] and "Failure class: TIMEOUT" in text,
+          f"exit {code} (text) / {json_code} (json), verdict {report.get('verdict')}, classes {classes}, "
+          f"{len(report.get('failures', []))} failure(s) listed")
+
+
+def subtask_details(env, job, vertices, cid, cache):
+    """Flink's own per-subtask statistics of checkpoint `cid`: {vertex name: [subtask]} (cached:
+    a finished checkpoint's details do not change)."""
+    if cid not in cache:
+        cache[cid] = {v["name"]: get_json(f"{env.a.rest}/jobs/{job}/checkpoints/details/{cid}/subtasks/{v['id']}")["subtasks"]
+                      for v in vertices}
+    return cache[cid]
+
+
+def alignment_of(st):
+    return (st.get("alignment") or {}).get("duration")
+
+
+def backpressure(env):
+    job = env.flink("submit", env.a.version, "backpressure")
+    seen = watch(env, job, env.a.seconds)
+    m, c = settle(env, job, seen)
+    counts_match("backpressure", m, c, job)
+    vertices = get_json(f"{env.a.rest}/jobs/{job}")["vertices"]
+    tm_of = {(v["name"], st["subtask"]): st.get("taskmanager-id")
+             for v in vertices for st in get_json(f"{env.a.rest}/jobs/{job}/vertices/{v['id']}")["subtasks"]}
+    details = {}
+
+    # One consistent view of the daemon: /metrics, the JSON API, /metrics again with the same
+    # alignment count, and every completed checkpoint of the API in the summary.
+    for _ in range(20):
+        m = env.metrics()
+        api = env.daemon_job(job)
+        again = env.metrics()
+        count = one(m, "flink_checkpoint_alignment_duration_seconds_count", job_id=job)
+        completed = [cp for cp in api["checkpoints"] if cp["outcome"] == "completed" and cp["kind"] != "savepoint"]
+        if count == one(again, "flink_checkpoint_alignment_duration_seconds_count", job_id=job) == len(completed) and completed:
+            break
+        time.sleep(1)
+    ids = [cp["id"] for cp in completed]
+    flink = {cid: subtask_details(env, job, vertices, cid, details) for cid in ids}
+
+    # Flink's truth per checkpoint: the longest alignment of any subtask, and the subtask that
+    # took longest end to end (it acknowledged last; ties are all right).
+    longest = {cid: max(alignment_of(st) or 0 for sts in d.values() for st in sts) for cid, d in flink.items()}
+    differ = [(cp["id"], (cp["phases_ms"] or {}).get("alignment"), longest[cp["id"]]) for cp in completed
+              if (cp["phases_ms"] or {}).get("alignment") != longest[cp["id"]]]
+    check("backpressure: every checkpoint's longest alignment equals Flink's subtask details",
+          not differ and len(ids) > 0,
+          f"{len(ids)} checkpoints {ids[0] if ids else '-'}..{ids[-1] if ids else '-'}, "
+          f"longest alignment per checkpoint {min(longest.values(), default=0)}..{max(longest.values(), default=0)} ms; "
+          f"differing (id, daemon, Flink): {differ}")
+
+    p95 = one(m, "flink_checkpoint_alignment_duration_seconds", job_id=job, quantile="0.95")
+    want = nearest_rank(list(longest.values()), 0.95) / 1000.0 if longest else float("nan")
+    e2e = one(m, "flink_checkpoint_duration_seconds", job_id=job, quantile="0.95")
+    snap = max(one(m, f"flink_checkpoint_{p}_duration_seconds", job_id=job, quantile="0.95") or 0 for p in ("sync", "async"))
+    # HDR keeps two significant figures: exact below 256 ms, else the bucket's top, at most 1 % above.
+    check("backpressure: alignment is the slow phase; its P95 equals the nearest-rank P95 of Flink's per-checkpoint longest",
+          p95 is not None and p95 > 0 and abs(p95 - want) <= want * 0.01 + 1e-9 and p95 > snap,
+          f"exported {p95} s, nearest-rank {want:.3f} s over {len(longest)} checkpoints (within HDR precision, 1 %); "
+          f"end-to-end P95 {e2e} s, sync/async P95 at most {snap} s")
+
+    values = [alignment_of(st) for d in flink.values() for st in d.get("stateful-map", []) if alignment_of(st) is not None]
+    op_p95 = one(m, "flink_operator_checkpoint_alignment_duration_seconds", job_id=job, operator="stateful-map", quantile="0.95")
+    op_count = one(m, "flink_operator_checkpoint_alignment_duration_seconds_count", job_id=job, operator="stateful-map")
+    op_want = nearest_rank(values, 0.95) / 1000.0 if values else float("nan")
+    check("backpressure: stateful-map's alignment P95 equals the nearest-rank P95 of its subtasks' alignments",
+          op_p95 is not None and op_count == len(values) and abs(op_p95 - op_want) <= op_want * 0.01 + 1e-9,
+          f"exported {op_p95} s over {op_count or 0:.0f} subtask values, nearest-rank {op_want:.3f} s over {len(values)} (within 1 %)")
+
+    wrong = []
+    for cp in completed:
+        d = flink[cp["id"]]
+        slowest = max(st["end_to_end_duration"] for sts in d.values() for st in sts)
+        tied = {(name, st["index"]) for name, sts in d.items() for st in sts if st["end_to_end_duration"] == slowest}
+        s = cp["slowest_subtask"] or {}
+        tm = s.get("taskmanager")
+        if (s.get("operator"), s.get("subtask")) not in tied or s.get("end_to_end_ms") != slowest \
+                or (tm is not None and tm != tm_of.get((s.get("operator"), s.get("subtask")))):
+            wrong.append((cp["id"], s, sorted(tied), slowest))
+    last = completed[-1]["slowest_subtask"] if completed else {}
+    where = tm_of.get((last.get("operator"), last.get("subtask"))) if last else None
+    check("backpressure: the daemon's slowest subtask is Flink's slowest, for every checkpoint",
+          not wrong and len(completed) > 0,
+          f"checkpoint {completed[-1]['id'] if completed else '-'}: {last.get('operator')} #{last.get('subtask')} "
+          f"{last.get('end_to_end_ms')} ms, on TaskManager {where} (Flink's /vertices; daemon's taskmanager "
+          f"{last.get('taskmanager')}); " + (f"{len(wrong)} mismatch(es), e.g. {wrong[0]}" if wrong else "no mismatch"))
+
+    code, text, json_code, report = run_diagnose(env, job)
+    classes = [c["class"] for c in report.get("classes", [])]
+    # Flink's hottest subtask over the checkpoints diagnose looked at in detail (its newest 10
+    # finished ones): the longest alignment of an acknowledged subtask.
+    looked = [r["id"] for r in report.get("recent", []) if r["status"] != "IN_PROGRESS"][:10]
+    hot = max(((alignment_of(st) or 0, name, st["index"])
+               for cid in looked for name, sts in subtask_details(env, job, vertices, cid, details).items()
+               for st in sts if st.get("status") == "completed"),
+              default=(0, None, None))
+    top = (report.get("top_alignment") or [{}])[0]
+    named = (top.get("operator"), top.get("subtask"), top.get("value_ms"), (top.get("location") or {}).get("taskmanager_id"))
+    check("backpressure: diagnose run live says at risk, class blocking, and names the hot subtask",
+          code == 3 and json_code == 3 and report.get("verdict") == "at_risk" and classes[:1] == ["blocking"]
+          and hot[1] == "stateful-map" and named == (hot[1], hot[2], hot[0], tm_of.get((hot[1], hot[2])))
+          and f"Top alignment:\n  stateful-map #{hot[2]}: " in text and "Failure class: BLOCKING" in text,
+          f"exit {code} (text) / {json_code} (json), verdict {report.get('verdict')}, classes {classes}; "
+          f"top alignment {named[0]} #{named[1]} {named[2]} ms on {named[3]}; Flink's longest alignment over "
+          f"checkpoints {looked[-1] if looked else '-'}..{looked[0] if looked else '-'}: {hot[1]} #{hot[2]} {hot[0]} ms "
+          f"on {tm_of.get((hot[1], hot[2]))}")
     env.flink("cancel", env.a.version, job)
 
 
@@ -264,18 +404,21 @@ def main():
     for flag in ("rest", "daemon", "alertmanager", "prometheus", "flink-sh", "bin", "version"):
         ap.add_argument(f"--{flag}", required=True)
     ap.add_argument("--seconds", type=int, default=35)
+    ap.add_argument("--cluster", default="e2e", help="the cluster's name in the daemon's config (run.sh: e2e)")
     ap.add_argument("--only", nargs="*")
     a = ap.parse_args()
     env = Env(a)
-    for scenario in (healthy, expired, declined, failover, prometheus):
+    for scenario in (healthy, expired, declined, backpressure, failover, prometheus):
         if a.only and scenario.__name__ not in a.only:
             continue
         print(f"--- {scenario.__name__} (Flink {a.version})", flush=True)
+        started = time.time()
         try:
             scenario(env)
         except Exception as e:  # a broken scenario is a failed assertion, and the others still run
             check(scenario.__name__, False, f"{type(e).__name__}: {e}")
         env.cancel_leftovers()
+        print(f"    ({scenario.__name__}: {time.time() - started:.0f} s)", flush=True)
     passed = sum(RESULTS)
     print(f"{passed} passed, {len(RESULTS) - passed} failed")
     return 0 if all(RESULTS) else 1

@@ -468,12 +468,15 @@ pub fn analyse(d: &JobData) -> JobReport {
     let recent: Vec<CheckpointLine> = history
         .iter()
         .map(|cp| {
-            let finished = d.finished.iter().find(|f| f.id == cp.id);
-            let status = match finished {
+            // Only the newest `--checkpoints` were fetched in detail; an older finished entry of
+            // the history still has its own outcome and end, not an age as if it were in progress.
+            let finished =
+                d.finished.iter().find(|f| f.id == cp.id).cloned().or_else(|| convert::finished(cp, &[]));
+            let status = match &finished {
                 Some(f) => outcome(f).to_uppercase(),
                 None => cp.status.clone().unwrap_or_default().to_uppercase(),
             };
-            let took_ms = match finished {
+            let took_ms = match &finished {
                 Some(f) => Some(f.finished_at.since(f.triggered_at)),
                 None => cp.trigger_timestamp.map(|t| d.fetched_at.since(Timestamp(t))),
             };
@@ -1295,5 +1298,57 @@ pub async fn run(args: &DiagnoseArgs) -> u8 {
             eprintln!("error: {e}");
             2
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(history: serde_json::Value, finished: Vec<FinishedCheckpoint>) -> JobData {
+        JobData {
+            job_id: "j".into(),
+            name: "n".into(),
+            state: "RUNNING".into(),
+            flink_version: Some("2.3.0".into()),
+            details: None,
+            config: None,
+            stats: serde_json::from_value(serde_json::json!({ "history": history })).unwrap(),
+            finished,
+            pending: BTreeMap::new(),
+            locations: BTreeMap::new(),
+            load: None,
+            fetched_at: Timestamp(100_000),
+        }
+    }
+
+    #[test]
+    fn finished_checkpoints_beyond_the_detailed_ones_keep_their_outcome_and_duration() {
+        // Flink keeps 20 in its history, diagnose fetches the newest 10 in detail: seen live, the
+        // older ones were listed as "took" their age (36-48 s) and an expired one as FAILED.
+        let history = serde_json::json!([
+            { "className": "completed", "id": 5, "status": "COMPLETED", "trigger_timestamp": 90_000,
+              "latest_ack_timestamp": 92_000, "end_to_end_duration": 2_000 },
+            { "className": "failed", "id": 3, "status": "FAILED", "trigger_timestamp": 80_000,
+              "failure_timestamp": 84_000, "failure_message": "Checkpoint expired before completing." },
+            { "className": "completed", "id": 2, "status": "COMPLETED", "trigger_timestamp": 77_000,
+              "latest_ack_timestamp": 77_085, "end_to_end_duration": 85 },
+            { "className": "in_progress", "id": 6, "status": "IN_PROGRESS", "trigger_timestamp": 99_000 }
+        ]);
+        let stats: dto::CheckpointingStatistics =
+            serde_json::from_value(serde_json::json!({ "history": history.clone() })).unwrap();
+        let newest = convert::finished(&stats.history[0], &[]).unwrap();
+        let report = analyse(&job(history, vec![newest]));
+        let lines: Vec<(u64, &str, Option<u64>)> =
+            report.recent.iter().map(|r| (r.id, r.status.as_str(), r.took_ms)).collect();
+        assert_eq!(
+            lines,
+            [
+                (6, "IN_PROGRESS", Some(1_000)),
+                (5, "COMPLETED", Some(2_000)),
+                (3, "EXPIRED", Some(4_000)),
+                (2, "COMPLETED", Some(85)),
+            ]
+        );
     }
 }
