@@ -330,9 +330,10 @@ def backpressure(env):
         slowest = max(st["end_to_end_duration"] for sts in d.values() for st in sts)
         tied = {(name, st["index"]) for name, sts in d.items() for st in sts if st["end_to_end_duration"] == slowest}
         s = cp["slowest_subtask"] or {}
-        tm = s.get("taskmanager")
+        # The daemon words it "taskmanager-id (endpoint)" from the same /vertices endpoint.
+        tm = (s.get("taskmanager") or "").split(" ")[0]
         if (s.get("operator"), s.get("subtask")) not in tied or s.get("end_to_end_ms") != slowest \
-                or (tm is not None and tm != tm_of.get((s.get("operator"), s.get("subtask")))):
+                or tm != tm_of.get((s.get("operator"), s.get("subtask"))):
             wrong.append((cp["id"], s, sorted(tied), slowest))
     last = completed[-1]["slowest_subtask"] if completed else {}
     where = tm_of.get((last.get("operator"), last.get("subtask"))) if last else None

@@ -194,8 +194,9 @@ pub struct SlowestSubtask {
     pub end_to_end_ms: u64,
     /// Its own phases (they add up to about `end_to_end_ms`).
     pub phases_ms: Option<PhaseValues>,
-    /// Its TaskManager, when a log line of this checkpoint named it (Flink's per-subtask
-    /// checkpoint statistics carry no host).
+    /// Its TaskManager: as a log line of this checkpoint named it, else where the subtask ran
+    /// when the poller last fetched the job's vertices (Flink's per-subtask checkpoint
+    /// statistics carry no location).
     pub taskmanager: Option<String>,
 }
 
@@ -704,7 +705,9 @@ fn checkpoint_view(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Chec
     }
 }
 
-/// The TaskManager a log line of this checkpoint names for this subtask, if any.
+/// The TaskManager a log line of this checkpoint names for this subtask (where it was at that
+/// moment), else where the poller last saw the subtask run (Flink's per-subtask checkpoint
+/// statistics carry no location).
 fn taskmanager_of(
     c: &ClusterState,
     job_id: &str,
@@ -724,6 +727,7 @@ fn taskmanager_of(
                 .is_none_or(|t| t == operator || operator.starts_with(t) || t.starts_with(operator))
         })
         .find_map(|e| e.taskmanager.clone())
+        .or_else(|| c.jobs.get(job_id)?.subtask_location(operator, subtask).map(str::to_string))
 }
 
 fn settings_view(s: &CheckpointSettings) -> SettingsView {
@@ -943,6 +947,59 @@ mod tests {
         assert_eq!((p95(1, "start_delay"), p95(1, "sync"), p95(1, "async")), (Some(5), Some(1), Some(3)));
         // The newest point is what the jobs table shows now.
         assert_eq!(series[1]["p95_ms"], serde_json::to_value(d.summary.p95_ms).unwrap());
+    }
+
+    #[test]
+    fn the_slowest_subtask_names_its_taskmanager_from_a_log_line_else_from_the_vertex() {
+        use crate::observe::{JobLoadReport, JobTopology, LogEvent, Severity, TopologyVertex, VertexLoad};
+        let mut s = state(false);
+        let slowest_tm = |s: &State| {
+            let d = job(s, &AlertsView::default(), "prod", "j1", Timestamp(1_016_000)).unwrap();
+            d.checkpoints
+                .iter()
+                .map(|c| c.slowest_subtask.as_ref().unwrap().taskmanager.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(slowest_tm(&s), [None, None, None]);
+        // The load fetch lists where the subtasks run: subtask 1, the slowest, is on tm-b.
+        let load = JobLoadReport {
+            key: JobKey { cluster: "prod".into(), job_id: "j1".into() },
+            measured_at: Timestamp(1_016_000),
+            topology: Some(JobTopology {
+                vertices: vec![TopologyVertex {
+                    id: "v".into(),
+                    name: "stateful-map".into(),
+                    parallelism: 2,
+                }],
+                edges: Vec::new(),
+            }),
+            vertices: vec![VertexLoad {
+                vertex_id: "v".into(),
+                subtasks: Vec::new(),
+                taskmanagers: vec![Some("tm-a (h:1)".into()), Some("tm-b (h:2)".into())],
+            }],
+        };
+        s.apply(&Observation::JobLoad(load.clone()), Timestamp(1_016_000));
+        assert_eq!(
+            slowest_tm(&s),
+            [Some("tm-b (h:2)".to_string()), Some("tm-b (h:2)".into()), Some("tm-b (h:2)".into())]
+        );
+        // A later fetch that could not read the locations forgets nothing.
+        let mut unknown = load;
+        unknown.vertices[0].taskmanagers = vec![None, None];
+        s.apply(&Observation::JobLoad(unknown), Timestamp(1_017_000));
+        assert_eq!(slowest_tm(&s)[2].as_deref(), Some("tm-b (h:2)"));
+        // A log line of checkpoint 3 that names the subtask's TaskManager wins for that checkpoint.
+        let mut event = LogEvent::new("declined".into(), Severity::Warning, "declined".into());
+        event.cluster = "prod".into();
+        event.job_id = Some("j1".into());
+        event.checkpoint_id = Some(3);
+        event.task = Some("stateful-map".into());
+        event.subtask = Some(1);
+        event.taskmanager = Some("tm-old @ h (dataPort=2)".into());
+        s.apply(&Observation::LogEvents(vec![event]), Timestamp(1_017_000));
+        assert_eq!(slowest_tm(&s)[2].as_deref(), Some("tm-old @ h (dataPort=2)"));
+        assert_eq!(slowest_tm(&s)[1].as_deref(), Some("tm-b (h:2)"));
     }
 
     #[test]

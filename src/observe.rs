@@ -486,6 +486,9 @@ pub struct VertexLoad {
     pub vertex_id: String,
     /// Its subtasks.
     pub subtasks: Vec<SubtaskLoad>,
+    /// The TaskManager each subtask runs on, by subtask index (every subtask, not only the
+    /// ones with load metrics): `taskmanager-id (endpoint)` as `convert::taskmanager_of` words it.
+    pub taskmanagers: Vec<Option<String>>,
 }
 
 /// A job's graph and load, as the poller fetched them.

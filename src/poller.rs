@@ -29,6 +29,10 @@ pub const LOAD_EVERY_POLLS: u64 = 30;
 /// At most this many jobs have their load fetched in one round (each costs 3 requests per
 /// vertex), so a cluster with many jobs spreads the work over rounds.
 pub const MAX_LOAD_FETCHES_PER_ROUND: usize = 1;
+/// A job whose subtasks had no TaskManager at a load fetch (still deploying) is fetched again
+/// after this many rounds instead of [`LOAD_EVERY_POLLS`], at most [`LOCATION_RETRIES`] times.
+const LOCATION_RETRY_POLLS: u64 = 2;
+const LOCATION_RETRIES: u8 = 5;
 /// Per-subtask metrics are asked for at most this many subtasks of a vertex.
 pub const MAX_LOAD_SUBTASKS: u32 = 32;
 
@@ -46,6 +50,9 @@ struct JobCache {
     topology: Option<crate::observe::JobTopology>,
     /// The round from which the job's load is due again.
     load_due: u64,
+    /// Early load fetches left for a job whose subtasks had no TaskManager yet (still being
+    /// deployed), so their locations do not wait [`LOAD_EVERY_POLLS`] rounds.
+    location_retries: u8,
     /// In-progress checkpoints whose pending subtasks were reported already.
     reported_pending: std::collections::BTreeSet<u64>,
 }
@@ -221,6 +228,7 @@ impl Poller {
                     final_poll_done: false,
                     topology: convert::topology(&details),
                     load_due: self.rounds,
+                    location_retries: LOCATION_RETRIES,
                     reported_pending: Default::default(),
                 },
             );
@@ -330,9 +338,7 @@ impl Poller {
                     .and_then(|c| c.vertex_names.get(vid).cloned())
                     .unwrap_or_else(|| vid.clone());
                 for index in pending {
-                    let tm = hosts[vid].iter().find(|s| s.subtask == index).and_then(|s| {
-                        s.taskmanager_id.clone().or_else(|| s.endpoint.clone()).or_else(|| s.host.clone())
-                    });
+                    let tm = hosts[vid].iter().find(|s| s.subtask == index).and_then(convert::taskmanager_of);
                     let waited = now.since(triggered_at);
                     let message = format!(
                         "{name} (subtask {index}) has not acknowledged checkpoint {id} after {waited} ms (timeout {timeout_ms} ms)"
@@ -377,12 +383,20 @@ impl Poller {
             }
             let Some(topology) = self.jobs.get(&job_id).and_then(|c| c.topology.clone()) else { continue };
             match self.job_load(&job_id, &topology).await {
-                Ok(vertices) => self.app.apply(&Observation::JobLoad(crate::observe::JobLoadReport {
-                    key: JobKey { cluster: self.config.name.clone(), job_id },
-                    measured_at: Timestamp::now(),
-                    topology: Some(topology),
-                    vertices,
-                })),
+                Ok(vertices) => {
+                    let located = vertices.iter().any(|v| v.taskmanagers.iter().any(Option::is_some));
+                    if let Some(c) = self.jobs.get_mut(&job_id).filter(|c| !located && c.location_retries > 0)
+                    {
+                        c.location_retries -= 1;
+                        c.load_due = rounds + LOCATION_RETRY_POLLS;
+                    }
+                    self.app.apply(&Observation::JobLoad(crate::observe::JobLoadReport {
+                        key: JobKey { cluster: self.config.name.clone(), job_id },
+                        measured_at: Timestamp::now(),
+                        topology: Some(topology),
+                        vertices,
+                    }));
+                }
                 Err(e) => {
                     self.log_error(&e);
                     errors.push(e.kind());

@@ -2,7 +2,8 @@
 //! implies: the healthy job runs as configured, the min-pause job is bound by min-pause, the
 //! expiring job's triggers are moved by the timeout, the failing job restarts, and the
 //! backpressured job's alignment is flagged against its interval at the operator that holds it;
-//! and the job detail carries the P95-per-phase series the status page charts.
+//! and the job detail carries the P95-per-phase series the status page charts and names the
+//! TaskManager of each checkpoint's slowest subtask.
 
 use std::time::{Duration, Instant};
 
@@ -106,5 +107,12 @@ async fn every_demo_job_gets_the_explanation_its_scenario_implies() {
     let phases = ["end_to_end", "start_delay", "alignment", "sync", "async"];
     assert!(points.iter().all(|p| phases.iter().all(|k| p["p95_ms"][k].is_u64())), "{series:#}");
     assert!(points.windows(2).all(|w| w[0]["at_ms"].as_i64() < w[1]["at_ms"].as_i64()), "{series:#}");
+
+    // The slowest subtask of each checkpoint names its TaskManager, from the poller's fetch of
+    // the vertex (no log line names it for a completed checkpoint).
+    let url = format!("{base}/api/v1/jobs/demo/{}", job("backpressured"));
+    let detail: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+    let last = detail["checkpoints"].as_array().and_then(|c| c.last()).expect("a checkpoint");
+    assert_eq!(last["slowest_subtask"]["taskmanager"], "127.0.0.1:6122-demo01 (localhost:6121)", "{last:#}");
     demo.shutdown().await;
 }

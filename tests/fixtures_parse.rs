@@ -173,3 +173,40 @@ fn checkpoint_config_converts() {
         assert!(s.exactly_once);
     }
 }
+
+/// Where each subtask runs, from `/jobs/:id/vertices/:vid` of every version: 1.14 lists the
+/// host, 1.20 host and endpoint, 2.x the endpoint only; the TaskManager id in all of them.
+#[test]
+fn subtask_locations_are_read_in_every_version() {
+    let vertex = "5a44ef70092224af50ee1c30c6ad3cec";
+    for (version, want) in [
+        ("1.14.6", "127.0.0.1:21125-a2bac7 (localhost)"),
+        ("1.20.5", "127.0.0.1:19125-bd2dde (localhost:19126)"),
+        ("2.3.0", "127.0.0.1:18125-6451c0 (localhost:18126)"),
+    ] {
+        let path = fixture(version, &format!("backpressure-debuglog/rest/vertices/{vertex}.json"));
+        let details: dto::VertexDetails = parse(&path);
+        let load = convert::vertex_load(vertex, 2, Some(&details), None, &[]);
+        assert_eq!(load.taskmanagers.len(), details.subtasks.len(), "{version}");
+        assert!(
+            load.taskmanagers.iter().all(|tm| tm.as_deref() == Some(want)),
+            "{version}: {:?}",
+            load.taskmanagers
+        );
+    }
+}
+
+/// A subtask that is not deployed yet has no location: Flink fills its fields with
+/// `(unassigned)`, which must not be shown as a TaskManager.
+#[test]
+fn an_unassigned_subtask_has_no_taskmanager() {
+    let subtask = |json: &str| -> dto::VertexSubtask { serde_json::from_str(json).unwrap() };
+    let unassigned = r#"{"subtask": 0, "host": "(unassigned)", "endpoint": "(unassigned)", "taskmanager-id": "(unassigned)"}"#;
+    assert_eq!(convert::taskmanager_of(&subtask(unassigned)), None);
+    assert_eq!(
+        convert::taskmanager_of(&subtask(
+            r#"{"subtask": 1, "host": "tm-host", "taskmanager-id": "(unassigned)"}"#
+        )),
+        Some("tm-host".to_string())
+    );
+}

@@ -12,6 +12,7 @@ mod diagnose;
 mod faults;
 mod fixtures_parse;
 mod golden;
+mod locations;
 mod logs_fixtures;
 mod logs_storm;
 mod logs_tail;

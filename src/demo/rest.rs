@@ -28,6 +28,7 @@ pub fn router(cluster: Shared) -> Router {
         .route("/jobs/{jid}/checkpoints/config", get(checkpoint_config))
         .route("/jobs/{jid}/checkpoints/details/{cid}", get(details))
         .route("/jobs/{jid}/checkpoints/details/{cid}/subtasks/{vid}", get(subtasks))
+        .route("/jobs/{jid}/vertices/{vid}", get(vertex))
         .with_state(cluster)
 }
 
@@ -123,6 +124,28 @@ async fn job(State(cluster): State<Shared>, Path(jid): Path<String>) -> Response
             "plan": { "jid": j.id, "name": j.name, "type": "STREAMING", "nodes": nodes },
         }))
         .into_response()
+    })
+}
+
+/// Where the subtasks run, as `/jobs/:jid/vertices/:vid` lists them (the simulated cluster has
+/// one TaskManager, as `/overview` says); no I/O metrics, which the model does not keep.
+async fn vertex(State(cluster): State<Shared>, Path((jid, vid)): Path<(String, String)>) -> Response {
+    with_job(&cluster, &jid, |j| {
+        let Some((_, spec)) = j.graph.vertices.iter().enumerate().find(|(i, _)| vertex_id(*i) == vid) else {
+            return not_found(format!("JobVertex {vid} not found"));
+        };
+        let subtasks: Vec<Value> = (0..spec.parallelism)
+            .map(|i| {
+                json!({
+                    "subtask": i,
+                    "status": j.coordinator.status().as_str(),
+                    "endpoint": "localhost:6121",
+                    "taskmanager-id": "127.0.0.1:6122-demo01",
+                })
+            })
+            .collect();
+        Json(json!({ "id": vid, "name": spec.name, "parallelism": spec.parallelism, "subtasks": subtasks }))
+            .into_response()
     })
 }
 

@@ -194,6 +194,21 @@ pub const LOAD_METRICS: [&str; 5] = [
     "Shuffle.Netty.Output.Buffers.outPoolUsage",
 ];
 
+/// Where a subtask runs, as one text: `taskmanager-id (endpoint)`, falling back to whichever
+/// of the two Flink lists (`host` before 1.17).
+/// A subtask not deployed yet has none: Flink says `(unassigned)`.
+pub fn taskmanager_of(subtask: &dto::VertexSubtask) -> Option<String> {
+    fn known(v: &Option<String>) -> Option<&str> {
+        v.as_deref().filter(|v| !v.is_empty() && *v != "(unassigned)")
+    }
+    let address = known(&subtask.endpoint).or(known(&subtask.host));
+    match (known(&subtask.taskmanager_id), address) {
+        (Some(id), Some(address)) => Some(format!("{id} ({address})")),
+        (Some(id), None) => Some(id.to_string()),
+        (None, address) => address.map(str::to_string),
+    }
+}
+
 /// The load of one vertex from its three endpoints (any of which may be missing).
 pub fn vertex_load(
     vertex_id: &str,
@@ -243,5 +258,16 @@ pub fn vertex_load(
             }
         })
         .collect();
-    VertexLoad { vertex_id: vertex_id.to_string(), subtasks }
+    let mut taskmanagers = Vec::new();
+    for s in details.map_or(&[][..], |d| &d.subtasks[..]) {
+        // Indexes come from Flink; a garbled one must not make a huge vector.
+        if s.subtask < 65_536 {
+            let index = s.subtask as usize;
+            if taskmanagers.len() <= index {
+                taskmanagers.resize(index + 1, None);
+            }
+            taskmanagers[index] = taskmanager_of(s);
+        }
+    }
+    VertexLoad { vertex_id: vertex_id.to_string(), subtasks, taskmanagers }
 }

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointStatus, ClusterPoll, FinishedCheckpoint,
-    InProgressCheckpoint, JobPoll, Observation, SnapshotKind,
+    InProgressCheckpoint, JobLoadReport, JobPoll, Observation, SnapshotKind,
 };
 use crate::shadow::Shadow;
 use crate::stats::{WindowSpec, WindowedHistogram};
@@ -263,6 +263,9 @@ pub struct JobState {
     pub shadow: Shadow,
     /// |observed − expected| trigger time of each compared checkpoint, ms.
     pub trigger_deviation: WindowedHistogram,
+    /// Where each operator's subtasks ran (by operator name, then subtask index) when the
+    /// poller last fetched the job's load; rebuilt from observations, not persisted.
+    pub subtask_locations: BTreeMap<String, Vec<Option<String>>>,
 }
 
 impl JobState {
@@ -293,7 +296,25 @@ impl JobState {
             operators: BTreeMap::new(),
             shadow: Shadow::new(),
             trigger_deviation: WindowedHistogram::new(window),
+            subtask_locations: BTreeMap::new(),
         }
+    }
+
+    /// Keeps where the subtasks of each vertex in the load report run. A vertex the report
+    /// has no location for keeps what was known: a failed fetch does not forget it.
+    fn observe_locations(&mut self, report: &JobLoadReport) {
+        let Some(topology) = &report.topology else { return };
+        for load in &report.vertices {
+            let Some(vertex) = topology.vertices.iter().find(|v| v.id == load.vertex_id) else { continue };
+            if load.taskmanagers.iter().any(Option::is_some) {
+                self.subtask_locations.insert(vertex.name.clone(), load.taskmanagers.clone());
+            }
+        }
+    }
+
+    /// Where a subtask of an operator ran at the last load fetch.
+    pub fn subtask_location(&self, operator: &str, subtask: u32) -> Option<&str> {
+        self.subtask_locations.get(operator)?.get(subtask as usize)?.as_deref()
     }
 
     /// Failed checkpoints since the last completed one, among the recent ones (Flink's
@@ -527,6 +548,7 @@ impl State {
                     .get_mut(&report.key.cluster)
                     .and_then(|c| c.jobs.get_mut(&report.key.job_id));
                 if let Some(job) = job {
+                    job.observe_locations(report);
                     job.shadow.observe_load(report);
                 }
             }

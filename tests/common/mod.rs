@@ -107,6 +107,10 @@ pub fn read_json(path: &Path) -> Value {
 struct Replay {
     scenario: Scenario,
     step: AtomicUsize,
+    /// `/jobs/:id/vertices/:vid` is answered (from `rest/vertices/`) only when set: until this
+    /// many polls were served, every subtask shows `(unassigned)`, as Flink does while deploying.
+    vertices_unassigned_until_poll: Option<usize>,
+    vertex_requests: AtomicUsize,
 }
 
 /// A running replay server.
@@ -120,6 +124,11 @@ impl ReplayServer {
     /// How many `/checkpoints` requests were answered.
     pub fn polls_served(&self) -> usize {
         self.state.step.load(Ordering::SeqCst)
+    }
+
+    /// How many `/jobs/:id/vertices/:vid` requests were answered.
+    pub fn vertex_requests(&self) -> usize {
+        self.state.vertex_requests.load(Ordering::SeqCst)
     }
 
     /// The scenario it replays.
@@ -142,7 +151,26 @@ impl ReplayServer {
 
 /// Starts a replay server for `flink-<version>/<name>` on a free loopback port.
 pub async fn replay(version: &str, name: &str) -> ReplayServer {
-    let state = Arc::new(Replay { scenario: Scenario::load(version, name), step: AtomicUsize::new(0) });
+    replay_server(version, name, None).await
+}
+
+/// A replay server that also answers `/jobs/:id/vertices/:vid`, with every subtask
+/// `(unassigned)` until `unassigned_until_poll` polls were served.
+pub async fn replay_with_vertices(version: &str, name: &str, unassigned_until_poll: usize) -> ReplayServer {
+    replay_server(version, name, Some(unassigned_until_poll)).await
+}
+
+async fn replay_server(
+    version: &str,
+    name: &str,
+    vertices_unassigned_until_poll: Option<usize>,
+) -> ReplayServer {
+    let state = Arc::new(Replay {
+        scenario: Scenario::load(version, name),
+        step: AtomicUsize::new(0),
+        vertices_unassigned_until_poll,
+        vertex_requests: AtomicUsize::new(0),
+    });
     let app = Router::new()
         .route("/overview", get(overview))
         .route("/jobs/overview", get(jobs_overview))
@@ -151,6 +179,7 @@ pub async fn replay(version: &str, name: &str) -> ReplayServer {
         .route("/jobs/{job}/checkpoints/config", get(checkpoints_config))
         .route("/jobs/{job}/checkpoints/details/{cp}", get(details))
         .route("/jobs/{job}/checkpoints/details/{cp}/subtasks/{vertex}", get(subtasks))
+        .route("/jobs/{job}/vertices/{vertex}", get(vertex))
         .with_state(state.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
@@ -221,6 +250,26 @@ async fn details(State(s): S, UrlPath((_job, cp)): UrlPath<(String, u64)>) -> Re
 
 async fn subtasks(State(s): S, UrlPath((_job, cp, vertex)): UrlPath<(String, u64, String)>) -> Response {
     file(details_file(&s, &format!("checkpoint-{cp}-subtasks-{vertex}.json")))
+}
+
+async fn vertex(State(s): S, UrlPath((_job, vertex)): UrlPath<(String, String)>) -> Response {
+    let Some(unassigned_until_poll) = s.vertices_unassigned_until_poll else {
+        return file(PathBuf::new());
+    };
+    let path = rest(&s, &format!("vertices/{vertex}.json"));
+    if !path.exists() {
+        return file(path);
+    }
+    let mut details = read_json(&path);
+    s.vertex_requests.fetch_add(1, Ordering::SeqCst);
+    if s.step.load(Ordering::SeqCst) < unassigned_until_poll {
+        for subtask in details["subtasks"].as_array_mut().unwrap() {
+            for field in ["host", "endpoint", "taskmanager-id"] {
+                subtask[field] = Value::from("(unassigned)");
+            }
+        }
+    }
+    json(&details)
 }
 
 /// The daemon's `/metrics` at `addr`.
