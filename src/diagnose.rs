@@ -849,7 +849,7 @@ pub fn analyse(d: &JobData) -> JobReport {
     {
         set(
             Verdict::AtRisk,
-            format!("the longest recent checkpoint took {} of the {} timeout", human_ms(l), human_ms(t)),
+            format!("the longest recent completed checkpoint took {} of the {} timeout", human_ms(l), human_ms(t)),
             &mut reasons,
         );
     }
