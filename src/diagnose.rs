@@ -41,8 +41,15 @@ pub enum Format {
 #[derive(Clone, Debug, clap::Args)]
 pub struct DiagnoseArgs {
     /// The JobManager's REST base URL, e.g. `http://127.0.0.1:8081`.
+    #[arg(long, required_unless_present = "config", conflicts_with = "config")]
+    pub url: Option<String>,
+    /// Take the cluster's URL, credentials and CA from the daemon's configuration file instead
+    /// (for a JobManager behind TLS or authentication).
     #[arg(long)]
-    pub url: String,
+    pub config: Option<std::path::PathBuf>,
+    /// With `--config`: which `[[clusters]]` entry (by `name`); needed when there are several.
+    #[arg(long, requires = "config")]
+    pub cluster: Option<String>,
     /// Diagnose only this job id (default: every job that is not finished, canceled or failed).
     #[arg(long)]
     pub job: Option<String>,
@@ -69,6 +76,12 @@ pub enum DiagnoseError {
     /// The asked-for job is not there.
     #[error("no job {0} on this cluster")]
     NoSuchJob(String),
+    /// The configuration file could not be loaded.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// `--cluster` names no cluster of the configuration file, or it has several and none was named.
+    #[error("{0}")]
+    NoSuchCluster(String),
 }
 
 /// Everything fetched about one job (the input of [`analyse`]).
@@ -275,12 +288,8 @@ pub struct Cause {
 
 /// Connects, fetches and analyses; returns the report.
 pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
-    let client = FlinkClient::new(&ClusterConfig {
-        name: "diagnose".into(),
-        url: args.url.clone(),
-        timeout: args.timeout,
-        ..ClusterConfig::default()
-    })?;
+    let cluster = cluster_config(args)?;
+    let client = FlinkClient::new(&cluster)?;
     let overview = client.overview().await?;
     let jobs = client.jobs_overview().await?;
     let selected: Vec<&dto::JobOverview> = match &args.job {
@@ -304,7 +313,7 @@ pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
         reports.push(analyse(&data));
     }
     Ok(Report {
-        url: args.url.clone(),
+        url: cluster.url,
         flink_version: overview.flink_version,
         at_ms: Timestamp::now().millis(),
         jobs: reports,
@@ -849,7 +858,11 @@ pub fn analyse(d: &JobData) -> JobReport {
     {
         set(
             Verdict::AtRisk,
-            format!("the longest recent completed checkpoint took {} of the {} timeout", human_ms(l), human_ms(t)),
+            format!(
+                "the longest recent completed checkpoint took {} of the {} timeout",
+                human_ms(l),
+                human_ms(t)
+            ),
             &mut reasons,
         );
     }
@@ -1282,6 +1295,41 @@ pub fn to_text(report: &Report) -> String {
         }
     }
     o
+}
+
+/// The cluster to diagnose: `--url` alone, or an entry of the `--config` file with its
+/// credentials and CA (the request timeout is `--timeout` either way).
+fn cluster_config(args: &DiagnoseArgs) -> Result<ClusterConfig, DiagnoseError> {
+    let Some(path) = &args.config else {
+        return Ok(ClusterConfig {
+            name: "diagnose".into(),
+            url: args.url.clone().unwrap_or_default(),
+            timeout: args.timeout,
+            ..ClusterConfig::default()
+        });
+    };
+    let config = crate::config::Config::load(path)?;
+    let names = || config.clusters.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ");
+    let chosen = match &args.cluster {
+        Some(name) => config.clusters.iter().find(|c| &c.name == name).ok_or_else(|| {
+            DiagnoseError::NoSuchCluster(format!(
+                "{}: no cluster named {name:?} (clusters: {})",
+                path.display(),
+                names()
+            ))
+        })?,
+        None => match config.clusters.as_slice() {
+            [only] => only,
+            _ => {
+                return Err(DiagnoseError::NoSuchCluster(format!(
+                    "{}: choose one of its clusters with --cluster (clusters: {})",
+                    path.display(),
+                    names()
+                )));
+            }
+        },
+    };
+    Ok(ClusterConfig { timeout: args.timeout, ..chosen.clone() })
 }
 
 /// Runs the command: prints the report; returns the exit code.

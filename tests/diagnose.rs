@@ -30,6 +30,12 @@ fn file(path: PathBuf) -> Response {
 
 /// Serves the end-of-scenario snapshot of `flink-<version>/<name>`; returns its URL and job id.
 async fn serve(version: &str, name: &str) -> (String, String) {
+    serve_behind(version, name, None).await
+}
+
+/// The same, answering 401 to any request without `Authorization: Bearer <token>` when a
+/// token is given (a JobManager behind an authenticating proxy).
+async fn serve_behind(version: &str, name: &str, token: Option<&str>) -> (String, String) {
     let dir = common::fixtures().join(format!("flink-{version}")).join(name).join("rest");
     let meta = common::read_json(&dir.join("../scenario.json"));
     let job_id = meta["job_id"].as_str().unwrap().to_string();
@@ -88,6 +94,25 @@ async fn serve(version: &str, name: &str) -> (String, String) {
             }),
         )
         .with_state(state);
+    let app = match token {
+        None => app,
+        Some(token) => {
+            let expected = format!("Bearer {token}");
+            app.layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let authorized =
+                        request.headers().get("authorization").is_some_and(|v| v == expected.as_str());
+                    async move {
+                        if authorized {
+                            next.run(request).await
+                        } else {
+                            axum::http::StatusCode::UNAUTHORIZED.into_response()
+                        }
+                    }
+                },
+            ))
+        }
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -96,6 +121,12 @@ async fn serve(version: &str, name: &str) -> (String, String) {
 
 /// Runs the binary; returns (exit code, stdout).
 async fn diagnose(args: Vec<String>) -> (i32, String) {
+    let (code, stdout, _) = diagnose_full(args).await;
+    (code, stdout)
+}
+
+/// Runs the binary; returns (exit code, stdout, stderr).
+async fn diagnose_full(args: Vec<String>) -> (i32, String, String) {
     let out = tokio::task::spawn_blocking(move || {
         std::process::Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
             .arg("diagnose")
@@ -106,8 +137,9 @@ async fn diagnose(args: Vec<String>) -> (i32, String) {
     .await
     .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
-    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    (out.status.code().unwrap_or(-1), stdout)
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("{stdout}{stderr}");
+    (out.status.code().unwrap_or(-1), stdout, stderr)
 }
 
 fn has(text: &str, needle: &str) {
@@ -175,4 +207,48 @@ async fn healthy_passes_and_older_versions_name_the_host() {
     let (code, _) =
         diagnose(vec!["--url".into(), "http://127.0.0.1:9".into(), "--timeout".into(), "2s".into()]).await;
     assert_eq!(code, 2, "cannot connect");
+}
+
+/// A JobManager behind authentication: `--config` takes the cluster's URL and credentials from
+/// the daemon's configuration file; a wrong choice of cluster is a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_config_file_supplies_the_url_and_the_credentials() {
+    let (url, job_id) = serve_behind("2.3.0", "expired", Some("s3cret")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let config = dir.path().join("sentinel.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[clusters]]\nname = \"other\"\nurl = \"http://127.0.0.1:9\"\n\n\
+             [[clusters]]\nname = \"secured\"\nurl = \"{url}\"\nbearer_token = {{ file = \"{}\" }}\n\n\
+             [[clusters]]\nname = \"no-token\"\nurl = \"{url}\"\n",
+            token.display()
+        ),
+    )
+    .unwrap();
+    let args = |extra: &[&str]| {
+        let mut a =
+            vec!["--config".to_string(), config.display().to_string(), "--job".into(), job_id.clone()];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+
+    let (code, out, _) = diagnose_full(args(&["--cluster", "secured"])).await;
+    assert_eq!(code, 1, "the expired job is unhealthy");
+    has(&out, &format!("checkpoint-sentinel diagnose: {url} (Flink 2.3.0)"));
+    has(&out, "Failure class: TIMEOUT");
+
+    let (code, _, err) = diagnose_full(args(&["--cluster", "no-token"])).await;
+    assert_eq!(code, 2, "refused without the token: {err}");
+    has(&err, "401");
+
+    let (code, _, err) = diagnose_full(args(&[])).await;
+    assert_eq!(code, 2);
+    has(&err, "choose one of its clusters with --cluster (clusters: other, secured, no-token)");
+
+    let (code, _, err) = diagnose_full(args(&["--cluster", "nope"])).await;
+    assert_eq!(code, 2);
+    has(&err, "no cluster named \"nope\"");
 }
