@@ -86,12 +86,8 @@ async fn every_fault_is_counted_and_polling_goes_on() {
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
     let dir = tempfile::tempdir().unwrap();
-    let mut cluster = ClusterConfig::new("lab", &proxy_url);
-    cluster.poll_interval = Duration::from_millis(100);
-    cluster.timeout = Duration::from_secs(1);
-    let mut config = Config { clusters: vec![cluster], ..Config::default() };
-    config.server.listen = "127.0.0.1:0".parse().unwrap();
-    config.state.dir = dir.path().to_path_buf();
+    let mut config = common::watching(&proxy_url, Duration::from_millis(100), dir.path());
+    config.clusters[0].timeout = Duration::from_secs(1);
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
     let metrics = || scrape(daemon.addr);
     let errors = |m: &str, kind: &str| {

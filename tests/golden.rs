@@ -5,7 +5,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use checkpoint_sentinel::config::{ClusterConfig, Config};
+use checkpoint_sentinel::config::Config;
 use checkpoint_sentinel::stats::nearest_rank;
 use common::{ReplayServer, replay, sample, scrape};
 use serde_json::Value;
@@ -17,11 +17,7 @@ struct Run {
 }
 
 fn config(url: &str, state_dir: &std::path::Path) -> Config {
-    let mut cluster = ClusterConfig::new("lab", url);
-    cluster.poll_interval = Duration::from_millis(100);
-    let mut config = Config { clusters: vec![cluster], ..Config::default() };
-    config.server.listen = "127.0.0.1:0".parse().unwrap();
-    config.state.dir = state_dir.to_path_buf();
+    let mut config = common::watching(url, Duration::from_millis(100), state_dir);
     config.state.persist_interval = Duration::from_millis(50);
     config
 }

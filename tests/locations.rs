@@ -6,7 +6,6 @@ use crate::common;
 
 use std::time::Duration;
 
-use checkpoint_sentinel::config::{ClusterConfig, Config};
 use checkpoint_sentinel::poller::LOAD_EVERY_POLLS;
 use common::replay_with_vertices;
 use serde_json::Value;
@@ -17,11 +16,7 @@ async fn the_slowest_subtask_names_its_taskmanager_once_the_subtasks_are_deploye
     // (healthy: no checkpoint is pending long enough for a REST event to name a TaskManager.)
     let server = replay_with_vertices("2.3.0", "healthy", 3).await;
     let dir = tempfile::tempdir().unwrap();
-    let mut cluster = ClusterConfig::new("lab", &server.url);
-    cluster.poll_interval = Duration::from_millis(100);
-    let mut config = Config { clusters: vec![cluster], ..Config::default() };
-    config.server.listen = "127.0.0.1:0".parse().unwrap();
-    config.state.dir = dir.path().to_path_buf();
+    let config = common::watching(&server.url, Duration::from_millis(100), dir.path());
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
     let url = format!("http://{}/api/v1/jobs/lab/{}", daemon.addr, server.scenario().job_id);
 

@@ -6,18 +6,13 @@ use crate::common;
 
 use std::time::Duration;
 
-use checkpoint_sentinel::config::{ClusterConfig, Config};
 use common::replay;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_subtask_that_has_not_acknowledged_is_named() {
     let server = replay("2.3.0", "expired").await;
     let dir = tempfile::tempdir().unwrap();
-    let mut cluster = ClusterConfig::new("lab", &server.url);
-    cluster.poll_interval = Duration::from_millis(150);
-    let mut config = Config { clusters: vec![cluster], ..Config::default() };
-    config.server.listen = "127.0.0.1:0".parse().unwrap();
-    config.state.dir = dir.path().to_path_buf();
+    let config = common::watching(&server.url, Duration::from_millis(150), dir.path());
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
     server.wait_for_polls(1).await;
     let events: Vec<_> = {

@@ -272,6 +272,22 @@ async fn vertex(State(s): S, UrlPath((_job, vertex)): UrlPath<(String, String)>)
     json(&details)
 }
 
+/// A configuration watching one cluster named `lab` at `url`, polled every `poll_interval`,
+/// the daemon on a free loopback port, its state in `state_dir`.
+pub fn watching(
+    url: &str,
+    poll_interval: std::time::Duration,
+    state_dir: &Path,
+) -> checkpoint_sentinel::config::Config {
+    use checkpoint_sentinel::config::{ClusterConfig, Config};
+    let mut cluster = ClusterConfig::new("lab", url);
+    cluster.poll_interval = poll_interval;
+    let mut config = Config { clusters: vec![cluster], ..Config::default() };
+    config.server.listen = "127.0.0.1:0".parse().unwrap();
+    config.state.dir = state_dir.to_path_buf();
+    config
+}
+
 /// The daemon's `/metrics` at `addr`.
 pub async fn scrape(addr: SocketAddr) -> String {
     reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap()
