@@ -196,6 +196,52 @@ fn subtask_locations_are_read_in_every_version() {
     }
 }
 
+/// Flink's per-second rates are 60 s meters whose history starts at zero: 42 s into the live
+/// e2e backpressure job, stateful-map's hot subtask reports ~1085 records in per second while
+/// its counters say ~1650 per second of running time, the rate the lab capture's meter shows
+/// two minutes in. A subtask's rate is its count over its running time until the meter's
+/// window has filled, and the meter after that.
+#[test]
+fn a_young_subtasks_rate_is_its_count_over_its_running_time() {
+    let vertex = "857e9877747f27b5e758680f3644828a";
+    let load = |version: &str, scenario: &str| {
+        let dir = format!("{scenario}/rest/vertices/{vertex}");
+        let details: dto::VertexDetails = parse(&fixture(version, &format!("{dir}.json")));
+        let metrics: Vec<dto::MetricValue> = parse(&fixture(version, &format!("{dir}-metrics-values.json")));
+        let meter = |i: u32| {
+            let id = format!("{i}.numRecordsInPerSecond");
+            metrics
+                .iter()
+                .find(|m| m.id == id)
+                .and_then(|m| m.value.as_deref())
+                .unwrap()
+                .parse::<f64>()
+                .unwrap()
+        };
+        let load = convert::vertex_load(vertex, 2, Some(&details), None, &metrics);
+        (load.subtasks[1].records_in_per_s.unwrap(), meter(1))
+    };
+    let (lab, lab_meter) = load("2.3.0", "backpressure");
+    assert_eq!(lab, lab_meter, "two minutes in, the meter is the rate");
+    let (young, young_meter) = load("2.3.0", "backpressure-e2e");
+    assert!(young_meter < 0.7 * lab_meter, "the capture is of a young job: {young_meter} vs {lab_meter}");
+    assert!((young / lab - 1.0).abs() < 0.05, "{young} records/s at 42 s vs {lab} at two minutes");
+
+    // Without the accumulated times (1.14), the time since the subtask was deployed.
+    let details: dto::VertexDetails = serde_json::from_str(
+        r#"{"subtasks": [{"subtask": 0, "duration": 30000, "metrics": {"read-records": 45000, "write-records": 15000}}]}"#,
+    )
+    .unwrap();
+    let metrics: Vec<dto::MetricValue> =
+        serde_json::from_str(r#"[{"id": "0.numRecordsInPerSecond", "value": "750.0"}, {"id": "0.numRecordsOutPerSecond", "value": "250.0"}]"#)
+            .unwrap();
+    let load = convert::vertex_load("v", 1, Some(&details), None, &metrics);
+    assert_eq!(
+        (load.subtasks[0].records_in_per_s, load.subtasks[0].records_out_per_s),
+        (Some(1500.0), Some(500.0))
+    );
+}
+
 /// A subtask that is not deployed yet has no location: Flink fills its fields with
 /// `(unassigned)`, which must not be shown as a TaskManager.
 #[test]

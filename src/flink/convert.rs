@@ -194,6 +194,27 @@ pub const LOAD_METRICS: [&str; 5] = [
     "Shuffle.Netty.Output.Buffers.outPoolUsage",
 ];
 
+/// How long Flink's per-second rates (`numRecordsInPerSecond`, …) need before they mean the
+/// current rate, ms. They are `MeterView`s over 60 s whose history of counts starts at zero, so
+/// until a task has run 60 s they are its count so far divided by 60 s, not by its running time
+/// (`MeterView.update`: `(values[now] - values[now - 60 s]) / 60`); the views are updated every
+/// 5 s. Forty seconds into a job the rates read two thirds of the real ones.
+pub const RATE_WINDOW_MS: f64 = 65_000.0;
+
+/// How long a subtask has been running as of the vertex details' counters, ms: Flink computes
+/// `accumulated-busy-time` as now − task start − idle − back-pressured
+/// (`TaskIOMetricGroup.getAccumulatedBusyTime`), so the three add up to the running time at the
+/// moment the counters were fetched. Without them (1.14) the subtask's `duration` since it was
+/// deployed, which also counts its start-up and may be newer than the counters.
+fn running_ms(subtask: &dto::VertexSubtask) -> Option<f64> {
+    let m = subtask.metrics.as_ref();
+    let accumulated = m.and_then(|m| {
+        let parts = [m.accumulated_busy_ms, m.accumulated_idle_ms, m.accumulated_backpressured_ms];
+        parts.iter().map(|p| p.and_then(|p| p.0)).sum::<Option<f64>>()
+    });
+    accumulated.filter(|ms| *ms > 0.0).or(subtask.duration.filter(|ms| *ms > 0).map(|ms| ms as f64))
+}
+
 /// Where a subtask runs, as one text: `taskmanager-id (endpoint)`, falling back to whichever
 /// of the two Flink lists (`host` before 1.17).
 /// A subtask not deployed yet has none: Flink says `(unassigned)`.
@@ -236,10 +257,21 @@ pub fn vertex_load(
                 _ => None,
             };
             let bp = backpressure.and_then(|b| b.subtasks.iter().find(|s| s.subtask == index));
+            // A young subtask's per-second rates are still averaging in the zeros before it
+            // started (see RATE_WINDOW_MS): its cumulative counts over its running time are
+            // the better rate until the window has filled.
+            let young = details
+                .and_then(|d| d.subtasks.iter().find(|s| s.subtask == index))
+                .and_then(running_ms)
+                .filter(|ms| (1_000.0..RATE_WINDOW_MS).contains(ms));
+            let rate = |meter: &str, count: Option<u64>| match (young, count) {
+                (Some(ms), Some(count)) => Some(count as f64 * 1000.0 / ms),
+                _ => metric(index, meter),
+            };
             SubtaskLoad {
                 index,
-                records_in_per_s: metric(index, "numRecordsInPerSecond"),
-                records_out_per_s: metric(index, "numRecordsOutPerSecond"),
+                records_in_per_s: rate("numRecordsInPerSecond", io.and_then(|m| m.read_records)),
+                records_out_per_s: rate("numRecordsOutPerSecond", io.and_then(|m| m.write_records)),
                 bytes_per_record_in: io.and_then(|m| per_record(m.read_bytes, m.read_records)),
                 bytes_per_record_out: io.and_then(|m| per_record(m.write_bytes, m.write_records)),
                 busy_ratio: ratio(

@@ -389,6 +389,8 @@ pub struct VertexSubtask {
     /// The TaskManager's id (`taskmanager-id`).
     #[serde(rename = "taskmanager-id")]
     pub taskmanager_id: Option<String>,
+    /// Milliseconds since the subtask was deployed, as of the request (`-1` before that).
+    pub duration: Option<i64>,
 }
 
 /// The `metrics` of a vertex or subtask (cumulative since the task started).
@@ -406,6 +408,15 @@ pub struct IoMetrics {
     /// Records written.
     #[serde(rename = "write-records")]
     pub write_records: Option<u64>,
+    /// Milliseconds spent busy since the task started running (1.20 and later, a float in 2.x).
+    #[serde(rename = "accumulated-busy-time")]
+    pub accumulated_busy_ms: Option<MaybeNan>,
+    /// Milliseconds spent idle since the task started running.
+    #[serde(rename = "accumulated-idle-time")]
+    pub accumulated_idle_ms: Option<MaybeNan>,
+    /// Milliseconds spent back-pressured since the task started running.
+    #[serde(rename = "accumulated-backpressured-time")]
+    pub accumulated_backpressured_ms: Option<MaybeNan>,
 }
 
 /// `GET /jobs/:id/vertices/:vertex/backpressure`.

@@ -5,14 +5,17 @@
 //! buffer usage from the vertex endpoints. The engine's inputs are derived from them:
 //!
 //! * a source subtask emits at its measured output rate (bytes per record from the cumulative
-//!   I/O counters);
+//!   I/O counters; rates of subtasks younger than Flink's 60 s meter window come from their
+//!   counts over their running time, see `convert::RATE_WINDOW_MS`);
 //! * a subtask's capacity is its measured input rate divided by its busy ratio; the slowest
 //!   subtask of the whole job is the engine's hot subtask (index 0, subtasks are rotated so
 //!   forward edges stay aligned), its slowdown the ratio to its peers' capacity, and the hot
 //!   share of a hash edge follows from how the downstream input rates are split;
-//! * an edge out of a back-pressured vertex starts with a backlog per channel of the used
-//!   output buffers (`outPoolUsage` × Flink's default pool of 2 per subpartition + 8 floating,
-//!   at most `max-buffers-per-channel` = 10) of 32 KiB (the default segment size).
+//! * an edge out of a back-pressured vertex starts with a backlog per channel of the unread
+//!   part of its used output buffers (`outPoolUsage` × Flink's default pool of 2 per
+//!   subpartition + 8 floating, at most `max-buffers-per-channel` = 10, less the buffer the
+//!   consumer is reading and the one the producer is filling: [`unread_buffers`]) of 32 KiB
+//!   (the default segment size).
 //!
 //! The engine then predicts start delay and alignment per operator in the configured mode and
 //! in the other one (the what-if). The operator holding the barriers up is the one that adds
@@ -72,6 +75,19 @@ pub struct ShadowGraph {
     pub rotation: u32,
     /// Per engine vertex and subtask: whether the real subtask is saturated (busy ≥ 50 %).
     pub saturated: Vec<Vec<bool>>,
+}
+
+/// Of the buffers a back-pressured subpartition holds, how many buffers' worth of records its
+/// consumer has not read yet. Flink counts a buffer against its subpartition from the moment
+/// the producer requests it until the consumer recycles it (`LocalBufferPool`), so the count
+/// includes the buffer the consumer is reading (half read, on average) and the one the
+/// producer is filling. A producer stopped by `max-buffers-per-channel` stopped right after
+/// requesting that last buffer (the pool turns unavailable on the request that reaches the
+/// limit), so it holds next to nothing; otherwise it is half full on average.
+pub fn unread_buffers(in_use: f64) -> f64 {
+    let in_use = in_use.min(MAX_BUFFERS_PER_CHANNEL);
+    let filling = if in_use >= MAX_BUFFERS_PER_CHANNEL { 1.0 } else { 0.5 };
+    (in_use - 0.5 - filling).max(0.0)
 }
 
 /// Builds the engine's graph; `None` when the topology or the load of a vertex is missing.
@@ -174,7 +190,7 @@ pub fn build_graph(topology: &JobTopology, load: &[VertexLoad]) -> Option<Shadow
             let usage: Vec<f64> = up.subtasks.iter().filter_map(|s| s.out_pool_usage).collect();
             let usage = if usage.is_empty() { 1.0 } else { usage.iter().sum::<f64>() / usage.len() as f64 };
             let pool = p as f64 * 2.0 + 8.0;
-            ((usage * pool).min(MAX_BUFFERS_PER_CHANNEL) * BUFFER_BYTES as f64).round() as u64
+            (unread_buffers(usage * pool) * BUFFER_BYTES as f64).round() as u64
         } else {
             0
         };
@@ -577,5 +593,20 @@ impl AlignmentShadow {
             }
         }
         found.map(|(_, s)| s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subpartition_at_max_buffers_per_channel_holds_eight_and_a_half_unread_buffers() {
+        // outPoolUsage 11/12 of a 2-subpartition pool: the hot subpartition is at the limit.
+        assert_eq!(unread_buffers(11.0), 8.5);
+        assert_eq!(unread_buffers(MAX_BUFFERS_PER_CHANNEL), 8.5);
+        // Below the limit the producer's buffer is half full on average.
+        assert_eq!(unread_buffers(4.0), 3.0);
+        assert_eq!(unread_buffers(0.5), 0.0);
     }
 }
