@@ -382,7 +382,7 @@ impl Poller {
                 c.load_due = rounds + LOAD_EVERY_POLLS;
             }
             let Some(topology) = self.jobs.get(&job_id).and_then(|c| c.topology.clone()) else { continue };
-            match self.job_load(&job_id, &topology).await {
+            match self.job_load(&job_id, &topology, errors).await {
                 Ok(vertices) => {
                     let located = vertices.iter().any(|v| v.taskmanagers.iter().any(Option::is_some));
                     if let Some(c) = self.jobs.get_mut(&job_id).filter(|c| !located && c.location_retries > 0)
@@ -405,12 +405,17 @@ impl Poller {
         }
     }
 
-    /// Per vertex: its subtasks' I/O counters, backpressure and rates; a vertex whose
-    /// endpoints are unknown (404) is left out.
+    /// Per vertex: its subtasks' I/O counters and locations, backpressure and rates; a vertex
+    /// whose endpoints are unknown (404) is left out. One endpoint answering an error status
+    /// leaves only its part out (counted in `errors`): Flink answers 500 to `/backpressure` of
+    /// a young job whose metrics are not collected yet, and that must not cost the rest (seen
+    /// live: the subtasks' TaskManagers were lost with it). No connection, a timeout or a
+    /// garbled answer still ends the fetch.
     async fn job_load(
         &self,
         job_id: &str,
         topology: &crate::observe::JobTopology,
+        errors: &mut Vec<&'static str>,
     ) -> Result<Vec<crate::observe::VertexLoad>, FetchError> {
         let mut out = Vec::new();
         for v in &topology.vertices {
@@ -418,9 +423,11 @@ impl Poller {
             let ids: Vec<String> = (0..subtasks)
                 .flat_map(|i| convert::LOAD_METRICS.iter().map(move |m| format!("{i}.{m}")))
                 .collect();
-            let details = self.fetch(self.client.vertex(job_id, &v.id)).await?;
-            let backpressure = self.fetch(self.client.vertex_backpressure(job_id, &v.id)).await?;
-            let metrics = self.fetch(self.client.vertex_metrics(job_id, &v.id, &ids)).await?;
+            let details = self.part(self.fetch(self.client.vertex(job_id, &v.id)).await, errors)?;
+            let backpressure =
+                self.part(self.fetch(self.client.vertex_backpressure(job_id, &v.id)).await, errors)?;
+            let metrics =
+                self.part(self.fetch(self.client.vertex_metrics(job_id, &v.id, &ids)).await, errors)?;
             if details.is_none() && backpressure.is_none() && metrics.is_none() {
                 continue;
             }
@@ -433,6 +440,22 @@ impl Poller {
             ));
         }
         Ok(out)
+    }
+
+    /// One part of a job's load: an error status is logged, counted and taken as missing.
+    fn part<T>(
+        &self,
+        answer: Result<Option<T>, FetchError>,
+        errors: &mut Vec<&'static str>,
+    ) -> Result<Option<T>, FetchError> {
+        match answer {
+            Err(e @ FetchError::HttpStatus { .. }) => {
+                self.log_error(&e);
+                errors.push(e.kind());
+                Ok(None)
+            }
+            other => other,
+        }
     }
 
     /// The per-vertex subtask details of a finished checkpoint (empty if Flink forgot it).

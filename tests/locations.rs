@@ -1,6 +1,7 @@
 //! Where the slowest subtask of a checkpoint ran: Flink's checkpoint statistics carry no
 //! location, so the poller reads it from `/jobs/:id/vertices/:vid` with the job's load, and
-//! fetches again soon when the subtasks were still being deployed (`(unassigned)`).
+//! fetches again soon when the subtasks were still being deployed (`(unassigned)`); an error
+//! from another part of the load (`/backpressure` answering 500, seen live) does not lose it.
 
 use crate::common;
 

@@ -155,7 +155,8 @@ pub async fn replay(version: &str, name: &str) -> ReplayServer {
 }
 
 /// A replay server that also answers `/jobs/:id/vertices/:vid`, with every subtask
-/// `(unassigned)` until `unassigned_until_poll` polls were served.
+/// `(unassigned)` until `unassigned_until_poll` polls were served, and `…/backpressure` with
+/// HTTP 500 (as Flink does while a young job's metrics are not collected yet).
 pub async fn replay_with_vertices(version: &str, name: &str, unassigned_until_poll: usize) -> ReplayServer {
     replay_server(version, name, Some(unassigned_until_poll)).await
 }
@@ -180,6 +181,7 @@ async fn replay_server(
         .route("/jobs/{job}/checkpoints/details/{cp}", get(details))
         .route("/jobs/{job}/checkpoints/details/{cp}/subtasks/{vertex}", get(subtasks))
         .route("/jobs/{job}/vertices/{vertex}", get(vertex))
+        .route("/jobs/{job}/vertices/{vertex}/backpressure", get(vertex_backpressure))
         .with_state(state.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
@@ -286,6 +288,14 @@ pub fn watching(
     config.server.listen = "127.0.0.1:0".parse().unwrap();
     config.state.dir = state_dir.to_path_buf();
     config
+}
+
+async fn vertex_backpressure(State(s): S) -> Response {
+    if s.vertices_unassigned_until_poll.is_none() {
+        return file(PathBuf::new());
+    }
+    (StatusCode::INTERNAL_SERVER_ERROR, r#"{"errors":["Internal server error.","<Exception on server side: java.util.NoSuchElementException>"]}"#)
+        .into_response()
 }
 
 /// The daemon's `/metrics` at `addr`.
