@@ -26,9 +26,17 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// The alignment shadow's load (vertex rates, busy and backpressure) is re-fetched for a job
 /// every this many poll rounds (and on first sight, and after a state change).
 pub const LOAD_EVERY_POLLS: u64 = 30;
-/// At most this many jobs have their load fetched in one round (each costs 3 requests per
-/// vertex), so a cluster with many jobs spreads the work over rounds.
-pub const MAX_LOAD_FETCHES_PER_ROUND: usize = 1;
+/// A job's load is fetched at least once in this many rounds however many jobs the cluster
+/// runs: the loads of a cluster are spread over the rounds (each costs 3 requests per vertex),
+/// as few per round as that allows (see [`load_fetches_per_round`]).
+pub const LOAD_REFRESH_WITHIN_ROUNDS: usize = 120;
+
+/// How many jobs have their load fetched in one round: one for up to
+/// [`LOAD_REFRESH_WITHIN_ROUNDS`] jobs (a sidecar's job every [`LOAD_EVERY_POLLS`] rounds), more
+/// for a cluster with many, so that 1,000 jobs are not 1,000 rounds (2.8 h at 10 s) apart.
+pub fn load_fetches_per_round(jobs: usize) -> usize {
+    jobs.div_ceil(LOAD_REFRESH_WITHIN_ROUNDS).max(1)
+}
 /// A job whose subtasks had no TaskManager at a load fetch (still deploying) is fetched again
 /// after this many rounds instead of [`LOAD_EVERY_POLLS`], at most [`LOCATION_RETRIES`] times.
 const LOCATION_RETRY_POLLS: u64 = 2;
@@ -366,7 +374,7 @@ impl Poller {
         events
     }
 
-    /// Fetches the graph load of at most [`MAX_LOAD_FETCHES_PER_ROUND`] jobs whose load is
+    /// Fetches the graph load of at most [`load_fetches_per_round`] jobs whose load is
     /// due, and reports it for the alignment shadow.
     async fn fetch_due_loads(&mut self, errors: &mut Vec<&'static str>) {
         let rounds = self.rounds;
@@ -377,7 +385,8 @@ impl Poller {
             .map(|(id, c)| (c.load_due, id.clone()))
             .collect();
         due.sort();
-        for (_, job_id) in due.into_iter().take(MAX_LOAD_FETCHES_PER_ROUND) {
+        let per_round = load_fetches_per_round(self.jobs.len());
+        for (_, job_id) in due.into_iter().take(per_round) {
             if let Some(c) = self.jobs.get_mut(&job_id) {
                 c.load_due = rounds + LOAD_EVERY_POLLS;
             }
@@ -482,4 +491,22 @@ impl Poller {
 /// Keeps the set of clusters whose pollers are running (used by config reload).
 pub fn cluster_names(configs: &[ClusterConfig]) -> HashSet<String> {
     configs.iter().map(|c| c.name.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_jobs_load_is_fetched_within_the_refresh_bound() {
+        assert_eq!(load_fetches_per_round(0), 1);
+        assert_eq!(load_fetches_per_round(10), 1);
+        assert_eq!(load_fetches_per_round(LOAD_REFRESH_WITHIN_ROUNDS), 1);
+        assert_eq!(load_fetches_per_round(LOAD_REFRESH_WITHIN_ROUNDS + 1), 2);
+        for jobs in [1usize, 119, 121, 1_000, 10_000] {
+            let rounds = jobs.div_ceil(load_fetches_per_round(jobs));
+            assert!(rounds <= LOAD_REFRESH_WITHIN_ROUNDS, "{jobs} jobs: {rounds} rounds");
+        }
+        assert_eq!(load_fetches_per_round(1_000), 9);
+    }
 }
