@@ -188,19 +188,13 @@ fn alignment(version: &'static str, scenario_name: &'static str) -> Row {
     }
 }
 
+/// The explanation's sentences (the numbers are held by the 15 % test below).
 #[test]
-fn backpressure_names_stateful_map_and_predicts_alignment_within_a_factor_of_2() {
+fn backpressure_names_stateful_map_and_explains_the_alignment() {
     for version in VERSIONS {
         let row = alignment(version, "backpressure");
         println!("{version}: {}", row.text);
         assert_eq!(row.holder, "stateful-map", "{version}");
-        let ratio = row.predicted_alignment_ms / row.observed_alignment_ms.max(1) as f64;
-        assert!(
-            (0.5..=2.0).contains(&ratio),
-            "{version}: predicted {} observed {}",
-            row.predicted_alignment_ms,
-            row.observed_alignment_ms
-        );
         assert!(row.text.contains("with unaligned checkpoints alignment would drop from"), "{}", row.text);
         assert!(row.text.contains("% of the 5.0 s interval"), "{}", row.text);
         assert!(row.text.contains("skew: stateful-map subtask"), "{}", row.text);
