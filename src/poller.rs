@@ -214,8 +214,12 @@ impl Poller {
             return Ok(None);
         }
         // Re-read the configuration on first sight and whenever the job changes state
-        // (a restart may come with a new configuration).
-        let refresh = cached.is_none_or(|c| c.state != job_state || c.settings.is_none());
+        // (a restart may come with a new configuration), and the graph until it has one: right
+        // after a submit Flink may list the job RUNNING while `/jobs/:id` still answers the
+        // initializing job without vertices (seen live on 1.20.5), and without this the job's
+        // operators would be named by their vertex ids for good.
+        let refresh =
+            cached.is_none_or(|c| c.state != job_state || c.settings.is_none() || c.vertex_names.is_empty());
         if refresh {
             let config = self.fetch(self.client.checkpoint_config(&job.jid)).await?;
             let details = self.fetch(self.client.job(&job.jid)).await?;

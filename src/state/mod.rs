@@ -469,6 +469,11 @@ impl JobState {
                 last_seen: at,
             });
             state.last_seen = at;
+            // A checkpoint converted before the poller had the job's graph names the operator
+            // by its vertex id; the first one that knows the name renames it.
+            if state.name != op.name {
+                state.name.clone_from(&op.name);
+            }
             for st in op.subtasks.iter().filter(|st| st.acknowledged) {
                 for (value, histogram) in [
                     (st.end_to_end_ms, &mut state.phases.end_to_end),
@@ -714,6 +719,19 @@ mod tests {
         assert_eq!(j.phases.alignment.summary().quantiles[2], Some(20));
         assert_eq!(j.operators["v1"].phases.alignment.summary().count, 4);
         assert_eq!(j.unobserved, Totals::default());
+    }
+
+    #[test]
+    fn an_operator_first_seen_by_its_vertex_id_takes_its_name_later() {
+        let mut state = State::new(WINDOW);
+        // Converted before the poller had the job graph: the operator is named by its id.
+        let mut early = completed(1, 50);
+        early.operators[0].name = "v1".into();
+        state.apply(&poll(1, 0, vec![early]), Timestamp(0));
+        assert_eq!(job(&state).operators["v1"].name, "v1");
+        state.apply(&poll(2, 0, vec![completed(2, 50)]), Timestamp(1));
+        assert_eq!(job(&state).operators["v1"].name, "map");
+        assert_eq!(job(&state).operators["v1"].phases.alignment.summary().count, 4, "its history is kept");
     }
 
     #[test]

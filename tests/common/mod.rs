@@ -111,6 +111,9 @@ struct Replay {
     /// many polls were served, every subtask shows `(unassigned)`, as Flink does while deploying.
     vertices_unassigned_until_poll: Option<usize>,
     vertex_requests: AtomicUsize,
+    /// Until this many polls were served, `/jobs/:id` answers without vertices and plan, as
+    /// Flink's cached answer for a job still initializing.
+    graph_missing_until_poll: usize,
 }
 
 /// A running replay server.
@@ -151,26 +154,34 @@ impl ReplayServer {
 
 /// Starts a replay server for `flink-<version>/<name>` on a free loopback port.
 pub async fn replay(version: &str, name: &str) -> ReplayServer {
-    replay_server(version, name, None).await
+    replay_server(version, name, None, 0).await
 }
 
 /// A replay server that also answers `/jobs/:id/vertices/:vid`, with every subtask
 /// `(unassigned)` until `unassigned_until_poll` polls were served, and `…/backpressure` with
 /// HTTP 500 (as Flink does while a young job's metrics are not collected yet).
 pub async fn replay_with_vertices(version: &str, name: &str, unassigned_until_poll: usize) -> ReplayServer {
-    replay_server(version, name, Some(unassigned_until_poll)).await
+    replay_server(version, name, Some(unassigned_until_poll), 0).await
+}
+
+/// A replay server whose `/jobs/:id` has no vertices and no plan until `until_poll` polls were
+/// served (a job Flink lists RUNNING while its cached details are still the initializing job's).
+pub async fn replay_without_graph_at_first(version: &str, name: &str, until_poll: usize) -> ReplayServer {
+    replay_server(version, name, None, until_poll).await
 }
 
 async fn replay_server(
     version: &str,
     name: &str,
     vertices_unassigned_until_poll: Option<usize>,
+    graph_missing_until_poll: usize,
 ) -> ReplayServer {
     let state = Arc::new(Replay {
         scenario: Scenario::load(version, name),
         step: AtomicUsize::new(0),
         vertices_unassigned_until_poll,
         vertex_requests: AtomicUsize::new(0),
+        graph_missing_until_poll,
     });
     let app = Router::new()
         .route("/overview", get(overview))
@@ -224,6 +235,14 @@ async fn jobs_overview(State(s): S) -> Response {
 async fn job(State(s): S, UrlPath(job): UrlPath<String>) -> Response {
     if job != s.scenario.job_id {
         return file(PathBuf::new());
+    }
+    if s.step.load(Ordering::SeqCst) < s.graph_missing_until_poll {
+        let mut details = read_json(&rest(&s, "job.json"));
+        details["vertices"] = Value::Array(Vec::new());
+        if let Some(object) = details.as_object_mut() {
+            object.remove("plan");
+        }
+        return json(&details);
     }
     file(rest(&s, "job.json"))
 }
