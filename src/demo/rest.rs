@@ -127,11 +127,16 @@ async fn job(State(cluster): State<Shared>, Path(jid): Path<String>) -> Response
     })
 }
 
+/// The job's vertex with the REST id `vid`.
+fn vertex_spec<'a>(job: &'a DemoJob, vid: &str) -> Option<&'a crate::model::alignment::VertexSpec> {
+    job.graph.vertices.iter().enumerate().find(|(i, _)| vertex_id(*i) == vid).map(|(_, spec)| spec)
+}
+
 /// Where the subtasks run, as `/jobs/:jid/vertices/:vid` lists them (the simulated cluster has
 /// one TaskManager, as `/overview` says); no I/O metrics, which the model does not keep.
 async fn vertex(State(cluster): State<Shared>, Path((jid, vid)): Path<(String, String)>) -> Response {
     with_job(&cluster, &jid, |j| {
-        let Some((_, spec)) = j.graph.vertices.iter().enumerate().find(|(i, _)| vertex_id(*i) == vid) else {
+        let Some(spec) = vertex_spec(j, &vid) else {
             return not_found(format!("JobVertex {vid} not found"));
         };
         let subtasks: Vec<Value> = (0..spec.parallelism)
@@ -301,14 +306,7 @@ async fn subtasks(
             return not_found(format!("There is no checkpoint statistics for task {vid}."));
         };
         let completed = matches!(c.end, Some(End::Completed(_)));
-        let state_bytes = j
-            .graph
-            .vertices
-            .iter()
-            .enumerate()
-            .find(|(i, _)| vertex_id(*i) == vid)
-            .map(|(_, s)| s.state_bytes)
-            .unwrap_or(0);
+        let state_bytes = vertex_spec(j, &vid).map_or(0, |s| s.state_bytes);
         let subtasks: Vec<Value> = op
             .subtasks
             .iter()
