@@ -1,5 +1,7 @@
 //! Logging through `tracing`, as human-readable text or as JSON lines.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 /// The format of log lines.
@@ -12,10 +14,15 @@ pub enum LogFormat {
 }
 
 /// Installs the global subscriber. The filter comes from `SENTINEL_LOG` (default `info`),
-/// in `tracing`'s `EnvFilter` syntax, e.g. `checkpoint_sentinel=debug`.
+/// in `tracing`'s `EnvFilter` syntax, e.g. `checkpoint_sentinel=debug`. Colour codes are
+/// written only when standard error is a terminal: a log file or a container's log stays
+/// plain text.
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_env("SENTINEL_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
