@@ -238,6 +238,7 @@ fn run_demo(listen: SocketAddr, jobs: usize, seed: u64) -> ExitCode {
         };
         println!("simulated Flink REST API: {}", demo.flink_url);
         println!("JobManager log:           {}", demo.log_file.display());
+        println!("status page:              http://{}/", demo.daemon.addr);
         println!("checkpoint-sentinel:      http://{}/metrics", demo.daemon.addr);
         println!("jobs: {}", demo.jobs.iter().map(|(_, name)| name.as_str()).collect::<Vec<_>>().join(", "));
         println!("Ctrl-C stops the demo.");

@@ -43,3 +43,35 @@ async fn metrics_list_every_demo_job_within_10_s() {
     assert!(log.contains("Triggering checkpoint") && log.contains("Completed checkpoint"), "{log}");
     demo.shutdown().await;
 }
+
+/// A demo in a folder of its own making (the `demo` command's case) leaves nothing behind:
+/// not after a normal stop, and not after failing to start on a busy port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_removes_its_temporary_folder() {
+    let demo = start(DemoOptions { listen: "127.0.0.1:0".parse().unwrap(), jobs: 1, seed: 1, dir: None })
+        .await
+        .unwrap();
+    let dir = demo.dir.clone();
+    assert!(dir.join("log").is_dir(), "{}", dir.display());
+    demo.shutdown().await;
+    assert!(!dir.exists(), "{} left after shutdown", dir.display());
+
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let before: Vec<_> = demo_dirs();
+    let refused =
+        start(DemoOptions { listen: busy.local_addr().unwrap(), jobs: 1, seed: 1, dir: None }).await;
+    assert!(refused.is_err(), "a busy port must refuse the demo");
+    assert_eq!(demo_dirs(), before, "a refused demo leaves no folder");
+}
+
+fn demo_dirs() -> Vec<std::path::PathBuf> {
+    let prefix = format!("checkpoint-sentinel-demo-{}-", std::process::id());
+    let mut dirs: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    dirs
+}

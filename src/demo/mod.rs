@@ -374,16 +374,29 @@ pub struct RunningDemo {
     pub dir: PathBuf,
     /// (job id, job name) of every job.
     pub jobs: Vec<(String, String)>,
+    /// Whether `dir` is a temporary folder of the demo's own, removed at shutdown.
+    owns_dir: bool,
     ticker: tokio::task::JoinHandle<()>,
     server: tokio::task::JoinHandle<()>,
 }
 
 impl RunningDemo {
-    /// Stops the simulation, its server and the daemon.
+    /// Stops the simulation, its server and the daemon, and removes the demo's temporary
+    /// folder (its log and state) unless the caller chose the folder.
     pub async fn shutdown(self) {
         self.ticker.abort();
         self.server.abort();
         self.daemon.shutdown().await;
+        if self.owns_dir {
+            remove_demo_dir(&self.dir);
+        }
+    }
+}
+
+/// Removes a temporary demo folder; a failure is a warning, since nothing else depends on it.
+fn remove_demo_dir(dir: &Path) {
+    if let Err(e) = std::fs::remove_dir_all(dir) {
+        tracing::warn!(dir = %dir.display(), "cannot remove the demo's temporary folder: {e}");
     }
 }
 
@@ -481,12 +494,24 @@ pub async fn start_simulator(options: SimulatorOptions) -> Result<RunningSimulat
 /// Starts the simulated cluster, its REST API on a free local port, and the daemon.
 pub async fn start(options: DemoOptions) -> Result<RunningDemo, DemoError> {
     let now = Timestamp::now();
+    let owns_dir = options.dir.is_none();
     let dir = match options.dir.clone() {
         Some(d) => d,
         None => {
             std::env::temp_dir().join(format!("checkpoint-sentinel-demo-{}-{}", std::process::id(), now.0))
         }
     };
+    let started = start_in(options, now, &dir).await;
+    if started.is_err() && owns_dir {
+        remove_demo_dir(&dir);
+    }
+    let mut demo = started?;
+    demo.owns_dir = owns_dir;
+    Ok(demo)
+}
+
+async fn start_in(options: DemoOptions, now: Timestamp, dir: &Path) -> Result<RunningDemo, DemoError> {
+    let dir = dir.to_path_buf();
     let log_dir = dir.join("log");
     std::fs::create_dir_all(&log_dir).map_err(io(format!("cannot create {}", log_dir.display())))?;
     let log_file = log_dir.join("flink-demo-standalonesession-0-localhost.log");
@@ -535,8 +560,15 @@ pub async fn start(options: DemoOptions) -> Result<RunningDemo, DemoError> {
         start_at: StartAt::Beginning,
         ..LogConfig::default()
     }];
-    let daemon = crate::daemon::start(config, None).await?;
-    Ok(RunningDemo { flink_url, daemon, log_file, dir, jobs, ticker, server })
+    let daemon = match crate::daemon::start(config, None).await {
+        Ok(daemon) => daemon,
+        Err(e) => {
+            ticker.abort();
+            server.abort();
+            return Err(e.into());
+        }
+    };
+    Ok(RunningDemo { flink_url, daemon, log_file, dir, jobs, owns_dir: false, ticker, server })
 }
 
 #[cfg(test)]
