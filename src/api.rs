@@ -183,21 +183,29 @@ pub struct CheckpointView {
     pub failure_message: Option<String>,
 }
 
-/// The subtask that held a checkpoint up.
+/// The subtask that held a checkpoint up: for a completed checkpoint the one that acknowledged
+/// last; for a failed one the one that did not acknowledge before it failed (or, declined, the
+/// one that declined), not the slowest that did acknowledge.
 #[derive(Clone, Debug, Serialize)]
 pub struct SlowestSubtask {
     /// The operator chain (job vertex) name.
     pub operator: String,
     /// The subtask index (0-based, as in the REST API).
     pub subtask: u32,
-    /// Its acknowledgement − trigger.
-    pub end_to_end_ms: u64,
+    /// Whether it acknowledged before the checkpoint completed or failed.
+    pub acknowledged: bool,
+    /// Its acknowledgement − trigger (for a subtask of a failed checkpoint, an acknowledgement
+    /// that came only after the checkpoint had failed); `null` when it never acknowledged.
+    pub end_to_end_ms: Option<u64>,
     /// Its own phases (they add up to about `end_to_end_ms`).
     pub phases_ms: Option<PhaseValues>,
     /// Its TaskManager: as a log line of this checkpoint named it, else where the subtask ran
     /// when the poller last fetched the job's vertices (Flink's per-subtask checkpoint
     /// statistics carry no location).
     pub taskmanager: Option<String>,
+    /// The same in one plain sentence, e.g. "stateful-map #0 never acknowledged (5 of 6
+    /// acknowledged)".
+    pub text: String,
 }
 
 /// `GET /api/v1/jobs/{cluster}/{job_id}`.
@@ -688,21 +696,133 @@ fn checkpoint_view(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Chec
             sync: Some(sync),
             async_: Some(async_),
         }),
-        slowest_subtask: r.slowest_subtask.as_ref().map(|(operator, subtask, e2e)| SlowestSubtask {
-            operator: operator.clone(),
-            subtask: *subtask,
-            end_to_end_ms: *e2e,
-            phases_ms: r.slowest_phases_ms.map(|[start_delay, alignment, sync, async_]| PhaseValues {
-                end_to_end: Some(*e2e),
-                start_delay: Some(start_delay),
-                alignment: Some(alignment),
-                sync: Some(sync),
-                async_: Some(async_),
-            }),
-            taskmanager: taskmanager_of(c, job_id, r.id, operator, *subtask),
-        }),
+        slowest_subtask: slowest_subtask(c, job_id, r),
         failure_message: r.failure_message.clone(),
     }
+}
+
+fn phase_values(e2e: Option<u64>, [start_delay, alignment, sync, async_]: [u64; 4]) -> PhaseValues {
+    PhaseValues {
+        end_to_end: e2e,
+        start_delay: Some(start_delay),
+        alignment: Some(alignment),
+        sync: Some(sync),
+        async_: Some(async_),
+    }
+}
+
+/// The subtask that held checkpoint `r` up (see [`SlowestSubtask`]).
+fn slowest_subtask(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Option<SlowestSubtask> {
+    let fmt = crate::shadow::trigger::fmt_duration;
+    let outcome = outcome(r);
+    let of = r.acknowledged.map(|(n, m)| format!(" ({n} of {m} acknowledged)")).unwrap_or_default();
+    // Failed by a subtask (it declined, its own snapshot failed …) rather than by the
+    // coordinator (expired, a task failure …).
+    let by_a_subtask = r
+        .failure_message
+        .as_deref()
+        .and_then(FailureReason::from_message)
+        .is_some_and(FailureReason::failed_by_a_subtask);
+    // The subtask a log line of this checkpoint says declined it.
+    let decliner = by_a_subtask
+        .then(|| {
+            c.logs
+                .recent
+                .iter()
+                .rev()
+                .filter(|e| matches!(e.kind.as_str(), "declined" | "async_snapshot_failed"))
+                .filter(|e| e.checkpoint_id == Some(r.id))
+                .filter(|e| e.job_id.as_deref().is_none_or(|j| j == job_id))
+                .find_map(|e| Some((e.task.clone()?, e.subtask?)))
+        })
+        .flatten();
+    let view = |operator: &str, subtask: u32, e2e: Option<u64>, phases: Option<[u64; 4]>, text: String| {
+        Some(SlowestSubtask {
+            operator: operator.to_string(),
+            subtask,
+            acknowledged: r.status == CheckpointStatus::Completed,
+            end_to_end_ms: e2e,
+            phases_ms: phases.map(|p| phase_values(e2e, p)),
+            taskmanager: taskmanager_of(c, job_id, r.id, operator, subtask),
+            text,
+        })
+    };
+    if let Some((task, subtask)) = decliner {
+        // The log names the task as Flink does; the REST details' operator name when they agree.
+        let operator = r
+            .holdout
+            .as_ref()
+            .filter(|h| {
+                h.subtask == subtask && (task.starts_with(&h.operator) || h.operator.starts_with(&task))
+            })
+            .map_or(task, |h| h.operator.clone());
+        let text = format!("{operator} #{subtask} declined the checkpoint{of}");
+        return view(&operator, subtask, None, None, text);
+    }
+    if let Some(h) = &r.holdout {
+        let name = format!("{} #{}", h.operator, h.subtask);
+        // Others that acknowledged only after the checkpoint had failed.
+        let late_others = h.acknowledged_late - u32::from(h.late_ack_ms.is_some());
+        let of = match (r.acknowledged, late_others) {
+            (Some((n, m)), 0) => format!(" ({n} of {m} acknowledged)"),
+            (Some((n, m)), k) => format!(" ({n} of {m} acknowledged, {k} more only after it had failed)"),
+            (None, _) => String::new(),
+        };
+        let text = match h.late_ack_ms {
+            // Its acknowledgement came after the checkpoint had failed; its phases say why.
+            Some(late) => {
+                let [sd, al, sy, asy] = h.phases_ms;
+                let dominant = [("start delay", sd), ("alignment", al), ("sync", sy), ("async", asy)]
+                    .into_iter()
+                    .filter_map(|(phase, v)| Some((phase, v?)))
+                    .max_by_key(|(_, v)| *v)
+                    .map(|(phase, v)| format!("; its {phase} phase took {}", fmt(v)))
+                    .unwrap_or_default();
+                format!(
+                    "{name} never acknowledged before the checkpoint {outcome} after {}{of}: its \
+                     acknowledgement came {} after the trigger{dominant}",
+                    fmt(r.finished_at.since(r.triggered_at)),
+                    fmt(late),
+                )
+            }
+            // The only subtask that never acknowledged a checkpoint a subtask failed declined it.
+            None if by_a_subtask && h.never_acknowledged == 1 => {
+                format!("{name} declined the checkpoint{of}")
+            }
+            None => format!("{name} never acknowledged{of}"),
+        };
+        let [sd, al, sy, asy] = h.phases_ms;
+        let phases =
+            (h.late_ack_ms.is_some() || h.phases_ms.iter().any(Option::is_some)).then_some(PhaseValues {
+                end_to_end: h.late_ack_ms,
+                start_delay: sd,
+                alignment: al,
+                sync: sy,
+                async_: asy,
+            });
+        let mut v = view(&h.operator, h.subtask, h.late_ack_ms, None, text)?;
+        v.phases_ms = phases;
+        return Some(v);
+    }
+    let (operator, subtask, e2e) = r.slowest_subtask.as_ref()?;
+    let text = match r.status {
+        CheckpointStatus::Completed => {
+            format!("{operator} #{subtask} acknowledged last, after {}", fmt(*e2e))
+        }
+        // Every subtask acknowledged in time: the checkpoint failed after (in the coordinator).
+        CheckpointStatus::Failed if r.acknowledged.is_some_and(|(n, m)| n >= m) => {
+            format!("every subtask acknowledged{of}; {operator} #{subtask} was the last, after {}", fmt(*e2e))
+        }
+        // Details of only some subtasks: the one that held it up is not among them.
+        CheckpointStatus::Failed => format!(
+            "{operator} #{subtask} acknowledged last of the subtasks whose details were fetched, \
+             after {}{of}",
+            fmt(*e2e)
+        ),
+    };
+    let mut v = view(operator, *subtask, Some(*e2e), r.slowest_phases_ms, text)?;
+    v.acknowledged = true;
+    Some(v)
 }
 
 /// The TaskManager a log line of this checkpoint names for this subtask (where it was at that
@@ -888,8 +1008,9 @@ mod tests {
         let slowest = last.slowest_subtask.as_ref().unwrap();
         assert_eq!(
             (slowest.operator.as_str(), slowest.subtask, slowest.end_to_end_ms),
-            ("stateful-map", 1, 900)
+            ("stateful-map", 1, Some(900))
         );
+        assert_eq!(slowest.text, "stateful-map #1 acknowledged last, after 900 ms");
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["jobs"][0]["p95_ms"]["async"], 3);
         assert_eq!(json["jobs"][0]["health"], "ok");
