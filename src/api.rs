@@ -60,17 +60,22 @@ pub struct ClusterView {
     pub root_causes: BTreeMap<&'static str, u64>,
 }
 
-/// How a job is doing, worst first.
+/// How a job is doing, worst first. The levels follow the alert states: an alert that fires
+/// makes `critical` or `warning` (its severity), one that is pending (its condition holds, not
+/// yet for its `for`) makes `pending`; `ok` only when nothing of the job is pending or firing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Health {
     /// A critical alert fires, or the job is failing or restarting.
     Critical,
-    /// A warning alert fires, the latest checkpoint failed, or the schedule stalls.
+    /// A warning (or info) alert fires, the latest checkpoint failed, or the schedule stalls.
     Warning,
+    /// An alert of the job is pending: its condition holds, it fires if it still holds after
+    /// the rule's `for`.
+    Pending,
     /// Not enough known yet (no checkpoint seen, or the cluster does not answer).
     Unknown,
-    /// Checkpoints complete and nothing fires.
+    /// Checkpoints complete and nothing is pending or firing.
     Ok,
 }
 
@@ -124,6 +129,8 @@ pub struct JobSummaryView {
     pub firing_alerts: Vec<AlertBrief>,
     /// Pending alerts of this job (condition holds, not yet for `for`).
     pub pending_alerts: usize,
+    /// Those pending alerts.
+    pub pending_alert_list: Vec<AlertBrief>,
 }
 
 /// One value per tracked phase (ms); `None` when unknown.
@@ -155,6 +162,8 @@ pub struct AlertBrief {
     pub summary: String,
     /// When it started firing.
     pub fired_at_ms: Option<i64>,
+    /// Since when its condition holds (pending, then firing).
+    pub active_since_ms: i64,
 }
 
 /// A finished checkpoint.
@@ -564,6 +573,22 @@ fn job_summary(
 ) -> JobSummaryView {
     let (health, health_reasons) = job_health(c, cluster, job_id, j, alerts);
     let of_job = |a: &&Alert| label(a, "cluster") == cluster && label(a, "job_id") == job_id;
+    let briefs = |state: AlertState| -> Vec<AlertBrief> {
+        alerts
+            .active
+            .iter()
+            .filter(of_job)
+            .filter(|a| a.state == state)
+            .map(|a| AlertBrief {
+                name: a.name().to_string(),
+                severity: label(a, "severity").to_string(),
+                class: label(a, "class").to_string(),
+                summary: a.annotations.get("summary").cloned().unwrap_or_default(),
+                fired_at_ms: a.fired_at.map(Timestamp::millis),
+                active_since_ms: a.active_since.millis(),
+            })
+            .collect()
+    };
     let totals = j.totals();
     JobSummaryView {
         cluster: cluster.to_string(),
@@ -583,25 +608,9 @@ fn job_summary(
         p95_ms: p95s(&j.phases),
         interval_ms: j.settings.as_ref().and_then(|s| s.interval_ms),
         timeout_ms: j.settings.as_ref().and_then(|s| s.timeout_ms),
-        firing_alerts: alerts
-            .active
-            .iter()
-            .filter(of_job)
-            .filter(|a| a.state == AlertState::Firing)
-            .map(|a| AlertBrief {
-                name: a.name().to_string(),
-                severity: label(a, "severity").to_string(),
-                class: label(a, "class").to_string(),
-                summary: a.annotations.get("summary").cloned().unwrap_or_default(),
-                fired_at_ms: a.fired_at.map(Timestamp::millis),
-            })
-            .collect(),
-        pending_alerts: alerts
-            .active
-            .iter()
-            .filter(of_job)
-            .filter(|a| a.state == AlertState::Pending)
-            .count(),
+        firing_alerts: briefs(AlertState::Firing),
+        pending_alerts: briefs(AlertState::Pending).len(),
+        pending_alert_list: briefs(AlertState::Pending),
     }
 }
 
@@ -619,12 +628,14 @@ pub fn job_health(
         health = health.min(h);
         reasons.push(reason);
     };
-    let firing = alerts.active.iter().filter(|a| {
-        a.state == AlertState::Firing && label(a, "cluster") == cluster && label(a, "job_id") == job_id
-    });
-    for a in firing {
+    let of_job =
+        alerts.active.iter().filter(|a| label(a, "cluster") == cluster && label(a, "job_id") == job_id);
+    for a in of_job.clone().filter(|a| a.state == AlertState::Firing) {
         let h = if label(a, "severity") == "critical" { Health::Critical } else { Health::Warning };
         worse(h, format!("{} fires", a.name()), &mut reasons);
+    }
+    for a in of_job.filter(|a| a.state == AlertState::Pending) {
+        worse(Health::Pending, format!("{} is pending ({})", a.name(), label(a, "severity")), &mut reasons);
     }
     match j.job_state.as_str() {
         "RUNNING" | "FINISHED" | "CANCELED" | "CREATED" | "INITIALIZING" => {}
@@ -1121,6 +1132,64 @@ mod tests {
         s.apply(&Observation::LogEvents(vec![event]), Timestamp(1_017_000));
         assert_eq!(slowest_tm(&s)[2].as_deref(), Some("tm-old @ h (dataPort=2)"));
         assert_eq!(slowest_tm(&s)[1].as_deref(), Some("tm-b (h:2)"));
+    }
+
+    fn alert(name: &str, severity: &str, state: AlertState) -> Alert {
+        let labels: BTreeMap<String, String> = [
+            ("alertname", name),
+            ("severity", severity),
+            ("class", "blocking"),
+            ("cluster", "prod"),
+            ("job_id", "j1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        Alert {
+            labels,
+            annotations: BTreeMap::from([("summary".to_string(), format!("{name} summary"))]),
+            state,
+            active_since: Timestamp(1_000_000),
+            fired_at: (state == AlertState::Firing).then_some(Timestamp(1_010_000)),
+            resolved_at: None,
+            value: Some(0.69),
+        }
+    }
+
+    /// The demo's backpressured job: checkpoints complete, two alerts pending. Not `ok`.
+    #[test]
+    fn a_pending_alert_makes_the_job_pending_not_ok() {
+        let s = state(false);
+        let view = AlertsView {
+            active: vec![
+                alert("FlinkCheckpointAlignmentHigh", "warning", AlertState::Pending),
+                alert("FlinkCheckpointStartDelayHigh", "warning", AlertState::Pending),
+            ],
+            ..AlertsView::default()
+        };
+        let r = jobs(&s, &view, Timestamp(1_016_000));
+        let j = &r.jobs[0];
+        assert_eq!(j.health, Health::Pending);
+        assert_eq!(
+            j.health_reasons,
+            [
+                "FlinkCheckpointAlignmentHigh is pending (warning)",
+                "FlinkCheckpointStartDelayHigh is pending (warning)"
+            ]
+        );
+        assert_eq!(j.pending_alerts, 2);
+        assert_eq!(j.pending_alert_list[0].name, "FlinkCheckpointAlignmentHigh");
+        assert_eq!(j.pending_alert_list[0].active_since_ms, 1_000_000);
+        assert!(j.firing_alerts.is_empty());
+        assert_eq!(serde_json::to_value(j).unwrap()["health"], "pending");
+        assert_eq!(clusters(&s, &view, Timestamp(0)).clusters[0].health, Health::Pending);
+        // A firing warning outranks a pending alert; a failed checkpoint too.
+        let mut both = view.clone();
+        both.active.push(alert("FlinkCheckpointExpiredBurst", "warning", AlertState::Firing));
+        assert_eq!(jobs(&s, &both, Timestamp(1_016_000)).jobs[0].health, Health::Warning);
+        assert_eq!(jobs(&state(true), &view, Timestamp(1_016_000)).jobs[0].health, Health::Warning);
+        // Nothing pending or firing: ok.
+        assert_eq!(jobs(&s, &AlertsView::default(), Timestamp(1_016_000)).jobs[0].health, Health::Ok);
     }
 
     #[test]
