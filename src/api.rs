@@ -800,6 +800,11 @@ fn slowest_subtask(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Opti
             None if by_a_subtask && h.never_acknowledged == 1 => {
                 format!("{name} declined the checkpoint{of}")
             }
+            None if h.never_acknowledged > 1 => {
+                let more = h.never_acknowledged - 1;
+                let subtasks = if more == 1 { "subtask" } else { "subtasks" };
+                format!("{name} and {more} other {subtasks} never acknowledged{of}")
+            }
             None => format!("{name} never acknowledged{of}"),
         };
         let [sd, al, sy, asy] = h.phases_ms;
@@ -1132,6 +1137,55 @@ mod tests {
         s.apply(&Observation::LogEvents(vec![event]), Timestamp(1_017_000));
         assert_eq!(slowest_tm(&s)[2].as_deref(), Some("tm-old @ h (dataPort=2)"));
         assert_eq!(slowest_tm(&s)[1].as_deref(), Some("tm-b (h:2)"));
+    }
+
+    /// A failed checkpoint names the subtask that did not acknowledge, not the slowest that did,
+    /// and says how many more did not.
+    #[test]
+    fn a_failed_checkpoint_names_the_subtasks_that_never_acknowledged() {
+        let text = |unacked: &[u32], message: &str| {
+            let mut cp = checkpoint(4, true);
+            cp.failure_message = Some(message.to_string());
+            cp.num_acknowledged = 2 - unacked.len() as u32;
+            for st in &mut cp.operators[0].subtasks {
+                if unacked.contains(&st.index) {
+                    *st = SubtaskCheckpoint { index: st.index, ..SubtaskCheckpoint::default() };
+                }
+            }
+            let mut s = state(false);
+            s.apply(
+                &Observation::JobPolled(JobPoll {
+                    key: JobKey { cluster: "prod".into(), job_id: "j1".into() },
+                    job_name: "orders".into(),
+                    job_state: "RUNNING".into(),
+                    polled_at: Timestamp(1_020_000),
+                    counts: CheckpointCounts { completed: 3, failed: 1, in_progress: 0, restored: 0 },
+                    settings: None,
+                    in_progress: Vec::new(),
+                    finished: vec![cp.clone()],
+                    latest_restore: None,
+                }),
+                Timestamp(1_020_000),
+            );
+            let d = job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_020_000)).unwrap();
+            let last = d.checkpoints.last().unwrap().slowest_subtask.clone().unwrap();
+            (last.acknowledged, last.end_to_end_ms, last.text)
+        };
+        let expired = "Checkpoint expired before completing.";
+        assert_eq!(
+            text(&[0], expired),
+            (false, None, "stateful-map #0 never acknowledged (1 of 2 acknowledged)".into())
+        );
+        assert_eq!(
+            text(&[0, 1], expired).2,
+            "stateful-map #0 and 1 other subtask never acknowledged (0 of 2 acknowledged)"
+        );
+        let declined = "Checkpoint was declined.";
+        assert_eq!(text(&[1], declined).2, "stateful-map #1 declined the checkpoint (1 of 2 acknowledged)");
+        assert_eq!(
+            text(&[0, 1], declined).2,
+            "stateful-map #0 and 1 other subtask never acknowledged (0 of 2 acknowledged)"
+        );
     }
 
     fn alert(name: &str, severity: &str, state: AlertState) -> Alert {

@@ -134,6 +134,11 @@ fn full_channel_backlog() -> u64 {
     (unread_buffers(MAX_BUFFERS_PER_CHANNEL) * BUFFER_BYTES as f64).round() as u64
 }
 
+/// The subtask that holds a failing checkpoint up (vertex index, subtask index): the hot key's
+/// stateful-map subtask, which hangs in its snapshot (expiring job) or declines (failing job)
+/// while the others acknowledge, as in the `expired` and `declined` captures.
+pub const HOLDOUT: (usize, u32) = (2, 0);
+
 /// Bytes per record the demo's vertices report (their I/O counters).
 pub const RECORD_BYTES: f64 = 100.0;
 
@@ -394,7 +399,8 @@ fn outcome(profile: Profile, id: u64, variants: &[Variant]) -> Outcome {
     let duration_ms = variants[(id % variants.len() as u64) as usize].duration_ms.max(1);
     match profile {
         Profile::Expiring if id.is_multiple_of(3) => Outcome::Hang,
-        Profile::Failing => Outcome::Fail { after_ms: 30, reason: FailureReason::CheckpointAsyncException },
+        // After the other subtasks acknowledged (~50 ms), the holdout's asynchronous part fails.
+        Profile::Failing => Outcome::Fail { after_ms: 80, reason: FailureReason::CheckpointAsyncException },
         _ => Outcome::Complete { duration_ms },
     }
 }

@@ -11,9 +11,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use crate::demo::{DemoCluster, DemoJob, RECORD_BYTES};
+use crate::demo::{DemoCluster, DemoJob, HOLDOUT, RECORD_BYTES};
 use crate::model::alignment::vertex_id;
-use crate::model::coordinator::{End, JobStatus, PredictedCheckpoint, REST_HISTORY};
+use crate::model::coordinator::{End, JobStatus, Outcome, PredictedCheckpoint, REST_HISTORY};
+use crate::observe::SubtaskCheckpoint;
 use crate::time::Timestamp;
 
 type Shared = Arc<Mutex<DemoCluster>>;
@@ -278,6 +279,38 @@ async fn checkpoint_config(State(cluster): State<Shared>, Path(jid): Path<String
     })
 }
 
+/// Whether subtask `st` of the vertex `vertex_id` has acknowledged checkpoint `c` by now: every
+/// subtask of a completed checkpoint; otherwise those whose simulated acknowledgement came before
+/// the checkpoint failed (or before now, while it runs), except the one that holds a failing
+/// checkpoint up ([`crate::demo::HOLDOUT`]: it hangs in its snapshot or declines), which never
+/// does.
+fn acknowledged(job: &DemoJob, c: &PredictedCheckpoint, vertex_id: &str, st: &SubtaskCheckpoint) -> bool {
+    if matches!(c.end, Some(End::Completed(_))) {
+        return true;
+    }
+    let (holdout_vertex, holdout_subtask) = HOLDOUT;
+    let fails = !matches!(c.outcome, Outcome::Complete { .. });
+    if fails && vertex_id == crate::model::alignment::vertex_id(holdout_vertex) && st.index == holdout_subtask
+    {
+        return false;
+    }
+    let until = match c.end {
+        Some(End::Failed(at, _)) => at,
+        _ => job.coordinator.now(),
+    };
+    st.acknowledged && st.end_to_end_ms.is_some_and(|e| c.triggered_at.plus_millis(e as i64) <= until)
+}
+
+/// How many subtasks of checkpoint `c` acknowledged (of one vertex, or of all).
+fn acknowledged_count(job: &DemoJob, c: &PredictedCheckpoint, vertex: Option<&str>) -> u32 {
+    c.operators
+        .iter()
+        .filter(|op| vertex.is_none_or(|v| v == op.vertex_id))
+        .flat_map(|op| op.subtasks.iter().map(move |st| (op, st)))
+        .filter(|(op, st)| acknowledged(job, c, &op.vertex_id, st))
+        .count() as u32
+}
+
 /// A checkpoint as `/checkpoints` history and `/checkpoints/details/:id` show it.
 fn checkpoint_json(job: &DemoJob, c: &PredictedCheckpoint, with_tasks: bool) -> Value {
     let variant = job.variant(c.id);
@@ -305,7 +338,7 @@ fn checkpoint_json(job: &DemoJob, c: &PredictedCheckpoint, with_tasks: bool) -> 
         "processed_data": if completed { variant.processed_bytes } else { 0 },
         "persisted_data": if completed { variant.persisted_bytes } else { 0 },
         "num_subtasks": n,
-        "num_acknowledged_subtasks": if completed { n } else { 0 },
+        "num_acknowledged_subtasks": if completed { n } else { acknowledged_count(job, c, None) },
         "checkpoint_type": "CHECKPOINT",
         "tasks": {},
     });
@@ -338,7 +371,7 @@ fn checkpoint_json(job: &DemoJob, c: &PredictedCheckpoint, with_tasks: bool) -> 
                         "processed_data": 0,
                         "persisted_data": 0,
                         "num_subtasks": p,
-                        "num_acknowledged_subtasks": if completed { p } else { 0 },
+                        "num_acknowledged_subtasks": if completed { p } else { acknowledged_count(job, c, Some(&vertex_id(i))) },
                     }),
                 )
             })
@@ -406,13 +439,12 @@ async fn subtasks(
         let Some(op) = c.operators.iter().find(|o| o.vertex_id == vid) else {
             return not_found(format!("There is no checkpoint statistics for task {vid}."));
         };
-        let completed = matches!(c.end, Some(End::Completed(_)));
         let state_bytes = vertex_spec(j, &vid).map_or(0, |s| s.state_bytes);
         let subtasks: Vec<Value> = op
             .subtasks
             .iter()
             .map(|s| {
-                if !completed {
+                if !acknowledged(j, c, &vid, s) {
                     return json!({ "className": "pending", "index": s.index, "status": "pending_or_failed" });
                 }
                 let e2e = s.end_to_end_ms.unwrap_or(0);
@@ -434,7 +466,11 @@ async fn subtasks(
             .collect();
         Json(json!({
             "id": cid,
-            "status": if completed { "COMPLETED" } else { "FAILED" },
+            "status": match c.end {
+                Some(End::Completed(_)) => "COMPLETED",
+                Some(End::Failed(..)) => "FAILED",
+                None => "IN_PROGRESS",
+            },
             "num_subtasks": op.subtasks.len(),
             "subtasks": subtasks,
         }))
