@@ -100,7 +100,7 @@ async fn every_demo_job_gets_the_explanation_its_scenario_implies() {
     // its vertices' load, the model saw no rates and predicted ~1 ms at subtask 1 against an
     // observed ~2.1 s at subtask 0.
     let bp = job("backpressured");
-    let mut seen = String::new();
+    let mut seen;
     let agreed = loop {
         let (prediction, text) = {
             let state = demo.daemon.app.state.read().unwrap();
