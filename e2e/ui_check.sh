@@ -72,6 +72,26 @@ check() { # FILE NEEDLE...
 chrome --dump-dom "$BASE/" >"$WORK/index.html"
 check "$WORK/index.html" 'id="jobs"' demo-healthy-0 demo-backpressured-1 demo-expiring-2 demo-minpause-3 \
   demo-failing-4 'P95 alignment' 'P95 start delay' 'P95 sync' 'P95 async' 'class="badge ok"' 'class="badge critical"'
+# Each row's badge agrees with the alert states: a job with a pending or firing alert is never
+# shown "ok" (the backpressured job: alignment at 69 % of its interval, its alerts pending at
+# first), and one whose only alerts are pending shows "pending" with them listed.
+curl -fsS "$BASE/api/v1/jobs" -o "$WORK/jobs-now.json"
+python3 - "$WORK/index.html" "$WORK/jobs-now.json" <<'EOF' || fail "health badges of the jobs table"
+import json, re, sys
+dom, jobs = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))["jobs"]
+rows = dict(re.findall(r'<tr class="job" data-href="#/jobs/demo/(\w+)" data-health="(\w+)">', dom))
+assert len(rows) == 5, f"rows: {rows}"
+for j in jobs:
+    shown = rows[j["job_id"]]
+    pending, firing = j["pending_alerts"], len(j["firing_alerts"])
+    assert shown in ("critical", "warning", "pending", "unknown", "ok"), shown
+    assert not (shown == "ok" and (pending or firing)), f"{j['name']}: ok with {pending} pending, {firing} firing"
+    if pending and not firing and shown not in ("critical", "warning"):
+        assert shown == "pending" and "(pending)</span>" in dom, f"{j['name']}: {shown}"
+    print(f"ui_check: {j['name']}: {shown} ({pending} pending, {firing} firing)")
+bp = next(j for j in jobs if "backpressured" in j["name"])
+assert rows[bp["job_id"]] != "ok", f"backpressured job shown ok: {bp['health_reasons']}"
+EOF
 echo "ui_check: jobs table ok"
 
 chrome --dump-dom "$BASE/#/jobs/demo/$BP" >"$WORK/job-bp.html"

@@ -60,17 +60,22 @@ pub struct ClusterView {
     pub root_causes: BTreeMap<&'static str, u64>,
 }
 
-/// How a job is doing, worst first.
+/// How a job is doing, worst first. The levels follow the alert states: an alert that fires
+/// makes `critical` or `warning` (its severity), one that is pending (its condition holds, not
+/// yet for its `for`) makes `pending`; `ok` only when nothing of the job is pending or firing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Health {
     /// A critical alert fires, or the job is failing or restarting.
     Critical,
-    /// A warning alert fires, the latest checkpoint failed, or the schedule stalls.
+    /// A warning (or info) alert fires, the latest checkpoint failed, or the schedule stalls.
     Warning,
+    /// An alert of the job is pending: its condition holds, it fires if it still holds after
+    /// the rule's `for`.
+    Pending,
     /// Not enough known yet (no checkpoint seen, or the cluster does not answer).
     Unknown,
-    /// Checkpoints complete and nothing fires.
+    /// Checkpoints complete and nothing is pending or firing.
     Ok,
 }
 
@@ -124,6 +129,8 @@ pub struct JobSummaryView {
     pub firing_alerts: Vec<AlertBrief>,
     /// Pending alerts of this job (condition holds, not yet for `for`).
     pub pending_alerts: usize,
+    /// Those pending alerts.
+    pub pending_alert_list: Vec<AlertBrief>,
 }
 
 /// One value per tracked phase (ms); `None` when unknown.
@@ -155,6 +162,8 @@ pub struct AlertBrief {
     pub summary: String,
     /// When it started firing.
     pub fired_at_ms: Option<i64>,
+    /// Since when its condition holds (pending, then firing).
+    pub active_since_ms: i64,
 }
 
 /// A finished checkpoint.
@@ -183,21 +192,29 @@ pub struct CheckpointView {
     pub failure_message: Option<String>,
 }
 
-/// The subtask that held a checkpoint up.
+/// The subtask that held a checkpoint up: for a completed checkpoint the one that acknowledged
+/// last; for a failed one the one that did not acknowledge before it failed (or, declined, the
+/// one that declined), not the slowest that did acknowledge.
 #[derive(Clone, Debug, Serialize)]
 pub struct SlowestSubtask {
     /// The operator chain (job vertex) name.
     pub operator: String,
     /// The subtask index (0-based, as in the REST API).
     pub subtask: u32,
-    /// Its acknowledgement − trigger.
-    pub end_to_end_ms: u64,
+    /// Whether it acknowledged before the checkpoint completed or failed.
+    pub acknowledged: bool,
+    /// Its acknowledgement − trigger (for a subtask of a failed checkpoint, an acknowledgement
+    /// that came only after the checkpoint had failed); `null` when it never acknowledged.
+    pub end_to_end_ms: Option<u64>,
     /// Its own phases (they add up to about `end_to_end_ms`).
     pub phases_ms: Option<PhaseValues>,
     /// Its TaskManager: as a log line of this checkpoint named it, else where the subtask ran
     /// when the poller last fetched the job's vertices (Flink's per-subtask checkpoint
     /// statistics carry no location).
     pub taskmanager: Option<String>,
+    /// The same in one plain sentence, e.g. "stateful-map #0 never acknowledged (5 of 6
+    /// acknowledged)".
+    pub text: String,
 }
 
 /// `GET /api/v1/jobs/{cluster}/{job_id}`.
@@ -556,6 +573,22 @@ fn job_summary(
 ) -> JobSummaryView {
     let (health, health_reasons) = job_health(c, cluster, job_id, j, alerts);
     let of_job = |a: &&Alert| label(a, "cluster") == cluster && label(a, "job_id") == job_id;
+    let briefs = |state: AlertState| -> Vec<AlertBrief> {
+        alerts
+            .active
+            .iter()
+            .filter(of_job)
+            .filter(|a| a.state == state)
+            .map(|a| AlertBrief {
+                name: a.name().to_string(),
+                severity: label(a, "severity").to_string(),
+                class: label(a, "class").to_string(),
+                summary: a.annotations.get("summary").cloned().unwrap_or_default(),
+                fired_at_ms: a.fired_at.map(Timestamp::millis),
+                active_since_ms: a.active_since.millis(),
+            })
+            .collect()
+    };
     let totals = j.totals();
     JobSummaryView {
         cluster: cluster.to_string(),
@@ -575,25 +608,9 @@ fn job_summary(
         p95_ms: p95s(&j.phases),
         interval_ms: j.settings.as_ref().and_then(|s| s.interval_ms),
         timeout_ms: j.settings.as_ref().and_then(|s| s.timeout_ms),
-        firing_alerts: alerts
-            .active
-            .iter()
-            .filter(of_job)
-            .filter(|a| a.state == AlertState::Firing)
-            .map(|a| AlertBrief {
-                name: a.name().to_string(),
-                severity: label(a, "severity").to_string(),
-                class: label(a, "class").to_string(),
-                summary: a.annotations.get("summary").cloned().unwrap_or_default(),
-                fired_at_ms: a.fired_at.map(Timestamp::millis),
-            })
-            .collect(),
-        pending_alerts: alerts
-            .active
-            .iter()
-            .filter(of_job)
-            .filter(|a| a.state == AlertState::Pending)
-            .count(),
+        firing_alerts: briefs(AlertState::Firing),
+        pending_alerts: briefs(AlertState::Pending).len(),
+        pending_alert_list: briefs(AlertState::Pending),
     }
 }
 
@@ -611,12 +628,14 @@ pub fn job_health(
         health = health.min(h);
         reasons.push(reason);
     };
-    let firing = alerts.active.iter().filter(|a| {
-        a.state == AlertState::Firing && label(a, "cluster") == cluster && label(a, "job_id") == job_id
-    });
-    for a in firing {
+    let of_job =
+        alerts.active.iter().filter(|a| label(a, "cluster") == cluster && label(a, "job_id") == job_id);
+    for a in of_job.clone().filter(|a| a.state == AlertState::Firing) {
         let h = if label(a, "severity") == "critical" { Health::Critical } else { Health::Warning };
         worse(h, format!("{} fires", a.name()), &mut reasons);
+    }
+    for a in of_job.filter(|a| a.state == AlertState::Pending) {
+        worse(Health::Pending, format!("{} is pending ({})", a.name(), label(a, "severity")), &mut reasons);
     }
     match j.job_state.as_str() {
         "RUNNING" | "FINISHED" | "CANCELED" | "CREATED" | "INITIALIZING" => {}
@@ -688,21 +707,138 @@ fn checkpoint_view(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Chec
             sync: Some(sync),
             async_: Some(async_),
         }),
-        slowest_subtask: r.slowest_subtask.as_ref().map(|(operator, subtask, e2e)| SlowestSubtask {
-            operator: operator.clone(),
-            subtask: *subtask,
-            end_to_end_ms: *e2e,
-            phases_ms: r.slowest_phases_ms.map(|[start_delay, alignment, sync, async_]| PhaseValues {
-                end_to_end: Some(*e2e),
-                start_delay: Some(start_delay),
-                alignment: Some(alignment),
-                sync: Some(sync),
-                async_: Some(async_),
-            }),
-            taskmanager: taskmanager_of(c, job_id, r.id, operator, *subtask),
-        }),
+        slowest_subtask: slowest_subtask(c, job_id, r),
         failure_message: r.failure_message.clone(),
     }
+}
+
+fn phase_values(e2e: Option<u64>, [start_delay, alignment, sync, async_]: [u64; 4]) -> PhaseValues {
+    PhaseValues {
+        end_to_end: e2e,
+        start_delay: Some(start_delay),
+        alignment: Some(alignment),
+        sync: Some(sync),
+        async_: Some(async_),
+    }
+}
+
+/// The subtask that held checkpoint `r` up (see [`SlowestSubtask`]).
+fn slowest_subtask(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Option<SlowestSubtask> {
+    let fmt = crate::shadow::trigger::fmt_duration;
+    let outcome = outcome(r);
+    let of = r.acknowledged.map(|(n, m)| format!(" ({n} of {m} acknowledged)")).unwrap_or_default();
+    // Failed by a subtask (it declined, its own snapshot failed …) rather than by the
+    // coordinator (expired, a task failure …).
+    let by_a_subtask = r
+        .failure_message
+        .as_deref()
+        .and_then(FailureReason::from_message)
+        .is_some_and(FailureReason::failed_by_a_subtask);
+    // The subtask a log line of this checkpoint says declined it.
+    let decliner = by_a_subtask
+        .then(|| {
+            c.logs
+                .recent
+                .iter()
+                .rev()
+                .filter(|e| matches!(e.kind.as_str(), "declined" | "async_snapshot_failed"))
+                .filter(|e| e.checkpoint_id == Some(r.id))
+                .filter(|e| e.job_id.as_deref().is_none_or(|j| j == job_id))
+                .find_map(|e| Some((e.task.clone()?, e.subtask?)))
+        })
+        .flatten();
+    let view = |operator: &str, subtask: u32, e2e: Option<u64>, phases: Option<[u64; 4]>, text: String| {
+        Some(SlowestSubtask {
+            operator: operator.to_string(),
+            subtask,
+            acknowledged: r.status == CheckpointStatus::Completed,
+            end_to_end_ms: e2e,
+            phases_ms: phases.map(|p| phase_values(e2e, p)),
+            taskmanager: taskmanager_of(c, job_id, r.id, operator, subtask),
+            text,
+        })
+    };
+    if let Some((task, subtask)) = decliner {
+        // The log names the task as Flink does; the REST details' operator name when they agree.
+        let operator = r
+            .holdout
+            .as_ref()
+            .filter(|h| {
+                h.subtask == subtask && (task.starts_with(&h.operator) || h.operator.starts_with(&task))
+            })
+            .map_or(task, |h| h.operator.clone());
+        let text = format!("{operator} #{subtask} declined the checkpoint{of}");
+        return view(&operator, subtask, None, None, text);
+    }
+    if let Some(h) = &r.holdout {
+        let name = format!("{} #{}", h.operator, h.subtask);
+        // Others that acknowledged only after the checkpoint had failed.
+        let late_others = h.acknowledged_late - u32::from(h.late_ack_ms.is_some());
+        let of = match (r.acknowledged, late_others) {
+            (Some((n, m)), 0) => format!(" ({n} of {m} acknowledged)"),
+            (Some((n, m)), k) => format!(" ({n} of {m} acknowledged, {k} more only after it had failed)"),
+            (None, _) => String::new(),
+        };
+        let text = match h.late_ack_ms {
+            // Its acknowledgement came after the checkpoint had failed; its phases say why.
+            Some(late) => {
+                let [sd, al, sy, asy] = h.phases_ms;
+                let dominant = [("start delay", sd), ("alignment", al), ("sync", sy), ("async", asy)]
+                    .into_iter()
+                    .filter_map(|(phase, v)| Some((phase, v?)))
+                    .max_by_key(|(_, v)| *v)
+                    .map(|(phase, v)| format!("; its {phase} phase took {}", fmt(v)))
+                    .unwrap_or_default();
+                format!(
+                    "{name} never acknowledged before the checkpoint {outcome} after {}{of}: its \
+                     acknowledgement came {} after the trigger{dominant}",
+                    fmt(r.finished_at.since(r.triggered_at)),
+                    fmt(late),
+                )
+            }
+            // The only subtask that never acknowledged a checkpoint a subtask failed declined it.
+            None if by_a_subtask && h.never_acknowledged == 1 => {
+                format!("{name} declined the checkpoint{of}")
+            }
+            None if h.never_acknowledged > 1 => {
+                let more = h.never_acknowledged - 1;
+                let subtasks = if more == 1 { "subtask" } else { "subtasks" };
+                format!("{name} and {more} other {subtasks} never acknowledged{of}")
+            }
+            None => format!("{name} never acknowledged{of}"),
+        };
+        let [sd, al, sy, asy] = h.phases_ms;
+        let phases =
+            (h.late_ack_ms.is_some() || h.phases_ms.iter().any(Option::is_some)).then_some(PhaseValues {
+                end_to_end: h.late_ack_ms,
+                start_delay: sd,
+                alignment: al,
+                sync: sy,
+                async_: asy,
+            });
+        let mut v = view(&h.operator, h.subtask, h.late_ack_ms, None, text)?;
+        v.phases_ms = phases;
+        return Some(v);
+    }
+    let (operator, subtask, e2e) = r.slowest_subtask.as_ref()?;
+    let text = match r.status {
+        CheckpointStatus::Completed => {
+            format!("{operator} #{subtask} acknowledged last, after {}", fmt(*e2e))
+        }
+        // Every subtask acknowledged in time: the checkpoint failed after (in the coordinator).
+        CheckpointStatus::Failed if r.acknowledged.is_some_and(|(n, m)| n >= m) => {
+            format!("every subtask acknowledged{of}; {operator} #{subtask} was the last, after {}", fmt(*e2e))
+        }
+        // Details of only some subtasks: the one that held it up is not among them.
+        CheckpointStatus::Failed => format!(
+            "{operator} #{subtask} acknowledged last of the subtasks whose details were fetched, \
+             after {}{of}",
+            fmt(*e2e)
+        ),
+    };
+    let mut v = view(operator, *subtask, Some(*e2e), r.slowest_phases_ms, text)?;
+    v.acknowledged = true;
+    Some(v)
 }
 
 /// The TaskManager a log line of this checkpoint names for this subtask (where it was at that
@@ -888,8 +1024,9 @@ mod tests {
         let slowest = last.slowest_subtask.as_ref().unwrap();
         assert_eq!(
             (slowest.operator.as_str(), slowest.subtask, slowest.end_to_end_ms),
-            ("stateful-map", 1, 900)
+            ("stateful-map", 1, Some(900))
         );
+        assert_eq!(slowest.text, "stateful-map #1 acknowledged last, after 900 ms");
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["jobs"][0]["p95_ms"]["async"], 3);
         assert_eq!(json["jobs"][0]["health"], "ok");
@@ -1000,6 +1137,113 @@ mod tests {
         s.apply(&Observation::LogEvents(vec![event]), Timestamp(1_017_000));
         assert_eq!(slowest_tm(&s)[2].as_deref(), Some("tm-old @ h (dataPort=2)"));
         assert_eq!(slowest_tm(&s)[1].as_deref(), Some("tm-b (h:2)"));
+    }
+
+    /// A failed checkpoint names the subtask that did not acknowledge, not the slowest that did,
+    /// and says how many more did not.
+    #[test]
+    fn a_failed_checkpoint_names_the_subtasks_that_never_acknowledged() {
+        let text = |unacked: &[u32], message: &str| {
+            let mut cp = checkpoint(4, true);
+            cp.failure_message = Some(message.to_string());
+            cp.num_acknowledged = 2 - unacked.len() as u32;
+            for st in &mut cp.operators[0].subtasks {
+                if unacked.contains(&st.index) {
+                    *st = SubtaskCheckpoint { index: st.index, ..SubtaskCheckpoint::default() };
+                }
+            }
+            let mut s = state(false);
+            s.apply(
+                &Observation::JobPolled(JobPoll {
+                    key: JobKey { cluster: "prod".into(), job_id: "j1".into() },
+                    job_name: "orders".into(),
+                    job_state: "RUNNING".into(),
+                    polled_at: Timestamp(1_020_000),
+                    counts: CheckpointCounts { completed: 3, failed: 1, in_progress: 0, restored: 0 },
+                    settings: None,
+                    in_progress: Vec::new(),
+                    finished: vec![cp.clone()],
+                    latest_restore: None,
+                }),
+                Timestamp(1_020_000),
+            );
+            let d = job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_020_000)).unwrap();
+            let last = d.checkpoints.last().unwrap().slowest_subtask.clone().unwrap();
+            (last.acknowledged, last.end_to_end_ms, last.text)
+        };
+        let expired = "Checkpoint expired before completing.";
+        assert_eq!(
+            text(&[0], expired),
+            (false, None, "stateful-map #0 never acknowledged (1 of 2 acknowledged)".into())
+        );
+        assert_eq!(
+            text(&[0, 1], expired).2,
+            "stateful-map #0 and 1 other subtask never acknowledged (0 of 2 acknowledged)"
+        );
+        let declined = "Checkpoint was declined.";
+        assert_eq!(text(&[1], declined).2, "stateful-map #1 declined the checkpoint (1 of 2 acknowledged)");
+        assert_eq!(
+            text(&[0, 1], declined).2,
+            "stateful-map #0 and 1 other subtask never acknowledged (0 of 2 acknowledged)"
+        );
+    }
+
+    fn alert(name: &str, severity: &str, state: AlertState) -> Alert {
+        let labels: BTreeMap<String, String> = [
+            ("alertname", name),
+            ("severity", severity),
+            ("class", "blocking"),
+            ("cluster", "prod"),
+            ("job_id", "j1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        Alert {
+            labels,
+            annotations: BTreeMap::from([("summary".to_string(), format!("{name} summary"))]),
+            state,
+            active_since: Timestamp(1_000_000),
+            fired_at: (state == AlertState::Firing).then_some(Timestamp(1_010_000)),
+            resolved_at: None,
+            value: Some(0.69),
+        }
+    }
+
+    /// The demo's backpressured job: checkpoints complete, two alerts pending. Not `ok`.
+    #[test]
+    fn a_pending_alert_makes_the_job_pending_not_ok() {
+        let s = state(false);
+        let view = AlertsView {
+            active: vec![
+                alert("FlinkCheckpointAlignmentHigh", "warning", AlertState::Pending),
+                alert("FlinkCheckpointStartDelayHigh", "warning", AlertState::Pending),
+            ],
+            ..AlertsView::default()
+        };
+        let r = jobs(&s, &view, Timestamp(1_016_000));
+        let j = &r.jobs[0];
+        assert_eq!(j.health, Health::Pending);
+        assert_eq!(
+            j.health_reasons,
+            [
+                "FlinkCheckpointAlignmentHigh is pending (warning)",
+                "FlinkCheckpointStartDelayHigh is pending (warning)"
+            ]
+        );
+        assert_eq!(j.pending_alerts, 2);
+        assert_eq!(j.pending_alert_list[0].name, "FlinkCheckpointAlignmentHigh");
+        assert_eq!(j.pending_alert_list[0].active_since_ms, 1_000_000);
+        assert!(j.firing_alerts.is_empty());
+        assert_eq!(serde_json::to_value(j).unwrap()["health"], "pending");
+        assert_eq!(clusters(&s, &view, Timestamp(0)).clusters[0].health, Health::Pending);
+        // A firing warning outranks a pending alert; a failed checkpoint too.
+        let mut both = view.clone();
+        both.active.push(alert("FlinkCheckpointExpiredBurst", "warning", AlertState::Firing));
+        assert_eq!(jobs(&s, &both, Timestamp(1_016_000)).jobs[0].health, Health::Warning);
+        assert_eq!(jobs(&state(true), &view, Timestamp(1_016_000)).jobs[0].health, Health::Warning);
+        // Nothing pending or firing: ok.
+        assert_eq!(jobs(&s, &AlertsView::default(), Timestamp(1_016_000)).jobs[0].health, Health::Ok);
     }
 
     #[test]

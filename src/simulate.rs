@@ -44,7 +44,8 @@ pub struct SimulateArgs {
     /// `declined[:after]`; `@FILE` reads them from a file (commas or newlines).
     #[arg(long)]
     pub durations: Option<String>,
-    /// What-if: how many checkpoints to simulate (default: one per given outcome).
+    /// What-if: how many checkpoints to simulate (default: the outcomes in turn until at least
+    /// 12 checkpoints and twice through the list, enough to see their spacing).
     #[arg(long)]
     pub count: Option<usize>,
     /// What-if: seed of the random initial delay.
@@ -136,7 +137,8 @@ pub fn run(args: &SimulateArgs) -> Result<String, SimulateError> {
                 ..CoordinatorConfig::default()
             };
             apply_overrides(&mut model, args);
-            let report = what_if(model, &outcomes, args.count.unwrap_or(outcomes.len()), args.seed);
+            let count = args.count.unwrap_or_else(|| default_count(outcomes.len()));
+            let report = what_if(model, &outcomes, count, args.seed);
             Ok(match args.format {
                 Format::Json => what_if_json(&report),
                 Format::Text => what_if_text(&report),
@@ -206,6 +208,14 @@ pub fn parse_outcomes(list: &str) -> Result<Vec<Outcome>, SimulateError> {
     Ok(outcomes)
 }
 
+/// Checkpoints a what-if simulates by default for `n` given outcomes: whole rounds of the list,
+/// at least two and at least 12 checkpoints, so the spacing they make shows (one duration is
+/// one checkpoint, which has no spacing).
+pub fn default_count(n: usize) -> usize {
+    let n = n.max(1);
+    n * 2.max(12usize.div_ceil(n))
+}
+
 /// The result of a what-if run.
 #[derive(Clone, Debug)]
 pub struct WhatIf {
@@ -215,6 +225,8 @@ pub struct WhatIf {
     pub checkpoints: Vec<(u64, i64, Binding, Option<End>)>,
     /// Median gap between triggers, ms.
     pub effective_interval_ms: u64,
+    /// Shortest, mean and longest gap between triggers, ms (`None` with fewer than two).
+    pub gaps_ms: Option<(u64, u64, u64)>,
     /// Median duration of the given completed outcomes, ms.
     pub median_duration_ms: u64,
     /// Dominant binding.
@@ -237,6 +249,10 @@ pub fn what_if(config: CoordinatorConfig, outcomes: &[Outcome], count: usize, se
     let checkpoints: Vec<(u64, i64, Binding, Option<End>)> =
         model.checkpoints().take(count).map(|c| (c.id, c.triggered_at.0, c.binding, c.end)).collect();
     let gaps: Vec<u64> = checkpoints.windows(2).map(|w| (w[1].1 - w[0].1).max(0) as u64).collect();
+    let gaps_ms = match (gaps.iter().min(), gaps.iter().max()) {
+        (Some(&lo), Some(&hi)) => Some((lo, gaps.iter().sum::<u64>() / gaps.len() as u64, hi)),
+        _ => None,
+    };
     let bindings: Vec<Binding> = checkpoints.iter().map(|c| c.2).collect();
     let job_failed_at_ms = match model.status() {
         JobStatus::Failed => model.drain_events().iter().find_map(|e| match e {
@@ -257,6 +273,7 @@ pub fn what_if(config: CoordinatorConfig, outcomes: &[Outcome], count: usize, se
         ),
         config,
         effective_interval_ms: median(gaps),
+        gaps_ms,
         binding: dominant_binding(&bindings),
         checkpoints,
         job_failed_at_ms,
@@ -274,31 +291,116 @@ pub fn human_ms(ms: u64) -> String {
     }
 }
 
-/// The one-sentence explanation of the effective interval.
+/// The one-sentence explanation of the effective interval (a median gap between triggers).
 pub fn explain(
     config: &CoordinatorConfig,
     effective_ms: u64,
     median_duration_ms: u64,
     binding: Binding,
 ) -> String {
-    let every = human_ms(effective_ms);
+    explain_spacing(config, &human_ms(effective_ms), effective_ms, Some(median_duration_ms), binding, false)
+}
+
+/// `checkpoints every {every}` and why, never "every X, not X": a binding other than the
+/// interval that leaves the spacing at the interval (as printed) says so.
+fn explain_spacing(
+    config: &CoordinatorConfig,
+    every: &str,
+    effective_ms: u64,
+    median_duration_ms: Option<u64>,
+    binding: Binding,
+    some_failed: bool,
+) -> String {
+    let what = if some_failed { "completed " } else { "" };
     let interval = human_ms(config.interval_ms);
-    let took = human_ms(median_duration_ms);
+    let at_interval = human_ms(effective_ms) == interval;
+    let head = if at_interval {
+        format!("checkpoints every {every}, the interval")
+    } else {
+        format!("checkpoints every {every}, not {interval}")
+    };
+    let took = median_duration_ms.filter(|d| *d > 0).map(human_ms);
+    let each = took.as_ref().map_or("each checkpoint".to_string(), |t| format!("each ~{t} {what}checkpoint"));
     match binding {
-        Binding::MinPause => format!(
-            "checkpoints every {every}, not {interval}: min-pause {} binds after each ~{took} checkpoint",
-            human_ms(config.min_pause_ms)
-        ),
+        Binding::MinPause => {
+            format!("{head}: min-pause {} binds after {each}", human_ms(config.min_pause_ms))
+        }
         Binding::MaxConcurrent => format!(
-            "checkpoints every {every}, not {interval}: each ~{took} checkpoint outlasts the interval and max-concurrent {} holds the next one until it completes",
+            "{head}: {each} outlasts the interval and max-concurrent {} holds the next one until it ends",
             config.max_concurrent
         ),
         Binding::Timeout => format!(
-            "checkpoints every {every}, not {interval}: checkpoints expire at the {} timeout and the next one starts only then",
+            "{head}: a checkpoint that expires holds the slot until the {} timeout and the next one starts only then",
             human_ms(config.timeout_ms)
         ),
-        Binding::Interval | Binding::Initial => format!(
-            "checkpoints every {every}, as configured (interval {interval}): each ~{took} checkpoint ends well before the next trigger"
+        Binding::Interval | Binding::Initial => {
+            let ends = match median_duration_ms {
+                Some(d) if d > 0 && d * 2 <= effective_ms => {
+                    format!(": {each} ends well before the next trigger")
+                }
+                Some(d) if d > 0 && d < effective_ms => format!(": {each} ends before the next trigger"),
+                _ => String::new(),
+            };
+            if at_interval {
+                format!("checkpoints every {every}, as configured (interval {interval}){ends}")
+            } else {
+                format!("checkpoints every {every}, not {interval}{ends}")
+            }
+        }
+    }
+}
+
+/// The spacing Flink's rules give after a checkpoint that lasts `duration_ms`: the interval,
+/// and with max-concurrent 1 or a min-pause at least until `min-pause` after it ended (a
+/// request that finds the slot taken waits for it, one that comes before the pause is over is
+/// rescheduled to its end: `CheckpointRequestDecider`).
+pub fn rule_spacing_ms(config: &CoordinatorConfig, duration_ms: u64) -> u64 {
+    if config.max_concurrent <= 1 || config.min_pause_ms > 0 {
+        config.interval_ms.max(duration_ms + config.min_pause_ms)
+    } else {
+        config.interval_ms
+    }
+}
+
+/// What a what-if run computed, in one sentence: the spacing of the simulated triggers (every
+/// gap alike, or their mean and range when the outcomes make them differ) and the rule behind
+/// it; with fewer than two checkpoints, the spacing Flink's rules give.
+pub fn explain_what_if(r: &WhatIf) -> String {
+    let durations: Vec<u64> = r
+        .checkpoints
+        .iter()
+        .filter_map(|(_, t, _, end)| match end {
+            Some(End::Completed(f)) | Some(End::Failed(f, _)) => Some((f.0 - t).max(0) as u64),
+            None => None,
+        })
+        .collect();
+    let completed = (r.median_duration_ms > 0).then_some(r.median_duration_ms);
+    let some_failed = r.checkpoints.iter().any(|c| matches!(c.3, Some(End::Failed(..))));
+    match r.gaps_ms {
+        None => {
+            let n = r.checkpoints.len();
+            let Some(d) = durations.first() else {
+                return format!("{n} checkpoint simulated and it did not end: no spacing to see");
+            };
+            format!(
+                "{n} checkpoint simulated, so no spacing to see; by the rules the next would come {} after it \
+                 (max(interval {}, {} checkpoint + min-pause {}))",
+                human_ms(rule_spacing_ms(&r.config, *d)),
+                human_ms(r.config.interval_ms),
+                human_ms(*d),
+                human_ms(r.config.min_pause_ms)
+            )
+        }
+        Some((lo, mean, hi)) if human_ms(lo) == human_ms(hi) => {
+            explain_spacing(&r.config, &human_ms(mean), mean, completed, r.binding, some_failed)
+        }
+        Some((lo, mean, hi)) => explain_spacing(
+            &r.config,
+            &format!("{} on average (gaps from {} to {})", human_ms(mean), human_ms(lo), human_ms(hi)),
+            mean,
+            completed,
+            r.binding,
+            some_failed,
         ),
     }
 }
@@ -352,14 +454,14 @@ fn what_if_json(r: &WhatIf) -> String {
             "effective_interval_ms": r.effective_interval_ms,
             "binding": r.binding.as_str(),
             "job_failed_at_ms": r.job_failed_at_ms,
-            "explanation": explain(&r.config, r.effective_interval_ms, r.median_duration_ms, r.binding),
+            "explanation": explain_what_if(r),
         },
     });
     serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
 }
 
 fn what_if_text(r: &WhatIf) -> String {
-    let mut out = explain(&r.config, r.effective_interval_ms, r.median_duration_ms, r.binding) + ".\n";
+    let mut out = explain_what_if(r) + ".\n";
     if let Some(at) = r.job_failed_at_ms {
         out += &format!(
             "The job fails at {}: more than {} consecutive counted failures (Exceeded checkpoint tolerable failure threshold).\n",
@@ -479,6 +581,112 @@ mod tests {
         );
         assert_eq!(r.checkpoints.len(), 3);
         assert!(r.job_failed_at_ms.is_some());
+    }
+
+    fn args(interval: &str, min_pause: Option<&str>, timeout: Option<&str>, durations: &str) -> SimulateArgs {
+        let d = |s: &str| humantime::parse_duration(s).unwrap();
+        SimulateArgs {
+            interval: Some(d(interval)),
+            min_pause: min_pause.map(d),
+            max_concurrent: None,
+            timeout: timeout.map(d),
+            tolerable_failures: None,
+            durations: Some(durations.into()),
+            count: None,
+            seed: 0,
+            checkpoint_config: None,
+            history: Vec::new(),
+            format: Format::Text,
+        }
+    }
+
+    fn first_line(a: &SimulateArgs) -> String {
+        run(a).unwrap().lines().next().unwrap().to_string()
+    }
+
+    /// "every X, not Y" with X and Y printed alike would contradict itself.
+    fn not_x_not_x(line: &str) -> bool {
+        let Some(rest) = line.strip_prefix("checkpoints every ") else { return false };
+        let Some((every, after)) = rest.split_once(", not ") else { return false };
+        let every = every.split(" on average").next().unwrap_or(every);
+        let not = after.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+        let not = not.trim_end_matches([':', ',', '.']);
+        every.trim() == not.trim()
+    }
+
+    /// One duration used to simulate one checkpoint: no gap, "every 0 ms, as configured".
+    #[test]
+    fn one_duration_simulates_enough_checkpoints_to_show_the_min_pause_spacing() {
+        let a = args("30s", Some("60s"), None, "50s");
+        assert_eq!(
+            first_line(&a),
+            "checkpoints every 110.0 s, not 30.0 s: min-pause 60.0 s binds after each ~50.0 s checkpoint."
+        );
+        assert_eq!(run(&a).unwrap().lines().filter(|l| l.contains("completed after 50.0 s")).count(), 12);
+        // Asked for one checkpoint: the spacing Flink's rules give, not "every 0 ms".
+        let one = SimulateArgs { count: Some(1), ..a };
+        assert_eq!(
+            first_line(&one),
+            "1 checkpoint simulated, so no spacing to see; by the rules the next would come 110.0 s after it \
+             (max(interval 30.0 s, 50.0 s checkpoint + min-pause 60.0 s))."
+        );
+    }
+
+    /// `--interval 10s --durations 8s,expired --timeout 20s` printed "every 10.0 s, not 10.0 s".
+    #[test]
+    fn an_expiring_what_if_says_the_spacing_it_computed() {
+        let a = args("10s", None, Some("20s"), "8s,expired");
+        // Tolerable failures 0 (Flink's default): the first expiry fails the job.
+        assert_eq!(
+            first_line(&a),
+            "checkpoints every 10.0 s, as configured (interval 10.0 s): each ~8.0 s completed checkpoint ends \
+             before the next trigger."
+        );
+        assert!(run(&a).unwrap().contains("The job fails at 38.8 s"));
+        // Tolerating the failures: 8 s and 20 s gaps alternate.
+        let tolerant = SimulateArgs { tolerable_failures: Some(5), ..a };
+        assert_eq!(
+            first_line(&tolerant),
+            "checkpoints every 13.6 s on average (gaps from 8.0 s to 20.0 s), not 10.0 s: a checkpoint that \
+             expires holds the slot until the 20.0 s timeout and the next one starts only then."
+        );
+    }
+
+    #[test]
+    fn no_what_if_says_every_x_not_x() {
+        let mut checked = 0;
+        for interval in ["1s", "10s", "30s"] {
+            for min_pause in [None, Some("5s"), Some("60s")] {
+                for timeout in [None, Some("10s"), Some("20s")] {
+                    for durations in ["500ms", "8s", "50s", "8s,expired", "expired", "declined:2s,3s"] {
+                        for tolerable in [None, Some(3)] {
+                            let a = SimulateArgs {
+                                tolerable_failures: tolerable,
+                                ..args(interval, min_pause, timeout, durations)
+                            };
+                            let line = first_line(&a);
+                            assert!(!not_x_not_x(&line), "{a:?}: {line}");
+                            assert!(!line.contains("every 0 ms"), "{a:?}: {line}");
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 324);
+        // The replay's median gap can sit at the interval while another rule binds most triggers.
+        let config =
+            CoordinatorConfig { interval_ms: 10_000, timeout_ms: 20_000, ..CoordinatorConfig::default() };
+        let line = explain(&config, 10_000, 8_000, Binding::Timeout);
+        assert_eq!(
+            line,
+            "checkpoints every 10.0 s, the interval: a checkpoint that expires holds the slot until the 20.0 s \
+             timeout and the next one starts only then"
+        );
+        assert!(not_x_not_x("checkpoints every 10.0 s, not 10.0 s: a checkpoint that expires …"));
+        assert!(not_x_not_x(
+            "checkpoints every 10.0 s on average (gaps from 8.0 s to 20.0 s), not 10.0 s: …"
+        ));
     }
 
     #[test]

@@ -38,3 +38,148 @@ async fn the_subtask_that_has_not_acknowledged_is_named() {
     keys.dedup();
     assert_eq!(keys.len(), n, "reported twice");
 }
+
+/// The captured series of `scenario` through `State` and the job API.
+fn job_view(
+    version: &str,
+    scenario: &str,
+    edit: impl Fn(&mut checkpoint_sentinel::observe::FinishedCheckpoint),
+) -> checkpoint_sentinel::api::JobDetailView {
+    use checkpoint_sentinel::app::AlertsView;
+    use checkpoint_sentinel::observe::{ClusterPoll, JobSummary, Observation};
+    use checkpoint_sentinel::state::State;
+    use checkpoint_sentinel::stats::WindowSpec;
+    use checkpoint_sentinel::time::Timestamp;
+    let s = common::Scenario::load(version, scenario);
+    let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+    let polls = s.job_polls();
+    let first = polls[0].polled_at;
+    state.apply(
+        &Observation::ClusterPolled(ClusterPoll {
+            cluster: "lab".into(),
+            duration_ms: 1,
+            flink_version: Some(version.into()),
+            jobs: Some(vec![JobSummary {
+                job_id: s.job_id.clone(),
+                name: polls[0].job_name.clone(),
+                state: "RUNNING".into(),
+            }]),
+            errors: Vec::new(),
+            reachable: true,
+        }),
+        first,
+    );
+    let mut last = first;
+    for mut poll in polls {
+        poll.finished.iter_mut().for_each(&edit);
+        last = poll.polled_at;
+        state.apply(&Observation::JobPolled(poll), last);
+    }
+    checkpoint_sentinel::api::job(
+        &state,
+        &AlertsView::default(),
+        "lab",
+        &s.job_id,
+        Timestamp(last.millis() + 1),
+    )
+    .unwrap()
+}
+
+/// The `expired` captures: stateful-map subtask 0 sleeps 6 s in its snapshot on every third
+/// checkpoint, the timeout is 4 s. Its acknowledgement comes after the checkpoint expired (Flink
+/// keeps it, marked aborted), so the slowest subtask of an expired checkpoint is that subtask,
+/// named as the one that never acknowledged in time, not the slowest that did.
+#[test]
+fn an_expired_checkpoint_names_the_subtask_that_never_acknowledged() {
+    for version in ["2.3.0", "1.20.5", "1.14.6"] {
+        let d = job_view(version, "expired", |_| {});
+        let expired: Vec<_> = d.checkpoints.iter().filter(|c| c.outcome == "expired").collect();
+        assert!(!expired.is_empty(), "{version}: no expired checkpoint");
+        let mut with_details = 0;
+        for c in expired {
+            let Some(s) = &c.slowest_subtask else { continue };
+            with_details += 1;
+            println!("{version} #{}: {}", c.id, s.text);
+            assert_eq!(
+                (s.operator.as_str(), s.subtask, s.acknowledged),
+                ("stateful-map", 0, false),
+                "{version}"
+            );
+            assert!(
+                s.text.starts_with("stateful-map #0 never acknowledged before the checkpoint expired after 4.0 s (5 of 6 acknowledged)"),
+                "{version}: {}",
+                s.text
+            );
+            assert!(s.text.contains("its sync phase took 6.0 s"), "{version}: {}", s.text);
+            // Its own (late) acknowledgement, longer than the checkpoint lived.
+            assert!(s.end_to_end_ms.is_some_and(|e| e > c.elapsed_ms), "{version}: {s:?}");
+        }
+        assert!(with_details >= 1, "{version}: no expired checkpoint with details");
+        // A completed checkpoint still names the subtask that acknowledged last.
+        let done =
+            d.checkpoints.iter().rev().find(|c| c.outcome == "completed" && c.slowest_subtask.is_some());
+        let s = done.unwrap().slowest_subtask.as_ref().unwrap();
+        assert!(s.acknowledged && s.text.contains("acknowledged last, after"), "{version}: {s:?}");
+    }
+}
+
+/// The same with the details as a poller fetching them right at the expiry sees them: the
+/// sleeping subtask still pending. The slowest that did acknowledge (a source subtask, 8–28 ms)
+/// is not it.
+#[test]
+fn an_expired_checkpoint_fetched_at_expiry_names_the_pending_subtask() {
+    use checkpoint_sentinel::observe::CheckpointStatus;
+    for version in ["2.3.0", "1.20.5", "1.14.6"] {
+        let d = job_view(version, "expired", |cp| {
+            if cp.status != CheckpointStatus::Failed {
+                return;
+            }
+            let lifetime = cp.finished_at.since(cp.triggered_at);
+            for st in cp.operators.iter_mut().flat_map(|op| op.subtasks.iter_mut()) {
+                if st.end_to_end_ms.is_some_and(|e| e > lifetime) {
+                    *st = checkpoint_sentinel::observe::SubtaskCheckpoint {
+                        index: st.index,
+                        ..Default::default()
+                    };
+                }
+            }
+        });
+        let mut n = 0;
+        for c in d.checkpoints.iter().filter(|c| c.outcome == "expired") {
+            let Some(s) = &c.slowest_subtask else { continue };
+            n += 1;
+            println!("{version} #{}: {}", c.id, s.text);
+            assert_eq!(s.text, "stateful-map #0 never acknowledged (5 of 6 acknowledged)", "{version}");
+            assert_eq!((s.end_to_end_ms, s.acknowledged), (None, false), "{version}");
+        }
+        assert!(n >= 1, "{version}");
+    }
+}
+
+/// The `declined` captures: stateful-map subtask 0's asynchronous snapshot fails; the other five
+/// acknowledge. The one that did not is the one that declined.
+#[test]
+fn a_declined_checkpoint_names_the_subtask_that_declined() {
+    for version in ["2.3.0", "1.20.5", "1.14.6"] {
+        let d = job_view(version, "declined", |_| {});
+        let mut n = 0;
+        for c in d.checkpoints.iter().filter(|c| c.outcome != "completed") {
+            let Some(s) = &c.slowest_subtask else { continue };
+            n += 1;
+            println!("{version} #{} {}: {}", c.id, c.outcome, s.text);
+            // 1.14.6 #21: another subtask acknowledged 1 ms after the decline had failed it.
+            assert!(
+                s.text == "stateful-map #0 declined the checkpoint (5 of 6 acknowledged)"
+                    || s.text
+                        == "stateful-map #0 declined the checkpoint (4 of 6 acknowledged, 1 more only after it had failed)",
+                "{version}: {}",
+                s.text
+            );
+            assert_eq!(
+                (s.operator.as_str(), s.subtask, s.acknowledged, s.end_to_end_ms),
+                ("stateful-map", 0, false, None)
+            );
+        }
+        assert!(n >= 1, "{version}");
+    }
+}

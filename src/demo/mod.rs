@@ -15,10 +15,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::config::{ClusterConfig, Config, LogConfig, StartAt};
-use crate::model::alignment::{self, AlignmentConfig, JobGraph, Mode};
+use crate::model::alignment::{self, AlignmentConfig, JobGraph, Mode, Partitioner};
 use crate::model::coordinator::{Coordinator, CoordinatorConfig, Event, FailureReason, Outcome, Schedule};
 use crate::model::rng::SplitMix64;
 use crate::observe::OperatorCheckpoint;
+use crate::shadow::alignment::{BUFFER_BYTES, MAX_BUFFERS_PER_CHANNEL, unread_buffers};
 use crate::time::Timestamp;
 
 /// How often the simulated cluster advances.
@@ -97,11 +98,166 @@ impl Profile {
         }
     }
 
+    /// The profile's job graph, one Flink could run: network buffers of Flink's default 32 KiB
+    /// segment size, a backlog no larger than a back-pressured channel can hold, and source
+    /// rates that its operators keep up with (where an edge is back-pressured, exactly what its
+    /// slowest consumer takes). The demo's REST API reports this graph's load
+    /// ([`steady_load`]), so the alignment shadow sees the same job that produced the
+    /// checkpoints it compares against.
     fn graph(self) -> JobGraph {
-        match self {
-            Profile::Backpressured => alignment::lab_job(2, 1024 * 1024, 0.5),
-            _ => alignment::lab_job(2, 0, 0.0),
+        let mut g = match self {
+            // A hot key (half the records) on a slow stateful map (a quarter of its peers'
+            // rate): the map's hot subtask saturates, the fast source is back-pressured and its
+            // channels hold what Flink's full output pool holds unread.
+            Profile::Backpressured => {
+                let mut g = alignment::lab_job(2, 0, 0.5);
+                g.vertices[2].process_rate = 1_000.0;
+                g.edges[0].backlog_bytes = full_channel_backlog();
+                g
+            }
+            // The same skew without a bottleneck: every subtask keeps up.
+            _ => {
+                let mut g = alignment::lab_job(2, 0, 0.0);
+                g.vertices[2].process_rate = 20_000.0;
+                g
+            }
+        };
+        g.buffer_bytes = BUFFER_BYTES;
+        balance(&mut g);
+        g
+    }
+}
+
+/// Bytes a back-pressured channel holds unread when its producer's output pool is full: what
+/// the alignment shadow reads back from an `outPoolUsage` of 1 ([`unread_buffers`]).
+fn full_channel_backlog() -> u64 {
+    (unread_buffers(MAX_BUFFERS_PER_CHANNEL) * BUFFER_BYTES as f64).round() as u64
+}
+
+/// The subtask that holds a failing checkpoint up (vertex index, subtask index): the hot key's
+/// stateful-map subtask, which hangs in its snapshot (expiring job) or declines (failing job)
+/// while the others acknowledge, as in the `expired` and `declined` captures.
+pub const HOLDOUT: (usize, u32) = (2, 0);
+
+/// Bytes per record the demo's vertices report (their I/O counters).
+pub const RECORD_BYTES: f64 = 100.0;
+
+/// What one subtask of a demo job reports about its load.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SubtaskRates {
+    /// Bytes read per ms.
+    pub in_bytes_per_ms: f64,
+    /// Bytes written per ms (into each outgoing edge).
+    pub out_bytes_per_ms: f64,
+    /// Busy share of its time.
+    pub busy: f64,
+    /// Back-pressured share of its time.
+    pub backpressured: f64,
+    /// Share of its output buffer pool in use.
+    pub out_pool_usage: f64,
+}
+
+/// The share of upstream subtask `i`'s output on an edge that downstream subtask `j` of `p`
+/// receives, as the engine distributes it.
+fn share(partitioner: Partitioner, i: u32, j: u32, p: u32) -> f64 {
+    match partitioner {
+        Partitioner::Forward => f64::from(u8::from(i % p == j)),
+        Partitioner::Hash { hot_share } if j == 0 => hot_share + (1.0 - hot_share) / f64::from(p),
+        Partitioner::Hash { hot_share } => (1.0 - hot_share) / f64::from(p),
+        Partitioner::Rebalance => 1.0 / f64::from(p),
+    }
+}
+
+/// A subtask's capacity, bytes per ms (the engine's: subtask 0 is `hot_slowdown` times slower).
+fn capacity(spec: &alignment::VertexSpec, index: u32) -> f64 {
+    spec.process_rate / if index == 0 { spec.hot_slowdown.max(1.0) } else { 1.0 }
+}
+
+/// The steady load of a graph whose vertices are in topological order: sources emit at their
+/// rate, every other subtask reads what its inputs send it and processes at most its capacity
+/// (busy = read / capacity), writing what it processes. A source whose edges carry a backlog is
+/// back-pressured (90 % of its time, its output pool full); nothing else is.
+pub fn steady_load(graph: &JobGraph) -> Vec<Vec<SubtaskRates>> {
+    let mut load: Vec<Vec<SubtaskRates>> = Vec::with_capacity(graph.vertices.len());
+    for (v, spec) in graph.vertices.iter().enumerate() {
+        let p = spec.parallelism.max(1);
+        let rates = (0..p)
+            .map(|j| {
+                if let Some(rate) = spec.source_rate {
+                    let backlogged = graph.edges.iter().any(|e| e.from == v && e.backlog_bytes > 0);
+                    return SubtaskRates {
+                        in_bytes_per_ms: 0.0,
+                        out_bytes_per_ms: rate,
+                        busy: if backlogged { 0.1 } else { 0.2 },
+                        backpressured: if backlogged { 0.9 } else { 0.0 },
+                        out_pool_usage: if backlogged { 1.0 } else { 0.0 },
+                    };
+                }
+                let read: f64 = graph
+                    .edges
+                    .iter()
+                    .filter(|e| e.to == v && e.from < v)
+                    .map(|e| {
+                        let up = &load[e.from];
+                        up.iter()
+                            .enumerate()
+                            .map(|(i, u)| u.out_bytes_per_ms * share(e.partitioner, i as u32, j, p))
+                            .sum::<f64>()
+                    })
+                    .sum();
+                let cap = capacity(spec, j).max(1e-9);
+                SubtaskRates {
+                    in_bytes_per_ms: read,
+                    out_bytes_per_ms: read.min(cap),
+                    busy: (read / cap).min(1.0),
+                    backpressured: 0.0,
+                    out_pool_usage: 0.0,
+                }
+            })
+            .collect();
+        load.push(rates);
+    }
+    load
+}
+
+/// Scales the rates of the back-pressured sources (those with a backlog on an edge) so that
+/// the slowest subtask they feed takes exactly what it can, and the other sources' rates so
+/// that nothing is over its capacity: the steady state Flink's credit-based flow control
+/// reaches.
+fn balance(graph: &mut JobGraph) {
+    let over = |g: &JobGraph| {
+        steady_load(g).iter().zip(&g.vertices).any(|(rates, spec)| {
+            spec.source_rate.is_none()
+                && rates
+                    .iter()
+                    .enumerate()
+                    .any(|(j, r)| r.in_bytes_per_ms > capacity(spec, j as u32) * (1.0 + 1e-9))
+        })
+    };
+    let backlogged: Vec<usize> = (0..graph.vertices.len())
+        .filter(|v| graph.edges.iter().any(|e| e.from == *v && e.backlog_bytes > 0))
+        .collect();
+    let sources: Vec<usize> =
+        (0..graph.vertices.len()).filter(|v| graph.vertices[*v].source_rate.is_some()).collect();
+    // The back-pressured sources first (they are the ones a saturated subtask slows down); if
+    // they are none, or slowing them is not enough, every source.
+    for group in [backlogged, sources] {
+        if group.is_empty() || !over(graph) {
+            continue;
         }
+        let base: Vec<f64> = group.iter().map(|v| graph.vertices[*v].source_rate.unwrap_or(0.0)).collect();
+        let scaled = |g: &mut JobGraph, f: f64| {
+            for (v, rate) in group.iter().zip(&base) {
+                g.vertices[*v].source_rate = Some(rate * f);
+            }
+        };
+        let (mut lo, mut hi) = (0.0f64, 1.0f64);
+        for _ in 0..60 {
+            let mid = (lo + hi) / 2.0;
+            scaled(graph, mid);
+            if over(graph) { hi = mid } else { lo = mid }
+        }
+        scaled(graph, lo);
     }
 }
 
@@ -134,6 +290,8 @@ pub struct DemoJob {
     pub graph: JobGraph,
     /// The coordinator model.
     pub coordinator: Coordinator,
+    /// What its subtasks report about their load (per vertex, per subtask), from `graph`.
+    pub load: Vec<Vec<SubtaskRates>>,
     variants: Arc<Vec<Variant>>,
 }
 
@@ -165,12 +323,14 @@ impl DemoCluster {
                 let profile = Profile::ALL[i % Profile::ALL.len()];
                 let mut rng = SplitMix64::fork(seed, i as u64);
                 let id = format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64());
+                let graph = profile.graph();
                 DemoJob {
                     id,
                     name: format!("demo-{}-{i}", profile.name()),
                     profile,
                     start,
-                    graph: profile.graph(),
+                    load: steady_load(&graph),
+                    graph,
                     coordinator: Coordinator::new(
                         profile.coordinator_scaled(scale),
                         start,
@@ -239,7 +399,8 @@ fn outcome(profile: Profile, id: u64, variants: &[Variant]) -> Outcome {
     let duration_ms = variants[(id % variants.len() as u64) as usize].duration_ms.max(1);
     match profile {
         Profile::Expiring if id.is_multiple_of(3) => Outcome::Hang,
-        Profile::Failing => Outcome::Fail { after_ms: 30, reason: FailureReason::CheckpointAsyncException },
+        // After the other subtasks acknowledged (~50 ms), the holdout's asynchronous part fails.
+        Profile::Failing => Outcome::Fail { after_ms: 80, reason: FailureReason::CheckpointAsyncException },
         _ => Outcome::Complete { duration_ms },
     }
 }

@@ -5,15 +5,16 @@ use std::sync::{Arc, Mutex};
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use crate::demo::{DemoCluster, DemoJob};
+use crate::demo::{DemoCluster, DemoJob, HOLDOUT, RECORD_BYTES};
 use crate::model::alignment::vertex_id;
-use crate::model::coordinator::{End, JobStatus, PredictedCheckpoint, REST_HISTORY};
+use crate::model::coordinator::{End, JobStatus, Outcome, PredictedCheckpoint, REST_HISTORY};
+use crate::observe::SubtaskCheckpoint;
 use crate::time::Timestamp;
 
 type Shared = Arc<Mutex<DemoCluster>>;
@@ -29,6 +30,8 @@ pub fn router(cluster: Shared) -> Router {
         .route("/jobs/{jid}/checkpoints/details/{cid}", get(details))
         .route("/jobs/{jid}/checkpoints/details/{cid}/subtasks/{vid}", get(subtasks))
         .route("/jobs/{jid}/vertices/{vid}", get(vertex))
+        .route("/jobs/{jid}/vertices/{vid}/backpressure", get(backpressure))
+        .route("/jobs/{jid}/vertices/{vid}/metrics", get(metrics))
         .with_state(cluster)
 }
 
@@ -129,28 +132,127 @@ async fn job(State(cluster): State<Shared>, Path(jid): Path<String>) -> Response
 
 /// The job's vertex with the REST id `vid`.
 fn vertex_spec<'a>(job: &'a DemoJob, vid: &str) -> Option<&'a crate::model::alignment::VertexSpec> {
-    job.graph.vertices.iter().enumerate().find(|(i, _)| vertex_id(*i) == vid).map(|(_, spec)| spec)
+    vertex_index(job, vid).map(|v| &job.graph.vertices[v])
+}
+
+/// The index of the job's vertex with the REST id `vid`.
+fn vertex_index(job: &DemoJob, vid: &str) -> Option<usize> {
+    (0..job.graph.vertices.len()).find(|i| vertex_id(*i) == vid)
 }
 
 /// Where the subtasks run, as `/jobs/:jid/vertices/:vid` lists them (the simulated cluster has
-/// one TaskManager, as `/overview` says); no I/O metrics, which the model does not keep.
+/// one TaskManager, as `/overview` says), and their I/O counters since the job started, from
+/// the load of the graph the demo simulates ([`crate::demo::steady_load`]).
 async fn vertex(State(cluster): State<Shared>, Path((jid, vid)): Path<(String, String)>) -> Response {
     with_job(&cluster, &jid, |j| {
-        let Some(spec) = vertex_spec(j, &vid) else {
+        let Some(v) = vertex_index(j, &vid) else {
             return not_found(format!("JobVertex {vid} not found"));
         };
+        let spec = &j.graph.vertices[v];
+        let running_ms = j.coordinator.now().since(j.start);
         let subtasks: Vec<Value> = (0..spec.parallelism)
             .map(|i| {
+                let load = j.load[v].get(i as usize).copied().unwrap_or_default();
+                let bytes = |per_ms: f64| (per_ms * running_ms as f64).round() as u64;
+                let records = |per_ms: f64| (per_ms * running_ms as f64 / RECORD_BYTES).round() as u64;
                 json!({
                     "subtask": i,
                     "status": j.coordinator.status().as_str(),
                     "endpoint": "localhost:6121",
                     "taskmanager-id": "127.0.0.1:6122-demo01",
+                    "start-time": j.start.0,
+                    "duration": running_ms,
+                    "metrics": {
+                        "read-bytes": bytes(load.in_bytes_per_ms),
+                        "read-bytes-complete": true,
+                        "write-bytes": bytes(load.out_bytes_per_ms),
+                        "write-bytes-complete": true,
+                        "read-records": records(load.in_bytes_per_ms),
+                        "read-records-complete": true,
+                        "write-records": records(load.out_bytes_per_ms),
+                        "write-records-complete": true,
+                    },
                 })
             })
             .collect();
         Json(json!({ "id": vid, "name": spec.name, "parallelism": spec.parallelism, "subtasks": subtasks }))
             .into_response()
+    })
+}
+
+/// `/jobs/:jid/vertices/:vid/backpressure` in Flink 2.x's shape, from the simulated load.
+async fn backpressure(State(cluster): State<Shared>, Path((jid, vid)): Path<(String, String)>) -> Response {
+    with_job(&cluster, &jid, |j| {
+        let Some(v) = vertex_index(j, &vid) else {
+            return not_found(format!("JobVertex {vid} not found"));
+        };
+        let level = |ratio: f64| {
+            if ratio > 0.5 {
+                "high"
+            } else if ratio > 0.1 {
+                "low"
+            } else {
+                "ok"
+            }
+        };
+        let subtasks: Vec<Value> = j.load[v]
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let idle = (1.0 - l.busy - l.backpressured).max(0.0);
+                json!({
+                    "subtask": i,
+                    "backpressureLevel": level(l.backpressured),
+                    "ratio": l.backpressured,
+                    "idleRatio": idle,
+                    "busyRatio": l.busy,
+                    "backpressure-level": level(l.backpressured),
+                })
+            })
+            .collect();
+        let worst = j.load[v].iter().map(|l| l.backpressured).fold(0.0, f64::max);
+        Json(json!({
+            "status": "ok",
+            "backpressureLevel": level(worst),
+            "end-timestamp": j.coordinator.now().0,
+            "subtasks": subtasks,
+            "backpressure-level": level(worst),
+        }))
+        .into_response()
+    })
+}
+
+/// `/jobs/:jid/vertices/:vid/metrics?get=…`: the per-subtask rates, busy and back-pressured
+/// time and output pool usage of the simulated load (values as strings, like Flink); ids it
+/// does not know are left out, as Flink does.
+async fn metrics(
+    State(cluster): State<Shared>,
+    Path((jid, vid)): Path<(String, String)>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    with_job(&cluster, &jid, |j| {
+        let Some(v) = vertex_index(j, &vid) else {
+            return not_found(format!("JobVertex {vid} not found"));
+        };
+        let wanted = query.get("get").map(String::as_str).unwrap_or("");
+        let values: Vec<Value> = wanted
+            .split(',')
+            .filter_map(|id| {
+                let (index, name) = id.split_once('.')?;
+                let l = j.load[v].get(index.parse::<usize>().ok()?)?;
+                let value = match name {
+                    "numRecordsInPerSecond" => l.in_bytes_per_ms * 1000.0 / RECORD_BYTES,
+                    "numRecordsOutPerSecond" => l.out_bytes_per_ms * 1000.0 / RECORD_BYTES,
+                    "busyTimeMsPerSecond" => l.busy * 1000.0,
+                    "backPressuredTimeMsPerSecond" => l.backpressured * 1000.0,
+                    "idleTimeMsPerSecond" => (1.0 - l.busy - l.backpressured).max(0.0) * 1000.0,
+                    "Shuffle.Netty.Output.Buffers.outPoolUsage" => l.out_pool_usage,
+                    _ => return None,
+                };
+                Some(json!({ "id": id, "value": value.to_string() }))
+            })
+            .collect();
+        Json(Value::Array(values)).into_response()
     })
 }
 
@@ -175,6 +277,38 @@ async fn checkpoint_config(State(cluster): State<Shared>, Path(jid): Path<String
         }))
         .into_response()
     })
+}
+
+/// Whether subtask `st` of the vertex `vertex_id` has acknowledged checkpoint `c` by now: every
+/// subtask of a completed checkpoint; otherwise those whose simulated acknowledgement came before
+/// the checkpoint failed (or before now, while it runs), except the one that holds a failing
+/// checkpoint up ([`crate::demo::HOLDOUT`]: it hangs in its snapshot or declines), which never
+/// does.
+fn acknowledged(job: &DemoJob, c: &PredictedCheckpoint, vertex_id: &str, st: &SubtaskCheckpoint) -> bool {
+    if matches!(c.end, Some(End::Completed(_))) {
+        return true;
+    }
+    let (holdout_vertex, holdout_subtask) = HOLDOUT;
+    let fails = !matches!(c.outcome, Outcome::Complete { .. });
+    if fails && vertex_id == crate::model::alignment::vertex_id(holdout_vertex) && st.index == holdout_subtask
+    {
+        return false;
+    }
+    let until = match c.end {
+        Some(End::Failed(at, _)) => at,
+        _ => job.coordinator.now(),
+    };
+    st.acknowledged && st.end_to_end_ms.is_some_and(|e| c.triggered_at.plus_millis(e as i64) <= until)
+}
+
+/// How many subtasks of checkpoint `c` acknowledged (of one vertex, or of all).
+fn acknowledged_count(job: &DemoJob, c: &PredictedCheckpoint, vertex: Option<&str>) -> u32 {
+    c.operators
+        .iter()
+        .filter(|op| vertex.is_none_or(|v| v == op.vertex_id))
+        .flat_map(|op| op.subtasks.iter().map(move |st| (op, st)))
+        .filter(|(op, st)| acknowledged(job, c, &op.vertex_id, st))
+        .count() as u32
 }
 
 /// A checkpoint as `/checkpoints` history and `/checkpoints/details/:id` show it.
@@ -204,7 +338,7 @@ fn checkpoint_json(job: &DemoJob, c: &PredictedCheckpoint, with_tasks: bool) -> 
         "processed_data": if completed { variant.processed_bytes } else { 0 },
         "persisted_data": if completed { variant.persisted_bytes } else { 0 },
         "num_subtasks": n,
-        "num_acknowledged_subtasks": if completed { n } else { 0 },
+        "num_acknowledged_subtasks": if completed { n } else { acknowledged_count(job, c, None) },
         "checkpoint_type": "CHECKPOINT",
         "tasks": {},
     });
@@ -237,7 +371,7 @@ fn checkpoint_json(job: &DemoJob, c: &PredictedCheckpoint, with_tasks: bool) -> 
                         "processed_data": 0,
                         "persisted_data": 0,
                         "num_subtasks": p,
-                        "num_acknowledged_subtasks": if completed { p } else { 0 },
+                        "num_acknowledged_subtasks": if completed { p } else { acknowledged_count(job, c, Some(&vertex_id(i))) },
                     }),
                 )
             })
@@ -305,13 +439,12 @@ async fn subtasks(
         let Some(op) = c.operators.iter().find(|o| o.vertex_id == vid) else {
             return not_found(format!("There is no checkpoint statistics for task {vid}."));
         };
-        let completed = matches!(c.end, Some(End::Completed(_)));
         let state_bytes = vertex_spec(j, &vid).map_or(0, |s| s.state_bytes);
         let subtasks: Vec<Value> = op
             .subtasks
             .iter()
             .map(|s| {
-                if !completed {
+                if !acknowledged(j, c, &vid, s) {
                     return json!({ "className": "pending", "index": s.index, "status": "pending_or_failed" });
                 }
                 let e2e = s.end_to_end_ms.unwrap_or(0);
@@ -333,7 +466,11 @@ async fn subtasks(
             .collect();
         Json(json!({
             "id": cid,
-            "status": if completed { "COMPLETED" } else { "FAILED" },
+            "status": match c.end {
+                Some(End::Completed(_)) => "COMPLETED",
+                Some(End::Failed(..)) => "FAILED",
+                None => "IN_PROGRESS",
+            },
             "num_subtasks": op.subtasks.len(),
             "subtasks": subtasks,
         }))

@@ -218,6 +218,23 @@ impl FailureReason {
         FailureReason::ALL.into_iter().find(|r| text.contains(trimmed(r.message())))
     }
 
+    /// Whether a subtask failed the checkpoint (it declined, or its own snapshot failed and it
+    /// declined for that), rather than the coordinator (expired, a task failure, a shutdown …).
+    pub fn failed_by_a_subtask(self) -> bool {
+        use FailureReason::*;
+        matches!(
+            self,
+            CheckpointDeclined
+                | CheckpointDeclinedTaskNotReady
+                | CheckpointDeclinedTaskClosing
+                | CheckpointDeclinedSubsumed
+                | CheckpointDeclinedOnCancellationBarrier
+                | CheckpointDeclinedInputEndOfStream
+                | CheckpointAsyncException
+                | TaskCheckpointFailure
+        )
+    }
+
     /// Whether this reason counts toward `tolerable-failed-checkpoints`
     /// (`CheckpointFailureManager.checkFailureCounter`).
     pub fn counts_toward_tolerable(self, finalize_failure_counts: bool) -> bool {

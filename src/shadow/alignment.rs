@@ -40,6 +40,9 @@ pub const MAX_BUFFERS_PER_CHANNEL: f64 = 10.0;
 const KEPT: usize = 16;
 /// The engine gives up after this much simulated time, ms.
 const HORIZON_MS: u64 = 120_000;
+/// Below this (predicted and observed), barriers are not held up: no operator is named as
+/// holding them, and unaligned checkpoints have nothing to gain, ms.
+pub const NOTABLE_MS: f64 = 100.0;
 
 /// The engine's mode for a job's settings.
 pub fn mode(settings: &CheckpointSettings) -> Mode {
@@ -473,13 +476,30 @@ impl AlignmentShadow {
         ))
     }
 
-    /// "stateful-map holds the barriers up: …"
+    /// Whether barriers pass without being held up: the predicted alignment and start delay at
+    /// the holder and its observed median alignment (when known) all below [`NOTABLE_MS`].
+    fn nothing_held_up(&self) -> bool {
+        let Some(h) = self.holder() else { return false };
+        h.alignment_ms < NOTABLE_MS
+            && h.start_delay_ms < NOTABLE_MS
+            && self.observed_alignment_ms(&h.vertex_id).is_none_or(|o| (o as f64) < NOTABLE_MS)
+    }
+
+    /// "stateful-map holds the barriers up: …", or that nothing does when the barriers pass
+    /// within [`NOTABLE_MS`] (predicted and observed).
     pub fn headline(&self) -> Option<String> {
         let h = self.holder()?;
         let observed = self
             .observed_alignment_ms(&h.vertex_id)
             .map(|o| format!(" (observed median ~{})", fmt_duration(o)))
             .unwrap_or_default();
+        if self.nothing_held_up() {
+            return Some(format!(
+                "no operator holds the barriers up: predicted alignment ~{} at most, at {}{observed}",
+                fmt_duration(h.alignment_ms.round() as u64),
+                h.name,
+            ));
+        }
         Some(format!(
             "{} holds the barriers up: its subtask {} is the slowest; predicted start delay ~{} and \
              alignment ~{}{observed}",
@@ -495,6 +515,21 @@ impl AlignmentShadow {
         let (aligned, unaligned, persisted) = self.what_if_numbers()?;
         let mb = persisted as f64 / 1_000_000.0;
         let configured_unaligned = self.configured.as_ref().is_some_and(|c| c.mode == "unaligned");
+        // Nothing to gain: the barriers align within a few ms either way.
+        if aligned < NOTABLE_MS && self.nothing_held_up() {
+            return Some(if configured_unaligned {
+                format!(
+                    "aligned checkpoints would do as well here: predicted alignment ~{} aligned, ~{} unaligned",
+                    fmt_duration(aligned.round() as u64),
+                    fmt_duration(unaligned.round() as u64)
+                )
+            } else {
+                format!(
+                    "unaligned checkpoints would gain nothing here: alignment is ~{} aligned already",
+                    fmt_duration(aligned.round() as u64)
+                )
+            });
+        }
         Some(if configured_unaligned {
             format!(
                 "unaligned checkpoints keep alignment at ~{} instead of ~{} aligned, at the cost of ~{mb:.1} MB \

@@ -219,6 +219,33 @@ pub struct CheckpointRecord {
     pub slowest_phases_ms: Option<[u64; 4]>,
     /// Why it failed.
     pub failure_message: Option<String>,
+    /// Subtasks that acknowledged, of those that had to (Flink's `num_acknowledged_subtasks`
+    /// of `num_subtasks`); `None` in records written before it was kept.
+    #[serde(default)]
+    pub acknowledged: Option<(u32, u32)>,
+    /// A failed checkpoint: the subtask that held it up, i.e. did not acknowledge before it
+    /// failed (not the slowest that did acknowledge); `None` for a completed checkpoint or
+    /// when the per-subtask details could not be fetched.
+    #[serde(default)]
+    pub holdout: Option<Holdout>,
+}
+
+/// The subtask that held a failed checkpoint up.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Holdout {
+    /// The operator chain's name.
+    pub operator: String,
+    /// The subtask index.
+    pub subtask: u32,
+    /// When its acknowledgement came only after the checkpoint had failed (Flink still records
+    /// it, marked aborted): its ack − trigger, ms. `None`: it never acknowledged.
+    pub late_ack_ms: Option<u64>,
+    /// Its phases, ms, as far as Flink reported them: start delay, alignment, sync, async.
+    pub phases_ms: [Option<u64>; 4],
+    /// Subtasks that never acknowledged (this one included, if it is one of them).
+    pub never_acknowledged: u32,
+    /// Subtasks that acknowledged only after the checkpoint had failed (this one included, if).
+    pub acknowledged_late: u32,
 }
 
 /// One job.
@@ -266,6 +293,45 @@ pub struct JobState {
     /// Where each operator's subtasks ran (by operator name, then subtask index) when the
     /// poller last fetched the job's load; rebuilt from observations, not persisted.
     pub subtask_locations: BTreeMap<String, Vec<Option<String>>>,
+}
+
+/// The subtask that held a failed checkpoint up, among those that did not acknowledge before
+/// it failed. A checkpoint a subtask failed (declined, its snapshot failed): one that never
+/// acknowledged (the one that declined never does; others may only be late). Otherwise (expired
+/// …): one whose acknowledgement came late (its phases say where it spent the time) before
+/// one that never acknowledged. Within each, the first in the details' order (the poller lists
+/// the vertices as Flink does, sources first). `None` without per-subtask details, or when every
+/// subtask with details acknowledged in time.
+fn holdout(checkpoint: &FinishedCheckpoint) -> Option<Holdout> {
+    use crate::model::coordinator::FailureReason;
+    use crate::observe::{OperatorCheckpoint, SubtaskCheckpoint};
+    let lifetime = checkpoint.finished_at.since(checkpoint.triggered_at);
+    let late = |st: &SubtaskCheckpoint| {
+        if st.acknowledged { st.end_to_end_ms.filter(|e| *e > lifetime) } else { None }
+    };
+    let held: Vec<(&OperatorCheckpoint, &SubtaskCheckpoint)> = checkpoint
+        .operators
+        .iter()
+        .flat_map(|op| op.subtasks.iter().map(move |st| (op, st)))
+        .filter(|(_, st)| !st.acknowledged || late(st).is_some())
+        .collect();
+    let by_a_subtask = checkpoint
+        .failure_message
+        .as_deref()
+        .and_then(FailureReason::from_message)
+        .is_some_and(FailureReason::failed_by_a_subtask);
+    // A subtask that failed the checkpoint never acknowledges it; one that was stuck until the
+    // checkpoint expired may have acknowledged later.
+    let (op, st) = held.iter().find(|(_, st)| st.acknowledged != by_a_subtask).or_else(|| held.first())?;
+    let never_acknowledged = held.iter().filter(|(_, st)| !st.acknowledged).count() as u32;
+    Some(Holdout {
+        operator: op.name.clone(),
+        subtask: st.index,
+        late_ack_ms: late(st),
+        phases_ms: [st.start_delay_ms, st.alignment_ms, st.sync_ms, st.async_ms],
+        never_acknowledged,
+        acknowledged_late: held.len() as u32 - never_acknowledged,
+    })
 }
 
 impl JobState {
@@ -404,6 +470,7 @@ impl JobState {
             slowest.and_then(|(op, st)| Some((op.name.clone(), st.index, st.end_to_end_ms?)));
         let slowest_phases_ms = slowest
             .and_then(|(_, st)| Some([st.start_delay_ms?, st.alignment_ms?, st.sync_ms?, st.async_ms?]));
+        let holdout = (checkpoint.status == CheckpointStatus::Failed).then(|| holdout(checkpoint)).flatten();
         let record = CheckpointRecord {
             id: checkpoint.id,
             status: checkpoint.status,
@@ -418,6 +485,9 @@ impl JobState {
             slowest_subtask,
             slowest_phases_ms,
             failure_message: checkpoint.failure_message.clone(),
+            acknowledged: (checkpoint.num_subtasks > 0)
+                .then_some((checkpoint.num_acknowledged, checkpoint.num_subtasks)),
+            holdout,
         };
         let newer = |latest: &Option<CheckpointRecord>| latest.as_ref().is_none_or(|l| l.id < checkpoint.id);
         match checkpoint.status {
