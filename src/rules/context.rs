@@ -13,7 +13,10 @@
 //! - log events of the job by kind, counters: `log.expired`, `log.declined`, `log.failed`,
 //!   `log.barrier_missing`, `log.restored`, … (any kind the tailer or a user pattern produces);
 //! - the shadow model: `shadow.unexplained` and `shadow.explained` (deviation counters) and
-//!   `shadow.stall` (seconds since a trigger the model expected and that did not come).
+//!   `shadow.stall` (seconds since a trigger the model expected and that did not come, once
+//!   that is past `shadow.stall_tolerance` at two polls in a row) and `shadow.stall_tolerance`
+//!   (the trigger jitter plus the longest observed lag from a trigger to the first poll that
+//!   showed the checkpoint plus one poll interval, seconds).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -45,7 +48,7 @@ const PLAIN: [&str; 15] = [
 
 /// Whether `name` is a series rules can read.
 pub fn is_known_series(name: &str) -> bool {
-    if PLAIN.contains(&name) || ["shadow.unexplained", "shadow.explained", "shadow.stall"].contains(&name) {
+    if PLAIN.contains(&name) || ["shadow.unexplained", "shadow.explained", "shadow.stall", "shadow.stall_tolerance"].contains(&name) {
         return true;
     }
     if let Some(kind) = name.strip_prefix("log.") {
@@ -201,6 +204,7 @@ impl Context for JobContext<'_> {
             "shadow.unexplained" => return Some(self.shadow_deviations(false)),
             "shadow.explained" => return Some(self.shadow_deviations(true)),
             "shadow.stall" => return Some(job.shadow.trigger.stalled_for_ms().map_or(0.0, secs)),
+            "shadow.stall_tolerance" => return job.shadow.trigger.current_stall_tolerance_ms().map(secs),
             "remaining_tolerable" => {
                 let tolerable = settings.and_then(|s| s.tolerable_failures)?;
                 return Some(f64::from(tolerable) - self.consecutive_failures());

@@ -301,8 +301,9 @@ fn windows_of(rules: &[Rule]) -> Vec<(String, f64)> {
     rules.iter().flat_map(|r| r.condition().windows()).collect()
 }
 
-/// Fills `{{ name }}` placeholders: labels (`cluster`, `job_name`, …), `value`, or any series
-/// (`duration.p95`); a `| duration`, `| bytes` or `| percent` filter formats the number.
+/// Fills `{{ name }}` placeholders: labels (`cluster`, `job_name`, …), `value`, any series
+/// (`duration.p95`) or a function of one (`increase(shadow.unexplained, 30m)`, computed as a
+/// condition computes it); a `| duration`, `| bytes` or `| percent` filter formats the number.
 pub fn render(
     template: &str,
     labels: &BTreeMap<String, String>,
@@ -322,7 +323,13 @@ pub fn render(
             Some((n, f)) => (n.trim(), Some(f.trim())),
             None => (inner, None),
         };
-        let number = if name == "value" { value } else { expr::Context::value(ctx, name) };
+        let number = if name == "value" {
+            value
+        } else if name.contains('(') {
+            expr::evaluate_number(name, ctx)
+        } else {
+            expr::Context::value(ctx, name)
+        };
         let text = match (labels.get(name), number) {
             (Some(label), _) => label.clone(),
             (None, Some(n)) => format_number(n, filter),
@@ -511,6 +518,24 @@ mod tests {
         assert!(ev.evaluate(&state, Timestamp(2)).is_empty());
         assert_eq!(ev.active().count(), 0);
         assert_eq!(ev.resolved().count(), 0);
+    }
+
+    #[test]
+    fn a_description_states_the_number_of_each_clause_not_only_the_first_comparison() {
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let rule = RuleSpec {
+            description: "{{ increase(checkpoints.failed, 1m) }} failed in a minute, {{ checkpoints.completed }} completed"
+                .into(),
+            ..spec("increase(checkpoints.failed, 1m) > 0 or checkpoints.completed > 2", 0)
+        };
+        let mut ev = Evaluator::new(vec![Rule::new(rule).unwrap()]);
+        poll(&mut state, 0, 3, 0);
+        ev.evaluate(&state, Timestamp(0));
+        let alert = ev.active().next().unwrap();
+        // The alert holds through its second clause: its value (the first comparison) is 0, and
+        // the description says so beside the number that made it hold.
+        assert_eq!(alert.value, Some(0.0));
+        assert_eq!(alert.annotations["description"], "0 failed in a minute, 3 completed");
     }
 
     #[test]
