@@ -622,7 +622,9 @@ pub fn job_health(
         "RUNNING" | "FINISHED" | "CANCELED" | "CREATED" | "INITIALIZING" => {}
         other => worse(Health::Critical, format!("job is {other}"), &mut reasons),
     }
-    let failures = j.consecutive_failures();
+    // An ended job's last failures are its history, not a present problem (and the failures a
+    // cancel or stop causes, "Checkpoint Coordinator is suspending.", are not counted at all).
+    let failures = if crate::state::is_terminal(&j.job_state) { 0 } else { j.consecutive_failures() };
     if failures > 0 {
         let last = j.recent.back().map(|r| outcome(r)).unwrap_or("failed");
         let text = match (failures, last) {

@@ -48,7 +48,10 @@ const PLAIN: [&str; 15] = [
 
 /// Whether `name` is a series rules can read.
 pub fn is_known_series(name: &str) -> bool {
-    if PLAIN.contains(&name) || ["shadow.unexplained", "shadow.explained", "shadow.stall", "shadow.stall_tolerance"].contains(&name) {
+    if PLAIN.contains(&name)
+        || ["shadow.unexplained", "shadow.explained", "shadow.stall", "shadow.stall_tolerance"]
+            .contains(&name)
+    {
         return true;
     }
     if let Some(kind) = name.strip_prefix("log.") {

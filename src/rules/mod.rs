@@ -18,9 +18,6 @@ use crate::time::Timestamp;
 use context::{JobContext, SeriesHistory};
 use expr::Condition;
 
-/// Job states in which a job no longer runs; rules do not evaluate such jobs.
-const ENDED: [&str; 3] = ["FINISHED", "CANCELED", "SUSPENDED"];
-
 /// How many resolved alerts are remembered for the API and status page.
 pub const HISTORY: usize = 256;
 
@@ -215,9 +212,10 @@ impl Evaluator {
     pub fn evaluate(&mut self, state: &State, now: Timestamp) -> Vec<Alert> {
         let mut held = std::collections::HashSet::new();
         for (cluster_name, cluster) in state.clusters() {
-            // A job that ended no longer checkpoints: its alerts end with it.
+            // A job that ended (finished, cancelled, failed for good, suspended) no longer
+            // checkpoints: its alerts end with it.
             for (job_id, job) in
-                cluster.jobs.iter().filter(|(_, j)| j.listed && !ENDED.contains(&j.job_state.as_str()))
+                cluster.jobs.iter().filter(|(_, j)| j.listed && !crate::state::is_terminal(&j.job_state))
             {
                 let key = (cluster_name.clone(), job_id.clone());
                 let history = self.histories.entry(key.clone()).or_default();

@@ -1057,7 +1057,10 @@ mod tests {
         assert!(first.0 > expected + tolerance, "not before the tolerance: {first:?}, tolerance {tolerance}");
         assert!(first.0 <= expected + tolerance + 2 * 2_000, "within two polls past it: {first:?}");
         let age = first.1.unwrap();
-        assert!(age.abs_diff((first.0 - expected) as u64) <= 2, "measured from the expected trigger: {first:?}");
+        assert!(
+            age.abs_diff((first.0 - expected) as u64) <= 2,
+            "measured from the expected trigger: {first:?}"
+        );
         // Reported at every poll until the job triggers again: no flapping.
         let until_resume: Vec<_> =
             reported.iter().filter(|(at, _)| *at >= first.0 && *at < resume_at + REST_LAG).collect();
