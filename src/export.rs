@@ -123,6 +123,18 @@ pub const METRICS: &[MetricDef] = &[
         "Age of the oldest checkpoint in progress at scrape time (now minus its trigger time), 0 when none."
     ),
     metric!(
+        "flink_checkpoint_running_without_completed_since_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the job entered RUNNING as the daemon saw it (its first poll if it was running then), Unix time; only while no checkpoint has completed since."
+    ),
+    metric!(
+        "flink_checkpoint_failing_since_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the first of the job's current consecutive checkpoint failures failed, Unix time; only while the last checkpoint failed."
+    ),
+    metric!(
         "flink_checkpoint_last_completed_timestamp_seconds",
         Gauge,
         JOB,
@@ -945,6 +957,20 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
             );
             let oldest = job.in_progress.iter().map(|cp| now.since(cp.triggered_at)).max().unwrap_or(0);
             out.push(family!("flink_checkpoint_oldest_in_progress_age_seconds"), &labels, seconds(oldest));
+            if let Some(since) = job.running_without_checkpoint_ms(now).and(job.running_since) {
+                out.push(
+                    family!("flink_checkpoint_running_without_completed_since_timestamp_seconds"),
+                    &labels,
+                    Value::Number(since.seconds()),
+                );
+            }
+            if let Some(since) = job.failing_since.filter(|_| job.consecutive_failures() > 0) {
+                out.push(
+                    family!("flink_checkpoint_failing_since_timestamp_seconds"),
+                    &labels,
+                    Value::Number(since.seconds()),
+                );
+            }
             if let Some(last) = &job.last_completed {
                 out.push(
                     family!("flink_checkpoint_last_completed_timestamp_seconds"),

@@ -5,10 +5,16 @@
 //!   (job level: the slowest subtask of each checkpoint), and `.count` (lifetime);
 //! - `checkpointed_size`, `full_size`, `processed_data`, `persisted_data` with `.p50/.p95/.p99`;
 //! - counters `checkpoints.completed`, `checkpoints.failed`, `checkpoints.total`, `restores`;
-//! - `in_progress`, `in_progress_age`, `since_last_completed`;
+//! - `in_progress`, `in_progress_age`, `since_last_completed`, and
+//!   `running_without_checkpoint` (seconds since the job entered RUNNING while no checkpoint
+//!   completed since; no value once one did);
 //! - configuration: `interval`, `timeout`, `min_pause`, `max_concurrent`, `tolerable_failures`,
-//!   and `progress_window` = max(interval, timeout) × (tolerable_failures + 2);
-//! - `consecutive_failures` (failed checkpoints since the last completed one) and
+//!   and `progress_window` = max(interval, timeout) × (min(tolerable_failures, 3) + 2) (the
+//!   Flink Kubernetes operator's window with the tolerable count capped, so that a large
+//!   tolerable-failed-checkpoints does not make it hours long);
+//! - `consecutive_failures` (failed checkpoints since the last completed one, a running count;
+//!   failures of a stopping job excluded), `failing_for` (seconds since the first failure of
+//!   that run; no value without one) and
 //!   `remaining_tolerable` = tolerable_failures − consecutive_failures;
 //! - log events of the job by kind, counters: `log.expired`, `log.declined`, `log.failed`,
 //!   `log.barrier_missing`, `log.restored`, … (any kind the tailer or a user pattern produces);
@@ -28,7 +34,7 @@ use crate::time::Timestamp;
 
 const PHASES: [&str; 5] = ["duration", "alignment", "sync", "async", "start_delay"];
 const SIZES: [&str; 4] = ["checkpointed_size", "full_size", "processed_data", "persisted_data"];
-const PLAIN: [&str; 15] = [
+const PLAIN: [&str; 17] = [
     "checkpoints.completed",
     "checkpoints.failed",
     "checkpoints.total",
@@ -36,6 +42,8 @@ const PLAIN: [&str; 15] = [
     "in_progress",
     "in_progress_age",
     "since_last_completed",
+    "running_without_checkpoint",
+    "failing_for",
     "interval",
     "timeout",
     "min_pause",
@@ -45,6 +53,10 @@ const PLAIN: [&str; 15] = [
     "consecutive_failures",
     "remaining_tolerable",
 ];
+
+/// `progress_window` counts at most this many tolerable failures: at tolerable 100 the
+/// uncapped window was 102 × max(interval, timeout), 17 h with a 10-minute timeout.
+pub const PROGRESS_TOLERABLE_CAP: u32 = 3;
 
 /// Whether `name` is a series rules can read.
 pub fn is_known_series(name: &str) -> bool {
@@ -193,6 +205,8 @@ impl Context for JobContext<'_> {
             "since_last_completed" => {
                 return job.last_completed.as_ref().map(|c| secs(self.now.since(c.finished_at)));
             }
+            "running_without_checkpoint" => return job.running_without_checkpoint_ms(self.now).map(secs),
+            "failing_for" => return job.failing_since.map(|since| secs(self.now.since(since))),
             "interval" => return settings.and_then(|s| s.interval_ms).map(secs),
             "timeout" => return settings.and_then(|s| s.timeout_ms).map(secs),
             "min_pause" => return settings.map(|s| secs(s.min_pause_ms)),
@@ -201,7 +215,8 @@ impl Context for JobContext<'_> {
             "progress_window" => {
                 let s = settings?;
                 let base = secs(s.interval_ms.unwrap_or(0).max(s.timeout_ms.unwrap_or(0)));
-                return Some(base * (f64::from(s.tolerable_failures.unwrap_or(0)) + 2.0));
+                let tolerable = s.tolerable_failures.unwrap_or(0).min(PROGRESS_TOLERABLE_CAP);
+                return Some(base * (f64::from(tolerable) + 2.0));
             }
             "consecutive_failures" => return Some(self.consecutive_failures()),
             "shadow.unexplained" => return Some(self.shadow_deviations(false)),
