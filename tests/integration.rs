@@ -5,6 +5,7 @@
 
 mod common;
 
+mod alert_replay;
 mod alertmanager;
 mod demo;
 mod demo_shadow;

@@ -369,6 +369,11 @@ impl Scenario {
 
     /// [`Scenario::job_polls`] of an edited copy of the series.
     pub fn job_polls_of(&self, polls: &[Value]) -> Vec<checkpoint_sentinel::observe::JobPoll> {
+        self.job_polls_at(polls, &self.poll_times())
+    }
+
+    /// [`Scenario::job_polls_of`] with the poll times given (one per poll).
+    pub fn job_polls_at(&self, polls: &[Value], times: &[i64]) -> Vec<checkpoint_sentinel::observe::JobPoll> {
         use checkpoint_sentinel::flink::{convert, dto};
         use checkpoint_sentinel::observe::{JobKey, JobPoll};
         use checkpoint_sentinel::time::Timestamp;
@@ -379,11 +384,10 @@ impl Scenario {
             serde_json::from_value(read_json(&self.dir.join("rest/job.json"))).unwrap();
         let names: std::collections::HashMap<String, String> =
             job.vertices.iter().map(|v| (v.id.clone(), v.name.clone().unwrap_or_default())).collect();
-        let times = self.poll_times();
         let mut seen = std::collections::BTreeSet::new();
         polls
             .iter()
-            .zip(times)
+            .zip(times.iter().copied())
             .map(|(poll, at)| {
                 let stats: dto::CheckpointingStatistics = serde_json::from_value(poll.clone()).unwrap();
                 let mut finished = Vec::new();
