@@ -537,6 +537,93 @@ mod tests {
     }
 
     #[test]
+    fn a_first_checkpoint_that_never_completes_is_not_silence() {
+        use crate::observe::InProgressCheckpoint;
+        // interval 10 s, timeout 60 s, tolerable 100: every checkpoint expires at its timeout.
+        let settings = CheckpointSettings {
+            interval_ms: Some(10_000),
+            timeout_ms: Some(60_000),
+            tolerable_failures: Some(100),
+            max_concurrent: 1,
+            ..Default::default()
+        };
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let rules = builtin::rules().into_iter().map(|s| Rule::new(s).unwrap()).collect();
+        let mut ev = Evaluator::new(rules);
+        let mut fired: BTreeMap<String, i64> = BTreeMap::new();
+        for k in 0..=200i64 {
+            let at = k * 2_000;
+            // Checkpoint n is triggered at 10 s + (n − 1) × 70 s and expires 60 s later.
+            let trigger = |n: i64| 10_000 + (n - 1) * 70_000;
+            let expired: Vec<FinishedCheckpoint> = (1..)
+                .take_while(|&n| trigger(n) + 60_000 <= at)
+                .map(|n| FinishedCheckpoint {
+                    id: n as u64,
+                    status: CheckpointStatus::Failed,
+                    kind: SnapshotKind::Checkpoint,
+                    triggered_at: Timestamp(trigger(n)),
+                    finished_at: Timestamp(trigger(n) + 60_000),
+                    end_to_end_ms: None,
+                    checkpointed_bytes: None,
+                    full_state_bytes: None,
+                    processed_bytes: None,
+                    persisted_bytes: None,
+                    num_subtasks: 2,
+                    num_acknowledged: 1,
+                    failure_message: Some("Checkpoint expired before completing.".into()),
+                    operators: Vec::new(),
+                })
+                .collect();
+            let next = expired.len() as i64 + 1;
+            let in_progress: Vec<InProgressCheckpoint> = (trigger(next) <= at)
+                .then(|| InProgressCheckpoint {
+                    id: next as u64,
+                    triggered_at: Timestamp(trigger(next)),
+                    num_subtasks: 2,
+                    num_acknowledged: 1,
+                })
+                .into_iter()
+                .collect();
+            let obs = Observation::JobPolled(JobPoll {
+                key: JobKey { cluster: "c".into(), job_id: "j".into() },
+                job_name: "orders".into(),
+                job_state: "RUNNING".into(),
+                polled_at: Timestamp(at),
+                counts: CheckpointCounts {
+                    completed: 0,
+                    failed: expired.len() as u64,
+                    in_progress: in_progress.len() as u64,
+                    restored: 0,
+                },
+                settings: Some(settings.clone()),
+                in_progress,
+                finished: expired,
+                latest_restore: None,
+            });
+            state.apply(&obs, Timestamp(at));
+            ev.evaluate(&state, Timestamp(at));
+            for a in ev.active().filter(|a| a.state == AlertState::Firing) {
+                fired.entry(a.name().to_string()).or_insert(at);
+                if a.name() == "FlinkCheckpointNeverCompleted" {
+                    let text = &a.annotations["description"];
+                    assert!(
+                        text.contains(&format!(
+                            "entered RUNNING {} ago",
+                            format_duration(at as f64 / 1000.0)
+                        )),
+                        "{text}"
+                    );
+                }
+            }
+        }
+        // Running since the first poll at 0 s; the window is max(2 x 60 s, 5 min) = 5 min.
+        assert_eq!(fired.get("FlinkCheckpointNeverCompleted"), Some(&302_000), "{fired:?}");
+        // The third expiry (at 210 s) is three failures in a row over more than two intervals.
+        assert_eq!(fired.get("FlinkCheckpointFailureStreak"), Some(&210_000), "{fired:?}");
+        assert!(!fired.contains_key("FlinkCheckpointToleranceNearlySpent"), "tolerable 100: {fired:?}");
+    }
+
+    #[test]
     fn durations_and_sizes_read_well() {
         assert_eq!(format_duration(0.045), "45ms");
         assert_eq!(format_duration(4.0), "4s");
