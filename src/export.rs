@@ -341,7 +341,7 @@ pub const METRICS: &[MetricDef] = &[
         "flink_checkpoint_consecutive_failures",
         Gauge,
         JOB,
-        "Failed checkpoints since the last completed one (Flink fails the job when this exceeds the tolerable failures)."
+        "Failed checkpoints since the last completed one, a running count (not limited to the recent history); failures a cancel, stop or failover causes are not counted. Flink fails the job when this exceeds the tolerable failures."
     ),
     metric!(
         "checkpoint_sentinel_alerts",
