@@ -916,6 +916,33 @@ mod tests {
     }
 
     #[test]
+    fn a_cancelled_job_is_no_warning_for_its_last_failures_nor_for_its_cluster() {
+        let mut s = state(true);
+        // The cancel fails the checkpoint in progress: "Checkpoint Coordinator is suspending."
+        let mut stop = checkpoint(4, true);
+        stop.failure_message = Some("Checkpoint Coordinator is suspending.".into());
+        s.apply(
+            &Observation::JobPolled(JobPoll {
+                key: JobKey { cluster: "prod".into(), job_id: "j1".into() },
+                job_name: "orders".into(),
+                job_state: "CANCELED".into(),
+                polled_at: Timestamp(1_030_000),
+                counts: CheckpointCounts { completed: 2, failed: 2, in_progress: 0, restored: 0 },
+                settings: None,
+                in_progress: Vec::new(),
+                finished: vec![stop],
+                latest_restore: None,
+            }),
+            Timestamp(1_030_000),
+        );
+        let d = job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_031_000)).unwrap();
+        assert_eq!(d.summary.consecutive_failures, 1, "the stop failure is not the job's");
+        assert_eq!((d.summary.health, d.summary.health_reasons.clone()), (Health::Ok, Vec::new()));
+        let c = clusters(&s, &AlertsView::default(), Timestamp(1_031_000));
+        assert_eq!(c.clusters[0].health, Health::Ok);
+    }
+
+    #[test]
     fn the_job_detail_has_the_p95_per_phase_over_time() {
         let mut s = state(false);
         // A later poll brings a slower checkpoint: the P95s rise and the series gets a point.
