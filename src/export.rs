@@ -123,6 +123,12 @@ pub const METRICS: &[MetricDef] = &[
         "Age of the oldest checkpoint in progress at scrape time (now minus its trigger time), 0 when none."
     ),
     metric!(
+        "flink_checkpoint_trigger_failures_total",
+        Counter,
+        JOB,
+        "Of the failed checkpoints Flink counted, the triggers that failed before the checkpoint got an id (e.g. 'Not all required tasks are currently running' while the job deploys); not checkpoint failures, and not counted towards the tolerable failures."
+    ),
+    metric!(
         "flink_checkpoint_running_without_completed_since_timestamp_seconds",
         Gauge,
         JOB,
@@ -957,6 +963,11 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
             );
             let oldest = job.in_progress.iter().map(|cp| now.since(cp.triggered_at)).max().unwrap_or(0);
             out.push(family!("flink_checkpoint_oldest_in_progress_age_seconds"), &labels, seconds(oldest));
+            out.push(
+                family!("flink_checkpoint_trigger_failures_total"),
+                &labels,
+                Value::Number(job.failed_without_id as f64),
+            );
             if let Some(since) = job.running_without_checkpoint_ms(now).and(job.running_since) {
                 out.push(
                     family!("flink_checkpoint_running_without_completed_since_timestamp_seconds"),

@@ -4,7 +4,9 @@
 //! - `duration`, `alignment`, `sync`, `async`, `start_delay` with `.p50`, `.p95`, `.p99`
 //!   (job level: the slowest subtask of each checkpoint), and `.count` (lifetime);
 //! - `checkpointed_size`, `full_size`, `processed_data`, `persisted_data` with `.p50/.p95/.p99`;
-//! - counters `checkpoints.completed`, `checkpoints.failed`, `checkpoints.total`, `restores`;
+//! - counters `checkpoints.completed`, `checkpoints.failed`, `checkpoints.total`, `restores`,
+//!   and `checkpoints.trigger_failed` (of the failed ones, triggers that failed before the
+//!   checkpoint got an id: "Not all required tasks are currently running" while a job deploys);
 //! - `in_progress`, `in_progress_age`, `since_last_completed`, and
 //!   `running_without_checkpoint` (seconds since the job entered RUNNING while no checkpoint
 //!   completed since; no value once one did);
@@ -34,10 +36,11 @@ use crate::time::Timestamp;
 
 const PHASES: [&str; 5] = ["duration", "alignment", "sync", "async", "start_delay"];
 const SIZES: [&str; 4] = ["checkpointed_size", "full_size", "processed_data", "persisted_data"];
-const PLAIN: [&str; 17] = [
+const PLAIN: [&str; 18] = [
     "checkpoints.completed",
     "checkpoints.failed",
     "checkpoints.total",
+    "checkpoints.trigger_failed",
     "restores",
     "in_progress",
     "in_progress_age",
@@ -195,6 +198,7 @@ impl Context for JobContext<'_> {
             "checkpoints.completed" => return Some(totals.completed as f64),
             "checkpoints.failed" => return Some(totals.failed as f64),
             "checkpoints.total" => return Some((totals.completed + totals.failed) as f64),
+            "checkpoints.trigger_failed" => return Some(job.failed_without_id as f64),
             "restores" => return Some(job.flink_counts.restored as f64),
             "in_progress" => return Some(job.in_progress.len() as f64),
             "in_progress_age" => {

@@ -298,6 +298,12 @@ pub struct JobState {
     pub completed_since_running: bool,
     /// Whether a poll of this job was applied yet.
     polled: bool,
+    /// Failures Flink counted that never got a checkpoint id: a trigger that failed before it
+    /// started ("Not all required tasks are currently running" while a job deploys, …). They
+    /// are not failed checkpoints, and Flink does not count them towards the tolerable failures.
+    pub failed_without_id: u64,
+    /// Flink's total count and the highest checkpoint id at the last poll.
+    total_and_max_id: Option<(u64, u64)>,
 }
 
 impl JobState {
@@ -334,6 +340,8 @@ impl JobState {
             running_since: None,
             completed_since_running: false,
             polled: false,
+            failed_without_id: 0,
+            total_and_max_id: None,
         }
     }
 
@@ -437,16 +445,30 @@ impl JobState {
         }
         let delta_completed = counts.completed.saturating_sub(self.flink_counts.completed);
         let delta_failed = counts.failed.saturating_sub(self.flink_counts.failed);
+        // Each checkpoint with an id advances the ids by one and Flink's total by one; a trigger
+        // that failed before it got an id adds to the total (as failed) only.
+        let total = counts.completed + counts.failed + counts.in_progress;
+        let newest = poll.finished.iter().map(|f| f.id).chain(poll.in_progress.iter().map(|p| p.id)).max();
+        let max_id = newest.unwrap_or(0).max(self.total_and_max_id.map_or(0, |(_, id)| id));
+        let without_id = match self.total_and_max_id {
+            None => total.saturating_sub(max_id),
+            Some((t, id)) if total >= t => (total - t).saturating_sub(max_id - id),
+            Some(_) => 0,
+        }
+        .min(delta_failed);
+        self.failed_without_id += without_id;
+        self.total_and_max_id = Some((total, max_id));
         let unseen_completed = delta_completed.saturating_sub(newly_seen.completed);
         let unseen_failed = delta_failed.saturating_sub(newly_seen.failed);
+        let unseen_failed_with_id = unseen_failed.saturating_sub(without_id);
         if unseen_completed > 0 {
             // A checkpoint completed between polls without its details: the run of failures
             // ended (in which order is unknown; the ones seen after it count again next time).
             self.consecutive_failures = 0;
             self.failing_since = None;
             self.completed_since_running = true;
-        } else if unseen_failed > 0 && poll.job_state == "RUNNING" {
-            self.consecutive_failures += unseen_failed;
+        } else if unseen_failed_with_id > 0 && poll.job_state == "RUNNING" {
+            self.consecutive_failures += unseen_failed_with_id;
             self.failing_since.get_or_insert(poll.polled_at);
         }
         self.unobserved.completed += unseen_completed;
@@ -1024,13 +1046,41 @@ mod tests {
         assert_eq!(j.consecutive_failures(), 100, "not capped at the {RECENT_CHECKPOINTS} recent ones");
         assert_eq!(j.failing_since, Some(Timestamp(2_050)), "since the first failure of the run finished");
         // Failures that went by unseen count too; a completion ends the run.
-        state.apply(&job_poll("RUNNING", 200_000, (1, 103), &[], vec![]), Timestamp(200_000));
+        // (102 to 104 failed unseen; 105 is in progress.)
+        state.apply(&job_poll("RUNNING", 200_000, (1, 103), &[105], vec![]), Timestamp(200_000));
         assert_eq!(job(&state).consecutive_failures(), 103);
         state.apply(
-            &job_poll("RUNNING", 201_000, (2, 103), &[], vec![completed(104, 50)]),
+            &job_poll("RUNNING", 201_000, (2, 103), &[], vec![completed(105, 50)]),
             Timestamp(201_000),
         );
         assert_eq!((job(&state).consecutive_failures(), job(&state).failing_since), (0, None));
+    }
+
+    #[test]
+    fn a_trigger_that_failed_before_its_checkpoint_had_an_id_is_no_failed_checkpoint() {
+        let mut state = State::new(WINDOW);
+        // A fresh job: Flink counted its first trigger as failed while the tasks deployed
+        // ("Not all required tasks are currently running"); checkpoint 1 completed.
+        state.apply(&job_poll("RUNNING", 10_000, (1, 1), &[], vec![completed(1, 50)]), Timestamp(10_000));
+        let j = job(&state);
+        assert_eq!((j.failed_without_id, j.consecutive_failures()), (1, 0));
+        assert_eq!(j.totals(), Totals { completed: 1, failed: 1 }, "still counted as Flink counts it");
+        // Later: one more trigger failure (no id), then a declined checkpoint 3 seen, and one
+        // with an id that went by unseen (4; 5 is in progress).
+        state.apply(&job_poll("RUNNING", 20_000, (2, 2), &[], vec![completed(2, 50)]), Timestamp(20_000));
+        state.apply(
+            &job_poll(
+                "RUNNING",
+                30_000,
+                (2, 4),
+                &[5],
+                vec![failed(3, "Asynchronous task checkpoint failed.")],
+            ),
+            Timestamp(30_000),
+        );
+        let j = job(&state);
+        assert_eq!(j.failed_without_id, 2);
+        assert_eq!(j.consecutive_failures(), 2, "3 and the unseen 4, not the trigger failures");
     }
 
     #[test]
