@@ -10,6 +10,7 @@ mod alertmanager;
 mod demo;
 mod demo_shadow;
 mod diagnose;
+mod ended_jobs;
 mod faults;
 mod fixtures_parse;
 mod golden;
