@@ -425,6 +425,8 @@ impl JobState {
             self.completed_since_running = !self.polled && counts.completed > 0;
         }
         self.polled = true;
+        // The highest id counted before this poll.
+        let counted_before = self.seen.ids.last().copied().unwrap_or(self.seen.floor.saturating_sub(1));
         let mut finished: Vec<&FinishedCheckpoint> = poll.finished.iter().collect();
         finished.sort_by_key(|cp| cp.id);
         let mut newly_seen = Totals::default();
@@ -450,9 +452,17 @@ impl JobState {
         let total = counts.completed + counts.failed + counts.in_progress;
         let newest = poll.finished.iter().map(|f| f.id).chain(poll.in_progress.iter().map(|p| p.id)).max();
         let max_id = newest.unwrap_or(0).max(self.total_and_max_id.map_or(0, |(_, id)| id));
-        let without_id = match self.total_and_max_id {
+        // Without a previous poll: a job restored from the state file continues from its
+        // restored counts and the ids counted before (its first poll brings only new ids); a
+        // job seen for the first time has had every id from 1.
+        let previous = self.total_and_max_id.or_else(|| {
+            let c = self.flink_counts;
+            (c != CheckpointCounts::default())
+                .then_some((c.completed + c.failed + c.in_progress, counted_before))
+        });
+        let without_id = match previous {
             None => total.saturating_sub(max_id),
-            Some((t, id)) if total >= t => (total - t).saturating_sub(max_id - id),
+            Some((t, id)) if total >= t => (total - t).saturating_sub(max_id.saturating_sub(id)),
             Some(_) => 0,
         }
         .min(delta_failed);
@@ -1081,6 +1091,22 @@ mod tests {
         let j = job(&state);
         assert_eq!(j.failed_without_id, 2);
         assert_eq!(j.consecutive_failures(), 2, "3 and the unseen 4, not the trigger failures");
+    }
+
+    #[test]
+    fn after_a_restart_of_the_daemon_a_new_failed_checkpoint_is_not_taken_for_a_trigger_failure() {
+        let mut state = State::new(WINDOW);
+        // One trigger failure at the start, checkpoints 1 to 3 completed.
+        let first = vec![completed(1, 50), completed(2, 50), completed(3, 50)];
+        state.apply(&job_poll("RUNNING", 10_000, (3, 1), &[], first), Timestamp(10_000));
+        assert_eq!(job(&state).failed_without_id, 1);
+        let bytes = persist::to_bytes(&persist::snapshot(&state));
+        let mut restored = persist::restore(WINDOW, serde_json::from_slice(&bytes).unwrap());
+        // The first poll after the restart brings only checkpoint 4, declined.
+        let declined = failed(4, "Asynchronous task checkpoint failed.");
+        restored.apply(&job_poll("RUNNING", 20_000, (3, 2), &[], vec![declined]), Timestamp(20_000));
+        let j = job(&restored);
+        assert_eq!((j.failed_without_id, j.consecutive_failures()), (0, 1));
     }
 
     #[test]
