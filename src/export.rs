@@ -132,7 +132,7 @@ pub const METRICS: &[MetricDef] = &[
         "flink_checkpoint_running_without_completed_since_timestamp_seconds",
         Gauge,
         JOB,
-        "When the job entered RUNNING as the daemon saw it (its first poll if it was running then), Unix time; only while no checkpoint has completed since."
+        "When the job entered RUNNING as the daemon saw it (its first poll if it was running then), Unix time; only while no checkpoint has completed since, for jobs with periodic checkpoints."
     ),
     metric!(
         "flink_checkpoint_failing_since_timestamp_seconds",

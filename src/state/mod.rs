@@ -385,8 +385,10 @@ impl JobState {
 
     /// How long (ms) the job has been running without completing a checkpoint, at `now`;
     /// `None` when it is not running or completed one since it entered RUNNING.
+    /// A job without periodic checkpoints (no interval) has none: it is not waiting for one.
     pub fn running_without_checkpoint_ms(&self, now: Timestamp) -> Option<u64> {
-        if self.job_state != "RUNNING" || self.completed_since_running {
+        let periodic = self.settings.as_ref().is_none_or(|s| s.interval_ms.is_some());
+        if self.job_state != "RUNNING" || self.completed_since_running || !periodic {
             return None;
         }
         self.running_since.map(|since| now.since(since))
@@ -1131,6 +1133,14 @@ mod tests {
         assert_eq!(job(&state).running_without_checkpoint_ms(Timestamp(131_000)), None, "not running");
         state.apply(&job_poll("RUNNING", 140_000, (1, 1), &[], vec![]), Timestamp(140_000));
         assert_eq!(job(&state).running_without_checkpoint_ms(Timestamp(150_000)), Some(10_000));
+        // A job without periodic checkpoints waits for none.
+        let mut state = State::new(WINDOW);
+        let Observation::JobPolled(mut poll) = job_poll("RUNNING", 10_000, (0, 0), &[], vec![]) else {
+            unreachable!()
+        };
+        poll.settings = Some(CheckpointSettings { interval_ms: None, ..CheckpointSettings::default() });
+        state.apply(&Observation::JobPolled(poll), Timestamp(10_000));
+        assert_eq!(job(&state).running_without_checkpoint_ms(Timestamp(900_000)), None);
         // A job first seen running with completed checkpoints has completed one.
         let mut state = State::new(WINDOW);
         state.apply(&job_poll("RUNNING", 10_000, (5, 0), &[], vec![]), Timestamp(10_000));
