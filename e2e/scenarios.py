@@ -24,6 +24,11 @@ Prometheus' API, and runs `checkpoint-sentinel diagnose` against Flink itself:
             a log event of kind "restore")
   prometheus  a real Prometheus scraped the daemon and answers for flink_checkpoints_total
 
+After each scenario's job is cancelled (healthy, expired, declined, backpressure): no alert of
+the job stays pending or firing, nothing stays in progress, and the daemon's counts equal
+Flink's final counts (the poller polls an ended job until its counts settle). On healthy, no
+alert of the job became pending or firing at any second of the run (built-in rules).
+
 Prints one line per assertion with the numbers; exits non-zero if any failed. Stdlib only.
 """
 import argparse
@@ -118,16 +123,54 @@ class Env:
                 time.sleep(1)
 
 
-def watch(env, job, seconds):
-    """Polls Flink for `seconds`; returns {id: history entry} of every finished checkpoint seen."""
+def active_alerts(env, job):
+    """The daemon's pending and firing alerts of `job`: [(alertname, state)]."""
+    active = get_json(f"{env.a.daemon}/api/v1/alerts").get("active", [])
+    return [(a["labels"]["alertname"], a["state"]) for a in active if a["labels"].get("job_id") == job]
+
+
+def watch(env, job, seconds, alerts=None):
+    """Polls Flink for `seconds`; returns {id: history entry} of every finished checkpoint seen.
+    With `alerts` (a set), adds the job's active alerts at every second to it."""
     seen = {}
     end = time.time() + seconds
     while time.time() < end:
         for h in env.checkpoints(job).get("history", []):
             if h.get("status") in ("COMPLETED", "FAILED"):
                 seen.setdefault(h["id"], h)
+        if alerts is not None:
+            alerts.update(active_alerts(env, job))
         time.sleep(1)
     return seen
+
+
+def cancel_and_check(env, scenario, job):
+    """Cancels the job; then no alert of it may stay active, nothing in progress, and the daemon's
+    counts must equal Flink's final counts (the cancel fails the checkpoint in progress, and
+    Flink's REST shows that a second or two later)."""
+    env.flink("cancel", env.a.version, job)
+    cancelled_at = time.time()
+    for _ in range(30):
+        state = get_json(f"{env.a.rest}/jobs/{job}").get("state")
+        if state in ("CANCELED", "FAILED", "FINISHED"):
+            break
+        time.sleep(0.5)
+    final, m, alerts, in_progress, got = None, None, None, None, None
+    for _ in range(30):
+        time.sleep(1)
+        final = env.checkpoints(job)["counts"]
+        m = env.metrics()
+        alerts = active_alerts(env, job)
+        in_progress = one(m, "flink_checkpoints_in_progress", job_id=job)
+        got = {s: one(m, "flink_checkpoints_total", job_id=job, status=s) for s in ("completed", "failed")}
+        if (not alerts and not in_progress and final.get("in_progress", 0) == 0
+                and got["completed"] == final["completed"] and got["failed"] == final["failed"]):
+            break
+    check(f"{scenario}: after the cancel nothing is active and the counts are Flink's final ones",
+          not alerts and not in_progress and got["completed"] == final["completed"] and got["failed"] == final["failed"],
+          f"{time.time() - cancelled_at:.0f} s after the cancel ({state}): active alerts {alerts or 'none'}, "
+          f"flink_checkpoints_in_progress {in_progress}, daemon completed={got['completed']} failed={got['failed']}; "
+          f"Flink {json.dumps(final)}")
 
 
 def settle(env, job, seen):
@@ -158,8 +201,12 @@ def counts_match(name, m, c, job):
 
 def healthy(env):
     job = env.flink("submit", env.a.version, "healthy")
-    seen = watch(env, job, env.a.seconds)
+    alerts = set()
+    seen = watch(env, job, env.a.seconds, alerts)
     m, c = settle(env, job, seen)
+    alerts.update(active_alerts(env, job))
+    check("healthy: no alert of the job pending or firing at any second", not alerts,
+          f"sampled every second for {env.a.seconds} s: {sorted(alerts) or 'none'}")
     counts_match("healthy", m, c, job)
     durations = [h["end_to_end_duration"] for h in seen.values() if h["status"] == "COMPLETED" and not h.get("is_savepoint")]
     count = one(m, "flink_checkpoint_duration_seconds_count", job_id=job)
@@ -170,7 +217,7 @@ def healthy(env):
     check("healthy: P95 equals the nearest-rank P95 of Flink's history", abs(p95 - want) <= want * 0.01 + 1e-9,
           f"exported {p95:.3f} s, nearest-rank {want:.3f} s of {len(durations)} checkpoints "
           f"(Flink's own summary p95 {c and env.checkpoints(job)['summary']['end_to_end_duration']['p95']})")
-    env.flink("cancel", env.a.version, job)
+    cancel_and_check(env, "healthy", job)
 
 
 def failing(env, scenario, kind, message):
@@ -211,7 +258,7 @@ def expired(env):
     check("expired: the failing-checkpoints alert reaches Alertmanager", bool(fired),
           f"{fired[0]['labels']['alertname']} for job {job}, summary: {fired[0]['annotations']['summary']!r}" if fired else "not found")
     diagnose_expired(env, job)
-    env.flink("cancel", env.a.version, job)
+    cancel_and_check(env, "expired", job)
     resolved = alert_in_alertmanager(env, job, "FlinkCheckpointFailing", False)
     check("expired: the alert resolves once the job no longer fails", resolved is not None,
           "no active alert for the job in Alertmanager after cancel" if resolved is not None else "still active")
@@ -232,7 +279,7 @@ def declined(env):
     names = {v["id"]: v["name"] for v in get_json(f"{env.a.rest}/jobs/{job}")["vertices"]}
     named = sorted(f"{t} ({names.get(t.split('_')[0], names.get(t, '?'))})" for t in tasks)
     check("declined: the log names the task that declined", bool(tasks), f"declining task(s): {named[:2]}")
-    env.flink("cancel", env.a.version, job)
+    cancel_and_check(env, "declined", job)
 
 
 def run_diagnose(env, job):
@@ -362,7 +409,7 @@ def backpressure(env):
           f"top alignment {named[0]} #{named[1]} {named[2]} ms on {named[3]}; Flink's longest alignment over "
           f"checkpoints {looked[-1] if looked else '-'}..{looked[0] if looked else '-'}: {hot[1]} #{hot[2]} {hot[0]} ms "
           f"on {tm_of.get((hot[1], hot[2]))}")
-    env.flink("cancel", env.a.version, job)
+    cancel_and_check(env, "backpressure", job)
 
 
 def failover(env):

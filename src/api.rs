@@ -641,7 +641,9 @@ pub fn job_health(
         "RUNNING" | "FINISHED" | "CANCELED" | "CREATED" | "INITIALIZING" => {}
         other => worse(Health::Critical, format!("job is {other}"), &mut reasons),
     }
-    let failures = j.consecutive_failures();
+    // An ended job's last failures are its history, not a present problem (and the failures a
+    // cancel or stop causes, "Checkpoint Coordinator is suspending.", are not counted at all).
+    let failures = if crate::state::is_terminal(&j.job_state) { 0 } else { j.consecutive_failures() };
     if failures > 0 {
         let last = j.recent.back().map(|r| outcome(r)).unwrap_or("failed");
         let text = match (failures, last) {
@@ -1048,6 +1050,33 @@ mod tests {
         assert!(job(&s, &AlertsView::default(), "prod", "nope", Timestamp(0)).is_none());
         let c = clusters(&s, &AlertsView::default(), Timestamp(0));
         assert_eq!(c.clusters[0].health, Health::Warning);
+    }
+
+    #[test]
+    fn a_cancelled_job_is_no_warning_for_its_last_failures_nor_for_its_cluster() {
+        let mut s = state(true);
+        // The cancel fails the checkpoint in progress: "Checkpoint Coordinator is suspending."
+        let mut stop = checkpoint(4, true);
+        stop.failure_message = Some("Checkpoint Coordinator is suspending.".into());
+        s.apply(
+            &Observation::JobPolled(JobPoll {
+                key: JobKey { cluster: "prod".into(), job_id: "j1".into() },
+                job_name: "orders".into(),
+                job_state: "CANCELED".into(),
+                polled_at: Timestamp(1_030_000),
+                counts: CheckpointCounts { completed: 2, failed: 2, in_progress: 0, restored: 0 },
+                settings: None,
+                in_progress: Vec::new(),
+                finished: vec![stop],
+                latest_restore: None,
+            }),
+            Timestamp(1_030_000),
+        );
+        let d = job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_031_000)).unwrap();
+        assert_eq!(d.summary.consecutive_failures, 1, "the stop failure is not the job's");
+        assert_eq!((d.summary.health, d.summary.health_reasons.clone()), (Health::Ok, Vec::new()));
+        let c = clusters(&s, &AlertsView::default(), Timestamp(1_031_000));
+        assert_eq!(c.clusters[0].health, Health::Ok);
     }
 
     #[test]

@@ -123,6 +123,24 @@ pub const METRICS: &[MetricDef] = &[
         "Age of the oldest checkpoint in progress at scrape time (now minus its trigger time), 0 when none."
     ),
     metric!(
+        "flink_checkpoint_trigger_failures_total",
+        Counter,
+        JOB,
+        "Of the failed checkpoints Flink counted, the triggers that failed before the checkpoint got an id (e.g. 'Not all required tasks are currently running' while the job deploys); not checkpoint failures, and not counted towards the tolerable failures."
+    ),
+    metric!(
+        "flink_checkpoint_running_without_completed_since_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the job entered RUNNING as the daemon saw it (its first poll if it was running then), Unix time; only while no checkpoint has completed since, for jobs with periodic checkpoints."
+    ),
+    metric!(
+        "flink_checkpoint_failing_since_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the first of the job's current consecutive checkpoint failures failed, Unix time; only while the last checkpoint failed."
+    ),
+    metric!(
         "flink_checkpoint_last_completed_timestamp_seconds",
         Gauge,
         JOB,
@@ -329,7 +347,7 @@ pub const METRICS: &[MetricDef] = &[
         "flink_checkpoint_consecutive_failures",
         Gauge,
         JOB,
-        "Failed checkpoints since the last completed one (Flink fails the job when this exceeds the tolerable failures)."
+        "Failed checkpoints since the last completed one, a running count (not limited to the recent history); failures a cancel, stop or failover causes are not counted. Flink fails the job when this exceeds the tolerable failures."
     ),
     metric!(
         "checkpoint_sentinel_alerts",
@@ -945,6 +963,25 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
             );
             let oldest = job.in_progress.iter().map(|cp| now.since(cp.triggered_at)).max().unwrap_or(0);
             out.push(family!("flink_checkpoint_oldest_in_progress_age_seconds"), &labels, seconds(oldest));
+            out.push(
+                family!("flink_checkpoint_trigger_failures_total"),
+                &labels,
+                Value::Number(job.failed_without_id as f64),
+            );
+            if let Some(since) = job.running_without_checkpoint_ms(now).and(job.running_since) {
+                out.push(
+                    family!("flink_checkpoint_running_without_completed_since_timestamp_seconds"),
+                    &labels,
+                    Value::Number(since.seconds()),
+                );
+            }
+            if let Some(since) = job.failing_since.filter(|_| job.consecutive_failures() > 0) {
+                out.push(
+                    family!("flink_checkpoint_failing_since_timestamp_seconds"),
+                    &labels,
+                    Value::Number(since.seconds()),
+                );
+            }
             if let Some(last) = &job.last_completed {
                 out.push(
                     family!("flink_checkpoint_last_completed_timestamp_seconds"),

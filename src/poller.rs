@@ -44,8 +44,17 @@ const LOCATION_RETRIES: u8 = 5;
 /// Per-subtask metrics are asked for at most this many subtasks of a vertex.
 pub const MAX_LOAD_SUBTASKS: u32 = 32;
 
-/// Job states after which a job never checkpoints again.
-const TERMINAL_STATES: [&str; 4] = ["FINISHED", "CANCELED", "FAILED", "SUSPENDED"];
+/// A job that reached a terminal state is polled until its checkpoint counts stop changing
+/// and nothing is in progress, at most this many times: Flink's REST answers from a cache, so
+/// the first poll after a cancel may still show the snapshot from before it (the last
+/// checkpoints, and the one the cancel failed, come a poll or two later).
+pub const MAX_FINAL_POLLS: u8 = 5;
+
+/// Whether the polls of an ended job are over: `previous` are the counts (completed, failed,
+/// in progress) of its previous poll in a terminal state, `current` this poll's.
+pub fn final_polls_done(previous: Option<(u64, u64, u64)>, current: (u64, u64, u64), polls: u8) -> bool {
+    polls >= MAX_FINAL_POLLS || (current.2 == 0 && previous == Some(current))
+}
 
 /// What the poller remembers about a job between rounds (not durable: it is re-fetched).
 struct JobCache {
@@ -54,6 +63,9 @@ struct JobCache {
     settings: Option<Option<crate::observe::CheckpointSettings>>,
     vertex_names: HashMap<String, String>,
     final_poll_done: bool,
+    /// Polls made since the job was seen in a terminal state, and the counts of the last one.
+    final_polls: u8,
+    final_counts: Option<(u64, u64, u64)>,
     /// The job graph from `/jobs/:id` (for the alignment shadow).
     topology: Option<crate::observe::JobTopology>,
     /// The round from which the job's load is due again.
@@ -208,7 +220,7 @@ impl Poller {
     /// Polls one job; `Ok(None)` when it does not checkpoint or needs no more polls.
     async fn poll_job(&mut self, job: &dto::JobOverview) -> Result<Option<JobPoll>, FetchError> {
         let job_state = job.state.clone().unwrap_or_default();
-        let terminal = TERMINAL_STATES.contains(&job_state.as_str());
+        let terminal = crate::state::is_terminal(&job_state);
         let cached = self.jobs.get(&job.jid);
         if cached.is_some_and(|c| c.final_poll_done && terminal) {
             return Ok(None);
@@ -238,6 +250,8 @@ impl Poller {
                     settings: Some(config.as_ref().map(convert::settings)),
                     vertex_names,
                     final_poll_done: false,
+                    final_polls: 0,
+                    final_counts: None,
                     topology: convert::topology(&details),
                     load_due: self.rounds,
                     location_retries: LOCATION_RETRIES,
@@ -290,15 +304,19 @@ impl Poller {
             .as_ref()
             .and_then(|l| l.restored.as_ref())
             .and_then(|r| r.restore_timestamp.map(|at| (r.id, Timestamp(at))));
+        let counts = stats.counts.as_ref().map(convert::counts).unwrap_or_default();
         if let Some(c) = self.jobs.get_mut(&job.jid).filter(|_| terminal) {
-            c.final_poll_done = true;
+            let now = (counts.completed, counts.failed, counts.in_progress);
+            c.final_polls = c.final_polls.saturating_add(1);
+            c.final_poll_done = final_polls_done(c.final_counts, now, c.final_polls);
+            c.final_counts = Some(now);
         }
         Ok(Some(JobPoll {
             key: JobKey { cluster: self.config.name.clone(), job_id: job.jid.clone() },
             job_name: job.name.clone().unwrap_or_default(),
             job_state,
             polled_at,
-            counts: stats.counts.as_ref().map(convert::counts).unwrap_or_default(),
+            counts,
             settings: Some(settings),
             in_progress: convert::in_progress(&stats.history),
             finished,
@@ -500,6 +518,18 @@ pub fn cluster_names(configs: &[ClusterConfig]) -> HashSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ended_job_is_polled_until_its_counts_settle_with_nothing_in_progress() {
+        // The REST cache still answers the snapshot from before the cancel.
+        assert!(!final_polls_done(None, (36, 1, 1), 1));
+        // The cancel failed the in-progress checkpoint and the last one completed.
+        assert!(!final_polls_done(Some((36, 1, 1)), (38, 2, 0), 2));
+        assert!(final_polls_done(Some((38, 2, 0)), (38, 2, 0), 3));
+        // Still in progress by Flink's word: polled again, but not forever.
+        assert!(!final_polls_done(Some((38, 2, 1)), (38, 2, 1), 3));
+        assert!(final_polls_done(Some((38, 2, 1)), (38, 2, 1), MAX_FINAL_POLLS));
+    }
 
     #[test]
     fn every_jobs_load_is_fetched_within_the_refresh_bound() {

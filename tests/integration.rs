@@ -5,10 +5,12 @@
 
 mod common;
 
+mod alert_replay;
 mod alertmanager;
 mod demo;
 mod demo_shadow;
 mod diagnose;
+mod ended_jobs;
 mod faults;
 mod fixtures_parse;
 mod golden;

@@ -60,7 +60,9 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointFailuresIncreasing",
-        expr: "increase(checkpoints.failed, 15m) / increase(checkpoints.total, 15m) > 10%",
+        // Triggers that failed before the checkpoint got an id (tasks still deploying) are not
+        // failed checkpoints: every fresh job has one, and it kept this pending for minutes.
+        expr: "(increase(checkpoints.failed, 15m) - increase(checkpoints.trigger_failed, 15m)) / (increase(checkpoints.total, 15m) - increase(checkpoints.trigger_failed, 15m)) > 10%",
         for_s: 300,
         severity: Severity::Warning,
         class: Class::Failure,
@@ -74,7 +76,25 @@ const PACK: &[Spec] = &[
         severity: Severity::Critical,
         class: Class::Failure,
         summary: "{{ job_name }} has not completed a checkpoint for too long",
-        description: "Job {{ job_name }} on {{ cluster }} completed its last checkpoint {{ value | duration }} ago, longer than max(interval, timeout) x (tolerable failures + 2) = {{ progress_window | duration }}. A restart now replays everything since then.",
+        description: "Job {{ job_name }} on {{ cluster }} completed its last checkpoint {{ value | duration }} ago, longer than max(interval, timeout) x (min(tolerable failures, 3) + 2) = {{ progress_window | duration }}. A restart now replays everything since then.",
+    },
+    Spec {
+        name: "FlinkCheckpointNeverCompleted",
+        expr: "running_without_checkpoint > max(2 * max(interval, timeout), 5m)",
+        for_s: 0,
+        severity: Severity::Critical,
+        class: Class::Failure,
+        summary: "{{ job_name }} has run for {{ value | duration }} without completing a checkpoint",
+        description: "Job {{ job_name }} on {{ cluster }} entered RUNNING {{ value | duration }} ago and has not completed a checkpoint since, longer than twice max(interval {{ interval | duration }}, timeout {{ timeout | duration }}) (at least 5 minutes). Its first checkpoint is stuck or keeps failing; a failure now restores from an old checkpoint, or from nothing.",
+    },
+    Spec {
+        name: "FlinkCheckpointFailureStreak",
+        expr: "consecutive_failures >= 3 and failing_for >= 2 * interval",
+        for_s: 0,
+        severity: Severity::Warning,
+        class: Class::Failure,
+        summary: "{{ job_name }} failed its last {{ value }} checkpoints in a row",
+        description: "The last {{ value }} checkpoints of job {{ job_name }} on {{ cluster }} failed in a row, the first {{ failing_for | duration }} ago (interval {{ interval | duration }}), whatever its tolerable-failed-checkpoints ({{ tolerable_failures }}) allows.",
     },
     Spec {
         name: "FlinkCheckpointAboutToExpire",
@@ -146,7 +166,7 @@ const PACK: &[Spec] = &[
         severity: Severity::Warning,
         class: Class::Failure,
         summary: "Checkpoints of {{ job_name }} trigger off the schedule Flink's rules predict",
-        description: "The reference model of Flink's checkpoint coordinator found {{ value }} trigger deviations no rule explains for job {{ job_name }} on {{ cluster }} in the last 30 minutes (a coordinator stall, JobManager overload or GC pause, a clock jump).",
+        description: "Checkpoints of job {{ job_name }} on {{ cluster }} trigger off the schedule the reference model of Flink's checkpoint coordinator predicts: {{ increase(shadow.unexplained, 30m) }} trigger deviation(s) in the last 30 minutes that no rule explains; the expected next trigger is {{ shadow.stall | duration }} overdue with no checkpoint running (0ms when it is not; a missing trigger counts as a stall past {{ shadow.stall_tolerance | duration }}, the trigger jitter plus the REST answer's observed lag plus one poll interval, at two polls in a row). Causes: a coordinator stall, JobManager overload or GC pause, a clock jump.",
     },
 ];
 

@@ -4,16 +4,27 @@
 //! - `duration`, `alignment`, `sync`, `async`, `start_delay` with `.p50`, `.p95`, `.p99`
 //!   (job level: the slowest subtask of each checkpoint), and `.count` (lifetime);
 //! - `checkpointed_size`, `full_size`, `processed_data`, `persisted_data` with `.p50/.p95/.p99`;
-//! - counters `checkpoints.completed`, `checkpoints.failed`, `checkpoints.total`, `restores`;
-//! - `in_progress`, `in_progress_age`, `since_last_completed`;
+//! - counters `checkpoints.completed`, `checkpoints.failed`, `checkpoints.total`, `restores`,
+//!   and `checkpoints.trigger_failed` (of the failed ones, triggers that failed before the
+//!   checkpoint got an id: "Not all required tasks are currently running" while a job deploys);
+//! - `in_progress`, `in_progress_age`, `since_last_completed`, and
+//!   `running_without_checkpoint` (seconds since the job entered RUNNING while no checkpoint
+//!   completed since; no value once one did);
 //! - configuration: `interval`, `timeout`, `min_pause`, `max_concurrent`, `tolerable_failures`,
-//!   and `progress_window` = max(interval, timeout) × (tolerable_failures + 2);
-//! - `consecutive_failures` (failed checkpoints since the last completed one) and
+//!   and `progress_window` = max(interval, timeout) × (min(tolerable_failures, 3) + 2) (the
+//!   Flink Kubernetes operator's window with the tolerable count capped, so that a large
+//!   tolerable-failed-checkpoints does not make it hours long);
+//! - `consecutive_failures` (failed checkpoints since the last completed one, a running count;
+//!   failures of a stopping job excluded), `failing_for` (seconds since the first failure of
+//!   that run; no value without one) and
 //!   `remaining_tolerable` = tolerable_failures − consecutive_failures;
 //! - log events of the job by kind, counters: `log.expired`, `log.declined`, `log.failed`,
 //!   `log.barrier_missing`, `log.restored`, … (any kind the tailer or a user pattern produces);
 //! - the shadow model: `shadow.unexplained` and `shadow.explained` (deviation counters) and
-//!   `shadow.stall` (seconds since a trigger the model expected and that did not come).
+//!   `shadow.stall` (seconds since a trigger the model expected and that did not come, once
+//!   that is past `shadow.stall_tolerance` at two polls in a row) and `shadow.stall_tolerance`
+//!   (the trigger jitter plus the longest observed lag from a trigger to the first poll that
+//!   showed the checkpoint plus one poll interval, seconds).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -25,14 +36,17 @@ use crate::time::Timestamp;
 
 const PHASES: [&str; 5] = ["duration", "alignment", "sync", "async", "start_delay"];
 const SIZES: [&str; 4] = ["checkpointed_size", "full_size", "processed_data", "persisted_data"];
-const PLAIN: [&str; 15] = [
+const PLAIN: [&str; 18] = [
     "checkpoints.completed",
     "checkpoints.failed",
     "checkpoints.total",
+    "checkpoints.trigger_failed",
     "restores",
     "in_progress",
     "in_progress_age",
     "since_last_completed",
+    "running_without_checkpoint",
+    "failing_for",
     "interval",
     "timeout",
     "min_pause",
@@ -43,9 +57,16 @@ const PLAIN: [&str; 15] = [
     "remaining_tolerable",
 ];
 
+/// `progress_window` counts at most this many tolerable failures: at tolerable 100 the
+/// uncapped window was 102 × max(interval, timeout), 17 h with a 10-minute timeout.
+pub const PROGRESS_TOLERABLE_CAP: u32 = 3;
+
 /// Whether `name` is a series rules can read.
 pub fn is_known_series(name: &str) -> bool {
-    if PLAIN.contains(&name) || ["shadow.unexplained", "shadow.explained", "shadow.stall"].contains(&name) {
+    if PLAIN.contains(&name)
+        || ["shadow.unexplained", "shadow.explained", "shadow.stall", "shadow.stall_tolerance"]
+            .contains(&name)
+    {
         return true;
     }
     if let Some(kind) = name.strip_prefix("log.") {
@@ -177,6 +198,7 @@ impl Context for JobContext<'_> {
             "checkpoints.completed" => return Some(totals.completed as f64),
             "checkpoints.failed" => return Some(totals.failed as f64),
             "checkpoints.total" => return Some((totals.completed + totals.failed) as f64),
+            "checkpoints.trigger_failed" => return Some(job.failed_without_id as f64),
             "restores" => return Some(job.flink_counts.restored as f64),
             "in_progress" => return Some(job.in_progress.len() as f64),
             "in_progress_age" => {
@@ -187,6 +209,8 @@ impl Context for JobContext<'_> {
             "since_last_completed" => {
                 return job.last_completed.as_ref().map(|c| secs(self.now.since(c.finished_at)));
             }
+            "running_without_checkpoint" => return job.running_without_checkpoint_ms(self.now).map(secs),
+            "failing_for" => return job.failing_since.map(|since| secs(self.now.since(since))),
             "interval" => return settings.and_then(|s| s.interval_ms).map(secs),
             "timeout" => return settings.and_then(|s| s.timeout_ms).map(secs),
             "min_pause" => return settings.map(|s| secs(s.min_pause_ms)),
@@ -195,12 +219,14 @@ impl Context for JobContext<'_> {
             "progress_window" => {
                 let s = settings?;
                 let base = secs(s.interval_ms.unwrap_or(0).max(s.timeout_ms.unwrap_or(0)));
-                return Some(base * (f64::from(s.tolerable_failures.unwrap_or(0)) + 2.0));
+                let tolerable = s.tolerable_failures.unwrap_or(0).min(PROGRESS_TOLERABLE_CAP);
+                return Some(base * (f64::from(tolerable) + 2.0));
             }
             "consecutive_failures" => return Some(self.consecutive_failures()),
             "shadow.unexplained" => return Some(self.shadow_deviations(false)),
             "shadow.explained" => return Some(self.shadow_deviations(true)),
             "shadow.stall" => return Some(job.shadow.trigger.stalled_for_ms().map_or(0.0, secs)),
+            "shadow.stall_tolerance" => return job.shadow.trigger.current_stall_tolerance_ms().map(secs),
             "remaining_tolerable" => {
                 let tolerable = settings.and_then(|s| s.tolerable_failures)?;
                 return Some(f64::from(tolerable) - self.consecutive_failures());

@@ -163,6 +163,18 @@ impl Condition {
     }
 }
 
+/// A number-valued expression (`increase(shadow.unexplained, 30m)`), for alert templates: the
+/// numbers a description states are computed exactly as the condition computes them.
+pub fn evaluate_number(source: &str, ctx: &dyn Context) -> Option<f64> {
+    let tokens = tokenize(source).ok()?;
+    let mut parser = Parser { tokens, pos: 0, source };
+    let root = parser.expr().ok()?;
+    if parser.pos != parser.tokens.len() || check(&root, &|s| ctx.knows(s)).ok()? != Type::Number {
+        return None;
+    }
+    eval_number(&root, ctx)
+}
+
 impl fmt::Display for Condition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.source)

@@ -18,9 +18,6 @@ use crate::time::Timestamp;
 use context::{JobContext, SeriesHistory};
 use expr::Condition;
 
-/// Job states in which a job no longer runs; rules do not evaluate such jobs.
-const ENDED: [&str; 3] = ["FINISHED", "CANCELED", "SUSPENDED"];
-
 /// How many resolved alerts are remembered for the API and status page.
 pub const HISTORY: usize = 256;
 
@@ -215,9 +212,10 @@ impl Evaluator {
     pub fn evaluate(&mut self, state: &State, now: Timestamp) -> Vec<Alert> {
         let mut held = std::collections::HashSet::new();
         for (cluster_name, cluster) in state.clusters() {
-            // A job that ended no longer checkpoints: its alerts end with it.
+            // A job that ended (finished, cancelled, failed for good, suspended) no longer
+            // checkpoints: its alerts end with it.
             for (job_id, job) in
-                cluster.jobs.iter().filter(|(_, j)| j.listed && !ENDED.contains(&j.job_state.as_str()))
+                cluster.jobs.iter().filter(|(_, j)| j.listed && !crate::state::is_terminal(&j.job_state))
             {
                 let key = (cluster_name.clone(), job_id.clone());
                 let history = self.histories.entry(key.clone()).or_default();
@@ -301,8 +299,9 @@ fn windows_of(rules: &[Rule]) -> Vec<(String, f64)> {
     rules.iter().flat_map(|r| r.condition().windows()).collect()
 }
 
-/// Fills `{{ name }}` placeholders: labels (`cluster`, `job_name`, …), `value`, or any series
-/// (`duration.p95`); a `| duration`, `| bytes` or `| percent` filter formats the number.
+/// Fills `{{ name }}` placeholders: labels (`cluster`, `job_name`, …), `value`, any series
+/// (`duration.p95`) or a function of one (`increase(shadow.unexplained, 30m)`, computed as a
+/// condition computes it); a `| duration`, `| bytes` or `| percent` filter formats the number.
 pub fn render(
     template: &str,
     labels: &BTreeMap<String, String>,
@@ -322,7 +321,13 @@ pub fn render(
             Some((n, f)) => (n.trim(), Some(f.trim())),
             None => (inner, None),
         };
-        let number = if name == "value" { value } else { expr::Context::value(ctx, name) };
+        let number = if name == "value" {
+            value
+        } else if name.contains('(') {
+            expr::evaluate_number(name, ctx)
+        } else {
+            expr::Context::value(ctx, name)
+        };
         let text = match (labels.get(name), number) {
             (Some(label), _) => label.clone(),
             (None, Some(n)) => format_number(n, filter),
@@ -511,6 +516,111 @@ mod tests {
         assert!(ev.evaluate(&state, Timestamp(2)).is_empty());
         assert_eq!(ev.active().count(), 0);
         assert_eq!(ev.resolved().count(), 0);
+    }
+
+    #[test]
+    fn a_description_states_the_number_of_each_clause_not_only_the_first_comparison() {
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let rule = RuleSpec {
+            description: "{{ increase(checkpoints.failed, 1m) }} failed in a minute, {{ checkpoints.completed }} completed"
+                .into(),
+            ..spec("increase(checkpoints.failed, 1m) > 0 or checkpoints.completed > 2", 0)
+        };
+        let mut ev = Evaluator::new(vec![Rule::new(rule).unwrap()]);
+        poll(&mut state, 0, 3, 0);
+        ev.evaluate(&state, Timestamp(0));
+        let alert = ev.active().next().unwrap();
+        // The alert holds through its second clause: its value (the first comparison) is 0, and
+        // the description says so beside the number that made it hold.
+        assert_eq!(alert.value, Some(0.0));
+        assert_eq!(alert.annotations["description"], "0 failed in a minute, 3 completed");
+    }
+
+    #[test]
+    fn a_first_checkpoint_that_never_completes_is_not_silence() {
+        use crate::observe::InProgressCheckpoint;
+        // interval 10 s, timeout 60 s, tolerable 100: every checkpoint expires at its timeout.
+        let settings = CheckpointSettings {
+            interval_ms: Some(10_000),
+            timeout_ms: Some(60_000),
+            tolerable_failures: Some(100),
+            max_concurrent: 1,
+            ..Default::default()
+        };
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let rules = builtin::rules().into_iter().map(|s| Rule::new(s).unwrap()).collect();
+        let mut ev = Evaluator::new(rules);
+        let mut fired: BTreeMap<String, i64> = BTreeMap::new();
+        for k in 0..=200i64 {
+            let at = k * 2_000;
+            // Checkpoint n is triggered at 10 s + (n − 1) × 70 s and expires 60 s later.
+            let trigger = |n: i64| 10_000 + (n - 1) * 70_000;
+            let expired: Vec<FinishedCheckpoint> = (1..)
+                .take_while(|&n| trigger(n) + 60_000 <= at)
+                .map(|n| FinishedCheckpoint {
+                    id: n as u64,
+                    status: CheckpointStatus::Failed,
+                    kind: SnapshotKind::Checkpoint,
+                    triggered_at: Timestamp(trigger(n)),
+                    finished_at: Timestamp(trigger(n) + 60_000),
+                    end_to_end_ms: None,
+                    checkpointed_bytes: None,
+                    full_state_bytes: None,
+                    processed_bytes: None,
+                    persisted_bytes: None,
+                    num_subtasks: 2,
+                    num_acknowledged: 1,
+                    failure_message: Some("Checkpoint expired before completing.".into()),
+                    operators: Vec::new(),
+                })
+                .collect();
+            let next = expired.len() as i64 + 1;
+            let in_progress: Vec<InProgressCheckpoint> = (trigger(next) <= at)
+                .then(|| InProgressCheckpoint {
+                    id: next as u64,
+                    triggered_at: Timestamp(trigger(next)),
+                    num_subtasks: 2,
+                    num_acknowledged: 1,
+                })
+                .into_iter()
+                .collect();
+            let obs = Observation::JobPolled(JobPoll {
+                key: JobKey { cluster: "c".into(), job_id: "j".into() },
+                job_name: "orders".into(),
+                job_state: "RUNNING".into(),
+                polled_at: Timestamp(at),
+                counts: CheckpointCounts {
+                    completed: 0,
+                    failed: expired.len() as u64,
+                    in_progress: in_progress.len() as u64,
+                    restored: 0,
+                },
+                settings: Some(settings.clone()),
+                in_progress,
+                finished: expired,
+                latest_restore: None,
+            });
+            state.apply(&obs, Timestamp(at));
+            ev.evaluate(&state, Timestamp(at));
+            for a in ev.active().filter(|a| a.state == AlertState::Firing) {
+                fired.entry(a.name().to_string()).or_insert(at);
+                if a.name() == "FlinkCheckpointNeverCompleted" {
+                    let text = &a.annotations["description"];
+                    assert!(
+                        text.contains(&format!(
+                            "entered RUNNING {} ago",
+                            format_duration(at as f64 / 1000.0)
+                        )),
+                        "{text}"
+                    );
+                }
+            }
+        }
+        // Running since the first poll at 0 s; the window is max(2 x 60 s, 5 min) = 5 min.
+        assert_eq!(fired.get("FlinkCheckpointNeverCompleted"), Some(&302_000), "{fired:?}");
+        // The third expiry (at 210 s) is three failures in a row over more than two intervals.
+        assert_eq!(fired.get("FlinkCheckpointFailureStreak"), Some(&210_000), "{fired:?}");
+        assert!(!fired.contains_key("FlinkCheckpointToleranceNearlySpent"), "tolerable 100: {fired:?}");
     }
 
     #[test]

@@ -25,6 +25,26 @@ pub const SEEN_IDS_CAPACITY: usize = 1024;
 /// How many recent checkpoints per job are kept for the API and status page.
 pub const RECENT_CHECKPOINTS: usize = 32;
 
+/// Job states after which a job never checkpoints again.
+pub const TERMINAL_STATES: [&str; 4] = ["FINISHED", "CANCELED", "FAILED", "SUSPENDED"];
+
+/// Whether a job in this state has ended for good.
+pub fn is_terminal(job_state: &str) -> bool {
+    TERMINAL_STATES.contains(&job_state)
+}
+
+/// Whether a failure message says the job was stopping (cancel, stop, suspend, failover): the
+/// coordinator aborted what was pending. Such a failure says nothing about the checkpoints, so
+/// it does not count as one of the job's consecutive failures (Flink's failure manager does not
+/// count it towards the tolerable failures either).
+pub fn is_stop_failure(message: Option<&str>) -> bool {
+    use crate::model::coordinator::FailureReason;
+    matches!(
+        message.and_then(FailureReason::from_message),
+        Some(FailureReason::CheckpointCoordinatorSuspend | FailureReason::CheckpointCoordinatorShutdown)
+    )
+}
+
 /// Everything the daemon knows about the clusters it watches.
 pub struct State {
     window: WindowSpec,
@@ -293,6 +313,24 @@ pub struct JobState {
     /// Where each operator's subtasks ran (by operator name, then subtask index) when the
     /// poller last fetched the job's load; rebuilt from observations, not persisted.
     pub subtask_locations: BTreeMap<String, Vec<Option<String>>>,
+    /// Failed checkpoints since the last completed one (a running count, not bounded by the
+    /// recent ring; failures of a stopping job do not count).
+    consecutive_failures: u64,
+    /// When the first failure of the current run of consecutive failures finished.
+    pub failing_since: Option<Timestamp>,
+    /// When the daemon saw the job enter RUNNING (its first poll if it was running then).
+    pub running_since: Option<Timestamp>,
+    /// Whether a checkpoint completed since `running_since` (or the job had completed one
+    /// when first seen running).
+    pub completed_since_running: bool,
+    /// Whether a poll of this job was applied yet.
+    polled: bool,
+    /// Failures Flink counted that never got a checkpoint id: a trigger that failed before it
+    /// started ("Not all required tasks are currently running" while a job deploys, …). They
+    /// are not failed checkpoints, and Flink does not count them towards the tolerable failures.
+    pub failed_without_id: u64,
+    /// Flink's total count and the highest checkpoint id at the last poll.
+    total_and_max_id: Option<(u64, u64)>,
 }
 
 /// The subtask that held a failed checkpoint up, among those that did not acknowledge before
@@ -363,6 +401,13 @@ impl JobState {
             shadow: Shadow::new(),
             trigger_deviation: WindowedHistogram::new(window),
             subtask_locations: BTreeMap::new(),
+            consecutive_failures: 0,
+            failing_since: None,
+            running_since: None,
+            completed_since_running: false,
+            polled: false,
+            failed_without_id: 0,
+            total_and_max_id: None,
         }
     }
 
@@ -383,10 +428,43 @@ impl JobState {
         self.subtask_locations.get(operator)?.get(subtask as usize)?.as_deref()
     }
 
-    /// Failed checkpoints since the last completed one, among the recent ones (Flink's
-    /// consecutive-failure count, as far as the daemon saw the checkpoints).
+    /// Failed checkpoints since the last completed one (Flink's consecutive-failure count as
+    /// far as the daemon saw the checkpoints; failures of a job that was stopping excluded). A
+    /// running count: not limited to the recent ring.
     pub fn consecutive_failures(&self) -> u64 {
-        self.recent.iter().rev().take_while(|r| r.status == CheckpointStatus::Failed).count() as u64
+        self.consecutive_failures
+    }
+
+    /// Recomputes the consecutive failures from the recent ring (after a restart, when the
+    /// running count was not persisted: a lower bound when the ring is all failures).
+    pub(crate) fn recount_consecutive_failures(&mut self) {
+        let streak: Vec<&CheckpointRecord> = self
+            .recent
+            .iter()
+            .rev()
+            .filter(|r| !is_stop_failure(r.failure_message.as_deref()))
+            .take_while(|r| r.status == CheckpointStatus::Failed)
+            .collect();
+        self.consecutive_failures = streak.len() as u64;
+        self.failing_since = streak.last().map(|r| r.finished_at);
+    }
+
+    /// How long (ms) the job has been running without completing a checkpoint, at `now`;
+    /// `None` when it is not running or completed one since it entered RUNNING.
+    /// A job without periodic checkpoints (no interval) has none: it is not waiting for one.
+    pub fn running_without_checkpoint_ms(&self, now: Timestamp) -> Option<u64> {
+        let periodic = self.settings.as_ref().is_none_or(|s| s.interval_ms.is_some());
+        if self.job_state != "RUNNING" || self.completed_since_running || !periodic {
+            return None;
+        }
+        self.running_since.map(|since| now.since(since))
+    }
+
+    /// Forgets what an ended job had in progress: it will never finish, and its age must not
+    /// grow (nor alert) forever.
+    fn end(&mut self) {
+        self.in_progress.clear();
+        self.running_since = None;
     }
 
     /// Checkpoints counted so far by status; equals Flink's `counts` (plus earlier
@@ -407,6 +485,16 @@ impl JobState {
             self.earlier_incarnations.failed += self.flink_counts.failed;
             self.flink_counts = CheckpointCounts::default();
         }
+        let entered_running = poll.job_state == "RUNNING" && (!self.polled || self.job_state != "RUNNING");
+        if entered_running {
+            self.running_since = Some(poll.polled_at);
+            // First seen already running with completed checkpoints: it did complete one (when
+            // it entered RUNNING the daemon cannot know).
+            self.completed_since_running = !self.polled && counts.completed > 0;
+        }
+        self.polled = true;
+        // The highest id counted before this poll.
+        let counted_before = self.seen.ids.last().copied().unwrap_or(self.seen.floor.saturating_sub(1));
         let mut finished: Vec<&FinishedCheckpoint> = poll.finished.iter().collect();
         finished.sort_by_key(|cp| cp.id);
         let mut newly_seen = Totals::default();
@@ -427,8 +515,42 @@ impl JobState {
         }
         let delta_completed = counts.completed.saturating_sub(self.flink_counts.completed);
         let delta_failed = counts.failed.saturating_sub(self.flink_counts.failed);
-        self.unobserved.completed += delta_completed.saturating_sub(newly_seen.completed);
-        self.unobserved.failed += delta_failed.saturating_sub(newly_seen.failed);
+        // Each checkpoint with an id advances the ids by one and Flink's total by one; a trigger
+        // that failed before it got an id adds to the total (as failed) only.
+        let total = counts.completed + counts.failed + counts.in_progress;
+        let newest = poll.finished.iter().map(|f| f.id).chain(poll.in_progress.iter().map(|p| p.id)).max();
+        let max_id = newest.unwrap_or(0).max(self.total_and_max_id.map_or(0, |(_, id)| id));
+        // Without a previous poll: a job restored from the state file continues from its
+        // restored counts and the ids counted before (its first poll brings only new ids); a
+        // job seen for the first time has had every id from 1.
+        let previous = self.total_and_max_id.or_else(|| {
+            let c = self.flink_counts;
+            (c != CheckpointCounts::default())
+                .then_some((c.completed + c.failed + c.in_progress, counted_before))
+        });
+        let without_id = match previous {
+            None => total.saturating_sub(max_id),
+            Some((t, id)) if total >= t => (total - t).saturating_sub(max_id.saturating_sub(id)),
+            Some(_) => 0,
+        }
+        .min(delta_failed);
+        self.failed_without_id += without_id;
+        self.total_and_max_id = Some((total, max_id));
+        let unseen_completed = delta_completed.saturating_sub(newly_seen.completed);
+        let unseen_failed = delta_failed.saturating_sub(newly_seen.failed);
+        let unseen_failed_with_id = unseen_failed.saturating_sub(without_id);
+        if unseen_completed > 0 {
+            // A checkpoint completed between polls without its details: the run of failures
+            // ended (in which order is unknown; the ones seen after it count again next time).
+            self.consecutive_failures = 0;
+            self.failing_since = None;
+            self.completed_since_running = true;
+        } else if unseen_failed_with_id > 0 && poll.job_state == "RUNNING" {
+            self.consecutive_failures += unseen_failed_with_id;
+            self.failing_since.get_or_insert(poll.polled_at);
+        }
+        self.unobserved.completed += unseen_completed;
+        self.unobserved.failed += unseen_failed;
         self.flink_counts = counts;
         self.name.clone_from(&poll.job_name);
         self.job_state.clone_from(&poll.job_state);
@@ -437,6 +559,9 @@ impl JobState {
             self.settings.clone_from(&poll.settings);
         }
         self.in_progress.clone_from(&poll.in_progress);
+        if is_terminal(&poll.job_state) {
+            self.end();
+        }
         if poll.latest_restore.is_some() {
             self.latest_restore = poll.latest_restore;
         }
@@ -490,6 +615,20 @@ impl JobState {
             holdout,
         };
         let newer = |latest: &Option<CheckpointRecord>| latest.as_ref().is_none_or(|l| l.id < checkpoint.id);
+        match checkpoint.status {
+            CheckpointStatus::Completed => {
+                self.consecutive_failures = 0;
+                self.failing_since = None;
+                if self.running_since.is_none_or(|since| checkpoint.finished_at >= since) {
+                    self.completed_since_running = true;
+                }
+            }
+            CheckpointStatus::Failed if !is_stop_failure(checkpoint.failure_message.as_deref()) => {
+                self.consecutive_failures += 1;
+                self.failing_since.get_or_insert(checkpoint.finished_at);
+            }
+            CheckpointStatus::Failed => {}
+        }
         match checkpoint.status {
             CheckpointStatus::Completed if newer(&self.last_completed) => {
                 self.last_completed = Some(record.clone())
@@ -711,6 +850,9 @@ impl State {
                     job.last_seen = now;
                     job.name.clone_from(&listed.name);
                     job.job_state.clone_from(&listed.state);
+                    if is_terminal(&listed.state) {
+                        job.end();
+                    }
                 }
             }
         }
@@ -886,6 +1028,193 @@ mod tests {
         assert_eq!(job(&restored).phases.end_to_end.summary().count, 2);
         let logs = &restored.clusters()["c"].logs;
         assert!(logs.events.is_empty() && logs.positions.is_empty() && logs.recent.is_empty());
+    }
+
+    fn failed(id: u64, message: &str) -> FinishedCheckpoint {
+        FinishedCheckpoint {
+            status: CheckpointStatus::Failed,
+            failure_message: Some(message.into()),
+            end_to_end_ms: None,
+            ..completed(id, 50)
+        }
+    }
+
+    fn job_poll(
+        state: &str,
+        at: i64,
+        counts: (u64, u64),
+        in_progress: &[u64],
+        finished: Vec<FinishedCheckpoint>,
+    ) -> Observation {
+        Observation::JobPolled(JobPoll {
+            key: JobKey { cluster: "c".into(), job_id: "j".into() },
+            job_name: "job".into(),
+            job_state: state.into(),
+            polled_at: Timestamp(at),
+            counts: CheckpointCounts {
+                completed: counts.0,
+                failed: counts.1,
+                in_progress: in_progress.len() as u64,
+                restored: 0,
+            },
+            settings: None,
+            in_progress: in_progress
+                .iter()
+                .map(|&id| InProgressCheckpoint {
+                    id,
+                    triggered_at: Timestamp(id as i64 * 1000),
+                    num_subtasks: 2,
+                    num_acknowledged: 0,
+                })
+                .collect(),
+            finished,
+            latest_restore: None,
+        })
+    }
+
+    #[test]
+    fn a_cancelled_job_forgets_its_in_progress_checkpoint_and_its_stop_failure_is_not_a_failure() {
+        let mut state = State::new(WINDOW);
+        state.apply(&job_poll("RUNNING", 10_000, (1, 0), &[2], vec![completed(1, 50)]), Timestamp(10_000));
+        // The first poll after the cancel: the REST cache still shows checkpoint 2 in progress.
+        state.apply(&job_poll("CANCELED", 12_000, (1, 0), &[2], vec![]), Timestamp(12_000));
+        assert!(job(&state).in_progress.is_empty(), "an ended job has nothing in progress");
+        // The next poll: the cancel failed it.
+        let stop = failed(2, "Checkpoint Coordinator is suspending.");
+        state.apply(&job_poll("CANCELED", 14_000, (1, 1), &[], vec![stop]), Timestamp(14_000));
+        let j = job(&state);
+        assert_eq!(j.totals(), Totals { completed: 1, failed: 1 }, "counted like Flink counts it");
+        assert_eq!(j.consecutive_failures(), 0, "a stop failure is not one of the job's failures");
+        assert!(j.in_progress.is_empty());
+        // The job listing alone (no job poll) also ends what was in progress.
+        let mut state = State::new(WINDOW);
+        state.apply(&job_poll("RUNNING", 10_000, (1, 0), &[2], vec![completed(1, 50)]), Timestamp(10_000));
+        state.apply(
+            &Observation::ClusterPolled(ClusterPoll {
+                cluster: "c".into(),
+                duration_ms: 1,
+                flink_version: None,
+                jobs: Some(vec![crate::observe::JobSummary {
+                    job_id: "j".into(),
+                    name: "job".into(),
+                    state: "CANCELED".into(),
+                }]),
+                errors: Vec::new(),
+                reachable: true,
+            }),
+            Timestamp(12_000),
+        );
+        assert!(job(&state).in_progress.is_empty());
+    }
+
+    #[test]
+    fn consecutive_failures_are_a_running_count_beyond_the_recent_ring() {
+        let mut state = State::new(WINDOW);
+        state.apply(&job_poll("RUNNING", 1_000, (1, 0), &[], vec![completed(1, 50)]), Timestamp(1_000));
+        for id in 2..=101u64 {
+            let at = id as i64 * 1000 + 500;
+            state.apply(
+                &job_poll(
+                    "RUNNING",
+                    at,
+                    (1, id - 1),
+                    &[],
+                    vec![failed(id, "Checkpoint expired before completing.")],
+                ),
+                Timestamp(at),
+            );
+        }
+        let j = job(&state);
+        assert_eq!(j.consecutive_failures(), 100, "not capped at the {RECENT_CHECKPOINTS} recent ones");
+        assert_eq!(j.failing_since, Some(Timestamp(2_050)), "since the first failure of the run finished");
+        // Failures that went by unseen count too; a completion ends the run.
+        // (102 to 104 failed unseen; 105 is in progress.)
+        state.apply(&job_poll("RUNNING", 200_000, (1, 103), &[105], vec![]), Timestamp(200_000));
+        assert_eq!(job(&state).consecutive_failures(), 103);
+        state.apply(
+            &job_poll("RUNNING", 201_000, (2, 103), &[], vec![completed(105, 50)]),
+            Timestamp(201_000),
+        );
+        assert_eq!((job(&state).consecutive_failures(), job(&state).failing_since), (0, None));
+    }
+
+    #[test]
+    fn a_trigger_that_failed_before_its_checkpoint_had_an_id_is_no_failed_checkpoint() {
+        let mut state = State::new(WINDOW);
+        // A fresh job: Flink counted its first trigger as failed while the tasks deployed
+        // ("Not all required tasks are currently running"); checkpoint 1 completed.
+        state.apply(&job_poll("RUNNING", 10_000, (1, 1), &[], vec![completed(1, 50)]), Timestamp(10_000));
+        let j = job(&state);
+        assert_eq!((j.failed_without_id, j.consecutive_failures()), (1, 0));
+        assert_eq!(j.totals(), Totals { completed: 1, failed: 1 }, "still counted as Flink counts it");
+        // Later: one more trigger failure (no id), then a declined checkpoint 3 seen, and one
+        // with an id that went by unseen (4; 5 is in progress).
+        state.apply(&job_poll("RUNNING", 20_000, (2, 2), &[], vec![completed(2, 50)]), Timestamp(20_000));
+        state.apply(
+            &job_poll(
+                "RUNNING",
+                30_000,
+                (2, 4),
+                &[5],
+                vec![failed(3, "Asynchronous task checkpoint failed.")],
+            ),
+            Timestamp(30_000),
+        );
+        let j = job(&state);
+        assert_eq!(j.failed_without_id, 2);
+        assert_eq!(j.consecutive_failures(), 2, "3 and the unseen 4, not the trigger failures");
+    }
+
+    #[test]
+    fn after_a_restart_of_the_daemon_a_new_failed_checkpoint_is_not_taken_for_a_trigger_failure() {
+        let mut state = State::new(WINDOW);
+        // One trigger failure at the start, checkpoints 1 to 3 completed.
+        let first = vec![completed(1, 50), completed(2, 50), completed(3, 50)];
+        state.apply(&job_poll("RUNNING", 10_000, (3, 1), &[], first), Timestamp(10_000));
+        assert_eq!(job(&state).failed_without_id, 1);
+        let bytes = persist::to_bytes(&persist::snapshot(&state));
+        let mut restored = persist::restore(WINDOW, serde_json::from_slice(&bytes).unwrap());
+        // The first poll after the restart brings only checkpoint 4, declined.
+        let declined = failed(4, "Asynchronous task checkpoint failed.");
+        restored.apply(&job_poll("RUNNING", 20_000, (3, 2), &[], vec![declined]), Timestamp(20_000));
+        let j = job(&restored);
+        assert_eq!((j.failed_without_id, j.consecutive_failures()), (0, 1));
+    }
+
+    #[test]
+    fn time_running_without_a_completed_checkpoint_counts_from_entering_running() {
+        let mut state = State::new(WINDOW);
+        state.apply(&job_poll("RUNNING", 10_000, (0, 0), &[1], vec![]), Timestamp(10_000));
+        state.apply(
+            &job_poll(
+                "RUNNING",
+                70_000,
+                (0, 1),
+                &[],
+                vec![failed(1, "Checkpoint expired before completing.")],
+            ),
+            Timestamp(70_000),
+        );
+        assert_eq!(job(&state).running_without_checkpoint_ms(Timestamp(100_000)), Some(90_000));
+        state.apply(&job_poll("RUNNING", 110_000, (1, 1), &[], vec![completed(100, 50)]), Timestamp(110_000));
+        assert_eq!(job(&state).running_without_checkpoint_ms(Timestamp(120_000)), None);
+        // A restart starts the clock again.
+        state.apply(&job_poll("RESTARTING", 130_000, (1, 1), &[], vec![]), Timestamp(130_000));
+        assert_eq!(job(&state).running_without_checkpoint_ms(Timestamp(131_000)), None, "not running");
+        state.apply(&job_poll("RUNNING", 140_000, (1, 1), &[], vec![]), Timestamp(140_000));
+        assert_eq!(job(&state).running_without_checkpoint_ms(Timestamp(150_000)), Some(10_000));
+        // A job without periodic checkpoints waits for none.
+        let mut state = State::new(WINDOW);
+        let Observation::JobPolled(mut poll) = job_poll("RUNNING", 10_000, (0, 0), &[], vec![]) else {
+            unreachable!()
+        };
+        poll.settings = Some(CheckpointSettings { interval_ms: None, ..CheckpointSettings::default() });
+        state.apply(&Observation::JobPolled(poll), Timestamp(10_000));
+        assert_eq!(job(&state).running_without_checkpoint_ms(Timestamp(900_000)), None);
+        // A job first seen running with completed checkpoints has completed one.
+        let mut state = State::new(WINDOW);
+        state.apply(&job_poll("RUNNING", 10_000, (5, 0), &[], vec![]), Timestamp(10_000));
+        assert_eq!(job(&state).running_without_checkpoint_ms(Timestamp(900_000)), None);
     }
 
     #[test]

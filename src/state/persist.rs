@@ -209,6 +209,7 @@ pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
             restored.last_completed = job.last_completed;
             restored.last_failed = job.last_failed;
             restored.recent = job.recent;
+            restored.recount_consecutive_failures();
             restored.phases = phases_in(window, &job.phases);
             let s = |i: usize| WindowedHistogram::from_persisted(window, &job.sizes[i]);
             restored.sizes =

@@ -114,6 +114,10 @@ struct Replay {
     /// Until this many polls were served, `/jobs/:id` answers without vertices and plan, as
     /// Flink's cached answer for a job still initializing.
     graph_missing_until_poll: usize,
+    /// Whether the job is cancelled after the series: then the listing says CANCELED, the next
+    /// `/checkpoints` answer is still the last one of the series (Flink's cache lags the
+    /// cancel), and every later one is `rest/checkpoints-after-cancel.json`.
+    cancel_after_series: std::sync::atomic::AtomicBool,
 }
 
 /// A running replay server.
@@ -157,6 +161,14 @@ pub async fn replay(version: &str, name: &str) -> ReplayServer {
     replay_server(version, name, None, 0).await
 }
 
+/// A replay server whose job is cancelled once the series was served: listed CANCELED, one
+/// stale `/checkpoints` answer, then `rest/checkpoints-after-cancel.json`.
+pub async fn replay_then_cancel(version: &str, name: &str) -> ReplayServer {
+    let server = replay_server(version, name, None, 0).await;
+    server.state.cancel_after_series.store(true, Ordering::SeqCst);
+    server
+}
+
 /// A replay server that also answers `/jobs/:id/vertices/:vid`, with every subtask
 /// `(unassigned)` until `unassigned_until_poll` polls were served, and `…/backpressure` with
 /// HTTP 500 (as Flink does while a young job's metrics are not collected yet).
@@ -182,6 +194,7 @@ async fn replay_server(
         vertices_unassigned_until_poll,
         vertex_requests: AtomicUsize::new(0),
         graph_missing_until_poll,
+        cancel_after_series: Default::default(),
     });
     let app = Router::new()
         .route("/overview", get(overview))
@@ -226,8 +239,10 @@ async fn jobs_overview(State(s): S) -> Response {
     let mut all = read_json(&rest(&s, "jobs-overview.json"));
     let jobs = all["jobs"].as_array_mut().unwrap();
     jobs.retain(|j| j["jid"] == s.scenario.job_id.as_str());
+    let cancelled = s.cancel_after_series.load(Ordering::SeqCst)
+        && s.step.load(Ordering::SeqCst) >= s.scenario.polls.len();
     for j in jobs.iter_mut() {
-        j["state"] = Value::from("RUNNING");
+        j["state"] = Value::from(if cancelled { "CANCELED" } else { "RUNNING" });
     }
     json(&all)
 }
@@ -250,6 +265,9 @@ async fn job(State(s): S, UrlPath(job): UrlPath<String>) -> Response {
 async fn checkpoints(State(s): S, UrlPath(_job): UrlPath<String>) -> Response {
     let step = s.step.fetch_add(1, Ordering::SeqCst);
     let polls = &s.scenario.polls;
+    if s.cancel_after_series.load(Ordering::SeqCst) && step > polls.len() {
+        return file(rest(&s, "checkpoints-after-cancel.json"));
+    }
     json(&polls[step.min(polls.len() - 1)])
 }
 
@@ -369,6 +387,11 @@ impl Scenario {
 
     /// [`Scenario::job_polls`] of an edited copy of the series.
     pub fn job_polls_of(&self, polls: &[Value]) -> Vec<checkpoint_sentinel::observe::JobPoll> {
+        self.job_polls_at(polls, &self.poll_times())
+    }
+
+    /// [`Scenario::job_polls_of`] with the poll times given (one per poll).
+    pub fn job_polls_at(&self, polls: &[Value], times: &[i64]) -> Vec<checkpoint_sentinel::observe::JobPoll> {
         use checkpoint_sentinel::flink::{convert, dto};
         use checkpoint_sentinel::observe::{JobKey, JobPoll};
         use checkpoint_sentinel::time::Timestamp;
@@ -379,11 +402,10 @@ impl Scenario {
             serde_json::from_value(read_json(&self.dir.join("rest/job.json"))).unwrap();
         let names: std::collections::HashMap<String, String> =
             job.vertices.iter().map(|v| (v.id.clone(), v.name.clone().unwrap_or_default())).collect();
-        let times = self.poll_times();
         let mut seen = std::collections::BTreeSet::new();
         polls
             .iter()
-            .zip(times)
+            .zip(times.iter().copied())
             .map(|(poll, at)| {
                 let stats: dto::CheckpointingStatistics = serde_json::from_value(poll.clone()).unwrap();
                 let mut finished = Vec::new();

@@ -1,0 +1,68 @@
+//! A cancelled job through the real poller: Flink lists it CANCELED at once while its
+//! checkpoint statistics still show the checkpoint in progress (the REST cache lags the
+//! cancel); the poller polls it until its counts settle, so the daemon ends with Flink's final
+//! counts (the checkpoint the cancel failed included), nothing in progress, and then stops
+//! polling it.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::{read_json, replay_then_cancel, sample, scrape};
+
+#[tokio::test]
+async fn a_cancelled_job_is_polled_until_its_counts_settle_then_left_alone() {
+    for version in ["2.3.0", "1.20.5", "1.14.6"] {
+        let server = replay_then_cancel(version, "backpressure").await;
+        let state = tempfile::tempdir().unwrap();
+        let config = common::watching(&server.url, Duration::from_millis(100), state.path());
+        let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
+        let series = server.scenario().polls.len();
+        // The stale answer, the settled one, the same again: then the counts stopped changing.
+        server.wait_for_polls(3).await;
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let metrics = scrape(daemon.addr).await;
+        let served = server.polls_served();
+        daemon.shutdown().await;
+
+        let fin =
+            read_json(&server.scenario().dir.join("rest/checkpoints-after-cancel.json"))["counts"].clone();
+        let job = server.scenario().job_id.clone();
+        let name = metrics
+            .lines()
+            .find(|l| l.starts_with("flink_job_info{") && l.contains(&job))
+            .and_then(|l| l.split("job_name=\"").nth(1))
+            .and_then(|r| r.split('"').next())
+            .unwrap()
+            .to_string();
+        let with = |status: Option<&'static str>| {
+            let mut labels = vec![("cluster", "lab"), ("job_id", job.as_str()), ("job_name", name.as_str())];
+            labels.extend(status.map(|s| ("status", s)));
+            labels
+        };
+        let completed = sample(&metrics, "flink_checkpoints_total", &with(Some("completed")));
+        let failed = sample(&metrics, "flink_checkpoints_total", &with(Some("failed")));
+        assert_eq!(
+            (completed, failed),
+            (fin["completed"].as_f64(), fin["failed"].as_f64()),
+            "{version}: Flink's final counts, the checkpoint the cancel failed included"
+        );
+        assert_eq!(sample(&metrics, "flink_checkpoints_in_progress", &with(None)), Some(0.0), "{version}");
+        assert_eq!(
+            sample(&metrics, "flink_checkpoint_oldest_in_progress_age_seconds", &with(None)),
+            Some(0.0),
+            "{version}"
+        );
+        assert_eq!(
+            sample(
+                &metrics,
+                "flink_job_info",
+                &[("cluster", "lab"), ("job_id", &job), ("job_name", &name), ("state", "CANCELED")]
+            ),
+            Some(1.0),
+            "{version}"
+        );
+        // Polled until settled (stale, final, final), and not again: bounded.
+        assert_eq!(served, series + 3, "{version}: {served} polls for a series of {series}");
+    }
+}
