@@ -23,6 +23,9 @@ pub struct AppState {
     /// Woken when warning or error log events arrive: the rules look at them at once instead
     /// of at the next evaluation tick, so a failure line reaches Alertmanager within a second.
     pub log_events_arrived: tokio::sync::Notify,
+    /// Woken when a poll or a log line shows a checkpoint in progress, so the rule loop
+    /// schedules the early-warning evaluation for its age (`rules::next_age_wake`).
+    pub checkpoint_started: tokio::sync::Notify,
     /// Whether the daemon's port serves TLS, and its failed handshakes by reason
     /// (`TLS_HANDSHAKE_ERRORS`).
     pub tls_serving: AtomicBool,
@@ -58,6 +61,7 @@ impl AppState {
             last_persisted_ms: AtomicI64::new(0),
             alerts: RwLock::new(AlertsView::default()),
             log_events_arrived: tokio::sync::Notify::new(),
+            checkpoint_started: tokio::sync::Notify::new(),
             tls_serving: AtomicBool::new(false),
             tls_handshake_errors: Default::default(),
         }
@@ -79,6 +83,13 @@ impl AppState {
         };
         if events.iter().any(|e| e.severity >= Severity::Warning) {
             self.log_events_arrived.notify_one();
+        }
+        let started = match observation {
+            Observation::JobPolled(poll) => !poll.in_progress.is_empty(),
+            _ => events.iter().any(|e| e.kind == "triggered"),
+        };
+        if started {
+            self.checkpoint_started.notify_one();
         }
     }
 
