@@ -89,7 +89,7 @@ const PACK: &[Spec] = &[
         // `in_progress_age` is the oldest checkpoint in progress *now* (the poll's and the
         // log's, minus those the log said finished since and those past their timeout), so
         // this holds only between 80 % and 100 % of the timeout: before the expiry, never
-        // after. The daemon wakes the rules at those instants (daemon::next_age_wake). The
+        // after. The daemon wakes the rules at those instants (rules::next_age_wake). The
         // hold keeps one alert while checkpoints keep running out of time.
         expr: "in_progress_age > 0.8 * timeout",
         for_s: 0,
@@ -181,7 +181,7 @@ const PACK: &[Spec] = &[
         severity: Severity::Warning,
         class: Class::Failure,
         summary: "Checkpoints of {{ job_name }} trigger off the schedule Flink's rules predict",
-        description: "The reference model of Flink's checkpoint coordinator found {{ value }} trigger deviations no rule explains for job {{ job_name }} on {{ cluster }} in the last 30 minutes (a coordinator stall, JobManager overload or GC pause, a clock jump).",
+        description: "The reference model of Flink's checkpoint coordinator found checkpoint triggers of job {{ job_name }} on {{ cluster }} in the last 30 minutes that no rule explains, or a trigger it expected is overdue now (a coordinator stall, JobManager overload or GC pause, a clock jump). The job page lists each deviation with its numbers.",
     },
 ];
 
