@@ -22,6 +22,7 @@ mod model_replay;
 mod pending_subtasks;
 mod reload;
 mod restart;
+mod rules_agree;
 mod scan_streaming;
 mod shadow;
 mod tidy;
