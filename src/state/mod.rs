@@ -53,7 +53,13 @@ pub struct ClusterState {
     pub jobs: BTreeMap<String, JobState>,
     /// What its log files said.
     pub logs: logs::LogState,
+    /// Checkpoint lines of jobs not polled yet (a job's first lines come before the poll that
+    /// lists it), handed to the job when it appears; at most [`UNCLAIMED_LOG_EVENTS`].
+    unclaimed: VecDeque<(LogEvent, Timestamp)>,
 }
+
+/// How many checkpoint lines of jobs not known yet a cluster keeps for them.
+const UNCLAIMED_LOG_EVENTS: usize = 256;
 
 /// Lifetime checkpoint totals by status.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -676,8 +682,17 @@ pub const NOT_CHECKPOINTING: [&str; 7] =
 impl ClusterState {
     /// Hands a log event to the job it names, if that job is known.
     fn observe_log_event(&mut self, event: &LogEvent, now: Timestamp) {
-        let Some(job) = event.job_id.as_deref().and_then(|id| self.jobs.get_mut(id)) else { return };
-        job.observe_log_event(event, now);
+        let Some(job_id) = event.job_id.as_deref() else { return };
+        match self.jobs.get_mut(job_id) {
+            Some(job) => job.observe_log_event(event, now),
+            None if event.checkpoint_id.is_some() && event.source == "log" => {
+                self.unclaimed.push_back((event.clone(), now));
+                if self.unclaimed.len() > UNCLAIMED_LOG_EVENTS {
+                    self.unclaimed.pop_front();
+                }
+            }
+            None => {}
+        }
     }
 }
 
@@ -709,6 +724,21 @@ impl State {
                 });
                 job.listed = true;
                 job.shadow.trigger.set_flink_version(cluster.flink_version.as_deref());
+                // Lines about this job read before it was first polled (say, its first checkpoint
+                // completing): without them a stale "in progress" of the poll would look live.
+                if cluster
+                    .unclaimed
+                    .iter()
+                    .any(|(e, _)| e.job_id.as_deref() == Some(poll.key.job_id.as_str()))
+                {
+                    let (mine, others) = std::mem::take(&mut cluster.unclaimed)
+                        .into_iter()
+                        .partition(|(e, _)| e.job_id.as_deref() == Some(poll.key.job_id.as_str()));
+                    cluster.unclaimed = others;
+                    for (event, at) in mine {
+                        job.observe_log_event(&event, at);
+                    }
+                }
                 job.apply_poll(poll, window);
             }
             Observation::JobLoad(report) => {
@@ -784,6 +814,7 @@ impl State {
             poll_duration: WindowedHistogram::new(window),
             jobs: BTreeMap::new(),
             logs: logs::LogState::default(),
+            unclaimed: VecDeque::new(),
         })
     }
 
@@ -919,6 +950,25 @@ mod tests {
         // A job that is being cancelled has nothing in progress.
         let mut state = running_with_checkpoint_6();
         state.clusters.get_mut("c").unwrap().jobs.get_mut("j").unwrap().job_state = "CANCELLING".into();
+        assert!(job(&state).live_in_progress(Timestamp(103_300)).is_empty());
+    }
+
+    #[test]
+    fn lines_read_before_the_jobs_first_poll_still_count() {
+        // Live on Flink 1.20.5: checkpoint 1 of a fresh job completed in 115 ms, before the
+        // first poll listed the job, and that poll (Flink's statistics lag) still showed it in
+        // progress; at 80 % of the timeout it was taken for a checkpoint about to expire.
+        let mut state = State::new(WINDOW);
+        state.apply(&log_line("completed", 6, ""), Timestamp(100_200));
+        let Observation::JobPolled(mut p) = poll(5, 0, Vec::new()) else { unreachable!() };
+        p.settings = Some(CheckpointSettings { timeout_ms: Some(4_000), ..Default::default() });
+        p.in_progress = vec![InProgressCheckpoint {
+            id: 6,
+            triggered_at: Timestamp(100_000),
+            num_subtasks: 6,
+            num_acknowledged: 5,
+        }];
+        state.apply(&Observation::JobPolled(p), Timestamp(101_000));
         assert!(job(&state).live_in_progress(Timestamp(103_300)).is_empty());
     }
 
