@@ -91,6 +91,7 @@ class Watch:
         self.alerts = {}  # (via, alertname, job_id) -> {startsAt_ms: [first_seen_ms, last_seen_ms]}
         self.checkpoints = {}  # job_id -> {id: (trigger_ms, failure_ms or None, message)}
         self.counted = {}  # job_id -> [(seen_ms, failures_seen)]
+        self.completed = {}  # job_id -> {id: (trigger_ms, ack_ms)}
         self.stop = threading.Event()
 
 
@@ -128,6 +129,9 @@ def watch_flink(w, rest, jobs):
                         c.get("failure_timestamp") if c.get("status") == "FAILED" else None,
                         c.get("failure_message") or "",
                     )
+                    if c.get("status") == "COMPLETED":
+                        w.completed.setdefault(job, {})[c["id"]] = (
+                            c.get("trigger_timestamp"), c.get("latest_ack_timestamp"))
         time.sleep(1.0)
 
 
@@ -338,7 +342,8 @@ def report(w, healthy, expired, cancel_at, args):
                 "daemon", "FlinkCheckpointExpiredBurst", nth=2)
 
     print(f"\n## First alert about failing checkpoints after the first expiry (Flink {args.version}, "
-          f"{len(expired)} expired jobs + 1 healthy, {args.seconds} s)\n")
+          f"{len(expired)} expired jobs + 1 healthy, {args.seconds} s; daemon at its defaults: "
+          f"REST poll 5 s, rule tick 15 s, logs tailed)\n")
     print("| setup | " + " | ".join(f"job {i + 1}" for i in range(len(expired))) + " | median |")
     print("|---|" + "---|" * (len(expired) + 1))
     for label, cells, values in rows:
@@ -374,6 +379,19 @@ def report(w, healthy, expired, cancel_at, args):
             active = any(s[0] <= failure <= s[1] + 100 for _, s in warn)
             late = at - failure if at is not None else None
             print(f"| {i + 1} | {k + 1} | {cid} | {fmt_s(late)} | {'yes' if active else 'no'} |")
+
+    print("\n## Each early-warning episode of the daemon: which checkpoint it started on\n")
+    print("| job | episode start | checkpoint in progress then | its age | its end |")
+    print("|---|---|---|---|---|")
+    for i, job in enumerate(expired):
+        spans = [(cid, t, f, "expired") for cid, t, f in expiries[job]]
+        spans += [(cid, t, a, "completed") for cid, (t, a) in w.completed.get(job, {}).items() if t and a]
+        for _, (seen, _) in episodes_of(w, "daemon", "FlinkCheckpointAboutToExpire", job):
+            live = [(cid, seen - t, end, how) for cid, t, end, how in spans if t <= seen < end]
+            if not live:
+                print(f"| {i + 1} | {seen} | none (a stale or late warning) | | |")
+            for cid, age, end, how in live:
+                print(f"| {i + 1} | {seen} | {cid} | {age / 1000:.2f} s | {how} {(end - seen) / 1000:.2f} s later |")
 
     print("\n## Firing episodes per alert (flaps = episodes - 1)\n")
     print("| sent by | alert | job | episodes | flaps |")
