@@ -592,13 +592,26 @@ mod tests {
     }
 
     /// The e2e `expired` job: interval 3 s, timeout 4 s; checkpoint `id` triggered at `at`
-    /// and seen in progress by a poll 1.5 s later (Flink's REST answer lags the trigger).
+    /// (the JobManager logs it then) and seen in progress by a poll 1.5 s later (Flink's REST
+    /// answer lags the trigger).
     fn poll_in_progress(state: &mut State, id: u64, at: i64) {
+        use crate::observe::{LogEvent, Severity as LogSeverity};
+        let line = format!(
+            "Triggering checkpoint {id} (type=CheckpointType{{name='Checkpoint'}}) @ {at} for job j."
+        );
+        let mut e = LogEvent::new("triggered".into(), LogSeverity::Info, line);
+        (e.cluster, e.job_id, e.checkpoint_id) = ("c".into(), Some("j".into()), Some(id));
+        state.apply(&Observation::LogEvents(vec![e]), Timestamp(at));
+        poll_only(state, id, at, 1_500);
+    }
+
+    /// A poll `after` ms past the trigger that shows checkpoint `id` in progress.
+    fn poll_only(state: &mut State, id: u64, at: i64, after: i64) {
         let obs = Observation::JobPolled(JobPoll {
             key: JobKey { cluster: "c".into(), job_id: "j".into() },
             job_name: "orders".into(),
             job_state: "RUNNING".into(),
-            polled_at: Timestamp(at + 1_500),
+            polled_at: Timestamp(at + after),
             counts: CheckpointCounts { completed: 1, failed: 0, in_progress: 1, restored: 0 },
             settings: Some(CheckpointSettings {
                 interval_ms: Some(3_000),
@@ -614,7 +627,7 @@ mod tests {
             finished: Vec::new(),
             latest_restore: None,
         });
-        state.apply(&obs, Timestamp(at + 1_500));
+        state.apply(&obs, Timestamp(at + after));
     }
 
     fn expired_line(state: &mut State, id: u64, at: i64) {
@@ -651,7 +664,7 @@ mod tests {
         assert_eq!(late.active().count(), 0, "nothing fires after the checkpoint expired");
         // Without the line, the timeout alone ends it (the stale poll does not count).
         let mut stale = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
-        poll_in_progress(&mut stale, 3, 100_000);
+        poll_only(&mut stale, 3, 100_000, 2_500);
         let mut late = Evaluator::new(vec![builtin("FlinkCheckpointAboutToExpire")]);
         late.evaluate(&stale, Timestamp(104_150));
         assert_eq!(late.active().count(), 0, "4.15 s on a 4 s timeout is after the expiry");
@@ -675,6 +688,21 @@ mod tests {
         assert_eq!(ev.evaluate(&state, Timestamp(last_near + 299_000)).len(), 0);
         assert_eq!(ev.evaluate(&state, Timestamp(last_near + 300_000)).len(), 1);
         assert_eq!(ev.active().count(), 0);
+    }
+
+    #[test]
+    fn without_the_log_a_poll_must_have_seen_the_checkpoint_at_half_its_timeout() {
+        let rule = || Evaluator::new(vec![builtin("FlinkCheckpointAboutToExpire")]);
+        // Seen at 1.5 s of 4 s, then no news: it may well have completed since.
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        poll_only(&mut state, 3, 100_000, 1_500);
+        let mut ev = rule();
+        ev.evaluate(&state, Timestamp(103_300));
+        assert_eq!(ev.active().count(), 0);
+        // Seen still running at 2.5 s: at 3.3 s it is about to expire.
+        poll_only(&mut state, 3, 100_000, 2_500);
+        ev.evaluate(&state, Timestamp(103_300));
+        assert_eq!(ev.active().count(), 1);
     }
 
     #[test]

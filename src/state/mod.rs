@@ -320,6 +320,8 @@ pub struct JobState {
     pub seen: SeenIds,
     /// Checkpoints in progress at the last poll.
     pub in_progress: Vec<InProgressCheckpoint>,
+    /// When that poll was answered.
+    pub in_progress_polled_at: Timestamp,
     /// The latest completed checkpoint.
     pub last_completed: Option<CheckpointRecord>,
     /// The latest failed checkpoint.
@@ -363,6 +365,7 @@ impl JobState {
             unobserved: Totals::default(),
             seen: SeenIds::default(),
             in_progress: Vec::new(),
+            in_progress_polled_at: now,
             last_completed: None,
             last_failed: None,
             latest_restore: None,
@@ -385,11 +388,12 @@ impl JobState {
     }
 
     /// The checkpoints in progress at `now` as far as the daemon can tell, as (id, trigger
-    /// time): those the last poll saw in progress and those the log saw triggered since (the
-    /// REST answer lags a trigger by a second or more, and the poll comes every
-    /// `poll_interval`), minus those a log line or a later poll has said finished, and minus
-    /// those at or past their timeout (Flink's canceller has expired them by then, whatever
-    /// the last poll said). Nothing for a job that ended.
+    /// time): those the log saw triggered (the REST answer lags a trigger by a second or more,
+    /// and the poll comes every `poll_interval`) and those the last poll saw in progress, minus
+    /// those a log line or a later poll has said finished, minus those at or past their timeout
+    /// (Flink's canceller has expired them by then, whatever the last poll said), and minus
+    /// those only a poll knows of that it saw younger than half their timeout (they may have
+    /// completed since, unheard). Nothing for a job that ended.
     pub fn live_in_progress(&self, now: Timestamp) -> Vec<(u64, Timestamp)> {
         if NOT_CHECKPOINTING.contains(&self.job_state.as_str()) {
             return Vec::new();
@@ -397,10 +401,18 @@ impl JobState {
         let timeout_ms = self.settings.as_ref().and_then(|s| s.timeout_ms);
         let within_timeout = |at: Timestamp| timeout_ms.is_none_or(|t| now.since(at) < t);
         let finished_by_log = |id: u64| self.logged.get(&id).is_some_and(|l| l.finished);
+        // A checkpoint the log saw triggered would be heard of when it finishes. One only the
+        // poll knows may have completed since that poll (which itself lags Flink by a second
+        // or so): it counts only if the poll saw it running at half its timeout or later, so
+        // that a checkpoint seen young and done since is not taken for a slow one.
+        let fresh = |cp: &InProgressCheckpoint| {
+            self.logged.get(&cp.id).is_some_and(|l| l.triggered_at.is_some())
+                || timeout_ms.is_some_and(|t| 2 * self.in_progress_polled_at.since(cp.triggered_at) >= t)
+        };
         let mut live: Vec<(u64, Timestamp)> = self
             .in_progress
             .iter()
-            .filter(|cp| !finished_by_log(cp.id) && within_timeout(cp.triggered_at))
+            .filter(|cp| !finished_by_log(cp.id) && within_timeout(cp.triggered_at) && fresh(cp))
             .map(|cp| (cp.id, cp.triggered_at))
             .collect();
         // Checkpoints only the log knows of yet: they need a timeout to be bounded by.
@@ -528,6 +540,7 @@ impl JobState {
             self.settings.clone_from(&poll.settings);
         }
         self.in_progress.clone_from(&poll.in_progress);
+        self.in_progress_polled_at = poll.polled_at;
         if poll.latest_restore.is_some() {
             self.latest_restore = poll.latest_restore;
         }
@@ -916,11 +929,15 @@ mod tests {
     }
 
     /// A RUNNING job with a 4 s timeout whose checkpoint 6 (triggered at 100 s) the poll at
-    /// 101.5 s saw in progress.
+    /// 102.1 s saw in progress.
     fn running_with_checkpoint_6() -> State {
+        polled_with_checkpoint_6(102_100)
+    }
+
+    fn polled_with_checkpoint_6(at: i64) -> State {
         let mut state = State::new(WINDOW);
         let Observation::JobPolled(mut p) = poll(5, 0, Vec::new()) else { unreachable!() };
-        p.polled_at = Timestamp(101_500);
+        p.polled_at = Timestamp(at);
         p.settings = Some(CheckpointSettings { timeout_ms: Some(4_000), ..Default::default() });
         p.in_progress = vec![InProgressCheckpoint {
             id: 6,
@@ -928,7 +945,7 @@ mod tests {
             num_subtasks: 6,
             num_acknowledged: 5,
         }];
-        state.apply(&Observation::JobPolled(p), Timestamp(101_500));
+        state.apply(&Observation::JobPolled(p), Timestamp(at));
         state
     }
 
@@ -947,6 +964,25 @@ mod tests {
         assert_eq!(job(&state).live_in_progress(Timestamp(104_500)), [(7, Timestamp(104_001))]);
         state.apply(&log_line("completed", 7, ""), Timestamp(106_000));
         assert!(job(&state).live_in_progress(Timestamp(106_001)).is_empty());
+        // Seen by a poll at 37 % of its timeout and heard of no more, it may have completed
+        // since: no evidence that it is still running at 80 %.
+        let state = polled_with_checkpoint_6(101_500);
+        assert!(job(&state).live_in_progress(Timestamp(103_300)).is_empty());
+        // Unless the log saw it triggered (and would have said when it finished).
+        let mut state = State::new(WINDOW);
+        state.apply(
+            &Observation::JobPolled(match poll(5, 0, Vec::new()) {
+                Observation::JobPolled(p) => JobPoll {
+                    settings: Some(CheckpointSettings { timeout_ms: Some(4_000), ..Default::default() }),
+                    ..p
+                },
+                _ => unreachable!(),
+            }),
+            Timestamp(99_000),
+        );
+        let line = "Triggering checkpoint 6 (type=CheckpointType{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}) @ 100000 for job e5977598408a0b50e1eb3e122b7bd082.";
+        state.apply(&log_line("triggered", 6, line), Timestamp(100_001));
+        assert_eq!(job(&state).live_in_progress(Timestamp(103_300)), [(6, Timestamp(100_000))]);
         // A job that is being cancelled has nothing in progress.
         let mut state = running_with_checkpoint_6();
         state.clusters.get_mut("c").unwrap().jobs.get_mut("j").unwrap().job_state = "CANCELLING".into();
