@@ -126,7 +126,7 @@ pub const METRICS: &[MetricDef] = &[
         "flink_checkpoint_oldest_in_progress_age_seconds",
         Gauge,
         JOB,
-        "Age of the oldest checkpoint in progress at scrape time (now minus its trigger time): those the last poll saw and those the log saw triggered since, without those the log said finished since or that are past their timeout; 0 when none."
+        "Age of the oldest checkpoint in progress at scrape time (now minus its trigger time): those the log saw triggered and those the last poll saw, without those the log said finished since, those past their timeout, and those only a poll saw and younger than half their timeout then (they may have completed unheard); 0 when none."
     ),
     metric!(
         "flink_checkpoint_last_completed_timestamp_seconds",
