@@ -9,6 +9,7 @@ mod alertmanager;
 mod demo;
 mod demo_shadow;
 mod diagnose;
+mod failure_evidence;
 mod faults;
 mod fixtures_parse;
 mod golden;

@@ -157,6 +157,11 @@ pub fn is_shutdown_failure(text: &str) -> bool {
 }
 
 impl FailureEvidence {
+    /// Whether checkpoint `id` was counted (ids below the remembered ones count as counted).
+    pub fn counted(&self, id: u64) -> bool {
+        id < self.floor || self.ids.contains(&id)
+    }
+
     /// Counts checkpoint `id` as failed at `at` unless it was counted already; returns whether
     /// it was new.
     pub fn count(&mut self, id: u64, at: Timestamp) -> bool {
