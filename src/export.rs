@@ -235,7 +235,7 @@ pub const METRICS: &[MetricDef] = &[
         "flink_checkpoint_log_events_total",
         Counter,
         &["cluster", "job_id", "kind", "source"],
-        "Checkpoint events recognised in Flink logs (source log) or synthesised from REST (source rest), by kind: triggered, completed, expired, declined, failed, barrier_missing, snapshot_slow, …; job_id is empty for lines that name no job."
+        "Checkpoint events recognised in Flink logs (source log) or synthesised from REST (source rest), by kind: triggered, completed, expired, declined, failed, barrier_missing, snapshot_slow, subtask_pending, …; job_id is empty for lines that name no job."
     ),
     metric!(
         "flink_checkpoint_log_root_causes_total",

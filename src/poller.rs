@@ -390,6 +390,12 @@ impl Poller {
                                 "{name} (subtask {index}) has not acknowledged checkpoint {id} after {waited} ms (timeout {timeout_ms} ms) although every subtask downstream of it has: it passed the barrier on and is in its synchronous or asynchronous snapshot, not waiting for barriers"
                             ),
                         ),
+                        PendingPhase::Unknown => (
+                            "subtask_pending",
+                            format!(
+                                "{name} (subtask {index}) has not acknowledged checkpoint {id} after {waited} ms (timeout {timeout_ms} ms); its inputs sent their barriers, and with no subtask downstream of it nothing tells whether it is still aligning or in its snapshot"
+                            ),
+                        ),
                         _ => (
                             "barrier_missing",
                             format!(
@@ -544,9 +550,12 @@ pub enum PendingPhase {
     Snapshot,
     /// An upstream vertex has not acknowledged either: the barrier it waits for was not sent.
     BehindUpstream,
-    /// Its inputs sent their barriers and its outputs have not received one: it is aligning
-    /// (barriers queued behind data) or, without more evidence, cannot be told apart from that.
+    /// Its inputs sent their barriers and the subtasks downstream of it still wait for its
+    /// barrier: it has not passed it on, so it is still aligning (barriers queued behind data).
     Barriers,
+    /// Its inputs sent their barriers and it has no downstream subtasks to tell whether it
+    /// passed one on: aligning or snapshotting cannot be told apart.
+    Unknown,
 }
 
 /// Classifies a pending subtask of vertex `vid` given the vertices whose subtasks all
@@ -565,6 +574,9 @@ pub fn pending_phase(
     }
     if producers.is_empty() || (!consumers.is_empty() && consumers.iter().all(|c| done.contains(c))) {
         return PendingPhase::Snapshot;
+    }
+    if consumers.is_empty() {
+        return PendingPhase::Unknown;
     }
     PendingPhase::Barriers
 }

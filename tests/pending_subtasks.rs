@@ -69,6 +69,8 @@ fn a_pending_subtask_is_in_its_snapshot_only_when_its_consumers_have_its_barrier
     // backpressure: the barrier is queued in front of the map; the sink waits for it.
     assert_eq!(pending_phase(&topology, "map", &done(&["source"])), PendingPhase::Barriers);
     assert_eq!(pending_phase(&topology, "sink", &done(&["source"])), PendingPhase::BehindUpstream);
+    // The last vertex has nobody downstream to show where the barrier is: no verdict.
+    assert_eq!(pending_phase(&topology, "sink", &done(&["source", "map"])), PendingPhase::Unknown);
     // A source waits for no barrier: triggered by RPC, a pending one is in its snapshot.
     assert_eq!(pending_phase(&topology, "source", &done(&[])), PendingPhase::Snapshot);
 }
