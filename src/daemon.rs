@@ -402,8 +402,11 @@ async fn alert_loop(
                 evaluate(&app, &mut evaluator, &mut notifier).await;
                 last_round = tokio::time::Instant::now();
             }
-            // Only to compute `age_wake` again with the new checkpoint in it.
-            () = app.checkpoint_started.notified() => {}
+            // Only to compute `age_wake` again with the new checkpoint in it; with many jobs
+            // polls come often, so at most every AGE_WAKE_GAP (a walk over every job each time).
+            () = app.checkpoint_started.notified() => {
+                tokio::time::sleep(AGE_WAKE_GAP).await;
+            }
             () = app.log_events_arrived.notified() => {
                 // A burst of failures across many jobs wakes this often: one round per gap.
                 tokio::time::sleep_until(last_round + EVENT_ROUND_GAP).await;
@@ -413,6 +416,9 @@ async fn alert_loop(
         }
     }
 }
+
+/// Least time between two recomputations of the next early-warning instant.
+const AGE_WAKE_GAP: Duration = Duration::from_millis(50);
 
 /// Least time between two rule rounds woken by log events (each is a round over every job).
 const EVENT_ROUND_GAP: Duration = Duration::from_millis(250);
