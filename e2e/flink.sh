@@ -25,6 +25,7 @@
 # Progress goes to stderr; stdout carries only the answer (job id, pid, path, URL).
 #
 # Environment: SENTINEL_E2E_CACHE, SENTINEL_E2E_PORT_BASE (18000), SENTINEL_E2E_SLOTS (4),
+#   SENTINEL_E2E_EXTRA_CONF (extra config lines for `start`),
 #   SENTINEL_E2E_JM_MEM (1g), SENTINEL_E2E_TM_MEM (1536m), PYTHON (python3).
 # Tested with Flink 2.3.0 and 1.20.5 on Debian 12, OpenJDK 17; see e2e/README.md.
 set -euo pipefail
@@ -195,6 +196,8 @@ env.java.opts.all: $(java17_opts "$fh")
 YAML
   # Flink <= 1.16 reads only env.java.opts
   [ -f "$fh/conf.dist/config.yaml" ] || echo "env.java.opts: $(java17_opts "$fh")" >> "$conf"
+  # Extra flat keys, one per line (e2e/alert_latency.py: Flink's Prometheus reporter).
+  if [ -n "${SENTINEL_E2E_EXTRA_CONF:-}" ]; then printf '%s\n' "$SENTINEL_E2E_EXTRA_CONF" >> "$conf"; fi
 }
 
 overview_field() { rest --max-time 2 "$REST/overview" 2>/dev/null | json_get "$1" 2>/dev/null || true; }

@@ -23,6 +23,9 @@ pub struct AppState {
     /// Woken when warning or error log events arrive: the rules look at them at once instead
     /// of at the next evaluation tick, so a failure line reaches Alertmanager within a second.
     pub log_events_arrived: tokio::sync::Notify,
+    /// Woken when a poll or a log line shows a checkpoint in progress, so the rule loop
+    /// schedules the early-warning evaluation for its age (`rules::next_age_wake`).
+    pub checkpoint_started: tokio::sync::Notify,
     /// Whether the daemon's port serves TLS, and its failed handshakes by reason
     /// (`TLS_HANDSHAKE_ERRORS`).
     pub tls_serving: AtomicBool,
@@ -58,6 +61,7 @@ impl AppState {
             last_persisted_ms: AtomicI64::new(0),
             alerts: RwLock::new(AlertsView::default()),
             log_events_arrived: tokio::sync::Notify::new(),
+            checkpoint_started: tokio::sync::Notify::new(),
             tls_serving: AtomicBool::new(false),
             tls_handshake_errors: Default::default(),
         }
@@ -67,7 +71,19 @@ impl AppState {
     pub fn apply(&self, observation: &Observation) {
         let now = Timestamp::now();
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        let failures = |state: &State| match observation {
+            Observation::JobPolled(poll) => state
+                .clusters()
+                .get(&poll.key.cluster)
+                .and_then(|c| c.jobs.get(&poll.key.job_id))
+                .map_or(0, |j| j.failures.total),
+            _ => 0,
+        };
+        let failures_before = failures(&state);
         state.apply(observation, now);
+        // A poll that found a failed checkpoint no log line reported (no log tailed, or a line
+        // not written): the rules look at it now too.
+        let poll_found_failure = failures(&state) > failures_before;
         drop(state);
         self.generation.fetch_add(1, Ordering::Release);
         // Routine lines (triggered, completed) are most of a log and change no alert that
@@ -77,8 +93,15 @@ impl AppState {
             Observation::LogRead(read) => read.events.as_slice(),
             _ => &[],
         };
-        if events.iter().any(|e| e.severity >= Severity::Warning) {
+        if poll_found_failure || events.iter().any(|e| e.severity >= Severity::Warning) {
             self.log_events_arrived.notify_one();
+        }
+        let started = match observation {
+            Observation::JobPolled(poll) => !poll.in_progress.is_empty(),
+            _ => events.iter().any(|e| e.kind == "triggered"),
+        };
+        if started {
+            self.checkpoint_started.notify_one();
         }
     }
 
@@ -146,5 +169,49 @@ mod tests {
         app.apply(&read(Severity::Warning));
         let woken = tokio::time::timeout(wait, app.log_events_arrived.notified()).await.is_ok();
         assert!(woken, "an expired checkpoint's line is");
+    }
+
+    #[tokio::test]
+    async fn a_poll_that_finds_a_failed_checkpoint_wakes_the_rules() {
+        use crate::observe::{
+            CheckpointCounts, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, SnapshotKind,
+        };
+        let app = AppState::new(State::new(WindowSpec { window_ms: 60_000, slots: 6 }));
+        let wait = Duration::from_millis(50);
+        let poll = |finished: Vec<FinishedCheckpoint>| {
+            Observation::JobPolled(JobPoll {
+                key: JobKey { cluster: "c".into(), job_id: "j".into() },
+                job_name: "orders".into(),
+                job_state: "RUNNING".into(),
+                polled_at: Timestamp(1_000),
+                counts: CheckpointCounts::default(),
+                settings: None,
+                in_progress: Vec::new(),
+                finished,
+                latest_restore: None,
+            })
+        };
+        app.apply(&poll(Vec::new()));
+        let woken = tokio::time::timeout(wait, app.log_events_arrived.notified()).await.is_ok();
+        assert!(!woken, "nothing failed");
+        let failed = FinishedCheckpoint {
+            id: 3,
+            status: CheckpointStatus::Failed,
+            kind: SnapshotKind::Checkpoint,
+            triggered_at: Timestamp(0),
+            finished_at: Timestamp(900),
+            end_to_end_ms: None,
+            checkpointed_bytes: None,
+            full_state_bytes: None,
+            processed_bytes: None,
+            persisted_bytes: None,
+            num_subtasks: 2,
+            num_acknowledged: 1,
+            failure_message: Some("Checkpoint expired before completing.".into()),
+            operators: Vec::new(),
+        };
+        app.apply(&poll(vec![failed]));
+        let woken = tokio::time::timeout(wait, app.log_events_arrived.notified()).await.is_ok();
+        assert!(woken, "a failure no log line reported");
     }
 }

@@ -367,6 +367,15 @@ async fn alert_loop(
     let mut tick = tokio::time::interval(every);
     let mut last_round = tokio::time::Instant::now();
     loop {
+        // When the age of a checkpoint in progress crosses the next step of its timeout: the
+        // early warning is evaluated then, not at the next tick (rules::next_age_wake).
+        let age_wake = {
+            let now = Timestamp::now();
+            let state = app.state.read().unwrap_or_else(|e| e.into_inner());
+            crate::rules::next_age_wake(&state, now)
+                .map(|at| tokio::time::Instant::now() + Duration::from_millis(at.since(now)))
+        };
+        let far = tokio::time::Instant::now() + Duration::from_secs(3600);
         tokio::select! {
             changed = shutdown.changed() => if changed.is_err() || *shutdown.borrow() { return },
             changed = config.changed() => {
@@ -389,6 +398,15 @@ async fn alert_loop(
                 evaluate(&app, &mut evaluator, &mut notifier).await;
                 last_round = tokio::time::Instant::now();
             }
+            () = tokio::time::sleep_until(age_wake.unwrap_or(far).max(last_round + EVENT_ROUND_GAP)) => {
+                evaluate(&app, &mut evaluator, &mut notifier).await;
+                last_round = tokio::time::Instant::now();
+            }
+            // Only to compute `age_wake` again with the new checkpoint in it; with many jobs
+            // polls come often, so at most every AGE_WAKE_GAP (a walk over every job each time).
+            () = app.checkpoint_started.notified() => {
+                tokio::time::sleep(AGE_WAKE_GAP).await;
+            }
             () = app.log_events_arrived.notified() => {
                 // A burst of failures across many jobs wakes this often: one round per gap.
                 tokio::time::sleep_until(last_round + EVENT_ROUND_GAP).await;
@@ -398,6 +416,9 @@ async fn alert_loop(
         }
     }
 }
+
+/// Least time between two recomputations of the next early-warning instant.
+const AGE_WAKE_GAP: Duration = Duration::from_millis(50);
 
 /// Least time between two rule rounds woken by log events (each is a round over every job).
 const EVENT_ROUND_GAP: Duration = Duration::from_millis(250);

@@ -115,12 +115,18 @@ pub const METRICS: &[MetricDef] = &[
         JOB,
         "Restores of the job from a checkpoint or savepoint, as counted by Flink."
     ),
+    metric!(
+        "flink_checkpoint_failures_seen_total",
+        Counter,
+        JOB,
+        "Failed checkpoints known from whichever source said so first, a JobManager log line (expired, declined, failed) or the poll, each checkpoint once; failures of a job shutting down (coordinator suspending, tasks cancelled or not running) are left out."
+    ),
     metric!("flink_checkpoints_in_progress", Gauge, JOB, "Checkpoints in progress at the last poll."),
     metric!(
         "flink_checkpoint_oldest_in_progress_age_seconds",
         Gauge,
         JOB,
-        "Age of the oldest checkpoint in progress at scrape time (now minus its trigger time), 0 when none."
+        "Age of the oldest checkpoint in progress at scrape time (now minus its trigger time): those the log saw triggered and those the last poll saw, without those the log said finished since, those past their timeout, and those only a poll saw and younger than half their timeout then (they may have completed unheard); 0 when none."
     ),
     metric!(
         "flink_checkpoint_trigger_failures_total",
@@ -196,6 +202,12 @@ pub const METRICS: &[MetricDef] = &[
         "Per checkpoint, |observed - expected| trigger time, the expectation being the coordinator model's, re-anchored on the schedule; quantiles over the sliding window."
     ),
     metric!(
+        "flink_checkpoint_schedule_stall_seconds",
+        Gauge,
+        JOB,
+        "How long the next checkpoint trigger the coordinator model expected has been overdue at the last poll, once that is beyond the stall tolerance (0 otherwise): the stall part of FlinkCheckpointScheduleUnexplained, the `shadow.stall` series of the built-in rules."
+    ),
+    metric!(
         "flink_checkpoint_deviations_total",
         Counter,
         &["cluster", "job_id", "job_name", "kind", "explained"],
@@ -241,7 +253,7 @@ pub const METRICS: &[MetricDef] = &[
         "flink_checkpoint_log_events_total",
         Counter,
         &["cluster", "job_id", "kind", "source"],
-        "Checkpoint events recognised in Flink logs (source log) or synthesised from REST (source rest), by kind: triggered, completed, expired, declined, failed, barrier_missing, …; job_id is empty for lines that name no job."
+        "Checkpoint events recognised in Flink logs (source log) or synthesised from REST (source rest), by kind: triggered, completed, expired, declined, failed, barrier_missing, snapshot_slow, subtask_pending, …; job_id is empty for lines that name no job."
     ),
     metric!(
         "flink_checkpoint_log_root_causes_total",
@@ -961,7 +973,12 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
                 &labels,
                 Value::Number(job.consecutive_failures() as f64),
             );
-            let oldest = job.in_progress.iter().map(|cp| now.since(cp.triggered_at)).max().unwrap_or(0);
+            out.push(
+                family!("flink_checkpoint_failures_seen_total"),
+                &labels,
+                Value::Number(job.failures.total as f64),
+            );
+            let oldest = job.live_in_progress(now).iter().map(|(_, at)| now.since(*at)).max().unwrap_or(0);
             out.push(family!("flink_checkpoint_oldest_in_progress_age_seconds"), &labels, seconds(oldest));
             out.push(
                 family!("flink_checkpoint_trigger_failures_total"),
@@ -1083,6 +1100,11 @@ fn render_shadow(out: &mut impl Sink, labels: &[(&str, &str); 3], job: &crate::s
         out.push(family!("flink_checkpoint_observed_interval_seconds"), labels, seconds(ms));
     }
     if trigger.settings().is_some() {
+        out.push(
+            family!("flink_checkpoint_schedule_stall_seconds"),
+            labels,
+            seconds(trigger.stalled_for_ms().unwrap_or(0)),
+        );
         out.push(
             family!("flink_checkpoint_trigger_deviation_seconds"),
             labels,

@@ -342,6 +342,7 @@ impl Poller {
             .map(|cp| (cp.id, cp.triggered_at))
             .collect();
         let mut events = Vec::new();
+        let topology = self.jobs.get(job_id).and_then(|c| c.topology.clone());
         for (id, triggered_at) in due {
             let vertices = match self.checkpoint_vertices(job_id, id).await {
                 Ok(v) => v,
@@ -350,30 +351,77 @@ impl Poller {
                     continue;
                 }
             };
-            let mut hosts: HashMap<String, Vec<dto::VertexSubtask>> = HashMap::new();
+            let waited = now.since(triggered_at);
+            let done: HashSet<&str> = vertices
+                .iter()
+                .filter(|(_, d)| d.subtasks.iter().all(|st| st.is_completed()))
+                .map(|(vid, _)| vid.as_str())
+                .collect();
+            let mut pending_by_vertex = Vec::new();
+            let mut undecided = false;
             for (vid, details) in &vertices {
                 let pending: Vec<u32> =
                     details.subtasks.iter().filter(|st| !st.is_completed()).map(|st| st.index).collect();
                 if pending.is_empty() {
                     continue;
                 }
-                if !hosts.contains_key(vid) {
+                let phase =
+                    topology.as_ref().map_or(PendingPhase::Barriers, |t| pending_phase(t, vid, &done));
+                // Waiting behind an upstream subtask that is itself pending: that one is named.
+                if phase == PendingPhase::BehindUpstream {
+                    continue;
+                }
+                // Flink's checkpoint statistics lag the acknowledgements (a cache of a few
+                // seconds): a consumer still shown pending may have acknowledged. Look again at
+                // the next poll, until 3/4 of the timeout.
+                if phase == PendingPhase::Barriers
+                    && topology.is_some()
+                    && (waited as f64) < 0.75 * timeout_ms as f64
+                {
+                    undecided = true;
+                    continue;
+                }
+                pending_by_vertex.push((vid.clone(), pending, phase));
+            }
+            if undecided {
+                continue;
+            }
+            let mut hosts: HashMap<String, Vec<dto::VertexSubtask>> = HashMap::new();
+            for (vid, pending, phase) in pending_by_vertex {
+                if !hosts.contains_key(&vid) {
                     let subtasks =
-                        self.fetch(self.client.vertex(job_id, vid)).await.ok().flatten().map(|v| v.subtasks);
+                        self.fetch(self.client.vertex(job_id, &vid)).await.ok().flatten().map(|v| v.subtasks);
                     hosts.insert(vid.clone(), subtasks.unwrap_or_default());
                 }
                 let name = self
                     .jobs
                     .get(job_id)
-                    .and_then(|c| c.vertex_names.get(vid).cloned())
+                    .and_then(|c| c.vertex_names.get(&vid).cloned())
                     .unwrap_or_else(|| vid.clone());
                 for index in pending {
-                    let tm = hosts[vid].iter().find(|s| s.subtask == index).and_then(convert::taskmanager_of);
-                    let waited = now.since(triggered_at);
-                    let message = format!(
-                        "{name} (subtask {index}) has not acknowledged checkpoint {id} after {waited} ms (timeout {timeout_ms} ms)"
-                    );
-                    let mut event = LogEvent::new("barrier_missing".to_string(), Severity::Warning, message);
+                    let tm =
+                        hosts[&vid].iter().find(|s| s.subtask == index).and_then(convert::taskmanager_of);
+                    let (kind, message) = match phase {
+                        PendingPhase::Snapshot => (
+                            "snapshot_slow",
+                            format!(
+                                "{name} (subtask {index}) has not acknowledged checkpoint {id} after {waited} ms (timeout {timeout_ms} ms) although every subtask downstream of it has: it passed the barrier on and is in its synchronous or asynchronous snapshot, not waiting for barriers"
+                            ),
+                        ),
+                        PendingPhase::Unknown => (
+                            "subtask_pending",
+                            format!(
+                                "{name} (subtask {index}) has not acknowledged checkpoint {id} after {waited} ms (timeout {timeout_ms} ms); its inputs sent their barriers, and with no subtask downstream of it nothing tells whether it is still aligning or in its snapshot"
+                            ),
+                        ),
+                        _ => (
+                            "barrier_missing",
+                            format!(
+                                "{name} (subtask {index}) has not acknowledged checkpoint {id} after {waited} ms (timeout {timeout_ms} ms), and the subtasks downstream of it are still waiting for its barrier"
+                            ),
+                        ),
+                    };
+                    let mut event = LogEvent::new(kind.to_string(), Severity::Warning, message);
                     event.cluster = self.config.name.clone();
                     event.source = "rest";
                     event.job_id = Some(job_id.to_string());
@@ -508,6 +556,47 @@ impl Poller {
         }
         Ok(vertices)
     }
+}
+
+/// Where a subtask that has not acknowledged an in-progress checkpoint stands, from which
+/// vertices around it have acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PendingPhase {
+    /// Every subtask downstream of it acknowledged, so it emitted the barrier (Flink emits it
+    /// before the synchronous snapshot, `SubtaskCheckpointCoordinatorImpl.checkpointState`), or
+    /// it is a source (triggered by RPC, it waits for no barrier): it is in its snapshot.
+    Snapshot,
+    /// An upstream vertex has not acknowledged either: the barrier it waits for was not sent.
+    BehindUpstream,
+    /// Its inputs sent their barriers and the subtasks downstream of it still wait for its
+    /// barrier: it has not passed it on, so it is still aligning (barriers queued behind data).
+    Barriers,
+    /// Its inputs sent their barriers and it has no downstream subtasks to tell whether it
+    /// passed one on: aligning or snapshotting cannot be told apart.
+    Unknown,
+}
+
+/// Classifies a pending subtask of vertex `vid` given the vertices whose subtasks all
+/// acknowledged (`done`).
+pub fn pending_phase(
+    topology: &crate::observe::JobTopology,
+    vid: &str,
+    done: &HashSet<&str>,
+) -> PendingPhase {
+    let producers: Vec<&str> =
+        topology.edges.iter().filter(|e| e.to == vid).map(|e| e.from.as_str()).collect();
+    let consumers: Vec<&str> =
+        topology.edges.iter().filter(|e| e.from == vid).map(|e| e.to.as_str()).collect();
+    if producers.iter().any(|p| !done.contains(p)) {
+        return PendingPhase::BehindUpstream;
+    }
+    if producers.is_empty() || (!consumers.is_empty() && consumers.iter().all(|c| done.contains(c))) {
+        return PendingPhase::Snapshot;
+    }
+    if consumers.is_empty() {
+        return PendingPhase::Unknown;
+    }
+    PendingPhase::Barriers
 }
 
 /// Keeps the set of clusters whose pollers are running (used by config reload).

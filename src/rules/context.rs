@@ -4,10 +4,16 @@
 //! - `duration`, `alignment`, `sync`, `async`, `start_delay` with `.p50`, `.p95`, `.p99`
 //!   (job level: the slowest subtask of each checkpoint), and `.count` (lifetime);
 //! - `checkpointed_size`, `full_size`, `processed_data`, `persisted_data` with `.p50/.p95/.p99`;
-//! - counters `checkpoints.completed`, `checkpoints.failed`, `checkpoints.total`, `restores`,
-//!   and `checkpoints.trigger_failed` (of the failed ones, triggers that failed before the
-//!   checkpoint got an id: "Not all required tasks are currently running" while a job deploys);
-//! - `in_progress`, `in_progress_age`, `since_last_completed`, and
+//! - counters `checkpoints.completed`, `checkpoints.failed`, `checkpoints.total`, `restores`
+//!   (Flink's counts, from the poll), and `checkpoints.trigger_failed` (of the failed ones,
+//!   triggers that failed before the checkpoint got an id: "Not all required tasks are
+//!   currently running" while a job deploys);
+//! - `checkpoints.failed_seen`: failed checkpoints known from whichever source said so first,
+//!   a JobManager log line or the poll, each once, without those of a job shutting down
+//!   (`state::FailureEvidence`): the log line makes it move within a second of the failure;
+//! - `in_progress` (at the last poll), `in_progress_age` (the oldest checkpoint in progress
+//!   *now*: the poll's and the log's, minus what the log said finished since and what is past
+//!   its timeout, `JobState::live_in_progress`; 0 when none), `since_last_completed`, and
 //!   `running_without_checkpoint` (seconds since the job entered RUNNING while no checkpoint
 //!   completed since; no value once one did);
 //! - configuration: `interval`, `timeout`, `min_pause`, `max_concurrent`, `tolerable_failures`,
@@ -36,9 +42,10 @@ use crate::time::Timestamp;
 
 const PHASES: [&str; 5] = ["duration", "alignment", "sync", "async", "start_delay"];
 const SIZES: [&str; 4] = ["checkpointed_size", "full_size", "processed_data", "persisted_data"];
-const PLAIN: [&str; 18] = [
+const PLAIN: [&str; 19] = [
     "checkpoints.completed",
     "checkpoints.failed",
+    "checkpoints.failed_seen",
     "checkpoints.total",
     "checkpoints.trigger_failed",
     "restores",
@@ -199,12 +206,12 @@ impl Context for JobContext<'_> {
             "checkpoints.failed" => return Some(totals.failed as f64),
             "checkpoints.total" => return Some((totals.completed + totals.failed) as f64),
             "checkpoints.trigger_failed" => return Some(job.failed_without_id as f64),
+            "checkpoints.failed_seen" => return Some(job.failures.total as f64),
             "restores" => return Some(job.flink_counts.restored as f64),
             "in_progress" => return Some(job.in_progress.len() as f64),
             "in_progress_age" => {
-                return Some(
-                    job.in_progress.iter().map(|c| secs(self.now.since(c.triggered_at))).fold(0.0, f64::max),
-                );
+                let live = job.live_in_progress(self.now);
+                return Some(live.iter().map(|(_, at)| secs(self.now.since(*at))).fold(0.0, f64::max));
             }
             "since_last_completed" => {
                 return job.last_completed.as_ref().map(|c| secs(self.now.since(c.finished_at)));

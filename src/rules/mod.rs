@@ -78,6 +78,11 @@ pub struct RuleSpec {
     /// How long the condition must hold before the alert fires.
     #[serde(rename = "for", with = "humantime_serde", default)]
     pub for_: Duration,
+    /// How long a firing alert keeps firing after its condition stopped holding (Prometheus'
+    /// `keep_firing_for`): one alert across a run of short episodes instead of one per episode.
+    /// The alert still ends at once when its job ends or its rule goes.
+    #[serde(with = "humantime_serde", default)]
+    pub keep_firing_for: Duration,
     /// Severity label.
     pub severity: Severity,
     /// Failure class label.
@@ -170,6 +175,8 @@ pub struct Evaluator {
     windows: Vec<(String, f64)>,
     histories: HashMap<(String, String), SeriesHistory>,
     active: BTreeMap<Vec<(String, String)>, Alert>,
+    /// When each active alert's condition last held.
+    last_held: HashMap<Vec<(String, String)>, Timestamp>,
     history: VecDeque<Alert>,
 }
 
@@ -182,6 +189,7 @@ impl Evaluator {
             windows,
             histories: HashMap::new(),
             active: BTreeMap::new(),
+            last_held: HashMap::new(),
             history: VecDeque::new(),
         }
     }
@@ -211,6 +219,7 @@ impl Evaluator {
     /// this evaluation (they must still be sent once with their end time).
     pub fn evaluate(&mut self, state: &State, now: Timestamp) -> Vec<Alert> {
         let mut held = std::collections::HashSet::new();
+        let mut evaluated = std::collections::HashSet::new();
         for (cluster_name, cluster) in state.clusters() {
             // A job that ended (finished, cancelled, failed for good, suspended) no longer
             // checkpoints: its alerts end with it.
@@ -218,6 +227,7 @@ impl Evaluator {
                 cluster.jobs.iter().filter(|(_, j)| j.listed && !crate::state::is_terminal(&j.job_state))
             {
                 let key = (cluster_name.clone(), job_id.clone());
+                evaluated.insert(key.clone());
                 let history = self.histories.entry(key.clone()).or_default();
                 history.sample(job, job_id, Some(&cluster.logs), now, &self.windows);
                 let ctx = JobContext::new(job, job_id, Some(&cluster.logs), history, now);
@@ -243,6 +253,7 @@ impl Evaluator {
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect();
                     held.insert(identity.clone());
+                    self.last_held.insert(identity.clone(), now);
                     let annotations = BTreeMap::from([
                         ("summary".to_string(), render(&rule.spec.summary, &labels, outcome.value, &ctx)),
                         (
@@ -274,8 +285,14 @@ impl Evaluator {
         // Alerts whose condition no longer holds (or whose job or rule is gone) end here:
         // pending ones silently, firing ones as resolved.
         let mut resolved = Vec::new();
-        let ended: Vec<_> = self.active.keys().filter(|k| !held.contains(*k)).cloned().collect();
+        let ended: Vec<_> = self
+            .active
+            .iter()
+            .filter(|(k, alert)| !held.contains(*k) && !self.keeps_firing(alert, now, &evaluated))
+            .map(|(k, _)| k.clone())
+            .collect();
         for identity in ended {
+            self.last_held.remove(&identity);
             if let Some(mut alert) = self.active.remove(&identity).filter(|a| a.state == AlertState::Firing) {
                 {
                     alert.state = AlertState::Resolved;
@@ -293,6 +310,61 @@ impl Evaluator {
         });
         resolved
     }
+}
+
+impl Evaluator {
+    /// Whether a firing alert whose condition no longer holds is within its rule's
+    /// `keep_firing_for`, its job still evaluated and its rule still there.
+    fn keeps_firing(
+        &self,
+        alert: &Alert,
+        now: Timestamp,
+        evaluated: &std::collections::HashSet<(String, String)>,
+    ) -> bool {
+        if alert.state != AlertState::Firing {
+            return false;
+        }
+        let Some(rule) = self.rules.iter().find(|r| r.spec.name == alert.name()) else { return false };
+        let keep = rule.spec.keep_firing_for.as_millis() as u64;
+        let job = (
+            alert.labels.get("cluster").cloned().unwrap_or_default(),
+            alert.labels.get("job_id").cloned().unwrap_or_default(),
+        );
+        let identity: Vec<(String, String)> = alert
+            .labels
+            .iter()
+            .filter(|(k, _)| *k != "job_name")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let last = self.last_held.get(&identity).copied().unwrap_or(alert.active_since);
+        keep > 0 && evaluated.contains(&job) && now.since(last) < keep
+    }
+}
+
+/// The steps, in 1/20ths of the timeout, at which the age of a checkpoint in progress wakes
+/// the rules: 50 %, 55 %, … 95 %.
+const AGE_STEPS: std::ops::Range<u64> = 10..20;
+
+/// The next instant after `now` at which the age of a checkpoint in progress crosses a 5 %
+/// step of its job's timeout from 50 % on, for the daemon to evaluate the rules then: a rule
+/// such as `in_progress_age > 0.8 * timeout` fires within a few milliseconds of the crossing
+/// (plus the round gap) instead of at the next evaluation tick, which on a 4 s timeout would
+/// mostly come after the expiry. `None` when nothing is in progress.
+pub fn next_age_wake(state: &State, now: Timestamp) -> Option<Timestamp> {
+    let mut next: Option<Timestamp> = None;
+    for cluster in state.clusters().values() {
+        for job in cluster.jobs.values().filter(|j| j.listed) {
+            let Some(timeout) = job.settings.as_ref().and_then(|s| s.timeout_ms) else { continue };
+            for (_, at) in job.live_in_progress(now) {
+                let crossing =
+                    AGE_STEPS.map(|k| at.plus_millis((timeout * k / 20) as i64 + 1)).find(|t| *t > now);
+                if let Some(t) = crossing {
+                    next = Some(next.map_or(t, |n| n.min(t)));
+                }
+            }
+        }
+    }
+    next
 }
 
 fn windows_of(rules: &[Rule]) -> Vec<(String, f64)> {
@@ -387,6 +459,7 @@ mod tests {
         CheckpointCounts, CheckpointSettings, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll,
         Observation, SnapshotKind,
     };
+    use crate::rules::builtin;
     use crate::stats::WindowSpec;
 
     fn spec(expr: &str, for_s: u64) -> RuleSpec {
@@ -394,6 +467,7 @@ mod tests {
             name: "TestAlert".into(),
             expr: expr.into(),
             for_: Duration::from_secs(for_s),
+            keep_firing_for: Duration::ZERO,
             severity: Severity::Warning,
             class: Class::Failure,
             labels: BTreeMap::from([("team".to_string(), "data".to_string())]),
@@ -516,6 +590,166 @@ mod tests {
         assert!(ev.evaluate(&state, Timestamp(2)).is_empty());
         assert_eq!(ev.active().count(), 0);
         assert_eq!(ev.resolved().count(), 0);
+    }
+
+    fn builtin(name: &str) -> Rule {
+        Rule::new(builtin::rules().into_iter().find(|r| r.name == name).unwrap()).unwrap()
+    }
+
+    /// The e2e `expired` job: interval 3 s, timeout 4 s; checkpoint `id` triggered at `at`
+    /// (the JobManager logs it then) and seen in progress by a poll 1.5 s later (Flink's REST
+    /// answer lags the trigger).
+    fn poll_in_progress(state: &mut State, id: u64, at: i64) {
+        use crate::observe::{LogEvent, Severity as LogSeverity};
+        let line = format!(
+            "Triggering checkpoint {id} (type=CheckpointType{{name='Checkpoint'}}) @ {at} for job j."
+        );
+        let mut e = LogEvent::new("triggered".into(), LogSeverity::Info, line);
+        (e.cluster, e.job_id, e.checkpoint_id) = ("c".into(), Some("j".into()), Some(id));
+        state.apply(&Observation::LogEvents(vec![e]), Timestamp(at));
+        poll_only(state, id, at, 1_500);
+    }
+
+    /// A poll `after` ms past the trigger that shows checkpoint `id` in progress.
+    fn poll_only(state: &mut State, id: u64, at: i64, after: i64) {
+        let obs = Observation::JobPolled(JobPoll {
+            key: JobKey { cluster: "c".into(), job_id: "j".into() },
+            job_name: "orders".into(),
+            job_state: "RUNNING".into(),
+            polled_at: Timestamp(at + after),
+            counts: CheckpointCounts { completed: 1, failed: 0, in_progress: 1, restored: 0 },
+            settings: Some(CheckpointSettings {
+                interval_ms: Some(3_000),
+                timeout_ms: Some(4_000),
+                ..Default::default()
+            }),
+            in_progress: vec![crate::observe::InProgressCheckpoint {
+                id,
+                triggered_at: Timestamp(at),
+                num_subtasks: 6,
+                num_acknowledged: 5,
+            }],
+            finished: Vec::new(),
+            latest_restore: None,
+        });
+        state.apply(&obs, Timestamp(at + after));
+    }
+
+    fn expired_line(state: &mut State, id: u64, at: i64) {
+        use crate::observe::{LogEvent, Severity as LogSeverity};
+        let mut e = LogEvent::new("expired".into(), LogSeverity::Warning, String::new());
+        (e.cluster, e.job_id, e.checkpoint_id) = ("c".into(), Some("j".into()), Some(id));
+        state.apply(&Observation::LogEvents(vec![e]), Timestamp(at));
+    }
+
+    #[test]
+    fn about_to_expire_fires_before_the_expiry_never_after_and_holds_while_checkpoints_keep_expiring() {
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let mut ev = Evaluator::new(vec![builtin("FlinkCheckpointAboutToExpire")]);
+        let firing = |ev: &Evaluator| ev.active().filter(|a| a.state == AlertState::Firing).count();
+        poll_in_progress(&mut state, 3, 100_000);
+        // The daemon wakes the rules when the age crosses 80 % of the timeout.
+        let wakes: Vec<i64> =
+            std::iter::successors(next_age_wake(&state, Timestamp(101_500)), |t| next_age_wake(&state, *t))
+                .map(|t| t.millis())
+                .collect();
+        assert!(wakes.contains(&103_201), "{wakes:?}");
+        assert_eq!(wakes.last(), Some(&103_801), "no wake at or past the timeout: {wakes:?}");
+        ev.evaluate(&state, Timestamp(103_100));
+        assert_eq!(firing(&ev), 0, "79 % of the timeout");
+        ev.evaluate(&state, Timestamp(103_201));
+        assert_eq!(firing(&ev), 1, "past 80 %, before the expiry");
+        assert!((ev.active().next().unwrap().value.unwrap() - 3.201).abs() < 1e-9);
+
+        // The expiry: its line wakes the rules while the last poll still shows checkpoint 3 in
+        // progress. A job that has not seen that alert fire must not get it now.
+        let mut late = Evaluator::new(vec![builtin("FlinkCheckpointAboutToExpire")]);
+        expired_line(&mut state, 3, 104_001);
+        late.evaluate(&state, Timestamp(104_002));
+        assert_eq!(late.active().count(), 0, "nothing fires after the checkpoint expired");
+        // Without the line, the timeout alone ends it (the stale poll does not count).
+        let mut stale = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        poll_only(&mut stale, 3, 100_000, 2_500);
+        let mut late = Evaluator::new(vec![builtin("FlinkCheckpointAboutToExpire")]);
+        late.evaluate(&stale, Timestamp(104_150));
+        assert_eq!(late.active().count(), 0, "4.15 s on a 4 s timeout is after the expiry");
+
+        // The first alert is held across the next checkpoints, one of three expiring.
+        let mut resolved = Vec::new();
+        for (n, at) in (0..10).map(|n| (n, 104_000 + n * 3_000)) {
+            let id = 4 + n as u64;
+            poll_in_progress(&mut state, id, at);
+            for t in (at + 1_500..at + 3_000).step_by(250) {
+                resolved.extend(ev.evaluate(&state, Timestamp(t)));
+                assert_eq!(firing(&ev), 1, "held at {t}");
+            }
+        }
+        assert!(resolved.is_empty());
+        // Five quiet minutes after the last near-expiry, it resolves, once.
+        let last_near = 103_201;
+        let quiet_from = 134_000;
+        poll_in_progress(&mut state, 99, quiet_from);
+        expired_line(&mut state, 99, quiet_from + 100);
+        assert_eq!(ev.evaluate(&state, Timestamp(last_near + 299_000)).len(), 0);
+        assert_eq!(ev.evaluate(&state, Timestamp(last_near + 300_000)).len(), 1);
+        assert_eq!(ev.active().count(), 0);
+    }
+
+    #[test]
+    fn without_the_log_a_poll_must_have_seen_the_checkpoint_at_half_its_timeout() {
+        let rule = || Evaluator::new(vec![builtin("FlinkCheckpointAboutToExpire")]);
+        // Seen at 1.5 s of 4 s, then no news: it may well have completed since.
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        poll_only(&mut state, 3, 100_000, 1_500);
+        let mut ev = rule();
+        ev.evaluate(&state, Timestamp(103_300));
+        assert_eq!(ev.active().count(), 0);
+        // Seen still running at 2.5 s: at 3.3 s it is about to expire.
+        poll_only(&mut state, 3, 100_000, 2_500);
+        ev.evaluate(&state, Timestamp(103_300));
+        assert_eq!(ev.active().count(), 1);
+    }
+
+    #[test]
+    fn a_held_alert_ends_with_its_job() {
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let mut ev = Evaluator::new(vec![builtin("FlinkCheckpointAboutToExpire")]);
+        poll_in_progress(&mut state, 3, 100_000);
+        ev.evaluate(&state, Timestamp(103_300));
+        assert_eq!(ev.active().count(), 1);
+        state.apply(
+            &Observation::ClusterPolled(crate::observe::ClusterPoll {
+                cluster: "c".into(),
+                duration_ms: 1,
+                flink_version: None,
+                jobs: Some(Vec::new()),
+                errors: Vec::new(),
+                reachable: true,
+            }),
+            Timestamp(103_400),
+        );
+        assert_eq!(ev.evaluate(&state, Timestamp(103_500)).len(), 1, "resolved at once, not held");
+    }
+
+    #[test]
+    fn the_first_failure_line_fires_the_failed_alert_in_the_same_round() {
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let mut ev = Evaluator::new(vec![builtin("FlinkCheckpointFailed")]);
+        poll_in_progress(&mut state, 3, 100_000);
+        ev.evaluate(&state, Timestamp(102_000));
+        assert_eq!(ev.active().count(), 0);
+        expired_line(&mut state, 3, 104_001);
+        ev.evaluate(&state, Timestamp(104_002));
+        let alert = ev.active().next().expect("fires on the line, before any poll confirms it");
+        assert_eq!((alert.state, alert.labels["severity"].as_str()), (AlertState::Firing, "info"));
+        assert_eq!(alert.annotations["summary"], "A checkpoint of orders failed");
+        // Checkpoints keep failing every 9 s: one alert, no flapping.
+        for n in 1..20u64 {
+            let at = 104_001 + n as i64 * 9_000;
+            expired_line(&mut state, 3 + 3 * n, at);
+            assert!(ev.evaluate(&state, Timestamp(at + 1)).is_empty());
+            assert_eq!(ev.active().count(), 1);
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointStatus, ClusterPoll, FinishedCheckpoint,
-    InProgressCheckpoint, JobLoadReport, JobPoll, Observation, SnapshotKind,
+    InProgressCheckpoint, JobLoadReport, JobPoll, LogEvent, Observation, SnapshotKind,
 };
 use crate::shadow::Shadow;
 use crate::stats::{WindowSpec, WindowedHistogram};
@@ -73,7 +73,13 @@ pub struct ClusterState {
     pub jobs: BTreeMap<String, JobState>,
     /// What its log files said.
     pub logs: logs::LogState,
+    /// Checkpoint lines of jobs not polled yet (a job's first lines come before the poll that
+    /// lists it), handed to the job when it appears; at most [`UNCLAIMED_LOG_EVENTS`].
+    unclaimed: VecDeque<(LogEvent, Timestamp)>,
 }
+
+/// How many checkpoint lines of jobs not known yet a cluster keeps for them.
+const UNCLAIMED_LOG_EVENTS: usize = 256;
 
 /// Lifetime checkpoint totals by status.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -122,6 +128,82 @@ impl SeenIds {
         }
         true
     }
+}
+
+/// How many checkpoint ids per job the log trackers remember ([`JobState::logged`] and the ids
+/// of [`FailureEvidence`]); older ones are done with by the time 64 newer ones were triggered.
+pub const LOGGED_CHECKPOINTS: usize = 64;
+
+/// What a JobManager log line said about one checkpoint of a job, ahead of the next poll.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoggedCheckpoint {
+    /// Trigger time, from `Triggering checkpoint N (…) @ <ms> for job J`.
+    pub triggered_at: Option<Timestamp>,
+    /// Whether a line said it completed, expired, was declined or failed.
+    pub finished: bool,
+}
+
+/// Failed checkpoints the daemon knows of, from whichever source said so first: a JobManager
+/// log line (`expired`, `declined`, `failed` with a checkpoint id) or a poll that found it
+/// failed. Each id counts once; failures of a job that is shutting down (the coordinator
+/// suspending at cancel, tasks cancelled or not running) do not count: they are not a
+/// checkpoint problem.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FailureEvidence {
+    /// Failed checkpoints counted, lifetime.
+    pub total: u64,
+    /// When the latest one was counted.
+    pub last_at: Option<Timestamp>,
+    /// The ids counted recently (at most [`LOGGED_CHECKPOINTS`]; below `floor` all count as
+    /// seen).
+    ids: BTreeSet<u64>,
+    floor: u64,
+}
+
+/// Phrases of a failure that comes from the job stopping or (re)starting rather than from the
+/// checkpoint: Flink's `CheckpointCoordinator.stopCheckpointScheduler` ("Checkpoint Coordinator
+/// is suspending."), its shutdown, a task cancelled, tasks not running yet.
+const SHUTDOWN_FAILURES: &[&str] = &[
+    "Checkpoint Coordinator is suspending",
+    "CheckpointCoordinator shutdown",
+    "Task received cancellation",
+    "not being executed at the moment",
+    "Not all required tasks are currently running",
+];
+
+/// Whether a failure text names the job stopping or not running rather than the checkpoint.
+pub fn is_shutdown_failure(text: &str) -> bool {
+    SHUTDOWN_FAILURES.iter().any(|p| text.contains(p))
+}
+
+impl FailureEvidence {
+    /// Whether checkpoint `id` was counted (ids below the remembered ones count as counted).
+    pub fn counted(&self, id: u64) -> bool {
+        id < self.floor || self.ids.contains(&id)
+    }
+
+    /// Counts checkpoint `id` as failed at `at` unless it was counted already; returns whether
+    /// it was new.
+    pub fn count(&mut self, id: u64, at: Timestamp) -> bool {
+        if id < self.floor || !self.ids.insert(id) {
+            return false;
+        }
+        while self.ids.len() > LOGGED_CHECKPOINTS {
+            if let Some(oldest) = self.ids.pop_first() {
+                self.floor = oldest + 1;
+            }
+        }
+        self.total += 1;
+        self.last_at = Some(at);
+        true
+    }
+}
+
+/// The trigger time a `Triggering checkpoint N (…) @ <ms> for job J` line states.
+fn logged_trigger_time(message: &str) -> Option<Timestamp> {
+    let (_, tail) = message.rsplit_once("@ ")?;
+    let digits: String = tail.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok().map(Timestamp)
 }
 
 /// The phase and size histograms of a job or operator.
@@ -290,6 +372,8 @@ pub struct JobState {
     pub seen: SeenIds,
     /// Checkpoints in progress at the last poll.
     pub in_progress: Vec<InProgressCheckpoint>,
+    /// When that poll was answered.
+    pub in_progress_polled_at: Timestamp,
     /// The latest completed checkpoint.
     pub last_completed: Option<CheckpointRecord>,
     /// The latest failed checkpoint.
@@ -331,6 +415,11 @@ pub struct JobState {
     pub failed_without_id: u64,
     /// Flink's total count and the highest checkpoint id at the last poll.
     total_and_max_id: Option<(u64, u64)>,
+    /// What the JobManager log said about the job's latest checkpoints (by id, at most
+    /// [`LOGGED_CHECKPOINTS`]), ahead of the next poll; rebuilt from the log, not persisted.
+    pub logged: BTreeMap<u64, LoggedCheckpoint>,
+    /// Failed checkpoints known from the log or the poll, each once (persisted).
+    pub failures: FailureEvidence,
 }
 
 /// The subtask that held a failed checkpoint up, among those that did not acknowledge before
@@ -385,6 +474,7 @@ impl JobState {
             unobserved: Totals::default(),
             seen: SeenIds::default(),
             in_progress: Vec::new(),
+            in_progress_polled_at: now,
             last_completed: None,
             last_failed: None,
             latest_restore: None,
@@ -408,6 +498,84 @@ impl JobState {
             polled: false,
             failed_without_id: 0,
             total_and_max_id: None,
+            logged: BTreeMap::new(),
+            failures: FailureEvidence::default(),
+        }
+    }
+
+    /// The checkpoints in progress at `now` as far as the daemon can tell, as (id, trigger
+    /// time): those the log saw triggered (the REST answer lags a trigger by a second or more,
+    /// and the poll comes every `poll_interval`) and those the last poll saw in progress, minus
+    /// those a log line or a later poll has said finished, minus those at or past their timeout
+    /// (Flink's canceller has expired them by then, whatever the last poll said), and minus
+    /// those only a poll knows of that it saw younger than half their timeout (they may have
+    /// completed since, unheard). Nothing for a job that ended.
+    pub fn live_in_progress(&self, now: Timestamp) -> Vec<(u64, Timestamp)> {
+        if NOT_CHECKPOINTING.contains(&self.job_state.as_str()) {
+            return Vec::new();
+        }
+        let timeout_ms = self.settings.as_ref().and_then(|s| s.timeout_ms);
+        let within_timeout = |at: Timestamp| timeout_ms.is_none_or(|t| now.since(at) < t);
+        let finished_by_log = |id: u64| self.logged.get(&id).is_some_and(|l| l.finished);
+        // A checkpoint the log saw triggered would be heard of when it finishes. One only the
+        // poll knows may have completed since that poll (which itself lags Flink by a second
+        // or so): it counts only if the poll saw it running at half its timeout or later, so
+        // that a checkpoint seen young and done since is not taken for a slow one.
+        let fresh = |cp: &InProgressCheckpoint| {
+            self.logged.get(&cp.id).is_some_and(|l| l.triggered_at.is_some())
+                || timeout_ms.is_some_and(|t| 2 * self.in_progress_polled_at.since(cp.triggered_at) >= t)
+        };
+        let mut live: Vec<(u64, Timestamp)> = self
+            .in_progress
+            .iter()
+            .filter(|cp| !finished_by_log(cp.id) && within_timeout(cp.triggered_at) && fresh(cp))
+            .map(|cp| (cp.id, cp.triggered_at))
+            .collect();
+        // Checkpoints only the log knows of yet: they need a timeout to be bounded by.
+        if timeout_ms.is_some() {
+            for (&id, logged) in &self.logged {
+                let Some(at) = logged.triggered_at else { continue };
+                if logged.finished || self.seen.contains(id) || live.iter().any(|(l, _)| *l == id) {
+                    continue;
+                }
+                if within_timeout(at) {
+                    live.push((id, at));
+                }
+            }
+        }
+        live
+    }
+
+    /// Takes what a log line says about one of this job's checkpoints: its trigger time, that
+    /// it finished, and whether it failed.
+    fn observe_log_event(&mut self, event: &LogEvent, now: Timestamp) {
+        if event.source != "log" {
+            return;
+        }
+        let Some(id) = event.checkpoint_id else { return };
+        let failed = match event.kind.as_str() {
+            "triggered" | "completed" => false,
+            "expired" | "declined" | "failed" => true,
+            _ => return,
+        };
+        let entry = self.logged.entry(id).or_default();
+        if event.kind == "triggered" {
+            entry.triggered_at = logged_trigger_time(&event.message).or(entry.triggered_at);
+        } else {
+            entry.finished = true;
+        }
+        while self.logged.len() > LOGGED_CHECKPOINTS {
+            self.logged.pop_first();
+        }
+        let texts = [
+            event.reason.as_deref(),
+            event.root_cause.as_ref().map(|c| c.message.as_str()),
+            event.root_cause.as_ref().map(|c| c.exception.as_str()),
+        ];
+        let shutdown = texts.into_iter().flatten().any(is_shutdown_failure)
+            || event.stack.iter().take(3).any(|l| is_shutdown_failure(l));
+        if failed && !shutdown {
+            self.failures.count(id, now);
         }
     }
 
@@ -505,7 +673,13 @@ impl JobState {
             }
             match checkpoint.status {
                 CheckpointStatus::Completed => newly_seen.completed += 1,
-                CheckpointStatus::Failed => newly_seen.failed += 1,
+                CheckpointStatus::Failed => {
+                    newly_seen.failed += 1;
+                    let shutdown = checkpoint.failure_message.as_deref().is_some_and(is_shutdown_failure);
+                    if !shutdown {
+                        self.failures.count(checkpoint.id, poll.polled_at);
+                    }
+                }
             }
             latencies_changed |= self.record(checkpoint, poll.polled_at, window);
         }
@@ -562,6 +736,7 @@ impl JobState {
         if is_terminal(&poll.job_state) {
             self.end();
         }
+        self.in_progress_polled_at = poll.polled_at;
         if poll.latest_restore.is_some() {
             self.latest_restore = poll.latest_restore;
         }
@@ -726,6 +901,28 @@ impl JobState {
     }
 }
 
+/// Job states in which no checkpoint of the job can be in progress: its coordinator stopped
+/// (or restarts) and aborted whatever was pending.
+pub const NOT_CHECKPOINTING: [&str; 7] =
+    ["FINISHED", "CANCELED", "SUSPENDED", "FAILED", "CANCELLING", "FAILING", "RESTARTING"];
+
+impl ClusterState {
+    /// Hands a log event to the job it names, if that job is known.
+    fn observe_log_event(&mut self, event: &LogEvent, now: Timestamp) {
+        let Some(job_id) = event.job_id.as_deref() else { return };
+        match self.jobs.get_mut(job_id) {
+            Some(job) => job.observe_log_event(event, now),
+            None if event.checkpoint_id.is_some() && event.source == "log" => {
+                self.unclaimed.push_back((event.clone(), now));
+                if self.unclaimed.len() > UNCLAIMED_LOG_EVENTS {
+                    self.unclaimed.pop_front();
+                }
+            }
+            None => {}
+        }
+    }
+}
+
 impl State {
     /// Empty state whose histograms use `window`.
     pub fn new(window: WindowSpec) -> Self {
@@ -754,6 +951,21 @@ impl State {
                 });
                 job.listed = true;
                 job.shadow.trigger.set_flink_version(cluster.flink_version.as_deref());
+                // Lines about this job read before it was first polled (say, its first checkpoint
+                // completing): without them a stale "in progress" of the poll would look live.
+                if cluster
+                    .unclaimed
+                    .iter()
+                    .any(|(e, _)| e.job_id.as_deref() == Some(poll.key.job_id.as_str()))
+                {
+                    let (mine, others) = std::mem::take(&mut cluster.unclaimed)
+                        .into_iter()
+                        .partition(|(e, _)| e.job_id.as_deref() == Some(poll.key.job_id.as_str()));
+                    cluster.unclaimed = others;
+                    for (event, at) in mine {
+                        job.observe_log_event(&event, at);
+                    }
+                }
                 job.apply_poll(poll, window);
             }
             Observation::JobLoad(report) => {
@@ -768,10 +980,18 @@ impl State {
             }
             Observation::LogEvents(events) => {
                 for event in events {
-                    self.cluster_mut(&event.cluster).logs.apply_event(event);
+                    let cluster = self.cluster_mut(&event.cluster);
+                    cluster.logs.apply_event(event);
+                    cluster.observe_log_event(event, now);
                 }
             }
-            Observation::LogRead(read) => self.cluster_mut(&read.cluster).logs.apply_read(read),
+            Observation::LogRead(read) => {
+                let cluster = self.cluster_mut(&read.cluster);
+                cluster.logs.apply_read(read);
+                for event in &read.events {
+                    cluster.observe_log_event(event, now);
+                }
+            }
             Observation::LogTailer(report) => self.cluster_mut(&report.cluster).logs.apply_report(report),
         }
     }
@@ -821,6 +1041,7 @@ impl State {
             poll_duration: WindowedHistogram::new(window),
             jobs: BTreeMap::new(),
             logs: logs::LogState::default(),
+            unclaimed: VecDeque::new(),
         })
     }
 
@@ -916,6 +1137,127 @@ mod tests {
 
     fn job(state: &State) -> &JobState {
         &state.clusters()["c"].jobs["j"]
+    }
+
+    fn log_line(kind: &str, id: u64, message: &str) -> Observation {
+        let mut e = LogEvent::new(kind.into(), crate::observe::Severity::Warning, message.into());
+        (e.cluster, e.job_id, e.checkpoint_id) = ("c".into(), Some("j".into()), Some(id));
+        Observation::LogEvents(vec![e])
+    }
+
+    /// A RUNNING job with a 4 s timeout whose checkpoint 6 (triggered at 100 s) the poll at
+    /// 102.1 s saw in progress.
+    fn running_with_checkpoint_6() -> State {
+        polled_with_checkpoint_6(102_100)
+    }
+
+    fn polled_with_checkpoint_6(at: i64) -> State {
+        let mut state = State::new(WINDOW);
+        let Observation::JobPolled(mut p) = poll(5, 0, Vec::new()) else { unreachable!() };
+        p.polled_at = Timestamp(at);
+        p.settings = Some(CheckpointSettings { timeout_ms: Some(4_000), ..Default::default() });
+        p.in_progress = vec![InProgressCheckpoint {
+            id: 6,
+            triggered_at: Timestamp(100_000),
+            num_subtasks: 6,
+            num_acknowledged: 5,
+        }];
+        state.apply(&Observation::JobPolled(p), Timestamp(at));
+        state
+    }
+
+    #[test]
+    fn a_checkpoint_is_in_progress_until_the_log_or_its_timeout_says_it_is_not() {
+        let mut state = running_with_checkpoint_6();
+        assert_eq!(job(&state).live_in_progress(Timestamp(103_300)), [(6, Timestamp(100_000))]);
+        // Past the timeout Flink's canceller has expired it, whatever the last poll said.
+        assert!(job(&state).live_in_progress(Timestamp(104_000)).is_empty());
+        // The expiry's line arrives before the next poll: stale REST state no longer counts.
+        state.apply(&log_line("expired", 6, ""), Timestamp(103_400));
+        assert!(job(&state).live_in_progress(Timestamp(103_500)).is_empty());
+        // The next checkpoint is known from its trigger line, before any poll shows it.
+        let line = "Triggering checkpoint 7 (type=CheckpointType{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}) @ 104001 for job e5977598408a0b50e1eb3e122b7bd082.";
+        state.apply(&log_line("triggered", 7, line), Timestamp(104_002));
+        assert_eq!(job(&state).live_in_progress(Timestamp(104_500)), [(7, Timestamp(104_001))]);
+        state.apply(&log_line("completed", 7, ""), Timestamp(106_000));
+        assert!(job(&state).live_in_progress(Timestamp(106_001)).is_empty());
+        // Seen by a poll at 37 % of its timeout and heard of no more, it may have completed
+        // since: no evidence that it is still running at 80 %.
+        let state = polled_with_checkpoint_6(101_500);
+        assert!(job(&state).live_in_progress(Timestamp(103_300)).is_empty());
+        // Unless the log saw it triggered (and would have said when it finished).
+        let mut state = State::new(WINDOW);
+        state.apply(
+            &Observation::JobPolled(match poll(5, 0, Vec::new()) {
+                Observation::JobPolled(p) => JobPoll {
+                    settings: Some(CheckpointSettings { timeout_ms: Some(4_000), ..Default::default() }),
+                    ..p
+                },
+                _ => unreachable!(),
+            }),
+            Timestamp(99_000),
+        );
+        let line = "Triggering checkpoint 6 (type=CheckpointType{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}) @ 100000 for job e5977598408a0b50e1eb3e122b7bd082.";
+        state.apply(&log_line("triggered", 6, line), Timestamp(100_001));
+        assert_eq!(job(&state).live_in_progress(Timestamp(103_300)), [(6, Timestamp(100_000))]);
+        // A job that is being cancelled has nothing in progress.
+        let mut state = running_with_checkpoint_6();
+        state.clusters.get_mut("c").unwrap().jobs.get_mut("j").unwrap().job_state = "CANCELLING".into();
+        assert!(job(&state).live_in_progress(Timestamp(103_300)).is_empty());
+    }
+
+    #[test]
+    fn lines_read_before_the_jobs_first_poll_still_count() {
+        // Live on Flink 1.20.5: checkpoint 1 of a fresh job completed in 115 ms, before the
+        // first poll listed the job, and that poll (Flink's statistics lag) still showed it in
+        // progress; at 80 % of the timeout it was taken for a checkpoint about to expire.
+        let mut state = State::new(WINDOW);
+        state.apply(&log_line("completed", 6, ""), Timestamp(100_200));
+        let Observation::JobPolled(mut p) = poll(5, 0, Vec::new()) else { unreachable!() };
+        p.settings = Some(CheckpointSettings { timeout_ms: Some(4_000), ..Default::default() });
+        p.in_progress = vec![InProgressCheckpoint {
+            id: 6,
+            triggered_at: Timestamp(100_000),
+            num_subtasks: 6,
+            num_acknowledged: 5,
+        }];
+        state.apply(&Observation::JobPolled(p), Timestamp(101_000));
+        assert!(job(&state).live_in_progress(Timestamp(103_300)).is_empty());
+    }
+
+    #[test]
+    fn a_failed_checkpoint_counts_once_whichever_source_says_it_first_and_shutdowns_not_at_all() {
+        let mut state = running_with_checkpoint_6();
+        // The JobManager's two lines for one expiry, then the poll that shows it failed.
+        state.apply(&log_line("expired", 6, ""), Timestamp(104_000));
+        assert_eq!((job(&state).failures.total, job(&state).failures.last_at), (1, Some(Timestamp(104_000))));
+        state.apply(&log_line("failed", 6, ""), Timestamp(104_001));
+        let mut failed = completed(6, 4_000);
+        failed.status = CheckpointStatus::Failed;
+        failed.failure_message = Some("Checkpoint expired before completing.".into());
+        state.apply(&poll(5, 1, vec![failed.clone()]), Timestamp(105_000));
+        assert_eq!(job(&state).failures.total, 1);
+        // The poll stands in for a log nobody tails.
+        failed.id = 9;
+        state.apply(&poll(5, 2, vec![failed.clone()]), Timestamp(115_000));
+        assert_eq!(job(&state).failures.total, 2);
+        // At cancel, the checkpoint in progress fails because the coordinator suspends.
+        let Observation::LogEvents(mut events) = log_line("failed", 10, "") else { unreachable!() };
+        events[0].root_cause = Some(crate::observe::RootCause {
+            category: "task_failure",
+            exception: "org.apache.flink.runtime.checkpoint.CheckpointException".into(),
+            message: "Checkpoint Coordinator is suspending.".into(),
+        });
+        state.apply(&Observation::LogEvents(events), Timestamp(120_000));
+        failed.id = 10;
+        failed.failure_message = Some("Checkpoint Coordinator is suspending.".into());
+        state.apply(&poll(5, 3, vec![failed]), Timestamp(121_000));
+        assert_eq!(job(&state).failures.total, 2, "a cancel is not a checkpoint failure");
+        // Lines of the REST source (the poller's pending-subtask reports) are not log lines.
+        let Observation::LogEvents(mut events) = log_line("declined", 11, "") else { unreachable!() };
+        events[0].source = "rest";
+        state.apply(&Observation::LogEvents(events), Timestamp(122_000));
+        assert_eq!(job(&state).failures.total, 2);
     }
 
     #[test]

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use super::logs::LogState;
 use super::{
-    CheckpointRecord, ClusterState, JobState, OperatorState, PhaseHistograms, SeenIds, SizeHistograms, State,
-    Totals,
+    CheckpointRecord, ClusterState, FailureEvidence, JobState, OperatorState, PhaseHistograms, SeenIds,
+    SizeHistograms, State, Totals,
 };
 use crate::observe::{CheckpointCounts, LogEvent, TailerPositions, intern_cause, intern_source};
 use crate::stats::{PersistedHistogram, WindowSpec, WindowedHistogram};
@@ -121,6 +121,10 @@ pub struct PersistedJob {
     /// checkpointed, full_state, processed, persisted.
     sizes: [PersistedHistogram; 4],
     operators: BTreeMap<String, PersistedOperator>,
+    /// Failed checkpoints known from the log or the poll. Added within version 1: files
+    /// written before start it at zero.
+    #[serde(default)]
+    failures: FailureEvidence,
 }
 
 /// One operator's durable state.
@@ -179,6 +183,7 @@ pub fn snapshot(state: &State) -> PersistedState {
                                 (vid.clone(), persisted)
                             })
                             .collect(),
+                        failures: job.failures.clone(),
                     };
                     (id.clone(), persisted)
                 })
@@ -209,6 +214,7 @@ pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
             restored.last_completed = job.last_completed;
             restored.last_failed = job.last_failed;
             restored.recent = job.recent;
+            restored.failures = job.failures;
             restored.recount_consecutive_failures();
             restored.phases = phases_in(window, &job.phases);
             let s = |i: usize| WindowedHistogram::from_persisted(window, &job.sizes[i]);
