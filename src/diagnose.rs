@@ -1,12 +1,12 @@
 //! `checkpoint-sentinel diagnose`: a one-shot checkpoint health report of a live cluster,
-//! without the daemon — seed 002's three curl/jq/grep scripts as one command.
+//! without the daemon — the usual curl/jq/grep round of the REST API as one command.
 //!
 //! [`fetch`] is the I/O edge: it reads the job(s), `/checkpoints`, `/checkpoints/config`, the
 //! details and per-subtask details of the recent checkpoints, and the vertices' locations and
 //! load through [`FlinkClient`]. [`analyse`] is pure: it turns that into a [`JobReport`] —
 //! statuses, failures with reasons, top alignment and start delay with the blocking subtasks and
-//! their TaskManagers, the failure class (seed 002 §1), likely causes from the seeds'
-//! troubleshooting tables, the shadow model's explanation of the spacing, and the next thing to
+//! their TaskManagers, the failure class (blocking, timeout, failure), likely causes with a link to
+//! the Flink documentation that explains them, the shadow model's explanation of the spacing, and the next thing to
 //! check. [`exit_code`] makes it a deploy gate: 0 healthy, 1 unhealthy, 3 at risk (2 when the
 //! cluster cannot be diagnosed).
 
@@ -140,7 +140,7 @@ impl Location {
 pub enum Verdict {
     /// Checkpoints complete well within their limits.
     Healthy,
-    /// Checkpoints complete, but a phase uses much of the interval or timeout (seed 004 §6.1).
+    /// Checkpoints complete, but a phase uses over half the interval or timeout.
     AtRisk,
     /// Checkpoints fail or expire, the job is not running, or nothing completes.
     Unhealthy,
@@ -192,7 +192,7 @@ pub struct JobReport {
     pub load: Vec<String>,
     /// The failure classes found, most important first, with the evidence.
     pub classes: Vec<ClassFinding>,
-    /// Likely causes from the seeds' troubleshooting tables.
+    /// Likely causes, each with the page that explains it.
     pub causes: Vec<Cause>,
     /// The shadow model's explanation of the spacing of the triggers.
     pub spacing: Vec<String>,
@@ -282,9 +282,47 @@ pub struct ClassFinding {
 pub struct Cause {
     /// The cause.
     pub cause: String,
-    /// Which seed table it comes from.
+    /// The title of the page that explains it (Flink's documentation or the runbook).
     pub source: &'static str,
+    /// Its address.
+    pub url: &'static str,
 }
+
+/// A page a finding points the reader to: Flink's documentation or a runbook section.
+#[derive(Clone, Copy, Debug)]
+struct Doc {
+    title: &'static str,
+    url: &'static str,
+}
+
+const MONITORING: Doc = Doc {
+    title: "Flink: Monitoring Checkpointing",
+    url: "https://nightlies.apache.org/flink/flink-docs-stable/docs/ops/monitoring/checkpoint_monitoring/",
+};
+const LARGE_STATE: Doc = Doc {
+    title: "Flink: Tuning Checkpoints and Large State",
+    url: "https://nightlies.apache.org/flink/flink-docs-stable/docs/ops/state/large_state_tuning/",
+};
+const UNDER_BACKPRESSURE: Doc = Doc {
+    title: "Flink: Checkpointing under backpressure",
+    url: "https://nightlies.apache.org/flink/flink-docs-stable/docs/ops/state/checkpointing_under_backpressure/",
+};
+const BACK_PRESSURE: Doc = Doc {
+    title: "Flink: Monitoring Back Pressure",
+    url: "https://nightlies.apache.org/flink/flink-docs-stable/docs/ops/monitoring/back_pressure/",
+};
+const CONFIGURATION: Doc = Doc {
+    title: "Flink: Configuration, checkpointing options",
+    url: "https://nightlies.apache.org/flink/flink-docs-stable/docs/deployment/config/#checkpointing",
+};
+const RUNBOOK_FAILURES: Doc = Doc {
+    title: "Runbook: FlinkCheckpointFailuresIncreasing",
+    url: "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md#flinkcheckpointfailuresincreasing",
+};
+const RUNBOOK_TOLERANCE: Doc = Doc {
+    title: "Runbook: FlinkCheckpointToleranceNearlySpent",
+    url: "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md#flinkcheckpointtolerancenearlyspent",
+};
 
 /// Connects, fetches and analyses; returns the report.
 pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
@@ -717,7 +755,7 @@ pub fn analyse(d: &JobData) -> JobReport {
         spacing.extend(ex.contradictions);
     }
 
-    // Classes (seed 002 §1): failure (an error), timeout (a slow snapshot), blocking (barriers stuck).
+    // Classes: failure (an error), timeout (a slow snapshot), blocking (barriers stuck).
     let mut classes: Vec<ClassFinding> = Vec::new();
     let errors: Vec<&FailureLine> = failures.iter().filter(|f| f.outcome != "expired").collect();
     if let Some(f) = errors.first() {
@@ -800,7 +838,7 @@ pub fn analyse(d: &JobData) -> JobReport {
             classes.push(ClassFinding {
                 class: Class::Blocking,
                 evidence: format!(
-                    "barriers are slow to get through: {what} is over half the {} interval (seed 004 §6.1 threshold)",
+                    "barriers are slow to get through: {what} is over half the {} interval",
                     human_ms(iv)
                 ),
             });
@@ -871,11 +909,7 @@ pub fn analyse(d: &JobData) -> JobReport {
     {
         set(
             Verdict::AtRisk,
-            format!(
-                "alignment up to {} is over half the {} interval (seed 004 §6.1)",
-                human_ms(a.value_ms),
-                human_ms(iv)
-            ),
+            format!("alignment up to {} is over half the {} interval", human_ms(a.value_ms), human_ms(iv)),
             &mut reasons,
         );
     }
@@ -892,7 +926,7 @@ pub fn analyse(d: &JobData) -> JobReport {
     // Likely causes and the next thing to check, by class.
     let mut causes = Vec::new();
     let mut next = Vec::new();
-    let cause = |c: &str, source: &'static str| Cause { cause: c.to_string(), source };
+    let cause = |c: &str, doc: Doc| Cause { cause: c.to_string(), source: doc.title, url: doc.url };
     let failed_holder = d
         .finished
         .iter()
@@ -921,7 +955,7 @@ pub fn analyse(d: &JobData) -> JobReport {
                 causes.dedup_by(|a, b| a.cause == b.cause);
                 next.push(
                     "the TaskManager log around the failed checkpoint: the deepest `Caused by:` of its stack trace \
-                     (`checkpoint-sentinel scan-logs` on the JobManager and TaskManager logs classifies it; seed 002 §4.2)"
+                     (`checkpoint-sentinel scan-logs` on the JobManager and TaskManager logs classifies it)"
                         .to_string(),
                 );
             }
@@ -933,17 +967,17 @@ pub fn analyse(d: &JobData) -> JobReport {
                     Some("sync") => causes.push(cause(
                         "the synchronous part of the snapshot is slow: the operator's snapshotState() (user code, a \
                          blocking flush to an external system) or the state backend's synchronous part",
-                        "seed 000 §3.5 (syncDuration), seed 002 §1 (a sink flushing in the checkpoint thread)",
+                        MONITORING,
                     )),
                     _ => causes.push(cause(
                         "writing the snapshot to checkpoint storage is slow: storage throughput or latency (HDFS/S3), \
                          or a state that grew",
-                        "seed 000 §3.5 (asyncDuration), seed 002 §4.1 (SocketTimeoutException)",
+                        LARGE_STATE,
                     )),
                 }
                 causes.push(cause(
                     "state too large or growing without TTL, so every snapshot takes longer",
-                    "seed 004 §5.1, seed 002 §3.3",
+                    LARGE_STATE,
                 ));
                 if settings
                     .as_ref()
@@ -952,21 +986,21 @@ pub fn analyse(d: &JobData) -> JobReport {
                 {
                     causes.push(cause(
                         "RocksDB without incremental checkpoints, or a small block cache / write buffer",
-                        "seed 002 §3.3",
+                        LARGE_STATE,
                     ));
                 }
                 if let Some(h) = &holder {
                     next.push(format!(
                         "what {h} does while it snapshots: its TaskManager log and a thread dump (jstack) during a checkpoint, \
                          then its state size and the checkpoint storage's throughput; do not just raise the timeout \
-                         (seed 000 §3.4)"
+                         (Flink: Tuning Checkpoints and Large State)"
                     ));
                 }
             }
             Class::Blocking => {
                 causes.push(cause(
                     "backpressure: barriers queue behind buffered records, so alignment and start delay grow together",
-                    "seed 000 §3.5/§5.2 (alignmentDuration → backpressure), seed 002 §3.2",
+                    UNDER_BACKPRESSURE,
                 ));
                 let skewed = top_alignment
                     .first()
@@ -974,25 +1008,25 @@ pub fn analyse(d: &JobData) -> JobReport {
                 if skewed || bottleneck.is_some() {
                     causes.push(cause(
                         "data skew: one subtask (a hot key) lags its siblings and every checkpoint waits for it",
-                        "seed 000 §5.3 (某几个Task总是拖后腿 → 数据倾斜), seed 004 §5.2",
+                        BACK_PRESSURE,
                     ));
                 }
                 causes.push(cause(
                     "user code blocking the task thread (synchronous external calls, lock contention, heavy timers)",
-                    "seed 002 §2.3, §3.2",
+                    UNDER_BACKPRESSURE,
                 ));
                 if let Some(h) = &holder {
                     next.push(format!(
                         "the records in/out and busy time of {h} against its siblings (key skew) and the backpressure of the \
                          operators upstream of it (Web UI BackPressure tab or GET /jobs/{}/vertices/<id>/backpressure); \
-                         if its CPU is low while its input buffers are full, a thread dump (seed 002 §2.2)",
+                         if its CPU is low while its input buffers are full, a thread dump",
                         d.job_id
                     ));
                 }
                 if settings.as_ref().is_some_and(|s| s.exactly_once && !s.unaligned) {
                     next.push(
                         "once skew and backpressure are addressed and alignment is still too long: unaligned checkpoints \
-                         (seed 004 §4.3, §5.2)"
+                         (Flink: Checkpointing under backpressure)"
                             .to_string(),
                     );
                 }
@@ -1009,12 +1043,12 @@ pub fn analyse(d: &JobData) -> JobReport {
                 human_ms(observed),
                 human_ms(iv)
             ),
-            "seed 000 §4.1, §5.3",
+            CONFIGURATION,
         ));
     }
     if next.is_empty() {
         next.push(if verdict == Verdict::Healthy {
-            "nothing now; keep an eye on the P95 checkpoint duration against the timeout (seed 002 §6, rule 10)".into()
+            "nothing now; keep an eye on the P95 checkpoint duration against the timeout".into()
         } else {
             "the slowest phase in the recent checkpoints' details (Web UI Checkpoints → Details) and the TaskManager log of the \
              slowest subtask"
@@ -1067,67 +1101,68 @@ fn observed_gaps(stats: &dto::CheckpointingStatistics) -> Vec<u64> {
     t.windows(2).map(|w| (w[1] - w[0]).max(0) as u64).collect()
 }
 
-/// Seed 002 §4.1's table (and §4.2, seed 004 §5.1) from a failure message.
+/// The likely cause behind a failure message, with the page that explains it.
 fn failure_cause(message: &str) -> Cause {
-    let table: [(&str, &str, &'static str); 10] = [
+    let table: [(&str, &str, Doc); 10] = [
         (
             "Failed to persist checkpoint metadata",
             "the checkpoint metadata storage is not writable (ZooKeeper, disk space, permissions)",
-            "seed 002 §4.1",
+            RUNBOOK_FAILURES,
         ),
         (
             "Could not materialize checkpoint",
             "the state backend failed writing (e.g. an HDFS DataNode down)",
-            "seed 002 §4.1",
+            RUNBOOK_FAILURES,
         ),
         (
             "Asynchronous task checkpoint failed",
             "the asynchronous part of a subtask's snapshot threw: writing the state to checkpoint storage \
              failed (Flink's `Could not materialize checkpoint`: storage unavailable, a full disk)",
-            "seed 002 §4.1, §4.2",
+            RUNBOOK_FAILURES,
         ),
         (
             "ClassCastException",
             "a state class that does not serialise, or a serializer changed by an upgrade",
-            "seed 002 §4.1, §4.3",
+            RUNBOOK_FAILURES,
         ),
-        ("OutOfMemoryError", "a subtask ran out of memory", "seed 002 §4.1"),
+        ("OutOfMemoryError", "a subtask ran out of memory", RUNBOOK_FAILURES),
         (
             "SocketTimeoutException",
             "the checkpoint storage client timed out (network, S3 throttling)",
-            "seed 002 §4.1",
+            RUNBOOK_FAILURES,
         ),
         (
             "No space left on device",
             "a full disk (the `Stream is closed` that follows is a symptom)",
-            "seed 002 §4.2",
+            RUNBOOK_FAILURES,
         ),
         (
             "Stream is closed",
             "the stream to checkpoint storage was closed underneath: look for a full disk or a closed connection",
-            "seed 002 §1, §4.2",
+            RUNBOOK_FAILURES,
         ),
         (
             "tolerable failure threshold",
             "the tolerable-failure budget is spent: the job fails over because of checkpoints",
-            "seed 004 §5.1",
+            RUNBOOK_TOLERANCE,
         ),
         (
             "declined",
             "a subtask declined the checkpoint: a task failure (OOM, user code exception) or a task not ready",
-            "seed 002 §4.1 (declined due to subtask failure)",
+            RUNBOOK_FAILURES,
         ),
     ];
     table
         .iter()
         .find(|(needle, _, _)| message.to_lowercase().contains(&needle.to_lowercase()))
-        .map(|(_, cause, source)| Cause { cause: (*cause).to_string(), source })
+        .map(|(_, cause, doc)| Cause { cause: (*cause).to_string(), source: doc.title, url: doc.url })
         .unwrap_or_else(|| Cause {
             cause: format!(
                 "Flink says: {}; the stack trace in the TaskManager log names the cause",
                 message.trim_end_matches('.')
             ),
-            source: "seed 002 §4",
+            source: RUNBOOK_FAILURES.title,
+            url: RUNBOOK_FAILURES.url,
         })
 }
 
@@ -1266,21 +1301,32 @@ pub fn to_text(report: &Report) -> String {
         }
         line(String::new());
         if j.classes.is_empty() {
-            line("Failure class: none (seed 002 §1: blocking / timeout / failure)".into());
+            line("Failure class: none (the classes are blocking, timeout and failure)".into());
         }
         for c in &j.classes {
             let name = match c.class {
-                Class::Blocking => "BLOCKING (阻塞型: barriers do not get through)",
-                Class::Timeout => "TIMEOUT (超时型: the snapshot takes too long)",
-                Class::Failure => "FAILURE (失败型: an explicit error)",
+                Class::Blocking => "blocking: barriers do not get through (backpressure, skew, alignment)",
+                Class::Timeout => {
+                    "timeout: the snapshot itself takes too long (state size, checkpoint storage)"
+                }
+                Class::Failure => "failure: a checkpoint failed with an explicit error",
             };
             line(format!("Failure class: {name}"));
             line(format!("  {}", c.evidence));
         }
+        // Each cause points to the page that explains it, listed once under "Read more".
+        let mut pages: Vec<(&str, &str)> = Vec::new();
         if !j.causes.is_empty() {
             line("Likely causes:".into());
             for c in &j.causes {
-                line(format!("  - {} [{}]", c.cause, c.source));
+                let n = match pages.iter().position(|p| p.1 == c.url) {
+                    Some(i) => i + 1,
+                    None => {
+                        pages.push((c.source, c.url));
+                        pages.len()
+                    }
+                };
+                line(format!("  - {} [{n}]", c.cause));
             }
         }
         if !j.spacing.is_empty() {
@@ -1292,6 +1338,12 @@ pub fn to_text(report: &Report) -> String {
         line("Next, check:".into());
         for n in &j.next {
             line(format!("  → {n}"));
+        }
+        if !pages.is_empty() {
+            line("Read more:".into());
+            for (i, (title, url)) in pages.iter().enumerate() {
+                line(format!("  [{}] {title}: {url}", i + 1));
+            }
         }
     }
     o

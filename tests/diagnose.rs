@@ -157,7 +157,7 @@ async fn expired_is_unhealthy_timeout_class_held_by_the_sleeping_snapshot() {
     // The late acknowledgement of the subtask whose snapshot slept 6 s, with its TaskManager.
     has(&text, "held up by stateful-map #0 on TaskManager 127.0.0.1:18125-6451c0 (localhost:18126)");
     has(&text, "its sync took 6.0 s");
-    has(&text, "Failure class: TIMEOUT");
+    has(&text, "Failure class: timeout");
     has(&text, "the synchronous part of the snapshot is slow");
     has(&text, "Spacing (shadow model):");
     has(&text, "timeout");
@@ -183,7 +183,7 @@ async fn backpressure_is_at_risk_blocking_class_names_the_hot_subtask() {
     has(&text, "on TaskManager 127.0.0.1:18125-6451c0 (localhost:18126)");
     has(&text, "Source: fast-source -> fast-throttle is backpressured");
     has(&text, "stateful-map #1 is busy 100 % of the time");
-    has(&text, "Failure class: BLOCKING");
+    has(&text, "Failure class: blocking");
     has(&text, "data skew");
     has(&text, "backpressure: barriers queue behind buffered records");
 }
@@ -202,7 +202,7 @@ async fn healthy_passes_and_older_versions_name_the_host() {
     let (url, _) = serve("1.20.5", "declined").await;
     let (code, text) = diagnose(vec!["--url".into(), url]).await;
     assert_eq!(code, 1);
-    has(&text, "Failure class: FAILURE");
+    has(&text, "Failure class: failure");
     has(&text, "writing the state to checkpoint storage failed");
     let (code, _) =
         diagnose(vec!["--url".into(), "http://127.0.0.1:9".into(), "--timeout".into(), "2s".into()]).await;
@@ -238,7 +238,7 @@ async fn the_config_file_supplies_the_url_and_the_credentials() {
     let (code, out, _) = diagnose_full(args(&["--cluster", "secured"])).await;
     assert_eq!(code, 1, "the expired job is unhealthy");
     has(&out, &format!("checkpoint-sentinel diagnose: {url} (Flink 2.3.0)"));
-    has(&out, "Failure class: TIMEOUT");
+    has(&out, "Failure class: timeout");
 
     let (code, _, err) = diagnose_full(args(&["--cluster", "no-token"])).await;
     assert_eq!(code, 2, "refused without the token: {err}");

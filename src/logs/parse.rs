@@ -600,7 +600,7 @@ fn split_class(text: &str) -> Option<(&str, &str)> {
 }
 
 /// Root-cause categories, most specific first: (category, any of these substrings).
-/// The starting table is seed 002 §4.1/§4.2 (disk full behind a closed channel, OOM behind a
+/// The starting table is the usual suspects of checkpoint failures (disk full behind a closed channel, OOM behind a
 /// declined checkpoint, ClassCast for serializer changes, S3 socket timeouts, metadata store).
 const CAUSES: &[(&str, &[&str])] = &[
     (
