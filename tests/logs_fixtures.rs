@@ -226,7 +226,7 @@ fn tolerable_failures_and_root_causes_in_the_tolerable_scenarios() {
                 ("java.io.IOException", "io_error"),
                 "{version}"
             );
-            assert_eq!(e.task.as_deref().map(|t| t.starts_with("stateful-map (1/2)#")), Some(true));
+            assert_eq!(e.task.as_deref(), Some("stateful-map"), "the operator name without (k/n)#attempt");
             assert_eq!(e.subtask, Some(0));
         }
     }
@@ -293,5 +293,69 @@ fn scan_logs_reports_missing_barriers_from_debug_lines() {
             .iter()
             .any(|e| e.kind == "completed" && e.checkpoint_id == m["checkpoint_id"].as_u64());
         assert!(!completed, "a completed checkpoint has every barrier");
+    }
+}
+
+/// The 1.20.5 snapshot-sync-failure capture, as an operator reads it: the timeline in time order
+/// (the TaskManager's line between the JobManager's), no reason-less colon, one subtask (the
+/// attempt number `#0…#5` is not a subtask), the exception the job threw as the root cause and
+/// "Checkpoint Coordinator is suspending" as its symptom.
+#[test]
+fn scan_logs_orders_the_timeline_and_names_the_real_cause() {
+    let dir = fixtures().join("flink-1.20.5/snapshot-sync-failure/logs");
+    let files: Vec<String> = files_in(&dir).iter().map(|p| p.display().to_string()).collect();
+    let mut args = vec!["scan-logs"];
+    args.extend(files.iter().map(String::as_str));
+    let text = run_cli(&args);
+    let three = text.split("  checkpoint 3 of job").nth(1).unwrap().split("  checkpoint 6").next().unwrap();
+    let times: Vec<&str> =
+        three.lines().filter_map(|l| l.trim().get(..23)).filter(|t| t.starts_with("2026")).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "out of order:\n{three}");
+    assert!(!text.contains(" : "), "a dangling colon:\n{text}");
+    assert!(text.contains("failed: Checkpoint Coordinator is suspending."), "{text}");
+    assert!(text.contains("  stateful-map #0: 6 event(s) (sync_snapshot_failed)"), "{text}");
+    assert!(!text.contains("#1") && !text.contains("(1/2)"), "{text}");
+    assert!(text.contains("  user_code              6\n"), "{text}");
+    assert!(text.contains("Symptoms of those causes"), "{text}");
+
+    args.insert(1, "--format");
+    args.insert(2, "json");
+    let json: Value = serde_json::from_str(&run_cli(&args)).unwrap();
+    assert_eq!(json["root_causes"]["user_code"], 6, "{}", json["root_causes"]);
+    assert!(json["root_causes"].get("task_failure").is_none());
+    assert_eq!(json["root_cause_symptoms"]["task_failure"], 6);
+    let cp3 = json["checkpoints"].as_array().unwrap().iter().find(|c| c["id"] == 3).unwrap();
+    assert_eq!(cp3["root_cause"]["exception"], "java.lang.Exception");
+}
+
+/// A file that is not a Flink log is named as such, and the exit code says so.
+#[test]
+fn scan_logs_says_when_a_file_is_not_a_flink_log() {
+    let readme = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
+        .args(["scan-logs", readme.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("README.md is not a Flink log"), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a Flink log"));
+}
+
+/// Declines name the operator and the subtask on every captured version: 1.14's plain attempt
+/// id and 1.20's/2.3's vertex id give way to the operator the decline's trace names.
+#[test]
+fn declines_name_the_operator_on_every_version() {
+    for version in ["1.14.6", "1.20.5", "2.3.0"] {
+        let dir = fixtures().join(format!("flink-{version}/declined/logs"));
+        let report = scan_paths(&files_in(&dir), &Patterns::builtin(), 1 << 20).unwrap();
+        let declined: Vec<_> = report.events.iter().filter(|e| e.kind == "declined").collect();
+        assert!(!declined.is_empty(), "{version}");
+        for e in declined {
+            assert_eq!((e.task.as_deref(), e.subtask), (Some("stateful-map"), Some(0)), "{version}");
+            assert!(e.job_id.is_some(), "{version}");
+            let cause = e.root_cause.as_ref().unwrap();
+            assert_eq!(cause.exception, "java.io.IOException", "{version}: SerializedThrowable unwrapped");
+        }
     }
 }
