@@ -82,6 +82,11 @@ pub enum DiagnoseError {
     /// `--cluster` names no cluster of the configuration file, or it has several and none was named.
     #[error("{0}")]
     NoSuchCluster(String),
+    /// `--url` is not an http(s) URL.
+    #[error(
+        "--url {0:?} is not the JobManager's REST address: expected an http:// or https:// URL such as http://jobmanager:8081"
+    )]
+    BadUrl(String),
 }
 
 /// Everything fetched about one job (the input of [`analyse`]).
@@ -115,7 +120,7 @@ pub struct JobData {
 }
 
 /// Where a subtask runs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Location {
     /// `taskmanager-id`.
     pub taskmanager_id: Option<String>,
@@ -174,6 +179,9 @@ pub struct JobReport {
     pub verdict_reasons: Vec<String>,
     /// The checkpoint configuration in one line.
     pub config: Option<String>,
+    /// The TaskManager every subtask runs on, when there is only one (then the report does not
+    /// repeat it on every subtask).
+    pub taskmanager: Option<Location>,
     /// Flink's counts: completed, failed, in progress, restored.
     pub counts: [u64; 4],
     /// The newest checkpoints, newest first.
@@ -182,11 +190,14 @@ pub struct JobReport {
     pub failures: Vec<FailureLine>,
     /// Subtasks not acknowledged yet in checkpoints still in progress.
     pub pending: Vec<String>,
-    /// The longest alignments (per subtask, its longest over the recent checkpoints).
+    /// The longest alignments (per subtask, its longest over the recent checkpoints), only
+    /// culprits: at least 100 ms and a tenth of the interval, and twice its siblings' median or
+    /// over half the interval. Savepoints are left out.
     pub top_alignment: Vec<SubtaskStat>,
-    /// The longest start delays.
+    /// The longest start delays, chosen the same way.
     pub top_start_delay: Vec<SubtaskStat>,
-    /// Subtasks that acknowledged last, with how often.
+    /// Subtasks that acknowledged last in at least a third of the completed checkpoints, when
+    /// those take long enough to matter (1 s, or a tenth of the interval), with how often.
     pub blocking: Vec<Blocking>,
     /// Backpressure and busy subtasks (`/vertices/:id/backpressure`).
     pub load: Vec<String>,
@@ -232,6 +243,11 @@ pub struct FailureLine {
     pub reason: Option<String>,
     /// The subtasks that held it up: never acknowledged, or acknowledged after it failed.
     pub held_by: Vec<String>,
+    /// Subtasks that acknowledged in time / all subtasks (from the per-subtask details, or
+    /// Flink's counts when it no longer has them).
+    pub acknowledged: (u32, u32),
+    /// What held it up or ended it, in one sentence, naming subtasks only where they explain it.
+    pub summary: String,
 }
 
 /// One subtask's phase value.
@@ -504,9 +520,16 @@ pub fn analyse(d: &JobData) -> JobReport {
     let location = |operator: &str, subtask: u32| {
         vertex_of.get(operator).and_then(|vid| d.locations.get(&(vid.to_string(), subtask))).cloned()
     };
-    let located = |operator: &str, subtask: u32| match location(operator, subtask) {
-        Some(l) => format!("{operator} #{subtask} on {}", l.text()),
-        None => format!("{operator} #{subtask} (TaskManager unknown: the REST API did not name it)"),
+    // One TaskManager for every subtask: said once, not on every line.
+    let distinct: std::collections::BTreeSet<&Location> = d.locations.values().collect();
+    let single_tm = match distinct.into_iter().collect::<Vec<_>>().as_slice() {
+        [only] => Some((*only).clone()),
+        _ => None,
+    };
+    let located = |operator: &str, subtask: u32| match (location(operator, subtask), &single_tm) {
+        (Some(_), Some(_)) => format!("{operator} #{subtask}"),
+        (Some(l), None) => format!("{operator} #{subtask} on {}", l.text()),
+        (None, _) => format!("{operator} #{subtask} (TaskManager unknown: the REST API did not name it)"),
     };
 
     // 1. Recent statuses, newest first.
@@ -539,7 +562,7 @@ pub fn analyse(d: &JobData) -> JobReport {
         })
         .collect();
 
-    // 2. Failures with the subtasks that held them up.
+    // 2. Failures: what held them up or ended them, in one sentence each.
     let failures: Vec<FailureLine> = d
         .finished
         .iter()
@@ -547,28 +570,47 @@ pub fn analyse(d: &JobData) -> JobReport {
         .map(|cp| {
             let after = cp.finished_at.since(cp.triggered_at);
             let mut held_by = Vec::new();
+            let mut never = Vec::new();
+            let mut late = Vec::new();
+            let mut total = 0u32;
             for op in &cp.operators {
                 for st in &op.subtasks {
+                    total += 1;
                     if !st.acknowledged {
                         held_by.push(format!("{} never acknowledged", located(&op.name, st.index)));
+                        never.push((op.name.as_str(), st.index));
                     } else if let Some(e2e) = st.end_to_end_ms.filter(|e| *e > after) {
                         let (phase, ms) = dominant(st);
-                        held_by.push(format!(
+                        let text = format!(
                             "{} acknowledged {} after the trigger, {} too late; its {phase} took {}",
                             located(&op.name, st.index),
                             human_ms(e2e),
                             human_ms(e2e - after),
                             human_ms(ms)
-                        ));
+                        );
+                        held_by.push(text.clone());
+                        late.push(text);
                     }
                 }
             }
+            let outcome = outcome(cp);
+            // An expiry is held up by the late subtasks too; after an error, a subtask that
+            // acknowledged a moment later was not what ended it.
+            let late_counts = if outcome == "expired" { late.len() as u32 } else { 0 };
+            let acknowledged = if total > 0 {
+                (total - never.len() as u32 - late_counts, total)
+            } else {
+                (cp.num_acknowledged, cp.num_subtasks)
+            };
+            let summary = failure_summary(outcome, acknowledged, total > 0, &never, &late, &located);
             FailureLine {
                 id: cp.id,
-                outcome: outcome(cp),
+                outcome,
                 after_ms: Some(after),
                 reason: cp.failure_message.clone(),
                 held_by,
+                acknowledged,
+                summary,
             }
         })
         .collect();
@@ -583,12 +625,30 @@ pub fn analyse(d: &JobData) -> JobReport {
                 subtasks.iter().map(move |s| (id, name.clone(), *s))
             })
         })
-        .map(|(id, name, s)| format!("checkpoint {id}: {} not acknowledged yet", located(&name, s)))
+        .fold(Vec::<(u64, Vec<String>)>::new(), |mut acc, (id, name, s)| {
+            match acc.last_mut() {
+                Some((last, list)) if last == id => list.push(located(&name, s)),
+                _ => acc.push((*id, vec![located(&name, s)])),
+            }
+            acc
+        })
+        .into_iter()
+        .map(|(id, list)| format!("checkpoint {id} in progress: {} not acknowledged yet", some_of(&list)))
         .collect();
 
     // 3. Top alignment and start delay: per subtask its longest over the recent checkpoints.
-    let with_details: Vec<&FinishedCheckpoint> =
-        d.finished.iter().filter(|cp| !cp.operators.is_empty()).collect();
+    // Savepoints (triggered by hand, other rules) are not in the tables.
+    let with_details: Vec<&FinishedCheckpoint> = d
+        .finished
+        .iter()
+        .filter(|cp| !cp.operators.is_empty() && cp.kind != SnapshotKind::Savepoint)
+        .collect();
+    let culprit = |s: &SubtaskStat| {
+        let floor = interval.map_or(100, |iv| (iv / 10).max(100));
+        s.value_ms >= floor
+            && (s.siblings_median_ms.is_none_or(|m| s.value_ms >= 2 * m.max(1))
+                || interval.is_some_and(|iv| s.value_ms * 2 > iv))
+    };
     let top = |phase: fn(&SubtaskCheckpoint) -> Option<u64>| {
         let mut best: BTreeMap<(String, u32), SubtaskStat> = BTreeMap::new();
         for cp in &with_details {
@@ -615,7 +675,7 @@ pub fn analyse(d: &JobData) -> JobReport {
                 }
             }
         }
-        let mut all: Vec<SubtaskStat> = best.into_values().filter(|s| s.value_ms > 0).collect();
+        let mut all: Vec<SubtaskStat> = best.into_values().filter(culprit).collect();
         all.sort_by_key(|s| std::cmp::Reverse(s.value_ms));
         all.truncate(3);
         all
@@ -652,6 +712,14 @@ pub fn analyse(d: &JobData) -> JobReport {
         })
         .collect();
     blocking.sort_by_key(|b| std::cmp::Reverse(b.times));
+    let slowest_completed = with_details
+        .iter()
+        .filter(|cp| cp.status == CheckpointStatus::Completed)
+        .filter_map(|cp| cp.end_to_end_ms)
+        .max()
+        .unwrap_or(0);
+    let matters = slowest_completed >= interval.map_or(1_000, |iv| (iv / 10).clamp(100, 1_000));
+    blocking.retain(|b| matters && b.times * 3 >= b.of);
     blocking.truncate(3);
 
     // Load: backpressured vertices and the busy subtasks downstream of them.
@@ -1062,6 +1130,7 @@ pub fn analyse(d: &JobData) -> JobReport {
         state: d.state.clone(),
         verdict,
         verdict_reasons: reasons,
+        taskmanager: single_tm,
         config: settings.as_ref().map(|s| {
             format!(
                 "{}, interval {}, timeout {}, min pause {}, max concurrent {}, tolerable failures {}, {}{}",
@@ -1088,6 +1157,74 @@ pub fn analyse(d: &JobData) -> JobReport {
         spacing,
         next,
     }
+}
+
+/// `a`, `a and b`, `a, b and c`, or the first three and how many more.
+fn some_of(list: &[String]) -> String {
+    match list {
+        [] => "no subtask".into(),
+        [one] => one.clone(),
+        [init @ .., last] if list.len() <= 3 => format!("{} and {last}", init.join(", ")),
+        _ => format!("{} and {} more", list[..3].join(", "), list.len() - 3),
+    }
+}
+
+/// One sentence on a failed checkpoint: how many subtasks acknowledged in time, and the
+/// subtasks that explain it (the late or missing ones of an expiry; the one that did not
+/// acknowledge when an error ended it).
+fn failure_summary(
+    outcome: &str,
+    (acked, total): (u32, u32),
+    details: bool,
+    never: &[(&str, u32)],
+    late: &[String],
+    located: &dyn Fn(&str, u32) -> String,
+) -> String {
+    if !details {
+        return format!(
+            "{acked} of {total} subtasks acknowledged; Flink no longer has its per-subtask details"
+        );
+    }
+    let never_named: Vec<String> = never.iter().map(|(op, st)| located(op, *st)).collect();
+    if outcome == "expired" {
+        let mut parts: Vec<String> = late.to_vec();
+        match never_named.len() {
+            0 => {}
+            1..=3 => parts.push(format!("{} never acknowledged", some_of(&never_named))),
+            n => parts.push(format!("{n} subtasks never acknowledged ({})", per_operator(never))),
+        }
+        if parts.len() > 3 {
+            let n = parts.len();
+            parts.truncate(2);
+            parts.push(format!("{} more", n - 2));
+        }
+        let holders = if parts.is_empty() { "no subtask was late".into() } else { parts.join("; ") };
+        return format!("{acked} of {total} subtasks acknowledged in time; {holders}");
+    }
+    let head = format!("{acked} of {total} subtasks acknowledged");
+    match never_named.as_slice() {
+        [] => head,
+        [one] if total > 1 => format!("{head}; the failure came from the one that did not, {one}"),
+        [_] => format!("{head}; the failure came from its only subtask"),
+        _ if acked == 0 => format!(
+            "{head}; the error came before any subtask acknowledged, so no subtask was slow \
+             (`scan-logs` names the task that threw it)"
+        ),
+        list if list.len() <= 3 => format!("{head}; not acknowledged: {}", some_of(list)),
+        _ => format!("{head}; not acknowledged: {}", per_operator(never)),
+    }
+}
+
+/// `2 of stateful-map, 4 of Sink`: subtasks counted per operator, in first-seen order.
+fn per_operator(subtasks: &[(&str, u32)]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for (op, _) in subtasks {
+        match counts.iter_mut().find(|(o, _)| o == op) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((op, 1)),
+        }
+    }
+    counts.iter().map(|(op, n)| format!("{n} of {op}")).collect::<Vec<_>>().join(", ")
 }
 
 fn observed_gaps(stats: &dto::CheckpointingStatistics) -> Vec<u64> {
@@ -1210,6 +1347,14 @@ pub fn to_text(report: &Report) -> String {
         if let Some(c) = &j.config {
             line(format!("Config: {c}"));
         }
+        if let Some(tm) = &j.taskmanager {
+            line(format!("Every subtask runs on {}.", tm.text()));
+        }
+        let place = |l: &Option<Location>| match (&j.taskmanager, l) {
+            (Some(_), Some(_)) => String::new(),
+            (_, Some(l)) => format!(", on {}", l.text()),
+            (_, None) => ", on a TaskManager the REST API did not name".into(),
+        };
         line(format!(
             "Counts: {} completed, {} failed, {} in progress, {} restored",
             j.counts[0], j.counts[1], j.counts[2], j.counts[3]
@@ -1222,29 +1367,43 @@ pub fn to_text(report: &Report) -> String {
         ));
         for r in &j.recent {
             line(format!(
-                "  {:>6}  {:<11}  {:<12}  {:>8}  {:>10}  {:>5}",
+                "  {:>6}  {:<11}  {:<12}  {:>8}  {:>10}  {:>5}{}",
                 r.id,
-                if r.savepoint { format!("{} (sp)", r.status) } else { r.status.clone() },
+                r.status,
                 r.triggered_at_ms.map_or("?".into(), clock),
                 r.took_ms.map_or("?".into(), human_ms),
                 r.size_bytes.map_or("?".into(), |b| crate::rules::format_bytes(b as f64)),
-                format!("{}/{}", r.acknowledged.0, r.acknowledged.1)
+                format!("{}/{}", r.acknowledged.0, r.acknowledged.1),
+                if r.savepoint { "  savepoint" } else { "" }
             ));
         }
         if !j.failures.is_empty() || !j.pending.is_empty() {
             line(String::new());
             line("Failures, expirations, checkpoints in progress:".into());
+            // Failures that read the same (outcome, reason, summary) are said once.
+            let mut groups: Vec<(Vec<&FailureLine>, &str, Option<&str>, &str)> = Vec::new();
             for f in &j.failures {
-                line(format!(
-                    "  {} {} after {}: {}",
-                    f.id,
-                    f.outcome.to_uppercase(),
-                    f.after_ms.map_or("?".into(), human_ms),
-                    f.reason.as_deref().unwrap_or("no reason given")
-                ));
-                for h in &f.held_by {
-                    line(format!("      held up by {h}"));
+                let key = (f.outcome, f.reason.as_deref(), f.summary.as_str());
+                match groups.iter_mut().find(|g| (g.1, g.2, g.3) == key) {
+                    Some(g) => g.0.push(f),
+                    None => groups.push((vec![f], key.0, key.1, key.2)),
                 }
+            }
+            for (members, outcome, reason, summary) in groups {
+                let ids: Vec<String> = members.iter().map(|f| f.id.to_string()).collect();
+                let afters: Vec<u64> = members.iter().filter_map(|f| f.after_ms).collect();
+                let after = match (afters.iter().min(), afters.iter().max()) {
+                    (Some(lo), Some(hi)) if human_ms(*lo) == human_ms(*hi) => human_ms(*lo),
+                    (Some(lo), Some(hi)) => format!("{} to {}", human_ms(*lo), human_ms(*hi)),
+                    _ => "?".into(),
+                };
+                line(format!(
+                    "  {} {} after {after}: {}",
+                    ids.join(", "),
+                    outcome.to_uppercase(),
+                    reason.unwrap_or("no reason given")
+                ));
+                line(format!("      {summary}"));
             }
             for p in &j.pending {
                 line(format!("  {p}"));
@@ -1252,44 +1411,44 @@ pub fn to_text(report: &Report) -> String {
         }
         let stat = |s: &SubtaskStat| {
             format!(
-                "{} #{}: {} in checkpoint {}{}, on {}",
+                "{} #{}: {} in checkpoint {}{}{}",
                 s.operator,
                 s.subtask,
                 human_ms(s.value_ms),
                 s.checkpoint_id,
                 s.siblings_median_ms
                     .map_or(String::new(), |m| format!(" (siblings' median {})", human_ms(m))),
-                s.location.as_ref().map_or("a TaskManager the REST API did not name".into(), Location::text)
+                place(&s.location)
             )
         };
         line(String::new());
-        line("Top alignment:".into());
-        if j.top_alignment.is_empty() {
-            line("  none (no alignment, or no per-subtask details)".into());
-        }
-        for s in &j.top_alignment {
-            line(format!("  {}", stat(s)));
-        }
-        line("Top start delay:".into());
-        if j.top_start_delay.is_empty() {
-            line("  none".into());
-        }
-        for s in &j.top_start_delay {
-            line(format!("  {}", stat(s)));
+        if j.top_alignment.is_empty() && j.top_start_delay.is_empty() {
+            line("Alignment and start delay: no subtask stands out".into());
+        } else {
+            for (title, stats) in
+                [("Top alignment:", &j.top_alignment), ("Top start delay:", &j.top_start_delay)]
+            {
+                if stats.is_empty() {
+                    line(format!("{title} no subtask stands out"));
+                } else {
+                    line(title.into());
+                }
+                for s in stats {
+                    line(format!("  {}", stat(s)));
+                }
+            }
         }
         if !j.blocking.is_empty() {
             line("Acknowledged last (held the completed checkpoints up):".into());
             for b in &j.blocking {
                 line(format!(
-                    "  {} #{}: {} of {} checkpoints, mostly in {}, on {}",
+                    "  {} #{}: {} of {} checkpoints, mostly in {}{}",
                     b.operator,
                     b.subtask,
                     b.times,
                     b.of,
                     b.dominant_phase,
-                    b.location
-                        .as_ref()
-                        .map_or("a TaskManager the REST API did not name".into(), Location::text)
+                    place(&b.location)
                 ));
             }
         }
@@ -1353,6 +1512,13 @@ pub fn to_text(report: &Report) -> String {
 /// credentials and CA (the request timeout is `--timeout` either way).
 fn cluster_config(args: &DiagnoseArgs) -> Result<ClusterConfig, DiagnoseError> {
     let Some(path) = &args.config else {
+        let url = args.url.clone().unwrap_or_default();
+        let valid = url::Url::parse(&url).is_ok_and(|u| {
+            matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(|h| !h.is_empty())
+        });
+        if !valid {
+            return Err(DiagnoseError::BadUrl(url));
+        }
         return Ok(ClusterConfig {
             name: "diagnose".into(),
             url: args.url.clone().unwrap_or_default(),
@@ -1404,6 +1570,7 @@ pub async fn run(args: &DiagnoseArgs) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observe::OperatorCheckpoint;
 
     fn job(history: serde_json::Value, finished: Vec<FinishedCheckpoint>) -> JobData {
         JobData {
@@ -1450,5 +1617,70 @@ mod tests {
                 (2, "COMPLETED", Some(85)),
             ]
         );
+    }
+
+    fn checkpoint(
+        id: u64,
+        kind: SnapshotKind,
+        status: CheckpointStatus,
+        subtasks: Vec<SubtaskCheckpoint>,
+    ) -> FinishedCheckpoint {
+        FinishedCheckpoint {
+            id,
+            status,
+            kind,
+            triggered_at: Timestamp(id as i64 * 10_000),
+            finished_at: Timestamp(id as i64 * 10_000 + 30),
+            end_to_end_ms: Some(30),
+            checkpointed_bytes: None,
+            full_state_bytes: None,
+            processed_bytes: None,
+            persisted_bytes: None,
+            num_subtasks: subtasks.len() as u32,
+            num_acknowledged: subtasks.iter().filter(|s| s.acknowledged).count() as u32,
+            failure_message: (status == CheckpointStatus::Failed)
+                .then(|| "Asynchronous task checkpoint failed.".into()),
+            operators: vec![OperatorCheckpoint { vertex_id: "v".into(), name: "map".into(), subtasks }],
+        }
+    }
+
+    /// A savepoint's long alignment is neither a culprit of the checkpoints nor a table row;
+    /// a failure that no subtask acknowledged is one sentence, not a line per subtask.
+    #[test]
+    fn savepoints_stay_out_of_the_tables_and_a_failure_is_one_sentence() {
+        let slow = |index| SubtaskCheckpoint {
+            index,
+            acknowledged: true,
+            end_to_end_ms: Some(9_000),
+            alignment_ms: Some(9_000),
+            ..SubtaskCheckpoint::default()
+        };
+        let quick = |index| SubtaskCheckpoint {
+            index,
+            acknowledged: true,
+            end_to_end_ms: Some(30),
+            alignment_ms: Some(1),
+            ..SubtaskCheckpoint::default()
+        };
+        let never = |index| SubtaskCheckpoint { index, ..SubtaskCheckpoint::default() };
+        let finished = vec![
+            checkpoint(3, SnapshotKind::Checkpoint, CheckpointStatus::Failed, (0..8).map(never).collect()),
+            checkpoint(2, SnapshotKind::Savepoint, CheckpointStatus::Completed, vec![slow(0), quick(1)]),
+            checkpoint(1, SnapshotKind::Checkpoint, CheckpointStatus::Completed, vec![quick(0), quick(1)]),
+        ];
+        let report = analyse(&job(serde_json::json!([]), finished));
+        assert!(report.top_alignment.is_empty(), "{:?}", report.top_alignment);
+        assert!(report.blocking.is_empty());
+        let failure = &report.failures[0];
+        assert_eq!(failure.acknowledged, (0, 8));
+        assert!(
+            failure
+                .summary
+                .starts_with("0 of 8 subtasks acknowledged; the error came before any subtask acknowledged"),
+            "{}",
+            failure.summary
+        );
+        let text = to_text(&Report { url: "u".into(), flink_version: None, at_ms: 0, jobs: vec![report] });
+        assert_eq!(text.matches("map #").count(), 0, "no subtask listed one by one:\n{text}");
     }
 }
