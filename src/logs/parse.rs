@@ -771,6 +771,9 @@ const CAUSES: &[(&str, &[&str])] = &[
         &["Not all required tasks are currently running", "not being executed at the moment"],
     ),
     ("declined", &["Checkpoint was declined", "Task received cancellation", "barrier from newer checkpoint"]),
+    // The asynchronous part of a snapshot cancelled because its checkpoint was already aborted
+    // (expired, declined elsewhere): what happened after, not why.
+    ("cancelled", &["java.util.concurrent.CancellationException"]),
 ];
 
 /// Whether an event's root cause counts as the cause of a checkpoint failure. The job failure
@@ -796,6 +799,7 @@ pub const CAUSE_CATEGORIES: &[&str] = &[
     "task_failure",
     "tasks_not_running",
     "declined",
+    "cancelled",
     "io_error",
     "user_code",
     "other",
@@ -804,7 +808,9 @@ pub const CAUSE_CATEGORIES: &[&str] = &[
 /// Categories that say what happened to a checkpoint rather than why: when a checkpoint has
 /// another cause too (the exception a task threw), that is its root cause and these are
 /// symptoms of it.
-pub const SYMPTOM_CATEGORIES: &[&str] = &["task_failure", "tasks_not_running", "declined", "expired"];
+/// In this order, the first is the root cause of a checkpoint that has nothing else.
+pub const SYMPTOM_CATEGORIES: &[&str] =
+    &["expired", "tasks_not_running", "task_failure", "declined", "cancelled"];
 
 /// The category of a root cause: first by the deepest cause alone, then by the whole chain
 /// (frames show S3 or HDFS clients where the message does not), then by its class.
@@ -967,6 +973,8 @@ impl RecordParser {
         let cause_line = pending.deepest.as_ref().or(pending.first_exception.as_ref());
         let root_cause = cause_line.map(|line| {
             let (mut exception, message) = exception_of(line);
+            // Java prints a throwable without a message as `Class: null` in some paths.
+            let message = if message == "null" { String::new() } else { message };
             if exception == SERIALIZED {
                 // Flink 1.13/1.14 print the remote exception as `SerializedThrowable: <message>`
                 // under the line that names its class: `SerializedThrowable: java.io.IOException:
@@ -995,7 +1003,10 @@ impl RecordParser {
             if event.reason.is_none()
                 && matches!(event.kind.as_str(), "declined" | "failed" | "async_snapshot_failed")
             {
-                event.reason = first.as_ref().map(|(_, message)| bounded(message));
+                event.reason = first
+                    .as_ref()
+                    .map(|(_, message)| bounded(message))
+                    .filter(|m| !m.is_empty() && m != "null");
             }
             event.root_cause.clone_from(&root_cause);
             // A JobManager line names the task by an attempt id (plain hex up to 1.14, with the

@@ -724,11 +724,18 @@ impl Aggregate {
 
     /// A checkpoint's causes split into the root cause(s) and the symptoms: a symptom
     /// ("Checkpoint Coordinator is suspending", "Checkpoint was declined", expired) is the root
-    /// cause only when nothing else was logged for the checkpoint.
+    /// cause only when nothing else was logged for the checkpoint, and then only the first of
+    /// them in [`SYMPTOM_CATEGORIES`] order.
     fn split_causes(causes: &[Cause]) -> (Vec<Cause>, Vec<Cause>) {
-        let (symptoms, real): (Vec<Cause>, Vec<Cause>) =
+        let (mut symptoms, real): (Vec<Cause>, Vec<Cause>) =
             causes.iter().partition(|c| SYMPTOM_CATEGORIES.contains(&c.category));
-        if real.is_empty() { (symptoms, Vec::new()) } else { (real, symptoms) }
+        if !real.is_empty() {
+            return (real, symptoms);
+        }
+        // Only symptoms: the most telling one stands for the cause.
+        symptoms.sort_by_key(|c| SYMPTOM_CATEGORIES.iter().position(|s| *s == c.category));
+        let rest = symptoms.split_off(symptoms.len().min(1));
+        (symptoms, rest)
     }
 
     /// Root causes by category (once per checkpoint and category, plus lines without a
@@ -1163,7 +1170,10 @@ impl ScanReport {
                 let _ = writeln!(
                     out,
                     "  {}: {} event(s) ({}), checkpoint(s) {}{more}",
-                    who(Some(task), subtask, a.str(b.taskmanager)),
+                    match who(Some(task).filter(|t| *t != "?"), subtask, a.str(b.taskmanager)) {
+                        w if w.starts_with("on ") => format!("a task the lines do not name, {w}"),
+                        w => w,
+                    },
                     b.count,
                     self.kinds_of(b).join(", "),
                     ids.join(", ")
