@@ -342,9 +342,36 @@ pub struct ShadowView {
 #[derive(Clone, Debug, Serialize)]
 pub struct JobAlerts {
     /// Pending and firing.
-    pub active: Vec<Alert>,
+    pub active: Vec<AlertView>,
     /// Recently resolved, newest first.
-    pub resolved: Vec<Alert>,
+    pub resolved: Vec<AlertView>,
+}
+
+/// An alert as the API shows it: the alert's own fields plus its times under the API's
+/// convention (epoch ms, `…_at_ms`). `active_since`, `fired_at` and `resolved_at` (the same
+/// epoch ms) are kept for v1 clients and deprecated.
+#[derive(Clone, Debug, Serialize)]
+pub struct AlertView {
+    /// The alert.
+    #[serde(flatten)]
+    pub alert: Alert,
+    /// Since when the condition holds, epoch ms.
+    pub active_at_ms: i64,
+    /// When it started firing, epoch ms.
+    pub fired_at_ms: Option<i64>,
+    /// When it resolved, epoch ms.
+    pub resolved_at_ms: Option<i64>,
+}
+
+impl From<&Alert> for AlertView {
+    fn from(alert: &Alert) -> Self {
+        AlertView {
+            active_at_ms: alert.active_since.millis(),
+            fired_at_ms: alert.fired_at.map(Timestamp::millis),
+            resolved_at_ms: alert.resolved_at.map(Timestamp::millis),
+            alert: alert.clone(),
+        }
+    }
 }
 
 /// A log event.
@@ -356,8 +383,12 @@ pub struct EventView {
     pub severity: crate::observe::Severity,
     /// `log` or `rest`.
     pub source: &'static str,
-    /// The line's own timestamp text.
+    /// The line's own timestamp text (the writer's local time, no zone). Deprecated: read
+    /// `logged_at_ms`.
     pub logged_at: Option<String>,
+    /// The line's time, epoch ms, reading its text as UTC (Flink's log4j layout writes no zone;
+    /// right when the JobManager and TaskManagers log in UTC, as the official images do).
+    pub logged_at_ms: Option<i64>,
     /// The checkpoint it is about.
     pub checkpoint_id: Option<u64>,
     /// The task (operator chain) it names.
@@ -510,8 +541,8 @@ pub fn job(
             trigger_deviation_p95_ms: j.trigger_deviation.summary().quantiles[1],
         },
         alerts: JobAlerts {
-            active: alerts.active.iter().filter(of_job).cloned().collect(),
-            resolved: alerts.resolved.iter().rev().filter(of_job).cloned().collect(),
+            active: alerts.active.iter().filter(of_job).map(AlertView::from).collect(),
+            resolved: alerts.resolved.iter().rev().filter(of_job).map(AlertView::from).collect(),
         },
         events: c
             .logs
@@ -768,12 +799,37 @@ fn p95s(p: &PhaseHistograms) -> PhaseValues {
     }
 }
 
+/// `2026-12-01 13:34:42,967` (log4j's `yyyy-MM-dd HH:mm:ss,SSS`, `T` and `.` accepted) read as
+/// UTC → epoch ms.
+pub fn log_time_utc_ms(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    if b.len() < 23 || !crate::logs::parse::is_record_start(b) {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| text.get(r)?.parse::<i64>().ok();
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hh, mm, ss, ms) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1_000 + ms)
+}
+
 fn event_view(e: &LogEvent) -> EventView {
     EventView {
         kind: e.kind.clone(),
         severity: e.severity,
         source: e.source,
         logged_at: e.logged_at.clone(),
+        logged_at_ms: e.logged_at.as_deref().and_then(log_time_utc_ms),
         checkpoint_id: e.checkpoint_id,
         task: e.task.clone(),
         subtask: e.subtask,
@@ -1030,5 +1086,20 @@ mod tests {
         assert_eq!(r.jobs[0].firing_alerts[0].summary, "checkpoints fail");
         let d = job(&s, &view, "prod", "j1", Timestamp(1_016_000)).unwrap();
         assert_eq!(d.alerts.active.len(), 1);
+        // The API's convention (epoch ms, `…_at_ms`), with the v1 names kept beside it.
+        let json = serde_json::to_value(&d.alerts.active[0]).unwrap();
+        assert_eq!((json["active_at_ms"].as_i64(), json["fired_at_ms"].as_i64()), (Some(0), Some(1)));
+        assert!(json["resolved_at_ms"].is_null() && json.get("resolved_at_ms").is_some());
+        assert_eq!((json["active_since"].as_i64(), json["fired_at"].as_i64()), (Some(0), Some(1)));
+        assert_eq!(json["labels"]["alertname"], "FlinkCheckpointsFailing");
+    }
+
+    #[test]
+    fn log_times_read_as_utc_epoch_ms() {
+        assert_eq!(log_time_utc_ms("2026-12-01 13:34:42,967"), Some(1_796_132_082_967));
+        assert_eq!(log_time_utc_ms("1970-01-01 00:00:00,000"), Some(0));
+        assert_eq!(log_time_utc_ms("2024-02-29T23:59:59.999"), Some(1_709_251_199_999));
+        assert_eq!(log_time_utc_ms("2026-13-01 13:34:42,967"), None);
+        assert_eq!(log_time_utc_ms("yesterday"), None);
     }
 }
