@@ -799,37 +799,13 @@ fn p95s(p: &PhaseHistograms) -> PhaseValues {
     }
 }
 
-/// `2026-12-01 13:34:42,967` (log4j's `yyyy-MM-dd HH:mm:ss,SSS`, `T` and `.` accepted) read as
-/// UTC → epoch ms.
-pub fn log_time_utc_ms(text: &str) -> Option<i64> {
-    let b = text.as_bytes();
-    if b.len() < 23 || !crate::logs::parse::is_record_start(b) {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| text.get(r)?.parse::<i64>().ok();
-    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hh, mm, ss, ms) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
-        return None;
-    }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1_000 + ms)
-}
-
 fn event_view(e: &LogEvent) -> EventView {
     EventView {
         kind: e.kind.clone(),
         severity: e.severity,
         source: e.source,
         logged_at: e.logged_at.clone(),
-        logged_at_ms: e.logged_at.as_deref().and_then(log_time_utc_ms),
+        logged_at_ms: e.logged_at.as_deref().and_then(crate::logs::parse::log_time_utc_ms),
         checkpoint_id: e.checkpoint_id,
         task: e.task.clone(),
         subtask: e.subtask,
@@ -1096,6 +1072,7 @@ mod tests {
 
     #[test]
     fn log_times_read_as_utc_epoch_ms() {
+        use crate::logs::parse::log_time_utc_ms;
         assert_eq!(log_time_utc_ms("2026-12-01 13:34:42,967"), Some(1_796_132_082_967));
         assert_eq!(log_time_utc_ms("1970-01-01 00:00:00,000"), Some(0));
         assert_eq!(log_time_utc_ms("2024-02-29T23:59:59.999"), Some(1_709_251_199_999));

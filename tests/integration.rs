@@ -6,6 +6,7 @@
 mod common;
 
 mod alertmanager;
+mod cli_json;
 mod demo;
 mod demo_shadow;
 mod diagnose;

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::parse::{
     BUILTIN_KINDS, LineSplitter, Patterns, RecordParser, SYMPTOM_CATEGORIES, counts_root_cause,
-    is_record_start,
+    is_record_start, log_time_utc_ms,
 };
 use crate::observe::LogEvent;
 
@@ -888,6 +888,8 @@ struct CheckpointOut<'a> {
 #[derive(serde::Serialize)]
 struct EventOut<'a> {
     at: Option<&'a str>,
+    /// `at` read as UTC, epoch ms (the log4j layout writes no zone).
+    at_ms: Option<i64>,
     consecutive_failures: Option<u32>,
     duration_ms: Option<u64>,
     file: Option<std::borrow::Cow<'a, str>>,
@@ -960,6 +962,7 @@ impl ScanReport {
         let a = &self.aggregate;
         EventOut {
             at: e.at.as_deref(),
+            at_ms: e.at.as_deref().and_then(log_time_utc_ms),
             consecutive_failures: e.consecutive_failures,
             duration_ms: e.duration_ms,
             file: a.str(e.file).and_then(|f| Path::new(f).file_name()).map(|n| n.to_string_lossy()),
