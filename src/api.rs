@@ -544,15 +544,17 @@ pub fn job(
             active: alerts.active.iter().filter(of_job).map(AlertView::from).collect(),
             resolved: alerts.resolved.iter().rev().filter(of_job).map(AlertView::from).collect(),
         },
-        events: c
-            .logs
-            .recent
-            .iter()
-            .rev()
-            .filter(|e| e.job_id.as_deref() == Some(job_id))
-            .take(JOB_EVENTS)
-            .map(event_view)
-            .collect(),
+        events: {
+            let jobs = jobs_by_checkpoint(&c.logs.recent);
+            c.logs
+                .recent
+                .iter()
+                .rev()
+                .filter(|e| job_of(e, &jobs) == Some(job_id))
+                .take(JOB_EVENTS)
+                .map(event_view)
+                .collect()
+        },
         summary,
     })
 }
@@ -562,15 +564,41 @@ pub fn events(state: &State, limit: usize, now: Timestamp) -> EventsResponse {
     let mut events: Vec<(usize, ClusterEvent)> = Vec::new();
     for (name, c) in state.clusters() {
         // Each cluster's ring is in file order; keep its newest `limit` and interleave by age.
+        let jobs = jobs_by_checkpoint(&c.logs.recent);
         for (age, e) in c.logs.recent.iter().rev().take(limit).enumerate() {
-            events.push((
-                age,
-                ClusterEvent { cluster: name.clone(), job_id: e.job_id.clone(), event: event_view(e) },
-            ));
+            let job_id = job_of(e, &jobs).map(str::to_string);
+            events.push((age, ClusterEvent { cluster: name.clone(), job_id, event: event_view(e) }));
         }
     }
     events.sort_by_key(|(age, _)| *age);
     EventsResponse { now_ms: now.millis(), events: events.into_iter().take(limit).map(|(_, e)| e).collect() }
+}
+
+/// Per checkpoint id, the jobs whose lines name it (at most two kept: only "exactly one"
+/// matters).
+fn jobs_by_checkpoint<'a>(
+    events: impl IntoIterator<Item = &'a LogEvent>,
+) -> BTreeMap<u64, std::collections::BTreeSet<&'a str>> {
+    let mut jobs: BTreeMap<u64, std::collections::BTreeSet<&str>> = BTreeMap::new();
+    for e in events {
+        if let (Some(id), Some(job)) = (e.checkpoint_id, e.job_id.as_deref()) {
+            let set = jobs.entry(id).or_default();
+            if set.len() < 2 {
+                set.insert(job);
+            }
+        }
+    }
+    jobs
+}
+
+/// The job an event is about: its own, or for a TaskManager line (which names no job: "Could
+/// not materialize checkpoint 3 for operator stateful-map (1/2)#0") the one job whose
+/// JobManager lines name the same checkpoint id.
+fn job_of<'a>(e: &'a LogEvent, jobs: &BTreeMap<u64, std::collections::BTreeSet<&'a str>>) -> Option<&'a str> {
+    e.job_id.as_deref().or_else(|| {
+        let set = jobs.get(&e.checkpoint_id?)?;
+        (set.len() == 1).then(|| set.iter().next().copied()).flatten()
+    })
 }
 
 fn label<'a>(alert: &'a Alert, name: &str) -> &'a str {
@@ -1068,6 +1096,37 @@ mod tests {
         assert!(json["resolved_at_ms"].is_null() && json.get("resolved_at_ms").is_some());
         assert_eq!((json["active_since"].as_i64(), json["fired_at"].as_i64()), (Some(0), Some(1)));
         assert_eq!(json["labels"]["alertname"], "FlinkCheckpointsFailing");
+    }
+
+    /// A TaskManager line names no job; it belongs to the one job whose JobManager lines name
+    /// the same checkpoint, on the job's page and in /api/v1/events.
+    #[test]
+    fn a_taskmanager_event_joins_the_job_of_its_checkpoint() {
+        let mut s = state(false);
+        let event = |kind: &str, job: Option<&str>, task: Option<&str>| {
+            let mut e = LogEvent::new(kind.into(), crate::observe::Severity::Warning, kind.into());
+            e.cluster = "prod".into();
+            e.job_id = job.map(str::to_string);
+            e.checkpoint_id = Some(3);
+            e.task = task.map(str::to_string);
+            e.subtask = Some(0);
+            e.logged_at = Some("2026-11-29 15:35:41,094".into());
+            e
+        };
+        s.apply(
+            &Observation::LogEvents(vec![
+                event("async_snapshot_failed", None, Some("stateful-map")),
+                event("declined", Some("j1"), Some("stateful-map")),
+            ]),
+            Timestamp(1_017_000),
+        );
+        let d = job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_017_000)).unwrap();
+        let kinds: Vec<&str> = d.events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["declined", "async_snapshot_failed"]);
+        assert_eq!(d.events[1].task.as_deref(), Some("stateful-map"));
+        assert_eq!(d.events[1].logged_at_ms, Some(1_795_966_541_094));
+        let all = events(&s, 10, Timestamp(1_017_000));
+        assert!(all.events.iter().all(|e| e.job_id.as_deref() == Some("j1")));
     }
 
     #[test]
