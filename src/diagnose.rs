@@ -843,6 +843,7 @@ pub fn analyse(d: &JobData) -> JobReport {
         let mut snapshot = 0;
         let mut barrier = 0;
         let mut unknown = 0;
+        let mut no_details = 0;
         for cp in &expired {
             let after = cp.finished_at.since(cp.triggered_at);
             let holders: Vec<&SubtaskCheckpoint> = cp
@@ -853,6 +854,9 @@ pub fn analyse(d: &JobData) -> JobReport {
                 .collect();
             if holders.is_empty() {
                 unknown += 1;
+            }
+            if cp.operators.is_empty() {
+                no_details += 1;
             }
             for st in holders {
                 match dominant(st).0 {
@@ -882,7 +886,12 @@ pub fn analyse(d: &JobData) -> JobReport {
             classes.push(ClassFinding {
                 class: Class::Timeout,
                 evidence: format!(
-                    "{n} checkpoint(s) expired at {t}; Flink no longer has their per-subtask details, so blocking cannot be told from a slow snapshot"
+                    "{n} checkpoint(s) expired at {t}; {}, so blocking cannot be told from a slow snapshot",
+                    if no_details == n {
+                        "Flink no longer has their per-subtask details"
+                    } else {
+                        "the subtasks that held them never acknowledged, so Flink reports none of their phases"
+                    }
                 ),
             });
         }
@@ -995,20 +1004,25 @@ pub fn analyse(d: &JobData) -> JobReport {
     let mut causes = Vec::new();
     let mut next = Vec::new();
     let cause = |c: &str, doc: Doc| Cause { cause: c.to_string(), source: doc.title, url: doc.url };
-    let failed_holder = d
-        .finished
-        .iter()
-        .filter(|cp| cp.status == CheckpointStatus::Failed)
-        .flat_map(|cp| {
-            let after = cp.finished_at.since(cp.triggered_at);
-            cp.operators.iter().flat_map(move |op| {
+    // The subtask that held the newest failed checkpoint up, if one did: when several never
+    // acknowledged, none of them stands out and naming the first would be a guess.
+    let failed_holder = d.finished.iter().find(|cp| cp.status == CheckpointStatus::Failed).and_then(|cp| {
+        let after = cp.finished_at.since(cp.triggered_at);
+        let holders: Vec<(String, u32)> = cp
+            .operators
+            .iter()
+            .flat_map(|op| {
                 op.subtasks
                     .iter()
                     .filter(move |st| !st.acknowledged || st.end_to_end_ms.is_some_and(|e| e > after))
                     .map(move |st| (op.name.clone(), st.index))
             })
-        })
-        .next();
+            .collect();
+        match holders.as_slice() {
+            [one] => Some(one.clone()),
+            _ => None,
+        }
+    });
     let holder = failed_holder
         .map(|(op, st)| located(&op, st))
         .or(bottleneck.clone())
@@ -1057,12 +1071,18 @@ pub fn analyse(d: &JobData) -> JobReport {
                         LARGE_STATE,
                     ));
                 }
-                if let Some(h) = &holder {
-                    next.push(format!(
+                match &holder {
+                    Some(h) => next.push(format!(
                         "what {h} does while it snapshots: its TaskManager log and a thread dump (jstack) during a checkpoint, \
                          then its state size and the checkpoint storage's throughput; do not just raise the timeout \
                          (Flink: Tuning Checkpoints and Large State)"
-                    ));
+                    )),
+                    None => next.push(
+                        "no single subtask stands out: the TaskManagers' logs and a thread dump (jstack) during a \
+                         checkpoint, then the state size and the checkpoint storage's throughput; do not just raise \
+                         the timeout (Flink: Tuning Checkpoints and Large State)"
+                            .to_string(),
+                    ),
                 }
             }
             Class::Blocking => {
@@ -1682,5 +1702,27 @@ mod tests {
         );
         let text = to_text(&Report { url: "u".into(), flink_version: None, at_ms: 0, jobs: vec![report] });
         assert_eq!(text.matches("map #").count(), 0, "no subtask listed one by one:\n{text}");
+    }
+
+    /// An expiry that no subtask acknowledged names no subtask as the one to look at (seen on
+    /// the demo's expiring job: "what Source #0 does while it snapshots" was a guess).
+    #[test]
+    fn an_expiry_nobody_acknowledged_names_no_single_subtask() {
+        let never = |index| SubtaskCheckpoint { index, ..SubtaskCheckpoint::default() };
+        let mut expired =
+            checkpoint(4, SnapshotKind::Checkpoint, CheckpointStatus::Failed, (0..8).map(never).collect());
+        expired.failure_message = Some("Checkpoint expired before completing.".into());
+        expired.finished_at = expired.triggered_at.plus_millis(3_000);
+        let report = analyse(&job(serde_json::json!([]), vec![expired]));
+        assert!(
+            report.failures[0].summary.starts_with(
+                "0 of 8 subtasks acknowledged in time; 8 subtasks never acknowledged (8 of map)"
+            ),
+            "{}",
+            report.failures[0].summary
+        );
+        assert!(report.classes[0].evidence.contains("never acknowledged"), "{}", report.classes[0].evidence);
+        assert!(report.next.iter().all(|n| !n.contains("map #")), "{:?}", report.next);
+        assert!(report.next[0].starts_with("no single subtask stands out"), "{:?}", report.next);
     }
 }
