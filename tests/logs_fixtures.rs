@@ -342,12 +342,19 @@ fn scan_logs_says_when_a_file_is_not_a_flink_log() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a Flink log"));
 }
 
-/// Declines name the operator and the subtask on every captured version: 1.14's plain attempt
-/// id and 1.20's/2.3's vertex id give way to the operator the decline's trace names.
+/// Declines name the operator and the subtask on every captured version: 1.13's and 1.14's
+/// plain attempt id and 1.17's/1.20's/2.3's vertex id give way to the operator the decline's
+/// trace names (1.13.6 and 1.17.2: logs of live e2e runs).
 #[test]
 fn declines_name_the_operator_on_every_version() {
-    for version in ["1.14.6", "1.20.5", "2.3.0"] {
-        let dir = fixtures().join(format!("flink-{version}/declined/logs"));
+    for (version, scenario) in [
+        ("1.13.6", "declined-e2e"),
+        ("1.14.6", "declined"),
+        ("1.17.2", "declined-e2e"),
+        ("1.20.5", "declined"),
+        ("2.3.0", "declined"),
+    ] {
+        let dir = fixtures().join(format!("flink-{version}/{scenario}/logs"));
         let report = scan_paths(&files_in(&dir), &Patterns::builtin(), 1 << 20).unwrap();
         let declined: Vec<_> = report.events.iter().filter(|e| e.kind == "declined").collect();
         assert!(!declined.is_empty(), "{version}");
