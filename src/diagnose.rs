@@ -1337,6 +1337,9 @@ fn clock(ms: i64) -> String {
     t.get(11..).unwrap_or(&t).replace(',', ".")
 }
 
+/// Rows of the recent-checkpoints table in the text report (the JSON has them all).
+const RECENT_ROWS: usize = 10;
+
 /// The report as text.
 pub fn to_text(report: &Report) -> String {
     let mut o = String::new();
@@ -1385,7 +1388,8 @@ pub fn to_text(report: &Report) -> String {
             "  {:>6}  {:<11}  {:<12}  {:>8}  {:>10}  {:>5}",
             "id", "status", "triggered", "took", "size", "acked"
         ));
-        for r in &j.recent {
+        // The newest ten fit a screen; older ones of Flink's history are counted by status.
+        for r in j.recent.iter().take(RECENT_ROWS) {
             line(format!(
                 "  {:>6}  {:<11}  {:<12}  {:>8}  {:>10}  {:>5}{}",
                 r.id,
@@ -1396,6 +1400,17 @@ pub fn to_text(report: &Report) -> String {
                 format!("{}/{}", r.acknowledged.0, r.acknowledged.1),
                 if r.savepoint { "  savepoint" } else { "" }
             ));
+        }
+        if j.recent.len() > RECENT_ROWS {
+            let mut by_status: Vec<(&str, usize)> = Vec::new();
+            for r in &j.recent[RECENT_ROWS..] {
+                match by_status.iter_mut().find(|(s, _)| *s == r.status) {
+                    Some((_, n)) => *n += 1,
+                    None => by_status.push((&r.status, 1)),
+                }
+            }
+            let counts: Vec<String> = by_status.iter().map(|(s, n)| format!("{n} {s}")).collect();
+            line(format!("  … and {} older: {}", j.recent.len() - RECENT_ROWS, counts.join(", ")));
         }
         if !j.failures.is_empty() || !j.pending.is_empty() {
             line(String::new());
@@ -1724,5 +1739,30 @@ mod tests {
         assert!(report.classes[0].evidence.contains("never acknowledged"), "{}", report.classes[0].evidence);
         assert!(report.next.iter().all(|n| !n.contains("map #")), "{:?}", report.next);
         assert!(report.next[0].starts_with("no single subtask stands out"), "{:?}", report.next);
+    }
+
+    /// Flink keeps up to 20 checkpoints in its history; the text shows the newest ten and
+    /// counts the rest (live on 2.3.0 the expired report was 54 lines with all 16 listed).
+    #[test]
+    fn the_recent_table_shows_ten_rows_and_counts_the_rest() {
+        let history: Vec<serde_json::Value> = (1..=16)
+            .map(|id| {
+                if id % 3 == 0 {
+                    serde_json::json!({ "className": "failed", "id": id, "status": "FAILED",
+                        "trigger_timestamp": id * 3_000, "failure_timestamp": id * 3_000 + 4_000,
+                        "failure_message": "Checkpoint expired before completing." })
+                } else {
+                    serde_json::json!({ "className": "completed", "id": id, "status": "COMPLETED",
+                        "trigger_timestamp": id * 3_000, "latest_ack_timestamp": id * 3_000 + 50,
+                        "end_to_end_duration": 50 })
+                }
+            })
+            .collect();
+        let report = analyse(&job(serde_json::Value::Array(history), vec![]));
+        assert_eq!(report.recent.len(), 16, "the JSON keeps them all");
+        let text = to_text(&Report { url: "u".into(), flink_version: None, at_ms: 0, jobs: vec![report] });
+        let rows = text.lines().filter(|l| l.contains("COMPLETED  ") || l.contains("EXPIRED  ")).count();
+        assert_eq!(rows, 10, "{text}");
+        assert!(text.contains("  … and 6 older: 2 EXPIRED, 4 COMPLETED\n"), "{text}");
     }
 }
