@@ -366,3 +366,33 @@ fn declines_name_the_operator_on_every_version() {
         }
     }
 }
+
+/// Without its stack trace (a layout that drops it, a grep of the timestamped lines), 1.13's
+/// decline names only an attempt id; the TaskManager's "asynchronous part of checkpoint N could
+/// not be completed" names the operator but no job. The scan joins them by checkpoint: the
+/// decline names stateful-map #0 and the blocking table has no unnamed row for it.
+#[test]
+fn a_traceless_1_13_decline_takes_its_task_from_the_taskmanager_line() {
+    let dir = fixtures().join("flink-1.13.6/declined-e2e/logs");
+    let tmp = tempfile::tempdir().unwrap();
+    let jm_text = std::fs::read_to_string(jobmanager_log(&dir)).unwrap();
+    let jm = tmp.path().join("jm.log");
+    let stripped: Vec<&str> = jm_text.lines().filter(|l| l.starts_with("2026-")).collect();
+    std::fs::write(&jm, stripped.join("\n") + "\n").unwrap();
+    let tm = files_in(&dir).into_iter().find(|p| p.to_string_lossy().contains("taskexecutor")).unwrap();
+    let report = scan_paths(&[jm, tm], &Patterns::builtin(), 1 << 20).unwrap();
+    let unnamed: Vec<_> = report.events.iter().filter(|e| e.kind == "declined" && e.task.is_none()).collect();
+    assert!(!unnamed.is_empty(), "the stripped decline lines name no task themselves");
+    let json = report.to_json();
+    let mut named = 0;
+    for cp in json["checkpoints"].as_array().unwrap() {
+        for e in cp["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "declined") {
+            assert_eq!((e["task"].as_str(), e["subtask"].as_u64()), (Some("stateful-map"), Some(0)), "{cp}");
+            named += 1;
+        }
+    }
+    assert_eq!(named, unnamed.len());
+    for row in json["blocking_subtasks"].as_array().unwrap() {
+        assert_ne!(row["task"], "?", "{row}");
+    }
+}

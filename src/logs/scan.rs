@@ -715,7 +715,54 @@ impl Aggregate {
             cause,
         };
         self.timeline_events += 1;
+        let (task, subtask) = (event.task, event.subtask);
         self.timelines.entry((job, id)).or_default().push(event);
+        if matches!(kind, "async_snapshot_failed" | "sync_snapshot_failed") && job == 0 && task != 0 {
+            self.name_unnamed_declines(id, task, subtask);
+        }
+    }
+
+    /// A TaskManager's snapshot failure names the operator but no job ("stateful-map (1/2)#0 -
+    /// asynchronous part of checkpoint 3 could not be completed."); a decline of the same
+    /// checkpoint that the JobManager logged naming only an attempt id (a 1.13/1.14 line whose
+    /// trace was not logged) takes that operator, in its timeline and in the blocking table.
+    fn name_unnamed_declines(&mut self, id: u64, task: u32, subtask: Option<u32>) {
+        let Some(job) =
+            self.jobs_of_id.get(&id).filter(|jobs| jobs.len() == 1).and_then(|j| j.first().copied())
+        else {
+            return;
+        };
+        let declined = self.strings.intern(Some("declined"));
+        let unnamed = self.strings.intern(Some("?"));
+        let Some(events) = self.timelines.get_mut(&(job, id)) else { return };
+        let mut moved = 0;
+        let mut taskmanager = 0;
+        for ev in events.iter_mut().filter(|ev| ev.kind == declined && ev.task == 0) {
+            (ev.task, ev.subtask) = (task, subtask);
+            moved += 1;
+            if ev.taskmanager != 0 {
+                taskmanager = ev.taskmanager;
+            }
+        }
+        if moved == 0 {
+            return;
+        }
+        if let Some(row) = self.blocking.get_mut(&(unnamed, None)) {
+            row.count = row.count.saturating_sub(moved);
+            row.checkpoints.remove(&id);
+            if row.count == 0 {
+                self.blocking.remove(&(unnamed, None));
+            }
+        }
+        let row = self.blocking.entry((task, subtask)).or_default();
+        row.count += moved;
+        row.kinds.insert(declined);
+        if row.checkpoints.len() < MAX_BLOCKING_IDS {
+            row.checkpoints.insert(id);
+        }
+        if taskmanager != 0 {
+            row.taskmanager = taskmanager;
+        }
     }
 
     fn str(&self, sym: u32) -> Option<&str> {
