@@ -552,7 +552,7 @@ pub fn job(
                 .rev()
                 .filter(|e| job_of(e, &jobs) == Some(job_id))
                 .take(JOB_EVENTS)
-                .map(event_view)
+                .map(|e| event_view(e, &jobs))
                 .collect()
         },
         summary,
@@ -567,36 +567,50 @@ pub fn events(state: &State, limit: usize, now: Timestamp) -> EventsResponse {
         let jobs = jobs_by_checkpoint(&c.logs.recent);
         for (age, e) in c.logs.recent.iter().rev().take(limit).enumerate() {
             let job_id = job_of(e, &jobs).map(str::to_string);
-            events.push((age, ClusterEvent { cluster: name.clone(), job_id, event: event_view(e) }));
+            events.push((age, ClusterEvent { cluster: name.clone(), job_id, event: event_view(e, &jobs) }));
         }
     }
     events.sort_by_key(|(age, _)| *age);
     EventsResponse { now_ms: now.millis(), events: events.into_iter().take(limit).map(|(_, e)| e).collect() }
 }
 
-/// Per checkpoint id, the jobs whose lines name it (at most two kept: only "exactly one"
-/// matters).
-fn jobs_by_checkpoint<'a>(
-    events: impl IntoIterator<Item = &'a LogEvent>,
-) -> BTreeMap<u64, std::collections::BTreeSet<&'a str>> {
-    let mut jobs: BTreeMap<u64, std::collections::BTreeSet<&str>> = BTreeMap::new();
+/// Per checkpoint id, what a cluster's recent events say about it: the jobs whose lines name it
+/// and the (task, subtask) its TaskManager snapshot failures name (at most two of each kept:
+/// only "exactly one" matters).
+#[derive(Default)]
+struct RingIndex<'a> {
+    jobs: BTreeMap<u64, std::collections::BTreeSet<&'a str>>,
+    tasks: BTreeMap<u64, std::collections::BTreeSet<(&'a str, Option<u32>)>>,
+}
+
+fn jobs_by_checkpoint<'a>(events: impl IntoIterator<Item = &'a LogEvent>) -> RingIndex<'a> {
+    let mut index = RingIndex::default();
     for e in events {
-        if let (Some(id), Some(job)) = (e.checkpoint_id, e.job_id.as_deref()) {
-            let set = jobs.entry(id).or_default();
+        let Some(id) = e.checkpoint_id else { continue };
+        if let Some(job) = e.job_id.as_deref() {
+            let set = index.jobs.entry(id).or_default();
             if set.len() < 2 {
                 set.insert(job);
             }
         }
+        if let (Some(task), "async_snapshot_failed" | "sync_snapshot_failed") =
+            (e.task.as_deref(), e.kind.as_str())
+        {
+            let set = index.tasks.entry(id).or_default();
+            if set.len() < 2 {
+                set.insert((task, e.subtask));
+            }
+        }
     }
-    jobs
+    index
 }
 
 /// The job an event is about: its own, or for a TaskManager line (which names no job: "Could
 /// not materialize checkpoint 3 for operator stateful-map (1/2)#0") the one job whose
 /// JobManager lines name the same checkpoint id.
-fn job_of<'a>(e: &'a LogEvent, jobs: &BTreeMap<u64, std::collections::BTreeSet<&'a str>>) -> Option<&'a str> {
+fn job_of<'a>(e: &'a LogEvent, ring: &RingIndex<'a>) -> Option<&'a str> {
     e.job_id.as_deref().or_else(|| {
-        let set = jobs.get(&e.checkpoint_id?)?;
+        let set = ring.jobs.get(&e.checkpoint_id?)?;
         (set.len() == 1).then(|| set.iter().next().copied()).flatten()
     })
 }
@@ -827,7 +841,16 @@ fn p95s(p: &PhaseHistograms) -> PhaseValues {
     }
 }
 
-fn event_view(e: &LogEvent) -> EventView {
+fn event_view(e: &LogEvent, ring: &RingIndex<'_>) -> EventView {
+    // A decline that names no task (1.13/1.14 without its trace) takes the one operator the
+    // TaskManager's snapshot failure of the same checkpoint names.
+    let (task, subtask) = match (&e.task, e.kind.as_str(), e.checkpoint_id) {
+        (None, "declined", Some(id)) => match ring.tasks.get(&id).map(|t| t.iter().collect::<Vec<_>>()) {
+            Some(only) if only.len() == 1 => (Some(only[0].0.to_string()), only[0].1),
+            _ => (None, e.subtask),
+        },
+        _ => (e.task.clone(), e.subtask),
+    };
     EventView {
         kind: e.kind.clone(),
         severity: e.severity,
@@ -835,8 +858,8 @@ fn event_view(e: &LogEvent) -> EventView {
         logged_at: e.logged_at.clone(),
         logged_at_ms: e.logged_at.as_deref().and_then(crate::logs::parse::log_time_utc_ms),
         checkpoint_id: e.checkpoint_id,
-        task: e.task.clone(),
-        subtask: e.subtask,
+        task,
+        subtask,
         taskmanager: e.taskmanager.clone(),
         reason: e.reason.clone(),
         root_cause: e.root_cause.clone(),
@@ -1113,10 +1136,13 @@ mod tests {
             e.logged_at = Some("2026-11-29 15:35:41,094".into());
             e
         };
+        // A 1.13 decline whose trace was not logged names no task.
+        let mut declined = event("declined", Some("j1"), None);
+        declined.subtask = None;
         s.apply(
             &Observation::LogEvents(vec![
                 event("async_snapshot_failed", None, Some("stateful-map")),
-                event("declined", Some("j1"), Some("stateful-map")),
+                declined,
             ]),
             Timestamp(1_017_000),
         );
@@ -1124,6 +1150,7 @@ mod tests {
         let kinds: Vec<&str> = d.events.iter().map(|e| e.kind.as_str()).collect();
         assert_eq!(kinds, ["declined", "async_snapshot_failed"]);
         assert_eq!(d.events[1].task.as_deref(), Some("stateful-map"));
+        assert_eq!((d.events[0].task.as_deref(), d.events[0].subtask), (Some("stateful-map"), Some(0)));
         assert_eq!(d.events[1].logged_at_ms, Some(1_795_966_541_094));
         let all = events(&s, 10, Timestamp(1_017_000));
         assert!(all.events.iter().all(|e| e.job_id.as_deref() == Some("j1")));
