@@ -300,7 +300,7 @@ def diagnose_expired(env, job):
     classes = [c["class"] for c in report.get("classes", [])]
     check("expired: diagnose run live says unhealthy, class timeout",
           code == 1 and json_code == 1 and report.get("verdict") == "unhealthy"
-          and classes[:1] == ["timeout"] and "Failure class: TIMEOUT" in text,
+          and classes[:1] == ["timeout"] and "Failure class: timeout" in text,
           f"exit {code} (text) / {json_code} (json), verdict {report.get('verdict')}, classes {classes}, "
           f"{len(report.get('failures', []))} failure(s) listed")
 
@@ -404,7 +404,7 @@ def backpressure(env):
     check("backpressure: diagnose run live says at risk, class blocking, and names the hot subtask",
           code == 3 and json_code == 3 and report.get("verdict") == "at_risk" and classes[:1] == ["blocking"]
           and hot[1] == "stateful-map" and named == (hot[1], hot[2], hot[0], tm_of.get((hot[1], hot[2])))
-          and f"Top alignment:\n  stateful-map #{hot[2]}: " in text and "Failure class: BLOCKING" in text,
+          and f"Top alignment:\n  stateful-map #{hot[2]}: " in text and "Failure class: blocking" in text,
           f"exit {code} (text) / {json_code} (json), verdict {report.get('verdict')}, classes {classes}; "
           f"top alignment {named[0]} #{named[1]} {named[2]} ms on {named[3]}; Flink's longest alignment over "
           f"checkpoints {looked[-1] if looked else '-'}..{looked[0] if looked else '-'}: {hot[1]} #{hot[2]} {hot[0]} ms "

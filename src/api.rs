@@ -359,9 +359,36 @@ pub struct ShadowView {
 #[derive(Clone, Debug, Serialize)]
 pub struct JobAlerts {
     /// Pending and firing.
-    pub active: Vec<Alert>,
+    pub active: Vec<AlertView>,
     /// Recently resolved, newest first.
-    pub resolved: Vec<Alert>,
+    pub resolved: Vec<AlertView>,
+}
+
+/// An alert as the API shows it: the alert's own fields plus its times under the API's
+/// convention (epoch ms, `…_at_ms`). `active_since`, `fired_at` and `resolved_at` (the same
+/// epoch ms) are kept for v1 clients and deprecated.
+#[derive(Clone, Debug, Serialize)]
+pub struct AlertView {
+    /// The alert.
+    #[serde(flatten)]
+    pub alert: Alert,
+    /// Since when the condition holds, epoch ms.
+    pub active_at_ms: i64,
+    /// When it started firing, epoch ms.
+    pub fired_at_ms: Option<i64>,
+    /// When it resolved, epoch ms.
+    pub resolved_at_ms: Option<i64>,
+}
+
+impl From<&Alert> for AlertView {
+    fn from(alert: &Alert) -> Self {
+        AlertView {
+            active_at_ms: alert.active_since.millis(),
+            fired_at_ms: alert.fired_at.map(Timestamp::millis),
+            resolved_at_ms: alert.resolved_at.map(Timestamp::millis),
+            alert: alert.clone(),
+        }
+    }
 }
 
 /// A log event.
@@ -373,8 +400,12 @@ pub struct EventView {
     pub severity: crate::observe::Severity,
     /// `log` or `rest`.
     pub source: &'static str,
-    /// The line's own timestamp text.
+    /// The line's own timestamp text (the writer's local time, no zone). Deprecated: read
+    /// `logged_at_ms`.
     pub logged_at: Option<String>,
+    /// The line's time, epoch ms, reading its text as UTC (Flink's log4j layout writes no zone;
+    /// right when the JobManager and TaskManagers log in UTC, as the official images do).
+    pub logged_at_ms: Option<i64>,
     /// The checkpoint it is about.
     pub checkpoint_id: Option<u64>,
     /// The task (operator chain) it names.
@@ -527,18 +558,20 @@ pub fn job(
             trigger_deviation_p95_ms: j.trigger_deviation.summary().quantiles[1],
         },
         alerts: JobAlerts {
-            active: alerts.active.iter().filter(of_job).cloned().collect(),
-            resolved: alerts.resolved.iter().rev().filter(of_job).cloned().collect(),
+            active: alerts.active.iter().filter(of_job).map(AlertView::from).collect(),
+            resolved: alerts.resolved.iter().rev().filter(of_job).map(AlertView::from).collect(),
         },
-        events: c
-            .logs
-            .recent
-            .iter()
-            .rev()
-            .filter(|e| e.job_id.as_deref() == Some(job_id))
-            .take(JOB_EVENTS)
-            .map(event_view)
-            .collect(),
+        events: {
+            let jobs = jobs_by_checkpoint(&c.logs.recent);
+            c.logs
+                .recent
+                .iter()
+                .rev()
+                .filter(|e| job_of(e, &jobs) == Some(job_id))
+                .take(JOB_EVENTS)
+                .map(|e| event_view(e, &jobs))
+                .collect()
+        },
         summary,
     })
 }
@@ -548,15 +581,55 @@ pub fn events(state: &State, limit: usize, now: Timestamp) -> EventsResponse {
     let mut events: Vec<(usize, ClusterEvent)> = Vec::new();
     for (name, c) in state.clusters() {
         // Each cluster's ring is in file order; keep its newest `limit` and interleave by age.
+        let jobs = jobs_by_checkpoint(&c.logs.recent);
         for (age, e) in c.logs.recent.iter().rev().take(limit).enumerate() {
-            events.push((
-                age,
-                ClusterEvent { cluster: name.clone(), job_id: e.job_id.clone(), event: event_view(e) },
-            ));
+            let job_id = job_of(e, &jobs).map(str::to_string);
+            events.push((age, ClusterEvent { cluster: name.clone(), job_id, event: event_view(e, &jobs) }));
         }
     }
     events.sort_by_key(|(age, _)| *age);
     EventsResponse { now_ms: now.millis(), events: events.into_iter().take(limit).map(|(_, e)| e).collect() }
+}
+
+/// Per checkpoint id, what a cluster's recent events say about it: the jobs whose lines name it
+/// and the (task, subtask) its TaskManager snapshot failures name (at most two of each kept:
+/// only "exactly one" matters).
+#[derive(Default)]
+struct RingIndex<'a> {
+    jobs: BTreeMap<u64, std::collections::BTreeSet<&'a str>>,
+    tasks: BTreeMap<u64, std::collections::BTreeSet<(&'a str, Option<u32>)>>,
+}
+
+fn jobs_by_checkpoint<'a>(events: impl IntoIterator<Item = &'a LogEvent>) -> RingIndex<'a> {
+    let mut index = RingIndex::default();
+    for e in events {
+        let Some(id) = e.checkpoint_id else { continue };
+        if let Some(job) = e.job_id.as_deref() {
+            let set = index.jobs.entry(id).or_default();
+            if set.len() < 2 {
+                set.insert(job);
+            }
+        }
+        if let (Some(task), "async_snapshot_failed" | "sync_snapshot_failed") =
+            (e.task.as_deref(), e.kind.as_str())
+        {
+            let set = index.tasks.entry(id).or_default();
+            if set.len() < 2 {
+                set.insert((task, e.subtask));
+            }
+        }
+    }
+    index
+}
+
+/// The job an event is about: its own, or for a TaskManager line (which names no job: "Could
+/// not materialize checkpoint 3 for operator stateful-map (1/2)#0") the one job whose
+/// JobManager lines name the same checkpoint id.
+fn job_of<'a>(e: &'a LogEvent, ring: &RingIndex<'a>) -> Option<&'a str> {
+    e.job_id.as_deref().or_else(|| {
+        let set = ring.jobs.get(&e.checkpoint_id?)?;
+        (set.len() == 1).then(|| set.iter().next().copied()).flatten()
+    })
 }
 
 fn label<'a>(alert: &'a Alert, name: &str) -> &'a str {
@@ -906,15 +979,25 @@ fn p95s(p: &PhaseHistograms) -> PhaseValues {
     }
 }
 
-fn event_view(e: &LogEvent) -> EventView {
+fn event_view(e: &LogEvent, ring: &RingIndex<'_>) -> EventView {
+    // A decline that names no task (1.13/1.14 without its trace) takes the one operator the
+    // TaskManager's snapshot failure of the same checkpoint names.
+    let (task, subtask) = match (&e.task, e.kind.as_str(), e.checkpoint_id) {
+        (None, "declined", Some(id)) => match ring.tasks.get(&id).map(|t| t.iter().collect::<Vec<_>>()) {
+            Some(only) if only.len() == 1 => (Some(only[0].0.to_string()), only[0].1),
+            _ => (None, e.subtask),
+        },
+        _ => (e.task.clone(), e.subtask),
+    };
     EventView {
         kind: e.kind.clone(),
         severity: e.severity,
         source: e.source,
         logged_at: e.logged_at.clone(),
+        logged_at_ms: e.logged_at.as_deref().and_then(crate::logs::parse::log_time_utc_ms),
         checkpoint_id: e.checkpoint_id,
-        task: e.task.clone(),
-        subtask: e.subtask,
+        task,
+        subtask,
         taskmanager: e.taskmanager.clone(),
         reason: e.reason.clone(),
         root_cause: e.root_cause.clone(),
@@ -1303,5 +1386,56 @@ mod tests {
         assert_eq!(r.jobs[0].firing_alerts[0].summary, "checkpoints fail");
         let d = job(&s, &view, "prod", "j1", Timestamp(1_016_000)).unwrap();
         assert_eq!(d.alerts.active.len(), 1);
+        // The API's convention (epoch ms, `…_at_ms`), with the v1 names kept beside it.
+        let json = serde_json::to_value(&d.alerts.active[0]).unwrap();
+        assert_eq!((json["active_at_ms"].as_i64(), json["fired_at_ms"].as_i64()), (Some(0), Some(1)));
+        assert!(json["resolved_at_ms"].is_null() && json.get("resolved_at_ms").is_some());
+        assert_eq!((json["active_since"].as_i64(), json["fired_at"].as_i64()), (Some(0), Some(1)));
+        assert_eq!(json["labels"]["alertname"], "FlinkCheckpointsFailing");
+    }
+
+    /// A TaskManager line names no job; it belongs to the one job whose JobManager lines name
+    /// the same checkpoint, on the job's page and in /api/v1/events.
+    #[test]
+    fn a_taskmanager_event_joins_the_job_of_its_checkpoint() {
+        let mut s = state(false);
+        let event = |kind: &str, job: Option<&str>, task: Option<&str>| {
+            let mut e = LogEvent::new(kind.into(), crate::observe::Severity::Warning, kind.into());
+            e.cluster = "prod".into();
+            e.job_id = job.map(str::to_string);
+            e.checkpoint_id = Some(3);
+            e.task = task.map(str::to_string);
+            e.subtask = Some(0);
+            e.logged_at = Some("2026-11-29 15:35:41,094".into());
+            e
+        };
+        // A 1.13 decline whose trace was not logged names no task.
+        let mut declined = event("declined", Some("j1"), None);
+        declined.subtask = None;
+        s.apply(
+            &Observation::LogEvents(vec![
+                event("async_snapshot_failed", None, Some("stateful-map")),
+                declined,
+            ]),
+            Timestamp(1_017_000),
+        );
+        let d = job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_017_000)).unwrap();
+        let kinds: Vec<&str> = d.events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["declined", "async_snapshot_failed"]);
+        assert_eq!(d.events[1].task.as_deref(), Some("stateful-map"));
+        assert_eq!((d.events[0].task.as_deref(), d.events[0].subtask), (Some("stateful-map"), Some(0)));
+        assert_eq!(d.events[1].logged_at_ms, Some(1_795_966_541_094));
+        let all = events(&s, 10, Timestamp(1_017_000));
+        assert!(all.events.iter().all(|e| e.job_id.as_deref() == Some("j1")));
+    }
+
+    #[test]
+    fn log_times_read_as_utc_epoch_ms() {
+        use crate::logs::parse::log_time_utc_ms;
+        assert_eq!(log_time_utc_ms("2026-12-01 13:34:42,967"), Some(1_796_132_082_967));
+        assert_eq!(log_time_utc_ms("1970-01-01 00:00:00,000"), Some(0));
+        assert_eq!(log_time_utc_ms("2024-02-29T23:59:59.999"), Some(1_709_251_199_999));
+        assert_eq!(log_time_utc_ms("2026-13-01 13:34:42,967"), None);
+        assert_eq!(log_time_utc_ms("yesterday"), None);
     }
 }

@@ -1,12 +1,12 @@
 //! `checkpoint-sentinel diagnose`: a one-shot checkpoint health report of a live cluster,
-//! without the daemon — seed 002's three curl/jq/grep scripts as one command.
+//! without the daemon — the usual curl/jq/grep round of the REST API as one command.
 //!
 //! [`fetch`] is the I/O edge: it reads the job(s), `/checkpoints`, `/checkpoints/config`, the
 //! details and per-subtask details of the recent checkpoints, and the vertices' locations and
 //! load through [`FlinkClient`]. [`analyse`] is pure: it turns that into a [`JobReport`] —
 //! statuses, failures with reasons, top alignment and start delay with the blocking subtasks and
-//! their TaskManagers, the failure class (seed 002 §1), likely causes from the seeds'
-//! troubleshooting tables, the shadow model's explanation of the spacing, and the next thing to
+//! their TaskManagers, the failure class (blocking, timeout, failure), likely causes with a link to
+//! the Flink documentation that explains them, the shadow model's explanation of the spacing, and the next thing to
 //! check. [`exit_code`] makes it a deploy gate: 0 healthy, 1 unhealthy, 3 at risk (2 when the
 //! cluster cannot be diagnosed).
 
@@ -82,6 +82,11 @@ pub enum DiagnoseError {
     /// `--cluster` names no cluster of the configuration file, or it has several and none was named.
     #[error("{0}")]
     NoSuchCluster(String),
+    /// `--url` is not an http(s) URL.
+    #[error(
+        "--url {0:?} is not the JobManager's REST address: expected an http:// or https:// URL such as http://jobmanager:8081"
+    )]
+    BadUrl(String),
 }
 
 /// Everything fetched about one job (the input of [`analyse`]).
@@ -115,7 +120,7 @@ pub struct JobData {
 }
 
 /// Where a subtask runs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Location {
     /// `taskmanager-id`.
     pub taskmanager_id: Option<String>,
@@ -140,7 +145,7 @@ impl Location {
 pub enum Verdict {
     /// Checkpoints complete well within their limits.
     Healthy,
-    /// Checkpoints complete, but a phase uses much of the interval or timeout (seed 004 §6.1).
+    /// Checkpoints complete, but a phase uses over half the interval or timeout.
     AtRisk,
     /// Checkpoints fail or expire, the job is not running, or nothing completes.
     Unhealthy,
@@ -174,6 +179,9 @@ pub struct JobReport {
     pub verdict_reasons: Vec<String>,
     /// The checkpoint configuration in one line.
     pub config: Option<String>,
+    /// The TaskManager every subtask runs on, when there is only one (then the report does not
+    /// repeat it on every subtask).
+    pub taskmanager: Option<Location>,
     /// Flink's counts: completed, failed, in progress, restored.
     pub counts: [u64; 4],
     /// The newest checkpoints, newest first.
@@ -182,17 +190,20 @@ pub struct JobReport {
     pub failures: Vec<FailureLine>,
     /// Subtasks not acknowledged yet in checkpoints still in progress.
     pub pending: Vec<String>,
-    /// The longest alignments (per subtask, its longest over the recent checkpoints).
+    /// The longest alignments (per subtask, its longest over the recent checkpoints), only
+    /// culprits: at least 100 ms and a tenth of the interval, and twice its siblings' median or
+    /// over half the interval. Savepoints are left out.
     pub top_alignment: Vec<SubtaskStat>,
-    /// The longest start delays.
+    /// The longest start delays, chosen the same way.
     pub top_start_delay: Vec<SubtaskStat>,
-    /// Subtasks that acknowledged last, with how often.
+    /// Subtasks that acknowledged last in at least a third of the completed checkpoints, when
+    /// those take long enough to matter (1 s, or a tenth of the interval), with how often.
     pub blocking: Vec<Blocking>,
     /// Backpressure and busy subtasks (`/vertices/:id/backpressure`).
     pub load: Vec<String>,
     /// The failure classes found, most important first, with the evidence.
     pub classes: Vec<ClassFinding>,
-    /// Likely causes from the seeds' troubleshooting tables.
+    /// Likely causes, each with the page that explains it.
     pub causes: Vec<Cause>,
     /// The shadow model's explanation of the spacing of the triggers.
     pub spacing: Vec<String>,
@@ -232,6 +243,11 @@ pub struct FailureLine {
     pub reason: Option<String>,
     /// The subtasks that held it up: never acknowledged, or acknowledged after it failed.
     pub held_by: Vec<String>,
+    /// Subtasks that acknowledged in time / all subtasks (from the per-subtask details, or
+    /// Flink's counts when it no longer has them).
+    pub acknowledged: (u32, u32),
+    /// What held it up or ended it, in one sentence, naming subtasks only where they explain it.
+    pub summary: String,
 }
 
 /// One subtask's phase value.
@@ -282,9 +298,47 @@ pub struct ClassFinding {
 pub struct Cause {
     /// The cause.
     pub cause: String,
-    /// Which seed table it comes from.
+    /// The title of the page that explains it (Flink's documentation or the runbook).
     pub source: &'static str,
+    /// Its address.
+    pub url: &'static str,
 }
+
+/// A page a finding points the reader to: Flink's documentation or a runbook section.
+#[derive(Clone, Copy, Debug)]
+struct Doc {
+    title: &'static str,
+    url: &'static str,
+}
+
+const MONITORING: Doc = Doc {
+    title: "Flink: Monitoring Checkpointing",
+    url: "https://nightlies.apache.org/flink/flink-docs-stable/docs/ops/monitoring/checkpoint_monitoring/",
+};
+const LARGE_STATE: Doc = Doc {
+    title: "Flink: Tuning Checkpoints and Large State",
+    url: "https://nightlies.apache.org/flink/flink-docs-stable/docs/ops/state/large_state_tuning/",
+};
+const UNDER_BACKPRESSURE: Doc = Doc {
+    title: "Flink: Checkpointing under backpressure",
+    url: "https://nightlies.apache.org/flink/flink-docs-stable/docs/ops/state/checkpointing_under_backpressure/",
+};
+const BACK_PRESSURE: Doc = Doc {
+    title: "Flink: Monitoring Back Pressure",
+    url: "https://nightlies.apache.org/flink/flink-docs-stable/docs/ops/monitoring/back_pressure/",
+};
+const CONFIGURATION: Doc = Doc {
+    title: "Flink: Configuration, checkpointing options",
+    url: "https://nightlies.apache.org/flink/flink-docs-stable/docs/deployment/config/#checkpointing",
+};
+const RUNBOOK_FAILURES: Doc = Doc {
+    title: "Runbook: FlinkCheckpointFailuresIncreasing",
+    url: "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md#flinkcheckpointfailuresincreasing",
+};
+const RUNBOOK_TOLERANCE: Doc = Doc {
+    title: "Runbook: FlinkCheckpointToleranceNearlySpent",
+    url: "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md#flinkcheckpointtolerancenearlyspent",
+};
 
 /// Connects, fetches and analyses; returns the report.
 pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
@@ -466,9 +520,16 @@ pub fn analyse(d: &JobData) -> JobReport {
     let location = |operator: &str, subtask: u32| {
         vertex_of.get(operator).and_then(|vid| d.locations.get(&(vid.to_string(), subtask))).cloned()
     };
-    let located = |operator: &str, subtask: u32| match location(operator, subtask) {
-        Some(l) => format!("{operator} #{subtask} on {}", l.text()),
-        None => format!("{operator} #{subtask} (TaskManager unknown: the REST API did not name it)"),
+    // One TaskManager for every subtask: said once, not on every line.
+    let distinct: std::collections::BTreeSet<&Location> = d.locations.values().collect();
+    let single_tm = match distinct.into_iter().collect::<Vec<_>>().as_slice() {
+        [only] => Some((*only).clone()),
+        _ => None,
+    };
+    let located = |operator: &str, subtask: u32| match (location(operator, subtask), &single_tm) {
+        (Some(_), Some(_)) => format!("{operator} #{subtask}"),
+        (Some(l), None) => format!("{operator} #{subtask} on {}", l.text()),
+        (None, _) => format!("{operator} #{subtask} (TaskManager unknown: the REST API did not name it)"),
     };
 
     // 1. Recent statuses, newest first.
@@ -501,7 +562,7 @@ pub fn analyse(d: &JobData) -> JobReport {
         })
         .collect();
 
-    // 2. Failures with the subtasks that held them up.
+    // 2. Failures: what held them up or ended them, in one sentence each.
     let failures: Vec<FailureLine> = d
         .finished
         .iter()
@@ -509,28 +570,47 @@ pub fn analyse(d: &JobData) -> JobReport {
         .map(|cp| {
             let after = cp.finished_at.since(cp.triggered_at);
             let mut held_by = Vec::new();
+            let mut never = Vec::new();
+            let mut late = Vec::new();
+            let mut total = 0u32;
             for op in &cp.operators {
                 for st in &op.subtasks {
+                    total += 1;
                     if !st.acknowledged {
                         held_by.push(format!("{} never acknowledged", located(&op.name, st.index)));
+                        never.push((op.name.as_str(), st.index));
                     } else if let Some(e2e) = st.end_to_end_ms.filter(|e| *e > after) {
                         let (phase, ms) = dominant(st);
-                        held_by.push(format!(
+                        let text = format!(
                             "{} acknowledged {} after the trigger, {} too late; its {phase} took {}",
                             located(&op.name, st.index),
                             human_ms(e2e),
                             human_ms(e2e - after),
                             human_ms(ms)
-                        ));
+                        );
+                        held_by.push(text.clone());
+                        late.push(text);
                     }
                 }
             }
+            let outcome = outcome(cp);
+            // An expiry is held up by the late subtasks too; after an error, a subtask that
+            // acknowledged a moment later was not what ended it.
+            let late_counts = if outcome == "expired" { late.len() as u32 } else { 0 };
+            let acknowledged = if total > 0 {
+                (total - never.len() as u32 - late_counts, total)
+            } else {
+                (cp.num_acknowledged, cp.num_subtasks)
+            };
+            let summary = failure_summary(outcome, acknowledged, total > 0, &never, &late, &located);
             FailureLine {
                 id: cp.id,
-                outcome: outcome(cp),
+                outcome,
                 after_ms: Some(after),
                 reason: cp.failure_message.clone(),
                 held_by,
+                acknowledged,
+                summary,
             }
         })
         .collect();
@@ -545,12 +625,30 @@ pub fn analyse(d: &JobData) -> JobReport {
                 subtasks.iter().map(move |s| (id, name.clone(), *s))
             })
         })
-        .map(|(id, name, s)| format!("checkpoint {id}: {} not acknowledged yet", located(&name, s)))
+        .fold(Vec::<(u64, Vec<String>)>::new(), |mut acc, (id, name, s)| {
+            match acc.last_mut() {
+                Some((last, list)) if last == id => list.push(located(&name, s)),
+                _ => acc.push((*id, vec![located(&name, s)])),
+            }
+            acc
+        })
+        .into_iter()
+        .map(|(id, list)| format!("checkpoint {id} in progress: {} not acknowledged yet", some_of(&list)))
         .collect();
 
     // 3. Top alignment and start delay: per subtask its longest over the recent checkpoints.
-    let with_details: Vec<&FinishedCheckpoint> =
-        d.finished.iter().filter(|cp| !cp.operators.is_empty()).collect();
+    // Savepoints (triggered by hand, other rules) are not in the tables.
+    let with_details: Vec<&FinishedCheckpoint> = d
+        .finished
+        .iter()
+        .filter(|cp| !cp.operators.is_empty() && cp.kind != SnapshotKind::Savepoint)
+        .collect();
+    let culprit = |s: &SubtaskStat| {
+        let floor = interval.map_or(100, |iv| (iv / 10).max(100));
+        s.value_ms >= floor
+            && (s.siblings_median_ms.is_none_or(|m| s.value_ms >= 2 * m.max(1))
+                || interval.is_some_and(|iv| s.value_ms * 2 > iv))
+    };
     let top = |phase: fn(&SubtaskCheckpoint) -> Option<u64>| {
         let mut best: BTreeMap<(String, u32), SubtaskStat> = BTreeMap::new();
         for cp in &with_details {
@@ -577,7 +675,7 @@ pub fn analyse(d: &JobData) -> JobReport {
                 }
             }
         }
-        let mut all: Vec<SubtaskStat> = best.into_values().filter(|s| s.value_ms > 0).collect();
+        let mut all: Vec<SubtaskStat> = best.into_values().filter(culprit).collect();
         all.sort_by_key(|s| std::cmp::Reverse(s.value_ms));
         all.truncate(3);
         all
@@ -614,6 +712,14 @@ pub fn analyse(d: &JobData) -> JobReport {
         })
         .collect();
     blocking.sort_by_key(|b| std::cmp::Reverse(b.times));
+    let slowest_completed = with_details
+        .iter()
+        .filter(|cp| cp.status == CheckpointStatus::Completed)
+        .filter_map(|cp| cp.end_to_end_ms)
+        .max()
+        .unwrap_or(0);
+    let matters = slowest_completed >= interval.map_or(1_000, |iv| (iv / 10).clamp(100, 1_000));
+    blocking.retain(|b| matters && b.times * 3 >= b.of);
     blocking.truncate(3);
 
     // Load: backpressured vertices and the busy subtasks downstream of them.
@@ -717,7 +823,7 @@ pub fn analyse(d: &JobData) -> JobReport {
         spacing.extend(ex.contradictions);
     }
 
-    // Classes (seed 002 §1): failure (an error), timeout (a slow snapshot), blocking (barriers stuck).
+    // Classes: failure (an error), timeout (a slow snapshot), blocking (barriers stuck).
     let mut classes: Vec<ClassFinding> = Vec::new();
     let errors: Vec<&FailureLine> = failures.iter().filter(|f| f.outcome != "expired").collect();
     if let Some(f) = errors.first() {
@@ -737,6 +843,7 @@ pub fn analyse(d: &JobData) -> JobReport {
         let mut snapshot = 0;
         let mut barrier = 0;
         let mut unknown = 0;
+        let mut no_details = 0;
         for cp in &expired {
             let after = cp.finished_at.since(cp.triggered_at);
             let holders: Vec<&SubtaskCheckpoint> = cp
@@ -747,6 +854,9 @@ pub fn analyse(d: &JobData) -> JobReport {
                 .collect();
             if holders.is_empty() {
                 unknown += 1;
+            }
+            if cp.operators.is_empty() {
+                no_details += 1;
             }
             for st in holders {
                 match dominant(st).0 {
@@ -776,7 +886,12 @@ pub fn analyse(d: &JobData) -> JobReport {
             classes.push(ClassFinding {
                 class: Class::Timeout,
                 evidence: format!(
-                    "{n} checkpoint(s) expired at {t}; Flink no longer has their per-subtask details, so blocking cannot be told from a slow snapshot"
+                    "{n} checkpoint(s) expired at {t}; {}, so blocking cannot be told from a slow snapshot",
+                    if no_details == n {
+                        "Flink no longer has their per-subtask details"
+                    } else {
+                        "the subtasks that held them never acknowledged, so Flink reports none of their phases"
+                    }
                 ),
             });
         }
@@ -800,7 +915,7 @@ pub fn analyse(d: &JobData) -> JobReport {
             classes.push(ClassFinding {
                 class: Class::Blocking,
                 evidence: format!(
-                    "barriers are slow to get through: {what} is over half the {} interval (seed 004 §6.1 threshold)",
+                    "barriers are slow to get through: {what} is over half the {} interval",
                     human_ms(iv)
                 ),
             });
@@ -871,11 +986,7 @@ pub fn analyse(d: &JobData) -> JobReport {
     {
         set(
             Verdict::AtRisk,
-            format!(
-                "alignment up to {} is over half the {} interval (seed 004 §6.1)",
-                human_ms(a.value_ms),
-                human_ms(iv)
-            ),
+            format!("alignment up to {} is over half the {} interval", human_ms(a.value_ms), human_ms(iv)),
             &mut reasons,
         );
     }
@@ -892,21 +1003,26 @@ pub fn analyse(d: &JobData) -> JobReport {
     // Likely causes and the next thing to check, by class.
     let mut causes = Vec::new();
     let mut next = Vec::new();
-    let cause = |c: &str, source: &'static str| Cause { cause: c.to_string(), source };
-    let failed_holder = d
-        .finished
-        .iter()
-        .filter(|cp| cp.status == CheckpointStatus::Failed)
-        .flat_map(|cp| {
-            let after = cp.finished_at.since(cp.triggered_at);
-            cp.operators.iter().flat_map(move |op| {
+    let cause = |c: &str, doc: Doc| Cause { cause: c.to_string(), source: doc.title, url: doc.url };
+    // The subtask that held the newest failed checkpoint up, if one did: when several never
+    // acknowledged, none of them stands out and naming the first would be a guess.
+    let failed_holder = d.finished.iter().find(|cp| cp.status == CheckpointStatus::Failed).and_then(|cp| {
+        let after = cp.finished_at.since(cp.triggered_at);
+        let holders: Vec<(String, u32)> = cp
+            .operators
+            .iter()
+            .flat_map(|op| {
                 op.subtasks
                     .iter()
                     .filter(move |st| !st.acknowledged || st.end_to_end_ms.is_some_and(|e| e > after))
                     .map(move |st| (op.name.clone(), st.index))
             })
-        })
-        .next();
+            .collect();
+        match holders.as_slice() {
+            [one] => Some(one.clone()),
+            _ => None,
+        }
+    });
     let holder = failed_holder
         .map(|(op, st)| located(&op, st))
         .or(bottleneck.clone())
@@ -921,7 +1037,7 @@ pub fn analyse(d: &JobData) -> JobReport {
                 causes.dedup_by(|a, b| a.cause == b.cause);
                 next.push(
                     "the TaskManager log around the failed checkpoint: the deepest `Caused by:` of its stack trace \
-                     (`checkpoint-sentinel scan-logs` on the JobManager and TaskManager logs classifies it; seed 002 §4.2)"
+                     (`checkpoint-sentinel scan-logs` on the JobManager and TaskManager logs classifies it)"
                         .to_string(),
                 );
             }
@@ -933,17 +1049,17 @@ pub fn analyse(d: &JobData) -> JobReport {
                     Some("sync") => causes.push(cause(
                         "the synchronous part of the snapshot is slow: the operator's snapshotState() (user code, a \
                          blocking flush to an external system) or the state backend's synchronous part",
-                        "seed 000 §3.5 (syncDuration), seed 002 §1 (a sink flushing in the checkpoint thread)",
+                        MONITORING,
                     )),
                     _ => causes.push(cause(
                         "writing the snapshot to checkpoint storage is slow: storage throughput or latency (HDFS/S3), \
                          or a state that grew",
-                        "seed 000 §3.5 (asyncDuration), seed 002 §4.1 (SocketTimeoutException)",
+                        LARGE_STATE,
                     )),
                 }
                 causes.push(cause(
                     "state too large or growing without TTL, so every snapshot takes longer",
-                    "seed 004 §5.1, seed 002 §3.3",
+                    LARGE_STATE,
                 ));
                 if settings
                     .as_ref()
@@ -952,21 +1068,27 @@ pub fn analyse(d: &JobData) -> JobReport {
                 {
                     causes.push(cause(
                         "RocksDB without incremental checkpoints, or a small block cache / write buffer",
-                        "seed 002 §3.3",
+                        LARGE_STATE,
                     ));
                 }
-                if let Some(h) = &holder {
-                    next.push(format!(
+                match &holder {
+                    Some(h) => next.push(format!(
                         "what {h} does while it snapshots: its TaskManager log and a thread dump (jstack) during a checkpoint, \
                          then its state size and the checkpoint storage's throughput; do not just raise the timeout \
-                         (seed 000 §3.4)"
-                    ));
+                         (Flink: Tuning Checkpoints and Large State)"
+                    )),
+                    None => next.push(
+                        "no single subtask stands out: the TaskManagers' logs and a thread dump (jstack) during a \
+                         checkpoint, then the state size and the checkpoint storage's throughput; do not just raise \
+                         the timeout (Flink: Tuning Checkpoints and Large State)"
+                            .to_string(),
+                    ),
                 }
             }
             Class::Blocking => {
                 causes.push(cause(
                     "backpressure: barriers queue behind buffered records, so alignment and start delay grow together",
-                    "seed 000 §3.5/§5.2 (alignmentDuration → backpressure), seed 002 §3.2",
+                    UNDER_BACKPRESSURE,
                 ));
                 let skewed = top_alignment
                     .first()
@@ -974,25 +1096,25 @@ pub fn analyse(d: &JobData) -> JobReport {
                 if skewed || bottleneck.is_some() {
                     causes.push(cause(
                         "data skew: one subtask (a hot key) lags its siblings and every checkpoint waits for it",
-                        "seed 000 §5.3 (某几个Task总是拖后腿 → 数据倾斜), seed 004 §5.2",
+                        BACK_PRESSURE,
                     ));
                 }
                 causes.push(cause(
                     "user code blocking the task thread (synchronous external calls, lock contention, heavy timers)",
-                    "seed 002 §2.3, §3.2",
+                    UNDER_BACKPRESSURE,
                 ));
                 if let Some(h) = &holder {
                     next.push(format!(
                         "the records in/out and busy time of {h} against its siblings (key skew) and the backpressure of the \
                          operators upstream of it (Web UI BackPressure tab or GET /jobs/{}/vertices/<id>/backpressure); \
-                         if its CPU is low while its input buffers are full, a thread dump (seed 002 §2.2)",
+                         if its CPU is low while its input buffers are full, a thread dump",
                         d.job_id
                     ));
                 }
                 if settings.as_ref().is_some_and(|s| s.exactly_once && !s.unaligned) {
                     next.push(
                         "once skew and backpressure are addressed and alignment is still too long: unaligned checkpoints \
-                         (seed 004 §4.3, §5.2)"
+                         (Flink: Checkpointing under backpressure)"
                             .to_string(),
                     );
                 }
@@ -1009,12 +1131,12 @@ pub fn analyse(d: &JobData) -> JobReport {
                 human_ms(observed),
                 human_ms(iv)
             ),
-            "seed 000 §4.1, §5.3",
+            CONFIGURATION,
         ));
     }
     if next.is_empty() {
         next.push(if verdict == Verdict::Healthy {
-            "nothing now; keep an eye on the P95 checkpoint duration against the timeout (seed 002 §6, rule 10)".into()
+            "nothing now; keep an eye on the P95 checkpoint duration against the timeout".into()
         } else {
             "the slowest phase in the recent checkpoints' details (Web UI Checkpoints → Details) and the TaskManager log of the \
              slowest subtask"
@@ -1028,6 +1150,7 @@ pub fn analyse(d: &JobData) -> JobReport {
         state: d.state.clone(),
         verdict,
         verdict_reasons: reasons,
+        taskmanager: single_tm,
         config: settings.as_ref().map(|s| {
             format!(
                 "{}, interval {}, timeout {}, min pause {}, max concurrent {}, tolerable failures {}, {}{}",
@@ -1056,6 +1179,74 @@ pub fn analyse(d: &JobData) -> JobReport {
     }
 }
 
+/// `a`, `a and b`, `a, b and c`, or the first three and how many more.
+fn some_of(list: &[String]) -> String {
+    match list {
+        [] => "no subtask".into(),
+        [one] => one.clone(),
+        [init @ .., last] if list.len() <= 3 => format!("{} and {last}", init.join(", ")),
+        _ => format!("{} and {} more", list[..3].join(", "), list.len() - 3),
+    }
+}
+
+/// One sentence on a failed checkpoint: how many subtasks acknowledged in time, and the
+/// subtasks that explain it (the late or missing ones of an expiry; the one that did not
+/// acknowledge when an error ended it).
+fn failure_summary(
+    outcome: &str,
+    (acked, total): (u32, u32),
+    details: bool,
+    never: &[(&str, u32)],
+    late: &[String],
+    located: &dyn Fn(&str, u32) -> String,
+) -> String {
+    if !details {
+        return format!(
+            "{acked} of {total} subtasks acknowledged; Flink no longer has its per-subtask details"
+        );
+    }
+    let never_named: Vec<String> = never.iter().map(|(op, st)| located(op, *st)).collect();
+    if outcome == "expired" {
+        let mut parts: Vec<String> = late.to_vec();
+        match never_named.len() {
+            0 => {}
+            1..=3 => parts.push(format!("{} never acknowledged", some_of(&never_named))),
+            n => parts.push(format!("{n} subtasks never acknowledged ({})", per_operator(never))),
+        }
+        if parts.len() > 3 {
+            let n = parts.len();
+            parts.truncate(2);
+            parts.push(format!("{} more", n - 2));
+        }
+        let holders = if parts.is_empty() { "no subtask was late".into() } else { parts.join("; ") };
+        return format!("{acked} of {total} subtasks acknowledged in time; {holders}");
+    }
+    let head = format!("{acked} of {total} subtasks acknowledged");
+    match never_named.as_slice() {
+        [] => head,
+        [one] if total > 1 => format!("{head}; the failure came from the one that did not, {one}"),
+        [_] => format!("{head}; the failure came from its only subtask"),
+        _ if acked == 0 => format!(
+            "{head}; the error came before any subtask acknowledged, so no subtask was slow \
+             (`scan-logs` names the task that threw it)"
+        ),
+        list if list.len() <= 3 => format!("{head}; not acknowledged: {}", some_of(list)),
+        _ => format!("{head}; not acknowledged: {}", per_operator(never)),
+    }
+}
+
+/// `2 of stateful-map, 4 of Sink`: subtasks counted per operator, in first-seen order.
+fn per_operator(subtasks: &[(&str, u32)]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for (op, _) in subtasks {
+        match counts.iter_mut().find(|(o, _)| o == op) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((op, 1)),
+        }
+    }
+    counts.iter().map(|(op, n)| format!("{n} of {op}")).collect::<Vec<_>>().join(", ")
+}
+
 fn observed_gaps(stats: &dto::CheckpointingStatistics) -> Vec<u64> {
     let mut t: Vec<i64> = stats
         .history
@@ -1067,67 +1258,68 @@ fn observed_gaps(stats: &dto::CheckpointingStatistics) -> Vec<u64> {
     t.windows(2).map(|w| (w[1] - w[0]).max(0) as u64).collect()
 }
 
-/// Seed 002 §4.1's table (and §4.2, seed 004 §5.1) from a failure message.
+/// The likely cause behind a failure message, with the page that explains it.
 fn failure_cause(message: &str) -> Cause {
-    let table: [(&str, &str, &'static str); 10] = [
+    let table: [(&str, &str, Doc); 10] = [
         (
             "Failed to persist checkpoint metadata",
             "the checkpoint metadata storage is not writable (ZooKeeper, disk space, permissions)",
-            "seed 002 §4.1",
+            RUNBOOK_FAILURES,
         ),
         (
             "Could not materialize checkpoint",
             "the state backend failed writing (e.g. an HDFS DataNode down)",
-            "seed 002 §4.1",
+            RUNBOOK_FAILURES,
         ),
         (
             "Asynchronous task checkpoint failed",
             "the asynchronous part of a subtask's snapshot threw: writing the state to checkpoint storage \
              failed (Flink's `Could not materialize checkpoint`: storage unavailable, a full disk)",
-            "seed 002 §4.1, §4.2",
+            RUNBOOK_FAILURES,
         ),
         (
             "ClassCastException",
             "a state class that does not serialise, or a serializer changed by an upgrade",
-            "seed 002 §4.1, §4.3",
+            RUNBOOK_FAILURES,
         ),
-        ("OutOfMemoryError", "a subtask ran out of memory", "seed 002 §4.1"),
+        ("OutOfMemoryError", "a subtask ran out of memory", RUNBOOK_FAILURES),
         (
             "SocketTimeoutException",
             "the checkpoint storage client timed out (network, S3 throttling)",
-            "seed 002 §4.1",
+            RUNBOOK_FAILURES,
         ),
         (
             "No space left on device",
             "a full disk (the `Stream is closed` that follows is a symptom)",
-            "seed 002 §4.2",
+            RUNBOOK_FAILURES,
         ),
         (
             "Stream is closed",
             "the stream to checkpoint storage was closed underneath: look for a full disk or a closed connection",
-            "seed 002 §1, §4.2",
+            RUNBOOK_FAILURES,
         ),
         (
             "tolerable failure threshold",
             "the tolerable-failure budget is spent: the job fails over because of checkpoints",
-            "seed 004 §5.1",
+            RUNBOOK_TOLERANCE,
         ),
         (
             "declined",
             "a subtask declined the checkpoint: a task failure (OOM, user code exception) or a task not ready",
-            "seed 002 §4.1 (declined due to subtask failure)",
+            RUNBOOK_FAILURES,
         ),
     ];
     table
         .iter()
         .find(|(needle, _, _)| message.to_lowercase().contains(&needle.to_lowercase()))
-        .map(|(_, cause, source)| Cause { cause: (*cause).to_string(), source })
+        .map(|(_, cause, doc)| Cause { cause: (*cause).to_string(), source: doc.title, url: doc.url })
         .unwrap_or_else(|| Cause {
             cause: format!(
                 "Flink says: {}; the stack trace in the TaskManager log names the cause",
                 message.trim_end_matches('.')
             ),
-            source: "seed 002 §4",
+            source: RUNBOOK_FAILURES.title,
+            url: RUNBOOK_FAILURES.url,
         })
 }
 
@@ -1144,6 +1336,9 @@ fn clock(ms: i64) -> String {
     let t = crate::demo::log_time(Timestamp(ms));
     t.get(11..).unwrap_or(&t).replace(',', ".")
 }
+
+/// Rows of the recent-checkpoints table in the text report (the JSON has them all).
+const RECENT_ROWS: usize = 10;
 
 /// The report as text.
 pub fn to_text(report: &Report) -> String {
@@ -1175,6 +1370,14 @@ pub fn to_text(report: &Report) -> String {
         if let Some(c) = &j.config {
             line(format!("Config: {c}"));
         }
+        if let Some(tm) = &j.taskmanager {
+            line(format!("Every subtask runs on {}.", tm.text()));
+        }
+        let place = |l: &Option<Location>| match (&j.taskmanager, l) {
+            (Some(_), Some(_)) => String::new(),
+            (_, Some(l)) => format!(", on {}", l.text()),
+            (_, None) => ", on a TaskManager the REST API did not name".into(),
+        };
         line(format!(
             "Counts: {} completed, {} failed, {} in progress, {} restored",
             j.counts[0], j.counts[1], j.counts[2], j.counts[3]
@@ -1185,31 +1388,57 @@ pub fn to_text(report: &Report) -> String {
             "  {:>6}  {:<11}  {:<12}  {:>8}  {:>10}  {:>5}",
             "id", "status", "triggered", "took", "size", "acked"
         ));
-        for r in &j.recent {
+        // The newest ten fit a screen; older ones of Flink's history are counted by status.
+        for r in j.recent.iter().take(RECENT_ROWS) {
             line(format!(
-                "  {:>6}  {:<11}  {:<12}  {:>8}  {:>10}  {:>5}",
+                "  {:>6}  {:<11}  {:<12}  {:>8}  {:>10}  {:>5}{}",
                 r.id,
-                if r.savepoint { format!("{} (sp)", r.status) } else { r.status.clone() },
+                r.status,
                 r.triggered_at_ms.map_or("?".into(), clock),
                 r.took_ms.map_or("?".into(), human_ms),
                 r.size_bytes.map_or("?".into(), |b| crate::rules::format_bytes(b as f64)),
-                format!("{}/{}", r.acknowledged.0, r.acknowledged.1)
+                format!("{}/{}", r.acknowledged.0, r.acknowledged.1),
+                if r.savepoint { "  savepoint" } else { "" }
             ));
+        }
+        if j.recent.len() > RECENT_ROWS {
+            let mut by_status: Vec<(&str, usize)> = Vec::new();
+            for r in &j.recent[RECENT_ROWS..] {
+                match by_status.iter_mut().find(|(s, _)| *s == r.status) {
+                    Some((_, n)) => *n += 1,
+                    None => by_status.push((&r.status, 1)),
+                }
+            }
+            let counts: Vec<String> = by_status.iter().map(|(s, n)| format!("{n} {s}")).collect();
+            line(format!("  … and {} older: {}", j.recent.len() - RECENT_ROWS, counts.join(", ")));
         }
         if !j.failures.is_empty() || !j.pending.is_empty() {
             line(String::new());
             line("Failures, expirations, checkpoints in progress:".into());
+            // Failures that read the same (outcome, reason, summary) are said once.
+            let mut groups: Vec<(Vec<&FailureLine>, &str, Option<&str>, &str)> = Vec::new();
             for f in &j.failures {
-                line(format!(
-                    "  {} {} after {}: {}",
-                    f.id,
-                    f.outcome.to_uppercase(),
-                    f.after_ms.map_or("?".into(), human_ms),
-                    f.reason.as_deref().unwrap_or("no reason given")
-                ));
-                for h in &f.held_by {
-                    line(format!("      held up by {h}"));
+                let key = (f.outcome, f.reason.as_deref(), f.summary.as_str());
+                match groups.iter_mut().find(|g| (g.1, g.2, g.3) == key) {
+                    Some(g) => g.0.push(f),
+                    None => groups.push((vec![f], key.0, key.1, key.2)),
                 }
+            }
+            for (members, outcome, reason, summary) in groups {
+                let ids: Vec<String> = members.iter().map(|f| f.id.to_string()).collect();
+                let afters: Vec<u64> = members.iter().filter_map(|f| f.after_ms).collect();
+                let after = match (afters.iter().min(), afters.iter().max()) {
+                    (Some(lo), Some(hi)) if human_ms(*lo) == human_ms(*hi) => human_ms(*lo),
+                    (Some(lo), Some(hi)) => format!("{} to {}", human_ms(*lo), human_ms(*hi)),
+                    _ => "?".into(),
+                };
+                line(format!(
+                    "  {} {} after {after}: {}",
+                    ids.join(", "),
+                    outcome.to_uppercase(),
+                    reason.unwrap_or("no reason given")
+                ));
+                line(format!("      {summary}"));
             }
             for p in &j.pending {
                 line(format!("  {p}"));
@@ -1217,44 +1446,44 @@ pub fn to_text(report: &Report) -> String {
         }
         let stat = |s: &SubtaskStat| {
             format!(
-                "{} #{}: {} in checkpoint {}{}, on {}",
+                "{} #{}: {} in checkpoint {}{}{}",
                 s.operator,
                 s.subtask,
                 human_ms(s.value_ms),
                 s.checkpoint_id,
                 s.siblings_median_ms
                     .map_or(String::new(), |m| format!(" (siblings' median {})", human_ms(m))),
-                s.location.as_ref().map_or("a TaskManager the REST API did not name".into(), Location::text)
+                place(&s.location)
             )
         };
         line(String::new());
-        line("Top alignment:".into());
-        if j.top_alignment.is_empty() {
-            line("  none (no alignment, or no per-subtask details)".into());
-        }
-        for s in &j.top_alignment {
-            line(format!("  {}", stat(s)));
-        }
-        line("Top start delay:".into());
-        if j.top_start_delay.is_empty() {
-            line("  none".into());
-        }
-        for s in &j.top_start_delay {
-            line(format!("  {}", stat(s)));
+        if j.top_alignment.is_empty() && j.top_start_delay.is_empty() {
+            line("Alignment and start delay: no subtask stands out".into());
+        } else {
+            for (title, stats) in
+                [("Top alignment:", &j.top_alignment), ("Top start delay:", &j.top_start_delay)]
+            {
+                if stats.is_empty() {
+                    line(format!("{title} no subtask stands out"));
+                } else {
+                    line(title.into());
+                }
+                for s in stats {
+                    line(format!("  {}", stat(s)));
+                }
+            }
         }
         if !j.blocking.is_empty() {
             line("Acknowledged last (held the completed checkpoints up):".into());
             for b in &j.blocking {
                 line(format!(
-                    "  {} #{}: {} of {} checkpoints, mostly in {}, on {}",
+                    "  {} #{}: {} of {} checkpoints, mostly in {}{}",
                     b.operator,
                     b.subtask,
                     b.times,
                     b.of,
                     b.dominant_phase,
-                    b.location
-                        .as_ref()
-                        .map_or("a TaskManager the REST API did not name".into(), Location::text)
+                    place(&b.location)
                 ));
             }
         }
@@ -1266,21 +1495,32 @@ pub fn to_text(report: &Report) -> String {
         }
         line(String::new());
         if j.classes.is_empty() {
-            line("Failure class: none (seed 002 §1: blocking / timeout / failure)".into());
+            line("Failure class: none (the classes are blocking, timeout and failure)".into());
         }
         for c in &j.classes {
             let name = match c.class {
-                Class::Blocking => "BLOCKING (阻塞型: barriers do not get through)",
-                Class::Timeout => "TIMEOUT (超时型: the snapshot takes too long)",
-                Class::Failure => "FAILURE (失败型: an explicit error)",
+                Class::Blocking => "blocking: barriers do not get through (backpressure, skew, alignment)",
+                Class::Timeout => {
+                    "timeout: the snapshot itself takes too long (state size, checkpoint storage)"
+                }
+                Class::Failure => "failure: a checkpoint failed with an explicit error",
             };
             line(format!("Failure class: {name}"));
             line(format!("  {}", c.evidence));
         }
+        // Each cause points to the page that explains it, listed once under "Read more".
+        let mut pages: Vec<(&str, &str)> = Vec::new();
         if !j.causes.is_empty() {
             line("Likely causes:".into());
             for c in &j.causes {
-                line(format!("  - {} [{}]", c.cause, c.source));
+                let n = match pages.iter().position(|p| p.1 == c.url) {
+                    Some(i) => i + 1,
+                    None => {
+                        pages.push((c.source, c.url));
+                        pages.len()
+                    }
+                };
+                line(format!("  - {} [{n}]", c.cause));
             }
         }
         if !j.spacing.is_empty() {
@@ -1293,6 +1533,12 @@ pub fn to_text(report: &Report) -> String {
         for n in &j.next {
             line(format!("  → {n}"));
         }
+        if !pages.is_empty() {
+            line("Read more:".into());
+            for (i, (title, url)) in pages.iter().enumerate() {
+                line(format!("  [{}] {title}: {url}", i + 1));
+            }
+        }
     }
     o
 }
@@ -1301,6 +1547,13 @@ pub fn to_text(report: &Report) -> String {
 /// credentials and CA (the request timeout is `--timeout` either way).
 fn cluster_config(args: &DiagnoseArgs) -> Result<ClusterConfig, DiagnoseError> {
     let Some(path) = &args.config else {
+        let url = args.url.clone().unwrap_or_default();
+        let valid = url::Url::parse(&url).is_ok_and(|u| {
+            matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(|h| !h.is_empty())
+        });
+        if !valid {
+            return Err(DiagnoseError::BadUrl(url));
+        }
         return Ok(ClusterConfig {
             name: "diagnose".into(),
             url: args.url.clone().unwrap_or_default(),
@@ -1352,6 +1605,7 @@ pub async fn run(args: &DiagnoseArgs) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observe::OperatorCheckpoint;
 
     fn job(history: serde_json::Value, finished: Vec<FinishedCheckpoint>) -> JobData {
         JobData {
@@ -1398,5 +1652,117 @@ mod tests {
                 (2, "COMPLETED", Some(85)),
             ]
         );
+    }
+
+    fn checkpoint(
+        id: u64,
+        kind: SnapshotKind,
+        status: CheckpointStatus,
+        subtasks: Vec<SubtaskCheckpoint>,
+    ) -> FinishedCheckpoint {
+        FinishedCheckpoint {
+            id,
+            status,
+            kind,
+            triggered_at: Timestamp(id as i64 * 10_000),
+            finished_at: Timestamp(id as i64 * 10_000 + 30),
+            end_to_end_ms: Some(30),
+            checkpointed_bytes: None,
+            full_state_bytes: None,
+            processed_bytes: None,
+            persisted_bytes: None,
+            num_subtasks: subtasks.len() as u32,
+            num_acknowledged: subtasks.iter().filter(|s| s.acknowledged).count() as u32,
+            failure_message: (status == CheckpointStatus::Failed)
+                .then(|| "Asynchronous task checkpoint failed.".into()),
+            operators: vec![OperatorCheckpoint { vertex_id: "v".into(), name: "map".into(), subtasks }],
+        }
+    }
+
+    /// A savepoint's long alignment is neither a culprit of the checkpoints nor a table row;
+    /// a failure that no subtask acknowledged is one sentence, not a line per subtask.
+    #[test]
+    fn savepoints_stay_out_of_the_tables_and_a_failure_is_one_sentence() {
+        let slow = |index| SubtaskCheckpoint {
+            index,
+            acknowledged: true,
+            end_to_end_ms: Some(9_000),
+            alignment_ms: Some(9_000),
+            ..SubtaskCheckpoint::default()
+        };
+        let quick = |index| SubtaskCheckpoint {
+            index,
+            acknowledged: true,
+            end_to_end_ms: Some(30),
+            alignment_ms: Some(1),
+            ..SubtaskCheckpoint::default()
+        };
+        let never = |index| SubtaskCheckpoint { index, ..SubtaskCheckpoint::default() };
+        let finished = vec![
+            checkpoint(3, SnapshotKind::Checkpoint, CheckpointStatus::Failed, (0..8).map(never).collect()),
+            checkpoint(2, SnapshotKind::Savepoint, CheckpointStatus::Completed, vec![slow(0), quick(1)]),
+            checkpoint(1, SnapshotKind::Checkpoint, CheckpointStatus::Completed, vec![quick(0), quick(1)]),
+        ];
+        let report = analyse(&job(serde_json::json!([]), finished));
+        assert!(report.top_alignment.is_empty(), "{:?}", report.top_alignment);
+        assert!(report.blocking.is_empty());
+        let failure = &report.failures[0];
+        assert_eq!(failure.acknowledged, (0, 8));
+        assert!(
+            failure
+                .summary
+                .starts_with("0 of 8 subtasks acknowledged; the error came before any subtask acknowledged"),
+            "{}",
+            failure.summary
+        );
+        let text = to_text(&Report { url: "u".into(), flink_version: None, at_ms: 0, jobs: vec![report] });
+        assert_eq!(text.matches("map #").count(), 0, "no subtask listed one by one:\n{text}");
+    }
+
+    /// An expiry that no subtask acknowledged names no subtask as the one to look at (seen on
+    /// the demo's expiring job: "what Source #0 does while it snapshots" was a guess).
+    #[test]
+    fn an_expiry_nobody_acknowledged_names_no_single_subtask() {
+        let never = |index| SubtaskCheckpoint { index, ..SubtaskCheckpoint::default() };
+        let mut expired =
+            checkpoint(4, SnapshotKind::Checkpoint, CheckpointStatus::Failed, (0..8).map(never).collect());
+        expired.failure_message = Some("Checkpoint expired before completing.".into());
+        expired.finished_at = expired.triggered_at.plus_millis(3_000);
+        let report = analyse(&job(serde_json::json!([]), vec![expired]));
+        assert!(
+            report.failures[0].summary.starts_with(
+                "0 of 8 subtasks acknowledged in time; 8 subtasks never acknowledged (8 of map)"
+            ),
+            "{}",
+            report.failures[0].summary
+        );
+        assert!(report.classes[0].evidence.contains("never acknowledged"), "{}", report.classes[0].evidence);
+        assert!(report.next.iter().all(|n| !n.contains("map #")), "{:?}", report.next);
+        assert!(report.next[0].starts_with("no single subtask stands out"), "{:?}", report.next);
+    }
+
+    /// Flink keeps up to 20 checkpoints in its history; the text shows the newest ten and
+    /// counts the rest (live on 2.3.0 the expired report was 54 lines with all 16 listed).
+    #[test]
+    fn the_recent_table_shows_ten_rows_and_counts_the_rest() {
+        let history: Vec<serde_json::Value> = (1..=16)
+            .map(|id| {
+                if id % 3 == 0 {
+                    serde_json::json!({ "className": "failed", "id": id, "status": "FAILED",
+                        "trigger_timestamp": id * 3_000, "failure_timestamp": id * 3_000 + 4_000,
+                        "failure_message": "Checkpoint expired before completing." })
+                } else {
+                    serde_json::json!({ "className": "completed", "id": id, "status": "COMPLETED",
+                        "trigger_timestamp": id * 3_000, "latest_ack_timestamp": id * 3_000 + 50,
+                        "end_to_end_duration": 50 })
+                }
+            })
+            .collect();
+        let report = analyse(&job(serde_json::Value::Array(history), vec![]));
+        assert_eq!(report.recent.len(), 16, "the JSON keeps them all");
+        let text = to_text(&Report { url: "u".into(), flink_version: None, at_ms: 0, jobs: vec![report] });
+        let rows = text.lines().filter(|l| l.contains("COMPLETED  ") || l.contains("EXPIRED  ")).count();
+        assert_eq!(rows, 10, "{text}");
+        assert!(text.contains("  … and 6 older: 2 EXPIRED, 4 COMPLETED\n"), "{text}");
     }
 }

@@ -177,7 +177,11 @@ fn render_scrape(renderer: &mut export::TextRenderer, scrape: &Scrape) {
 /// Pending, firing and recently resolved alerts of the daemon's own rules.
 async fn alerts(Extract(state): Extract<HttpState>) -> Response {
     let view = state.app.alerts.read().unwrap_or_else(|e| e.into_inner()).clone();
-    axum::Json(serde_json::json!({ "active": view.active, "resolved": view.resolved })).into_response()
+    let shown = |alerts: &[crate::rules::Alert]| -> Vec<crate::api::AlertView> {
+        alerts.iter().map(crate::api::AlertView::from).collect()
+    };
+    axum::Json(serde_json::json!({ "active": shown(&view.active), "resolved": shown(&view.resolved) }))
+        .into_response()
 }
 
 async fn readyz(Extract(state): Extract<HttpState>) -> Response {

@@ -37,7 +37,8 @@ enum Command {
         config: PathBuf,
     },
     /// Analyse Flink log files offline: events per kind, a timeline per checkpoint, the subtasks
-    /// that held checkpoints up, and root causes.
+    /// that held checkpoints up, and root causes. Exit code 0; 3 when a file is not a Flink log
+    /// (no line starts with a log4j timestamp; the report says which); 1 when a file cannot be read.
     ScanLogs {
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
@@ -141,7 +142,18 @@ fn main() -> ExitCode {
                             }
                         }
                     }
-                    ExitCode::SUCCESS
+                    let strangers = report.not_flink_logs();
+                    if strangers.is_empty() {
+                        ExitCode::SUCCESS
+                    } else {
+                        for f in strangers {
+                            eprintln!(
+                                "warning: {} is not a Flink log (no line starts with a log4j timestamp)",
+                                f.path.display()
+                            );
+                        }
+                        ExitCode::from(3)
+                    }
                 }
                 Err(e) => {
                     eprintln!("error: {e}");

@@ -7,6 +7,7 @@ mod common;
 
 mod alert_replay;
 mod alertmanager;
+mod cli_json;
 mod demo;
 mod demo_shadow;
 mod diagnose;
@@ -15,6 +16,7 @@ mod failure_evidence;
 mod faults;
 mod fixtures_parse;
 mod golden;
+mod golden_text;
 mod locations;
 mod logs_fixtures;
 mod logs_storm;

@@ -226,7 +226,7 @@ fn tolerable_failures_and_root_causes_in_the_tolerable_scenarios() {
                 ("java.io.IOException", "io_error"),
                 "{version}"
             );
-            assert_eq!(e.task.as_deref().map(|t| t.starts_with("stateful-map (1/2)#")), Some(true));
+            assert_eq!(e.task.as_deref(), Some("stateful-map"), "the operator name without (k/n)#attempt");
             assert_eq!(e.subtask, Some(0));
         }
     }
@@ -293,5 +293,106 @@ fn scan_logs_reports_missing_barriers_from_debug_lines() {
             .iter()
             .any(|e| e.kind == "completed" && e.checkpoint_id == m["checkpoint_id"].as_u64());
         assert!(!completed, "a completed checkpoint has every barrier");
+    }
+}
+
+/// The 1.20.5 snapshot-sync-failure capture, as an operator reads it: the timeline in time order
+/// (the TaskManager's line between the JobManager's), no reason-less colon, one subtask (the
+/// attempt number `#0…#5` is not a subtask), the exception the job threw as the root cause and
+/// "Checkpoint Coordinator is suspending" as its symptom.
+#[test]
+fn scan_logs_orders_the_timeline_and_names_the_real_cause() {
+    let dir = fixtures().join("flink-1.20.5/snapshot-sync-failure/logs");
+    let files: Vec<String> = files_in(&dir).iter().map(|p| p.display().to_string()).collect();
+    let mut args = vec!["scan-logs"];
+    args.extend(files.iter().map(String::as_str));
+    let text = run_cli(&args);
+    let three = text.split("  checkpoint 3 of job").nth(1).unwrap().split("  checkpoint 6").next().unwrap();
+    let times: Vec<&str> =
+        three.lines().filter_map(|l| l.trim().get(..23)).filter(|t| t.starts_with("2026")).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "out of order:\n{three}");
+    assert!(!text.contains(" : "), "a dangling colon:\n{text}");
+    assert!(text.contains("failed: Checkpoint Coordinator is suspending."), "{text}");
+    assert!(text.contains("  stateful-map #0: 6 event(s) (sync_snapshot_failed)"), "{text}");
+    assert!(!text.contains("#1") && !text.contains("(1/2)"), "{text}");
+    assert!(text.contains("  user_code              6\n"), "{text}");
+    assert!(text.contains("Symptoms of those causes"), "{text}");
+
+    args.insert(1, "--format");
+    args.insert(2, "json");
+    let json: Value = serde_json::from_str(&run_cli(&args)).unwrap();
+    assert_eq!(json["root_causes"]["user_code"], 6, "{}", json["root_causes"]);
+    assert!(json["root_causes"].get("task_failure").is_none());
+    assert_eq!(json["root_cause_symptoms"]["task_failure"], 6);
+    let cp3 = json["checkpoints"].as_array().unwrap().iter().find(|c| c["id"] == 3).unwrap();
+    assert_eq!(cp3["root_cause"]["exception"], "java.lang.Exception");
+}
+
+/// A file that is not a Flink log is named as such, and the exit code says so.
+#[test]
+fn scan_logs_says_when_a_file_is_not_a_flink_log() {
+    let readme = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
+        .args(["scan-logs", readme.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("README.md is not a Flink log"), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a Flink log"));
+}
+
+/// Declines name the operator and the subtask on every captured version: 1.13's and 1.14's
+/// plain attempt id and 1.17's/1.20's/2.3's vertex id give way to the operator the decline's
+/// trace names (1.13.6 and 1.17.2: logs of live e2e runs).
+#[test]
+fn declines_name_the_operator_on_every_version() {
+    for (version, scenario) in [
+        ("1.13.6", "declined-e2e"),
+        ("1.14.6", "declined"),
+        ("1.17.2", "declined-e2e"),
+        ("1.20.5", "declined"),
+        ("2.3.0", "declined"),
+    ] {
+        let dir = fixtures().join(format!("flink-{version}/{scenario}/logs"));
+        let report = scan_paths(&files_in(&dir), &Patterns::builtin(), 1 << 20).unwrap();
+        let declined: Vec<_> = report.events.iter().filter(|e| e.kind == "declined").collect();
+        assert!(!declined.is_empty(), "{version}");
+        for e in declined {
+            assert_eq!((e.task.as_deref(), e.subtask), (Some("stateful-map"), Some(0)), "{version}");
+            assert!(e.job_id.is_some(), "{version}");
+            let cause = e.root_cause.as_ref().unwrap();
+            assert_eq!(cause.exception, "java.io.IOException", "{version}: SerializedThrowable unwrapped");
+        }
+    }
+}
+
+/// Without its stack trace (a layout that drops it, a grep of the timestamped lines), 1.13's
+/// decline names only an attempt id; the TaskManager's "asynchronous part of checkpoint N could
+/// not be completed" names the operator but no job. The scan joins them by checkpoint: the
+/// decline names stateful-map #0 and the blocking table has no unnamed row for it.
+#[test]
+fn a_traceless_1_13_decline_takes_its_task_from_the_taskmanager_line() {
+    let dir = fixtures().join("flink-1.13.6/declined-e2e/logs");
+    let tmp = tempfile::tempdir().unwrap();
+    let jm_text = std::fs::read_to_string(jobmanager_log(&dir)).unwrap();
+    let jm = tmp.path().join("jm.log");
+    let stripped: Vec<&str> = jm_text.lines().filter(|l| l.starts_with("2026-")).collect();
+    std::fs::write(&jm, stripped.join("\n") + "\n").unwrap();
+    let tm = files_in(&dir).into_iter().find(|p| p.to_string_lossy().contains("taskexecutor")).unwrap();
+    let report = scan_paths(&[jm, tm], &Patterns::builtin(), 1 << 20).unwrap();
+    let unnamed: Vec<_> = report.events.iter().filter(|e| e.kind == "declined" && e.task.is_none()).collect();
+    assert!(!unnamed.is_empty(), "the stripped decline lines name no task themselves");
+    let json = report.to_json();
+    let mut named = 0;
+    for cp in json["checkpoints"].as_array().unwrap() {
+        for e in cp["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "declined") {
+            assert_eq!((e["task"].as_str(), e["subtask"].as_u64()), (Some("stateful-map"), Some(0)), "{cp}");
+            named += 1;
+        }
+    }
+    assert_eq!(named, unnamed.len());
+    for row in json["blocking_subtasks"].as_array().unwrap() {
+        assert_ne!(row["task"], "?", "{row}");
     }
 }

@@ -125,3 +125,64 @@ fn the_rule_file_and_the_built_in_pack_have_the_same_flink_alerts() {
     assert_eq!(flink.into_iter().cloned().collect::<std::collections::BTreeSet<_>>(), built_in);
     assert!(watcher.len() >= 5, "the watcher's own alerts: {watcher:?}");
 }
+
+fn text_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            text_files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+/// CJK ideographs, kana, hangul, CJK punctuation and full-width forms.
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x2E80..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF | 0xFE30..=0xFE4F | 0xFF00..=0xFFEF)
+}
+
+/// Why a line of user-facing text breaks the rule, if it does.
+fn foreign_or_seed(line: &str) -> Option<&'static str> {
+    let lower = line.to_lowercase();
+    if lower.contains("seed 00") || lower.contains("seeds 00") {
+        Some("cites a seed article the reader cannot open")
+    } else if line.chars().any(is_cjk) {
+        Some("is not English")
+    } else {
+        None
+    }
+}
+
+/// What a user reads (output, alert text, runbook, docs, configuration) speaks English and cites
+/// pages the user can open: never the background articles ("seed 000 §3.4") and no CJK text.
+#[test]
+fn user_facing_text_is_english_and_cites_no_seed_article() {
+    let mut files = Vec::new();
+    for dir in ["src", "alerts", "docs", "config"] {
+        text_files(&root().join(dir), &mut files);
+    }
+    files.extend(["README.md", "ARCHITECTURE.md"].map(|f| root().join(f)));
+    let mut violations = Vec::new();
+    let mut read = 0;
+    for f in &files {
+        // Binary files (the screenshots) are not text.
+        let Ok(text) = std::fs::read_to_string(f) else { continue };
+        read += 1;
+        for (i, line) in text.lines().enumerate() {
+            if let Some(why) = foreign_or_seed(line) {
+                violations.push(format!(
+                    "{}:{}: {why}: {line}",
+                    f.strip_prefix(root()).unwrap().display(),
+                    i + 1
+                ));
+            }
+        }
+    }
+    assert!(read >= 50, "only {read} text files read");
+    assert!(violations.is_empty(), "user-facing text:\n{}", violations.join("\n"));
+    // The check itself can fail.
+    assert!(foreign_or_seed("see seed 000 §3.4").is_some());
+    assert!(foreign_or_seed("TIMEOUT (\u{8d85}\u{65f6}\u{578b})").is_some());
+    assert!(foreign_or_seed("timeout: the snapshot itself takes too long").is_none());
+}

@@ -496,9 +496,15 @@ fn fill(caps: &Captures, event: &mut LogEvent) {
 /// Kind-specific clean-ups after the captures are in.
 fn refine(event: &mut LogEvent) {
     if let Some(task) = &event.task {
-        // `stateful-map (1/2)#0`: Flink counts subtasks from 1 in names, from 0 in REST.
+        // `stateful-map (1/2)#0`: Flink counts subtasks from 1 in names, from 0 in REST; `#0`
+        // is the attempt number, not a subtask. The task keeps the operator's name alone and
+        // the subtask its 0-based index, as the REST API numbers it.
+        let (name, subtask) = split_task(task);
         if event.subtask.is_none() {
-            event.subtask = subtask_of(task);
+            event.subtask = subtask;
+        }
+        if subtask.is_some() {
+            event.task = Some(name.to_string());
         }
     }
     if event.kind == "trigger_failed"
@@ -510,15 +516,81 @@ fn refine(event: &mut LogEvent) {
 
 /// The 0-based subtask index of a task name like `Map -> Sink (3/8)#0`.
 pub fn subtask_of(task: &str) -> Option<u32> {
+    split_task(task).1
+}
+
+/// `Map -> Sink (3/8)#0` → (`Map -> Sink`, Some(2)): the operator's name and the 0-based
+/// subtask index (Flink's `(k/n)` counts from 1; `#0` is the attempt number and is dropped).
+/// A name without `(k/n)` comes back whole.
+pub fn split_task(task: &str) -> (&str, Option<u32>) {
     let task = task.trim_end();
     let without_attempt = match task.rfind(")#") {
         Some(i) if task[i + 2..].bytes().all(|b| b.is_ascii_digit()) => &task[..=i],
         _ => task,
     };
-    let inner = without_attempt.strip_suffix(')')?;
-    let open = inner.rfind('(')?;
-    let (index, _parallelism) = inner[open + 1..].split_once('/')?;
-    index.parse::<u32>().ok()?.checked_sub(1)
+    let parsed = (|| {
+        let inner = without_attempt.strip_suffix(')')?;
+        let open = inner.rfind('(')?;
+        let (index, parallelism) = inner[open + 1..].split_once('/')?;
+        parallelism.parse::<u32>().ok()?;
+        let index = index.parse::<u32>().ok()?.checked_sub(1)?;
+        Some((inner[..open].trim_end(), index))
+    })();
+    match parsed {
+        Some((name, index)) if !name.is_empty() => (name, Some(index)),
+        _ => (task, None),
+    }
+}
+
+/// The operator a stack trace names: `… for operator stateful-map (1/2)#0.` (Flink's
+/// "Could not materialize checkpoint", "Could not perform checkpoint", "Could not complete
+/// snapshot" messages) → (`stateful-map`, 0-based subtask 0).
+fn operator_in(line: &str) -> Option<(String, u32)> {
+    let at = line.find(" for operator ")?;
+    let rest = line[at + " for operator ".len()..].trim_end().trim_end_matches('.');
+    let end = rest.rfind(')')?;
+    let candidate = match rest[end + 1..].strip_prefix('#') {
+        Some(n) if n.bytes().all(|b| b.is_ascii_digit()) => rest,
+        _ => &rest[..=end],
+    };
+    match split_task(candidate) {
+        (name, Some(subtask)) => Some((name.to_string(), subtask)),
+        _ => None,
+    }
+}
+
+/// A vertex id as Flink 1.15+ puts it in an attempt id: 32 hex digits.
+fn is_vertex_id(task: &str) -> bool {
+    task.len() == 32 && task.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether a stack frame (`at flinklab.Job$Map.snapshotState(Job.java:237)`) is in the job's
+/// own code rather than in Flink, the JDK or a client library.
+fn is_user_frame(frame: &str) -> bool {
+    const LIBRARIES: &[&str] = &[
+        "java.",
+        "javax.",
+        "jdk.",
+        "sun.",
+        "com.sun.",
+        "org.apache.flink.",
+        "scala.",
+        "akka.",
+        "org.apache.pekko.",
+        "org.apache.hadoop.",
+        "com.amazonaws.",
+        "software.amazon.",
+        "io.netty.",
+        "org.rocksdb.",
+        "com.esotericsoftware.",
+        "com.google.",
+        "org.slf4j.",
+        "org.apache.logging.",
+    ];
+    let Some(target) = frame.trim_start().strip_prefix("at ") else { return false };
+    // `java.base/java.lang.Thread.run` names the module first.
+    let target = target.split_once('/').filter(|(m, _)| !m.contains('(')).map_or(target, |(_, t)| t);
+    !target.is_empty() && !LIBRARIES.iter().any(|l| target.starts_with(l))
 }
 
 /// The parts of a line in Flink's default layout
@@ -546,6 +618,30 @@ pub fn is_record_start(line: &[u8]) -> bool {
         && (line[19] == b',' || line[19] == b'.')
 }
 
+/// `2026-12-01 13:34:42,967` (log4j's `yyyy-MM-dd HH:mm:ss,SSS`, `T` and `.` accepted) read as
+/// UTC → epoch ms.
+pub fn log_time_utc_ms(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    if b.len() < 23 || !is_record_start(b) {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| text.get(r)?.parse::<i64>().ok();
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hh, mm, ss, ms) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1_000 + ms)
+}
+
 /// Splits a record's first line into timestamp, level and message.
 pub fn split_header(line: &str) -> Option<Header<'_>> {
     if !is_record_start(line.as_bytes()) {
@@ -562,15 +658,15 @@ pub fn split_header(line: &str) -> Option<Header<'_>> {
     Some(Header { timestamp, level, message })
 }
 
+/// Flink's wrapper of an exception that crossed the network.
+const SERIALIZED: &str = "org.apache.flink.util.SerializedThrowable";
+
 /// One exception line unwrapped: Flink wraps remote causes in `SerializedThrowable` and
 /// futures wrap theirs in `ExecutionException`/`CompletionException`; the class that matters
 /// is the innermost one named on the line.
 pub fn exception_of(line: &str) -> (String, String) {
-    const WRAPPERS: &[&str] = &[
-        "org.apache.flink.util.SerializedThrowable",
-        "java.util.concurrent.ExecutionException",
-        "java.util.concurrent.CompletionException",
-    ];
+    const WRAPPERS: &[&str] =
+        &[SERIALIZED, "java.util.concurrent.ExecutionException", "java.util.concurrent.CompletionException"];
     let mut text = line.trim().strip_prefix("Caused by: ").unwrap_or(line.trim());
     loop {
         let Some((class, message)) = split_class(text) else {
@@ -600,7 +696,7 @@ fn split_class(text: &str) -> Option<(&str, &str)> {
 }
 
 /// Root-cause categories, most specific first: (category, any of these substrings).
-/// The starting table is seed 002 §4.1/§4.2 (disk full behind a closed channel, OOM behind a
+/// The starting table is the usual suspects of checkpoint failures (disk full behind a closed channel, OOM behind a
 /// declined checkpoint, ClassCast for serializer changes, S3 socket timeouts, metadata store).
 const CAUSES: &[(&str, &[&str])] = &[
     (
@@ -699,6 +795,9 @@ const CAUSES: &[(&str, &[&str])] = &[
         &["Not all required tasks are currently running", "not being executed at the moment"],
     ),
     ("declined", &["Checkpoint was declined", "Task received cancellation", "barrier from newer checkpoint"]),
+    // The asynchronous part of a snapshot cancelled because its checkpoint was already aborted
+    // (expired, declined elsewhere): what happened after, not why.
+    ("cancelled", &["java.util.concurrent.CancellationException"]),
 ];
 
 /// Whether an event's root cause counts as the cause of a checkpoint failure. The job failure
@@ -724,9 +823,18 @@ pub const CAUSE_CATEGORIES: &[&str] = &[
     "task_failure",
     "tasks_not_running",
     "declined",
+    "cancelled",
     "io_error",
+    "user_code",
     "other",
 ];
+
+/// Categories that say what happened to a checkpoint rather than why: when a checkpoint has
+/// another cause too (the exception a task threw), that is its root cause and these are
+/// symptoms of it.
+/// In this order, the first is the root cause of a checkpoint that has nothing else.
+pub const SYMPTOM_CATEGORIES: &[&str] =
+    &["expired", "tasks_not_running", "task_failure", "declined", "cancelled"];
 
 /// The category of a root cause: first by the deepest cause alone, then by the whole chain
 /// (frames show S3 or HDFS clients where the message does not), then by its class.
@@ -763,6 +871,13 @@ struct Pending {
     first_exception: Option<String>,
     /// The deepest `Caused by:` so far.
     deepest: Option<String>,
+    /// The first frame under the deepest exception line so far (where it was thrown).
+    deepest_frame: Option<String>,
+    /// The exception and `Caused by:` lines, in order (bounded): a `SerializedThrowable` whose
+    /// message names no class is unwrapped with the line above it.
+    exceptions: Vec<String>,
+    /// The operator the trace names ("… for operator stateful-map (1/2)#0").
+    operator: Option<(String, u32)>,
 }
 
 /// Turns lines into events, one record at a time. Feed complete lines in file order.
@@ -810,6 +925,9 @@ impl RecordParser {
                     stack: Vec::new(),
                     first_exception: None,
                     deepest: None,
+                    deepest_frame: None,
+                    exceptions: Vec::new(),
+                    operator: None,
                 });
                 return;
             }
@@ -824,6 +942,9 @@ impl RecordParser {
                 stack: Vec::new(),
                 first_exception: None,
                 deepest: None,
+                deepest_frame: None,
+                exceptions: Vec::new(),
+                operator: None,
             });
             return;
         }
@@ -848,9 +969,18 @@ impl RecordParser {
         if !is_frame {
             if trimmed.starts_with("Caused by: ") {
                 pending.deepest = Some(trimmed.to_string());
+                pending.deepest_frame = None;
             } else if pending.first_exception.is_none() {
                 pending.first_exception = Some(trimmed.to_string());
             }
+            if pending.exceptions.len() < MAX_STACK_LINES {
+                pending.exceptions.push(bounded(trimmed));
+            }
+            if pending.operator.is_none() {
+                pending.operator = operator_in(trimmed);
+            }
+        } else if pending.deepest_frame.is_none() && trimmed.starts_with("at ") {
+            pending.deepest_frame = Some(bounded(trimmed));
         }
         if pending.stack.len() < MAX_STACK_LINES {
             pending.stack.push(bounded(line.trim_end()));
@@ -866,10 +996,27 @@ impl RecordParser {
         }
         let cause_line = pending.deepest.as_ref().or(pending.first_exception.as_ref());
         let root_cause = cause_line.map(|line| {
-            let (exception, message) = exception_of(line);
-            let category = classify(&exception, &message, &pending.stack);
+            let (mut exception, message) = exception_of(line);
+            // Java prints a throwable without a message as `Class: null` in some paths.
+            let message = if message == "null" { String::new() } else { message };
+            if exception == SERIALIZED {
+                // Flink 1.13/1.14 print the remote exception as `SerializedThrowable: <message>`
+                // under the line that names its class: `SerializedThrowable: java.io.IOException:
+                // <message>`.
+                if let Some(class) = pending.exceptions.iter().rev().skip(1).find_map(|l| {
+                    let (class, m) = exception_of(l);
+                    (m == message && class != SERIALIZED && !class.is_empty()).then_some(class)
+                }) {
+                    exception = class;
+                }
+            }
+            let mut category = classify(&exception, &message, &pending.stack);
+            if category == "other" && pending.deepest_frame.as_deref().is_some_and(is_user_frame) {
+                category = "user_code";
+            }
             RootCause { category, exception, message: bounded(&message) }
         });
+        let operator = pending.operator;
         let first = pending.first_exception.as_deref().map(exception_of);
         let last = pending.events.len().saturating_sub(1);
         let (mut logged_at, mut stack) = (pending.logged_at, pending.stack);
@@ -880,9 +1027,24 @@ impl RecordParser {
             if event.reason.is_none()
                 && matches!(event.kind.as_str(), "declined" | "failed" | "async_snapshot_failed")
             {
-                event.reason = first.as_ref().map(|(_, message)| bounded(message));
+                event.reason = first
+                    .as_ref()
+                    .map(|(_, message)| bounded(message))
+                    .filter(|m| !m.is_empty() && m != "null");
             }
             event.root_cause.clone_from(&root_cause);
+            // A JobManager line names the task by an attempt id (plain hex up to 1.14, with the
+            // vertex id from 1.15); the trace it carries names the operator and the subtask.
+            if let Some((name, subtask)) = &operator
+                && matches!(event.kind.as_str(), "declined" | "late_message")
+                && event.task.as_deref().is_none_or(is_vertex_id)
+            {
+                if let Some(vertex) = event.task.take() {
+                    event.detail.get_or_insert_with(|| format!("vertex {vertex}"));
+                }
+                event.task = Some(name.clone());
+                event.subtask = Some(*subtask);
+            }
             event.stack = if i == last { std::mem::take(&mut stack) } else { stack.clone() };
             out.push(event);
         }
@@ -1166,7 +1328,7 @@ mod tests {
         let barrier = one(
             "2026-11-29 15:19:16,116 DEBUG org.apache.flink.streaming.runtime.io.checkpointing.SingleCheckpointBarrierHandler [] - stateful-map (1/2)#0 (2523204e22534449eaafda3e122aa716_857e9877747f27b5e758680f3644828a_0_0): Received barrier from channel InputChannelInfo{gateIdx=0, inputChannelIdx=1} @ 4.",
         );
-        assert_eq!(barrier.task.as_deref(), Some("stateful-map (1/2)#0"));
+        assert_eq!(barrier.task.as_deref(), Some("stateful-map"), "the name without (k/n)#attempt");
         assert_eq!(barrier.subtask, Some(0));
         assert_eq!(barrier.detail.as_deref(), Some("InputChannelInfo{gateIdx=0, inputChannelIdx=1}"));
         let trig = one(
@@ -1214,6 +1376,88 @@ Caused by: org.apache.flink.util.SerializedThrowable: java.nio.channels.ClosedCh
         assert_eq!(root.exception, "java.nio.channels.ClosedChannelException");
         assert_eq!(root.category, "closed_stream");
         assert!(events[1].stack.is_empty() && events[1].root_cause.is_none());
+    }
+
+    /// Flink 1.14.6's decline (the `declined` capture): the task is a plain 32-hex attempt id,
+    /// the class of the injected exception is only in the line above the deepest cause, and
+    /// the trace names the operator. 1.13 writes the same lines.
+    #[test]
+    fn a_1_14_decline_names_its_task_from_the_trace_and_unwraps_serialized_throwable() {
+        let text = "\
+2026-11-29 15:35:41,122 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Decline checkpoint 3 by task eb43ce77ee0597a0b932e00bbaec7da1 of job eb575a3e226571929499545b4e3ee233 at 127.0.0.1:21125-a2bac7 @ localhost (dataPort=21126).
+org.apache.flink.util.SerializedThrowable: Asynchronous task checkpoint failed.
+\tat org.apache.flink.streaming.runtime.tasks.AsyncCheckpointRunnable.handleExecutionException(AsyncCheckpointRunnable.java:301) ~[flink-dist_2.11-1.14.6.jar:1.14.6]
+Caused by: org.apache.flink.util.SerializedThrowable: Could not materialize checkpoint 3 for operator stateful-map (1/2)#0.
+\tat org.apache.flink.streaming.runtime.tasks.AsyncCheckpointRunnable.handleExecutionException(AsyncCheckpointRunnable.java:279) ~[flink-dist_2.11-1.14.6.jar:1.14.6]
+\t... 4 more
+Caused by: org.apache.flink.util.SerializedThrowable: java.io.IOException: flink-lab injected failure while writing operator state (async snapshot phase)
+\tat java.util.concurrent.FutureTask.report(FutureTask.java:122) ~[?:?]
+Caused by: org.apache.flink.util.SerializedThrowable: flink-lab injected failure while writing operator state (async snapshot phase)
+\tat flinklab.FlinkLabJob$PoisonState.write(FlinkLabJob.java:301) ~[?:?]
+";
+        let events = parse_all(&Patterns::builtin(), text.as_bytes());
+        let declined = &events[0];
+        assert_eq!(declined.kind, "declined");
+        assert_eq!(declined.job_id.as_deref(), Some("eb575a3e226571929499545b4e3ee233"));
+        assert_eq!((declined.task.as_deref(), declined.subtask), (Some("stateful-map"), Some(0)));
+        assert_eq!(declined.detail.as_deref(), Some("attempt eb43ce77ee0597a0b932e00bbaec7da1"));
+        let root = declined.root_cause.as_ref().unwrap();
+        assert_eq!(
+            (root.exception.as_str(), root.message.as_str(), root.category),
+            (
+                "java.io.IOException",
+                "flink-lab injected failure while writing operator state (async snapshot phase)",
+                "io_error"
+            )
+        );
+    }
+
+    /// 1.17+: the attempt id gives the vertex id; the trace gives the operator's name.
+    #[test]
+    fn a_vertex_id_gives_way_to_the_operator_the_trace_names() {
+        let text = "\
+2026-11-29 15:15:20,699 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Decline checkpoint 3 by task 75334e7121a9e2403cff11302e29350e_857e9877747f27b5e758680f3644828a_1_0 of job e5977598408a0b50e1eb3e122b7bd082 at 127.0.0.1:19125-bd2dde @ localhost (dataPort=19126).
+org.apache.flink.util.SerializedThrowable: org.apache.flink.runtime.checkpoint.CheckpointException: Asynchronous task checkpoint failed.
+Caused by: org.apache.flink.util.SerializedThrowable: java.lang.Exception: Could not materialize checkpoint 3 for operator Map -> Sink (2/2)#3.
+";
+        let e = &parse_all(&Patterns::builtin(), text.as_bytes())[0];
+        assert_eq!((e.task.as_deref(), e.subtask), (Some("Map -> Sink"), Some(1)));
+        assert_eq!(e.detail.as_deref(), Some("vertex 857e9877747f27b5e758680f3644828a"));
+    }
+
+    /// An exception thrown by the job's own code (its top frame is not Flink's or the JDK's) is
+    /// `user_code`, not `other`.
+    #[test]
+    fn an_exception_from_the_jobs_code_is_user_code() {
+        let text = "\
+2026-11-29 15:17:04,471 INFO  org.apache.flink.streaming.runtime.tasks.RegularOperatorChain [] - Could not complete snapshot 3 for operator stateful-map (1/2)#0. Failure reason: Checkpoint was declined.
+org.apache.flink.runtime.checkpoint.CheckpointException: Could not complete snapshot 3 for operator stateful-map (1/2)#0. Failure reason: Checkpoint was declined.
+\tat org.apache.flink.streaming.api.operators.StreamOperatorStateHandler.snapshotState(StreamOperatorStateHandler.java:300) ~[flink-dist-1.20.5.jar:1.20.5]
+Caused by: java.lang.Exception: flink-lab injected snapshot failure for checkpoint 3 on subtask 0
+\tat flinklab.FlinkLabJob$StatefulMap.snapshotState(FlinkLabJob.java:237) ~[?:?]
+\tat org.apache.flink.streaming.util.functions.StreamingFunctionUtils.trySnapshotFunctionState(StreamingFunctionUtils.java:118) ~[flink-dist-1.20.5.jar:1.20.5]
+";
+        let e = &parse_all(&Patterns::builtin(), text.as_bytes())[0];
+        assert_eq!((e.task.as_deref(), e.subtask), (Some("stateful-map"), Some(0)));
+        let root = e.root_cause.as_ref().unwrap();
+        assert_eq!((root.exception.as_str(), root.category), ("java.lang.Exception", "user_code"));
+        assert!(!is_user_frame("\tat java.base/java.lang.Thread.run(Thread.java:840) [?:?]"));
+        assert!(!is_user_frame("at org.apache.flink.runtime.X.y(X.java:1)"));
+    }
+
+    #[test]
+    fn task_names_split_into_operator_and_subtask() {
+        assert_eq!(split_task("Map -> Sink (3/8)#0"), ("Map -> Sink", Some(2)));
+        assert_eq!(split_task("stateful-map (1/2)"), ("stateful-map", Some(0)));
+        assert_eq!(
+            split_task("857e9877747f27b5e758680f3644828a"),
+            ("857e9877747f27b5e758680f3644828a", None)
+        );
+        assert_eq!(split_task("(1/2)"), ("(1/2)", None));
+        assert_eq!(
+            operator_in("Could not perform checkpoint 3 for operator stateful-map (1/2)#0."),
+            Some(("stateful-map".into(), 0))
+        );
     }
 
     #[test]

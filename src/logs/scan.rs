@@ -16,7 +16,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::parse::{BUILTIN_KINDS, LineSplitter, Patterns, RecordParser, counts_root_cause, is_record_start};
+use super::parse::{
+    BUILTIN_KINDS, LineSplitter, Patterns, RecordParser, SYMPTOM_CATEGORIES, counts_root_cause,
+    is_record_start, log_time_utc_ms,
+};
 use crate::observe::LogEvent;
 
 /// Kinds that name a subtask holding a checkpoint up or failing it.
@@ -52,6 +55,17 @@ pub struct FileSummary {
     pub lines: u64,
     /// Lines cut at the line limit.
     pub oversize_lines: u64,
+    /// Lines that start with a log4j timestamp (`2026-11-29 15:04:08,723`), counted up to the
+    /// first one: 0 in a file that has lines means it is not a Flink log.
+    pub records: u64,
+}
+
+impl FileSummary {
+    /// A file with lines of which none starts with a log4j timestamp: not a Flink log in
+    /// Flink's layout (`%d{yyyy-MM-dd HH:mm:ss,SSS} %-5p %-60c %x - %m%n`).
+    pub fn is_not_a_flink_log(&self) -> bool {
+        self.lines > 0 && self.records == 0
+    }
 }
 
 /// Everything a scan found.
@@ -227,15 +241,18 @@ impl Scanner {
             Ok((first, totals))
         })?;
         self.buf = buf;
-        let (mut lines, mut oversize, mut end) = (first.lines, first.oversize, first.end);
+        let (mut lines, mut oversize, mut end, mut records) =
+            (first.lines, first.oversize, first.end, first.records);
         for t in rest {
-            (lines, oversize, end) = (lines + t.lines, oversize + t.oversize, t.end);
+            (lines, oversize, end, records) =
+                (lines + t.lines, oversize + t.oversize, t.end, records.max(t.records));
         }
         self.report.files.push(FileSummary {
             path: path.to_path_buf(),
             bytes: end,
             lines,
             oversize_lines: oversize,
+            records,
         });
         Ok(())
     }
@@ -261,6 +278,7 @@ impl Scanner {
             bytes: totals.end,
             lines: totals.lines,
             oversize_lines: totals.oversize,
+            records: totals.records,
         });
         Ok(())
     }
@@ -283,6 +301,8 @@ struct Totals {
     end: u64,
     lines: u64,
     oversize: u64,
+    /// Record starts seen (counting stops at the first).
+    records: u64,
 }
 
 /// Where to cut a file of `len` bytes into `n` ranges: offsets of record starts (a timestamped
@@ -340,6 +360,7 @@ fn scan_range(
     // The line before the current one, for a needle on a record's first continuation line
     // (`Exceeded checkpoint tolerable failure threshold` under a line that matched nothing).
     let mut prev = PrevLine::default();
+    let mut records = 0;
     loop {
         let n = match reader.read(buf) {
             Ok(0) => break,
@@ -355,6 +376,9 @@ fn scan_range(
         }
         let mut next = 0; // index of the first needle not before the current line
         splitter.feed(chunk, |line, offset| {
+            if records == 0 && is_record_start(line) {
+                records = 1;
+            }
             let candidate = if all_lines {
                 true
             } else if offset < chunk_start {
@@ -381,6 +405,9 @@ fn scan_range(
     }
     let end = splitter.offset();
     splitter.finish(|line, offset| {
+        if records == 0 && is_record_start(line) {
+            records = 1;
+        }
         let candidate = all_lines || patterns.might_match(line);
         consider(line, offset, candidate, &mut parser, &mut prev, &[], end, &mut events);
     });
@@ -388,7 +415,7 @@ fn scan_range(
     for e in events.drain(..) {
         emit(e);
     }
-    Ok(Totals { end, lines: splitter.lines, oversize: splitter.oversize })
+    Ok(Totals { end, lines: splitter.lines, oversize: splitter.oversize, records })
 }
 
 /// Hands a line to the parser if it can matter: it carries a needle (`candidate`), or it is part
@@ -544,6 +571,22 @@ struct Blocking {
 /// message) of it.
 type CauseCounts = (u64, BTreeMap<(u32, u32), u64>);
 
+/// A subtask: (interned task name, 0-based index when the line gives one).
+type SubtaskKey = (u32, Option<u32>);
+
+fn count_cause(causes: &mut BTreeMap<&'static str, CauseCounts>, c: Cause) {
+    let entry = causes.entry(c.category).or_default();
+    entry.0 += 1;
+    let examples = entry.1.len();
+    match entry.1.get_mut(&(c.exception, c.message)) {
+        Some(n) => *n += 1,
+        None if examples < MAX_CAUSE_EXAMPLES => {
+            entry.1.insert((c.exception, c.message), 1);
+        }
+        None => {}
+    }
+}
+
 /// Everything the report needs, folded in event by event.
 #[derive(Debug, Default)]
 struct Aggregate {
@@ -551,10 +594,13 @@ struct Aggregate {
     next_seq: u64,
     files: Vec<u32>,
     kinds: BTreeMap<String, u64>,
-    /// Root causes by category: (count, (exception, message) → count), once per (checkpoint,
-    /// category).
+    /// Root causes of lines that name no checkpoint, by category: (count, (exception,
+    /// message) → count).
     causes: BTreeMap<&'static str, CauseCounts>,
-    causes_counted: BTreeSet<(u64, &'static str)>,
+    /// Per checkpoint id, the first cause of each category its lines carried. Reports count a
+    /// checkpoint's real cause and leave out the symptoms ([`SYMPTOM_CATEGORIES`]) it has
+    /// besides.
+    checkpoint_causes: BTreeMap<u64, Vec<Cause>>,
     cause_ids: Vec<Cause>,
     cause_index: HashMap<Cause, u32>,
     /// Timeline events by (job symbol, 0 if the line names none; checkpoint id).
@@ -565,9 +611,10 @@ struct Aggregate {
     jobs_of_id: HashMap<u64, BTreeSet<u32>>,
     blocking: BTreeMap<(u32, Option<u32>), Blocking>,
     completed: BTreeSet<u64>,
-    /// Channels by task, and channels a barrier came from by (task, checkpoint).
-    channels: BTreeMap<u32, BTreeSet<u32>>,
-    received: BTreeMap<(u32, u64), BTreeSet<u32>>,
+    /// Channels by (task, subtask), and channels a barrier came from by ((task, subtask),
+    /// checkpoint).
+    channels: BTreeMap<SubtaskKey, BTreeSet<u32>>,
+    received: BTreeMap<(SubtaskKey, u64), BTreeSet<u32>>,
 }
 
 impl Aggregate {
@@ -596,18 +643,15 @@ impl Aggregate {
             exception: self.strings.intern(Some(&c.exception)),
             message: self.strings.intern(Some(&c.message)),
         });
-        if let Some(c) = cause.filter(|_| counts_root_cause(&e.kind))
-            && e.checkpoint_id.is_none_or(|id| self.causes_counted.insert((id, c.category)))
-        {
-            let entry = self.causes.entry(c.category).or_default();
-            entry.0 += 1;
-            let examples = entry.1.len();
-            match entry.1.get_mut(&(c.exception, c.message)) {
-                Some(n) => *n += 1,
-                None if examples < MAX_CAUSE_EXAMPLES => {
-                    entry.1.insert((c.exception, c.message), 1);
+        if let Some(c) = cause.filter(|_| counts_root_cause(&e.kind)) {
+            match e.checkpoint_id {
+                Some(id) => {
+                    let known = self.checkpoint_causes.entry(id).or_default();
+                    if !known.iter().any(|k| k.category == c.category) {
+                        known.push(c);
+                    }
                 }
-                None => {}
+                None => count_cause(&mut self.causes, c),
             }
         }
         let kind = e.kind.as_str();
@@ -635,7 +679,7 @@ impl Aggregate {
             if let (Some(task), Some(channel), Some(id)) =
                 (e.task.as_deref(), e.detail.as_deref(), e.checkpoint_id)
             {
-                let task = self.strings.intern(Some(task));
+                let task = (self.strings.intern(Some(task)), e.subtask);
                 let channel = self.strings.intern(Some(channel));
                 self.channels.entry(task).or_default().insert(channel);
                 self.received.entry((task, id)).or_default().insert(channel);
@@ -671,11 +715,96 @@ impl Aggregate {
             cause,
         };
         self.timeline_events += 1;
+        let (task, subtask) = (event.task, event.subtask);
         self.timelines.entry((job, id)).or_default().push(event);
+        if matches!(kind, "async_snapshot_failed" | "sync_snapshot_failed") && job == 0 && task != 0 {
+            self.name_unnamed_declines(id, task, subtask);
+        }
+    }
+
+    /// A TaskManager's snapshot failure names the operator but no job ("stateful-map (1/2)#0 -
+    /// asynchronous part of checkpoint 3 could not be completed."); a decline of the same
+    /// checkpoint that the JobManager logged naming only an attempt id (a 1.13/1.14 line whose
+    /// trace was not logged) takes that operator, in its timeline and in the blocking table.
+    fn name_unnamed_declines(&mut self, id: u64, task: u32, subtask: Option<u32>) {
+        let Some(job) =
+            self.jobs_of_id.get(&id).filter(|jobs| jobs.len() == 1).and_then(|j| j.first().copied())
+        else {
+            return;
+        };
+        let declined = self.strings.intern(Some("declined"));
+        let unnamed = self.strings.intern(Some("?"));
+        let Some(events) = self.timelines.get_mut(&(job, id)) else { return };
+        let mut moved = 0;
+        let mut taskmanager = 0;
+        for ev in events.iter_mut().filter(|ev| ev.kind == declined && ev.task == 0) {
+            (ev.task, ev.subtask) = (task, subtask);
+            moved += 1;
+            if ev.taskmanager != 0 {
+                taskmanager = ev.taskmanager;
+            }
+        }
+        if moved == 0 {
+            return;
+        }
+        if let Some(row) = self.blocking.get_mut(&(unnamed, None)) {
+            row.count = row.count.saturating_sub(moved);
+            row.checkpoints.remove(&id);
+            if row.count == 0 {
+                self.blocking.remove(&(unnamed, None));
+            }
+        }
+        let row = self.blocking.entry((task, subtask)).or_default();
+        row.count += moved;
+        row.kinds.insert(declined);
+        if row.checkpoints.len() < MAX_BLOCKING_IDS {
+            row.checkpoints.insert(id);
+        }
+        if taskmanager != 0 {
+            row.taskmanager = taskmanager;
+        }
     }
 
     fn str(&self, sym: u32) -> Option<&str> {
         self.strings.get(sym)
+    }
+
+    /// A checkpoint's causes split into the root cause(s) and the symptoms: a symptom
+    /// ("Checkpoint Coordinator is suspending", "Checkpoint was declined", expired) is the root
+    /// cause only when nothing else was logged for the checkpoint, and then only the first of
+    /// them in [`SYMPTOM_CATEGORIES`] order.
+    fn split_causes(causes: &[Cause]) -> (Vec<Cause>, Vec<Cause>) {
+        let (mut symptoms, real): (Vec<Cause>, Vec<Cause>) =
+            causes.iter().partition(|c| SYMPTOM_CATEGORIES.contains(&c.category));
+        if !real.is_empty() {
+            return (real, symptoms);
+        }
+        // Only symptoms: the most telling one stands for the cause.
+        symptoms.sort_by_key(|c| SYMPTOM_CATEGORIES.iter().position(|s| *s == c.category));
+        let rest = symptoms.split_off(symptoms.len().min(1));
+        (symptoms, rest)
+    }
+
+    /// Root causes by category (once per checkpoint and category, plus lines without a
+    /// checkpoint), and the symptoms they explain, by category.
+    fn root_causes(&self) -> (BTreeMap<&'static str, CauseCounts>, BTreeMap<&'static str, u64>) {
+        let mut causes = self.causes.clone();
+        let mut symptoms = BTreeMap::new();
+        for known in self.checkpoint_causes.values() {
+            let (real, explained) = Self::split_causes(known);
+            for c in real {
+                count_cause(&mut causes, c);
+            }
+            for c in explained {
+                *symptoms.entry(c.category).or_insert(0) += 1;
+            }
+        }
+        (causes, symptoms)
+    }
+
+    /// The root cause of one checkpoint, if its lines carried one.
+    fn cause_of(&self, id: u64) -> Option<Cause> {
+        self.checkpoint_causes.get(&id).and_then(|known| Self::split_causes(known).0.first().copied())
     }
 
     fn kind(&self, e: &TimelineEvent) -> &str {
@@ -700,7 +829,9 @@ impl Aggregate {
         }
         map.into_iter()
             .map(|((job_id, id), mut events)| {
-                events.sort_by_key(|e| e.seq);
+                // In time order: the files' lines interleave (the JobManager's and the
+                // TaskManagers' logs); lines with the same timestamp keep their file order.
+                events.sort_by(|a, b| (&a.at, a.seq).cmp(&(&b.at, b.seq)));
                 let has = |kind: &str| events.iter().any(|e| self.kind(e) == kind);
                 let outcome = if has("completed") {
                     "completed"
@@ -739,10 +870,16 @@ impl Aggregate {
                 .filter(|c| received.binary_search(c).is_err())
                 .collect();
             if !missing.is_empty() {
-                out.push(MissingBarriers { task: name(task), checkpoint_id: *id, received, missing });
+                out.push(MissingBarriers {
+                    task: name(&task.0),
+                    subtask: task.1,
+                    checkpoint_id: *id,
+                    received,
+                    missing,
+                });
             }
         }
-        out.sort_by(|a, b| (a.task, a.checkpoint_id).cmp(&(b.task, b.checkpoint_id)));
+        out.sort_by(|a, b| (a.task, a.subtask, a.checkpoint_id).cmp(&(b.task, b.subtask, b.checkpoint_id)));
         out
     }
 }
@@ -789,12 +926,17 @@ struct CheckpointOut<'a> {
     id: u64,
     job_id: &'a str,
     outcome: &'static str,
+    /// The checkpoint's root cause: the exception a task threw rather than the symptom
+    /// ("Checkpoint Coordinator is suspending") when the logs have both.
+    root_cause: Option<CauseOut<'a>>,
 }
 
 /// One event of a checkpoint in the JSON report.
 #[derive(serde::Serialize)]
 struct EventOut<'a> {
     at: Option<&'a str>,
+    /// `at` read as UTC, epoch ms (the log4j layout writes no zone).
+    at_ms: Option<i64>,
     consecutive_failures: Option<u32>,
     duration_ms: Option<u64>,
     file: Option<std::borrow::Cow<'a, str>>,
@@ -825,6 +967,7 @@ struct Timeline<'a> {
 /// Input channels whose barrier a task never received for a checkpoint that did not complete.
 struct MissingBarriers<'a> {
     task: &'a str,
+    subtask: Option<u32>,
     checkpoint_id: u64,
     received: Vec<&'a str>,
     missing: Vec<&'a str>,
@@ -866,20 +1009,31 @@ impl ScanReport {
         let a = &self.aggregate;
         EventOut {
             at: e.at.as_deref(),
+            at_ms: e.at.as_deref().and_then(log_time_utc_ms),
             consecutive_failures: e.consecutive_failures,
             duration_ms: e.duration_ms,
             file: a.str(e.file).and_then(|f| Path::new(f).file_name()).map(|n| n.to_string_lossy()),
             kind: a.kind(e),
             reason: a.str(e.reason),
-            root_cause: e.cause.checked_sub(1).and_then(|i| a.cause_ids.get(i as usize)).map(|c| CauseOut {
-                category: c.category,
-                exception: a.str(c.exception),
-                message: a.str(c.message),
-            }),
+            root_cause: e
+                .cause
+                .checked_sub(1)
+                .and_then(|i| a.cause_ids.get(i as usize))
+                .map(|c| self.cause_out(*c)),
             subtask: e.subtask,
             task: a.str(e.task),
             taskmanager: a.str(e.taskmanager),
         }
+    }
+
+    fn cause_out(&self, c: Cause) -> CauseOut<'_> {
+        let a = &self.aggregate;
+        CauseOut { category: c.category, exception: a.str(c.exception), message: a.str(c.message) }
+    }
+
+    /// The files that have lines but none in Flink's log layout.
+    pub fn not_flink_logs(&self) -> Vec<&FileSummary> {
+        self.files.iter().filter(|f| f.is_not_a_flink_log()).collect()
     }
 
     /// The report as JSON.
@@ -909,6 +1063,7 @@ impl ScanReport {
             id: t.id,
             job_id: t.job_id,
             outcome: t.outcome,
+            root_cause: a.cause_of(t.id).map(|c| self.cause_out(c)),
         }
     }
 
@@ -918,11 +1073,11 @@ impl ScanReport {
         let files: Vec<Value> = self
             .files
             .iter()
-            .map(|f| json!({"path": f.path.display().to_string(), "bytes": f.bytes, "lines": f.lines, "oversize_lines": f.oversize_lines}))
+            .map(|f| json!({"path": f.path.display().to_string(), "bytes": f.bytes, "lines": f.lines, "oversize_lines": f.oversize_lines, "flink_log": !f.is_not_a_flink_log()}))
             .collect();
-        let root_causes: BTreeMap<&str, u64> = a.causes.iter().map(|(k, (n, _))| (*k, *n)).collect();
-        let mut examples: Vec<(&str, &str, &str, u64)> = a
-            .causes
+        let (causes, symptoms) = a.root_causes();
+        let root_causes: BTreeMap<&str, u64> = causes.iter().map(|(k, (n, _))| (*k, *n)).collect();
+        let mut examples: Vec<(&str, &str, &str, u64)> = causes
             .iter()
             .flat_map(|(category, (_, ex))| {
                 ex.iter().map(move |((exception, message), count)| {
@@ -953,7 +1108,7 @@ impl ScanReport {
         let missing: Vec<Value> = a
             .missing_barriers()
             .into_iter()
-            .map(|m| json!({"task": m.task, "checkpoint_id": m.checkpoint_id, "received": m.received, "missing": m.missing}))
+            .map(|m| json!({"task": m.task, "subtask": m.subtask, "checkpoint_id": m.checkpoint_id, "received": m.received, "missing": m.missing}))
             .collect();
         let mut out = json!({
             "files": files,
@@ -961,7 +1116,9 @@ impl ScanReport {
             "bytes": self.files.iter().map(|f| f.bytes).sum::<u64>(),
             "events": self.kind_counts(),
             "root_causes": root_causes,
+            "root_cause_symptoms": symptoms,
             "root_cause_examples": examples,
+            "not_flink_logs": self.files.iter().filter(|f| f.is_not_a_flink_log()).map(|f| f.path.display().to_string()).collect::<Vec<_>>(),
             "blocking_subtasks": blocking,
             "missing_barriers": missing,
         });
@@ -979,24 +1136,40 @@ impl ScanReport {
         let lines: u64 = self.files.iter().map(|f| f.lines).sum();
         let bytes: u64 = self.files.iter().map(|f| f.bytes).sum();
         let _ = writeln!(out, "Scanned {} file(s), {lines} lines, {bytes} bytes.", self.files.len());
+        for f in self.not_flink_logs() {
+            let _ = writeln!(
+                out,
+                "{} is not a Flink log: none of its {} line(s) starts with a log4j timestamp \
+                 (yyyy-MM-dd HH:mm:ss,SSS, Flink's default layout).",
+                f.path.display(),
+                f.lines
+            );
+        }
         let oversize: u64 = self.files.iter().map(|f| f.oversize_lines).sum();
         if oversize > 0 {
             let _ = writeln!(out, "{oversize} line(s) longer than the line limit were cut.");
         }
-        let _ = writeln!(out, "\nEvents by kind:");
-        for (kind, n) in self.kind_counts().iter().filter(|(_, n)| **n > 0) {
+        let counts: Vec<(String, u64)> = self.kind_counts().into_iter().filter(|(_, n)| *n > 0).collect();
+        if counts.is_empty() {
+            let _ = writeln!(out, "\nNo checkpoint events found.");
+        } else {
+            let _ = writeln!(out, "\nEvents by kind:");
+        }
+        for (kind, n) in &counts {
             let _ = writeln!(out, "  {kind:<24} {n:>7}");
         }
 
         let timelines = a.timelines();
         let unfinished: Vec<&Timeline> = timelines.iter().filter(|t| t.outcome != "completed").collect();
         let completed = timelines.len() - unfinished.len();
-        let _ = writeln!(
-            out,
-            "\nCheckpoints: {} seen, {completed} completed, {} did not complete.",
-            timelines.len(),
-            unfinished.len()
-        );
+        if !timelines.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nCheckpoints: {} seen, {completed} completed, {} did not complete.",
+                timelines.len(),
+                unfinished.len()
+            );
+        }
         if a.timeline_events_dropped > 0 {
             let _ = writeln!(
                 out,
@@ -1004,23 +1177,36 @@ impl ScanReport {
                 a.timeline_events_dropped
             );
         }
+        let names_subtasks = a.blocking.keys().any(|(_, s)| s.is_some())
+            || unfinished.iter().any(|t| t.events.iter().any(|e| e.subtask.is_some()));
+        if names_subtasks {
+            let _ = writeln!(
+                out,
+                "Subtasks are numbered from 0 as in Flink's REST API (a log line's \"(1/n)\" is #0)."
+            );
+        }
         for t in &unfinished {
             let job = if t.job_id.is_empty() { "?" } else { t.job_id };
             let _ = writeln!(out, "  checkpoint {} of job {job}: {}", t.id, t.outcome);
             for e in &t.events {
-                let mut who = String::new();
-                if let Some(task) = a.str(e.task) {
-                    let _ = write!(who, " task {task}");
+                let who = who(a.str(e.task), e.subtask, a.str(e.taskmanager));
+                let mut text = a.kind(e).to_string();
+                if !who.is_empty() {
+                    let _ = write!(text, "{:pad$}  {who}", "", pad = 21usize.saturating_sub(text.len()));
                 }
-                if let Some(s) = e.subtask {
-                    let _ = write!(who, " subtask {s}");
+                if let Some(reason) = a.str(e.reason) {
+                    let _ = write!(text, ": {reason}");
                 }
-                if let Some(tm) = a.str(e.taskmanager) {
-                    let _ = write!(who, " at {tm}");
-                }
-                let why = a.str(e.reason).map(|r| format!(": {r}")).unwrap_or_default();
                 let at = e.at.as_deref().unwrap_or("?");
-                let _ = writeln!(out, "    {at}  {:<22}{who}{why}", a.kind(e));
+                let _ = writeln!(out, "    {at}  {text}");
+            }
+            if let Some(c) = a.cause_of(t.id) {
+                let _ = writeln!(
+                    out,
+                    "    root cause ({}): {}",
+                    c.category,
+                    exception_text(a.str(c.exception), a.str(c.message))
+                );
             }
         }
 
@@ -1029,13 +1215,15 @@ impl ScanReport {
             let _ = writeln!(out, "\nSubtasks that held checkpoints up or failed them:");
             rows.sort_by_key(|(_, _, b)| std::cmp::Reverse(b.count));
             for (task, subtask, b) in rows {
-                let subtask = subtask.map_or("?".to_string(), |s| s.to_string());
                 let ids: Vec<String> = b.checkpoints.iter().take(12).map(u64::to_string).collect();
                 let more = if b.checkpoints.len() > 12 { ", …" } else { "" };
-                let tm = a.str(b.taskmanager).map(|t| format!(" on {t}")).unwrap_or_default();
                 let _ = writeln!(
                     out,
-                    "  {task} subtask {subtask}{tm}: {} event(s) ({}), checkpoints {}{more}",
+                    "  {}: {} event(s) ({}), checkpoint(s) {}{more}",
+                    match who(Some(task).filter(|t| *t != "?"), subtask, a.str(b.taskmanager)) {
+                        w if w.starts_with("on ") => format!("a task the lines do not name, {w}"),
+                        w => w,
+                    },
                     b.count,
                     self.kinds_of(b).join(", "),
                     ids.join(", ")
@@ -1050,14 +1238,15 @@ impl ScanReport {
                     out,
                     "  checkpoint {}: {} is missing {}",
                     m.checkpoint_id,
-                    m.task,
+                    who(Some(m.task), m.subtask, None),
                     m.missing.join(", ")
                 );
             }
         }
-        if !a.causes.is_empty() {
+        let (causes, symptoms) = a.root_causes();
+        if !causes.is_empty() {
             let _ = writeln!(out, "\nRoot causes (deepest \"Caused by:\", once per checkpoint):");
-            for (category, (n, examples)) in &a.causes {
+            for (category, (n, examples)) in &causes {
                 let _ = writeln!(out, "  {category:<18} {n:>5}");
                 let mut examples: Vec<(&str, &str, u64)> = examples
                     .iter()
@@ -1066,10 +1255,45 @@ impl ScanReport {
                 examples.sort_unstable();
                 // The most frequent; of equals, the last in (exception, message) order.
                 if let Some((exception, message, _)) = examples.into_iter().max_by_key(|x| x.2) {
-                    let _ = writeln!(out, "      e.g. {exception}: {message}");
+                    let _ = writeln!(out, "      e.g. {}", exception_text(Some(exception), Some(message)));
                 }
             }
         }
+        if !symptoms.is_empty() {
+            let _ = writeln!(out, "Symptoms of those causes (the same checkpoints; not counted as causes):");
+            for (category, n) in &symptoms {
+                let _ = writeln!(out, "  {category:<18} {n:>5}");
+            }
+        }
         out
+    }
+}
+
+/// `stateful-map #0 on 127.0.0.1:19125-bd2dde @ localhost (dataPort=19126)`: a subtask numbered
+/// from 0, as the REST API numbers it.
+fn who(task: Option<&str>, subtask: Option<u32>, taskmanager: Option<&str>) -> String {
+    let mut out = match (task, subtask) {
+        (Some(task), Some(s)) => format!("{task} #{s}"),
+        (Some(task), None) => task.to_string(),
+        (None, Some(s)) => format!("subtask #{s}"),
+        (None, None) => String::new(),
+    };
+    if let Some(tm) = taskmanager {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str("on ");
+        out.push_str(tm);
+    }
+    out
+}
+
+/// `java.io.IOException: disk full`, or the part that is there.
+fn exception_text(exception: Option<&str>, message: Option<&str>) -> String {
+    match (exception.filter(|e| !e.is_empty()), message.filter(|m| !m.is_empty())) {
+        (Some(e), Some(m)) => format!("{e}: {m}"),
+        (Some(e), None) => e.to_string(),
+        (None, Some(m)) => m.to_string(),
+        (None, None) => "no message".into(),
     }
 }

@@ -1030,7 +1030,8 @@ mod tests {
         }
     }
 
-    /// Seed 000 §2.2: the interval counts from trigger to trigger (fixed rate), so a 50 s
+    /// `CheckpointCoordinator.scheduleTriggerWithDelay` (`scheduleAtFixedRate`): the interval
+    /// counts from trigger to trigger (fixed rate), so a 50 s
     /// checkpoint with a 60 s interval leaves 10 s until the next one.
     #[test]
     fn fixed_rate_counts_from_trigger_not_completion() {
@@ -1040,7 +1041,8 @@ mod tests {
         assert!(c.checkpoints().skip(1).all(|c| c.binding == Binding::Interval));
     }
 
-    /// Seed 000 §4.1 (and §2.3's first gate): interval 30 s with minPause 60 s checkpoints
+    /// `CheckpointRequestDecider` (min-pause gate, `getMinPauseBetweenCheckpoints`): interval
+    /// 30 s with minPause 60 s checkpoints
     /// every 60 s, not 30 s, because the period is max(interval, minPause).
     #[test]
     fn min_pause_above_interval_sets_the_period() {
@@ -1081,7 +1083,8 @@ mod tests {
         assert_eq!(bindings, vec![Binding::Initial, Binding::MinPause, Binding::Interval, Binding::Interval]);
     }
 
-    /// Seed 000 §2.3's second gate: with maxConcurrent = 1 a tick during a checkpoint waits in
+    /// `CheckpointRequestDecider` (max-concurrent gate): with maxConcurrent = 1 a tick during a
+    /// checkpoint waits in
     /// the queue and runs the moment the checkpoint completes.
     #[test]
     fn max_concurrent_queues_the_request_until_completion() {

@@ -1,4 +1,5 @@
-//! The built-in rule pack: the thresholds of seeds 000, 002 and 004, each switchable off by name.
+//! The built-in rule pack: checkpoint duration, alignment, start delay, failures and progress
+//! thresholds, each switchable off by name.
 //!
 //! They mirror the Flink alerts of `alerts/flink-checkpoints.rules.yml` (the same alerts for
 //! Prometheus; `tests/tidy.rs` keeps the two sets equal), so an operator gets the same names,

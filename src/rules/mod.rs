@@ -33,7 +33,7 @@ pub enum Severity {
     Info,
 }
 
-/// The failure classes of seed 002's troubleshooting guide.
+/// The failure classes the alerts and `diagnose` share: blocking, timeout, failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Class {

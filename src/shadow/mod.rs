@@ -31,8 +31,11 @@ pub struct Explanation {
     pub observed_interval_ms: Option<u64>,
     /// Median gap the model expected, ms.
     pub expected_interval_ms: Option<u64>,
-    /// When the model expects the next trigger.
+    /// When the model expects the next trigger. Deprecated name: read
+    /// `expected_next_trigger_at_ms` (the same epoch ms under the API's `…_at_ms` convention).
     pub expected_next_trigger: Option<Timestamp>,
+    /// When the model expects the next trigger, epoch ms.
+    pub expected_next_trigger_at_ms: Option<i64>,
     /// A stall in progress: no trigger although one was expected this long ago.
     pub stall: Option<String>,
     /// The latest deviation.
@@ -89,6 +92,7 @@ impl Shadow {
             observed_interval_ms: t.observed_interval_ms(),
             expected_interval_ms: t.expected_interval_ms(),
             expected_next_trigger: t.expected_next().map(|(at, _)| at),
+            expected_next_trigger_at_ms: t.expected_next().map(|(at, _)| at.millis()),
             stall: t.stalled_for_ms().map(|ms| {
                 format!(
                     "no checkpoint triggered although the model expected one {} ago (coordinator stall, \
