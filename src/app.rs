@@ -49,8 +49,10 @@ pub struct AlertsView {
 }
 
 impl AppState {
-    /// Shares `state`.
-    pub fn new(state: State) -> Self {
+    /// Shares `state`. The alignment engine then runs outside the state's lock (see
+    /// [`AppState::apply`]).
+    pub fn new(mut state: State) -> Self {
+        state.defer_model_runs();
         AppState {
             state: RwLock::new(state),
             generation: AtomicU64::new(0),
@@ -64,11 +66,28 @@ impl AppState {
     }
 
     /// Applies an observation at the current time.
+    ///
+    /// The write lock is held for the bookkeeping only: an alignment engine run the
+    /// observation made due is made after the lock is released, on a copy of its inputs
+    /// (bounded by `MAX_MODEL_CHANNELS`), and its result handed back under a second short lock.
+    /// Readers (`/metrics`, `/healthz`, the API, the rules) never wait for the engine.
     pub fn apply(&self, observation: &Observation) {
         let now = Timestamp::now();
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         state.apply(observation, now);
+        let work = state.take_model_work();
         drop(state);
+        if !work.is_empty() {
+            let run = || work.iter().map(|(key, w)| (key, w.run())).collect::<Vec<_>>();
+            // On a tokio worker, let the runtime move its other tasks elsewhere meanwhile.
+            let multi_thread = tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+            let outputs = if multi_thread { tokio::task::block_in_place(run) } else { run() };
+            let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+            for (key, output) in outputs {
+                state.finish_model_work(key, output);
+            }
+        }
         self.generation.fetch_add(1, Ordering::Release);
         // Routine lines (triggered, completed) are most of a log and change no alert that
         // cannot wait for the next tick; a failure should not wait.

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointStatus, ClusterPoll, FinishedCheckpoint,
-    InProgressCheckpoint, JobLoadReport, JobPoll, Observation, SnapshotKind,
+    InProgressCheckpoint, JobKey, JobLoadReport, JobPoll, Observation, SnapshotKind,
 };
 use crate::shadow::Shadow;
 use crate::stats::{WindowSpec, WindowedHistogram};
@@ -29,6 +29,10 @@ pub const RECENT_CHECKPOINTS: usize = 32;
 pub struct State {
     window: WindowSpec,
     clusters: BTreeMap<String, ClusterState>,
+    /// Whether the alignment engine runs outside `apply` ([`State::defer_model_runs`]).
+    defer_model: bool,
+    /// Jobs whose alignment engine run is due (deferred mode).
+    model_due: BTreeSet<JobKey>,
 }
 
 /// One watched cluster.
@@ -520,7 +524,46 @@ impl JobState {
 impl State {
     /// Empty state whose histograms use `window`.
     pub fn new(window: WindowSpec) -> Self {
-        State { window, clusters: BTreeMap::new() }
+        State { window, clusters: BTreeMap::new(), defer_model: false, model_due: BTreeSet::new() }
+    }
+
+    /// From now on `apply` only notes which jobs' alignment engine must run again; the caller
+    /// runs it with [`State::take_model_work`] and [`State::finish_model_work`], outside its
+    /// lock (the engine may take tens of milliseconds on a large graph, `MAX_MODEL_CHANNELS`).
+    pub fn defer_model_runs(&mut self) {
+        self.defer_model = true;
+        for job in self.clusters.values_mut().flat_map(|c| c.jobs.values_mut()) {
+            job.shadow.alignment.defer_runs();
+        }
+    }
+
+    /// The alignment engine runs that are due, with the inputs cloned.
+    pub fn take_model_work(&mut self) -> Vec<(JobKey, crate::shadow::alignment::ModelWork)> {
+        let due = std::mem::take(&mut self.model_due);
+        due.into_iter()
+            .filter_map(|key| {
+                let job = self.clusters.get_mut(&key.cluster)?.jobs.get_mut(&key.job_id)?;
+                Some((key, job.shadow.alignment.take_work()?))
+            })
+            .collect()
+    }
+
+    /// Hands back an engine run's result (dropped if the job's inputs changed meanwhile).
+    pub fn finish_model_work(&mut self, key: &JobKey, output: crate::shadow::alignment::ModelOutput) {
+        if let Some(job) = self.clusters.get_mut(&key.cluster).and_then(|c| c.jobs.get_mut(&key.job_id)) {
+            job.shadow.alignment.finish(output);
+        }
+    }
+
+    fn note_model_due(&mut self, key: &JobKey) {
+        let due = self
+            .clusters
+            .get(&key.cluster)
+            .and_then(|c| c.jobs.get(&key.job_id))
+            .is_some_and(|j| j.shadow.alignment.has_pending_work());
+        if due {
+            self.model_due.insert(key.clone());
+        }
     }
 
     /// The histogram window.
@@ -539,13 +582,19 @@ impl State {
             Observation::ClusterPolled(poll) => self.apply_cluster_poll(poll, now),
             Observation::JobPolled(poll) => {
                 let window = self.window;
+                let defer = self.defer_model;
                 let cluster = self.cluster_mut(&poll.key.cluster);
                 let job = cluster.jobs.entry(poll.key.job_id.clone()).or_insert_with(|| {
-                    JobState::new(window, poll.job_name.clone(), poll.job_state.clone(), now)
+                    let mut job = JobState::new(window, poll.job_name.clone(), poll.job_state.clone(), now);
+                    if defer {
+                        job.shadow.alignment.defer_runs();
+                    }
+                    job
                 });
                 job.listed = true;
                 job.shadow.trigger.set_flink_version(cluster.flink_version.as_deref());
                 job.apply_poll(poll, window);
+                self.note_model_due(&poll.key);
             }
             Observation::JobLoad(report) => {
                 let job = self
@@ -556,6 +605,7 @@ impl State {
                     job.observe_locations(report);
                     job.shadow.observe_load(report);
                 }
+                self.note_model_due(&report.key);
             }
             Observation::LogEvents(events) => {
                 for event in events {
