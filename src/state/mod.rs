@@ -22,6 +22,11 @@ use history::P95History;
 /// oldest remembered one count as seen, so memory per job stays bounded.
 pub const SEEN_IDS_CAPACITY: usize = 1024;
 
+/// How many consecutive polls Flink's counts must stay below what it said before (or its
+/// checkpoint ids stay restarted), with evidence of a new counting epoch, before the daemon
+/// takes them as one: see [`JobState::apply_poll`] and docs/reliability.md, "Counters".
+pub const EPOCH_CONFIRM_POLLS: u32 = 3;
+
 /// How many recent checkpoints per job are kept for the API and status page.
 pub const RECENT_CHECKPOINTS: usize = 32;
 
@@ -78,6 +83,17 @@ impl Totals {
     }
 }
 
+/// A run of polls that may be a new counting epoch (see [`EPOCH_CONFIRM_POLLS`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SuspectRun {
+    /// Polls in the run.
+    pub polls: u32,
+    /// Whether a poll of the run reported a restore newer than the last one known.
+    pub restored: bool,
+    /// Whether the last poll of the run showed checkpoint ids that restarted.
+    pub ids_restarted: bool,
+}
+
 /// The ids of finished checkpoints already counted, bounded in memory.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SeenIds {
@@ -101,7 +117,14 @@ impl SeenIds {
         self.ids.insert(id);
         while self.ids.len() > SEEN_IDS_CAPACITY {
             if let Some(oldest) = self.ids.pop_first() {
-                self.floor = oldest + 1;
+                // An id of u64::MAX stays remembered instead of wrapping the floor to 0.
+                match oldest.checked_add(1) {
+                    Some(floor) => self.floor = floor,
+                    None => {
+                        self.ids.insert(oldest);
+                        break;
+                    }
+                }
             }
         }
         true
@@ -239,8 +262,16 @@ pub struct JobState {
     pub settings: Option<CheckpointSettings>,
     /// Flink's counts as last polled.
     pub flink_counts: CheckpointCounts,
-    /// Totals of earlier JobManager incarnations (Flink's counts restart with a new JobMaster).
+    /// Totals of earlier counting epochs: Flink's counts restart with a new JobMaster
+    /// (JobManager failover, or a redeploy under the same job id). Each epoch adds its highest
+    /// counts.
     pub earlier_incarnations: Totals,
+    /// The newest finished checkpoint of this epoch: (id, trigger time). A checkpoint with an
+    /// id at or below it but triggered later means the ids restarted.
+    pub newest: Option<(u64, Timestamp)>,
+    /// Consecutive polls whose counts were below `flink_counts` or whose ids had restarted,
+    /// and whether they brought evidence of a new epoch (a newer restore, restarted ids).
+    pub suspect: SuspectRun,
     /// Checkpoints counted from Flink's counts without their own details.
     pub unobserved: Totals,
     /// Finished checkpoint ids already counted.
@@ -282,6 +313,8 @@ impl JobState {
             settings: None,
             flink_counts: CheckpointCounts::default(),
             earlier_incarnations: Totals::default(),
+            newest: None,
+            suspect: SuspectRun::default(),
             unobserved: Totals::default(),
             seen: SeenIds::default(),
             in_progress: Vec::new(),
@@ -327,24 +360,66 @@ impl JobState {
         self.recent.iter().rev().take_while(|r| r.status == CheckpointStatus::Failed).count() as u64
     }
 
-    /// Checkpoints counted so far by status; equals Flink's `counts` (plus earlier
-    /// JobManager incarnations), and never goes down.
+    /// Checkpoints counted so far by status: the highest counts Flink reported in this epoch
+    /// plus those of earlier epochs. Never goes down and never exceeds Flink's own counts summed
+    /// over its epochs (saturating at u64::MAX).
     pub fn totals(&self) -> Totals {
         Totals {
-            completed: self.earlier_incarnations.completed + self.flink_counts.completed,
-            failed: self.earlier_incarnations.failed + self.flink_counts.failed,
+            completed: self.earlier_incarnations.completed.saturating_add(self.flink_counts.completed),
+            failed: self.earlier_incarnations.failed.saturating_add(self.flink_counts.failed),
         }
     }
 
+    /// Whether the poll shows checkpoint ids that restarted: one at or below the newest id
+    /// of this epoch, triggered after it (Flink's ids grow with the trigger time).
+    fn ids_restarted(&self, poll: &JobPoll) -> bool {
+        let Some((newest, at)) = self.newest else { return false };
+        let finished = poll.finished.iter().map(|cp| (cp.id, cp.triggered_at));
+        let pending = poll.in_progress.iter().map(|cp| (cp.id, cp.triggered_at));
+        finished.chain(pending).any(|(id, t)| id <= newest && t.millis() > at.millis())
+    }
+
+    /// Counter semantics (docs/reliability.md, "Counters"): Flink's counts going down is a
+    /// new counting epoch only with evidence: they stay lower for [`EPOCH_CONFIRM_POLLS`]
+    /// polls and the job reported a newer restore (a JobManager failover restores the latest
+    /// checkpoint) or its checkpoint ids restarted (a redeploy under the same job id). Until
+    /// then the poll is held back: the counters stay at the highest counts (a dip is a glitch,
+    /// e.g. a stale answer); afterwards the epoch's highest counts are kept and counting goes
+    /// on from the new epoch's.
     fn apply_poll(&mut self, poll: &JobPoll, window: WindowSpec) {
         let counts = poll.counts;
-        if counts.completed < self.flink_counts.completed || counts.failed < self.flink_counts.failed {
-            // A new JobMaster started counting from zero (JobManager failover): keep what the
-            // earlier one counted so our counters never go down.
-            self.earlier_incarnations.completed += self.flink_counts.completed;
-            self.earlier_incarnations.failed += self.flink_counts.failed;
+        let lower =
+            counts.completed < self.flink_counts.completed || counts.failed < self.flink_counts.failed;
+        let ids_restarted = self.ids_restarted(poll);
+        if lower || ids_restarted {
+            let newer_restore = poll.latest_restore.is_some_and(|(_, at)| {
+                self.latest_restore.is_none_or(|(_, known)| at.millis() > known.millis())
+            });
+            self.suspect.polls += 1;
+            self.suspect.restored |= newer_restore;
+            self.suspect.ids_restarted = ids_restarted;
+            self.listed_from(poll);
+            let evidence = self.suspect.restored || self.suspect.ids_restarted;
+            if self.suspect.polls < EPOCH_CONFIRM_POLLS || !evidence {
+                return;
+            }
+            // A new epoch: keep what the earlier one counted, count the new one from zero
+            // (from the next poll on, so that the poller fetches the details of its ids).
+            self.earlier_incarnations.completed =
+                self.earlier_incarnations.completed.saturating_add(self.flink_counts.completed);
+            self.earlier_incarnations.failed =
+                self.earlier_incarnations.failed.saturating_add(self.flink_counts.failed);
             self.flink_counts = CheckpointCounts::default();
+            if self.suspect.ids_restarted {
+                // The old ids say nothing about the new ones; the schedule starts over.
+                self.seen = SeenIds::default();
+                self.newest = None;
+                self.shadow.trigger.start_over();
+            }
+            self.suspect = SuspectRun::default();
+            return;
         }
+        self.suspect = SuspectRun::default();
         let mut finished: Vec<&FinishedCheckpoint> = poll.finished.iter().collect();
         finished.sort_by_key(|cp| cp.id);
         let mut newly_seen = Totals::default();
@@ -365,9 +440,29 @@ impl JobState {
         }
         let delta_completed = counts.completed.saturating_sub(self.flink_counts.completed);
         let delta_failed = counts.failed.saturating_sub(self.flink_counts.failed);
-        self.unobserved.completed += delta_completed.saturating_sub(newly_seen.completed);
-        self.unobserved.failed += delta_failed.saturating_sub(newly_seen.failed);
+        self.unobserved.completed =
+            self.unobserved.completed.saturating_add(delta_completed.saturating_sub(newly_seen.completed));
+        self.unobserved.failed =
+            self.unobserved.failed.saturating_add(delta_failed.saturating_sub(newly_seen.failed));
         self.flink_counts = counts;
+        if let Some(cp) =
+            poll.finished.iter().filter(|cp| cp.triggered_at.millis() > 0).max_by_key(|cp| cp.id)
+            && self.newest.is_none_or(|(id, _)| cp.id >= id)
+        {
+            self.newest = Some((cp.id, cp.triggered_at));
+        }
+        self.listed_from(poll);
+        if poll.latest_restore.is_some() {
+            self.latest_restore = poll.latest_restore;
+        }
+        for deviation_ms in self.shadow.observe_poll(poll) {
+            self.trigger_deviation.record(deviation_ms, poll.polled_at);
+        }
+    }
+
+    /// What a poll says about the job whatever its counts: name, state, settings, the
+    /// checkpoints in progress.
+    fn listed_from(&mut self, poll: &JobPoll) {
         self.name.clone_from(&poll.job_name);
         self.job_state.clone_from(&poll.job_state);
         self.last_seen = poll.polled_at;
@@ -375,12 +470,6 @@ impl JobState {
             self.settings.clone_from(&poll.settings);
         }
         self.in_progress.clone_from(&poll.in_progress);
-        if poll.latest_restore.is_some() {
-            self.latest_restore = poll.latest_restore;
-        }
-        for deviation_ms in self.shadow.observe_poll(poll) {
-            self.trigger_deviation.record(deviation_ms, poll.polled_at);
-        }
     }
 
     /// Records a newly seen checkpoint; returns whether it went into the phase histograms.
@@ -423,7 +512,12 @@ impl JobState {
             slowest_phases_ms,
             failure_message: checkpoint.failure_message.clone(),
         };
-        let newer = |latest: &Option<CheckpointRecord>| latest.as_ref().is_none_or(|l| l.id < checkpoint.id);
+        // Newer by id, or triggered later (ids that restarted under the same job id).
+        let newer = |latest: &Option<CheckpointRecord>| {
+            latest.as_ref().is_none_or(|l| {
+                l.id < checkpoint.id || l.triggered_at.millis() < checkpoint.triggered_at.millis()
+            })
+        };
         match checkpoint.status {
             CheckpointStatus::Completed if newer(&self.last_completed) => {
                 self.last_completed = Some(record.clone())
@@ -431,7 +525,9 @@ impl JobState {
             CheckpointStatus::Failed if newer(&self.last_failed) => self.last_failed = Some(record.clone()),
             _ => {}
         }
-        let position = self.recent.iter().position(|r| r.id > record.id).unwrap_or(self.recent.len());
+        let order = |r: &CheckpointRecord| (r.triggered_at.millis(), r.id);
+        let position =
+            self.recent.iter().position(|r| order(r) > order(&record)).unwrap_or(self.recent.len());
         self.recent.insert(position, record);
         while self.recent.len() > RECENT_CHECKPOINTS {
             self.recent.pop_front();
@@ -796,12 +892,173 @@ mod tests {
         assert_eq!(j.phases.end_to_end.summary().count, 2);
     }
 
+    /// A poll with counts, finished checkpoints and a restore.
+    fn poll_with(
+        completed_count: u64,
+        failed: u64,
+        finished: Vec<FinishedCheckpoint>,
+        restore: Option<(Option<u64>, Timestamp)>,
+    ) -> Observation {
+        match poll(completed_count, failed, finished) {
+            Observation::JobPolled(p) => Observation::JobPolled(JobPoll { latest_restore: restore, ..p }),
+            other => other,
+        }
+    }
+
+    /// A completed checkpoint `id` triggered at `at` ms.
+    fn completed_at(id: u64, at: i64) -> FinishedCheckpoint {
+        FinishedCheckpoint {
+            triggered_at: Timestamp(at),
+            finished_at: Timestamp(at + 50),
+            ..completed(id, 50)
+        }
+    }
+
     #[test]
     fn counters_never_go_down_when_a_new_jobmaster_counts_from_zero() {
         let mut state = State::new(WINDOW);
         state.apply(&poll(10, 2, vec![completed(12, 50)]), Timestamp(0));
-        state.apply(&poll(1, 0, vec![completed(13, 50)]), Timestamp(1));
-        assert_eq!(job(&state).totals(), Totals { completed: 11, failed: 2 });
+        let unobserved = job(&state).unobserved;
+        // A JobManager failover: the new JobMaster restored checkpoint 12 and counts from zero.
+        let restored = Some((Some(12), Timestamp(50_000)));
+        for t in 1..EPOCH_CONFIRM_POLLS as i64 {
+            state.apply(&poll_with(1, 0, vec![completed(13, 50)], restored), Timestamp(t));
+            assert_eq!(job(&state).totals(), Totals { completed: 10, failed: 2 }, "held until confirmed");
+        }
+        state.apply(&poll_with(1, 0, vec![completed(13, 50)], restored), Timestamp(10));
+        assert_eq!(job(&state).totals(), Totals { completed: 10, failed: 2 });
+        state.apply(&poll_with(2, 0, vec![completed(13, 50), completed(14, 50)], restored), Timestamp(11));
+        assert_eq!(job(&state).totals(), Totals { completed: 12, failed: 2 }, "10 + the new JobMaster's 2");
+        assert_eq!(job(&state).unobserved, unobserved, "13 and 14 were seen with their details");
+    }
+
+    #[test]
+    fn a_dip_in_flinks_counts_is_not_a_failover() {
+        // The attack: Flink's count dipped by 5 for a moment, three times; before, each
+        // dip added the whole count again (1,255 counted while Flink said 671).
+        let mut state = State::new(WINDOW);
+        let mut flink_max = 0;
+        let mut last = Totals::default();
+        for round in 0..3u64 {
+            let base = 660 + round * 4;
+            for (count, restore) in [(base, None), (base - 5, None), (base - 5, None), (base + 2, None)] {
+                flink_max = flink_max.max(count);
+                state.apply(&poll_with(count, 0, vec![], restore), Timestamp(round as i64));
+                let totals = job(&state).totals();
+                assert!(totals.completed >= last.completed, "{totals:?} after {last:?}");
+                assert!(
+                    totals.completed <= flink_max,
+                    "{} counted, Flink said at most {flink_max}",
+                    totals.completed
+                );
+                last = totals;
+            }
+        }
+        assert_eq!(last.completed, flink_max);
+        // A dip that lasts, without a restore or restarted ids: still held, never added again.
+        for t in 0..10 {
+            state.apply(&poll(600, 0, vec![]), Timestamp(100 + t));
+        }
+        assert_eq!(job(&state).totals().completed, flink_max);
+        state.apply(&poll(flink_max + 3, 0, vec![]), Timestamp(200));
+        assert_eq!(job(&state).totals().completed, flink_max + 3);
+    }
+
+    #[test]
+    fn ids_near_u64_max_saturate_and_never_wrap() {
+        let mut state = State::new(WINDOW);
+        let top = u64::MAX;
+        state.apply(&poll(569, 0, vec![completed(569, 50)]), Timestamp(0));
+        let mut last = job(&state).totals();
+        for (count, id) in [(top - 1, top - 1), (top, top), (top, top), (588, 5), (top, top)] {
+            state.apply(&poll(count, 0, vec![completed_at(id, 1_000)]), Timestamp(1));
+            let totals = job(&state).totals();
+            assert!(totals.completed >= last.completed, "{totals:?} after {last:?}");
+            last = totals;
+        }
+        assert_eq!(last.completed, top);
+        let mut seen = SeenIds::default();
+        for id in (top - 2 * SEEN_IDS_CAPACITY as u64)..=top {
+            seen.insert(id);
+        }
+        assert!(
+            seen.contains(top) && seen.contains(top - 1) && seen.floor > 0,
+            "the floor did not wrap to 0"
+        );
+    }
+
+    #[test]
+    fn ids_restarting_under_the_same_job_id_are_a_new_epoch() {
+        // Application mode with a fixed job id, redeployed without state: the ids and the counts
+        // start again at 1, the trigger times go on.
+        let mut state = State::new(WINDOW);
+        let old: Vec<_> = (501..=510).map(|id| completed_at(id, id as i64 * 1_000)).collect();
+        state.apply(&poll(510, 0, old), Timestamp(0));
+        assert_eq!(job(&state).last_completed.as_ref().map(|r| r.id), Some(510));
+        let unobserved = job(&state).unobserved;
+        let later = 1_000_000;
+        let new = |n: u64| (1..=n).map(|id| completed_at(id, later + id as i64 * 1_000)).collect::<Vec<_>>();
+        for n in 1..=EPOCH_CONFIRM_POLLS as u64 {
+            state.apply(&poll(n, 0, new(n)), Timestamp(n as i64));
+            assert_eq!(job(&state).totals().completed, 510, "held until confirmed");
+        }
+        // Confirmed: the next poll counts the new run's checkpoints, each with its details.
+        state.apply(&poll(4, 0, new(4)), Timestamp(10));
+        let j = job(&state);
+        assert_eq!(j.totals().completed, 514);
+        assert_eq!(j.unobserved, unobserved, "ids 1-4 collided with remembered ones and are recorded");
+        assert_eq!(j.last_completed.as_ref().map(|r| r.id), Some(4), "the last checkpoint follows");
+        assert_eq!(j.recent.back().map(|r| r.id), Some(4));
+        assert!(j.seen.contains(4) && !j.seen.contains(300));
+    }
+
+    proptest::proptest! {
+        /// Whatever Flink's counts do — grow, dip for a few polls, restart with a new
+        /// JobMaster (with a restore) — the exported totals never go down and never exceed
+        /// the sum over epochs of the highest counts Flink reported in each.
+        #[test]
+        fn totals_never_decrease_nor_exceed_flinks(steps in proptest::collection::vec((0u8..10, 0u64..4, 0u64..3), 1..120)) {
+            let mut state = State::new(WINDOW);
+            let (mut completed_count, mut failed) = (0u64, 0u64);
+            let mut epochs_before = 0u64;
+            let mut epoch_max = 0u64;
+            let mut restore_at = 0i64;
+            let mut last = 0u64;
+            for (t, (action, grow, fail)) in steps.into_iter().enumerate() {
+                let (mut shown_c, mut shown_f) = (completed_count, failed);
+                let mut restore = (restore_at > 0).then_some((None, Timestamp(restore_at)));
+                match action {
+                    // A glitch: lower counts for one answer.
+                    0 | 1 => {
+                        shown_c = completed_count.saturating_sub(grow + 1);
+                        shown_f = failed.saturating_sub(fail);
+                    }
+                    // A failover: the new JobMaster restores and counts from zero.
+                    2 => {
+                        epochs_before += epoch_max.max(completed_count);
+                        epoch_max = 0;
+                        completed_count = 0;
+                        failed = 0;
+                        restore_at = 1_000 + t as i64;
+                        restore = Some((None, Timestamp(restore_at)));
+                        shown_c = 0;
+                        shown_f = 0;
+                    }
+                    _ => {
+                        completed_count += grow;
+                        failed += fail;
+                        shown_c = completed_count;
+                        shown_f = failed;
+                    }
+                }
+                epoch_max = epoch_max.max(shown_c);
+                state.apply(&poll_with(shown_c, shown_f, vec![], restore), Timestamp(t as i64));
+                let now = job(&state).totals().completed;
+                proptest::prop_assert!(now >= last, "went down: {} -> {}", last, now);
+                proptest::prop_assert!(now <= epochs_before + epoch_max, "{} > Flink's {}", now, epochs_before + epoch_max);
+                last = now;
+            }
+        }
     }
 
     #[test]

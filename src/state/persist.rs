@@ -209,6 +209,12 @@ pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
             restored.last_completed = job.last_completed;
             restored.last_failed = job.last_failed;
             restored.recent = job.recent;
+            // The newest finished checkpoint, to see ids that restart while the daemon was down.
+            restored.newest = [&restored.last_completed, &restored.last_failed]
+                .into_iter()
+                .flatten()
+                .max_by_key(|r| r.id)
+                .map(|r| (r.id, r.triggered_at));
             restored.phases = phases_in(window, &job.phases);
             let s = |i: usize| WindowedHistogram::from_persisted(window, &job.sizes[i]);
             restored.sizes =
