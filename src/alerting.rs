@@ -105,9 +105,16 @@ pub struct Notifier {
 }
 
 impl Notifier {
-    /// A notifier for `urls` (Alertmanager base URLs).
-    pub fn new(urls: &[String], timeout: Duration, resend_every: Duration, generator_url: String) -> Self {
-        let http = reqwest::Client::builder().timeout(timeout).build().unwrap_or_default();
+    /// A notifier for `urls` (Alertmanager base URLs); every post is bounded by `timeout`.
+    /// Fails only if no HTTP client can be built (the TLS backend failed to start): a client
+    /// without the timeout would let one hanging Alertmanager hold delivery forever.
+    pub fn new(
+        urls: &[String],
+        timeout: Duration,
+        resend_every: Duration,
+        generator_url: String,
+    ) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder().timeout(timeout).connect_timeout(timeout).build()?;
         let targets = urls
             .iter()
             .map(|u| Target {
@@ -120,14 +127,14 @@ impl Notifier {
                 errors_total: 0,
             })
             .collect();
-        Notifier {
+        Ok(Notifier {
             http,
             credentials: Credentials::None,
             targets,
             resend_every,
             generator_url,
             last_firing: Vec::new(),
-        }
+        })
     }
 
     /// Sends `credentials` with every post.
@@ -159,7 +166,9 @@ impl Notifier {
         // Alertmanager keeps a firing alert until endsAt: four resend periods survive three
         // lost sends, as Prometheus does.
         let valid_for = self.resend_every * 4;
-        for target in &mut self.targets {
+        // Which Alertmanagers are due, and what each gets.
+        let mut posts = Vec::new();
+        for (i, target) in self.targets.iter_mut().enumerate() {
             target.undelivered.extend(resolved.iter().cloned());
             let horizon = now.millis() - KEEP_RESOLVED.as_millis() as i64;
             target.undelivered.retain(|a| a.resolved_at.is_some_and(|t| t.millis() > horizon));
@@ -190,8 +199,17 @@ impl Notifier {
             }
             let body = payload(&alerts, now, valid_for, &self.generator_url);
             let url = format!("{}/api/v2/alerts", target.url);
-            let request = authorize(self.http.post(&url), &self.credentials);
-            let result = request.json(&body).send().await;
+            let request = authorize(self.http.post(&url), &self.credentials).json(&body);
+            posts.push((i, alerts.len(), request));
+        }
+        // All at once: one hanging Alertmanager (each post bounded by the timeout) does not
+        // delay the others (before, the second of two got an alert 12 s late).
+        let sent = futures_util::future::join_all(
+            posts.into_iter().map(|(i, n, request)| async move { (i, n, request.send().await) }),
+        )
+        .await;
+        for (i, n, result) in sent {
+            let target = &mut self.targets[i];
             match result {
                 Ok(r) if r.status().is_success() => {
                     target.undelivered.clear();
@@ -209,7 +227,7 @@ impl Notifier {
                     target.errors_total += 1;
                     let backoff = Duration::from_secs(1 << target.failures.min(5)).min(self.resend_every);
                     target.next_attempt = Some(wall + backoff);
-                    tracing::warn!(alertmanager = %target.url, alerts = alerts.len(), retry_in = ?backoff, "cannot send alerts: {why}");
+                    tracing::warn!(alertmanager = %target.url, alerts = n, retry_in = ?backoff, "cannot send alerts: {why}");
                 }
             }
         }

@@ -28,6 +28,12 @@ pub struct AppState {
     pub tls_serving: AtomicBool,
     /// Counters in the order of [`TLS_HANDSHAKE_ERRORS`].
     pub tls_handshake_errors: [AtomicU64; 3],
+    /// Connections to the daemon's port open now (`listener`).
+    pub http_connections: AtomicI64,
+    /// Connections the daemon closed, in the order of `listener::CLOSE_REASONS`.
+    pub http_closed: [AtomicU64; 2],
+    /// What the bounds on outside input cut, per (cluster, what): see [`AppState::count_cut`].
+    inputs_cut: std::sync::Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
 }
 
 /// Why a TLS handshake on the daemon's port failed: a plain `http://` request, a client that
@@ -62,6 +68,9 @@ impl AppState {
             log_events_arrived: tokio::sync::Notify::new(),
             tls_serving: AtomicBool::new(false),
             tls_handshake_errors: Default::default(),
+            http_connections: AtomicI64::new(0),
+            http_closed: Default::default(),
+            inputs_cut: Default::default(),
         }
     }
 
@@ -101,6 +110,16 @@ impl AppState {
         }
     }
 
+    /// Counts `n` items of outside input a bound cut (`what`: one of the labels of
+    /// `checkpoint_sentinel_inputs_cut_total`).
+    pub fn count_cut(&self, cluster: &str, what: &'static str, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let mut cuts = self.inputs_cut.lock().unwrap_or_else(|e| e.into_inner());
+        *cuts.entry((cluster.to_string(), what)).or_insert(0) += n;
+    }
+
     /// Records the outcome of a state write.
     pub fn persisted(&self, result: Result<Timestamp, ()>) {
         match result {
@@ -129,7 +148,19 @@ impl AppState {
                 (TLS_HANDSHAKE_ERRORS[i], self.tls_handshake_errors[i].load(Ordering::Relaxed))
             })
         });
+        let inputs_cut = self
+            .inputs_cut
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|((cluster, what), n)| (cluster.clone(), *what, *n))
+            .collect();
         DaemonStats {
+            http_connections: self.http_connections.load(Ordering::Relaxed),
+            http_closed: std::array::from_fn(|i| {
+                (crate::listener::CLOSE_REASONS[i], self.http_closed[i].load(Ordering::Relaxed))
+            }),
+            inputs_cut,
             tls_handshake_errors,
             persist_errors: self.persist_errors.load(Ordering::Relaxed),
             last_persisted: (last > 0).then_some(Timestamp(last)),

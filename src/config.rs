@@ -345,6 +345,15 @@ pub struct ClusterConfig {
     /// A subtask that has not acknowledged an in-progress checkpoint after this share of the
     /// checkpoint timeout is reported as a `barrier_missing` event (source `rest`).
     pub pending_subtask_after: f64,
+    /// A REST answer larger than this many bytes is cut off and counted as an error
+    /// (`kind="too_large"`) instead of being read into memory.
+    pub max_response_bytes: u64,
+    /// At most this many jobs of the cluster are watched (the first in `/jobs/overview`'s
+    /// order, running ones first); the rest are counted in `checkpoint_sentinel_inputs_cut_total`.
+    pub max_jobs: usize,
+    /// At most this many newly finished checkpoints of a job have their details fetched in one
+    /// poll round (the newest); older ones are counted from Flink's counts.
+    pub max_history_per_poll: usize,
 }
 
 impl Default for ClusterConfig {
@@ -361,6 +370,9 @@ impl Default for ClusterConfig {
             include_jobs: Vec::new(),
             exclude_jobs: Vec::new(),
             pending_subtask_after: 0.5,
+            max_response_bytes: 16 * 1024 * 1024,
+            max_jobs: 2_000,
+            max_history_per_poll: 20,
         }
     }
 }
@@ -635,6 +647,15 @@ impl Config {
             }
             if c.max_concurrent_requests == 0 {
                 problems.push(format!("{}: expected at least 1", key("max_concurrent_requests")));
+            }
+            for (field, value) in [
+                ("max_response_bytes", c.max_response_bytes as usize),
+                ("max_jobs", c.max_jobs),
+                ("max_history_per_poll", c.max_history_per_poll),
+            ] {
+                if value == 0 {
+                    problems.push(format!("{}: expected at least 1", key(field)));
+                }
             }
             for (field, patterns) in [("include_jobs", &c.include_jobs), ("exclude_jobs", &c.exclude_jobs)] {
                 for (j, p) in patterns.iter().enumerate() {

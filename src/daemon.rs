@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use crate::app::AppState;
 use crate::config::{ClusterConfig, Config, Credentials};
 use crate::http::{HttpState, router};
+use crate::listener::{Bounded, MAX_CONNECTIONS, Timeouts};
 use crate::poller::Poller;
 use crate::state::{State, persist};
 use crate::stats::WindowSpec;
@@ -137,11 +138,15 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
         Some(loaded) => {
             let (listener, reloader) = TlsListener::new(listener, loaded, app.clone())
                 .map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
+            let listener = Bounded::new(listener, app.clone(), MAX_CONNECTIONS, Timeouts::default());
             let serve = axum::serve(listener, http.into_make_service_with_connect_info::<TlsPeer>())
                 .with_graceful_shutdown(graceful);
             (spawn_server(serve, scheme), Some(reloader))
         }
-        None => (spawn_server(axum::serve(listener, http).with_graceful_shutdown(graceful), scheme), None),
+        None => {
+            let listener = Bounded::new(listener, app.clone(), MAX_CONNECTIONS, Timeouts::default());
+            (spawn_server(axum::serve(listener, http).with_graceful_shutdown(graceful), scheme), None)
+        }
     };
     tracing::info!(%addr, scheme, clusters = config.clusters.len(), "checkpoint-sentinel listening");
 
@@ -359,11 +364,18 @@ async fn alert_loop(
             tracing::error!("{e}; sending without credentials");
             Credentials::None
         });
-        let notifier = notifier.with_credentials(credentials);
+        let notifier = notifier
+            .map_err(|e| tracing::error!("cannot build the Alertmanager client: {e}; alerts are not sent"))
+            .ok()
+            .map(|n| n.with_credentials(credentials));
         (rules, notifier, c.alerting.evaluation_interval, c.alerting.clone())
     };
-    let (rules, mut notifier, mut every, mut alerting) = build(&config.borrow());
+    let (rules, notifier, mut every, mut alerting) = build(&config.borrow());
     let mut evaluator = crate::rules::Evaluator::new(rules);
+    // Delivery runs in a task of its own: rule rounds never wait for an Alertmanager.
+    let (deliver, deliveries) = mpsc::unbounded_channel();
+    let delivery = tokio::spawn(deliver_loop(app.clone(), deliveries, notifier));
+    let _abort_delivery = AbortOnDrop(delivery);
     let mut tick = tokio::time::interval(every);
     let mut last_round = tokio::time::Instant::now();
     loop {
@@ -377,7 +389,7 @@ async fn alert_loop(
                 evaluator.set_rules(rules);
                 // A new notifier only when delivery changed: it holds undelivered alerts.
                 if new_alerting != alerting {
-                    notifier = new_notifier;
+                    let _ = deliver.send(Delivery::Replace(new_notifier));
                     alerting = new_alerting;
                 }
                 if new_every != every {
@@ -386,13 +398,13 @@ async fn alert_loop(
                 }
             }
             _ = tick.tick() => {
-                evaluate(&app, &mut evaluator, &mut notifier).await;
+                evaluate(&app, &mut evaluator, &deliver);
                 last_round = tokio::time::Instant::now();
             }
             () = app.log_events_arrived.notified() => {
                 // A burst of failures across many jobs wakes this often: one round per gap.
                 tokio::time::sleep_until(last_round + EVENT_ROUND_GAP).await;
-                evaluate(&app, &mut evaluator, &mut notifier).await;
+                evaluate(&app, &mut evaluator, &deliver);
                 last_round = tokio::time::Instant::now();
             }
         }
@@ -402,11 +414,56 @@ async fn alert_loop(
 /// Least time between two rule rounds woken by log events (each is a round over every job).
 const EVENT_ROUND_GAP: Duration = Duration::from_millis(250);
 
-/// One round of the rules over the current state, and delivery of what fires and resolves.
-async fn evaluate(
+/// What the rule rounds hand to the delivery task.
+enum Delivery {
+    /// What fires now and what resolved since the last round, at `now`.
+    Round(Vec<crate::rules::Alert>, Vec<crate::rules::Alert>, Timestamp),
+    /// The Alertmanagers changed (reload).
+    Replace(Option<crate::alerting::Notifier>),
+}
+
+/// Aborts a task when dropped (the delivery task ends with the rule loop).
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Delivers rounds to the Alertmanagers (all at once, each post bounded by
+/// `alerting.timeout`). Rounds that arrive while a delivery is under way are merged: the
+/// newest firing set, every resolved alert.
+async fn deliver_loop(
+    app: Arc<AppState>,
+    mut rounds: mpsc::UnboundedReceiver<Delivery>,
+    mut notifier: Option<crate::alerting::Notifier>,
+) {
+    while let Some(first) = rounds.recv().await {
+        let mut pending: Option<(Vec<crate::rules::Alert>, Vec<crate::rules::Alert>, Timestamp)> = None;
+        let mut next = Some(first);
+        while let Some(message) = next.take().or_else(|| rounds.try_recv().ok()) {
+            match message {
+                Delivery::Replace(n) => notifier = n,
+                Delivery::Round(firing, resolved, now) => {
+                    let mut all_resolved = pending.take().map(|(_, r, _)| r).unwrap_or_default();
+                    all_resolved.extend(resolved);
+                    pending = Some((firing, all_resolved, now));
+                }
+            }
+        }
+        if let (Some(n), Some((firing, resolved, now))) = (notifier.as_mut(), pending) {
+            n.round(&firing, resolved, now).await;
+            app.alerts.write().unwrap_or_else(|e| e.into_inner()).alertmanagers = n.stats();
+        }
+    }
+}
+
+/// One round of the rules over the current state; what fires and resolves goes to delivery.
+fn evaluate(
     app: &AppState,
     evaluator: &mut crate::rules::Evaluator,
-    notifier: &mut crate::alerting::Notifier,
+    deliver: &mpsc::UnboundedSender<Delivery>,
 ) {
     let now = Timestamp::now();
     let resolved = {
@@ -423,8 +480,7 @@ async fn evaluate(
         view.active = active;
         view.resolved = evaluator.resolved().cloned().collect();
     }
-    notifier.round(&firing, resolved, now).await;
-    app.alerts.write().unwrap_or_else(|e| e.into_inner()).alertmanagers = notifier.stats();
+    let _ = deliver.send(Delivery::Round(firing, resolved, now));
 }
 
 /// The running pollers, by cluster name, with the config each was started with.
