@@ -262,11 +262,15 @@ impl Poller {
         };
         let stats = self.fetch(self.client.checkpoints(&job.jid)).await?;
         let polled_at = Timestamp::now();
-        let finished_ids: Vec<u64> =
-            stats.history.iter().filter(|cp| convert::status(cp).is_some()).map(|cp| cp.id).collect();
+        let finished_ids: Vec<(u64, Timestamp)> = stats
+            .history
+            .iter()
+            .filter(|cp| convert::status(cp).is_some())
+            .map(|cp| (cp.id, Timestamp(cp.trigger_timestamp.unwrap_or(0))))
+            .collect();
         let mut unseen = {
             let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
-            state.unseen(&self.config.name, &job.jid, &finished_ids)
+            state.unseen_entries(&self.config.name, &job.jid, &finished_ids)
         };
         // The newest max_history_per_poll get their details this round, the others in later
         // rounds (while Flink still has them; else they are counted from its counts). Before,

@@ -12,6 +12,7 @@ mod diagnose;
 mod faults;
 mod fixtures_parse;
 mod golden;
+mod hostile;
 mod locations;
 mod logs_fixtures;
 mod logs_storm;

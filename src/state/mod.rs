@@ -728,6 +728,23 @@ impl State {
         ids.iter().copied().filter(|&id| !seen.is_some_and(|s| s.contains(id))).collect()
     }
 
+    /// [`State::unseen`] of history entries (id, trigger time): an id already counted is
+    /// unseen again when it was triggered after the newest checkpoint counted, at an id not above
+    /// it (the ids restarted under the same job id: a new run's checkpoint, not the old one).
+    pub fn unseen_entries(&self, cluster: &str, job_id: &str, entries: &[(u64, Timestamp)]) -> Vec<u64> {
+        let job = self.clusters.get(cluster).and_then(|c| c.jobs.get(job_id));
+        entries
+            .iter()
+            .filter(|(id, at)| {
+                job.is_none_or(|j| {
+                    !j.seen.contains(*id)
+                        || j.newest.is_some_and(|(newest, t)| *id <= newest && at.millis() > t.millis())
+                })
+            })
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
     /// Whether every cluster has answered at least once.
     pub fn all_answered(&self) -> bool {
         self.clusters.values().all(|c| c.answered_once)

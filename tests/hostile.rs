@@ -1,0 +1,475 @@
+//! Hostile and huge inputs (issue 15): a Flink that misbehaves on purpose, clients that never
+//! finish a request or never read, an Alertmanager that hangs. One test per row of
+//! docs/reliability.md, "Hostile input": the daemon keeps answering `/healthz` within 1 s, keeps
+//! polling its other cluster, and its counters never go down nor past Flink's.
+//!
+//! `cargo test --test integration hostile::`
+
+use crate::common::{self, sample, scrape};
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// What the hostile JobManager does.
+#[derive(Clone, Debug)]
+enum Behaviour {
+    /// One job per parallelism: two vertices joined by a hash edge.
+    Parallelism(Vec<u64>),
+    /// One job whose `/checkpoints` walks through these answers, one per poll (the last repeated).
+    Counts(Vec<Step>),
+    /// `/jobs/overview` answers this many bytes (valid JSON, padded with spaces).
+    HugeBody(u64),
+    /// This many running jobs.
+    ManyJobs(usize),
+    /// One job with this many finished checkpoints in its history.
+    LongHistory(u64),
+}
+
+/// One `/checkpoints` answer.
+#[derive(Clone, Debug)]
+struct Step {
+    completed: u64,
+    /// Finished checkpoints in the history: (id, trigger time ms).
+    ids: Vec<(u64, i64)>,
+    /// `latest.restored.restore_timestamp`.
+    restore: Option<i64>,
+}
+
+struct Hostile {
+    behaviour: Mutex<Behaviour>,
+    checkpoint_polls: AtomicUsize,
+    detail_requests: AtomicUsize,
+    body_bytes_sent: AtomicU64,
+}
+
+type S = State<Arc<Hostile>>;
+
+fn job_id(i: usize) -> String {
+    format!("{i:032x}")
+}
+
+fn jobs(h: &Hostile) -> usize {
+    match &*h.behaviour.lock().unwrap() {
+        Behaviour::Parallelism(ps) => ps.len(),
+        Behaviour::ManyJobs(n) => *n,
+        _ => 1,
+    }
+}
+
+async fn start(behaviour: Behaviour) -> (String, Arc<Hostile>) {
+    let state = Arc::new(Hostile {
+        behaviour: Mutex::new(behaviour),
+        checkpoint_polls: AtomicUsize::new(0),
+        detail_requests: AtomicUsize::new(0),
+        body_bytes_sent: AtomicU64::new(0),
+    });
+    let app = Router::new()
+        .route("/overview", get(|| async { axum::Json(json!({"flink-version": "1.20.5"})) }))
+        .route("/jobs/overview", get(jobs_overview))
+        .route("/jobs/{job}", get(job))
+        .route("/jobs/{job}/checkpoints", get(checkpoints))
+        .route("/jobs/{job}/checkpoints/config", get(config))
+        .route("/jobs/{job}/checkpoints/details/{cp}", get(details))
+        .with_state(state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), state)
+}
+
+async fn jobs_overview(State(h): S) -> Response {
+    let behaviour = h.behaviour.lock().unwrap().clone();
+    if let Behaviour::HugeBody(size) = behaviour {
+        // Streamed lazily, counted as the client pulls it.
+        let chunk = vec![b' '; 64 * 1024];
+        let head = b"{\"jobs\":[".to_vec();
+        let chunks = (size / chunk.len() as u64) as usize;
+        let h2 = h.clone();
+        let stream = futures_util::stream::iter(
+            std::iter::once(head)
+                .chain(std::iter::repeat_n(chunk, chunks))
+                .chain(std::iter::once(b"]}".to_vec())),
+        )
+        .map(move |c| {
+            h2.body_bytes_sent.fetch_add(c.len() as u64, Ordering::SeqCst);
+            Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(c))
+        });
+        return ([("content-type", "application/json")], axum::body::Body::from_stream(stream))
+            .into_response();
+    }
+    let jobs: Vec<Value> = (0..jobs(&h))
+        .map(|i| json!({"jid": job_id(i), "name": format!("hostile-{i}"), "state": "RUNNING"}))
+        .collect();
+    axum::Json(json!({ "jobs": jobs })).into_response()
+}
+
+use futures_util::StreamExt;
+
+async fn job(State(h): S, UrlPath(job): UrlPath<String>) -> Response {
+    let i = usize::from_str_radix(&job, 16).unwrap_or(0);
+    let parallelism = match &*h.behaviour.lock().unwrap() {
+        Behaviour::Parallelism(ps) => ps.get(i).copied().unwrap_or(1),
+        _ => 1,
+    };
+    let (src, map) = ("a".repeat(32), "b".repeat(32));
+    axum::Json(json!({
+        "jid": job, "name": format!("hostile-{i}"), "state": "RUNNING",
+        "vertices": [
+            {"id": src, "name": "Source: hostile", "parallelism": parallelism},
+            {"id": map, "name": "keyed-map", "parallelism": parallelism},
+        ],
+        "plan": {"jid": job, "name": "hostile", "nodes": [
+            {"id": map, "parallelism": parallelism, "inputs": [{"num": 0, "id": src, "ship_strategy": "HASH"}]},
+            {"id": src, "parallelism": parallelism},
+        ]},
+    }))
+    .into_response()
+}
+
+async fn config() -> Response {
+    axum::Json(json!({
+        "mode": "exactly_once", "interval": 1000, "timeout": 60000, "min_pause": 0, "max_concurrent": 1,
+        "unaligned_checkpoints": false, "tolerable_failed_checkpoints": 100, "aligned_checkpoint_timeout": 0,
+        "state_backend": "HashMapStateBackend",
+    }))
+    .into_response()
+}
+
+async fn details(State(h): S) -> Response {
+    h.detail_requests.fetch_add(1, Ordering::SeqCst);
+    (StatusCode::NOT_FOUND, r#"{"errors":["Not found"]}"#).into_response()
+}
+
+fn entry(id: u64, at: i64) -> Value {
+    json!({
+        "className": "completed", "id": id, "status": "COMPLETED", "is_savepoint": false,
+        "trigger_timestamp": at, "latest_ack_timestamp": at + 50, "checkpointed_size": 1, "state_size": 1,
+        "end_to_end_duration": 50, "alignment_buffered": 0, "processed_data": 0, "persisted_data": 0,
+        "num_subtasks": 1, "num_acknowledged_subtasks": 1, "checkpoint_type": "CHECKPOINT", "tasks": {},
+    })
+}
+
+fn answer(completed: u64, ids: &[(u64, i64)], restore: Option<i64>) -> Value {
+    let mut history: Vec<Value> = ids.iter().map(|&(id, at)| entry(id, at)).collect();
+    history.reverse();
+    let restored = restore.map(|at| json!({"id": null, "restore_timestamp": at, "is_savepoint": false}));
+    json!({
+        "counts": {"restored": 0, "total": completed, "in_progress": 0, "completed": completed, "failed": 0},
+        "latest": {"completed": null, "savepoint": null, "failed": null, "restored": restored},
+        "history": history,
+    })
+}
+
+async fn checkpoints(State(h): S) -> Response {
+    let poll = h.checkpoint_polls.fetch_add(1, Ordering::SeqCst);
+    let behaviour = h.behaviour.lock().unwrap().clone();
+    let body = match behaviour {
+        Behaviour::Counts(steps) => {
+            let step = &steps[poll.min(steps.len() - 1)];
+            answer(step.completed, &step.ids, step.restore)
+        }
+        Behaviour::LongHistory(n) => {
+            let ids: Vec<(u64, i64)> = (1..=n).map(|id| (id, 1_000_000 + id as i64 * 1_000)).collect();
+            answer(n, &ids, None)
+        }
+        _ => answer(1, &[(1, 1_000_000)], None),
+    };
+    axum::Json(body).into_response()
+}
+
+/// A daemon watching the hostile JobManager (`hostile`) and a well-behaved replay (`calm`).
+async fn daemon(
+    hostile_url: &str,
+    dir: &std::path::Path,
+    edit: impl FnOnce(&mut checkpoint_sentinel::config::Config),
+) -> (checkpoint_sentinel::daemon::Running, common::ReplayServer) {
+    use checkpoint_sentinel::config::ClusterConfig;
+    let calm = common::replay("1.20.5", "declined").await;
+    let mut config = common::watching(&calm.url, Duration::from_millis(100), dir);
+    config.clusters[0].name = "calm".into();
+    let mut hostile = ClusterConfig::new("hostile", hostile_url);
+    hostile.poll_interval = Duration::from_millis(100);
+    hostile.timeout = Duration::from_secs(5);
+    config.clusters.push(hostile);
+    edit(&mut config);
+    let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
+    (daemon, calm)
+}
+
+/// Probes `/healthz` over a new connection every 100 ms until stopped; the slowest answer.
+struct Prober {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<(Duration, usize)>,
+}
+
+impl Prober {
+    fn start(addr: SocketAddr) -> Prober {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let task = tokio::spawn(async move {
+            let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+            let (mut worst, mut probes) = (Duration::ZERO, 0);
+            while !flag.load(Ordering::SeqCst) {
+                let started = Instant::now();
+                let answer = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    client.get(format!("http://{addr}/healthz")).send(),
+                )
+                .await;
+                let took = started.elapsed();
+                assert!(
+                    answer.is_ok_and(|r| r.is_ok_and(|r| r.status() == 200)),
+                    "/healthz failed after {took:?}"
+                );
+                worst = worst.max(took);
+                probes += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            (worst, probes)
+        });
+        Prober { stop, task }
+    }
+
+    /// Stops probing; asserts every answer came within 1 s.
+    async fn finish(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let (worst, probes) = self.task.await.unwrap();
+        assert!(probes >= 5, "only {probes} probes");
+        assert!(worst < Duration::from_secs(1), "/healthz took {worst:?}");
+    }
+}
+
+fn polls(m: &str, cluster: &str) -> f64 {
+    sample(m, "checkpoint_sentinel_polls_total", &[("cluster", cluster)]).unwrap_or(0.0)
+}
+
+/// Waits until `check` holds on a scrape, up to `seconds`.
+async fn until_metrics(addr: SocketAddr, seconds: u64, what: &str, check: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    loop {
+        let m = scrape(addr).await;
+        if check(&m) {
+            return m;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallelism_1000_and_4e9_are_not_modelled_and_nothing_freezes() {
+    let (url, _h) = start(Behaviour::Parallelism(vec![1_000, 4_000_000_000, 3])).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, _calm) = daemon(&url, dir.path(), |_| {}).await;
+    let prober = Prober::start(daemon.addr);
+    let before = polls(&scrape(daemon.addr).await, "calm");
+    let explanation = |i: usize| {
+        let addr = daemon.addr;
+        async move {
+            let url = format!("http://{addr}/api/v1/jobs/hostile/{}", job_id(i));
+            let v: Value = reqwest::get(url).await.unwrap().json().await.unwrap_or(Value::Null);
+            v["shadow"]["explanation"]["alignment"].as_str().map(str::to_string)
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (mut big, mut huge) = (None, None);
+    while Instant::now() < deadline && (big.is_none() || huge.is_none()) {
+        big = explanation(0).await;
+        huge = explanation(1).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        big.as_deref(),
+        Some(
+            "alignment not modelled: parallelism 1000 exceeds the model's budget of 4096 channels (this job \
+             graph has 1000000 channels between 2000 subtasks)"
+        )
+    );
+    assert!(huge.as_deref().is_some_and(|a| a.contains("parallelism 32768 exceeds")), "{huge:?}");
+    // The job at parallelism 3 is within the budget: no such sentence.
+    assert!(!explanation(2).await.is_some_and(|a| a.contains("not modelled")));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = polls(&scrape(daemon.addr).await, "calm");
+    assert!(after >= before + 5.0, "the other cluster kept polling: {before} -> {after}");
+    prober.finish().await;
+    daemon.shutdown().await;
+}
+
+/// The exported completed count of the hostile job, polled every 50 ms while `run` lasts;
+/// asserts it never decreases and never exceeds `bound`; returns the last value.
+async fn watch_counter(addr: SocketAddr, seconds: u64, bound: f64) -> f64 {
+    let labels =
+        [("cluster", "hostile"), ("job_id", &*job_id(0)), ("job_name", "hostile-0"), ("status", "completed")];
+    let mut last = 0.0;
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while Instant::now() < deadline {
+        let m = scrape(addr).await;
+        if let Some(v) = sample(&m, "flink_checkpoints_total", &labels) {
+            assert!(v >= last, "the counter went down: {last} -> {v}");
+            assert!(v <= bound, "{v} counted, Flink's count over its epochs is at most {bound}");
+            last = v;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    last
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn count_dips_and_ids_restarting_under_the_same_job_id_never_lie() {
+    let t = 1_800_000_000_000i64;
+    let run = |n: u64, from: i64| (1..=n).map(|id| (id, from + id as i64 * 1_000)).collect::<Vec<_>>();
+    let mut steps = Vec::new();
+    for n in 1..=10 {
+        steps.push(Step { completed: n, ids: run(n, t), restore: None });
+    }
+    // Three dips by 5, with the stale history of that moment (issue 15: 1,255 counted while
+    // Flink said 671).
+    for _ in 0..3 {
+        for _ in 0..2 {
+            steps.push(Step { completed: 5, ids: run(5, t), restore: None });
+        }
+        steps.push(Step { completed: 12, ids: run(12, t), restore: None });
+    }
+    // Redeployed without state under the same job id: ids and counts start again at 1.
+    let t2 = t + 3_600_000;
+    for n in 1..=5 {
+        steps.push(Step { completed: n, ids: run(n, t2), restore: None });
+    }
+    let polls = steps.len();
+    let (url, h) = start(Behaviour::Counts(steps)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, _calm) = daemon(&url, dir.path(), |_| {}).await;
+    let prober = Prober::start(daemon.addr);
+    let bound = 12.0 + 5.0;
+    while h.checkpoint_polls.load(Ordering::SeqCst) < polls + 5 {
+        watch_counter(daemon.addr, 1, bound).await;
+    }
+    let last = watch_counter(daemon.addr, 1, bound).await;
+    assert_eq!(last, bound, "12 of the first run + 5 of the second");
+    let url = format!("http://{}/api/v1/jobs/hostile/{}", daemon.addr, job_id(0));
+    let v: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+    let ids: Vec<u64> =
+        v["checkpoints"].as_array().unwrap().iter().filter_map(|c| c["id"].as_u64()).collect();
+    assert!(ids.contains(&5) && ids.contains(&1), "the new run's ids are recorded: {ids:?}");
+    assert!(v["shadow"]["explanation"]["stall"].is_null(), "no false stall: {}", v["shadow"]["explanation"]);
+    prober.finish().await;
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_near_u64_max_never_wrap_the_counter() {
+    let top = u64::MAX;
+    let steps = vec![
+        Step { completed: 569, ids: vec![(569, 1_000_000)], restore: None },
+        Step { completed: top - 1, ids: vec![(top - 1, 2_000_000)], restore: None },
+        Step { completed: top, ids: vec![(top - 1, 2_000_000), (top, 3_000_000)], restore: None },
+        Step { completed: 588, ids: vec![(588, 1_100_000)], restore: None },
+    ];
+    let (url, h) = start(Behaviour::Counts(steps)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, _calm) = daemon(&url, dir.path(), |_| {}).await;
+    while h.checkpoint_polls.load(Ordering::SeqCst) < 10 {
+        watch_counter(daemon.addr, 1, top as f64).await;
+    }
+    assert_eq!(watch_counter(daemon.addr, 1, top as f64).await, top as f64);
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_1_gb_answer_is_cut_off_at_the_limit() {
+    let (url, h) = start(Behaviour::HugeBody(1 << 30)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let limit = 1u64 << 20;
+    let (daemon, _calm) = daemon(&url, dir.path(), |c| c.clusters[1].max_response_bytes = limit).await;
+    let prober = Prober::start(daemon.addr);
+    let m = until_metrics(daemon.addr, 20, "three answers cut", |m| {
+        sample(
+            m,
+            "checkpoint_sentinel_inputs_cut_total",
+            &[("cluster", "hostile"), ("what", "response_bodies")],
+        )
+        .is_some_and(|n| n >= 3.0)
+    })
+    .await;
+    let too_large =
+        sample(&m, "checkpoint_sentinel_poll_errors_total", &[("cluster", "hostile"), ("kind", "too_large")]);
+    assert!(too_large.is_some_and(|n| n >= 3.0), "{too_large:?}");
+    // What was read stays near the limit: the rest of the gigabyte was never pulled (what the
+    // server produced is bounded by the limit plus the socket buffers, per answer).
+    let cut = sample(
+        &m,
+        "checkpoint_sentinel_inputs_cut_total",
+        &[("cluster", "hostile"), ("what", "response_bodies")],
+    )
+    .unwrap();
+    let sent = h.body_bytes_sent.load(Ordering::SeqCst);
+    let per_answer = sent as f64 / (cut + 1.0);
+    assert!(per_answer < 64.0 * 1024.0 * 1024.0, "{per_answer} bytes produced per answer for a 1 MiB limit");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(polls(&scrape(daemon.addr).await, "calm") > 5.0, "the other cluster keeps polling");
+    prober.finish().await;
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_thousand_jobs_are_cut_to_max_jobs() {
+    let (url, _h) = start(Behaviour::ManyJobs(50_000)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, _calm) = daemon(&url, dir.path(), |c| c.clusters[1].max_jobs = 20).await;
+    let prober = Prober::start(daemon.addr);
+    let m = until_metrics(daemon.addr, 30, "the cut jobs counted", |m| {
+        sample(m, "checkpoint_sentinel_inputs_cut_total", &[("cluster", "hostile"), ("what", "jobs")])
+            .is_some_and(|n| n >= 2.0 * 49_980.0)
+    })
+    .await;
+    let watched = m
+        .lines()
+        .filter(|l| {
+            l.starts_with("flink_checkpoints_total{")
+                && l.contains("cluster=\"hostile\"")
+                && l.contains("status=\"completed\"")
+        })
+        .count();
+    assert_eq!(watched, 20, "only max_jobs jobs have series");
+    prober.finish().await;
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_history_entries_cost_at_most_max_history_per_poll_requests_a_round() {
+    let (url, h) = start(Behaviour::LongHistory(10_000)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, _calm) = daemon(&url, dir.path(), |_| {}).await;
+    let prober = Prober::start(daemon.addr);
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let polls_served = h.checkpoint_polls.load(Ordering::SeqCst);
+    eprintln!("{polls_served} rounds in {:?}", started.elapsed());
+    let details = h.detail_requests.load(Ordering::SeqCst);
+    assert!(polls_served >= 4, "the hostile cluster's rounds go on: {polls_served} in 4 s");
+    assert!(details <= 20 * polls_served, "{details} detail requests in {polls_served} rounds");
+    let m = scrape(daemon.addr).await;
+    let labels =
+        [("cluster", "hostile"), ("job_id", &*job_id(0)), ("job_name", "hostile-0"), ("status", "completed")];
+    assert_eq!(sample(&m, "flink_checkpoints_total", &labels), Some(10_000.0), "counted from Flink's counts");
+    assert!(
+        sample(
+            &m,
+            "checkpoint_sentinel_inputs_cut_total",
+            &[("cluster", "hostile"), ("what", "history_entries")]
+        )
+        .is_some()
+    );
+    prober.finish().await;
+    daemon.shutdown().await;
+}
