@@ -71,8 +71,14 @@ pub fn payload(
         .collect()
 }
 
+/// A post under way: how many undelivered resolved alerts it carries, and its outcome.
+type InFlight = tokio::task::JoinHandle<(usize, usize, Result<(), String>)>;
+
 struct Target {
     url: String,
+    /// The post under way, if any: each Alertmanager has its own, so one that hangs (up to the
+    /// timeout) holds up neither the others nor the rule rounds.
+    in_flight: Option<InFlight>,
     undelivered: Vec<Alert>,
     failures: u32,
     next_attempt: Option<SystemTime>,
@@ -119,6 +125,7 @@ impl Notifier {
             .iter()
             .map(|u| Target {
                 url: u.trim_end_matches('/').to_string(),
+                in_flight: None,
                 undelivered: Vec::new(),
                 failures: 0,
                 next_attempt: None,
@@ -166,9 +173,14 @@ impl Notifier {
         // Alertmanager keeps a firing alert until endsAt: four resend periods survive three
         // lost sends, as Prometheus does.
         let valid_for = self.resend_every * 4;
-        // Which Alertmanagers are due, and what each gets.
-        let mut posts = Vec::new();
-        for (i, target) in self.targets.iter_mut().enumerate() {
+        for target in &mut self.targets {
+            // The outcome of the post that finished since the last round, if any.
+            if target.in_flight.as_ref().is_some_and(|h| h.is_finished())
+                && let Some(handle) = target.in_flight.take()
+                && let Ok((alerts, resolved_sent, outcome)) = handle.await
+            {
+                target.finished(alerts, resolved_sent, outcome, wall, self.resend_every);
+            }
             target.undelivered.extend(resolved.iter().cloned());
             let horizon = now.millis() - KEEP_RESOLVED.as_millis() as i64;
             target.undelivered.retain(|a| a.resolved_at.is_some_and(|t| t.millis() > horizon));
@@ -184,6 +196,7 @@ impl Notifier {
             let backing_off = target.next_attempt.is_some_and(|t| wall < t);
             if !due
                 || backing_off
+                || target.in_flight.is_some()
                 || (firing.is_empty()
                     && target.undelivered.is_empty()
                     && target.last_sent.is_some()
@@ -200,35 +213,44 @@ impl Notifier {
             let body = payload(&alerts, now, valid_for, &self.generator_url);
             let url = format!("{}/api/v2/alerts", target.url);
             let request = authorize(self.http.post(&url), &self.credentials).json(&body);
-            posts.push((i, alerts.len(), request));
+            let (count, resolved_sent) = (alerts.len(), target.undelivered.len());
+            // Each post in a task of its own, bounded by the client's timeout.
+            target.in_flight = Some(tokio::spawn(async move {
+                let outcome = match request.send().await {
+                    Ok(r) if r.status().is_success() => Ok(()),
+                    Ok(r) => Err(format!("HTTP {}", r.status())),
+                    Err(e) => Err(e.to_string()),
+                };
+                (count, resolved_sent, outcome)
+            }));
         }
-        // All at once: one hanging Alertmanager (each post bounded by the timeout) does not
-        // delay the others (before, the second of two got an alert 12 s late).
-        let sent = futures_util::future::join_all(
-            posts.into_iter().map(|(i, n, request)| async move { (i, n, request.send().await) }),
-        )
-        .await;
-        for (i, n, result) in sent {
-            let target = &mut self.targets[i];
-            match result {
-                Ok(r) if r.status().is_success() => {
-                    target.undelivered.clear();
-                    target.failures = 0;
-                    target.next_attempt = None;
-                    target.last_sent = Some(wall);
-                    target.sent_total += 1;
-                }
-                outcome => {
-                    let why = match outcome {
-                        Ok(r) => format!("HTTP {}", r.status()),
-                        Err(e) => e.to_string(),
-                    };
-                    target.failures += 1;
-                    target.errors_total += 1;
-                    let backoff = Duration::from_secs(1 << target.failures.min(5)).min(self.resend_every);
-                    target.next_attempt = Some(wall + backoff);
-                    tracing::warn!(alertmanager = %target.url, alerts = n, retry_in = ?backoff, "cannot send alerts: {why}");
-                }
+    }
+}
+
+impl Target {
+    fn finished(
+        &mut self,
+        alerts: usize,
+        resolved_sent: usize,
+        outcome: Result<(), String>,
+        wall: SystemTime,
+        resend_every: Duration,
+    ) {
+        match outcome {
+            Ok(()) => {
+                // The resolved alerts that post carried (more may have been queued since).
+                self.undelivered.drain(..resolved_sent.min(self.undelivered.len()));
+                self.failures = 0;
+                self.next_attempt = None;
+                self.last_sent = Some(wall);
+                self.sent_total += 1;
+            }
+            Err(why) => {
+                self.failures += 1;
+                self.errors_total += 1;
+                let backoff = Duration::from_secs(1 << self.failures.min(5)).min(resend_every);
+                self.next_attempt = Some(wall + backoff);
+                tracing::warn!(alertmanager = %self.url, alerts, retry_in = ?backoff, "cannot send alerts: {why}");
             }
         }
     }

@@ -473,3 +473,247 @@ async fn ten_thousand_history_entries_cost_at_most_max_history_per_poll_requests
     prober.finish().await;
     daemon.shutdown().await;
 }
+
+/// The daemon's routes over `app`, on a bounded listener with these limits.
+async fn serve_bounded(
+    app: Arc<checkpoint_sentinel::app::AppState>,
+    max_connections: usize,
+    timeouts: checkpoint_sentinel::listener::Timeouts,
+) -> SocketAddr {
+    use checkpoint_sentinel::http::{HttpState, router};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let bounded =
+        checkpoint_sentinel::listener::Bounded::new(listener, app.clone(), max_connections, timeouts);
+    tokio::spawn(async move { axum::serve(bounded, router(HttpState::new(app))).await.unwrap() });
+    addr
+}
+
+/// A state with `jobs` copies of a captured job (4 operator chains with per-subtask phases).
+fn busy_app(jobs: usize) -> Arc<checkpoint_sentinel::app::AppState> {
+    use checkpoint_sentinel::observe::{JobKey, Observation};
+    use checkpoint_sentinel::state::State;
+    use checkpoint_sentinel::stats::WindowSpec;
+    let scenario = common::Scenario::load("1.20.5", "backpressure");
+    let polls = scenario.job_polls();
+    let mut state = State::new(WindowSpec { window_ms: 3_600_000_000, slots: 6 });
+    for i in 0..jobs {
+        for poll in &polls {
+            let mut poll = poll.clone();
+            poll.key = JobKey { cluster: "lab".into(), job_id: job_id(i) };
+            state.apply(&Observation::JobPolled(poll.clone()), poll.polled_at);
+        }
+    }
+    Arc::new(checkpoint_sentinel::app::AppState::new(state))
+}
+
+fn short() -> checkpoint_sentinel::listener::Timeouts {
+    checkpoint_sentinel::listener::Timeouts {
+        header_read: Duration::from_secs(1),
+        idle: Duration::from_secs(2),
+    }
+}
+
+/// Opens a connection that sends a request's headers a line every 200 ms, forever; returns
+/// how long until the daemon closed it.
+async fn slowloris(addr: SocketAddr) -> Duration {
+    let started = Instant::now();
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    if tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: sentinel\r\n").await.is_err() {
+        return started.elapsed();
+    }
+    let mut buf = [0u8; 256];
+    loop {
+        tokio::select! {
+            read = tcp.read(&mut buf) => if matches!(read, Ok(0) | Err(_)) { return started.elapsed() },
+            () = tokio::time::sleep(Duration::from_millis(200)) => {
+                if tcp.write_all(b"X-Slow: 1\r\n").await.is_err() {
+                    return started.elapsed();
+                }
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "a slowloris connection was never closed");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slowloris_connections_are_closed_after_the_header_timeout() {
+    let app = busy_app(1);
+    let addr = serve_bounded(app.clone(), 512, short()).await;
+    let prober = Prober::start(addr);
+    let attackers: Vec<_> = (0..300).map(|_| tokio::spawn(slowloris(addr))).collect();
+    let mut longest = Duration::ZERO;
+    for a in attackers {
+        longest = longest.max(a.await.unwrap());
+    }
+    // Each was closed about 1 s after its first byte (plus the last 200 ms dribble).
+    assert!(longest < Duration::from_secs(4), "the last one was closed after {longest:?}");
+    assert!(app.http_closed[0].load(Ordering::SeqCst) >= 300);
+    prober.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connection_cap_holds_and_frees_up_after_the_timeouts() {
+    let app = busy_app(1);
+    let addr = serve_bounded(app.clone(), 8, short()).await;
+    let attackers: Vec<_> = (0..8).map(|_| tokio::spawn(slowloris(addr))).collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(app.http_connections.load(Ordering::SeqCst), 8);
+    let started = Instant::now();
+    let answer = reqwest::get(format!("http://{addr}/healthz")).await.unwrap();
+    let waited = started.elapsed();
+    assert_eq!(answer.status(), 200);
+    // It waited for a slot: the cap held until the header timeout closed the slow ones.
+    assert!(waited >= Duration::from_millis(400) && waited < Duration::from_secs(3), "{waited:?}");
+    for a in attackers {
+        a.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_never_read_metrics_do_not_hold_up_a_scrape() {
+    let app = busy_app(400);
+    let addr = serve_bounded(app.clone(), 512, checkpoint_sentinel::listener::Timeouts::default()).await;
+    let size = reqwest::get(format!("http://{addr}/metrics")).await.unwrap().bytes().await.unwrap().len();
+    // Five clients ask and never read.
+    let mut stalled = Vec::new();
+    for _ in 0..5 {
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(b"GET /metrics HTTP/1.1\r\nHost: sentinel\r\n\r\n").await.unwrap();
+        stalled.push(tcp);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let prober = Prober::start(addr);
+    let started = Instant::now();
+    let body = reqwest::get(format!("http://{addr}/metrics")).await.unwrap().bytes().await.unwrap();
+    let took = started.elapsed();
+    eprintln!("a {size}-byte scrape with 5 stalled clients: {took:?}");
+    assert!(body.len() > size / 2 && body.ends_with(b"\n"));
+    assert!(
+        took < Duration::from_secs(5),
+        "the scrape waited {took:?} (before: 10 s per stalled chunk each)"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    prober.finish().await;
+    drop(stalled);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_concurrent_scrapes_all_answer() {
+    let app = busy_app(10);
+    let addr = serve_bounded(app.clone(), 512, checkpoint_sentinel::listener::Timeouts::default()).await;
+    let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let started = Instant::now();
+    let scrapes: Vec<_> = (0..1_000)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let t = Instant::now();
+                let body =
+                    client.get(format!("http://{addr}/metrics")).send().await.unwrap().bytes().await.unwrap();
+                assert!(body.ends_with(b"\n"));
+                t.elapsed()
+            })
+        })
+        .collect();
+    let mut took = Vec::new();
+    for s in scrapes {
+        took.push(s.await.unwrap());
+    }
+    took.sort();
+    eprintln!(
+        "1,000 concurrent scrapes: P50 {:?}, max {:?}, all in {:?}",
+        took[500],
+        took[999],
+        started.elapsed()
+    );
+    assert!(took[500] < Duration::from_secs(5), "P50 {:?} (before: 9.9 s)", took[500]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_alertmanager_does_not_delay_the_other() {
+    // The first Alertmanager accepts the post and never answers; the second records posts.
+    let hang = Router::new().route(
+        "/api/v2/alerts",
+        post(|| async {
+            tokio::time::sleep(Duration::from_secs(600)).await;
+            StatusCode::OK
+        }),
+    );
+    let received = Arc::new(Mutex::new(Vec::<Instant>::new()));
+    let record = received.clone();
+    let ok = Router::new().route(
+        "/api/v2/alerts",
+        post(move || {
+            let record = record.clone();
+            async move {
+                record.lock().unwrap().push(Instant::now());
+                StatusCode::OK
+            }
+        }),
+    );
+    let mut ams = Vec::new();
+    for app in [hang, ok] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        ams.push(format!("http://{}", listener.local_addr().unwrap()));
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    }
+    let flink = common::replay("2.3.0", "expired").await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+[[clusters]]
+name = "lab"
+url = "{}"
+poll_interval = "200ms"
+[state]
+dir = "{}"
+[alerting]
+alertmanagers = ["{}", "{}"]
+evaluation_interval = "200ms"
+resend_interval = "1s"
+timeout = "20s"
+default_rules = false
+[[rules]]
+name = "FlinkCheckpointFailuresSeen"
+expr = "checkpoints.failed > 0"
+for = "0s"
+severity = "warning"
+class = "failure"
+summary = "failing checkpoints"
+description = "failing checkpoints"
+runbook_url = "https://example.invalid/runbook"
+"#,
+        flink.url,
+        dir.path().join("state").display(),
+        ams[0],
+        ams[1]
+    );
+    let path = dir.path().join("sentinel.toml");
+    std::fs::write(&path, text).unwrap();
+    let config = checkpoint_sentinel::config::Config::load(&path).unwrap();
+    let started = Instant::now();
+    let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
+    let deadline = started + Duration::from_secs(15);
+    while received.lock().unwrap().len() < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "the healthy Alertmanager got {} posts",
+            received.lock().unwrap().len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let times = received.lock().unwrap().clone();
+    let first = times[0] - started;
+    eprintln!(
+        "first post to the healthy Alertmanager after {first:?}; resends every ~{:?}",
+        times[1] - times[0]
+    );
+    // It fires once the replay shows a failed checkpoint (a few polls) and is re-sent every
+    // second, while the other post hangs for its 20 s timeout.
+    assert!(first < Duration::from_secs(6), "{first:?}");
+    assert!(times[3] - times[0] < Duration::from_secs(6), "resends held up: {times:?}");
+    daemon.shutdown().await;
+}
