@@ -148,13 +148,21 @@ impl AppState {
                 (TLS_HANDSHAKE_ERRORS[i], self.tls_handshake_errors[i].load(Ordering::Relaxed))
             })
         });
-        let inputs_cut = self
+        let mut inputs_cut: Vec<(String, &'static str, u64)> = self
             .inputs_cut
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
             .map(|((cluster, what), n)| (cluster.clone(), *what, *n))
             .collect();
+        {
+            let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+            for (name, cluster) in state.clusters() {
+                if cluster.logs.job_ids_cut > 0 {
+                    inputs_cut.push((name.clone(), "log_job_ids", cluster.logs.job_ids_cut));
+                }
+            }
+        }
         DaemonStats {
             http_connections: self.http_connections.load(Ordering::Relaxed),
             http_closed: std::array::from_fn(|i| {

@@ -487,6 +487,9 @@ pub struct LogConfig {
     pub flush_after: Duration,
     /// Longer lines are cut to this many bytes (and counted).
     pub max_line_bytes: usize,
+    /// At most this many files are followed at once (one file descriptor each); files the
+    /// globs match beyond it are left out and counted in `checkpoint_sentinel_inputs_cut_total`.
+    pub max_files: usize,
     /// Extra patterns, checked before the built-in ones.
     pub patterns: Vec<LogPatternConfig>,
 }
@@ -501,6 +504,7 @@ impl Default for LogConfig {
             poll_interval: Duration::from_secs(1),
             flush_after: Duration::from_millis(500),
             max_line_bytes: 1 << 20,
+            max_files: 256,
             patterns: Vec::new(),
         }
     }
@@ -722,6 +726,9 @@ impl Config {
             }
             if l.flush_after.is_zero() {
                 problems.push(format!("{}: expected a positive duration", key("flush_after")));
+            }
+            if l.max_files == 0 {
+                problems.push(format!("{}: expected at least 1", key("max_files")));
             }
             if !(1024..=64 << 20).contains(&l.max_line_bytes) {
                 problems.push(format!("{}: expected 1024 to 67108864", key("max_line_bytes")));

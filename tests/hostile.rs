@@ -717,3 +717,60 @@ runbook_url = "https://example.invalid/runbook"
     assert!(times[3] - times[0] < Duration::from_secs(6), "resends held up: {times:?}");
     daemon.shutdown().await;
 }
+
+fn tail_options(
+    dir: &std::path::Path,
+    glob: &str,
+    max_files: usize,
+) -> checkpoint_sentinel::logs::tail::TailOptions {
+    checkpoint_sentinel::logs::tail::TailOptions {
+        id: "t".into(),
+        cluster: "c".into(),
+        paths: vec![dir.join(glob).display().to_string()],
+        start_at: checkpoint_sentinel::config::StartAt::Beginning,
+        max_line_bytes: 4096,
+        flush_after: Duration::from_millis(30),
+        drop_after: Duration::from_millis(150),
+        read_budget: 8 << 20,
+        max_files,
+    }
+}
+
+#[test]
+fn a_symlink_loop_under_a_double_star_glob_is_not_followed() {
+    use checkpoint_sentinel::logs::{parse::Patterns, tail::TailCore};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+    std::fs::write(dir.path().join("a/b/jobmanager.log"), "a line\n").unwrap();
+    // a/b/loop-N -> a: every path a/b/loop-1/b/loop-3/… exists, 3^k of them k loops deep
+    // (glob::glob followed them until the 40-symlink limit: effectively forever).
+    for n in 1..=3 {
+        std::os::unix::fs::symlink(dir.path().join("a"), dir.path().join(format!("a/b/loop-{n}"))).unwrap();
+    }
+    let options = tail_options(dir.path(), "**/*.log", 256);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut core = TailCore::new(options, Patterns::builtin(), None);
+        core.cycle(std::time::Instant::now());
+        let _ = tx.send(core.report().files);
+    });
+    let files = rx.recv_timeout(Duration::from_secs(10)).expect("a cycle over the loop never ended");
+    assert_eq!(files, 1, "the file once, not once per loop");
+}
+
+#[test]
+fn files_past_max_files_are_left_out_and_counted_once() {
+    use checkpoint_sentinel::logs::{parse::Patterns, tail::TailCore};
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..300 {
+        std::fs::write(dir.path().join(format!("tm-{i:03}.log")), format!("a line of TaskManager {i}\n"))
+            .unwrap();
+    }
+    let mut core = TailCore::new(tail_options(dir.path(), "*.log", 50), Patterns::builtin(), None);
+    core.cycle(std::time::Instant::now());
+    assert_eq!(core.report().files, 50, "at most max_files open");
+    assert_eq!(core.take_files_cut(), 250);
+    core.cycle(std::time::Instant::now());
+    assert_eq!(core.take_files_cut(), 0, "each left-out file is counted once");
+    assert_eq!(core.report().files, 50);
+}
