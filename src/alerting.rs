@@ -155,7 +155,7 @@ impl Notifier {
         self.targets
             .iter()
             .map(|t| TargetStats {
-                url: t.url.clone(),
+                url: crate::config::redact_url(&t.url),
                 sent_total: t.sent_total,
                 errors_total: t.errors_total,
                 queued: t.undelivered.len(),
@@ -219,7 +219,7 @@ impl Notifier {
                 let outcome = match request.send().await {
                     Ok(r) if r.status().is_success() => Ok(()),
                     Ok(r) => Err(format!("HTTP {}", r.status())),
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(e.without_url().to_string()),
                 };
                 (count, resolved_sent, outcome)
             }));
@@ -250,7 +250,8 @@ impl Target {
                 self.errors_total += 1;
                 let backoff = Duration::from_secs(1 << self.failures.min(5)).min(resend_every);
                 self.next_attempt = Some(wall + backoff);
-                tracing::warn!(alertmanager = %self.url, alerts, retry_in = ?backoff, "cannot send alerts: {why}");
+                let alertmanager = crate::config::redact_url(&self.url);
+                tracing::warn!(%alertmanager, alerts, retry_in = ?backoff, "cannot send alerts: {why}");
             }
         }
     }

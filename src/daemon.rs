@@ -49,6 +49,40 @@ pub enum StartError {
     /// The listener's TLS files are missing, not PEM, or the key does not match the certificate.
     #[error("{}", .0.join("; "))]
     Tls(Vec<String>),
+    /// Another daemon uses the state directory (or its lock file cannot be made).
+    #[error("state.dir {dir}: {message}")]
+    StateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        message: String,
+    },
+}
+
+/// The lock file in the state directory: one daemon per directory (two wrote the same state
+/// file, 47 rename errors in 30 s).
+pub const LOCK_FILE: &str = "checkpoint-sentinel.lock";
+
+/// Takes the state directory's lock, held as long as the returned file is open.
+fn lock_state_dir(dir: &Path) -> Result<std::fs::File, StartError> {
+    let fail = |message: String| StartError::StateDir { dir: dir.to_path_buf(), message };
+    std::fs::create_dir_all(dir).map_err(|e| fail(format!("cannot create it: {e}")))?;
+    let path = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| fail(format!("cannot open {}: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(fail(format!(
+            "another checkpoint-sentinel is using this directory (it holds {}); give each daemon a state \
+             directory of its own",
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(fail(format!("cannot lock {}: {e}", path.display()))),
+    }
 }
 
 /// A running daemon.
@@ -106,6 +140,7 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
         );
     }
     let window = window_of(&config);
+    let lock = lock_state_dir(&config.state.dir)?;
     let mut state = load_state(&config.state.dir, window);
     state.retain_clusters(&config.clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
     let app = Arc::new(AppState::new(state));
@@ -174,8 +209,9 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     let task_app = app.clone();
     let task = tokio::spawn(async move {
         let app = task_app;
-        // The watcher stops when dropped: it lives as long as this task.
+        // The watcher stops when dropped: it lives as long as this task, and so does the lock.
         let _watcher = watcher;
+        let _lock = lock;
         let mut persist_tick = tokio::time::interval(persist_every);
         let mut expire_tick = tokio::time::interval(EXPIRE_EVERY);
         let mut persisted_generation = u64::MAX;
@@ -208,7 +244,10 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
         pollers.stop_all();
         tailers.stop_all().await;
         let _ = alert_task.await;
-        let _ = server.await;
+        // Graceful: open connections finish, but not for longer than this.
+        if tokio::time::timeout(Duration::from_secs(10), server).await.is_err() {
+            tracing::warn!("connections still open after 10 s; stopping without them");
+        }
         persist_if_changed(&app, &state_dir, persisted_generation).await;
         tracing::info!("checkpoint-sentinel stopped");
     });
@@ -317,6 +356,16 @@ fn reload(path: &Path, current: &mut Config, pollers: &mut Pollers, app: &Arc<Ap
         }
     };
     if new == *current {
+        return;
+    }
+    if new.clusters.is_empty() && !current.clusters.is_empty() {
+        // A file caught half-written or emptied by mistake would drop every cluster's counters
+        // and histograms at once (issue 15: a 2.5 s mistake took a _count from 44 to 16).
+        tracing::error!(
+            "configuration not reloaded, the running one stays: {}: no [[clusters]] (to stop watching every \
+             cluster, restart the daemon without them)",
+            path.display()
+        );
         return;
     }
     if new.server != current.server || new.stats != current.stats || new.state != current.state {
@@ -510,7 +559,7 @@ impl Pollers {
             keep
         });
         for (c, poller) in fresh {
-            tracing::info!(cluster = %c.name, url = %c.url, "polling");
+            tracing::info!(cluster = %c.name, url = %crate::config::redact_url(&c.url), "polling");
             let handle = tokio::spawn(poller.run());
             self.running.insert(c.name.clone(), (c, handle));
         }

@@ -774,3 +774,83 @@ fn files_past_max_files_are_left_out_and_counted_once() {
     assert_eq!(core.take_files_cut(), 0, "each left-out file is counted once");
     assert_eq!(core.report().files, 50);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_daemon_on_the_same_state_directory_refuses_to_start() {
+    let calm = common::replay("1.20.5", "declined").await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::watching(&calm.url, Duration::from_millis(100), dir.path());
+    let first = checkpoint_sentinel::daemon::start(config.clone(), None).await.unwrap();
+    let second = checkpoint_sentinel::daemon::start(config.clone(), None).await;
+    let err = second.err().expect("the second daemon started").to_string();
+    assert!(err.contains("another checkpoint-sentinel is using this directory"), "{err}");
+    first.shutdown().await;
+    // Once the first is gone, the directory is free again.
+    let third = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
+    third.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_with_no_clusters_is_refused_and_the_counts_stay() {
+    let calm = common::replay("1.20.5", "declined").await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sentinel.toml");
+    let with_cluster = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[state]\ndir = \"{}\"\n[[clusters]]\nname = \"lab\"\nurl = \"{}\"\npoll_interval = \"100ms\"\n",
+        dir.path().join("state").display(),
+        calm.url
+    );
+    std::fs::write(&path, &with_cluster).unwrap();
+    let config = checkpoint_sentinel::config::Config::load(&path).unwrap();
+    let daemon = checkpoint_sentinel::daemon::start(config, Some(path.clone())).await.unwrap();
+    calm.wait_for_polls(0).await;
+    let count = |m: &str| {
+        m.lines()
+            .filter(|l| l.starts_with("flink_checkpoints_total{") && l.contains("cluster=\"lab\""))
+            .count()
+    };
+    let before = count(&scrape(daemon.addr).await);
+    assert!(before > 0);
+    // A mistake: the file loses its clusters for a few seconds.
+    let without = with_cluster.split("[[clusters]]").next().unwrap().to_string();
+    std::fs::write(&path, without).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(count(&scrape(daemon.addr).await), before, "the clusters' series were kept");
+    std::fs::write(&path, &with_cluster).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(count(&scrape(daemon.addr).await), before);
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_reset_mid_body_is_a_transport_error_not_decode() {
+    // Every answer promises 100,000 bytes, sends 20 and closes.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut tcp, _)) = listener.accept().await else { return };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = tcp.read(&mut buf).await;
+                let _ = tcp
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{\"flink-version\": \"")
+                    .await;
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::watching(&url, Duration::from_millis(100), dir.path());
+    config.clusters[0].timeout = Duration::from_secs(2);
+    let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
+    let m = until_metrics(daemon.addr, 10, "a transport error", |m| {
+        sample(m, "checkpoint_sentinel_poll_errors_total", &[("cluster", "lab"), ("kind", "transport")])
+            .is_some_and(|n| n >= 1.0)
+    })
+    .await;
+    assert_eq!(
+        sample(&m, "checkpoint_sentinel_poll_errors_total", &[("cluster", "lab"), ("kind", "decode")]),
+        Some(0.0)
+    );
+    daemon.shutdown().await;
+}

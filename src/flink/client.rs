@@ -203,7 +203,9 @@ impl FlinkClient {
 
     async fn get_optional<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, FetchError> {
         let request = authorize(self.http.get(format!("{}{}", self.base, path)), &self.credentials);
+        // reqwest's messages name the URL, and with it a password in the URL: not in our logs.
         let classify = |e: reqwest::Error| {
+            let e = e.without_url();
             if e.is_timeout() {
                 FetchError::Timeout { path: path.to_string() }
             } else if e.is_decode() || e.is_body() {
