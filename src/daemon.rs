@@ -74,14 +74,14 @@ fn lock_state_dir(dir: &Path) -> Result<std::fs::File, StartError> {
         .write(true)
         .open(&path)
         .map_err(|e| fail(format!("cannot open {}: {e}", path.display())))?;
-    match file.try_lock() {
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(fail(format!(
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(fail(format!(
             "another checkpoint-sentinel is using this directory (it holds {}); give each daemon a state \
              directory of its own",
             path.display()
         ))),
-        Err(std::fs::TryLockError::Error(e)) => Err(fail(format!("cannot lock {}: {e}", path.display()))),
+        Err(e) => Err(fail(format!("cannot lock {}: {e}", path.display()))),
     }
 }
 

@@ -1042,14 +1042,10 @@ mod tests {
             let mut restore_at = 0i64;
             let mut last = 0u64;
             for (t, (action, grow, fail)) in steps.into_iter().enumerate() {
-                let (mut shown_c, mut shown_f) = (completed_count, failed);
                 let mut restore = (restore_at > 0).then_some((None, Timestamp(restore_at)));
-                match action {
+                let (shown_c, shown_f) = match action {
                     // A glitch: lower counts for one answer.
-                    0 | 1 => {
-                        shown_c = completed_count.saturating_sub(grow + 1);
-                        shown_f = failed.saturating_sub(fail);
-                    }
+                    0 | 1 => (completed_count.saturating_sub(grow + 1), failed.saturating_sub(fail)),
                     // A failover: the new JobMaster restores and counts from zero.
                     2 => {
                         epochs_before += epoch_max.max(completed_count);
@@ -1058,16 +1054,14 @@ mod tests {
                         failed = 0;
                         restore_at = 1_000 + t as i64;
                         restore = Some((None, Timestamp(restore_at)));
-                        shown_c = 0;
-                        shown_f = 0;
+                        (0, 0)
                     }
                     _ => {
                         completed_count += grow;
                         failed += fail;
-                        shown_c = completed_count;
-                        shown_f = failed;
+                        (completed_count, failed)
                     }
-                }
+                };
                 epoch_max = epoch_max.max(shown_c);
                 state.apply(&poll_with(shown_c, shown_f, vec![], restore), Timestamp(t as i64));
                 let now = job(&state).totals().completed;
