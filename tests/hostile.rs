@@ -858,3 +858,58 @@ async fn a_connection_reset_mid_body_is_a_transport_error_not_decode() {
     );
     daemon.shutdown().await;
 }
+
+/// Peak resident memory of a process, bytes (`VmHWM`).
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_daemon_stays_under_200_mb_against_a_1_gb_body_and_parallelism_3000() {
+    let (huge, body) = start(Behaviour::HugeBody(1 << 30)).await;
+    let (wide, _) = start(Behaviour::Parallelism(vec![3_000, 1_000])).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sentinel.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[state]\ndir = \"{}\"\n[[clusters]]\nname = \"huge\"\nurl = \"{huge}\"\npoll_interval = \"200ms\"\n\
+             [[clusters]]\nname = \"wide\"\nurl = \"{wide}\"\npoll_interval = \"200ms\"\n",
+            dir.path().join("state").display()
+        ),
+    )
+    .unwrap();
+    let port = common::free_port();
+    let daemon = common::spawn_daemon(&config, port);
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let started = Instant::now();
+    while reqwest::get(format!("http://{addr}/healthz")).await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(20), "the daemon did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let prober = Prober::start(addr);
+    let m = until_metrics(addr, 30, "three 1 GB answers cut", |m| {
+        sample(m, "checkpoint_sentinel_inputs_cut_total", &[("cluster", "huge"), ("what", "response_bodies")])
+            .is_some_and(|n| n >= 3.0)
+    })
+    .await;
+    assert!(polls(&m, "wide") >= 3.0, "the wide cluster is polled");
+    let url = format!("http://{addr}/api/v1/jobs/wide/{}", job_id(0));
+    let v: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+    assert!(
+        v["shadow"]["explanation"]["alignment"]
+            .as_str()
+            .is_some_and(|a| a.contains("parallelism 3000 exceeds"))
+    );
+    prober.finish().await;
+    let peak = peak_rss(daemon.id());
+    eprintln!(
+        "peak RSS {:.1} MB after {} MB of answers were produced",
+        peak as f64 / 1e6,
+        body.body_bytes_sent.load(Ordering::SeqCst) / 1_000_000
+    );
+    // The chart's memory limit is 256 Mi (before: 2.27 GB for the body, 1.1 GB for the graph).
+    assert!(peak < 200_000_000, "peak RSS {peak} bytes");
+}
