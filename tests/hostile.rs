@@ -607,8 +607,17 @@ async fn a_thousand_concurrent_scrapes_all_answer() {
     let app = busy_app(10);
     let addr = serve_bounded(app.clone(), 512, checkpoint_sentinel::listener::Timeouts::default()).await;
     let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    // Each scrape costs a descriptor on each side: under a soft limit of 1,024 fewer at once.
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    let soft = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1_024);
+    let n = 1_000.min(soft.saturating_sub(256) / 2);
     let started = Instant::now();
-    let scrapes: Vec<_> = (0..1_000)
+    let scrapes: Vec<_> = (0..n)
         .map(|_| {
             let client = client.clone();
             tokio::spawn(async move {
@@ -625,13 +634,11 @@ async fn a_thousand_concurrent_scrapes_all_answer() {
         took.push(s.await.unwrap());
     }
     took.sort();
-    eprintln!(
-        "1,000 concurrent scrapes: P50 {:?}, max {:?}, all in {:?}",
-        took[500],
-        took[999],
-        started.elapsed()
-    );
-    assert!(took[500] < Duration::from_secs(5), "P50 {:?} (before: 9.9 s)", took[500]);
+    let (p50, max) = (took[n / 2], took[n - 1]);
+    eprintln!("{n} concurrent scrapes: P50 {p50:?}, max {max:?}, all in {:?}", started.elapsed());
+    // Every scrape answered; the median bound is loose for a debug build on shared cores
+    // (measured 2.2 s and 3.9 s; issue 15: 9.9 s).
+    assert!(p50 < Duration::from_secs(8), "P50 {p50:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
