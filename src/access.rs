@@ -24,6 +24,17 @@ fn expected_header(credentials: &Credentials) -> Option<String> {
     }
 }
 
+/// Whether an `Authorization` header matches the expected one: the scheme (`Bearer`, `Basic`)
+/// compared case-insensitively (RFC 9110 §11.1), the credentials in constant time.
+fn scheme_and_credentials_match(given: &[u8], expected: &[u8]) -> bool {
+    let split = |v: &[u8]| {
+        let at = v.iter().position(|b| *b == b' ').unwrap_or(v.len());
+        (v[..at].to_vec(), v[at..].to_vec())
+    };
+    let ((given_scheme, given_rest), (expected_scheme, expected_rest)) = (split(given), split(expected));
+    given_scheme.eq_ignore_ascii_case(&expected_scheme) & constant_time_eq(&given_rest, &expected_rest)
+}
+
 /// Wraps `router` so every request but the probes must carry `credentials` and, with
 /// `client_certificate_required` (mutual TLS), come over a connection whose client presented a
 /// certificate the TLS layer verified. With neither (the default: bind to a private address, or
@@ -50,7 +61,7 @@ pub fn protect(credentials: &Credentials, client_certificate_required: bool, rou
             }
             let given =
                 request.headers().get(header::AUTHORIZATION).map(HeaderValue::as_bytes).unwrap_or_default();
-            if expected.as_ref().is_none_or(|e| constant_time_eq(given, e.as_bytes())) {
+            if expected.as_ref().is_none_or(|e| scheme_and_credentials_match(given, e.as_bytes())) {
                 next.run(request).await
             } else {
                 (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, challenge)], "unauthorized\n")
@@ -121,6 +132,13 @@ mod tests {
         assert_eq!(status(&bearer, "/metrics", None).await, StatusCode::UNAUTHORIZED);
         assert_eq!(status(&bearer, "/metrics", Some("Bearer nope")).await, StatusCode::UNAUTHORIZED);
         assert_eq!(status(&bearer, "/metrics", Some("Bearer s3cret")).await, StatusCode::OK);
+        assert_eq!(
+            status(&bearer, "/metrics", Some("bearer s3cret")).await,
+            StatusCode::OK,
+            "scheme: any case"
+        );
+        assert_eq!(status(&bearer, "/metrics", Some("BEARER s3cret")).await, StatusCode::OK);
+        assert_eq!(status(&bearer, "/metrics", Some("bearer S3cret")).await, StatusCode::UNAUTHORIZED);
         assert_eq!(status(&bearer, "/healthz", None).await, StatusCode::OK);
         let basic = app(Credentials::Basic { username: "Aladdin".into(), password: "open sesame".into() });
         assert_eq!(

@@ -71,8 +71,14 @@ pub fn payload(
         .collect()
 }
 
+/// A post under way: how many undelivered resolved alerts it carries, and its outcome.
+type InFlight = tokio::task::JoinHandle<(usize, usize, Result<(), String>)>;
+
 struct Target {
     url: String,
+    /// The post under way, if any: each Alertmanager has its own, so one that hangs (up to the
+    /// timeout) holds up neither the others nor the rule rounds.
+    in_flight: Option<InFlight>,
     undelivered: Vec<Alert>,
     failures: u32,
     next_attempt: Option<SystemTime>,
@@ -105,13 +111,21 @@ pub struct Notifier {
 }
 
 impl Notifier {
-    /// A notifier for `urls` (Alertmanager base URLs).
-    pub fn new(urls: &[String], timeout: Duration, resend_every: Duration, generator_url: String) -> Self {
-        let http = reqwest::Client::builder().timeout(timeout).build().unwrap_or_default();
+    /// A notifier for `urls` (Alertmanager base URLs); every post is bounded by `timeout`.
+    /// Fails only if no HTTP client can be built (the TLS backend failed to start): a client
+    /// without the timeout would let one hanging Alertmanager hold delivery forever.
+    pub fn new(
+        urls: &[String],
+        timeout: Duration,
+        resend_every: Duration,
+        generator_url: String,
+    ) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder().timeout(timeout).connect_timeout(timeout).build()?;
         let targets = urls
             .iter()
             .map(|u| Target {
                 url: u.trim_end_matches('/').to_string(),
+                in_flight: None,
                 undelivered: Vec::new(),
                 failures: 0,
                 next_attempt: None,
@@ -120,14 +134,14 @@ impl Notifier {
                 errors_total: 0,
             })
             .collect();
-        Notifier {
+        Ok(Notifier {
             http,
             credentials: Credentials::None,
             targets,
             resend_every,
             generator_url,
             last_firing: Vec::new(),
-        }
+        })
     }
 
     /// Sends `credentials` with every post.
@@ -141,7 +155,7 @@ impl Notifier {
         self.targets
             .iter()
             .map(|t| TargetStats {
-                url: t.url.clone(),
+                url: crate::config::redact_url(&t.url),
                 sent_total: t.sent_total,
                 errors_total: t.errors_total,
                 queued: t.undelivered.len(),
@@ -160,6 +174,13 @@ impl Notifier {
         // lost sends, as Prometheus does.
         let valid_for = self.resend_every * 4;
         for target in &mut self.targets {
+            // The outcome of the post that finished since the last round, if any.
+            if target.in_flight.as_ref().is_some_and(|h| h.is_finished())
+                && let Some(handle) = target.in_flight.take()
+                && let Ok((alerts, resolved_sent, outcome)) = handle.await
+            {
+                target.finished(alerts, resolved_sent, outcome, wall, self.resend_every);
+            }
             target.undelivered.extend(resolved.iter().cloned());
             let horizon = now.millis() - KEEP_RESOLVED.as_millis() as i64;
             target.undelivered.retain(|a| a.resolved_at.is_some_and(|t| t.millis() > horizon));
@@ -175,6 +196,7 @@ impl Notifier {
             let backing_off = target.next_attempt.is_some_and(|t| wall < t);
             if !due
                 || backing_off
+                || target.in_flight.is_some()
                 || (firing.is_empty()
                     && target.undelivered.is_empty()
                     && target.last_sent.is_some()
@@ -190,27 +212,46 @@ impl Notifier {
             }
             let body = payload(&alerts, now, valid_for, &self.generator_url);
             let url = format!("{}/api/v2/alerts", target.url);
-            let request = authorize(self.http.post(&url), &self.credentials);
-            let result = request.json(&body).send().await;
-            match result {
-                Ok(r) if r.status().is_success() => {
-                    target.undelivered.clear();
-                    target.failures = 0;
-                    target.next_attempt = None;
-                    target.last_sent = Some(wall);
-                    target.sent_total += 1;
-                }
-                outcome => {
-                    let why = match outcome {
-                        Ok(r) => format!("HTTP {}", r.status()),
-                        Err(e) => e.to_string(),
-                    };
-                    target.failures += 1;
-                    target.errors_total += 1;
-                    let backoff = Duration::from_secs(1 << target.failures.min(5)).min(self.resend_every);
-                    target.next_attempt = Some(wall + backoff);
-                    tracing::warn!(alertmanager = %target.url, alerts = alerts.len(), retry_in = ?backoff, "cannot send alerts: {why}");
-                }
+            let request = authorize(self.http.post(&url), &self.credentials).json(&body);
+            let (count, resolved_sent) = (alerts.len(), target.undelivered.len());
+            // Each post in a task of its own, bounded by the client's timeout.
+            target.in_flight = Some(tokio::spawn(async move {
+                let outcome = match request.send().await {
+                    Ok(r) if r.status().is_success() => Ok(()),
+                    Ok(r) => Err(format!("HTTP {}", r.status())),
+                    Err(e) => Err(e.without_url().to_string()),
+                };
+                (count, resolved_sent, outcome)
+            }));
+        }
+    }
+}
+
+impl Target {
+    fn finished(
+        &mut self,
+        alerts: usize,
+        resolved_sent: usize,
+        outcome: Result<(), String>,
+        wall: SystemTime,
+        resend_every: Duration,
+    ) {
+        match outcome {
+            Ok(()) => {
+                // The resolved alerts that post carried (more may have been queued since).
+                self.undelivered.drain(..resolved_sent.min(self.undelivered.len()));
+                self.failures = 0;
+                self.next_attempt = None;
+                self.last_sent = Some(wall);
+                self.sent_total += 1;
+            }
+            Err(why) => {
+                self.failures += 1;
+                self.errors_total += 1;
+                let backoff = Duration::from_secs(1 << self.failures.min(5)).min(resend_every);
+                self.next_attempt = Some(wall + backoff);
+                let alertmanager = crate::config::redact_url(&self.url);
+                tracing::warn!(%alertmanager, alerts, retry_in = ?backoff, "cannot send alerts: {why}");
             }
         }
     }

@@ -31,6 +31,12 @@ pub struct AppState {
     pub tls_serving: AtomicBool,
     /// Counters in the order of [`TLS_HANDSHAKE_ERRORS`].
     pub tls_handshake_errors: [AtomicU64; 3],
+    /// Connections to the daemon's port open now (`listener`).
+    pub http_connections: AtomicI64,
+    /// Connections the daemon closed, in the order of `listener::CLOSE_REASONS`.
+    pub http_closed: [AtomicU64; 2],
+    /// What the bounds on outside input cut, per (cluster, what): see [`AppState::count_cut`].
+    inputs_cut: std::sync::Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
 }
 
 /// Why a TLS handshake on the daemon's port failed: a plain `http://` request, a client that
@@ -52,8 +58,10 @@ pub struct AlertsView {
 }
 
 impl AppState {
-    /// Shares `state`.
-    pub fn new(state: State) -> Self {
+    /// Shares `state`. The alignment engine then runs outside the state's lock (see
+    /// [`AppState::apply`]).
+    pub fn new(mut state: State) -> Self {
+        state.defer_model_runs();
         AppState {
             state: RwLock::new(state),
             generation: AtomicU64::new(0),
@@ -64,10 +72,18 @@ impl AppState {
             checkpoint_started: tokio::sync::Notify::new(),
             tls_serving: AtomicBool::new(false),
             tls_handshake_errors: Default::default(),
+            http_connections: AtomicI64::new(0),
+            http_closed: Default::default(),
+            inputs_cut: Default::default(),
         }
     }
 
     /// Applies an observation at the current time.
+    ///
+    /// The write lock is held for the bookkeeping only: an alignment engine run the
+    /// observation made due is made after the lock is released, on a copy of its inputs
+    /// (bounded by `MAX_MODEL_CHANNELS`), and its result handed back under a second short lock.
+    /// Readers (`/metrics`, `/healthz`, the API, the rules) never wait for the engine.
     pub fn apply(&self, observation: &Observation) {
         let now = Timestamp::now();
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
@@ -84,7 +100,19 @@ impl AppState {
         // A poll that found a failed checkpoint no log line reported (no log tailed, or a line
         // not written): the rules look at it now too.
         let poll_found_failure = failures(&state) > failures_before;
+        let work = state.take_model_work();
         drop(state);
+        if !work.is_empty() {
+            let run = || work.iter().map(|(key, w)| (key, w.run())).collect::<Vec<_>>();
+            // On a tokio worker, let the runtime move its other tasks elsewhere meanwhile.
+            let multi_thread = tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+            let outputs = if multi_thread { tokio::task::block_in_place(run) } else { run() };
+            let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+            for (key, output) in outputs {
+                state.finish_model_work(key, output);
+            }
+        }
         self.generation.fetch_add(1, Ordering::Release);
         // Routine lines (triggered, completed) are most of a log and change no alert that
         // cannot wait for the next tick; a failure should not wait.
@@ -103,6 +131,16 @@ impl AppState {
         if started {
             self.checkpoint_started.notify_one();
         }
+    }
+
+    /// Counts `n` items of outside input a bound cut (`what`: one of the labels of
+    /// `checkpoint_sentinel_inputs_cut_total`).
+    pub fn count_cut(&self, cluster: &str, what: &'static str, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let mut cuts = self.inputs_cut.lock().unwrap_or_else(|e| e.into_inner());
+        *cuts.entry((cluster.to_string(), what)).or_insert(0) += n;
     }
 
     /// Records the outcome of a state write.
@@ -133,7 +171,27 @@ impl AppState {
                 (TLS_HANDSHAKE_ERRORS[i], self.tls_handshake_errors[i].load(Ordering::Relaxed))
             })
         });
+        let mut inputs_cut: Vec<(String, &'static str, u64)> = self
+            .inputs_cut
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|((cluster, what), n)| (cluster.clone(), *what, *n))
+            .collect();
+        {
+            let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+            for (name, cluster) in state.clusters() {
+                if cluster.logs.job_ids_cut > 0 {
+                    inputs_cut.push((name.clone(), "log_job_ids", cluster.logs.job_ids_cut));
+                }
+            }
+        }
         DaemonStats {
+            http_connections: self.http_connections.load(Ordering::Relaxed),
+            http_closed: std::array::from_fn(|i| {
+                (crate::listener::CLOSE_REASONS[i], self.http_closed[i].load(Ordering::Relaxed))
+            }),
+            inputs_cut,
             tls_handshake_errors,
             persist_errors: self.persist_errors.load(Ordering::Relaxed),
             last_persisted: (last > 0).then_some(Timestamp(last)),

@@ -297,6 +297,18 @@ impl Credentials {
     }
 }
 
+/// `url` with the password of its user info (`http://user:pw@host/`) masked, for anything
+/// printed or exported (check-config, logs, warnings, the `alertmanager` label).
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else { return url.to_string() };
+    let authority_end = url[scheme_end..].find(['/', '?', '#']).map_or(url.len(), |i| scheme_end + i);
+    let authority = &url[scheme_end..authority_end];
+    let Some(at) = authority.rfind('@') else { return url.to_string() };
+    let userinfo = &authority[..at];
+    let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+    format!("{}{user}:********{}", &url[..scheme_end], &url[scheme_end + at..])
+}
+
 /// Each given secret must say where it is in exactly one way; keys are named under `prefix`.
 fn secret_problems(
     prefix: &str,
@@ -312,6 +324,16 @@ fn secret_problems(
         let given = [secret.value.is_some(), secret.file.is_some(), secret.env.is_some()];
         if given.iter().filter(|g| **g).count() != 1 {
             problems.push(format!("{prefix}{field}: expected exactly one of value, file or env"));
+        }
+        // An empty token file would lock every reader out (or, towards Flink, send nothing).
+        if let Some(path) = &secret.file
+            && std::fs::read_to_string(path).is_ok_and(|s| s.trim().is_empty())
+        {
+            problems
+                .push(format!("{prefix}{field}: {}: expected a secret, the file is empty", path.display()));
+        }
+        if secret.value.as_ref().is_some_and(|v| v.trim().is_empty()) {
+            problems.push(format!("{prefix}{field}: expected a secret, the value is empty"));
         }
     }
 }
@@ -345,6 +367,15 @@ pub struct ClusterConfig {
     /// A subtask that has not acknowledged an in-progress checkpoint after this share of the
     /// checkpoint timeout is reported as a `barrier_missing` event (source `rest`).
     pub pending_subtask_after: f64,
+    /// A REST answer larger than this many bytes is cut off and counted as an error
+    /// (`kind="too_large"`) instead of being read into memory.
+    pub max_response_bytes: u64,
+    /// At most this many jobs of the cluster are watched (the first in `/jobs/overview`'s
+    /// order, running ones first); the rest are counted in `checkpoint_sentinel_inputs_cut_total`.
+    pub max_jobs: usize,
+    /// At most this many newly finished checkpoints of a job have their details fetched in one
+    /// poll round (the newest); older ones are counted from Flink's counts.
+    pub max_history_per_poll: usize,
 }
 
 impl Default for ClusterConfig {
@@ -361,6 +392,9 @@ impl Default for ClusterConfig {
             include_jobs: Vec::new(),
             exclude_jobs: Vec::new(),
             pending_subtask_after: 0.5,
+            max_response_bytes: 16 * 1024 * 1024,
+            max_jobs: 2_000,
+            max_history_per_poll: 20,
         }
     }
 }
@@ -401,16 +435,27 @@ impl Secret {
             return Ok(v.clone());
         }
         if let Some(f) = &self.file {
-            return std::fs::read_to_string(f)
+            let secret = std::fs::read_to_string(f)
                 .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
-                .map_err(|e| format!("cannot read {}: {e}", f.display()));
+                .map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+            // An empty token would lock everyone out (or let an empty header in).
+            if secret.trim().is_empty() {
+                return Err(format!("{}: expected a secret, the file is empty", f.display()));
+            }
+            return Ok(secret);
         }
         if let Some(name) = &self.env {
-            return std::env::var(name).map_err(|_| format!("environment variable {name} is not set"));
+            let secret =
+                std::env::var(name).map_err(|_| format!("environment variable {name} is not set"))?;
+            if secret.trim().is_empty() {
+                return Err(format!("environment variable {name}: expected a secret, it is empty"));
+            }
+            return Ok(secret);
         }
         Err("no value, file or env given".to_string())
     }
 
+    /// The secret with its value hidden.
     fn masked(&self) -> Secret {
         Secret { value: self.value.as_ref().map(|_| "********".to_string()), ..self.clone() }
     }
@@ -475,6 +520,9 @@ pub struct LogConfig {
     pub flush_after: Duration,
     /// Longer lines are cut to this many bytes (and counted).
     pub max_line_bytes: usize,
+    /// At most this many files are followed at once (one file descriptor each); files the
+    /// globs match beyond it are left out and counted in `checkpoint_sentinel_inputs_cut_total`.
+    pub max_files: usize,
     /// Extra patterns, checked before the built-in ones.
     pub patterns: Vec<LogPatternConfig>,
 }
@@ -489,6 +537,7 @@ impl Default for LogConfig {
             poll_interval: Duration::from_secs(1),
             flush_after: Duration::from_millis(500),
             max_line_bytes: 1 << 20,
+            max_files: 256,
             patterns: Vec::new(),
         }
     }
@@ -636,6 +685,15 @@ impl Config {
             if c.max_concurrent_requests == 0 {
                 problems.push(format!("{}: expected at least 1", key("max_concurrent_requests")));
             }
+            for (field, value) in [
+                ("max_response_bytes", c.max_response_bytes as usize),
+                ("max_jobs", c.max_jobs),
+                ("max_history_per_poll", c.max_history_per_poll),
+            ] {
+                if value == 0 {
+                    problems.push(format!("{}: expected at least 1", key(field)));
+                }
+            }
             for (field, patterns) in [("include_jobs", &c.include_jobs), ("exclude_jobs", &c.exclude_jobs)] {
                 for (j, p) in patterns.iter().enumerate() {
                     if let Err(e) = regex::Regex::new(p) {
@@ -702,6 +760,9 @@ impl Config {
             if l.flush_after.is_zero() {
                 problems.push(format!("{}: expected a positive duration", key("flush_after")));
             }
+            if l.max_files == 0 {
+                problems.push(format!("{}: expected at least 1", key("max_files")));
+            }
             if !(1024..=64 << 20).contains(&l.max_line_bytes) {
                 problems.push(format!("{}: expected 1024 to 67108864", key("max_line_bytes")));
             }
@@ -745,7 +806,11 @@ impl Config {
         if let Some(t) = &mut masked.alerting.bearer_token {
             *t = t.masked();
         }
+        for url in &mut masked.alerting.alertmanagers {
+            *url = redact_url(url);
+        }
         for c in &mut masked.clusters {
+            c.url = redact_url(&c.url);
             if let Some(b) = &mut c.basic_auth {
                 b.password = b.password.masked();
             }
@@ -795,6 +860,31 @@ mod tests {
     fn load(text: &str) -> Result<Config, ConfigError> {
         let f = write(text);
         Config::load_with_env(f.path(), Vec::new())
+    }
+
+    #[test]
+    fn a_password_in_a_url_is_masked() {
+        assert_eq!(redact_url("http://u:pw@flink:8081/x"), "http://u:********@flink:8081/x");
+        assert_eq!(redact_url("https://token@am:9093"), "https://token:********@am:9093");
+        assert_eq!(
+            redact_url("http://flink:8081/a@b"),
+            "http://flink:8081/a@b",
+            "an @ in the path is no user info"
+        );
+        assert_eq!(redact_url("http://flink:8081"), "http://flink:8081");
+        let text = "[[clusters]]\nname = \"a\"\nurl = \"http://admin:hunter2@flink:8081\"\n\
+                    [alerting]\nalertmanagers = [\"http://am:s3cret@am:9093\"]\n";
+        let shown = load(text).unwrap().to_masked_toml();
+        assert!(!shown.contains("hunter2") && !shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("http://admin:********@flink:8081"), "{shown}");
+    }
+
+    #[test]
+    fn an_empty_token_file_is_refused() {
+        let token = write("\n");
+        let text = format!("[server]\nbearer_token = {{ file = \"{}\" }}\n", token.path().display());
+        let err = load(&text).unwrap_err().to_string();
+        assert!(err.contains("server.bearer_token") && err.contains("the file is empty"), "{err}");
     }
 
     #[test]

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use crate::app::AppState;
 use crate::config::{ClusterConfig, Config, Credentials};
 use crate::http::{HttpState, router};
+use crate::listener::{Bounded, MAX_CONNECTIONS, Timeouts};
 use crate::poller::Poller;
 use crate::state::{State, persist};
 use crate::stats::WindowSpec;
@@ -48,6 +49,40 @@ pub enum StartError {
     /// The listener's TLS files are missing, not PEM, or the key does not match the certificate.
     #[error("{}", .0.join("; "))]
     Tls(Vec<String>),
+    /// Another daemon uses the state directory (or its lock file cannot be made).
+    #[error("state.dir {dir}: {message}")]
+    StateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        message: String,
+    },
+}
+
+/// The lock file in the state directory: one daemon per directory (two wrote the same state
+/// file, 47 rename errors in 30 s).
+pub const LOCK_FILE: &str = "checkpoint-sentinel.lock";
+
+/// Takes the state directory's lock, held as long as the returned file is open.
+fn lock_state_dir(dir: &Path) -> Result<std::fs::File, StartError> {
+    let fail = |message: String| StartError::StateDir { dir: dir.to_path_buf(), message };
+    std::fs::create_dir_all(dir).map_err(|e| fail(format!("cannot create it: {e}")))?;
+    let path = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| fail(format!("cannot open {}: {e}", path.display())))?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(fail(format!(
+            "another checkpoint-sentinel is using this directory (it holds {}); give each daemon a state \
+             directory of its own",
+            path.display()
+        ))),
+        Err(e) => Err(fail(format!("cannot lock {}: {e}", path.display()))),
+    }
 }
 
 /// A running daemon.
@@ -105,6 +140,7 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
         );
     }
     let window = window_of(&config);
+    let lock = lock_state_dir(&config.state.dir)?;
     let mut state = load_state(&config.state.dir, window);
     state.retain_clusters(&config.clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
     let app = Arc::new(AppState::new(state));
@@ -137,11 +173,15 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
         Some(loaded) => {
             let (listener, reloader) = TlsListener::new(listener, loaded, app.clone())
                 .map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
+            let listener = Bounded::new(listener, app.clone(), MAX_CONNECTIONS, Timeouts::default());
             let serve = axum::serve(listener, http.into_make_service_with_connect_info::<TlsPeer>())
                 .with_graceful_shutdown(graceful);
             (spawn_server(serve, scheme), Some(reloader))
         }
-        None => (spawn_server(axum::serve(listener, http).with_graceful_shutdown(graceful), scheme), None),
+        None => {
+            let listener = Bounded::new(listener, app.clone(), MAX_CONNECTIONS, Timeouts::default());
+            (spawn_server(axum::serve(listener, http).with_graceful_shutdown(graceful), scheme), None)
+        }
     };
     tracing::info!(%addr, scheme, clusters = config.clusters.len(), "checkpoint-sentinel listening");
 
@@ -169,8 +209,9 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     let task_app = app.clone();
     let task = tokio::spawn(async move {
         let app = task_app;
-        // The watcher stops when dropped: it lives as long as this task.
+        // The watcher stops when dropped: it lives as long as this task, and so does the lock.
         let _watcher = watcher;
+        let _lock = lock;
         let mut persist_tick = tokio::time::interval(persist_every);
         let mut expire_tick = tokio::time::interval(EXPIRE_EVERY);
         let mut persisted_generation = u64::MAX;
@@ -203,7 +244,10 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
         pollers.stop_all();
         tailers.stop_all().await;
         let _ = alert_task.await;
-        let _ = server.await;
+        // Graceful: open connections finish, but not for longer than this.
+        if tokio::time::timeout(Duration::from_secs(10), server).await.is_err() {
+            tracing::warn!("connections still open after 10 s; stopping without them");
+        }
         persist_if_changed(&app, &state_dir, persisted_generation).await;
         tracing::info!("checkpoint-sentinel stopped");
     });
@@ -314,6 +358,16 @@ fn reload(path: &Path, current: &mut Config, pollers: &mut Pollers, app: &Arc<Ap
     if new == *current {
         return;
     }
+    if new.clusters.is_empty() && !current.clusters.is_empty() {
+        // A file caught half-written or emptied by mistake would drop every cluster's counters
+        // and histograms at once (issue 15: a 2.5 s mistake took a _count from 44 to 16).
+        tracing::error!(
+            "configuration not reloaded, the running one stays: {}: no [[clusters]] (to stop watching every \
+             cluster, restart the daemon without them)",
+            path.display()
+        );
+        return;
+    }
     if new.server != current.server || new.stats != current.stats || new.state != current.state {
         tracing::warn!("changes to [server], [stats] and [state] take effect after a restart");
     }
@@ -359,11 +413,18 @@ async fn alert_loop(
             tracing::error!("{e}; sending without credentials");
             Credentials::None
         });
-        let notifier = notifier.with_credentials(credentials);
+        let notifier = notifier
+            .map_err(|e| tracing::error!("cannot build the Alertmanager client: {e}; alerts are not sent"))
+            .ok()
+            .map(|n| n.with_credentials(credentials));
         (rules, notifier, c.alerting.evaluation_interval, c.alerting.clone())
     };
-    let (rules, mut notifier, mut every, mut alerting) = build(&config.borrow());
+    let (rules, notifier, mut every, mut alerting) = build(&config.borrow());
     let mut evaluator = crate::rules::Evaluator::new(rules);
+    // Delivery runs in a task of its own: rule rounds never wait for an Alertmanager.
+    let (deliver, deliveries) = mpsc::unbounded_channel();
+    let delivery = tokio::spawn(deliver_loop(app.clone(), deliveries, notifier));
+    let _abort_delivery = AbortOnDrop(delivery);
     let mut tick = tokio::time::interval(every);
     let mut last_round = tokio::time::Instant::now();
     loop {
@@ -386,7 +447,7 @@ async fn alert_loop(
                 evaluator.set_rules(rules);
                 // A new notifier only when delivery changed: it holds undelivered alerts.
                 if new_alerting != alerting {
-                    notifier = new_notifier;
+                    let _ = deliver.send(Delivery::Replace(new_notifier));
                     alerting = new_alerting;
                 }
                 if new_every != every {
@@ -395,11 +456,11 @@ async fn alert_loop(
                 }
             }
             _ = tick.tick() => {
-                evaluate(&app, &mut evaluator, &mut notifier).await;
+                evaluate(&app, &mut evaluator, &deliver);
                 last_round = tokio::time::Instant::now();
             }
             () = tokio::time::sleep_until(age_wake.unwrap_or(far).max(last_round + EVENT_ROUND_GAP)) => {
-                evaluate(&app, &mut evaluator, &mut notifier).await;
+                evaluate(&app, &mut evaluator, &deliver);
                 last_round = tokio::time::Instant::now();
             }
             // Only to compute `age_wake` again with the new checkpoint in it; with many jobs
@@ -410,7 +471,7 @@ async fn alert_loop(
             () = app.log_events_arrived.notified() => {
                 // A burst of failures across many jobs wakes this often: one round per gap.
                 tokio::time::sleep_until(last_round + EVENT_ROUND_GAP).await;
-                evaluate(&app, &mut evaluator, &mut notifier).await;
+                evaluate(&app, &mut evaluator, &deliver);
                 last_round = tokio::time::Instant::now();
             }
         }
@@ -423,11 +484,56 @@ const AGE_WAKE_GAP: Duration = Duration::from_millis(50);
 /// Least time between two rule rounds woken by log events (each is a round over every job).
 const EVENT_ROUND_GAP: Duration = Duration::from_millis(250);
 
-/// One round of the rules over the current state, and delivery of what fires and resolves.
-async fn evaluate(
+/// What the rule rounds hand to the delivery task.
+enum Delivery {
+    /// What fires now and what resolved since the last round, at `now`.
+    Round(Vec<crate::rules::Alert>, Vec<crate::rules::Alert>, Timestamp),
+    /// The Alertmanagers changed (reload).
+    Replace(Option<crate::alerting::Notifier>),
+}
+
+/// Aborts a task when dropped (the delivery task ends with the rule loop).
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Delivers rounds to the Alertmanagers (all at once, each post bounded by
+/// `alerting.timeout`). Rounds that arrive while a delivery is under way are merged: the
+/// newest firing set, every resolved alert.
+async fn deliver_loop(
+    app: Arc<AppState>,
+    mut rounds: mpsc::UnboundedReceiver<Delivery>,
+    mut notifier: Option<crate::alerting::Notifier>,
+) {
+    while let Some(first) = rounds.recv().await {
+        let mut pending: Option<(Vec<crate::rules::Alert>, Vec<crate::rules::Alert>, Timestamp)> = None;
+        let mut next = Some(first);
+        while let Some(message) = next.take().or_else(|| rounds.try_recv().ok()) {
+            match message {
+                Delivery::Replace(n) => notifier = n,
+                Delivery::Round(firing, resolved, now) => {
+                    let mut all_resolved = pending.take().map(|(_, r, _)| r).unwrap_or_default();
+                    all_resolved.extend(resolved);
+                    pending = Some((firing, all_resolved, now));
+                }
+            }
+        }
+        if let (Some(n), Some((firing, resolved, now))) = (notifier.as_mut(), pending) {
+            n.round(&firing, resolved, now).await;
+            app.alerts.write().unwrap_or_else(|e| e.into_inner()).alertmanagers = n.stats();
+        }
+    }
+}
+
+/// One round of the rules over the current state; what fires and resolves goes to delivery.
+fn evaluate(
     app: &AppState,
     evaluator: &mut crate::rules::Evaluator,
-    notifier: &mut crate::alerting::Notifier,
+    deliver: &mpsc::UnboundedSender<Delivery>,
 ) {
     let now = Timestamp::now();
     let resolved = {
@@ -444,8 +550,7 @@ async fn evaluate(
         view.active = active;
         view.resolved = evaluator.resolved().cloned().collect();
     }
-    notifier.round(&firing, resolved, now).await;
-    app.alerts.write().unwrap_or_else(|e| e.into_inner()).alertmanagers = notifier.stats();
+    let _ = deliver.send(Delivery::Round(firing, resolved, now));
 }
 
 /// The running pollers, by cluster name, with the config each was started with.
@@ -475,7 +580,7 @@ impl Pollers {
             keep
         });
         for (c, poller) in fresh {
-            tracing::info!(cluster = %c.name, url = %c.url, "polling");
+            tracing::info!(cluster = %c.name, url = %crate::config::redact_url(&c.url), "polling");
             let handle = tokio::spawn(poller.run());
             self.running.insert(c.name.clone(), (c, handle));
         }

@@ -269,6 +269,24 @@ pub const METRICS: &[MetricDef] = &[
         "Failed TLS handshakes on the daemon's port (when it serves TLS) by reason: plain_http (an http:// request), failed (broken off, certificate not trusted, no acceptable client certificate), timeout."
     ),
     metric!(
+        "checkpoint_sentinel_http_connections",
+        Gauge,
+        &[],
+        "Connections to the daemon's port open now (at most 512; more wait in the accept queue)."
+    ),
+    metric!(
+        "checkpoint_sentinel_http_connections_closed_total",
+        Counter,
+        &["reason"],
+        "Connections to the daemon's port it closed by reason: header_timeout (a request's headers not complete within 10 s), idle_timeout (no byte moved either way for 30 s, e.g. a client that stopped reading)."
+    ),
+    metric!(
+        "checkpoint_sentinel_inputs_cut_total",
+        Counter,
+        &["cluster", "what"],
+        "What the daemon's bounds on outside input cut (docs/reliability.md, \"Bounds\"), by what: response_bodies (REST answers over the size limit), jobs (jobs over max_jobs), history_entries (finished checkpoints whose details were deferred to a later round: over max_history_per_poll), log_files (files over max_files of a [[logs]] entry), log_job_ids (log series of job ids over the limit)."
+    ),
+    metric!(
         "checkpoint_sentinel_flink_up",
         Gauge,
         &["cluster"],
@@ -291,7 +309,7 @@ pub const METRICS: &[MetricDef] = &[
         "checkpoint_sentinel_poll_errors_total",
         Counter,
         &["cluster", "kind"],
-        "Failed REST requests by kind: connect, timeout, http_status, decode."
+        "Failed REST requests by kind: connect, timeout, http_status, decode, transport (the connection broke while the answer was read), too_large (an answer over max_response_bytes, cut off)."
     ),
     metric!(
         "checkpoint_sentinel_last_successful_poll_timestamp_seconds",
@@ -400,7 +418,7 @@ pub const METRICS: &[MetricDef] = &[
 ];
 
 /// The error kinds every cluster reports, zero or not, so `rate()` works from the start.
-pub const ERROR_KINDS: [&str; 4] = ["connect", "timeout", "http_status", "decode"];
+pub const ERROR_KINDS: [&str; 6] = ["connect", "timeout", "http_status", "decode", "transport", "too_large"];
 
 /// The collector: renders the shared state at each scrape.
 pub struct StateCollector {
@@ -449,6 +467,12 @@ pub struct DaemonStats {
     pub alertmanagers: Vec<crate::alerting::TargetStats>,
     /// Failed TLS handshakes on the daemon's port by reason, when it serves TLS.
     pub tls_handshake_errors: Option<[(&'static str, u64); 3]>,
+    /// Connections to the daemon's port open now.
+    pub http_connections: i64,
+    /// Connections the daemon closed by reason (`listener::CLOSE_REASONS`).
+    pub http_closed: [(&'static str, u64); 2],
+    /// What the bounds on outside input cut, per (cluster, what).
+    pub inputs_cut: Vec<(String, &'static str, u64)>,
 }
 
 /// Where [`render_into`] puts samples: metric families for the `prometheus` crate (the
@@ -1078,6 +1102,25 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
         );
     }
     out.push(
+        family!("checkpoint_sentinel_http_connections"),
+        &[],
+        Value::Number(daemon.http_connections as f64),
+    );
+    for (reason, n) in &daemon.http_closed {
+        out.push(
+            family!("checkpoint_sentinel_http_connections_closed_total"),
+            &[("reason", reason)],
+            Value::Number(*n as f64),
+        );
+    }
+    for (cluster, what, n) in &daemon.inputs_cut {
+        out.push(
+            family!("checkpoint_sentinel_inputs_cut_total"),
+            &[("cluster", cluster), ("what", what)],
+            Value::Number(*n as f64),
+        );
+    }
+    out.push(
         family!("checkpoint_sentinel_state_persist_errors_total"),
         &[],
         Value::Number(daemon.persist_errors as f64),
@@ -1225,6 +1268,7 @@ mod tests {
                 queued: 0,
             }],
             tls_handshake_errors: Some([("plain_http", 1), ("failed", 3), ("timeout", 0)]),
+            ..DaemonStats::default()
         };
         (state, daemon, end.plus_millis(1_234))
     }

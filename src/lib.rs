@@ -18,6 +18,7 @@
 //! - [`logs`] — the log tailer and the offline log scan.
 //! - [`export`] — the Prometheus collector.
 //! - [`http`] — the HTTP routes.
+//! - [`listener`] — bounds on the daemon's listener: connection cap, header and idle timeouts.
 //! - [`api`] — the JSON API under `/api/v1/` as pure views of the state.
 //! - [`diagnose`] — the one-shot `diagnose` command.
 //! - [`app`] — state shared between tasks.
@@ -36,6 +37,7 @@ pub mod diagnose;
 pub mod export;
 pub mod flink;
 pub mod http;
+pub mod listener;
 pub mod logs;
 pub mod model;
 pub mod observe;

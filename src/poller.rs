@@ -164,7 +164,14 @@ impl Poller {
                 return true;
             }
         };
-        let watched: Vec<dto::JobOverview> = listed.into_iter().filter(|j| self.watches(j)).collect();
+        let mut watched: Vec<dto::JobOverview> = listed.into_iter().filter(|j| self.watches(j)).collect();
+        // At most max_jobs, running ones first (a stable sort keeps Flink's order otherwise).
+        if watched.len() > self.config.max_jobs {
+            watched.sort_by_key(|j| j.state.as_deref() != Some("RUNNING"));
+            let cut = watched.len() - self.config.max_jobs;
+            watched.truncate(self.config.max_jobs);
+            self.app.count_cut(&self.config.name, "jobs", cut as u64);
+        }
         self.jobs.retain(|id, _| watched.iter().any(|j| &j.jid == id));
         let mut summaries = Vec::new();
         for job in &watched {
@@ -210,7 +217,11 @@ impl Poller {
 
     async fn fetch<T>(&self, request: impl Future<Output = Result<T, FetchError>>) -> Result<T, FetchError> {
         let _permit = self.requests.acquire().await.expect("the semaphore is never closed");
-        request.await
+        let answer = request.await;
+        if let Err(FetchError::TooLarge { .. }) = &answer {
+            self.app.count_cut(&self.config.name, "response_bodies", 1);
+        }
+        answer
     }
 
     fn log_error(&self, error: &FetchError) {
@@ -265,12 +276,25 @@ impl Poller {
         };
         let stats = self.fetch(self.client.checkpoints(&job.jid)).await?;
         let polled_at = Timestamp::now();
-        let finished_ids: Vec<u64> =
-            stats.history.iter().filter(|cp| convert::status(cp).is_some()).map(|cp| cp.id).collect();
-        let unseen = {
+        let finished_ids: Vec<(u64, Timestamp)> = stats
+            .history
+            .iter()
+            .filter(|cp| convert::status(cp).is_some())
+            .map(|cp| (cp.id, Timestamp(cp.trigger_timestamp.unwrap_or(0))))
+            .collect();
+        let mut unseen = {
             let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
-            state.unseen(&self.config.name, &job.jid, &finished_ids)
+            state.unseen_entries(&self.config.name, &job.jid, &finished_ids)
         };
+        // The newest max_history_per_poll get their details this round, the others in later
+        // rounds (while Flink still has them; else they are counted from its counts). Before,
+        // 10,000 entries were 30,000 requests in one round.
+        if unseen.len() > self.config.max_history_per_poll {
+            unseen.sort_unstable_by(|a, b| b.cmp(a));
+            let deferred = unseen.len() - self.config.max_history_per_poll;
+            unseen.truncate(self.config.max_history_per_poll);
+            self.app.count_cut(&self.config.name, "history_entries", deferred as u64);
+        }
         let mut finished = Vec::new();
         for id in unseen {
             let Some(entry) = stats.history.iter().find(|cp| cp.id == id) else { continue };
@@ -340,6 +364,7 @@ impl Poller {
             .filter(|cp| now.since(cp.triggered_at) >= threshold && cp.num_acknowledged < cp.num_subtasks)
             .filter(|cp| self.jobs.get(job_id).is_some_and(|c| !c.reported_pending.contains(&cp.id)))
             .map(|cp| (cp.id, cp.triggered_at))
+            .take(self.config.max_history_per_poll)
             .collect();
         let mut events = Vec::new();
         let topology = self.jobs.get(job_id).and_then(|c| c.topology.clone());

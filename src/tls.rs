@@ -281,7 +281,11 @@ async fn accept_loop(
     accepted: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
     app: Arc<AppState>,
 ) {
+    // Handshakes in progress, and handshaken connections waiting for the listener to take them,
+    // at most as many as the listener serves (`listener::MAX_CONNECTIONS`).
+    let slots = Arc::new(tokio::sync::Semaphore::new(crate::listener::MAX_CONNECTIONS));
     loop {
+        let permit = slots.clone().acquire_owned().await.expect("the semaphore is never closed");
         let (stream, peer) = match tcp.accept().await {
             Ok(connection) => connection,
             Err(e) if is_connection_error(&e) => continue,
@@ -296,6 +300,7 @@ async fn accept_loop(
         let accepted = accepted.clone();
         let app = app.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let reason = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(acceptor, stream)).await {
                 Ok(Ok(tls)) => {
                     let _ = accepted.send((tls, peer)).await;
@@ -372,9 +377,11 @@ pub struct TlsPeer {
     pub client_certificate: bool,
 }
 
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsListener>> for TlsPeer {
-    fn connect_info(stream: axum::serve::IncomingStream<'_, TlsListener>) -> Self {
-        let presented = stream.io().get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
+type BoundedTls = crate::listener::Bounded<TlsListener>;
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, BoundedTls>> for TlsPeer {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, BoundedTls>) -> Self {
+        let presented = stream.io().get_ref().get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
         TlsPeer { addr: *stream.remote_addr(), client_certificate: presented }
     }
 }

@@ -17,6 +17,7 @@ mod faults;
 mod fixtures_parse;
 mod golden;
 mod golden_text;
+mod hostile;
 mod locations;
 mod logs_fixtures;
 mod logs_storm;

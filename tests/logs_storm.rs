@@ -103,6 +103,7 @@ fn storm(style: Style, glob: &str) -> Outcome {
         flush_after: Duration::from_millis(30),
         drop_after: Duration::from_millis(150),
         read_budget: 8 << 20,
+        max_files: 256,
     };
     let mut core = TailCore::new(options, Patterns::builtin(), None);
     assert!(core.watch(None), "file events are needed to count files no cycle saw");

@@ -45,6 +45,7 @@ fn options(dir: &Path, glob: &str) -> TailOptions {
         flush_after: Duration::from_millis(30),
         drop_after: Duration::from_millis(150),
         read_budget: 8 << 20,
+        max_files: 256,
     }
 }
 

@@ -288,3 +288,49 @@ fn a_bad_key_file_is_a_config_error_naming_the_key_and_the_file() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("tls_cert_file = ") && stdout.contains("tls_key_file = "), "{stdout}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slowloris_connection_over_tls_is_closed_after_the_header_timeout() {
+    use rustls::pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("slowloris");
+    let path = tls_config(dir.path(), &ca, "listen = \"127.0.0.1:0\"\n");
+    let config = checkpoint_sentinel::config::Config::load(&path).unwrap();
+    let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
+
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(client));
+    let tcp = tokio::net::TcpStream::connect(daemon.addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut tls = connector.connect(name, tcp).await.expect("the handshake completes");
+    let started = std::time::Instant::now();
+    tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: sentinel\r\n").await.unwrap();
+    let mut buf = [0u8; 256];
+    let closed_after = loop {
+        tokio::select! {
+            read = tls.read(&mut buf) => if matches!(read, Ok(0) | Err(_)) { break started.elapsed() },
+            () = tokio::time::sleep(Duration::from_millis(500)) => {
+                if tls.write_all(b"X-Slow: 1\r\n").await.is_err() {
+                    break started.elapsed();
+                }
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "never closed (before issue 15: none was)");
+    };
+    // listener::HEADER_READ_TIMEOUT is 10 s.
+    assert!(
+        closed_after >= Duration::from_secs(9) && closed_after < Duration::from_secs(13),
+        "closed after {closed_after:?}"
+    );
+    daemon.shutdown().await;
+}

@@ -32,6 +32,22 @@ pub enum FetchError {
         /// The status code.
         status: u16,
     },
+    /// The connection broke while the answer's body was read (a reset mid-body).
+    #[error("GET {path}: connection broken while reading the answer: {message}")]
+    Transport {
+        /// Request path.
+        path: String,
+        /// Detail.
+        message: String,
+    },
+    /// An answer larger than `max_response_bytes`: cut off, not read into memory.
+    #[error("GET {path}: answer larger than max_response_bytes ({limit} bytes); not read")]
+    TooLarge {
+        /// Request path.
+        path: String,
+        /// The limit.
+        limit: u64,
+    },
     /// An answer that is not the JSON we expect.
     #[error("GET {path}: cannot decode: {message}")]
     Decode {
@@ -50,6 +66,8 @@ impl FetchError {
             FetchError::Timeout { .. } => "timeout",
             FetchError::HttpStatus { .. } => "http_status",
             FetchError::Decode { .. } => "decode",
+            FetchError::Transport { .. } => "transport",
+            FetchError::TooLarge { .. } => "too_large",
         }
     }
 }
@@ -67,6 +85,7 @@ pub struct FlinkClient {
     base: String,
     http: reqwest::Client,
     credentials: Credentials,
+    max_response_bytes: u64,
 }
 
 impl FlinkClient {
@@ -89,7 +108,12 @@ impl FlinkClient {
         let credentials = Credentials::resolve(config.basic_auth.as_ref(), config.bearer_token.as_ref(), "")
             .map_err(fail)?;
         let http = builder.build().map_err(|e| fail(e.to_string()))?;
-        Ok(FlinkClient { base: config.url.trim_end_matches('/').to_string(), http, credentials })
+        Ok(FlinkClient {
+            base: config.url.trim_end_matches('/').to_string(),
+            http,
+            credentials,
+            max_response_bytes: config.max_response_bytes,
+        })
     }
 
     /// `GET /overview`.
@@ -179,7 +203,9 @@ impl FlinkClient {
 
     async fn get_optional<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, FetchError> {
         let request = authorize(self.http.get(format!("{}{}", self.base, path)), &self.credentials);
+        // reqwest's messages name the URL, and with it a password in the URL: not in our logs.
         let classify = |e: reqwest::Error| {
+            let e = e.without_url();
             if e.is_timeout() {
                 FetchError::Timeout { path: path.to_string() }
             } else if e.is_decode() || e.is_body() {
@@ -196,7 +222,28 @@ impl FlinkClient {
         if !status.is_success() {
             return Err(FetchError::HttpStatus { path: path.to_string(), status: status.as_u16() });
         }
-        let body = response.bytes().await.map_err(classify)?;
+        // Read chunk by chunk up to the limit: a 1 GB answer is cut off at the limit, never
+        // held (before: 2.27 GB peak RSS).
+        let limit = self.max_response_bytes;
+        if response.content_length().is_some_and(|n| n > limit) {
+            return Err(FetchError::TooLarge { path: path.to_string(), limit });
+        }
+        let mut response = response;
+        let mut body = Vec::new();
+        loop {
+            let chunk = match response.chunk().await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break,
+                Err(e) if e.is_timeout() => return Err(FetchError::Timeout { path: path.to_string() }),
+                Err(e) => {
+                    return Err(FetchError::Transport { path: path.to_string(), message: error_chain(&e) });
+                }
+            };
+            if body.len() as u64 + chunk.len() as u64 > limit {
+                return Err(FetchError::TooLarge { path: path.to_string(), limit });
+            }
+            body.extend_from_slice(&chunk);
+        }
         serde_json::from_slice(&body)
             .map(Some)
             .map_err(|e| FetchError::Decode { path: path.to_string(), message: e.to_string() })

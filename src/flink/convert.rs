@@ -155,19 +155,30 @@ fn operator(vertex: &VertexDetails<'_>) -> OperatorCheckpoint {
     OperatorCheckpoint { vertex_id: vertex.vertex_id.to_string(), name: vertex.name.to_string(), subtasks }
 }
 
-/// The job graph of `/jobs/:id`: vertices with names and parallelism, edges from `plan`.
-/// `None` when there is no plan.
+/// The largest parallelism Flink allows (`KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM`,
+/// 2^15): a larger one in an answer is garbled and is taken as this.
+pub const MAX_PARALLELISM: u32 = 1 << 15;
+
+/// The job graph of `/jobs/:id`: vertices with names and parallelism (at most
+/// [`MAX_PARALLELISM`]), edges from `plan`. `None` when there is no plan.
 pub fn topology(job: &dto::JobDetails) -> Option<JobTopology> {
     let plan = job.plan.as_ref()?;
+    // By id, so a huge plan costs n log n, not n².
+    let nodes: std::collections::BTreeMap<&str, &dto::PlanNode> =
+        plan.nodes.iter().map(|n| (n.id.as_str(), n)).collect();
     let vertices = job
         .vertices
         .iter()
         .map(|v| {
-            let node = plan.nodes.iter().find(|n| n.id == v.id);
+            let node = nodes.get(v.id.as_str()).copied();
             TopologyVertex {
                 id: v.id.clone(),
                 name: v.name.clone().unwrap_or_else(|| v.id.clone()),
-                parallelism: v.parallelism.or(node.and_then(|n| n.parallelism)).unwrap_or(1).max(1),
+                parallelism: v
+                    .parallelism
+                    .or(node.and_then(|n| n.parallelism))
+                    .unwrap_or(1)
+                    .clamp(1, MAX_PARALLELISM),
             }
         })
         .collect();

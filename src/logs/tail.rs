@@ -46,6 +46,16 @@ const CHUNK: usize = 256 << 10;
 /// How many contents no longer followed (truncated away, closed) are remembered to recognise
 /// their copies.
 const RETIRED: usize = 64;
+/// A `**` in a glob descends at most this many directories, and one listing looks at most at
+/// [`MAX_LISTED`] entries: symlinked directories are not followed (a symlink loop under `**`
+/// spun a thread at 100 % and then blocked shutdown), and a huge tree cannot stall a cycle.
+pub const MAX_GLOB_DEPTH: usize = 16;
+/// See [`MAX_GLOB_DEPTH`].
+pub const MAX_LISTED: usize = 100_000;
+/// A warning about one path (cannot stat, open or read it) is repeated at most this often.
+const WARN_AGAIN_AFTER: Duration = Duration::from_secs(600);
+/// A stopping tailer gets this long to apply its last cycle; then shutdown goes on without it.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a tailer needs, resolved from its config entry.
 #[derive(Clone, Debug)]
@@ -66,6 +76,8 @@ pub struct TailOptions {
     pub drop_after: Duration,
     /// Bytes per file per cycle.
     pub read_budget: usize,
+    /// At most this many files are followed (open) at once.
+    pub max_files: usize,
 }
 
 impl TailOptions {
@@ -80,6 +92,7 @@ impl TailOptions {
             flush_after: config.flush_after,
             drop_after: (config.poll_interval * 2).max(Duration::from_secs(1)),
             read_budget: READ_BUDGET,
+            max_files: config.max_files,
         }
     }
 }
@@ -177,6 +190,12 @@ pub struct TailCore {
     /// Created files never met, as counted so far.
     unmet: u64,
     watcher: Option<notify::RecommendedWatcher>,
+    /// When each path was last warned about (bounded: cleared when it grows past 10,000).
+    warned: HashMap<PathBuf, Instant>,
+    /// Files left unfollowed because of `max_files`, not yet counted.
+    files_cut: u64,
+    /// Files already counted as cut (so a file left out is counted once).
+    cut_ids: HashSet<FileId>,
 }
 
 impl TailCore {
@@ -205,7 +224,30 @@ impl TailCore {
             created_at_start: None,
             unmet: 0,
             watcher: None,
+            warned: HashMap::new(),
+            files_cut: 0,
+            cut_ids: HashSet::new(),
         }
+    }
+
+    /// Files left unfollowed because of `max_files` since the last call (each counted once).
+    pub fn take_files_cut(&mut self) -> u64 {
+        std::mem::take(&mut self.files_cut)
+    }
+
+    /// Counts an error on `path` and warns about it, at most every [`WARN_AGAIN_AFTER`] per path
+    /// (before: a warning a second per unreadable file, forever).
+    fn warn(&mut self, path: &Path, what: &str, e: &io::Error) {
+        self.stats.errors += 1;
+        let now = Instant::now();
+        if self.warned.get(path).is_some_and(|at| now.duration_since(*at) < WARN_AGAIN_AFTER) {
+            return;
+        }
+        if self.warned.len() >= 10_000 {
+            self.warned.clear();
+        }
+        self.warned.insert(path.to_path_buf(), now);
+        tracing::warn!(path = %path.display(), "{what}: {e} (repeated at most every 10 min)");
     }
 
     /// The tailer's counters now.
@@ -307,9 +349,9 @@ impl TailCore {
 
     fn discover(&mut self) -> Vec<(PathBuf, std::fs::Metadata)> {
         let mut found: Vec<(PathBuf, std::fs::Metadata)> = Vec::new();
+        let mut failed = Vec::new();
         for pattern in &self.opts.paths {
-            let Ok(paths) = glob::glob(pattern) else { continue };
-            for path in paths.flatten() {
+            for path in list(pattern) {
                 match std::fs::metadata(&path) {
                     Ok(meta) if meta.is_file() => {
                         let id = FileId::of(&meta);
@@ -319,12 +361,12 @@ impl TailCore {
                     }
                     Ok(_) => {}
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {} // Gone between listing and stat.
-                    Err(e) => {
-                        self.stats.errors += 1;
-                        tracing::warn!(path = %path.display(), "cannot stat log file: {e}");
-                    }
+                    Err(e) => failed.push((path, e)),
                 }
             }
+        }
+        for (path, e) in failed {
+            self.warn(&path, "cannot stat log file", &e);
         }
         found
     }
@@ -492,7 +534,23 @@ impl TailCore {
     /// Opens the files seen for the first time, oldest first.
     fn open_new(&mut self, unknown: Vec<&PathBuf>, now: Instant) {
         let mut candidates: Vec<(&PathBuf, std::fs::Metadata, Vec<u8>, File)> = Vec::new();
-        for path in unknown {
+        let mut failed = Vec::new();
+        // At most max_files open at once (file descriptors): the newest-named files first is
+        // not knowable here, so the first in listing order; the rest are counted once each.
+        let room = self.opts.max_files.saturating_sub(self.followers.len());
+        if unknown.len() > room {
+            for path in &unknown[room..] {
+                if let Ok(meta) = std::fs::metadata(path)
+                    && self.cut_ids.insert(FileId::of(&meta))
+                {
+                    self.files_cut += 1;
+                }
+            }
+            if self.cut_ids.len() > 100_000 {
+                self.cut_ids.clear();
+            }
+        }
+        for path in unknown.into_iter().take(room) {
             // What the path leads to now: in a storm it may be another file than the listing
             // saw (`app.log.1` moved on to `app.log.2`, a newer one took its name), so identity
             // and size come from the open handle, and a file already met is left alone.
@@ -511,11 +569,11 @@ impl TailCore {
                 }
                 // Gone between listing and opening: if it was created while watched, it is a gap.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    self.stats.errors += 1;
-                    tracing::warn!(path = %path.display(), "cannot open log file: {e}");
-                }
+                Err(e) => failed.push((path.clone(), e)),
             }
+        }
+        for (path, e) in failed {
+            self.warn(&path, "cannot open log file", &e);
         }
         // The files the resumed positions name first, so that a copy of one is known as such.
         let resume = self.resume.as_ref().filter(|_| self.first_cycle);
@@ -753,6 +811,43 @@ fn modified_ms(meta: &std::fs::Metadata) -> i64 {
         .map_or(i64::MAX, |d| d.as_millis() as i64)
 }
 
+/// The paths `pattern` matches, sorted. A `**` is walked here rather than by `glob::glob`,
+/// which follows symlinked directories (a loop spun forever): symlinked directories are not
+/// entered, at most [`MAX_GLOB_DEPTH`] levels and [`MAX_LISTED`] entries are looked at.
+fn list(pattern: &str) -> Vec<PathBuf> {
+    if !pattern.contains("**") {
+        // Bounded by the pattern's own components: no recursion.
+        let Ok(paths) = glob::glob(pattern) else { return Vec::new() };
+        return paths.flatten().take(MAX_LISTED).collect();
+    }
+    let Ok(matcher) = glob::Pattern::new(pattern) else { return Vec::new() };
+    let options = glob::MatchOptions { require_literal_separator: true, ..glob::MatchOptions::new() };
+    let mut out = Vec::new();
+    let mut looked = 0usize;
+    let mut stack = vec![(fixed_prefix(Path::new(pattern)), 0usize)];
+    'walk: while let Some((dir, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            looked += 1;
+            if looked > MAX_LISTED {
+                break 'walk;
+            }
+            let path = entry.path();
+            // The entry itself, not what a symlink leads to.
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_dir() {
+                if depth < MAX_GLOB_DEPTH {
+                    stack.push((path, depth + 1));
+                }
+            } else if matcher.matches_path_with(&path, options) {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// The directory part of a glob before its first wildcard.
 fn fixed_prefix(pattern: &Path) -> PathBuf {
     let mut dir = PathBuf::new();
@@ -779,10 +874,17 @@ pub struct TailerHandle {
 }
 
 impl TailerHandle {
-    /// Asks the tailer to stop, and waits until its last cycle is applied to the state.
+    /// Asks the tailer to stop, and waits until its last cycle is applied to the state, at
+    /// most [`STOP_TIMEOUT`] (a cycle stuck on a file system must not hold shutdown).
     pub async fn stop(self) {
         let _ = self.stop.send(true);
-        let _ = self.task.await;
+        let abort = self.task.abort_handle();
+        if tokio::time::timeout(STOP_TIMEOUT, self.task).await.is_err() {
+            abort.abort();
+            tracing::warn!(
+                "a log tailer did not stop within {STOP_TIMEOUT:?}; going on without its last cycle"
+            );
+        }
     }
 }
 
@@ -834,6 +936,8 @@ async fn run(
             if c.take_moved() || !events.is_empty() {
                 app_for_cycle.apply(&Observation::LogRead(c.read(events)));
             }
+            let cut = c.take_files_cut();
+            app_for_cycle.count_cut(&c.opts.cluster, "log_files", cut);
             let report = c.report();
             if report != previous {
                 app_for_cycle.apply(&Observation::LogTailer(report.clone()));

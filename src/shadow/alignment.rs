@@ -43,6 +43,35 @@ const HORIZON_MS: u64 = 120_000;
 /// Below this (predicted and observed), barriers are not held up: no operator is named as
 /// holding them, and unaligned checkpoints have nothing to gain, ms.
 pub const NOTABLE_MS: f64 = 100.0;
+/// The engine's budget: a job graph with more channels (upstream subtask → downstream
+/// subtask pairs; a hash or rebalance edge between two vertices of parallelism P has P×P) or
+/// more subtasks than this is not modelled. The engine's cost grows faster than its channels
+/// (one run of the lab job with 4,656 channels took 47 ms, with a backlog 330 ms, in a debug
+/// build; 32,896 channels took 1.4 s and 4.1 s), and a job at parallelism 1,000 with a hash edge has a
+/// million; docs/reliability.md.
+pub const MAX_MODEL_CHANNELS: u64 = 4_096;
+
+/// Why a topology is too large for the engine's budget, or `Ok(())` when it fits.
+pub fn within_budget(topology: &JobTopology) -> Result<(), String> {
+    let by_id: BTreeMap<&str, u64> =
+        topology.vertices.iter().map(|v| (v.id.as_str(), u64::from(v.parallelism.max(1)))).collect();
+    let parallelism = |id: &str| by_id.get(id).copied().unwrap_or(1);
+    let subtasks: u64 = topology.vertices.iter().map(|v| u64::from(v.parallelism.max(1))).sum();
+    let mut channels = 0u64;
+    for e in &topology.edges {
+        let (up, down) = (parallelism(&e.from), parallelism(&e.to));
+        let edge = if e.ship_strategy.eq_ignore_ascii_case("FORWARD") { up } else { up.saturating_mul(down) };
+        channels = channels.saturating_add(edge);
+    }
+    let widest = topology.vertices.iter().map(|v| v.parallelism.max(1)).max().unwrap_or(1);
+    if channels > MAX_MODEL_CHANNELS || subtasks > MAX_MODEL_CHANNELS {
+        return Err(format!(
+            "not modelled: parallelism {widest} exceeds the model's budget of {MAX_MODEL_CHANNELS} channels \
+             (this job graph has {channels} channels between {subtasks} subtasks)"
+        ));
+    }
+    Ok(())
+}
 
 /// The engine's mode for a job's settings.
 pub fn mode(settings: &CheckpointSettings) -> Mode {
@@ -94,8 +123,9 @@ pub fn unread_buffers(in_use: f64) -> f64 {
 }
 
 /// Builds the engine's graph; `None` when the topology or the load of a vertex is missing.
+/// A graph over [`MAX_MODEL_CHANNELS`] is `None` too (see [`within_budget`]).
 pub fn build_graph(topology: &JobTopology, load: &[VertexLoad]) -> Option<ShadowGraph> {
-    if topology.vertices.is_empty() {
+    if topology.vertices.is_empty() || within_budget(topology).is_err() {
         return None;
     }
     let load_of = |id: &str| load.iter().find(|l| l.vertex_id == id);
@@ -333,6 +363,44 @@ pub struct AlignmentShadow {
     persisted: VecDeque<u64>,
     /// Whether each recent completed checkpoint was unaligned.
     unaligned: VecDeque<bool>,
+    /// Why the engine does not run on this job's graph (over [`MAX_MODEL_CHANNELS`]).
+    not_modelled: Option<String>,
+    /// Whether the engine runs outside `rerun` ([`Self::take_work`], [`Self::finish`]): the
+    /// daemon runs it off the state lock. Inline otherwise (tests, `diagnose`).
+    deferred: bool,
+    /// Bumped whenever the engine's inputs change; a deferred result of older inputs is dropped.
+    inputs_version: u64,
+    /// A deferred run is due.
+    pending: bool,
+}
+
+/// One run of the engine to be made outside the state: the graph and the modes, cloned
+/// (bounded by [`MAX_MODEL_CHANNELS`]).
+#[derive(Clone, Debug)]
+pub struct ModelWork {
+    version: u64,
+    graph: ShadowGraph,
+    configured: Mode,
+    other: Option<Mode>,
+}
+
+/// The result of a [`ModelWork`], to be handed back with [`AlignmentShadow::finish`].
+#[derive(Clone, Debug)]
+pub struct ModelOutput {
+    version: u64,
+    configured: Prediction,
+    alternative: Option<Prediction>,
+}
+
+impl ModelWork {
+    /// Runs the engine (pure; bounded by the budget, may take tens of milliseconds).
+    pub fn run(&self) -> ModelOutput {
+        ModelOutput {
+            version: self.version,
+            configured: predict(&self.graph, self.configured),
+            alternative: self.other.map(|m| predict(&self.graph, m)),
+        }
+    }
 }
 
 fn push_bounded<T>(q: &mut VecDeque<T>, v: T) {
@@ -369,19 +437,54 @@ impl AlignmentShadow {
         self.rerun();
     }
 
+    /// Runs the engine outside [`Self::rerun`] from now on (see [`Self::take_work`]).
+    pub fn defer_runs(&mut self) {
+        self.deferred = true;
+    }
+
     fn rerun(&mut self) {
         self.configured = None;
         self.alternative = None;
+        self.inputs_version += 1;
+        self.pending = false;
+        self.not_modelled = self.topology.as_ref().and_then(|t| within_budget(t).err());
         self.graph = self.topology.as_ref().and_then(|t| build_graph(t, &self.load));
-        let (Some(sg), Some(settings)) = (&self.graph, &self.settings) else { return };
+        if self.deferred {
+            self.pending = self.graph.is_some() && self.settings.is_some();
+        } else if let Some(work) = self.take_work() {
+            self.finish(work.run());
+        }
+    }
+
+    /// The engine run that is due, if any (then not due any more).
+    pub fn take_work(&mut self) -> Option<ModelWork> {
+        self.pending = false;
+        let (Some(sg), Some(settings)) = (&self.graph, &self.settings) else { return None };
         let configured = mode(settings);
-        self.configured = Some(predict(sg, configured));
         let other = match configured {
             Mode::Aligned | Mode::AlignedWithTimeout { .. } => Some(Mode::Unaligned),
             Mode::Unaligned => Some(Mode::Aligned),
             Mode::AtLeastOnce => None,
         };
-        self.alternative = other.map(|m| predict(sg, m));
+        Some(ModelWork { version: self.inputs_version, graph: sg.clone(), configured, other })
+    }
+
+    /// Whether a deferred engine run is due.
+    pub fn has_pending_work(&self) -> bool {
+        self.pending
+    }
+
+    /// Takes the result of a run; dropped when the inputs changed since its [`ModelWork`].
+    pub fn finish(&mut self, output: ModelOutput) {
+        if output.version == self.inputs_version {
+            self.configured = Some(output.configured);
+            self.alternative = output.alternative;
+        }
+    }
+
+    /// Why the engine does not model this job, when its graph is over the budget.
+    pub fn not_modelled(&self) -> Option<&str> {
+        self.not_modelled.as_deref()
     }
 
     /// Records the per-operator phases of a finished checkpoint.
@@ -487,7 +590,11 @@ impl AlignmentShadow {
 
     /// "stateful-map holds the barriers up: …", or that nothing does when the barriers pass
     /// within [`NOTABLE_MS`] (predicted and observed).
+    /// "stateful-map holds the barriers up: …", or why the alignment is not modelled.
     pub fn headline(&self) -> Option<String> {
+        if let Some(reason) = &self.not_modelled {
+            return Some(format!("alignment {reason}"));
+        }
         let h = self.holder()?;
         let observed = self
             .observed_alignment_ms(&h.vertex_id)
@@ -643,5 +750,85 @@ mod tests {
         // Below the limit the producer's buffer is half full on average.
         assert_eq!(unread_buffers(4.0), 3.0);
         assert_eq!(unread_buffers(0.5), 0.0);
+    }
+
+    use crate::observe::{SubtaskLoad, TopologyEdge, TopologyVertex};
+
+    /// A source and a map joined by a hash edge, both at `parallelism`, with the load of the
+    /// first 32 subtasks (as the poller fetches it).
+    fn hashed(parallelism: u32) -> (JobTopology, Vec<VertexLoad>) {
+        let vertex = |id: &str| TopologyVertex { id: id.into(), name: id.into(), parallelism };
+        let topology = JobTopology {
+            vertices: vec![vertex("src"), vertex("map")],
+            edges: vec![TopologyEdge { from: "src".into(), to: "map".into(), ship_strategy: "HASH".into() }],
+        };
+        let load = |id: &str| VertexLoad {
+            vertex_id: id.into(),
+            subtasks: (0..parallelism.min(32))
+                .map(|index| SubtaskLoad {
+                    index,
+                    records_in_per_s: Some(100.0),
+                    records_out_per_s: Some(100.0),
+                    busy_ratio: Some(if index == 0 { 0.9 } else { 0.2 }),
+                    ..SubtaskLoad::default()
+                })
+                .collect(),
+            taskmanagers: Vec::new(),
+        };
+        (topology, vec![load("src"), load("map")])
+    }
+
+    fn settings() -> CheckpointSettings {
+        CheckpointSettings { exactly_once: true, interval_ms: Some(10_000), ..CheckpointSettings::default() }
+    }
+
+    #[test]
+    fn a_graph_over_the_budget_is_not_modelled_and_says_why() {
+        for parallelism in [1_000, crate::flink::convert::MAX_PARALLELISM] {
+            let (topology, load) = hashed(parallelism);
+            let mut shadow = AlignmentShadow::new();
+            shadow.set_settings(&settings());
+            shadow.set_load(Some(&topology), &load);
+            assert!(shadow.prediction().is_none() && shadow.graph().is_none());
+            let channels = u64::from(parallelism) * u64::from(parallelism);
+            assert_eq!(
+                shadow.headline().as_deref(),
+                Some(
+                    format!(
+                        "alignment not modelled: parallelism {parallelism} exceeds the model's budget of 4096 \
+                         channels (this job graph has {channels} channels between {} subtasks)",
+                        2 * parallelism
+                    )
+                    .as_str()
+                )
+            );
+        }
+        // Just within: 45 × 45 = 2,025 channels.
+        let (topology, load) = hashed(45);
+        let mut shadow = AlignmentShadow::new();
+        shadow.set_settings(&settings());
+        shadow.set_load(Some(&topology), &load);
+        assert!(shadow.not_modelled().is_none());
+        assert!(shadow.prediction().is_some(), "a graph within the budget is modelled");
+        assert!(shadow.headline().is_some_and(|h| h.contains("holds the barriers up")));
+    }
+
+    #[test]
+    fn a_deferred_run_is_made_outside_and_a_stale_result_is_dropped() {
+        let (topology, load) = hashed(4);
+        let mut shadow = AlignmentShadow::new();
+        shadow.defer_runs();
+        shadow.set_settings(&settings());
+        shadow.set_load(Some(&topology), &load);
+        assert!(shadow.prediction().is_none() && shadow.has_pending_work());
+        let stale = shadow.take_work().unwrap();
+        assert!(!shadow.has_pending_work());
+        // New load arrives while the engine runs on the old one: its result is dropped.
+        shadow.set_load(Some(&topology), &load);
+        shadow.finish(stale.run());
+        assert!(shadow.prediction().is_none());
+        let fresh = shadow.take_work().unwrap();
+        shadow.finish(fresh.run());
+        assert!(shadow.prediction().is_some());
     }
 }

@@ -301,6 +301,12 @@ impl TriggerShadow {
         self.flink_major = version.and_then(|v| v.split('.').next()).and_then(|m| m.parse().ok());
     }
 
+    /// Forgets the schedule (checkpoint ids restarted under the same job id: a new run of the
+    /// job); keeps the Flink version. The settings come again with the next poll.
+    pub fn start_over(&mut self) {
+        *self = TriggerShadow { flink_major: self.flink_major, ..TriggerShadow::default() };
+    }
+
     /// The settings the shadow runs with.
     pub fn settings(&self) -> Option<&CheckpointSettings> {
         self.settings.as_ref()
@@ -451,7 +457,7 @@ impl TriggerShadow {
 
     fn check_id_skip(&mut self, poll: &JobPoll) {
         let c = poll.counts;
-        let total = c.completed + c.failed + c.in_progress;
+        let total = c.completed.saturating_add(c.failed).saturating_add(c.in_progress);
         let newest = poll.finished.iter().map(|f| f.id).chain(poll.in_progress.iter().map(|p| p.id)).max();
         let max_id = newest.unwrap_or(0).max(self.max_id);
         if let Some((prev_total, prev_max)) = self.last_counts

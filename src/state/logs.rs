@@ -6,13 +6,18 @@
 //! both: after a `kill -9` the tailer resumes at the position that matches the counters, and a
 //! line is counted exactly once.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::logs::parse::counts_root_cause;
 use crate::observe::{LogEvent, LogRead, TailerPositions, TailerReport};
 
 /// How many recent log events per cluster are kept for the API and status page.
 pub const RECENT_LOG_EVENTS: usize = 256;
+
+/// At most this many distinct job ids get log-event series of their own per cluster; events of
+/// further job ids (log lines can name any) are counted under `job_id=""` and in
+/// [`LogState::job_ids_cut`] (before: 50,000 series, never pruned).
+pub const MAX_LOG_JOB_IDS: usize = 1_000;
 
 /// How many (checkpoint id, cause) pairs are remembered to count each cause once per checkpoint.
 const COUNTED_CAUSES: usize = 256;
@@ -37,12 +42,31 @@ pub struct LogState {
     pub positions: BTreeMap<String, TailerPositions>,
     /// (checkpoint id, cause) pairs already counted, oldest first.
     pub(super) counted_causes: VecDeque<(u64, &'static str)>,
+    /// Events whose job id was past [`MAX_LOG_JOB_IDS`] (counted under no job).
+    pub job_ids_cut: u64,
+    /// The job ids in `events` (built from them on first use, e.g. after a restore).
+    job_ids: Option<BTreeSet<String>>,
 }
 
 impl LogState {
     /// Counts one event.
     pub fn apply_event(&mut self, event: &LogEvent) {
-        let key = (event.job_id.clone().unwrap_or_default(), event.kind.clone(), event.source);
+        let mut job = event.job_id.clone().unwrap_or_default();
+        if !job.is_empty() {
+            let events = &self.events;
+            let known = self.job_ids.get_or_insert_with(|| {
+                events.keys().map(|(j, _, _)| j.clone()).filter(|j| !j.is_empty()).collect()
+            });
+            if !known.contains(&job) {
+                if known.len() >= MAX_LOG_JOB_IDS {
+                    self.job_ids_cut += 1;
+                    job = String::new();
+                } else {
+                    known.insert(job.clone());
+                }
+            }
+        }
+        let key = (job, event.kind.clone(), event.source);
         *self.events.entry(key).or_insert(0) += 1;
         if let Some(cause) = event.root_cause.as_ref().filter(|_| counts_root_cause(&event.kind)) {
             // One failure shows up as several records with the same stack (the JobManager's
@@ -130,6 +154,25 @@ mod tests {
         assert_eq!(s.events[&("j".to_string(), "failed".to_string(), "log")], 2);
         assert_eq!(s.root_causes["io_error"], 2);
         assert_eq!(s.recent.len(), 3, "completed is routine");
+    }
+
+    #[test]
+    fn log_series_of_job_ids_are_bounded() {
+        let mut s = LogState::default();
+        for i in 0..(MAX_LOG_JOB_IDS + 500) {
+            let mut e = event("expired", None, None);
+            e.job_id = Some(format!("{i:032x}"));
+            s.apply_event(&e);
+        }
+        let jobs: BTreeSet<&str> = s.events.keys().map(|(j, _, _)| j.as_str()).collect();
+        assert_eq!(jobs.len(), MAX_LOG_JOB_IDS + 1, "1,000 job ids and the no-job series");
+        assert_eq!(s.job_ids_cut, 500);
+        assert_eq!(s.events[&(String::new(), "expired".to_string(), "log")], 500);
+        // A known job id keeps counting in its own series.
+        let mut e = event("expired", None, None);
+        e.job_id = Some(format!("{:032x}", 3));
+        s.apply_event(&e);
+        assert_eq!(s.events[&(format!("{:032x}", 3), "expired".to_string(), "log")], 2);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointStatus, ClusterPoll, FinishedCheckpoint,
-    InProgressCheckpoint, JobLoadReport, JobPoll, LogEvent, Observation, SnapshotKind,
+    InProgressCheckpoint, JobKey, JobLoadReport, JobPoll, LogEvent, Observation, SnapshotKind,
 };
 use crate::shadow::Shadow;
 use crate::stats::{WindowSpec, WindowedHistogram};
@@ -21,6 +21,11 @@ use history::P95History;
 /// How many finished checkpoint ids per job are remembered individually. Ids below the
 /// oldest remembered one count as seen, so memory per job stays bounded.
 pub const SEEN_IDS_CAPACITY: usize = 1024;
+
+/// How many consecutive polls Flink's counts must stay below what it said before (or its
+/// checkpoint ids stay restarted), with evidence of a new counting epoch, before the daemon
+/// takes them as one: see [`JobState::apply_poll`] and docs/reliability.md, "Counters".
+pub const EPOCH_CONFIRM_POLLS: u32 = 3;
 
 /// How many recent checkpoints per job are kept for the API and status page.
 pub const RECENT_CHECKPOINTS: usize = 32;
@@ -49,6 +54,10 @@ pub fn is_stop_failure(message: Option<&str>) -> bool {
 pub struct State {
     window: WindowSpec,
     clusters: BTreeMap<String, ClusterState>,
+    /// Whether the alignment engine runs outside `apply` ([`State::defer_model_runs`]).
+    defer_model: bool,
+    /// Jobs whose alignment engine run is due (deferred mode).
+    model_due: BTreeSet<JobKey>,
 }
 
 /// One watched cluster.
@@ -100,6 +109,17 @@ impl Totals {
     }
 }
 
+/// A run of polls that may be a new counting epoch (see [`EPOCH_CONFIRM_POLLS`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SuspectRun {
+    /// Polls in the run.
+    pub polls: u32,
+    /// Whether a poll of the run reported a restore newer than the last one known.
+    pub restored: bool,
+    /// Whether the last poll of the run showed checkpoint ids that restarted.
+    pub ids_restarted: bool,
+}
+
 /// The ids of finished checkpoints already counted, bounded in memory.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SeenIds {
@@ -123,7 +143,14 @@ impl SeenIds {
         self.ids.insert(id);
         while self.ids.len() > SEEN_IDS_CAPACITY {
             if let Some(oldest) = self.ids.pop_first() {
-                self.floor = oldest + 1;
+                // An id of u64::MAX stays remembered instead of wrapping the floor to 0.
+                match oldest.checked_add(1) {
+                    Some(floor) => self.floor = floor,
+                    None => {
+                        self.ids.insert(oldest);
+                        break;
+                    }
+                }
             }
         }
         true
@@ -364,8 +391,16 @@ pub struct JobState {
     pub settings: Option<CheckpointSettings>,
     /// Flink's counts as last polled.
     pub flink_counts: CheckpointCounts,
-    /// Totals of earlier JobManager incarnations (Flink's counts restart with a new JobMaster).
+    /// Totals of earlier counting epochs: Flink's counts restart with a new JobMaster
+    /// (JobManager failover, or a redeploy under the same job id). Each epoch adds its highest
+    /// counts.
     pub earlier_incarnations: Totals,
+    /// The newest finished checkpoint of this epoch: (id, trigger time). A checkpoint with an
+    /// id at or below it but triggered later means the ids restarted.
+    pub newest: Option<(u64, Timestamp)>,
+    /// Consecutive polls whose counts were below `flink_counts` or whose ids had restarted,
+    /// and whether they brought evidence of a new epoch (a newer restore, restarted ids).
+    pub suspect: SuspectRun,
     /// Checkpoints counted from Flink's counts without their own details.
     pub unobserved: Totals,
     /// Finished checkpoint ids already counted.
@@ -471,6 +506,8 @@ impl JobState {
             settings: None,
             flink_counts: CheckpointCounts::default(),
             earlier_incarnations: Totals::default(),
+            newest: None,
+            suspect: SuspectRun::default(),
             unobserved: Totals::default(),
             seen: SeenIds::default(),
             in_progress: Vec::new(),
@@ -635,24 +672,34 @@ impl JobState {
         self.running_since = None;
     }
 
-    /// Checkpoints counted so far by status; equals Flink's `counts` (plus earlier
-    /// JobManager incarnations), and never goes down.
+    /// Checkpoints counted so far by status: the highest counts Flink reported in this epoch
+    /// plus those of earlier epochs. Never goes down and never exceeds Flink's own counts summed
+    /// over its epochs (saturating at u64::MAX).
     pub fn totals(&self) -> Totals {
         Totals {
-            completed: self.earlier_incarnations.completed + self.flink_counts.completed,
-            failed: self.earlier_incarnations.failed + self.flink_counts.failed,
+            completed: self.earlier_incarnations.completed.saturating_add(self.flink_counts.completed),
+            failed: self.earlier_incarnations.failed.saturating_add(self.flink_counts.failed),
         }
     }
 
+    /// Whether the poll shows checkpoint ids that restarted: one at or below the newest id
+    /// of this epoch, triggered after it (Flink's ids grow with the trigger time).
+    fn ids_restarted(&self, poll: &JobPoll) -> bool {
+        let Some((newest, at)) = self.newest else { return false };
+        let finished = poll.finished.iter().map(|cp| (cp.id, cp.triggered_at));
+        let pending = poll.in_progress.iter().map(|cp| (cp.id, cp.triggered_at));
+        finished.chain(pending).any(|(id, t)| id <= newest && t.millis() > at.millis())
+    }
+
+    /// Counter semantics (docs/reliability.md, "Counters"): Flink's counts going down is a
+    /// new counting epoch only with evidence: they stay lower for [`EPOCH_CONFIRM_POLLS`]
+    /// polls and the job reported a newer restore (a JobManager failover restores the latest
+    /// checkpoint) or its checkpoint ids restarted (a redeploy under the same job id). Until
+    /// then the poll is held back: the counters stay at the highest counts (a dip is a glitch,
+    /// e.g. a stale answer); afterwards the epoch's highest counts are kept and counting goes
+    /// on from the new epoch's.
     fn apply_poll(&mut self, poll: &JobPoll, window: WindowSpec) {
         let counts = poll.counts;
-        if counts.completed < self.flink_counts.completed || counts.failed < self.flink_counts.failed {
-            // A new JobMaster started counting from zero (JobManager failover): keep what the
-            // earlier one counted so our counters never go down.
-            self.earlier_incarnations.completed += self.flink_counts.completed;
-            self.earlier_incarnations.failed += self.flink_counts.failed;
-            self.flink_counts = CheckpointCounts::default();
-        }
         let entered_running = poll.job_state == "RUNNING" && (!self.polled || self.job_state != "RUNNING");
         if entered_running {
             self.running_since = Some(poll.polled_at);
@@ -661,6 +708,40 @@ impl JobState {
             self.completed_since_running = !self.polled && counts.completed > 0;
         }
         self.polled = true;
+        let lower =
+            counts.completed < self.flink_counts.completed || counts.failed < self.flink_counts.failed;
+        let ids_restarted = self.ids_restarted(poll);
+        if lower || ids_restarted {
+            let newer_restore = poll.latest_restore.is_some_and(|(_, at)| {
+                self.latest_restore.is_none_or(|(_, known)| at.millis() > known.millis())
+            });
+            self.suspect.polls += 1;
+            self.suspect.restored |= newer_restore;
+            self.suspect.ids_restarted = ids_restarted;
+            self.listed_from(poll);
+            let evidence = self.suspect.restored || self.suspect.ids_restarted;
+            if self.suspect.polls < EPOCH_CONFIRM_POLLS || !evidence {
+                return;
+            }
+            // A new epoch: keep what the earlier one counted, count the new one from zero
+            // (from the next poll on, so that the poller fetches the details of its ids).
+            self.earlier_incarnations.completed =
+                self.earlier_incarnations.completed.saturating_add(self.flink_counts.completed);
+            self.earlier_incarnations.failed =
+                self.earlier_incarnations.failed.saturating_add(self.flink_counts.failed);
+            self.flink_counts = CheckpointCounts::default();
+            // Trigger failures are told from Flink's total and the ids of the new epoch.
+            self.total_and_max_id = None;
+            if self.suspect.ids_restarted {
+                // The old ids say nothing about the new ones; the schedule starts over.
+                self.seen = SeenIds::default();
+                self.newest = None;
+                self.shadow.trigger.start_over();
+            }
+            self.suspect = SuspectRun::default();
+            return;
+        }
+        self.suspect = SuspectRun::default();
         // The highest id counted before this poll.
         let counted_before = self.seen.ids.last().copied().unwrap_or(self.seen.floor.saturating_sub(1));
         let mut finished: Vec<&FinishedCheckpoint> = poll.finished.iter().collect();
@@ -691,7 +772,7 @@ impl JobState {
         let delta_failed = counts.failed.saturating_sub(self.flink_counts.failed);
         // Each checkpoint with an id advances the ids by one and Flink's total by one; a trigger
         // that failed before it got an id adds to the total (as failed) only.
-        let total = counts.completed + counts.failed + counts.in_progress;
+        let total = counts.completed.saturating_add(counts.failed).saturating_add(counts.in_progress);
         let newest = poll.finished.iter().map(|f| f.id).chain(poll.in_progress.iter().map(|p| p.id)).max();
         let max_id = newest.unwrap_or(0).max(self.total_and_max_id.map_or(0, |(_, id)| id));
         // Without a previous poll: a job restored from the state file continues from its
@@ -699,8 +780,10 @@ impl JobState {
         // job seen for the first time has had every id from 1.
         let previous = self.total_and_max_id.or_else(|| {
             let c = self.flink_counts;
-            (c != CheckpointCounts::default())
-                .then_some((c.completed + c.failed + c.in_progress, counted_before))
+            (c != CheckpointCounts::default()).then_some((
+                c.completed.saturating_add(c.failed).saturating_add(c.in_progress),
+                counted_before,
+            ))
         });
         let without_id = match previous {
             None => total.saturating_sub(max_id),
@@ -708,7 +791,7 @@ impl JobState {
             Some(_) => 0,
         }
         .min(delta_failed);
-        self.failed_without_id += without_id;
+        self.failed_without_id = self.failed_without_id.saturating_add(without_id);
         self.total_and_max_id = Some((total, max_id));
         let unseen_completed = delta_completed.saturating_sub(newly_seen.completed);
         let unseen_failed = delta_failed.saturating_sub(newly_seen.failed);
@@ -720,12 +803,30 @@ impl JobState {
             self.failing_since = None;
             self.completed_since_running = true;
         } else if unseen_failed_with_id > 0 && poll.job_state == "RUNNING" {
-            self.consecutive_failures += unseen_failed_with_id;
+            self.consecutive_failures = self.consecutive_failures.saturating_add(unseen_failed_with_id);
             self.failing_since.get_or_insert(poll.polled_at);
         }
-        self.unobserved.completed += unseen_completed;
-        self.unobserved.failed += unseen_failed;
+        self.unobserved.completed = self.unobserved.completed.saturating_add(unseen_completed);
+        self.unobserved.failed = self.unobserved.failed.saturating_add(unseen_failed);
         self.flink_counts = counts;
+        if let Some(cp) =
+            poll.finished.iter().filter(|cp| cp.triggered_at.millis() > 0).max_by_key(|cp| cp.id)
+            && self.newest.is_none_or(|(id, _)| cp.id >= id)
+        {
+            self.newest = Some((cp.id, cp.triggered_at));
+        }
+        self.listed_from(poll);
+        if poll.latest_restore.is_some() {
+            self.latest_restore = poll.latest_restore;
+        }
+        for deviation_ms in self.shadow.observe_poll(poll) {
+            self.trigger_deviation.record(deviation_ms, poll.polled_at);
+        }
+    }
+
+    /// What a poll says about the job whatever its counts: name, state, settings, the
+    /// checkpoints in progress.
+    fn listed_from(&mut self, poll: &JobPoll) {
         self.name.clone_from(&poll.job_name);
         self.job_state.clone_from(&poll.job_state);
         self.last_seen = poll.polled_at;
@@ -737,12 +838,6 @@ impl JobState {
             self.end();
         }
         self.in_progress_polled_at = poll.polled_at;
-        if poll.latest_restore.is_some() {
-            self.latest_restore = poll.latest_restore;
-        }
-        for deviation_ms in self.shadow.observe_poll(poll) {
-            self.trigger_deviation.record(deviation_ms, poll.polled_at);
-        }
     }
 
     /// Records a newly seen checkpoint; returns whether it went into the phase histograms.
@@ -789,7 +884,12 @@ impl JobState {
                 .then_some((checkpoint.num_acknowledged, checkpoint.num_subtasks)),
             holdout,
         };
-        let newer = |latest: &Option<CheckpointRecord>| latest.as_ref().is_none_or(|l| l.id < checkpoint.id);
+        // Newer by id, or triggered later (ids that restarted under the same job id).
+        let newer = |latest: &Option<CheckpointRecord>| {
+            latest.as_ref().is_none_or(|l| {
+                l.id < checkpoint.id || l.triggered_at.millis() < checkpoint.triggered_at.millis()
+            })
+        };
         match checkpoint.status {
             CheckpointStatus::Completed => {
                 self.consecutive_failures = 0;
@@ -811,7 +911,9 @@ impl JobState {
             CheckpointStatus::Failed if newer(&self.last_failed) => self.last_failed = Some(record.clone()),
             _ => {}
         }
-        let position = self.recent.iter().position(|r| r.id > record.id).unwrap_or(self.recent.len());
+        let order = |r: &CheckpointRecord| (r.triggered_at.millis(), r.id);
+        let position =
+            self.recent.iter().position(|r| order(r) > order(&record)).unwrap_or(self.recent.len());
         self.recent.insert(position, record);
         while self.recent.len() > RECENT_CHECKPOINTS {
             self.recent.pop_front();
@@ -926,7 +1028,46 @@ impl ClusterState {
 impl State {
     /// Empty state whose histograms use `window`.
     pub fn new(window: WindowSpec) -> Self {
-        State { window, clusters: BTreeMap::new() }
+        State { window, clusters: BTreeMap::new(), defer_model: false, model_due: BTreeSet::new() }
+    }
+
+    /// From now on `apply` only notes which jobs' alignment engine must run again; the caller
+    /// runs it with [`State::take_model_work`] and [`State::finish_model_work`], outside its
+    /// lock (the engine may take tens of milliseconds on a large graph, `MAX_MODEL_CHANNELS`).
+    pub fn defer_model_runs(&mut self) {
+        self.defer_model = true;
+        for job in self.clusters.values_mut().flat_map(|c| c.jobs.values_mut()) {
+            job.shadow.alignment.defer_runs();
+        }
+    }
+
+    /// The alignment engine runs that are due, with the inputs cloned.
+    pub fn take_model_work(&mut self) -> Vec<(JobKey, crate::shadow::alignment::ModelWork)> {
+        let due = std::mem::take(&mut self.model_due);
+        due.into_iter()
+            .filter_map(|key| {
+                let job = self.clusters.get_mut(&key.cluster)?.jobs.get_mut(&key.job_id)?;
+                Some((key, job.shadow.alignment.take_work()?))
+            })
+            .collect()
+    }
+
+    /// Hands back an engine run's result (dropped if the job's inputs changed meanwhile).
+    pub fn finish_model_work(&mut self, key: &JobKey, output: crate::shadow::alignment::ModelOutput) {
+        if let Some(job) = self.clusters.get_mut(&key.cluster).and_then(|c| c.jobs.get_mut(&key.job_id)) {
+            job.shadow.alignment.finish(output);
+        }
+    }
+
+    fn note_model_due(&mut self, key: &JobKey) {
+        let due = self
+            .clusters
+            .get(&key.cluster)
+            .and_then(|c| c.jobs.get(&key.job_id))
+            .is_some_and(|j| j.shadow.alignment.has_pending_work());
+        if due {
+            self.model_due.insert(key.clone());
+        }
     }
 
     /// The histogram window.
@@ -945,9 +1086,14 @@ impl State {
             Observation::ClusterPolled(poll) => self.apply_cluster_poll(poll, now),
             Observation::JobPolled(poll) => {
                 let window = self.window;
+                let defer = self.defer_model;
                 let cluster = self.cluster_mut(&poll.key.cluster);
                 let job = cluster.jobs.entry(poll.key.job_id.clone()).or_insert_with(|| {
-                    JobState::new(window, poll.job_name.clone(), poll.job_state.clone(), now)
+                    let mut job = JobState::new(window, poll.job_name.clone(), poll.job_state.clone(), now);
+                    if defer {
+                        job.shadow.alignment.defer_runs();
+                    }
+                    job
                 });
                 job.listed = true;
                 job.shadow.trigger.set_flink_version(cluster.flink_version.as_deref());
@@ -967,6 +1113,7 @@ impl State {
                     }
                 }
                 job.apply_poll(poll, window);
+                self.note_model_due(&poll.key);
             }
             Observation::JobLoad(report) => {
                 let job = self
@@ -977,6 +1124,7 @@ impl State {
                     job.observe_locations(report);
                     job.shadow.observe_load(report);
                 }
+                self.note_model_due(&report.key);
             }
             Observation::LogEvents(events) => {
                 for event in events {
@@ -1009,6 +1157,23 @@ impl State {
     pub fn unseen(&self, cluster: &str, job_id: &str, ids: &[u64]) -> Vec<u64> {
         let seen = self.clusters.get(cluster).and_then(|c| c.jobs.get(job_id)).map(|j| &j.seen);
         ids.iter().copied().filter(|&id| !seen.is_some_and(|s| s.contains(id))).collect()
+    }
+
+    /// [`State::unseen`] of history entries (id, trigger time): an id already counted is
+    /// unseen again when it was triggered after the newest checkpoint counted, at an id not above
+    /// it (the ids restarted under the same job id: a new run's checkpoint, not the old one).
+    pub fn unseen_entries(&self, cluster: &str, job_id: &str, entries: &[(u64, Timestamp)]) -> Vec<u64> {
+        let job = self.clusters.get(cluster).and_then(|c| c.jobs.get(job_id));
+        entries
+            .iter()
+            .filter(|(id, at)| {
+                job.is_none_or(|j| {
+                    !j.seen.contains(*id)
+                        || j.newest.is_some_and(|(newest, t)| *id <= newest && at.millis() > t.millis())
+                })
+            })
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// Whether every cluster has answered at least once.
@@ -1300,12 +1465,167 @@ mod tests {
         assert_eq!(j.phases.end_to_end.summary().count, 2);
     }
 
+    /// A poll with counts, finished checkpoints and a restore.
+    fn poll_with(
+        completed_count: u64,
+        failed: u64,
+        finished: Vec<FinishedCheckpoint>,
+        restore: Option<(Option<u64>, Timestamp)>,
+    ) -> Observation {
+        match poll(completed_count, failed, finished) {
+            Observation::JobPolled(p) => Observation::JobPolled(JobPoll { latest_restore: restore, ..p }),
+            other => other,
+        }
+    }
+
+    /// A completed checkpoint `id` triggered at `at` ms.
+    fn completed_at(id: u64, at: i64) -> FinishedCheckpoint {
+        FinishedCheckpoint {
+            triggered_at: Timestamp(at),
+            finished_at: Timestamp(at + 50),
+            ..completed(id, 50)
+        }
+    }
+
     #[test]
     fn counters_never_go_down_when_a_new_jobmaster_counts_from_zero() {
         let mut state = State::new(WINDOW);
         state.apply(&poll(10, 2, vec![completed(12, 50)]), Timestamp(0));
-        state.apply(&poll(1, 0, vec![completed(13, 50)]), Timestamp(1));
-        assert_eq!(job(&state).totals(), Totals { completed: 11, failed: 2 });
+        let unobserved = job(&state).unobserved;
+        // A JobManager failover: the new JobMaster restored checkpoint 12 and counts from zero.
+        let restored = Some((Some(12), Timestamp(50_000)));
+        for t in 1..EPOCH_CONFIRM_POLLS as i64 {
+            state.apply(&poll_with(1, 0, vec![completed(13, 50)], restored), Timestamp(t));
+            assert_eq!(job(&state).totals(), Totals { completed: 10, failed: 2 }, "held until confirmed");
+        }
+        state.apply(&poll_with(1, 0, vec![completed(13, 50)], restored), Timestamp(10));
+        assert_eq!(job(&state).totals(), Totals { completed: 10, failed: 2 });
+        state.apply(&poll_with(2, 0, vec![completed(13, 50), completed(14, 50)], restored), Timestamp(11));
+        assert_eq!(job(&state).totals(), Totals { completed: 12, failed: 2 }, "10 + the new JobMaster's 2");
+        assert_eq!(job(&state).unobserved, unobserved, "13 and 14 were seen with their details");
+    }
+
+    #[test]
+    fn a_dip_in_flinks_counts_is_not_a_failover() {
+        // The attack: Flink's count dipped by 5 for a moment, three times; before, each
+        // dip added the whole count again (1,255 counted while Flink said 671).
+        let mut state = State::new(WINDOW);
+        let mut flink_max = 0;
+        let mut last = Totals::default();
+        for round in 0..3u64 {
+            let base = 660 + round * 4;
+            for (count, restore) in [(base, None), (base - 5, None), (base - 5, None), (base + 2, None)] {
+                flink_max = flink_max.max(count);
+                state.apply(&poll_with(count, 0, vec![], restore), Timestamp(round as i64));
+                let totals = job(&state).totals();
+                assert!(totals.completed >= last.completed, "{totals:?} after {last:?}");
+                assert!(
+                    totals.completed <= flink_max,
+                    "{} counted, Flink said at most {flink_max}",
+                    totals.completed
+                );
+                last = totals;
+            }
+        }
+        assert_eq!(last.completed, flink_max);
+        // A dip that lasts, without a restore or restarted ids: still held, never added again.
+        for t in 0..10 {
+            state.apply(&poll(600, 0, vec![]), Timestamp(100 + t));
+        }
+        assert_eq!(job(&state).totals().completed, flink_max);
+        state.apply(&poll(flink_max + 3, 0, vec![]), Timestamp(200));
+        assert_eq!(job(&state).totals().completed, flink_max + 3);
+    }
+
+    #[test]
+    fn ids_near_u64_max_saturate_and_never_wrap() {
+        let mut state = State::new(WINDOW);
+        let top = u64::MAX;
+        state.apply(&poll(569, 0, vec![completed(569, 50)]), Timestamp(0));
+        let mut last = job(&state).totals();
+        for (count, id) in [(top - 1, top - 1), (top, top), (top, top), (588, 5), (top, top)] {
+            state.apply(&poll(count, 0, vec![completed_at(id, 1_000)]), Timestamp(1));
+            let totals = job(&state).totals();
+            assert!(totals.completed >= last.completed, "{totals:?} after {last:?}");
+            last = totals;
+        }
+        assert_eq!(last.completed, top);
+        let mut seen = SeenIds::default();
+        for id in (top - 2 * SEEN_IDS_CAPACITY as u64)..=top {
+            seen.insert(id);
+        }
+        assert!(
+            seen.contains(top) && seen.contains(top - 1) && seen.floor > 0,
+            "the floor did not wrap to 0"
+        );
+    }
+
+    #[test]
+    fn ids_restarting_under_the_same_job_id_are_a_new_epoch() {
+        // Application mode with a fixed job id, redeployed without state: the ids and the counts
+        // start again at 1, the trigger times go on.
+        let mut state = State::new(WINDOW);
+        let old: Vec<_> = (501..=510).map(|id| completed_at(id, id as i64 * 1_000)).collect();
+        state.apply(&poll(510, 0, old), Timestamp(0));
+        assert_eq!(job(&state).last_completed.as_ref().map(|r| r.id), Some(510));
+        let unobserved = job(&state).unobserved;
+        let later = 1_000_000;
+        let new = |n: u64| (1..=n).map(|id| completed_at(id, later + id as i64 * 1_000)).collect::<Vec<_>>();
+        for n in 1..=EPOCH_CONFIRM_POLLS as u64 {
+            state.apply(&poll(n, 0, new(n)), Timestamp(n as i64));
+            assert_eq!(job(&state).totals().completed, 510, "held until confirmed");
+        }
+        // Confirmed: the next poll counts the new run's checkpoints, each with its details.
+        state.apply(&poll(4, 0, new(4)), Timestamp(10));
+        let j = job(&state);
+        assert_eq!(j.totals().completed, 514);
+        assert_eq!(j.unobserved, unobserved, "ids 1-4 collided with remembered ones and are recorded");
+        assert_eq!(j.last_completed.as_ref().map(|r| r.id), Some(4), "the last checkpoint follows");
+        assert_eq!(j.recent.back().map(|r| r.id), Some(4));
+        assert!(j.seen.contains(4) && !j.seen.contains(300));
+    }
+
+    proptest::proptest! {
+        /// Whatever Flink's counts do — grow, dip for a few polls, restart with a new
+        /// JobMaster (with a restore) — the exported totals never go down and never exceed
+        /// the sum over epochs of the highest counts Flink reported in each.
+        #[test]
+        fn totals_never_decrease_nor_exceed_flinks(steps in proptest::collection::vec((0u8..10, 0u64..4, 0u64..3), 1..120)) {
+            let mut state = State::new(WINDOW);
+            let (mut completed_count, mut failed) = (0u64, 0u64);
+            let mut epochs_before = 0u64;
+            let mut epoch_max = 0u64;
+            let mut restore_at = 0i64;
+            let mut last = 0u64;
+            for (t, (action, grow, fail)) in steps.into_iter().enumerate() {
+                let mut restore = (restore_at > 0).then_some((None, Timestamp(restore_at)));
+                let (shown_c, shown_f) = match action {
+                    // A glitch: lower counts for one answer.
+                    0 | 1 => (completed_count.saturating_sub(grow + 1), failed.saturating_sub(fail)),
+                    // A failover: the new JobMaster restores and counts from zero.
+                    2 => {
+                        epochs_before += epoch_max.max(completed_count);
+                        epoch_max = 0;
+                        completed_count = 0;
+                        failed = 0;
+                        restore_at = 1_000 + t as i64;
+                        restore = Some((None, Timestamp(restore_at)));
+                        (0, 0)
+                    }
+                    _ => {
+                        completed_count += grow;
+                        failed += fail;
+                        (completed_count, failed)
+                    }
+                };
+                epoch_max = epoch_max.max(shown_c);
+                state.apply(&poll_with(shown_c, shown_f, vec![], restore), Timestamp(t as i64));
+                let now = job(&state).totals().completed;
+                proptest::prop_assert!(now >= last, "went down: {} -> {}", last, now);
+                proptest::prop_assert!(now <= epochs_before + epoch_max, "{} > Flink's {}", now, epochs_before + epoch_max);
+                last = now;
+            }
+        }
     }
 
     #[test]

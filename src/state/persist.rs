@@ -216,6 +216,12 @@ pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
             restored.recent = job.recent;
             restored.failures = job.failures;
             restored.recount_consecutive_failures();
+            // The newest finished checkpoint, to see ids that restart while the daemon was down.
+            restored.newest = [&restored.last_completed, &restored.last_failed]
+                .into_iter()
+                .flatten()
+                .max_by_key(|r| r.id)
+                .map(|r| (r.id, r.triggered_at));
             restored.phases = phases_in(window, &job.phases);
             let s = |i: usize| WindowedHistogram::from_persisted(window, &job.sizes[i]);
             restored.sizes =
@@ -250,14 +256,23 @@ pub fn to_bytes(persisted: &PersistedState) -> Vec<u8> {
 /// rename over the old file, fsync of the directory.
 pub fn write_atomic(dir: &Path, bytes: &[u8]) -> Result<(), PersistError> {
     let path = dir.join(STATE_FILE);
-    let tmp = dir.join(format!("{STATE_FILE}.tmp"));
+    // A name of its own per write (process and sequence): two writers never share a temp file.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!("{STATE_FILE}.tmp-{}-{n}", std::process::id()));
     let io = |source| PersistError::Io { path: path.clone(), source };
     std::fs::create_dir_all(dir).map_err(io)?;
-    let mut file = std::fs::File::create(&tmp).map_err(io)?;
-    file.write_all(bytes).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    drop(file);
-    std::fs::rename(&tmp, &path).map_err(io)?;
+    let written = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&tmp, &path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(e));
+    }
     // The rename is durable only once the directory entry is on disk.
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
