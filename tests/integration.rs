@@ -20,6 +20,7 @@ mod metrics_doc;
 mod model_alignment_cut;
 mod model_replay;
 mod pending_subtasks;
+mod preflight;
 mod reload;
 mod restart;
 mod scan_streaming;
