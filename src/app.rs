@@ -116,6 +116,7 @@ impl AppState {
             last_persisted: (last > 0).then_some(Timestamp(last)),
             alerts,
             alertmanagers: view.alertmanagers.clone(),
+            process: crate::process::read(),
         }
     }
 }

@@ -231,7 +231,19 @@ pub const METRICS: &[MetricDef] = &[
         &["cluster", "cause"],
         "Root causes of checkpoint failures in Flink logs: the deepest \"Caused by:\" of the attached stack trace, classified (disk_full, out_of_memory, timeout, closed_stream, serialization, permission, s3, hdfs, …); counted once per checkpoint and cause."
     ),
-    metric!("checkpoint_sentinel_build_info", Gauge, &["version"], "The daemon's version; always 1."),
+    metric!(
+        "checkpoint_sentinel_build_info",
+        Gauge,
+        &["version", "revision", "rustc_version"],
+        "The daemon's version, the git commit it was built from (unknown without git at build time) and the Rust compiler's version; always 1. The Flink versions seen are in checkpoint_sentinel_flink_info."
+    ),
+    metric!("process_cpu_seconds_total", Counter, &[], "User and system CPU time of the daemon, seconds."),
+    metric!("process_resident_memory_bytes", Gauge, &[], "Resident memory of the daemon, bytes."),
+    metric!("process_virtual_memory_bytes", Gauge, &[], "Virtual memory of the daemon, bytes."),
+    metric!("process_open_fds", Gauge, &[], "Open file descriptors of the daemon."),
+    metric!("process_max_fds", Gauge, &[], "The daemon's limit of open file descriptors (soft limit)."),
+    metric!("process_start_time_seconds", Gauge, &[], "Start of the daemon, seconds since the Unix epoch."),
+    metric!("process_threads", Gauge, &[], "Threads of the daemon."),
     metric!(
         "checkpoint_sentinel_tls_handshake_errors_total",
         Counter,
@@ -419,6 +431,8 @@ pub struct DaemonStats {
     pub alertmanagers: Vec<crate::alerting::TargetStats>,
     /// Failed TLS handshakes on the daemon's port by reason, when it serves TLS.
     pub tls_handshake_errors: Option<[(&'static str, u64); 3]>,
+    /// The process's CPU, memory, descriptors and threads (Linux only).
+    pub process: Option<crate::process::ProcessStats>,
 }
 
 /// Where [`render_into`] puts samples: metric families for the `prometheus` crate (the
@@ -844,9 +858,29 @@ fn render_operators(state: &State, out: &mut impl Sink, phase: Phase) {
 fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut impl Sink) {
     out.push(
         family!("checkpoint_sentinel_build_info"),
-        &[("version", env!("CARGO_PKG_VERSION"))],
+        &[
+            ("version", crate::telemetry::VERSION),
+            ("revision", crate::telemetry::REVISION),
+            ("rustc_version", crate::telemetry::RUSTC_VERSION),
+        ],
         Value::Number(1.0),
     );
+    if let Some(p) = &daemon.process {
+        for (family, value) in [
+            (family!("process_cpu_seconds_total"), p.cpu_seconds),
+            (family!("process_resident_memory_bytes"), p.resident_memory_bytes),
+            (family!("process_virtual_memory_bytes"), p.virtual_memory_bytes),
+            (family!("process_open_fds"), p.open_fds),
+            (family!("process_max_fds"), p.max_fds),
+            (family!("process_start_time_seconds"), p.start_time_seconds),
+            (family!("process_threads"), p.threads),
+        ] {
+            // An "unlimited" descriptor limit is left out rather than exported as infinity.
+            if value.is_finite() {
+                out.push(family, &[], Value::Number(value));
+            }
+        }
+    }
     let mut clamped = 0u64;
     for (cluster_name, cluster) in state.clusters() {
         let c = cluster_name.as_str();
@@ -1166,6 +1200,7 @@ mod tests {
                 queued: 0,
             }],
             tls_handshake_errors: Some([("plain_http", 1), ("failed", 3), ("timeout", 0)]),
+            process: crate::process::read(),
         };
         (state, daemon, end.plus_millis(1_234))
     }
