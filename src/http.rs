@@ -36,7 +36,9 @@ impl HttpState {
 pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/", get(index))
-        .route("/metrics", get(metrics))
+        // gzip when the scraper sends `Accept-Encoding: gzip` (Prometheus does): a layer around
+        // the route, whatever the handler streams. ~30 MB for 1,000 jobs compresses ~20 times.
+        .route("/metrics", get(metrics).layer(tower_http::compression::CompressionLayer::new().gzip(true)))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/api/v1/alerts", get(alerts))
@@ -297,5 +299,28 @@ mod tests {
         assert!(body.contains("\"events\":[]"), "{body}");
         assert_eq!(get(&router, "/api/v1/alerts").await.0, StatusCode::OK);
         assert_eq!(get(&router, "/metrics").await.0, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn metrics_are_gzipped_when_the_scraper_asks() {
+        let (_, router) = app();
+        let (_, plain) = get(&router, "/metrics").await;
+        let request = Request::get("/metrics").header(header::ACCEPT_ENCODING, "gzip").body(Body::empty());
+        let response = router.clone().oneshot(request.unwrap()).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()[header::CONTENT_ENCODING], "gzip");
+        assert_eq!(response.headers()[header::CONTENT_TYPE], prometheus::TEXT_FORMAT);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&body[..]), &mut text).unwrap();
+        // The process figures differ between two scrapes; the rest is the same body.
+        let stable =
+            |t: &str| t.lines().filter(|l| !l.starts_with("process_")).collect::<Vec<_>>().join("\n");
+        assert_eq!(stable(&text), stable(&plain));
+        assert!(body.len() < plain.len(), "{} gzipped bytes for {} plain", body.len(), plain.len());
+        // Without the header: plain text, as before.
+        let response =
+            router.clone().oneshot(Request::get("/metrics").body(Body::empty()).unwrap()).await.unwrap();
+        assert!(response.headers().get(header::CONTENT_ENCODING).is_none());
     }
 }
