@@ -28,6 +28,8 @@ pub struct AppState {
     pub tls_serving: AtomicBool,
     /// Counters in the order of [`TLS_HANDSHAKE_ERRORS`].
     pub tls_handshake_errors: [AtomicU64; 3],
+    /// What `/metrics` exports (`[metrics]`), set at start and on reload.
+    pub metrics: RwLock<crate::config::MetricsConfig>,
 }
 
 /// Why a TLS handshake on the daemon's port failed: a plain `http://` request, a client that
@@ -60,6 +62,7 @@ impl AppState {
             log_events_arrived: tokio::sync::Notify::new(),
             tls_serving: AtomicBool::new(false),
             tls_handshake_errors: Default::default(),
+            metrics: RwLock::default(),
         }
     }
 
@@ -117,6 +120,7 @@ impl AppState {
             alerts,
             alertmanagers: view.alertmanagers.clone(),
             process: crate::process::read(),
+            metrics: self.metrics.read().unwrap_or_else(|e| e.into_inner()).clone(),
         }
     }
 }

@@ -31,6 +31,32 @@ pub struct Config {
     pub alerting: AlertingConfig,
     /// Rules of your own, in addition to (or instead of) the built-in pack.
     pub rules: Vec<crate::rules::RuleSpec>,
+    /// What `/metrics` exports: its cardinality.
+    pub metrics: MetricsConfig,
+}
+
+/// `[metrics]`: per-operator series or not, and the quantiles of every summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Export the `flink_operator_checkpoint_*` summaries (five per operator chain).
+    pub operators: bool,
+    /// The quantiles of every summary, among 0.5, 0.95 and 0.99 (empty: `_sum` and `_count`
+    /// only).
+    pub quantiles: Vec<f64>,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig { operators: true, quantiles: crate::stats::QUANTILES.to_vec() }
+    }
+}
+
+impl MetricsConfig {
+    /// For each of [`crate::stats::QUANTILES`], whether it is exported.
+    pub fn shown_quantiles(&self) -> [bool; 3] {
+        crate::stats::QUANTILES.map(|q| self.quantiles.contains(&q))
+    }
 }
 
 /// `[alerting]`.
@@ -697,6 +723,14 @@ impl Config {
             problems.push("state.persist_interval: expected a positive duration".to_string());
         }
         self.log_problems(&mut problems);
+        let known = crate::stats::QUANTILES;
+        for (i, q) in self.metrics.quantiles.iter().enumerate() {
+            if !known.contains(q) {
+                problems.push(format!("metrics.quantiles[{i}]: {q}: expected one of 0.5, 0.95, 0.99"));
+            } else if self.metrics.quantiles[..i].contains(q) {
+                problems.push(format!("metrics.quantiles[{i}]: {q}: given twice"));
+            }
+        }
         problems
     }
 
@@ -853,6 +887,16 @@ fn explain_duration(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metrics_settings_are_validated() {
+        let c = load("[metrics]\noperators=false\nquantiles=[0.95]\n").unwrap();
+        assert_eq!(c.metrics.shown_quantiles(), [false, true, false]);
+        assert!(!c.metrics.operators);
+        let err = load("[metrics]\nquantiles=[0.9, 0.95, 0.95]\n").unwrap_err().to_string();
+        assert!(err.contains("metrics.quantiles[0]: 0.9: expected one of 0.5, 0.95, 0.99"), "{err}");
+        assert!(err.contains("metrics.quantiles[2]: 0.95: given twice"), "{err}");
+    }
 
     #[test]
     fn a_number_where_a_duration_belongs_is_explained() {

@@ -132,6 +132,7 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     state.retain_clusters(&config.clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
     log_start(&config, config_path.as_deref(), saved, &state);
     let app = Arc::new(AppState::new(state));
+    *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = config.metrics.clone();
 
     let tls = crate::tls::load(&config.server).map_err(StartError::Tls)?;
     let listener = tokio::net::TcpListener::bind(config.server.listen)
@@ -353,6 +354,8 @@ fn reload(path: &Path, current: &mut Config, pollers: &mut Pollers, app: &Arc<Ap
     current.logs = new.logs;
     current.alerting = new.alerting;
     current.rules = new.rules;
+    *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = new.metrics.clone();
+    current.metrics = new.metrics;
 }
 
 /// Evaluates the rules every `evaluation_interval`, publishes the alerts for metrics and the

@@ -433,6 +433,8 @@ pub struct DaemonStats {
     pub tls_handshake_errors: Option<[(&'static str, u64); 3]>,
     /// The process's CPU, memory, descriptors and threads (Linux only).
     pub process: Option<crate::process::ProcessStats>,
+    /// What to export: per-operator series or not, which quantiles (`[metrics]`).
+    pub metrics: crate::config::MetricsConfig,
 }
 
 /// Where [`render_into`] puts samples: metric families for the `prometheus` crate (the
@@ -441,6 +443,8 @@ pub struct DaemonStats {
 trait Sink {
     /// One sample of the family `METRICS[family]`; `labels` are in the table's order.
     fn push(&mut self, family: usize, labels: &[(&str, &str)], value: Value);
+    /// Which of [`QUANTILES`] summaries show (`[metrics] quantiles`), from now on.
+    fn show_quantiles(&mut self, shown: [bool; 3]);
 }
 
 /// Index of a metric in [`METRICS`], resolved at compile time: a name missing from the table is
@@ -474,6 +478,7 @@ const fn const_str_eq(a: &str, b: &str) -> bool {
 /// Collects metric families, in the order of [`METRICS`].
 struct Families {
     families: Vec<MetricFamily>,
+    shown: [bool; 3],
 }
 
 impl Families {
@@ -492,7 +497,7 @@ impl Families {
                 f
             })
             .collect();
-        Families { families }
+        Families { families, shown: [true; 3] }
     }
 
     fn finish(self) -> Vec<MetricFamily> {
@@ -502,6 +507,10 @@ impl Families {
 }
 
 impl Sink for Families {
+    fn show_quantiles(&mut self, shown: [bool; 3]) {
+        self.shown = shown;
+    }
+
     fn push(&mut self, family: usize, labels: &[(&str, &str)], value: Value) {
         let def = &METRICS[family];
         debug_assert_eq!(def.labels.len(), labels.len(), "{}", def.name);
@@ -536,7 +545,9 @@ impl Sink for Families {
                     QUANTILES
                         .iter()
                         .zip(s.quantiles)
-                        .map(|(&q, v)| {
+                        .zip(self.shown)
+                        .filter(|(_, shown)| *shown)
+                        .map(|((&q, v), _)| {
                             let mut quantile = proto::Quantile::default();
                             quantile.set_quantile(q);
                             quantile.set_value(v.map_or(f64::NAN, |v| v as f64 / divisor));
@@ -566,6 +577,8 @@ pub struct TextRenderer {
     labels: Vec<u8>,
     /// Each family's size at the previous scrape, to allocate it once at the next.
     last_sizes: Vec<usize>,
+    /// Which of [`QUANTILES`] are left out (`[metrics] quantiles`).
+    hidden: [bool; 3],
 }
 
 impl TextRenderer {
@@ -626,6 +639,10 @@ fn write_header(out: &mut Vec<u8>, def: &MetricDef) {
 }
 
 impl Sink for TextRenderer {
+    fn show_quantiles(&mut self, shown: [bool; 3]) {
+        self.hidden = shown.map(|s| !s);
+    }
+
     fn push(&mut self, family: usize, labels: &[(&str, &str)], value: Value) {
         let def = &METRICS[family];
         debug_assert_eq!(def.labels.len(), labels.len(), "{}", def.name);
@@ -662,7 +679,9 @@ impl Sink for TextRenderer {
                 out.push(b'\n');
             }
             (Kind::Summary, Value::Summary(s, divisor)) => {
-                for (tail, v) in QUANTILE_LABELS.iter().zip(s.quantiles) {
+                for ((tail, v), _) in
+                    QUANTILE_LABELS.iter().zip(s.quantiles).zip(self.hidden).filter(|(_, hidden)| !hidden)
+                {
                     out.extend_from_slice(name);
                     match braced.split_last() {
                         Some((_, open)) => {
@@ -830,9 +849,11 @@ pub const PARTS: [Part; 6] = [
 
 /// Every sample of `part`, family by family as the state is walked; the sink groups them.
 fn render_into(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut impl Sink, part: Part) {
+    out.show_quantiles(daemon.metrics.shown_quantiles());
     match part {
         Part::Jobs => render_jobs(state, daemon, now, out),
-        Part::Operators(phase) => render_operators(state, out, phase),
+        Part::Operators(phase) if daemon.metrics.operators => render_operators(state, out, phase),
+        Part::Operators(_) => {}
     }
 }
 
@@ -1201,6 +1222,7 @@ mod tests {
             }],
             tls_handshake_errors: Some([("plain_http", 1), ("failed", 3), ("timeout", 0)]),
             process: crate::process::read(),
+            metrics: crate::config::MetricsConfig::default(),
         };
         (state, daemon, end.plus_millis(1_234))
     }
@@ -1222,6 +1244,28 @@ mod tests {
         // Reused buffers: the second scrape is the same text, not the first one doubled.
         let again = String::from_utf8(renderer.render_to_vec(&state, &daemon, now)).unwrap();
         assert_eq!(again, expected);
+    }
+
+    #[test]
+    fn lean_settings_drop_operator_series_and_unchosen_quantiles() {
+        let (state, mut daemon, now) = busy_state(6, 30);
+        let series = |text: &str| text.lines().filter(|l| !l.starts_with('#')).count();
+        let full = String::from_utf8(TextRenderer::default().render_to_vec(&state, &daemon, now)).unwrap();
+        daemon.metrics = crate::config::MetricsConfig { operators: false, quantiles: vec![0.95] };
+        let expected = encode_text(&render(&state, &daemon, now));
+        let mut renderer = TextRenderer::default();
+        let lean = String::from_utf8(renderer.render_to_vec(&state, &daemon, now)).unwrap();
+        assert_eq!(lean, expected, "the text renderer and the encoder agree on lean settings");
+        assert!(!lean.contains("flink_operator_checkpoint_"), "{lean}");
+        assert!(lean.contains("flink_checkpoint_duration_seconds{") && lean.contains("quantile=\"0.95\""));
+        assert!(!lean.contains("quantile=\"0.5\"") && !lean.contains("quantile=\"0.99\""), "{lean}");
+        assert!(full.contains("flink_operator_checkpoint_") && full.contains("quantile=\"0.99\""));
+        assert!(series(&lean) < series(&full) / 2, "{} lean, {} full", series(&lean), series(&full));
+        // No quantiles: a summary is its _sum and _count.
+        daemon.metrics.quantiles.clear();
+        let bare = String::from_utf8(renderer.render_to_vec(&state, &daemon, now)).unwrap();
+        assert!(!bare.contains("quantile="), "{bare}");
+        assert_eq!(bare, encode_text(&render(&state, &daemon, now)));
     }
 
     #[test]
