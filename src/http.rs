@@ -52,8 +52,27 @@ pub fn router(state: HttpState) -> Router {
 /// The status page: one static file that reads the JSON API.
 const STATUS_PAGE: &str = include_str!("ui/index.html");
 
-async fn index() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], STATUS_PAGE)
+/// Where the page takes its first view's data from (`null`: it fetches it).
+const INITIAL_SLOT: &str = r#"<script id="initial" type="application/json">null</script>"#;
+
+/// The status page with the first view's data (`/api/v1/clusters` and `/api/v1/jobs` as they
+/// are now) in it, so the jobs table is drawn without waiting on a fetch.
+async fn index(Extract(state): Extract<HttpState>) -> Response {
+    let alerts = state.app.alerts.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let initial = {
+        let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+        let now = Timestamp::now();
+        serde_json::json!({ "clusters": api::clusters(&s, &alerts, now), "jobs": api::jobs(&s, &alerts, now) })
+    };
+    // In a <script> element only "</" could end it early: JSON allows "<" escaped.
+    let json = serde_json::to_string(&initial).unwrap_or_else(|_| "null".into()).replace('<', "\\u003c");
+    let page = STATUS_PAGE.replacen(
+        INITIAL_SLOT,
+        &format!(r#"<script id="initial" type="application/json">{json}</script>"#),
+        1,
+    );
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-store")], page)
+        .into_response()
 }
 
 fn json_no_cache<T: serde::Serialize>(value: &T) -> Response {
@@ -250,6 +269,10 @@ mod tests {
         let (status, page) = get(&router, "/").await;
         assert_eq!(status, StatusCode::OK);
         assert!(page.contains("<title>checkpoint-sentinel</title>") && page.contains("/api/v1/jobs"));
+        assert!(
+            page.contains(r#"<script id="initial" type="application/json">{"#),
+            "no first view in the page"
+        );
         let finished = FinishedCheckpoint {
             id: 7,
             status: CheckpointStatus::Failed,
@@ -277,6 +300,13 @@ mod tests {
             finished: vec![finished],
             latest_restore: None,
         }));
+        // The page carries the jobs as the API shows them, with "<" escaped inside its script.
+        let (_, page) = get(&router, "/").await;
+        let (_, json) = page.split_once(r#"<script id="initial" type="application/json">"#).unwrap();
+        let (json, _) = json.split_once("</script>").unwrap();
+        let initial: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(initial["jobs"]["jobs"][0]["name"], "orders", "{json}");
+        assert_eq!(initial["clusters"]["clusters"][0]["name"], "prod", "{json}");
         let (status, body) = get(&router, "/api/v1/jobs").await;
         assert_eq!(status, StatusCode::OK);
         let jobs: serde_json::Value = serde_json::from_str(&body).unwrap();
