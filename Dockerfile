@@ -2,10 +2,11 @@
 #
 # Targets (stages in the order the classic builder runs them; it stops at --target):
 #   runtime-base  the small runtime: Debian + a non-root user + the state/config directories.
-#   prebuilt      runtime-base + a binary built on the host (no Rust toolchain, no registry
-#                 access needed): docker build --target prebuilt .
 #   builder       compiles the release binary from source in ${RUST_IMAGE}.
 #   runtime       (default) runtime-base + the binary from `builder`: docker build .
+# Every stage is needed by the default target, so a plain `docker build .` (classic builder or
+# BuildKit) needs no binary on the host. For an image around a binary built on the host (no
+# Rust image to pull), see Dockerfile.prebuilt, built on top of `--target runtime-base`.
 #
 # Both images run `checkpoint-sentinel run --config /etc/checkpoint-sentinel/config.toml` as
 # uid 65532, serve /metrics, /healthz and /readyz on 0.0.0.0:9717, keep their state in the
@@ -36,8 +37,10 @@ RUN groupadd --system --gid "${GID}" sentinel \
  && chown "${UID}:${GID}" /var/lib/checkpoint-sentinel \
  && chmod 0750 /var/lib/checkpoint-sentinel
 
-# The reference configuration (every key at its default; one cluster at 127.0.0.1:8081).
-# Mount your own over it (Kubernetes: the chart's ConfigMap).
+# The reference configuration (every key at its default; one cluster at 127.0.0.1:8081, which
+# inside a container is the container itself). Mount your own config over it, e.g.
+#   docker run -v $PWD/sentinel.toml:/etc/checkpoint-sentinel/config.toml:ro …
+# with [[clusters]] url = "http://<jobmanager host>:8081" (Kubernetes: the chart's ConfigMap).
 COPY config/checkpoint-sentinel.toml /etc/checkpoint-sentinel/config.toml
 
 # Listen on all interfaces inside the container (the reference file says 127.0.0.1). The
@@ -61,14 +64,6 @@ ENTRYPOINT ["/usr/local/bin/checkpoint-sentinel"]
 CMD ["run", "--config", "/etc/checkpoint-sentinel/config.toml"]
 
 # ---------------------------------------------------------------------------------------------
-# The runtime around a binary built on the host (glibc must not be newer than the base's):
-#   cargo build --release && docker build --target prebuilt -t checkpoint-sentinel:dev .
-FROM runtime-base AS prebuilt
-ARG BINARY=target/release/checkpoint-sentinel
-# The file must be executable (cargo's output is); the classic builder has no COPY --chmod.
-COPY ${BINARY} /usr/local/bin/checkpoint-sentinel
-
-# ---------------------------------------------------------------------------------------------
 FROM ${RUST_IMAGE} AS builder
 WORKDIR /src
 # Manifests first, so the dependency download is cached apart from source changes.
@@ -78,7 +73,12 @@ RUN mkdir src \
  && touch src/lib.rs \
  && cargo fetch --locked \
  && rm -rf src
+COPY build.rs ./
 COPY src ./src
+# The git commit for checkpoint_sentinel_build_info (.git is not in the build context):
+#   docker build --build-arg SENTINEL_GIT_REVISION=$(git rev-parse --short=12 HEAD) .
+ARG SENTINEL_GIT_REVISION=unknown
+ENV SENTINEL_GIT_REVISION=${SENTINEL_GIT_REVISION}
 RUN cargo build --release --locked --bin checkpoint-sentinel \
  && cp target/release/checkpoint-sentinel /checkpoint-sentinel
 

@@ -25,6 +25,7 @@ Usage: check-chart.py RENDERED.yaml VALUES.yaml [--binary PATH] [--crds OUT.json
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,21 @@ def throwaway_certificate(directory):
         return False
     (directory / "client-ca.crt").write_bytes(crt.read_bytes())
     return True
+
+
+def stand_in_secrets(text, directory):
+    """check-config checks that secret files exist and are not empty and that secret environment
+    variables are set, as `run` does in the pod: stand-ins for the mounted Secret files (written
+    to `directory`, their paths put in the text) and for the variables the pod gets from Secrets.
+    Returns the new text and the variables."""
+    env = {name: "check-chart-stand-in" for name in re.findall(r'\benv\s*=\s*"([^"]+)"', text)}
+
+    def stand_in(m):
+        path = directory / ("secret-" + re.sub(r"[^A-Za-z0-9_.-]", "_", m.group(2)))
+        path.write_text("check-chart-stand-in\n")
+        return f'{m.group(1)}{path}{m.group(3)}'
+
+    return re.sub(r'(\bfile\s*=\s*")([^"]+)(")', stand_in, text), env
 
 
 def main(argv):
@@ -152,9 +168,11 @@ def main(argv):
                         print("check-chart: no openssl CLI, config.toml with TLS checked as TOML only")
                         continue
                     text = text.replace(TLS_DIR + "/", tmp + "/")
+                text, env = stand_in_secrets(text, Path(tmp))
                 config_file = Path(tmp) / "config.toml"
                 config_file.write_text(text)
-                r = subprocess.run([args["--binary"], "check-config", str(config_file)], capture_output=True, text=True)
+                r = subprocess.run([args["--binary"], "check-config", str(config_file)], capture_output=True,
+                                   text=True, env={**os.environ, **env})
             if r.returncode != 0:
                 finding(f"checkpoint-sentinel check-config refuses config.toml: {r.stderr.strip() or r.stdout.strip()}")
 

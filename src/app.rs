@@ -37,6 +37,8 @@ pub struct AppState {
     pub http_closed: [AtomicU64; 2],
     /// What the bounds on outside input cut, per (cluster, what): see [`AppState::count_cut`].
     inputs_cut: std::sync::Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
+    /// What `/metrics` exports (`[metrics]`), set at start and on reload.
+    pub metrics: RwLock<crate::config::MetricsConfig>,
 }
 
 /// Why a TLS handshake on the daemon's port failed: a plain `http://` request, a client that
@@ -75,6 +77,7 @@ impl AppState {
             http_connections: AtomicI64::new(0),
             http_closed: Default::default(),
             inputs_cut: Default::default(),
+            metrics: RwLock::default(),
         }
     }
 
@@ -197,6 +200,8 @@ impl AppState {
             last_persisted: (last > 0).then_some(Timestamp(last)),
             alerts,
             alertmanagers: view.alertmanagers.clone(),
+            process: crate::process::read(),
+            metrics: self.metrics.read().unwrap_or_else(|e| e.into_inner()).clone(),
         }
     }
 }

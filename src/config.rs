@@ -31,6 +31,32 @@ pub struct Config {
     pub alerting: AlertingConfig,
     /// Rules of your own, in addition to (or instead of) the built-in pack.
     pub rules: Vec<crate::rules::RuleSpec>,
+    /// What `/metrics` exports: its cardinality.
+    pub metrics: MetricsConfig,
+}
+
+/// `[metrics]`: per-operator series or not, and the quantiles of every summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Export the `flink_operator_checkpoint_*` summaries (five per operator chain).
+    pub operators: bool,
+    /// The quantiles of every summary, among 0.5, 0.95 and 0.99 (empty: `_sum` and `_count`
+    /// only).
+    pub quantiles: Vec<f64>,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig { operators: true, quantiles: crate::stats::QUANTILES.to_vec() }
+    }
+}
+
+impl MetricsConfig {
+    /// For each of [`crate::stats::QUANTILES`], whether it is exported.
+    pub fn shown_quantiles(&self) -> [bool; 3] {
+        crate::stats::QUANTILES.map(|q| self.quantiles.contains(&q))
+    }
 }
 
 /// `[alerting]`.
@@ -592,6 +618,15 @@ pub enum ConfigError {
         /// What is wrong, naming the key.
         message: String,
     },
+    /// A `SENTINEL_…` environment variable names an unknown key or has a value of the wrong type
+    /// (the file alone is fine).
+    #[error("environment variable {variable}: {message}")]
+    Env {
+        /// The variable, e.g. `SENTINEL_SERVER__LISTEN`.
+        variable: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// Values that parse but make no sense.
     #[error("{file}: invalid configuration:\n{}", problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
     Invalid {
@@ -615,23 +650,48 @@ impl Config {
     ) -> Result<Config, ConfigError> {
         let load_error = |message: String| ConfigError::Load { file: file.to_path_buf(), message };
         let text = std::fs::read_to_string(file).map_err(|e| load_error(format!("cannot read: {e}")))?;
+        // Custom rules missing several fields: all of them in one message, not one per run.
+        if let Some(message) = missing_rule_fields(&text) {
+            return Err(load_error(message));
+        }
         // Only `SENTINEL_<SECTION>__<KEY>` variables are config keys (every top-level key is a
         // section); `SENTINEL_LOG`, `SENTINEL_CONFIG` and the like belong to the command line.
-        let env: config::Map<String, String> = env
+        let env: Vec<(String, String)> = env
             .into_iter()
             .filter(|(k, _)| k.strip_prefix("SENTINEL_").is_some_and(|rest| rest.contains("__")))
             .collect();
-        let built = config::Config::builder()
-            .add_source(config::File::from_str(&text, config::FileFormat::Toml))
-            .add_source(
-                config::Environment::with_prefix("SENTINEL")
-                    .prefix_separator("_")
-                    .separator("__")
-                    .source(Some(env)),
-            )
-            .build()
-            .map_err(|e| load_error(describe(&e)))?;
-        let config: Config = built.try_deserialize().map_err(|e| load_error(describe(&e)))?;
+        // The file alone first, so that a problem of the file is blamed on the file and one of a
+        // variable on the variable.
+        let from = |env: &[(String, String)]| -> Result<Config, config::ConfigError> {
+            config::Config::builder()
+                .add_source(config::File::from_str(&text, config::FileFormat::Toml))
+                .add_source(
+                    config::Environment::with_prefix("SENTINEL")
+                        .prefix_separator("_")
+                        .separator("__")
+                        .source(Some(env.iter().cloned().collect())),
+                )
+                .build()?
+                .try_deserialize()
+        };
+        from(&[]).map_err(|e| load_error(describe(&e)))?;
+        let config = match from(&env) {
+            Ok(config) => config,
+            Err(all) => {
+                let mut sorted = env.clone();
+                sorted.sort();
+                for var in &sorted {
+                    if let Err(e) = from(std::slice::from_ref(var)) {
+                        return Err(ConfigError::Env {
+                            variable: var.0.clone(),
+                            message: describe(&e).replace("unknown field", "unknown key"),
+                        });
+                    }
+                }
+                let names: Vec<&str> = sorted.iter().map(|(k, _)| k.as_str()).collect();
+                return Err(ConfigError::Env { variable: names.join(", "), message: describe(&all) });
+            }
+        };
         let problems = config.problems();
         if problems.is_empty() {
             Ok(config)
@@ -721,6 +781,14 @@ impl Config {
             problems.push("state.persist_interval: expected a positive duration".to_string());
         }
         self.log_problems(&mut problems);
+        let known = crate::stats::QUANTILES;
+        for (i, q) in self.metrics.quantiles.iter().enumerate() {
+            if !known.contains(q) {
+                problems.push(format!("metrics.quantiles[{i}]: {q}: expected one of 0.5, 0.95, 0.99"));
+            } else if self.metrics.quantiles[..i].contains(q) {
+                problems.push(format!("metrics.quantiles[{i}]: {q}: given twice"));
+            }
+        }
         problems
     }
 
@@ -825,10 +893,32 @@ impl Config {
     }
 }
 
+/// The required fields of a `[[rules]]` entry (the others have defaults).
+const RULE_FIELDS: [&str; 7] = ["name", "expr", "severity", "class", "summary", "description", "runbook_url"];
+
+/// Every `[[rules]]` entry of the file missing required fields, all named in one message; `None`
+/// when none is missing (or the file is not TOML: the loader says so).
+fn missing_rule_fields(text: &str) -> Option<String> {
+    let table: toml::Table = text.parse().ok()?;
+    let rules = table.get("rules")?.as_array()?;
+    let lines: Vec<String> = rules
+        .iter()
+        .enumerate()
+        .filter_map(|(i, rule)| {
+            let rule = rule.as_table()?;
+            let missing: Vec<&str> = RULE_FIELDS.into_iter().filter(|f| !rule.contains_key(*f)).collect();
+            (!missing.is_empty()).then(|| format!("rules[{i}]: missing {}", missing.join(", ")))
+        })
+        .collect();
+    (!lines.is_empty())
+        .then(|| format!("{}; every [[rules]] entry needs {}", lines.join("; "), RULE_FIELDS.join(", ")))
+}
+
 /// The `config` crate's message, which names the key and the expected type. It writes a key
-/// under an array element without its dot (`rules[0]class`); the key is put right.
+/// under an array element without its dot (`rules[0]class`); the key is put right. A number
+/// where a duration belongs (`poll_interval = 5`) is explained as such.
 fn describe(error: &config::ConfigError) -> String {
-    let message = error.to_string();
+    let message = explain_duration(&error.to_string());
     let mut out = String::with_capacity(message.len() + 4);
     let mut chars = message.chars().peekable();
     while let Some(c) = chars.next() {
@@ -840,13 +930,84 @@ fn describe(error: &config::ConfigError) -> String {
     out
 }
 
+/// `invalid value: string "5", expected a duration for key `…`` (the TOML number 5 reaches the
+/// deserializer as a string) becomes `key `…`: 5: expected a duration such as "5s" …`.
+fn explain_duration(message: &str) -> String {
+    static PATTERN: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r#"invalid value: string "([^"]*)", expected a duration for key `([^`]+)`"#)
+            .expect("a valid pattern")
+    });
+    PATTERN
+        .replace(message, |c: &regex::Captures<'_>| {
+            let value = &c[1];
+            let shown = if value.parse::<f64>().is_ok() { value.to_string() } else { format!("{value:?}") };
+            format!(
+                "key `{}`: {shown}: expected a duration such as \"5s\" (a number and a unit: ms, s, m, h)",
+                &c[2]
+            )
+        })
+        .into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    fn metrics_settings_are_validated() {
+        let c = load("[metrics]\noperators=false\nquantiles=[0.95]\n").unwrap();
+        assert_eq!(c.metrics.shown_quantiles(), [false, true, false]);
+        assert!(!c.metrics.operators);
+        let err = load("[metrics]\nquantiles=[0.9, 0.95, 0.95]\n").unwrap_err().to_string();
+        assert!(err.contains("metrics.quantiles[0]: 0.9: expected one of 0.5, 0.95, 0.99"), "{err}");
+        assert!(err.contains("metrics.quantiles[2]: 0.95: given twice"), "{err}");
+    }
+
+    #[test]
+    fn a_number_where_a_duration_belongs_is_explained() {
+        let err =
+            load("[[clusters]]\nname='a'\nurl='http://x:1'\npoll_interval=5\n").unwrap_err().to_string();
+        assert!(
+            err.contains("key `clusters[0].poll_interval`: 5: expected a duration such as \"5s\""),
+            "{err}"
+        );
+        assert!(!err.contains("string \"5\""), "{err}");
+    }
+
+    #[test]
+    fn a_bad_environment_variable_is_named_not_the_file() {
+        let f = write("[[clusters]]\nname='a'\nurl='http://x:1'\n");
+        let file = f.path().display().to_string();
+        let env = |k: &str, v: &str| {
+            vec![(k.to_string(), v.to_string()), ("SENTINEL_STATS__WINDOW".into(), "5m".into())]
+        };
+        let err =
+            Config::load_with_env(f.path(), env("SENTINEL_SERVR__LISTEN", "1")).unwrap_err().to_string();
+        assert!(err.starts_with("environment variable SENTINEL_SERVR__LISTEN: unknown key `servr`"), "{err}");
+        assert!(!err.contains(&file), "{err}");
+        let err =
+            Config::load_with_env(f.path(), env("SENTINEL_SERVER__LISTEN", "1")).unwrap_err().to_string();
+        assert!(err.starts_with("environment variable SENTINEL_SERVER__LISTEN: "), "{err}");
+        assert!(err.contains("server.listen"), "{err}");
+        // A problem of the file is still the file's, even with a variable set.
+        let bad = write("[server]\nlistn='x'\n");
+        let err = Config::load_with_env(bad.path(), env("SENTINEL_SERVER__LISTEN", "127.0.0.1:1"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with(&bad.path().display().to_string()) && err.contains("listn"), "{err}");
+    }
+
+    #[test]
+    fn every_missing_rule_field_is_named_at_once() {
+        let text = "[[clusters]]\nname='a'\nurl='http://x:1'\n[[rules]]\nname = \"Probe\"\nexpr = \"restores > 0\"\nsummary = \"s\"\n[[rules]]\nname = \"Other\"\nexpr = \"restores > 0\"\nseverity = \"info\"\nclass = \"unknown\"\nsummary = \"s\"\ndescription = \"d\"\n";
+        let err = load(text).unwrap_err().to_string();
+        assert!(err.contains("rules[0]: missing severity, class, description, runbook_url"), "{err}");
+        assert!(err.contains("rules[1]: missing runbook_url"), "{err}");
+    }
+
+    #[test]
     fn a_missing_key_under_an_array_element_is_named_with_its_dot() {
-        let text = "[[rules]]\nname = \"Probe\"\nexpr = \"restores > 0\"\nseverity = \"info\"\n";
+        let text = "[[rules]]\nname = \"Probe\"\nexpr = \"restores > 0\"\nseverity = \"info\"\nclass = \"nonsense\"\nsummary = \"s\"\ndescription = \"d\"\nrunbook_url = \"u\"\n";
         let err = load(text).unwrap_err().to_string();
         assert!(err.contains("rules[0].class"), "{err}");
     }

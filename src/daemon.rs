@@ -126,6 +126,28 @@ fn load_state(dir: &Path, window: WindowSpec) -> State {
     }
 }
 
+/// One line at start-up: the version, the config file, the state directory and what was
+/// restored from it.
+fn log_start(config: &Config, config_path: Option<&Path>, saved: bool, state: &State) {
+    let jobs: Vec<&crate::state::JobState> =
+        state.clusters().values().flat_map(|c| c.jobs.values()).collect();
+    let checkpoints: u64 = jobs.iter().map(|j| j.totals().completed + j.totals().failed).sum();
+    let restored = if saved {
+        format!("{} jobs and {checkpoints} counted checkpoints restored", jobs.len())
+    } else {
+        "no saved state".to_string()
+    };
+    tracing::info!(
+        version = crate::telemetry::VERSION,
+        revision = crate::telemetry::REVISION,
+        config = %config_path.map_or_else(|| "(none)".to_string(), |p| p.display().to_string()),
+        state_dir = %config.state.dir.display(),
+        restored = %restored,
+        "checkpoint-sentinel {} starting",
+        crate::telemetry::VERSION
+    );
+}
+
 /// Starts the daemon with `config`. With `config_path`, the file is re-read on SIGHUP and when
 /// it changes.
 pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Running, StartError> {
@@ -141,9 +163,12 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     }
     let window = window_of(&config);
     let lock = lock_state_dir(&config.state.dir)?;
+    let saved = config.state.dir.join(persist::STATE_FILE).exists();
     let mut state = load_state(&config.state.dir, window);
     state.retain_clusters(&config.clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
+    log_start(&config, config_path.as_deref(), saved, &state);
     let app = Arc::new(AppState::new(state));
+    *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = config.metrics.clone();
 
     let tls = crate::tls::load(&config.server).map_err(StartError::Tls)?;
     let listener = tokio::net::TcpListener::bind(config.server.listen)
@@ -383,6 +408,8 @@ fn reload(path: &Path, current: &mut Config, pollers: &mut Pollers, app: &Arc<Ap
     current.logs = new.logs;
     current.alerting = new.alerting;
     current.rules = new.rules;
+    *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = new.metrics.clone();
+    current.metrics = new.metrics;
 }
 
 /// Evaluates the rules every `evaluation_interval`, publishes the alerts for metrics and the

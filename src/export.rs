@@ -261,7 +261,19 @@ pub const METRICS: &[MetricDef] = &[
         &["cluster", "cause"],
         "Root causes of checkpoint failures in Flink logs: the deepest \"Caused by:\" of the attached stack trace, classified (disk_full, out_of_memory, timeout, closed_stream, serialization, permission, s3, hdfs, …); counted once per checkpoint and cause."
     ),
-    metric!("checkpoint_sentinel_build_info", Gauge, &["version"], "The daemon's version; always 1."),
+    metric!(
+        "checkpoint_sentinel_build_info",
+        Gauge,
+        &["version", "revision", "rustc_version"],
+        "The daemon's version, the git commit it was built from (unknown without git at build time) and the Rust compiler's version; always 1. The Flink versions seen are in checkpoint_sentinel_flink_info."
+    ),
+    metric!("process_cpu_seconds_total", Counter, &[], "User and system CPU time of the daemon, seconds."),
+    metric!("process_resident_memory_bytes", Gauge, &[], "Resident memory of the daemon, bytes."),
+    metric!("process_virtual_memory_bytes", Gauge, &[], "Virtual memory of the daemon, bytes."),
+    metric!("process_open_fds", Gauge, &[], "Open file descriptors of the daemon."),
+    metric!("process_max_fds", Gauge, &[], "The daemon's limit of open file descriptors (soft limit)."),
+    metric!("process_start_time_seconds", Gauge, &[], "Start of the daemon, seconds since the Unix epoch."),
+    metric!("process_threads", Gauge, &[], "Threads of the daemon."),
     metric!(
         "checkpoint_sentinel_tls_handshake_errors_total",
         Counter,
@@ -473,6 +485,10 @@ pub struct DaemonStats {
     pub http_closed: [(&'static str, u64); 2],
     /// What the bounds on outside input cut, per (cluster, what).
     pub inputs_cut: Vec<(String, &'static str, u64)>,
+    /// The process's CPU, memory, descriptors and threads (Linux only).
+    pub process: Option<crate::process::ProcessStats>,
+    /// What to export: per-operator series or not, which quantiles (`[metrics]`).
+    pub metrics: crate::config::MetricsConfig,
 }
 
 /// Where [`render_into`] puts samples: metric families for the `prometheus` crate (the
@@ -481,6 +497,8 @@ pub struct DaemonStats {
 trait Sink {
     /// One sample of the family `METRICS[family]`; `labels` are in the table's order.
     fn push(&mut self, family: usize, labels: &[(&str, &str)], value: Value);
+    /// Which of [`QUANTILES`] summaries show (`[metrics] quantiles`), from now on.
+    fn show_quantiles(&mut self, shown: [bool; 3]);
 }
 
 /// Index of a metric in [`METRICS`], resolved at compile time: a name missing from the table is
@@ -514,6 +532,7 @@ const fn const_str_eq(a: &str, b: &str) -> bool {
 /// Collects metric families, in the order of [`METRICS`].
 struct Families {
     families: Vec<MetricFamily>,
+    shown: [bool; 3],
 }
 
 impl Families {
@@ -532,7 +551,7 @@ impl Families {
                 f
             })
             .collect();
-        Families { families }
+        Families { families, shown: [true; 3] }
     }
 
     fn finish(self) -> Vec<MetricFamily> {
@@ -542,6 +561,10 @@ impl Families {
 }
 
 impl Sink for Families {
+    fn show_quantiles(&mut self, shown: [bool; 3]) {
+        self.shown = shown;
+    }
+
     fn push(&mut self, family: usize, labels: &[(&str, &str)], value: Value) {
         let def = &METRICS[family];
         debug_assert_eq!(def.labels.len(), labels.len(), "{}", def.name);
@@ -576,7 +599,9 @@ impl Sink for Families {
                     QUANTILES
                         .iter()
                         .zip(s.quantiles)
-                        .map(|(&q, v)| {
+                        .zip(self.shown)
+                        .filter(|(_, shown)| *shown)
+                        .map(|((&q, v), _)| {
                             let mut quantile = proto::Quantile::default();
                             quantile.set_quantile(q);
                             quantile.set_value(v.map_or(f64::NAN, |v| v as f64 / divisor));
@@ -606,6 +631,8 @@ pub struct TextRenderer {
     labels: Vec<u8>,
     /// Each family's size at the previous scrape, to allocate it once at the next.
     last_sizes: Vec<usize>,
+    /// Which of [`QUANTILES`] are left out (`[metrics] quantiles`).
+    hidden: [bool; 3],
 }
 
 impl TextRenderer {
@@ -666,6 +693,10 @@ fn write_header(out: &mut Vec<u8>, def: &MetricDef) {
 }
 
 impl Sink for TextRenderer {
+    fn show_quantiles(&mut self, shown: [bool; 3]) {
+        self.hidden = shown.map(|s| !s);
+    }
+
     fn push(&mut self, family: usize, labels: &[(&str, &str)], value: Value) {
         let def = &METRICS[family];
         debug_assert_eq!(def.labels.len(), labels.len(), "{}", def.name);
@@ -702,7 +733,9 @@ impl Sink for TextRenderer {
                 out.push(b'\n');
             }
             (Kind::Summary, Value::Summary(s, divisor)) => {
-                for (tail, v) in QUANTILE_LABELS.iter().zip(s.quantiles) {
+                for ((tail, v), _) in
+                    QUANTILE_LABELS.iter().zip(s.quantiles).zip(self.hidden).filter(|(_, hidden)| !hidden)
+                {
                     out.extend_from_slice(name);
                     match braced.split_last() {
                         Some((_, open)) => {
@@ -870,9 +903,11 @@ pub const PARTS: [Part; 6] = [
 
 /// Every sample of `part`, family by family as the state is walked; the sink groups them.
 fn render_into(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut impl Sink, part: Part) {
+    out.show_quantiles(daemon.metrics.shown_quantiles());
     match part {
         Part::Jobs => render_jobs(state, daemon, now, out),
-        Part::Operators(phase) => render_operators(state, out, phase),
+        Part::Operators(phase) if daemon.metrics.operators => render_operators(state, out, phase),
+        Part::Operators(_) => {}
     }
 }
 
@@ -898,9 +933,29 @@ fn render_operators(state: &State, out: &mut impl Sink, phase: Phase) {
 fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut impl Sink) {
     out.push(
         family!("checkpoint_sentinel_build_info"),
-        &[("version", env!("CARGO_PKG_VERSION"))],
+        &[
+            ("version", crate::telemetry::VERSION),
+            ("revision", crate::telemetry::REVISION),
+            ("rustc_version", crate::telemetry::RUSTC_VERSION),
+        ],
         Value::Number(1.0),
     );
+    if let Some(p) = &daemon.process {
+        for (family, value) in [
+            (family!("process_cpu_seconds_total"), p.cpu_seconds),
+            (family!("process_resident_memory_bytes"), p.resident_memory_bytes),
+            (family!("process_virtual_memory_bytes"), p.virtual_memory_bytes),
+            (family!("process_open_fds"), p.open_fds),
+            (family!("process_max_fds"), p.max_fds),
+            (family!("process_start_time_seconds"), p.start_time_seconds),
+            (family!("process_threads"), p.threads),
+        ] {
+            // An "unlimited" descriptor limit is left out rather than exported as infinity.
+            if value.is_finite() {
+                out.push(family, &[], Value::Number(value));
+            }
+        }
+    }
     let mut clamped = 0u64;
     for (cluster_name, cluster) in state.clusters() {
         let c = cluster_name.as_str();
@@ -1268,6 +1323,8 @@ mod tests {
                 queued: 0,
             }],
             tls_handshake_errors: Some([("plain_http", 1), ("failed", 3), ("timeout", 0)]),
+            process: crate::process::read(),
+            metrics: crate::config::MetricsConfig::default(),
             ..DaemonStats::default()
         };
         (state, daemon, end.plus_millis(1_234))
@@ -1290,6 +1347,28 @@ mod tests {
         // Reused buffers: the second scrape is the same text, not the first one doubled.
         let again = String::from_utf8(renderer.render_to_vec(&state, &daemon, now)).unwrap();
         assert_eq!(again, expected);
+    }
+
+    #[test]
+    fn lean_settings_drop_operator_series_and_unchosen_quantiles() {
+        let (state, mut daemon, now) = busy_state(6, 30);
+        let series = |text: &str| text.lines().filter(|l| !l.starts_with('#')).count();
+        let full = String::from_utf8(TextRenderer::default().render_to_vec(&state, &daemon, now)).unwrap();
+        daemon.metrics = crate::config::MetricsConfig { operators: false, quantiles: vec![0.95] };
+        let expected = encode_text(&render(&state, &daemon, now));
+        let mut renderer = TextRenderer::default();
+        let lean = String::from_utf8(renderer.render_to_vec(&state, &daemon, now)).unwrap();
+        assert_eq!(lean, expected, "the text renderer and the encoder agree on lean settings");
+        assert!(!lean.contains("flink_operator_checkpoint_"), "{lean}");
+        assert!(lean.contains("flink_checkpoint_duration_seconds{") && lean.contains("quantile=\"0.95\""));
+        assert!(!lean.contains("quantile=\"0.5\"") && !lean.contains("quantile=\"0.99\""), "{lean}");
+        assert!(full.contains("flink_operator_checkpoint_") && full.contains("quantile=\"0.99\""));
+        assert!(series(&lean) < series(&full) / 2, "{} lean, {} full", series(&lean), series(&full));
+        // No quantiles: a summary is its _sum and _count.
+        daemon.metrics.quantiles.clear();
+        let bare = String::from_utf8(renderer.render_to_vec(&state, &daemon, now)).unwrap();
+        assert!(!bare.contains("quantile="), "{bare}");
+        assert_eq!(bare, encode_text(&render(&state, &daemon, now)));
     }
 
     #[test]

@@ -34,7 +34,9 @@ impl HttpState {
 pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/", get(index))
-        .route("/metrics", get(metrics))
+        // gzip when the scraper sends `Accept-Encoding: gzip` (Prometheus does): a layer around
+        // the route, whatever the handler streams. ~30 MB for 1,000 jobs compresses ~20 times.
+        .route("/metrics", get(metrics).layer(tower_http::compression::CompressionLayer::new().gzip(true)))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/api/v1/alerts", get(alerts))
@@ -48,8 +50,27 @@ pub fn router(state: HttpState) -> Router {
 /// The status page: one static file that reads the JSON API.
 const STATUS_PAGE: &str = include_str!("ui/index.html");
 
-async fn index() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-cache")], STATUS_PAGE)
+/// Where the page takes its first view's data from (`null`: it fetches it).
+const INITIAL_SLOT: &str = r#"<script id="initial" type="application/json">null</script>"#;
+
+/// The status page with the first view's data (`/api/v1/clusters` and `/api/v1/jobs` as they
+/// are now) in it, so the jobs table is drawn without waiting on a fetch.
+async fn index(Extract(state): Extract<HttpState>) -> Response {
+    let alerts = state.app.alerts.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let initial = {
+        let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+        let now = Timestamp::now();
+        serde_json::json!({ "clusters": api::clusters(&s, &alerts, now), "jobs": api::jobs(&s, &alerts, now) })
+    };
+    // In a <script> element only "</" could end it early: JSON allows "<" escaped.
+    let json = serde_json::to_string(&initial).unwrap_or_else(|_| "null".into()).replace('<', "\\u003c");
+    let page = STATUS_PAGE.replacen(
+        INITIAL_SLOT,
+        &format!(r#"<script id="initial" type="application/json">{json}</script>"#),
+        1,
+    );
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CACHE_CONTROL, "no-store")], page)
+        .into_response()
 }
 
 fn json_no_cache<T: serde::Serialize>(value: &T) -> Response {
@@ -272,6 +293,10 @@ mod tests {
         let (status, page) = get(&router, "/").await;
         assert_eq!(status, StatusCode::OK);
         assert!(page.contains("<title>checkpoint-sentinel</title>") && page.contains("/api/v1/jobs"));
+        assert!(
+            page.contains(r#"<script id="initial" type="application/json">{"#),
+            "no first view in the page"
+        );
         let finished = FinishedCheckpoint {
             id: 7,
             status: CheckpointStatus::Failed,
@@ -299,6 +324,13 @@ mod tests {
             finished: vec![finished],
             latest_restore: None,
         }));
+        // The page carries the jobs as the API shows them, with "<" escaped inside its script.
+        let (_, page) = get(&router, "/").await;
+        let (_, json) = page.split_once(r#"<script id="initial" type="application/json">"#).unwrap();
+        let (json, _) = json.split_once("</script>").unwrap();
+        let initial: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(initial["jobs"]["jobs"][0]["name"], "orders", "{json}");
+        assert_eq!(initial["clusters"]["clusters"][0]["name"], "prod", "{json}");
         let (status, body) = get(&router, "/api/v1/jobs").await;
         assert_eq!(status, StatusCode::OK);
         let jobs: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -321,5 +353,28 @@ mod tests {
         assert!(body.contains("\"events\":[]"), "{body}");
         assert_eq!(get(&router, "/api/v1/alerts").await.0, StatusCode::OK);
         assert_eq!(get(&router, "/metrics").await.0, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn metrics_are_gzipped_when_the_scraper_asks() {
+        let (_, router) = app();
+        let (_, plain) = get(&router, "/metrics").await;
+        let request = Request::get("/metrics").header(header::ACCEPT_ENCODING, "gzip").body(Body::empty());
+        let response = router.clone().oneshot(request.unwrap()).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()[header::CONTENT_ENCODING], "gzip");
+        assert_eq!(response.headers()[header::CONTENT_TYPE], prometheus::TEXT_FORMAT);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&body[..]), &mut text).unwrap();
+        // The process figures differ between two scrapes; the rest is the same body.
+        let stable =
+            |t: &str| t.lines().filter(|l| !l.starts_with("process_")).collect::<Vec<_>>().join("\n");
+        assert_eq!(stable(&text), stable(&plain));
+        assert!(body.len() < plain.len(), "{} gzipped bytes for {} plain", body.len(), plain.len());
+        // Without the header: plain text, as before.
+        let response =
+            router.clone().oneshot(Request::get("/metrics").body(Body::empty()).unwrap()).await.unwrap();
+        assert!(response.headers().get(header::CONTENT_ENCODING).is_none());
     }
 }

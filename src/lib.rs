@@ -10,6 +10,8 @@
 //! - [`shadow`] — the reference model run beside every job, explaining each deviation.
 //! - [`state`] — what the daemon knows; `State::apply` and its durable form.
 //! - [`poller`] — the per-cluster REST poller.
+//! - [`process`] — the daemon's own `process_*` figures from `/proc`.
+//! - [`preflight`] — checks of a configuration against the machine (`check-config`, `run`).
 //! - [`simulate`] — the `simulate` command (what-if and replay of the coordinator model).
 //! - [`access`] — optional authentication of the HTTP endpoints.
 //! - [`tls`] — HTTPS for the daemon's own listener.
@@ -42,6 +44,8 @@ pub mod logs;
 pub mod model;
 pub mod observe;
 pub mod poller;
+pub mod preflight;
+pub mod process;
 pub mod rules;
 pub mod shadow;
 pub mod simulate;

@@ -161,7 +161,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::CheckConfig { config } => match Config::load(&config) {
+        Command::CheckConfig { config } => match load_checked(&config) {
             Ok(c) => {
                 print!("{}", c.to_masked_toml());
                 eprintln!("{}: ok", config.display());
@@ -173,7 +173,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Run { config: path, listen } => {
-            let mut config = match Config::load(&path) {
+            let mut config = match load_checked(&path) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -195,6 +195,22 @@ fn main() -> ExitCode {
                 }
             }
         }
+    }
+}
+
+/// The configuration at `path`, loaded, validated and checked against this machine
+/// (`preflight`): `check-config` and `run` accept and refuse the same files.
+fn load_checked(path: &std::path::Path) -> Result<Config, String> {
+    let config = Config::load(path).map_err(|e| e.to_string())?;
+    let problems = checkpoint_sentinel::preflight::check(&config);
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(format!(
+            "{}: cannot run with this configuration:\n{}",
+            path.display(),
+            problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n")
+        ))
     }
 }
 

@@ -28,3 +28,10 @@ pub fn init(format: LogFormat) {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
 }
+
+/// The daemon's version (`Cargo.toml`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The git commit it was built from, "unknown" without git at build time (see `build.rs`).
+pub const REVISION: &str = env!("SENTINEL_GIT_REVISION");
+/// The version of the compiler that built it.
+pub const RUSTC_VERSION: &str = env!("SENTINEL_RUSTC_VERSION");

@@ -26,6 +26,7 @@ mod metrics_doc;
 mod model_alignment_cut;
 mod model_replay;
 mod pending_subtasks;
+mod preflight;
 mod reload;
 mod restart;
 mod rules_agree;

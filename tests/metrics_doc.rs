@@ -48,7 +48,14 @@ fn names_follow_prometheus_conventions() {
             m.name
         );
         assert!(!m.name.contains("_ms") && !m.name.contains("millis"), "{}: base units", m.name);
-        assert!(m.name.starts_with("flink_") || m.name.starts_with("checkpoint_sentinel_"), "{}", m.name);
+        // `process_*`: the client libraries' standard names for a process's own figures.
+        assert!(
+            m.name.starts_with("flink_")
+                || m.name.starts_with("checkpoint_sentinel_")
+                || m.name.starts_with("process_"),
+            "{}",
+            m.name
+        );
         assert!(!m.help.is_empty());
     }
 }
