@@ -28,6 +28,21 @@ pub struct AppState {
     pub tls_serving: AtomicBool,
     /// Counters in the order of [`TLS_HANDSHAKE_ERRORS`].
     pub tls_handshake_errors: [AtomicU64; 3],
+    /// The checkpoint store, when `[store] enabled` and it opened.
+    pub store: std::sync::OnceLock<std::sync::Arc<crate::store::Store>>,
+    /// The store's counters.
+    pub store_stats: StoreStats,
+}
+
+/// What the persister did with the checkpoint store.
+#[derive(Debug, Default)]
+pub struct StoreStats {
+    /// Records in the store after the last write.
+    pub records: AtomicU64,
+    /// Records pruned by age or count.
+    pub pruned: AtomicU64,
+    /// Failed writes (retried with the next state write).
+    pub errors: AtomicU64,
 }
 
 /// Why a TLS handshake on the daemon's port failed: a plain `http://` request, a client that
@@ -60,6 +75,8 @@ impl AppState {
             log_events_arrived: tokio::sync::Notify::new(),
             tls_serving: AtomicBool::new(false),
             tls_handshake_errors: Default::default(),
+            store: std::sync::OnceLock::new(),
+            store_stats: StoreStats::default(),
         }
     }
 
@@ -110,7 +127,13 @@ impl AppState {
                 (TLS_HANDSHAKE_ERRORS[i], self.tls_handshake_errors[i].load(Ordering::Relaxed))
             })
         });
+        let store = self.store.get().map(|_| crate::export::StoreCounters {
+            records: self.store_stats.records.load(Ordering::Relaxed),
+            pruned: self.store_stats.pruned.load(Ordering::Relaxed),
+            errors: self.store_stats.errors.load(Ordering::Relaxed),
+        });
         DaemonStats {
+            store,
             tls_handshake_errors,
             persist_errors: self.persist_errors.load(Ordering::Relaxed),
             last_persisted: (last > 0).then_some(Timestamp(last)),

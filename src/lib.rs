@@ -9,6 +9,7 @@
 //! - [`model`] — the reference model of Flink's checkpoint coordinator and barrier alignment.
 //! - [`shadow`] — the reference model run beside every job, explaining each deviation.
 //! - [`state`] — what the daemon knows; `State::apply` and its durable form.
+//! - [`store`] — the on-disk checkpoint store (every checkpoint and savepoint, by time).
 //! - [`poller`] — the per-cluster REST poller.
 //! - [`simulate`] — the `simulate` command (what-if and replay of the coordinator model).
 //! - [`access`] — optional authentication of the HTTP endpoints.
@@ -45,6 +46,7 @@ pub mod shadow;
 pub mod simulate;
 pub mod state;
 pub mod stats;
+pub mod store;
 pub mod telemetry;
 pub mod time;
 pub mod tls;

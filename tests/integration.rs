@@ -24,5 +24,6 @@ mod reload;
 mod restart;
 mod scan_streaming;
 mod shadow;
+mod store;
 mod tidy;
 mod tls;

@@ -5,6 +5,7 @@
 
 pub mod history;
 pub mod logs;
+pub mod outbox;
 pub mod persist;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -29,6 +30,8 @@ pub const RECENT_CHECKPOINTS: usize = 32;
 pub struct State {
     window: WindowSpec,
     clusters: BTreeMap<String, ClusterState>,
+    /// Checkpoints counted since the persister last wrote them to the store.
+    pub outbox: outbox::Outbox,
 }
 
 /// One watched cluster.
@@ -293,6 +296,10 @@ pub struct JobState {
     /// Where each operator's subtasks ran (by operator name, then subtask index) when the
     /// poller last fetched the job's load; rebuilt from observations, not persisted.
     pub subtask_locations: BTreeMap<String, Vec<Option<String>>>,
+    /// Its savepoints, counted apart from its checkpoints.
+    pub savepoints: outbox::SavepointStats,
+    /// Records counted by the poll being applied, moved to `State::outbox` right after it.
+    outbox: Vec<outbox::StoredCheckpoint>,
 }
 
 /// The subtask that held a failed checkpoint up, among those that did not acknowledge before
@@ -363,6 +370,8 @@ impl JobState {
             shadow: Shadow::new(),
             trigger_deviation: WindowedHistogram::new(window),
             subtask_locations: BTreeMap::new(),
+            savepoints: outbox::SavepointStats::default(),
+            outbox: Vec::new(),
         }
     }
 
@@ -489,6 +498,12 @@ impl JobState {
                 .then_some((checkpoint.num_acknowledged, checkpoint.num_subtasks)),
             holdout,
         };
+        // Counted once, here: the store gets its record, and a savepoint its own counters.
+        self.savepoints.observe(&record);
+        let stored = outbox::StoredCheckpoint::new(&record, checkpoint, |op, i| {
+            self.subtask_location(op, i).map(str::to_owned)
+        });
+        self.outbox.push(stored);
         let newer = |latest: &Option<CheckpointRecord>| latest.as_ref().is_none_or(|l| l.id < checkpoint.id);
         match checkpoint.status {
             CheckpointStatus::Completed if newer(&self.last_completed) => {
@@ -590,7 +605,7 @@ impl JobState {
 impl State {
     /// Empty state whose histograms use `window`.
     pub fn new(window: WindowSpec) -> Self {
-        State { window, clusters: BTreeMap::new() }
+        State { window, clusters: BTreeMap::new(), outbox: outbox::Outbox::default() }
     }
 
     /// The histogram window.
@@ -616,6 +631,8 @@ impl State {
                 job.listed = true;
                 job.shadow.trigger.set_flink_version(cluster.flink_version.as_deref());
                 job.apply_poll(poll, window);
+                let counted = std::mem::take(&mut job.outbox);
+                self.outbox.extend(&poll.key.cluster, &poll.key.job_id, counted);
             }
             Observation::JobLoad(report) => {
                 let job = self

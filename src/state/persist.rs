@@ -121,6 +121,9 @@ pub struct PersistedJob {
     /// checkpointed, full_state, processed, persisted.
     sizes: [PersistedHistogram; 4],
     operators: BTreeMap<String, PersistedOperator>,
+    /// Savepoint counters; added within version 1 (earlier files have none).
+    #[serde(default)]
+    savepoints: super::outbox::SavepointStats,
 }
 
 /// One operator's durable state.
@@ -160,6 +163,7 @@ pub fn snapshot(state: &State) -> PersistedState {
                         last_completed: job.last_completed.clone(),
                         last_failed: job.last_failed.clone(),
                         recent: job.recent.clone(),
+                        savepoints: job.savepoints,
                         phases: phases_out(&job.phases),
                         sizes: [
                             job.sizes.checkpointed.to_persisted(),
@@ -209,6 +213,7 @@ pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
             restored.last_completed = job.last_completed;
             restored.last_failed = job.last_failed;
             restored.recent = job.recent;
+            restored.savepoints = job.savepoints;
             restored.phases = phases_in(window, &job.phases);
             let s = |i: usize| WindowedHistogram::from_persisted(window, &job.sizes[i]);
             restored.sizes =
