@@ -301,3 +301,36 @@ fn savepoint_metrics_are_exported_for_completed_and_failed_savepoints() {
     assert_eq!(value("flink_savepoint_last_duration_seconds", None), Some(0.5));
     assert_eq!(value("flink_savepoint_last_failed_timestamp_seconds", None), Some(at + 10.0));
 }
+
+#[test]
+fn the_builtin_pack_fires_on_a_failed_savepoint_and_not_on_a_completed_one() {
+    use checkpoint_sentinel::rules::{AlertState, Evaluator, Rule, builtin};
+    let rules: Vec<Rule> =
+        builtin::rules().into_iter().filter(|r| r.name == "FlinkSavepointFailed").map(|r| Rule::new(r).unwrap()).collect();
+    assert_eq!(rules.len(), 1);
+    let mut evaluator = Evaluator::new(rules);
+    let mut state = State::new(WINDOW);
+    let mut history = vec![completed(1), checkpoint(2, CheckpointStatus::Completed, SnapshotKind::Savepoint)];
+    state.apply(&poll(history.clone()), Timestamp(T0 + 30_000));
+    evaluator.evaluate(&state, Timestamp(T0 + 30_000));
+    state.apply(&poll(history.clone()), Timestamp(T0 + 60_000));
+    evaluator.evaluate(&state, Timestamp(T0 + 60_000));
+    assert_eq!(evaluator.active().count(), 0, "a completed savepoint is no alert");
+    history.push(checkpoint(3, CheckpointStatus::Failed, SnapshotKind::Savepoint));
+    state.apply(&poll(history.clone()), Timestamp(T0 + 90_000));
+    evaluator.evaluate(&state, Timestamp(T0 + 90_000));
+    let firing: Vec<_> = evaluator.active().filter(|a| a.state == AlertState::Firing).collect();
+    assert_eq!(firing.len(), 1);
+    assert_eq!(firing[0].name(), "FlinkSavepointFailed");
+    // A failed checkpoint is not a failed savepoint.
+    let mut state = State::new(WINDOW);
+    let mut evaluator = Evaluator::new(vec![Rule::new(
+        builtin::rules().into_iter().find(|r| r.name == "FlinkSavepointFailed").unwrap(),
+    )
+    .unwrap()]);
+    state.apply(&poll(vec![completed(1)]), Timestamp(T0 + 30_000));
+    evaluator.evaluate(&state, Timestamp(T0 + 30_000));
+    state.apply(&poll(vec![completed(1), checkpoint(2, CheckpointStatus::Failed, SnapshotKind::Checkpoint)]), Timestamp(T0 + 60_000));
+    evaluator.evaluate(&state, Timestamp(T0 + 60_000));
+    assert_eq!(evaluator.active().count(), 0);
+}

@@ -25,8 +25,10 @@ use crate::time::Timestamp;
 
 const PHASES: [&str; 5] = ["duration", "alignment", "sync", "async", "start_delay"];
 const SIZES: [&str; 4] = ["checkpointed_size", "full_size", "processed_data", "persisted_data"];
-const PLAIN: [&str; 15] = [
+const PLAIN: [&str; 17] = [
     "checkpoints.completed",
+    "savepoints.completed",
+    "savepoints.failed",
     "checkpoints.failed",
     "checkpoints.total",
     "restores",
@@ -178,6 +180,8 @@ impl Context for JobContext<'_> {
             "checkpoints.failed" => return Some(totals.failed as f64),
             "checkpoints.total" => return Some((totals.completed + totals.failed) as f64),
             "restores" => return Some(job.flink_counts.restored as f64),
+            "savepoints.completed" => return Some(job.savepoints.totals.completed as f64),
+            "savepoints.failed" => return Some(job.savepoints.totals.failed as f64),
             "in_progress" => return Some(job.in_progress.len() as f64),
             "in_progress_age" => {
                 return Some(
