@@ -523,7 +523,8 @@ async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation: u6
             },
             _ => None,
         };
-        persist::write_atomic(&dir, &persist::to_bytes(&snapshot)).map_err(|e| PersistStep::State(e, stored))?;
+        persist::write_atomic(&dir, &persist::to_bytes(&snapshot))
+            .map_err(|e| PersistStep::State(e, stored))?;
         Ok(stored)
     })
     .await;

@@ -156,17 +156,26 @@ async fn api_checkpoints(
         Ok(Ok(found)) => found,
         Ok(Err(e)) => {
             tracing::error!("cannot read the checkpoint store: {e}");
-            return (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(serde_json::json!({ "error": e.to_string() })))
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                axum::Json(serde_json::json!({ "error": e.to_string() })),
+            )
                 .into_response();
         }
         Err(e) => {
-            return (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(serde_json::json!({ "error": e.to_string() })))
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                axum::Json(serde_json::json!({ "error": e.to_string() })),
+            )
                 .into_response();
         }
     };
     let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
     let Some(c) = s.clusters().get(&cluster) else {
-        return (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({ "error": format!("no cluster {cluster}") })))
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(serde_json::json!({ "error": format!("no cluster {cluster}") })),
+        )
             .into_response();
     };
     let view = api::CheckpointHistoryView {

@@ -120,7 +120,9 @@ impl Store {
                     written.inserted += 1;
                 }
                 drop(old);
-                by_time.insert((at, r.cluster.as_str(), r.job_id.as_str(), record.id), ()).map_err(|e| self.err(e))?;
+                by_time
+                    .insert((at, r.cluster.as_str(), r.job_id.as_str(), record.id), ())
+                    .map_err(|e| self.err(e))?;
             }
             // Oldest first: everything older than the age bound, then whatever exceeds the count.
             let horizon = now.millis().saturating_sub(self.bounds.max_age.as_millis() as i64);

@@ -218,7 +218,8 @@ async fn the_history_api_serves_the_store_by_range_and_outcome() {
 
     let (status, body) = get(&router, "/api/v1/jobs/c/j/checkpoints").await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let ids: Vec<u64> = body["checkpoints"].as_array().unwrap().iter().map(|c| c["id"].as_u64().unwrap()).collect();
+    let ids: Vec<u64> =
+        body["checkpoints"].as_array().unwrap().iter().map(|c| c["id"].as_u64().unwrap()).collect();
     assert_eq!(ids, (1..=40).collect::<Vec<_>>());
     assert_eq!(body["truncated"], false);
     let first = &body["checkpoints"][0];
@@ -229,13 +230,16 @@ async fn the_history_api_serves_the_store_by_range_and_outcome() {
     assert_eq!(body["checkpoints"][9]["kind"], "savepoint");
 
     let (since, until) = (T0 + 5 * 10_000, T0 + 15 * 10_000);
-    let (_, body) = get(&router, &format!("/api/v1/jobs/c/j/checkpoints?since={since}&until={until}&limit=3")).await;
-    let ids: Vec<u64> = body["checkpoints"].as_array().unwrap().iter().map(|c| c["id"].as_u64().unwrap()).collect();
+    let (_, body) =
+        get(&router, &format!("/api/v1/jobs/c/j/checkpoints?since={since}&until={until}&limit=3")).await;
+    let ids: Vec<u64> =
+        body["checkpoints"].as_array().unwrap().iter().map(|c| c["id"].as_u64().unwrap()).collect();
     assert_eq!(ids, [13, 14, 15]);
     assert_eq!(body["truncated"], true);
 
     let (_, body) = get(&router, "/api/v1/jobs/c/j/checkpoints?outcome=expired").await;
-    let ids: Vec<u64> = body["checkpoints"].as_array().unwrap().iter().map(|c| c["id"].as_u64().unwrap()).collect();
+    let ids: Vec<u64> =
+        body["checkpoints"].as_array().unwrap().iter().map(|c| c["id"].as_u64().unwrap()).collect();
     assert_eq!(ids, [3]);
     assert_eq!(body["checkpoints"][0]["slowest_subtask"]["subtask"], 1, "the subtask that held it up");
 
@@ -252,10 +256,12 @@ fn savepoints_of_captured_flink_are_counted_and_stored_apart_from_checkpoints() 
         let path = common::fixtures().join(format!("flink-{version}/healthy/rest/checkpoints.json"));
         let stats: dto::CheckpointingStatistics =
             serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        let latest = stats.latest.as_ref().and_then(|l| l.savepoint.as_ref()).expect("the capture has a savepoint");
+        let latest =
+            stats.latest.as_ref().and_then(|l| l.savepoint.as_ref()).expect("the capture has a savepoint");
         let savepoint = convert::finished(latest, &[]).unwrap();
         assert_eq!((savepoint.id, savepoint.kind), (id, SnapshotKind::Savepoint), "{version}");
-        let mut history: Vec<FinishedCheckpoint> = stats.history.iter().filter_map(|h| convert::finished(h, &[])).collect();
+        let mut history: Vec<FinishedCheckpoint> =
+            stats.history.iter().filter_map(|h| convert::finished(h, &[])).collect();
         history.push(savepoint.clone());
         let mut state = state_with_outbox();
         let Observation::JobPolled(mut p) = poll(history.clone()) else { unreachable!() };
@@ -294,7 +300,11 @@ fn savepoint_metrics_are_exported_for_completed_and_failed_savepoints() {
     };
     assert_eq!(value("flink_savepoints_total", Some("completed")), Some(1.0));
     assert_eq!(value("flink_savepoints_total", Some("failed")), Some(1.0));
-    assert_eq!(value("flink_checkpoints_total", Some("completed")), Some(2.0), "savepoints stay in Flink's counts");
+    assert_eq!(
+        value("flink_checkpoints_total", Some("completed")),
+        Some(2.0),
+        "savepoints stay in Flink's counts"
+    );
     assert_eq!(value("flink_checkpoints_total", Some("failed")), Some(2.0));
     let at = (T0 + 20_000 + 500) as f64 / 1000.0;
     assert_eq!(value("flink_savepoint_last_completed_timestamp_seconds", None), Some(at));
@@ -305,8 +315,11 @@ fn savepoint_metrics_are_exported_for_completed_and_failed_savepoints() {
 #[test]
 fn the_builtin_pack_fires_on_a_failed_savepoint_and_not_on_a_completed_one() {
     use checkpoint_sentinel::rules::{AlertState, Evaluator, Rule, builtin};
-    let rules: Vec<Rule> =
-        builtin::rules().into_iter().filter(|r| r.name == "FlinkSavepointFailed").map(|r| Rule::new(r).unwrap()).collect();
+    let rules: Vec<Rule> = builtin::rules()
+        .into_iter()
+        .filter(|r| r.name == "FlinkSavepointFailed")
+        .map(|r| Rule::new(r).unwrap())
+        .collect();
     assert_eq!(rules.len(), 1);
     let mut evaluator = Evaluator::new(rules);
     let mut state = State::new(WINDOW);
@@ -324,13 +337,75 @@ fn the_builtin_pack_fires_on_a_failed_savepoint_and_not_on_a_completed_one() {
     assert_eq!(firing[0].name(), "FlinkSavepointFailed");
     // A failed checkpoint is not a failed savepoint.
     let mut state = State::new(WINDOW);
-    let mut evaluator = Evaluator::new(vec![Rule::new(
-        builtin::rules().into_iter().find(|r| r.name == "FlinkSavepointFailed").unwrap(),
-    )
-    .unwrap()]);
+    let mut evaluator = Evaluator::new(vec![
+        Rule::new(builtin::rules().into_iter().find(|r| r.name == "FlinkSavepointFailed").unwrap()).unwrap(),
+    ]);
     state.apply(&poll(vec![completed(1)]), Timestamp(T0 + 30_000));
     evaluator.evaluate(&state, Timestamp(T0 + 30_000));
-    state.apply(&poll(vec![completed(1), checkpoint(2, CheckpointStatus::Failed, SnapshotKind::Checkpoint)]), Timestamp(T0 + 60_000));
+    state.apply(
+        &poll(vec![completed(1), checkpoint(2, CheckpointStatus::Failed, SnapshotKind::Checkpoint)]),
+        Timestamp(T0 + 60_000),
+    );
     evaluator.evaluate(&state, Timestamp(T0 + 60_000));
     assert_eq!(evaluator.active().count(), 0);
+}
+
+/// The store's ids of a job, through the real daemon's API.
+async fn stored_ids(port: u16, job_id: &str) -> Option<Vec<u64>> {
+    let url = format!("http://127.0.0.1:{port}/api/v1/jobs/lab/{job_id}/checkpoints?limit=10000");
+    let body: serde_json::Value = reqwest::get(url).await.ok()?.json().await.ok()?;
+    Some(body["checkpoints"].as_array()?.iter().filter_map(|c| c["id"].as_u64()).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_daemon_killed_with_sigkill_keeps_every_checkpoint_once_in_the_store() {
+    let server = common::replay("2.3.0", "expired").await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sentinel.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[clusters]]\nname = \"lab\"\nurl = \"{}\"\npoll_interval = \"150ms\"\n[state]\ndir = \"{}\"\npersist_interval = \"50ms\"\n",
+            server.url,
+            dir.path().join("state").display()
+        ),
+    )
+    .unwrap();
+    let port = common::free_port();
+    let mut first = common::spawn_daemon(&config, port);
+    for _ in 0..400 {
+        if server.polls_served() >= 8 && dir.path().join("state/state.json").exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(server.polls_served() >= 8, "the daemon did not poll");
+    first.kill().unwrap(); // SIGKILL: no shutdown hook runs.
+    first.wait().unwrap();
+    assert!(server.polls_served() < server.scenario().polls.len(), "killed too late to test anything");
+
+    let s = server.scenario();
+    let mut expected = std::collections::BTreeSet::new();
+    for poll in &s.polls {
+        for h in poll["history"].as_array().unwrap() {
+            if h["status"] == "COMPLETED" || h["status"] == "FAILED" {
+                expected.insert(h["id"].as_u64().unwrap());
+            }
+        }
+    }
+    let expected: Vec<u64> = expected.into_iter().collect();
+    let mut second = common::spawn_daemon(&config, port);
+    let mut ids = None;
+    for _ in 0..200 {
+        ids = stored_ids(port, &s.job_id).await;
+        if ids.as_ref().is_some_and(|ids| ids.len() >= expected.len()) && server.polls_served() >= s.polls.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let mut ids = ids.expect("the restarted daemon serves the history API");
+    ids.sort_unstable();
+    assert_eq!(ids, expected, "every finished checkpoint of the series once, none twice");
 }
