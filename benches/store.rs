@@ -16,7 +16,7 @@ const BOUNDS: Bounds = Bounds { max_age: Duration::from_secs(30 * 86_400), max_r
 /// A realistic record: job vertex names as Flink writes them, one checkpoint in 20 failed with
 /// Flink's message and the subtask that held it up.
 fn record(job: usize, id: u64) -> Outboxed {
-    let failed = id % 20 == 0;
+    let failed = id.is_multiple_of(20);
     let at = T0 + id as i64 * 10_000;
     let record = CheckpointRecord {
         id,

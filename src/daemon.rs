@@ -336,8 +336,12 @@ fn reload(path: &Path, current: &mut Config, pollers: &mut Pollers, app: &Arc<Ap
     if new == *current {
         return;
     }
-    if new.server != current.server || new.stats != current.stats || new.state != current.state {
-        tracing::warn!("changes to [server], [stats] and [state] take effect after a restart");
+    if new.server != current.server
+        || new.stats != current.stats
+        || new.state != current.state
+        || new.store != current.store
+    {
+        tracing::warn!("changes to [server], [stats], [state] and [store] take effect after a restart");
     }
     if let Err(e) = pollers.sync(&new.clusters, app) {
         tracing::error!("configuration not reloaded, the running one stays: {e}");

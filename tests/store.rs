@@ -398,7 +398,9 @@ async fn the_real_daemon_killed_with_sigkill_keeps_every_checkpoint_once_in_the_
     let mut ids = None;
     for _ in 0..200 {
         ids = stored_ids(port, &s.job_id).await;
-        if ids.as_ref().is_some_and(|ids| ids.len() >= expected.len()) && server.polls_served() >= s.polls.len() {
+        if ids.as_ref().is_some_and(|ids| ids.len() >= expected.len())
+            && server.polls_served() >= s.polls.len()
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
