@@ -30,6 +30,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -385,6 +386,68 @@ def failover(env):
     env.flink("cancel", env.a.version, job)
 
 
+def restart_daemon(env):
+    """kill -9 of the daemon run.sh started (or of the last restart), then the same command again."""
+    pid = int(open(env.a.daemon_pid_file).read())
+    os.kill(pid, signal.SIGKILL)
+    # Gone, or a zombie (run.sh's shell reaps it only at the end). A process inside an fsync
+    # dies only when the write returns: wait for it (up to 60 s on a busy disk).
+    for _ in range(1200):
+        try:
+            if open(f"/proc/{pid}/stat").read().split()[2] == "Z":
+                break
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    log = open(os.path.join(os.path.dirname(env.a.daemon_config), "daemon.log"), "a")
+    p = subprocess.Popen([env.a.bin, "run", "--config", env.a.daemon_config], stdout=log, stderr=log,
+                         start_new_session=True)
+    with open(env.a.daemon_pid_file, "w") as f:
+        f.write(str(p.pid))
+    for _ in range(60):
+        try:
+            get(f"{env.a.daemon}/readyz", timeout=2)
+            return
+        except Exception:
+            time.sleep(0.5)
+    raise RuntimeError("the restarted daemon does not answer /readyz")
+
+
+def store(env):
+    """Many checkpoints with Flink's history of 10, the daemon killed (-9) and restarted twice:
+    the checkpoint store holds every checkpoint Flink finished exactly once."""
+    # A checkpoint a second: a restart loses none as long as the daemon is back, and polled,
+    # before web.checkpoints.history checkpoints went by since its last state write
+    # (persist_interval 1 s in run.sh's config; with 5 s and 500 ms checkpoints, two went by).
+    job = env.flink("submit", env.a.version, "healthy", "--interval-ms", "1000")
+    seen = {}
+    total = max(60, env.a.store_seconds)
+    for part in range(3):
+        seen.update(watch(env, job, total / 3))
+        if part < 2:
+            restart_daemon(env)
+    env.flink("cancel", env.a.version, job)
+    seen.update(watch(env, job, 1))
+    want = sorted(seen)
+    got = []
+    for _ in range(30):
+        r = get_json(f"{env.a.daemon}/api/v1/jobs/{env.a.cluster}/{job}/checkpoints?limit=10000")
+        got = [c["id"] for c in r["checkpoints"]]
+        if len(got) >= len(want):
+            break
+        time.sleep(1)
+    dupes = len(got) - len(set(got))
+    check("store: every checkpoint Flink finished is in the store exactly once across two kill -9 restarts",
+          sorted(got) == want and dupes == 0,
+          f"Flink finished {len(want)} (ids {want[:1]}..{want[-1:]}), the store returned {len(got)} "
+          f"({dupes} duplicates, missing {sorted(set(want) - set(got))[:10]}, extra {sorted(set(got) - set(want))[:10]})")
+    m = env.metrics()
+    unobserved = sum(one(m, "checkpoint_sentinel_checkpoints_unobserved_total", job_id=job, status=s) or 0
+                     for s in ("completed", "failed"))
+    check("store: no checkpoint went by unobserved during the restarts", unobserved == 0,
+          f"checkpoint_sentinel_checkpoints_unobserved_total = {unobserved:.0f}")
+
+
 def prometheus(env):
     q = urllib.parse.quote("count(last_over_time(flink_checkpoints_total[15m]))")
     value = None
@@ -405,11 +468,14 @@ def main():
     for flag in ("rest", "daemon", "alertmanager", "prometheus", "flink-sh", "bin", "version"):
         ap.add_argument(f"--{flag}", required=True)
     ap.add_argument("--seconds", type=int, default=35)
+    ap.add_argument("--daemon-config", help="the daemon's config (the store scenario restarts it)")
+    ap.add_argument("--daemon-pid-file", help="where run.sh keeps the daemon's pid")
+    ap.add_argument("--store-seconds", type=int, default=120, help="how long the store scenario's job runs")
     ap.add_argument("--cluster", default="e2e", help="the cluster's name in the daemon's config (run.sh: e2e)")
     ap.add_argument("--only", nargs="*")
     a = ap.parse_args()
     env = Env(a)
-    for scenario in (healthy, expired, declined, backpressure, failover, prometheus):
+    for scenario in (healthy, expired, declined, backpressure, failover, store, prometheus):
         if a.only and scenario.__name__ not in a.only:
             continue
         print(f"--- {scenario.__name__} (Flink {a.version})", flush=True)

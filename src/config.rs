@@ -470,7 +470,7 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { enabled: true, max_age: Duration::from_secs(30 * 86_400), max_records: 1_000_000 }
+        StoreConfig { enabled: true, max_age: Duration::from_secs(30 * 86_400), max_records: 250_000 }
     }
 }
 
