@@ -390,13 +390,24 @@ def restart_daemon(env):
     """kill -9 of the daemon run.sh started (or of the last restart), then the same command again."""
     pid = int(open(env.a.daemon_pid_file).read())
     os.kill(pid, signal.SIGKILL)
-    # Gone, or a zombie (run.sh's shell reaps it only at the end). A process inside an fsync
-    # dies only when the write returns: wait for it (up to 60 s on a busy disk).
-    for _ in range(1200):
+    # Wait until every thread is gone or a zombie (run.sh's shell reaps the process only at the
+    # end). The main thread turns zombie first; a thread inside an fsync lives on until the
+    # write returns, holding the port and the store's lock (up to 60 s on a busy disk).
+    def alive_threads():
         try:
-            if open(f"/proc/{pid}/stat").read().split()[2] == "Z":
-                break
+            tasks = os.listdir(f"/proc/{pid}/task")
         except FileNotFoundError:
+            return 0
+        alive = 0
+        for t in tasks:
+            try:
+                if open(f"/proc/{pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+                    alive += 1
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+        return alive
+    for _ in range(1200):
+        if alive_threads() == 0:
             break
         time.sleep(0.05)
     log = open(os.path.join(os.path.dirname(env.a.daemon_config), "daemon.log"), "a")

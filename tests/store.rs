@@ -411,4 +411,3 @@ async fn the_real_daemon_killed_with_sigkill_keeps_every_checkpoint_once_in_the_
     ids.sort_unstable();
     assert_eq!(ids, expected, "every finished checkpoint of the series once, none twice");
 }
-
