@@ -459,6 +459,56 @@ def store(env):
           f"checkpoint_sentinel_checkpoints_unobserved_total = {unobserved:.0f}")
 
 
+def post_json(url, body):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read().decode())
+
+
+def savepoint(env):
+    """One savepoint triggered through REST completes, one to a directory that cannot be written
+    fails: counted apart from the checkpoints, timed, and FlinkSavepointFailed reaches Alertmanager."""
+    job = env.flink("submit", env.a.version, "healthy")
+    watch(env, job, 8)
+    post_json(f"{env.a.rest}/jobs/{job}/savepoints", {"cancel-job": False})  # state.savepoints.dir
+    time.sleep(4)
+    post_json(f"{env.a.rest}/jobs/{job}/savepoints", {"target-directory": "file:///proc/1/forbidden", "cancel-job": False})
+    flink = {}
+    got = {}
+    for _ in range(40):
+        c = env.checkpoints(job)
+        flink = {s: sorted(h["id"] for h in c.get("history", []) if h.get("is_savepoint") and h.get("status") == s)
+                 for s in ("COMPLETED", "FAILED")}
+        m = env.metrics()
+        got = {s: one(m, "flink_savepoints_total", job_id=job, status=s) for s in ("completed", "failed")}
+        if flink["COMPLETED"] and flink["FAILED"] and got["completed"] == 1 and got["failed"] == 1:
+            break
+        time.sleep(1)
+    check("savepoint: one completed and one failed savepoint counted apart from the checkpoints",
+          len(flink["COMPLETED"]) == 1 and len(flink["FAILED"]) == 1 and got == {"completed": 1, "failed": 1},
+          f"Flink's history: completed savepoints {flink.get('COMPLETED')}, failed {flink.get('FAILED')}; "
+          f"flink_savepoints_total {got}")
+    latest = (c.get("latest") or {}).get("savepoint") or {}
+    last = one(m, "flink_savepoint_last_completed_timestamp_seconds", job_id=job)
+    want = latest.get("latest_ack_timestamp", 0) / 1000.0
+    check("savepoint: the last completed savepoint's time is Flink's", last is not None and abs(last - want) < 0.002,
+          f"flink_savepoint_last_completed_timestamp_seconds {last}, Flink latest.savepoint.latest_ack_timestamp {want}")
+    fired = alert_in_alertmanager(env, job, "FlinkSavepointFailed", True)
+    check("savepoint: FlinkSavepointFailed reaches Alertmanager", bool(fired),
+          f"{fired[0]['annotations']['description']!r}" if fired else "not found")
+    for _ in range(20):  # the store is written with the state, every persist_interval
+        stored = get_json(f"{env.a.daemon}/api/v1/jobs/{env.a.cluster}/{job}/checkpoints?outcome=failed_any")
+        kinds = [(c["id"], c["kind"]) for c in stored["checkpoints"]]
+        if any(k == "savepoint" for _, k in kinds):
+            break
+        time.sleep(0.5)
+    check("savepoint: the failed savepoint is in the checkpoint store with its reason",
+          any(k == "savepoint" and i in flink["FAILED"] for i, k in kinds),
+          f"failed records {kinds}; {[c['failure_message'] for c in stored['checkpoints']][:2]}")
+    env.flink("cancel", env.a.version, job)
+
+
 def prometheus(env):
     q = urllib.parse.quote("count(last_over_time(flink_checkpoints_total[15m]))")
     value = None
@@ -486,7 +536,7 @@ def main():
     ap.add_argument("--only", nargs="*")
     a = ap.parse_args()
     env = Env(a)
-    for scenario in (healthy, expired, declined, backpressure, failover, store, prometheus):
+    for scenario in (healthy, expired, declined, backpressure, failover, store, savepoint, prometheus):
         if a.only and scenario.__name__ not in a.only:
             continue
         print(f"--- {scenario.__name__} (Flink {a.version})", flush=True)
