@@ -26,6 +26,7 @@
 #
 # Environment: SENTINEL_E2E_CACHE, SENTINEL_E2E_PORT_BASE (18000), SENTINEL_E2E_SLOTS (4),
 #   SENTINEL_E2E_EXTRA_CONF (extra config lines for `start`),
+#   SENTINEL_E2E_CP_HISTORY (web.checkpoints.history, 20),
 #   SENTINEL_E2E_JM_MEM (1g), SENTINEL_E2E_TM_MEM (1536m), PYTHON (python3).
 # Tested with Flink 2.3.0 and 1.20.5 on Debian 12, OpenJDK 17; see e2e/README.md.
 set -euo pipefail
@@ -184,7 +185,7 @@ metrics.internal.query-service.port: $((b + 127))-$((b + 130))
 rest.address: 127.0.0.1
 rest.bind-address: 127.0.0.1
 rest.port: $((b + 81))
-web.checkpoints.history: 20
+web.checkpoints.history: ${SENTINEL_E2E_CP_HISTORY:-20}
 io.tmp.dirs: $fh/tmp
 state.checkpoints.dir: file://$fh/checkpoints
 execution.checkpointing.dir: file://$fh/checkpoints

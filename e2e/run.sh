@@ -31,6 +31,8 @@ PIDS=()
 
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  # The daemon's pid (the store scenario restarts it).
+  [ -f "$WORK/daemon.pid" ] && kill "$(cat "$WORK/daemon.pid")" 2>/dev/null || true
   "$FLINK" stop "$VERSION" >/dev/null 2>&1 || true
   echo "e2e work folder (daemon, alertmanager and prometheus logs): $WORK" >&2
 }
@@ -82,6 +84,7 @@ cluster = "e2e"
 paths = ["$LOG_DIR/flink-*-standalonesession-*.log", "$LOG_DIR/flink-*-taskexecutor-*.log"]
 [state]
 dir = "$WORK/state"
+persist_interval = "1s"
 [alerting]
 alertmanagers = ["http://127.0.0.1:$AM_PORT"]
 evaluation_interval = "1s"
@@ -98,7 +101,7 @@ runbook_url = "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/m
 TOML
 "$BIN" check-config "$WORK/sentinel.toml" > /dev/null
 "$BIN" run --config "$WORK/sentinel.toml" > "$WORK/daemon.log" 2>&1 &
-PIDS+=($!)
+echo $! > "$WORK/daemon.pid"
 
 wait_http "http://127.0.0.1:$DAEMON_PORT/readyz" 30
 wait_http "http://127.0.0.1:$AM_PORT/-/ready" 30
@@ -108,6 +111,8 @@ wait_http "http://127.0.0.1:$PROM_PORT/-/ready" 30
 python3 "$ROOT/e2e/scenarios.py" --version "$VERSION" --rest "$REST" --flink-sh "$FLINK" --bin "$BIN" \
   --daemon "http://127.0.0.1:$DAEMON_PORT" --alertmanager "http://127.0.0.1:$AM_PORT" \
   --prometheus "http://127.0.0.1:$PROM_PORT" --seconds "${SENTINEL_E2E_SECONDS:-35}" \
+  --daemon-config "$WORK/sentinel.toml" --daemon-pid-file "$WORK/daemon.pid" \
+  --store-seconds "${SENTINEL_E2E_STORE_SECONDS:-120}" \
   ${SENTINEL_E2E_ONLY:+--only $SENTINEL_E2E_ONLY}
 
 curl -fsS "http://127.0.0.1:$DAEMON_PORT/metrics" > "$WORK/metrics.prom"

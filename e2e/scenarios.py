@@ -35,6 +35,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -437,6 +438,135 @@ def failover(env):
     env.flink("cancel", env.a.version, job)
 
 
+def restart_daemon(env):
+    """kill -9 of the daemon run.sh started (or of the last restart), then the same command again."""
+    pid = int(open(env.a.daemon_pid_file).read())
+    os.kill(pid, signal.SIGKILL)
+    # Wait until every thread is gone or a zombie (run.sh's shell reaps the process only at the
+    # end). The main thread turns zombie first; a thread inside an fsync lives on until the
+    # write returns, holding the port and the store's lock (up to 60 s on a busy disk).
+    def alive_threads():
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:
+            return 0
+        alive = 0
+        for t in tasks:
+            try:
+                if open(f"/proc/{pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+                    alive += 1
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+        return alive
+    for _ in range(1200):
+        if alive_threads() == 0:
+            break
+        time.sleep(0.05)
+    log = open(os.path.join(os.path.dirname(env.a.daemon_config), "daemon.log"), "a")
+    p = subprocess.Popen([env.a.bin, "run", "--config", env.a.daemon_config], stdout=log, stderr=log,
+                         start_new_session=True)
+    with open(env.a.daemon_pid_file, "w") as f:
+        f.write(str(p.pid))
+    for _ in range(60):
+        try:
+            get(f"{env.a.daemon}/readyz", timeout=2)
+            return
+        except Exception:
+            time.sleep(0.5)
+    raise RuntimeError("the restarted daemon does not answer /readyz")
+
+
+def store(env):
+    """Many checkpoints with Flink's history of 10, the daemon killed (-9) and restarted twice:
+    the checkpoint store holds every checkpoint Flink finished exactly once."""
+    # A checkpoint a second: a restart loses none as long as the daemon is back, and polled,
+    # before web.checkpoints.history checkpoints went by since its last state write
+    # (persist_interval 1 s in run.sh's config; with 5 s and 500 ms checkpoints, two went by).
+    job = env.flink("submit", env.a.version, "healthy", "--interval-ms", "1000")
+    seen = {}
+    total = max(60, env.a.store_seconds)
+    for part in range(3):
+        seen.update(watch(env, job, total / 3))
+        if part < 2:
+            restart_daemon(env)
+    env.flink("cancel", env.a.version, job)
+    seen.update(watch(env, job, 1))
+    want = sorted(seen)
+    got = []
+    for _ in range(30):
+        r = get_json(f"{env.a.daemon}/api/v1/jobs/{env.a.cluster}/{job}/checkpoints?limit=10000")
+        got = [c["id"] for c in r["checkpoints"]]
+        if len(got) >= len(want):
+            break
+        time.sleep(1)
+    dupes = len(got) - len(set(got))
+    check("store: every checkpoint Flink finished is in the store exactly once across two kill -9 restarts",
+          sorted(got) == want and dupes == 0,
+          f"Flink finished {len(want)} (ids {want[:1]}..{want[-1:]}), the store returned {len(got)} "
+          f"({dupes} duplicates, missing {sorted(set(want) - set(got))[:10]}, extra {sorted(set(got) - set(want))[:10]})")
+    m = env.metrics()
+    unobserved = {s: one(m, "checkpoint_sentinel_checkpoints_unobserved_total", job_id=job, status=s) or 0
+                  for s in ("completed", "failed")}
+    # Flink counts a trigger that failed before the checkpoint existed (at job start: "not all
+    # required tasks are currently running") as failed without a history entry: no source has it.
+    counts = env.checkpoints(job)["counts"]
+    without_history = counts["failed"] - sum(1 for h in seen.values() if h["status"] == "FAILED")
+    check("store: no checkpoint went by unobserved during the restarts",
+          unobserved["completed"] == 0 and unobserved["failed"] == without_history,
+          f"checkpoint_sentinel_checkpoints_unobserved_total {unobserved}; Flink counted {without_history} "
+          f"failed checkpoint(s) that never had a history entry")
+
+
+def post_json(url, body):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read().decode())
+
+
+def savepoint(env):
+    """One savepoint triggered through REST completes, one to a directory that cannot be written
+    fails: counted apart from the checkpoints, timed, and FlinkSavepointFailed reaches Alertmanager."""
+    job = env.flink("submit", env.a.version, "healthy")
+    watch(env, job, 8)
+    post_json(f"{env.a.rest}/jobs/{job}/savepoints", {"cancel-job": False})  # state.savepoints.dir
+    time.sleep(4)
+    post_json(f"{env.a.rest}/jobs/{job}/savepoints", {"target-directory": "file:///proc/1/forbidden", "cancel-job": False})
+    flink = {}
+    got = {}
+    for _ in range(40):
+        c = env.checkpoints(job)
+        flink = {s: sorted(h["id"] for h in c.get("history", []) if h.get("is_savepoint") and h.get("status") == s)
+                 for s in ("COMPLETED", "FAILED")}
+        m = env.metrics()
+        got = {s: one(m, "flink_savepoints_total", job_id=job, status=s) for s in ("completed", "failed")}
+        if flink["COMPLETED"] and flink["FAILED"] and got["completed"] == 1 and got["failed"] == 1:
+            break
+        time.sleep(1)
+    check("savepoint: one completed and one failed savepoint counted apart from the checkpoints",
+          len(flink["COMPLETED"]) == 1 and len(flink["FAILED"]) == 1 and got == {"completed": 1, "failed": 1},
+          f"Flink's history: completed savepoints {flink.get('COMPLETED')}, failed {flink.get('FAILED')}; "
+          f"flink_savepoints_total {got}")
+    latest = (c.get("latest") or {}).get("savepoint") or {}
+    last = one(m, "flink_savepoint_last_completed_timestamp_seconds", job_id=job)
+    want = latest.get("latest_ack_timestamp", 0) / 1000.0
+    check("savepoint: the last completed savepoint's time is Flink's", last is not None and abs(last - want) < 0.002,
+          f"flink_savepoint_last_completed_timestamp_seconds {last}, Flink latest.savepoint.latest_ack_timestamp {want}")
+    fired = alert_in_alertmanager(env, job, "FlinkSavepointFailed", True)
+    check("savepoint: FlinkSavepointFailed reaches Alertmanager", bool(fired),
+          f"{fired[0]['annotations']['description']!r}" if fired else "not found")
+    for _ in range(20):  # the store is written with the state, every persist_interval
+        stored = get_json(f"{env.a.daemon}/api/v1/jobs/{env.a.cluster}/{job}/checkpoints?outcome=failed_any")
+        kinds = [(c["id"], c["kind"]) for c in stored["checkpoints"]]
+        if any(k == "savepoint" for _, k in kinds):
+            break
+        time.sleep(0.5)
+    check("savepoint: the failed savepoint is in the checkpoint store with its reason",
+          any(k == "savepoint" and i in flink["FAILED"] for i, k in kinds),
+          f"failed records {kinds}; {[c['failure_message'] for c in stored['checkpoints']][:2]}")
+    env.flink("cancel", env.a.version, job)
+
+
 def prometheus(env):
     q = urllib.parse.quote("count(last_over_time(flink_checkpoints_total[15m]))")
     value = None
@@ -457,11 +587,14 @@ def main():
     for flag in ("rest", "daemon", "alertmanager", "prometheus", "flink-sh", "bin", "version"):
         ap.add_argument(f"--{flag}", required=True)
     ap.add_argument("--seconds", type=int, default=35)
+    ap.add_argument("--daemon-config", help="the daemon's config (the store scenario restarts it)")
+    ap.add_argument("--daemon-pid-file", help="where run.sh keeps the daemon's pid")
+    ap.add_argument("--store-seconds", type=int, default=120, help="how long the store scenario's job runs")
     ap.add_argument("--cluster", default="e2e", help="the cluster's name in the daemon's config (run.sh: e2e)")
     ap.add_argument("--only", nargs="*")
     a = ap.parse_args()
     env = Env(a)
-    for scenario in (healthy, expired, declined, backpressure, failover, prometheus):
+    for scenario in (healthy, expired, declined, backpressure, failover, store, savepoint, prometheus):
         if a.only and scenario.__name__ not in a.only:
             continue
         print(f"--- {scenario.__name__} (Flink {a.version})", flush=True)

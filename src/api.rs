@@ -787,6 +787,79 @@ fn checkpoint_view(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Chec
     }
 }
 
+/// `GET /api/v1/jobs/{cluster}/{job_id}/checkpoints`: records of the checkpoint store.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckpointHistoryView {
+    /// The server's time.
+    pub now_ms: i64,
+    /// The cluster's name.
+    pub cluster: String,
+    /// The job id.
+    pub job_id: String,
+    /// The range asked for (trigger times, epoch ms, inclusive), `null` when open.
+    pub since_ms: Option<i64>,
+    /// The end of that range.
+    pub until_ms: Option<i64>,
+    /// The outcome asked for, if any.
+    pub outcome: Option<String>,
+    /// The limit applied.
+    pub limit: usize,
+    /// Whether more records matched than `limit`: these are the newest `limit`.
+    pub truncated: bool,
+    /// The records, oldest first, in the shape of the job's `checkpoints`.
+    pub checkpoints: Vec<StoredCheckpointView>,
+}
+
+/// A checkpoint or savepoint from the store.
+#[derive(Clone, Debug, Serialize)]
+pub struct StoredCheckpointView {
+    /// What the job's `checkpoints` show of it.
+    #[serde(flatten)]
+    pub checkpoint: CheckpointView,
+    /// Bytes it persisted (the incremental size for incremental checkpoints).
+    pub checkpointed_bytes: Option<u64>,
+    /// Full state size (Flink 1.15 and later).
+    pub full_state_bytes: Option<u64>,
+    /// Bytes processed during alignment.
+    pub processed_data_bytes: Option<u64>,
+    /// In-flight bytes persisted.
+    pub persisted_data_bytes: Option<u64>,
+}
+
+/// Whether `outcome` is one a query may ask for: an outcome of [`outcome`], or `failed_any`
+/// (every failed one, expired and declined included).
+pub fn is_query_outcome(outcome: &str) -> bool {
+    ["completed", "expired", "declined", "failed", "failed_any"].contains(&outcome)
+}
+
+/// Whether a record matches a query's `outcome`.
+pub fn outcome_matches(r: &CheckpointRecord, wanted: &str) -> bool {
+    match wanted {
+        "failed_any" => r.status == CheckpointStatus::Failed,
+        other => outcome(r) == other,
+    }
+}
+
+/// A stored record as the API shows it: the TaskManager of its slowest subtask is the one
+/// recorded when it was counted, else (older records) where that subtask runs now.
+pub fn stored_checkpoint_view(
+    c: &ClusterState,
+    job_id: &str,
+    stored: &crate::state::outbox::StoredCheckpoint,
+) -> StoredCheckpointView {
+    let mut checkpoint = checkpoint_view(c, job_id, &stored.record);
+    if let (Some(sub), Some(tm)) = (checkpoint.slowest_subtask.as_mut(), &stored.taskmanager) {
+        sub.taskmanager = Some(tm.clone());
+    }
+    StoredCheckpointView {
+        checkpoint,
+        checkpointed_bytes: stored.checkpointed_bytes,
+        full_state_bytes: stored.full_state_bytes,
+        processed_data_bytes: stored.processed_bytes,
+        persisted_data_bytes: stored.persisted_bytes,
+    }
+}
+
 fn phase_values(e2e: Option<u64>, [start_delay, alignment, sync, async_]: [u64; 4]) -> PhaseValues {
     PhaseValues {
         end_to_end: e2e,

@@ -39,6 +39,21 @@ pub struct AppState {
     inputs_cut: std::sync::Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
     /// What `/metrics` exports (`[metrics]`), set at start and on reload.
     pub metrics: RwLock<crate::config::MetricsConfig>,
+    /// The checkpoint store, when `[store] enabled` and it opened.
+    pub store: std::sync::OnceLock<std::sync::Arc<crate::store::Store>>,
+    /// The store's counters.
+    pub store_stats: StoreStats,
+}
+
+/// What the persister did with the checkpoint store.
+#[derive(Debug, Default)]
+pub struct StoreStats {
+    /// Records in the store after the last write.
+    pub records: AtomicU64,
+    /// Records pruned by age or count.
+    pub pruned: AtomicU64,
+    /// Failed writes (retried with the next state write).
+    pub errors: AtomicU64,
 }
 
 /// Why a TLS handshake on the daemon's port failed: a plain `http://` request, a client that
@@ -78,6 +93,8 @@ impl AppState {
             http_closed: Default::default(),
             inputs_cut: Default::default(),
             metrics: RwLock::default(),
+            store: std::sync::OnceLock::new(),
+            store_stats: StoreStats::default(),
         }
     }
 
@@ -189,12 +206,18 @@ impl AppState {
                 }
             }
         }
+        let store = self.store.get().map(|_| crate::export::StoreCounters {
+            records: self.store_stats.records.load(Ordering::Relaxed),
+            pruned: self.store_stats.pruned.load(Ordering::Relaxed),
+            errors: self.store_stats.errors.load(Ordering::Relaxed),
+        });
         DaemonStats {
             http_connections: self.http_connections.load(Ordering::Relaxed),
             http_closed: std::array::from_fn(|i| {
                 (crate::listener::CLOSE_REASONS[i], self.http_closed[i].load(Ordering::Relaxed))
             }),
             inputs_cut,
+            store,
             tls_handshake_errors,
             persist_errors: self.persist_errors.load(Ordering::Relaxed),
             last_persisted: (last > 0).then_some(Timestamp(last)),

@@ -24,6 +24,8 @@ pub struct Config {
     pub stats: StatsConfig,
     /// Durable state.
     pub state: StateConfig,
+    /// The checkpoint store: every checkpoint and savepoint seen, kept beyond Flink's history.
+    pub store: StoreConfig,
     /// Flink log files to follow, each entry bound to a cluster.
     #[serde(default)]
     pub logs: Vec<LogConfig>,
@@ -524,6 +526,32 @@ impl Default for StateConfig {
     }
 }
 
+/// `[store]`: the checkpoint store (`state.dir/checkpoints.redb`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// Whether every finished checkpoint and savepoint is kept in the store.
+    pub enabled: bool,
+    /// Records whose checkpoint was triggered longer ago than this are pruned.
+    #[serde(with = "humantime_serde")]
+    pub max_age: Duration,
+    /// At most this many records (all jobs together); the oldest go first.
+    pub max_records: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { enabled: true, max_age: Duration::from_secs(30 * 86_400), max_records: 250_000 }
+    }
+}
+
+impl StoreConfig {
+    /// The store's bounds.
+    pub fn bounds(&self) -> crate::store::Bounds {
+        crate::store::Bounds { max_age: self.max_age, max_records: self.max_records }
+    }
+}
+
 /// One `[[logs]]` entry: log files of one cluster to follow.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -776,6 +804,12 @@ impl Config {
         }
         if self.state.dir.as_os_str().is_empty() {
             problems.push("state.dir: expected a directory path".to_string());
+        }
+        if self.store.max_age < Duration::from_secs(60) {
+            problems.push("store.max_age: expected at least 1m".to_string());
+        }
+        if self.store.max_records == 0 {
+            problems.push("store.max_records: expected at least 1".to_string());
         }
         if self.state.persist_interval.is_zero() {
             problems.push("state.persist_interval: expected a positive duration".to_string());

@@ -148,6 +148,21 @@ fn log_start(config: &Config, config_path: Option<&Path>, saved: bool, state: &S
     );
 }
 
+/// Opens the checkpoint store, when enabled. One that cannot be opened is logged and left
+/// out (the daemon watches on without history), never a reason to refuse to start.
+fn open_store(config: &Config) -> Option<crate::store::Store> {
+    if !config.store.enabled {
+        return None;
+    }
+    match crate::store::Store::open(&config.state.dir, config.store.bounds()) {
+        Ok(store) => Some(store),
+        Err(e) => {
+            tracing::error!("cannot open the checkpoint store, running without it: {e}");
+            None
+        }
+    }
+}
+
 /// Starts the daemon with `config`. With `config_path`, the file is re-read on SIGHUP and when
 /// it changes.
 pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Running, StartError> {
@@ -167,8 +182,15 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     let mut state = load_state(&config.state.dir, window);
     state.retain_clusters(&config.clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
     log_start(&config, config_path.as_deref(), saved, &state);
+    let store = open_store(&config);
+    if store.is_some() {
+        state.outbox.enable();
+    }
     let app = Arc::new(AppState::new(state));
     *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = config.metrics.clone();
+    if let Some(store) = store {
+        let _ = app.store.set(Arc::new(store));
+    }
 
     let tls = crate::tls::load(&config.server).map_err(StartError::Tls)?;
     let listener = tokio::net::TcpListener::bind(config.server.listen)
@@ -393,8 +415,12 @@ fn reload(path: &Path, current: &mut Config, pollers: &mut Pollers, app: &Arc<Ap
         );
         return;
     }
-    if new.server != current.server || new.stats != current.stats || new.state != current.state {
-        tracing::warn!("changes to [server], [stats] and [state] take effect after a restart");
+    if new.server != current.server
+        || new.stats != current.stats
+        || new.state != current.state
+        || new.store != current.store
+    {
+        tracing::warn!("changes to [server], [stats], [state] and [store] take effect after a restart");
     }
     if let Err(e) = pollers.sync(&new.clusters, app) {
         tracing::error!("configuration not reloaded, the running one stays: {e}");
@@ -621,25 +647,65 @@ impl Pollers {
     }
 }
 
-/// Writes the state if it changed since `last_generation`; returns the generation written.
+/// Writes the checkpoint store and then the state, if the state changed since
+/// `last_generation` (or records wait for the store); returns the generation written.
+///
+/// The order makes the store exactly-once across a `kill -9`: the snapshot is taken first and
+/// the outbox drained after it, so every checkpoint the snapshot marks counted has its record
+/// in this batch or an earlier one; the batch is committed before the snapshot is renamed into
+/// place. A crash in between leaves the old snapshot, the restarted daemon counts those
+/// checkpoints again and writes the same keys again: one record each. A failed store write
+/// puts the records back and skips the state write, so no snapshot ever runs ahead of the store.
 async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation: u64) -> u64 {
     let generation = app.generation.load(Ordering::Acquire);
-    if generation == last_generation {
+    let store = app.store.get().cloned();
+    let waiting = store.is_some() && !app.state.read().unwrap_or_else(|e| e.into_inner()).outbox.is_empty();
+    if generation == last_generation && !waiting {
         return last_generation;
     }
     let snapshot = {
         let state = app.state.read().unwrap_or_else(|e| e.into_inner());
         persist::snapshot(&state)
     };
+    let records = match store {
+        Some(_) => app.state.write().unwrap_or_else(|e| e.into_inner()).outbox.take(),
+        None => Vec::new(),
+    };
     let dir = dir.to_path_buf();
-    let written =
-        tokio::task::spawn_blocking(move || persist::write_atomic(&dir, &persist::to_bytes(&snapshot))).await;
+    let written = tokio::task::spawn_blocking(move || {
+        let stored = match (&store, records.is_empty()) {
+            (Some(store), false) => match store.write(&records, Timestamp::now()) {
+                Ok(w) => Some(w),
+                Err(e) => return Err(PersistStep::Store(e, records)),
+            },
+            _ => None,
+        };
+        persist::write_atomic(&dir, &persist::to_bytes(&snapshot))
+            .map_err(|e| PersistStep::State(e, stored))?;
+        Ok(stored)
+    })
+    .await;
+    let note_store = |w: Option<crate::store::Written>| {
+        if let Some(w) = w {
+            app.store_stats.records.store(w.records, Ordering::Relaxed);
+            app.store_stats.pruned.fetch_add(w.pruned, Ordering::Relaxed);
+        }
+    };
     match written {
-        Ok(Ok(())) => {
+        Ok(Ok(stored)) => {
+            note_store(stored);
             app.persisted(Ok(Timestamp::now()));
             generation
         }
-        Ok(Err(e)) => {
+        Ok(Err(PersistStep::Store(e, records))) => {
+            tracing::error!("cannot write the checkpoint store (the state waits for it): {e}");
+            app.store_stats.errors.fetch_add(1, Ordering::Relaxed);
+            app.state.write().unwrap_or_else(|e| e.into_inner()).outbox.put_back(records);
+            app.persisted(Err(()));
+            last_generation
+        }
+        Ok(Err(PersistStep::State(e, stored))) => {
+            note_store(stored);
             tracing::error!("cannot persist state: {e}");
             app.persisted(Err(()));
             last_generation
@@ -650,4 +716,12 @@ async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation: u6
             last_generation
         }
     }
+}
+
+/// Which write of [`persist_if_changed`] failed.
+enum PersistStep {
+    /// The store's: nothing was written; the records go back into the outbox.
+    Store(crate::store::StoreError, Vec<crate::state::outbox::Outboxed>),
+    /// The state file's, after the store took its records.
+    State(persist::PersistError, Option<crate::store::Written>),
 }

@@ -121,6 +121,30 @@ pub const METRICS: &[MetricDef] = &[
         JOB,
         "Failed checkpoints known from whichever source said so first, a JobManager log line (expired, declined, failed) or the poll, each checkpoint once; failures of a job shutting down (coordinator suspending, tasks cancelled or not running) are left out."
     ),
+    metric!(
+        "flink_savepoints_total",
+        Counter,
+        &["cluster", "job_id", "job_name", "status"],
+        "Savepoints (manual and periodic) the daemon saw finish, by final status; part of flink_checkpoints_total too, since Flink counts them there."
+    ),
+    metric!(
+        "flink_savepoint_last_completed_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the latest completed savepoint the daemon saw was acknowledged, Unix time (its age: time() minus this)."
+    ),
+    metric!(
+        "flink_savepoint_last_duration_seconds",
+        Gauge,
+        JOB,
+        "Trigger to last acknowledgement of the latest completed savepoint."
+    ),
+    metric!(
+        "flink_savepoint_last_failed_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the latest failed savepoint the daemon saw failed, Unix time."
+    ),
     metric!("flink_checkpoints_in_progress", Gauge, JOB, "Checkpoints in progress at the last poll."),
     metric!(
         "flink_checkpoint_oldest_in_progress_age_seconds",
@@ -416,6 +440,30 @@ pub const METRICS: &[MetricDef] = &[
         "Resolved alerts waiting to be delivered to an Alertmanager."
     ),
     metric!(
+        "checkpoint_sentinel_store_records",
+        Gauge,
+        &[],
+        "Checkpoint and savepoint records in the checkpoint store after its last write."
+    ),
+    metric!(
+        "checkpoint_sentinel_store_pruned_records_total",
+        Counter,
+        &[],
+        "Records pruned from the checkpoint store by [store] max_age or max_records, oldest first."
+    ),
+    metric!(
+        "checkpoint_sentinel_store_write_errors_total",
+        Counter,
+        &[],
+        "Failed writes of the checkpoint store; the records are kept and written with the next state write, which waits for them."
+    ),
+    metric!(
+        "checkpoint_sentinel_store_dropped_records_total",
+        Counter,
+        &[],
+        "Records dropped unwritten because the store kept failing and its queue was full."
+    ),
+    metric!(
         "checkpoint_sentinel_state_persist_errors_total",
         Counter,
         &[],
@@ -469,6 +517,8 @@ impl Collector for StateCollector {
 /// The daemon's own counters that live outside `State`.
 #[derive(Clone, Debug, Default)]
 pub struct DaemonStats {
+    /// The checkpoint store's counters, when it is open.
+    pub store: Option<StoreCounters>,
     /// Failed state writes.
     pub persist_errors: u64,
     /// Last successful state write.
@@ -489,6 +539,17 @@ pub struct DaemonStats {
     pub process: Option<crate::process::ProcessStats>,
     /// What to export: per-operator series or not, which quantiles (`[metrics]`).
     pub metrics: crate::config::MetricsConfig,
+}
+
+/// The checkpoint store's counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StoreCounters {
+    /// Records in the store.
+    pub records: u64,
+    /// Records pruned.
+    pub pruned: u64,
+    /// Failed writes.
+    pub errors: u64,
 }
 
 /// Where [`render_into`] puts samples: metric families for the `prometheus` crate (the
@@ -1037,6 +1098,30 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
                     Value::Number(job.unobserved.get(status) as f64),
                 );
             }
+            for status in [CheckpointStatus::Completed, CheckpointStatus::Failed] {
+                out.push(
+                    family!("flink_savepoints_total"),
+                    &[labels[0], labels[1], labels[2], ("status", status.as_str())],
+                    Value::Number(job.savepoints.totals.get(status) as f64),
+                );
+            }
+            if let Some(at) = job.savepoints.last_completed_at {
+                out.push(
+                    family!("flink_savepoint_last_completed_timestamp_seconds"),
+                    &labels,
+                    Value::Number(at.seconds()),
+                );
+            }
+            if let Some(ms) = job.savepoints.last_duration_ms {
+                out.push(family!("flink_savepoint_last_duration_seconds"), &labels, seconds(ms));
+            }
+            if let Some(at) = job.savepoints.last_failed_at {
+                out.push(
+                    family!("flink_savepoint_last_failed_timestamp_seconds"),
+                    &labels,
+                    Value::Number(at.seconds()),
+                );
+            }
             out.push(
                 family!("flink_checkpoint_restores_total"),
                 &labels,
@@ -1154,6 +1239,24 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
             family!("checkpoint_sentinel_tls_handshake_errors_total"),
             &[("reason", reason)],
             Value::Number(*n as f64),
+        );
+    }
+    if let Some(store) = daemon.store {
+        out.push(family!("checkpoint_sentinel_store_records"), &[], Value::Number(store.records as f64));
+        out.push(
+            family!("checkpoint_sentinel_store_pruned_records_total"),
+            &[],
+            Value::Number(store.pruned as f64),
+        );
+        out.push(
+            family!("checkpoint_sentinel_store_write_errors_total"),
+            &[],
+            Value::Number(store.errors as f64),
+        );
+        out.push(
+            family!("checkpoint_sentinel_store_dropped_records_total"),
+            &[],
+            Value::Number(state.outbox.dropped() as f64),
         );
     }
     out.push(
@@ -1313,6 +1416,7 @@ mod tests {
         event.job_id = Some(format!("{:032x}", 0));
         state.apply(&Observation::LogEvents(vec![event]), end);
         let daemon = DaemonStats {
+            store: Some(StoreCounters { records: 40, pruned: 3, errors: 1 }),
             persist_errors: 2,
             last_persisted: Some(end),
             alerts: vec![("FlinkCheckpointSlow".into(), "warning", 1, 2)],

@@ -43,6 +43,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/v1/clusters", get(api_clusters))
         .route("/api/v1/jobs", get(api_jobs))
         .route("/api/v1/jobs/{cluster}/{job_id}", get(api_job))
+        .route("/api/v1/jobs/{cluster}/{job_id}/checkpoints", get(api_checkpoints))
         .route("/api/v1/events", get(api_events))
         .with_state(state)
 }
@@ -112,6 +113,103 @@ async fn api_job(
         )
             .into_response(),
     }
+}
+
+#[derive(serde::Deserialize)]
+struct CheckpointsQuery {
+    since: Option<i64>,
+    until: Option<i64>,
+    outcome: Option<String>,
+    limit: Option<usize>,
+}
+
+/// The default `limit` of a checkpoint history query.
+const DEFAULT_HISTORY_LIMIT: usize = 1000;
+
+fn bad_request(message: String) -> Response {
+    (StatusCode::BAD_REQUEST, axum::Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+/// The store's records of one job: read on a blocking thread, off the state lock; the view is
+/// then built under a read lock (it names TaskManagers from what the cluster's state knows).
+async fn api_checkpoints(
+    Extract(state): Extract<HttpState>,
+    Path((cluster, job_id)): Path<(String, String)>,
+    Query(q): Query<CheckpointsQuery>,
+) -> Response {
+    let Some(store) = state.app.store.get().cloned() else {
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(serde_json::json!({ "error": "the checkpoint store is off ([store] enabled = false) or could not be opened" })),
+        )
+            .into_response();
+    };
+    if let Some(outcome) = q.outcome.as_deref().filter(|o| !api::is_query_outcome(o)) {
+        return bad_request(format!(
+            "outcome={outcome}: expected completed, expired, declined, failed or failed_any"
+        ));
+    }
+    let limit = q.limit.unwrap_or(DEFAULT_HISTORY_LIMIT);
+    if limit == 0 || limit > crate::store::MAX_QUERY_LIMIT {
+        return bad_request(format!("limit={limit}: expected 1 to {}", crate::store::MAX_QUERY_LIMIT));
+    }
+    if let (Some(since), Some(until)) = (q.since, q.until)
+        && since > until
+    {
+        return bad_request(format!("since={since} is after until={until} (both epoch ms)"));
+    }
+    if !state.app.state.read().unwrap_or_else(|e| e.into_inner()).clusters().contains_key(&cluster) {
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(serde_json::json!({ "error": format!("no cluster {cluster}") })),
+        )
+            .into_response();
+    }
+    let query = crate::store::Query { since: q.since, until: q.until, limit };
+    let (c, j, outcome) = (cluster.clone(), job_id.clone(), q.outcome.clone());
+    let found = tokio::task::spawn_blocking(move || {
+        store.query(&c, &j, &query, |r| outcome.as_deref().is_none_or(|o| api::outcome_matches(&r.record, o)))
+    })
+    .await;
+    let (records, truncated) = match found {
+        Ok(Ok(found)) => found,
+        Ok(Err(e)) => {
+            tracing::error!("cannot read the checkpoint store: {e}");
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                axum::Json(serde_json::json!({ "error": e.to_string() })),
+            )
+                .into_response();
+        }
+        Err(e) => {
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                axum::Json(serde_json::json!({ "error": e.to_string() })),
+            )
+                .into_response();
+        }
+    };
+    let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = s.clusters().get(&cluster) else {
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(serde_json::json!({ "error": format!("no cluster {cluster}") })),
+        )
+            .into_response();
+    };
+    let view = api::CheckpointHistoryView {
+        now_ms: Timestamp::now().millis(),
+        checkpoints: records.iter().map(|r| api::stored_checkpoint_view(c, &job_id, r)).collect(),
+        cluster,
+        job_id,
+        since_ms: q.since,
+        until_ms: q.until,
+        outcome: q.outcome,
+        limit,
+        truncated,
+    };
+    drop(s);
+    json_no_cache(&view)
 }
 
 #[derive(serde::Deserialize)]

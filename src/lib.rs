@@ -9,6 +9,7 @@
 //! - [`model`] — the reference model of Flink's checkpoint coordinator and barrier alignment.
 //! - [`shadow`] — the reference model run beside every job, explaining each deviation.
 //! - [`state`] — what the daemon knows; `State::apply` and its durable form.
+//! - [`store`] — the on-disk checkpoint store (every checkpoint and savepoint, by time).
 //! - [`poller`] — the per-cluster REST poller.
 //! - [`process`] — the daemon's own `process_*` figures from `/proc`.
 //! - [`preflight`] — checks of a configuration against the machine (`check-config`, `run`).
@@ -51,6 +52,7 @@ pub mod shadow;
 pub mod simulate;
 pub mod state;
 pub mod stats;
+pub mod store;
 pub mod telemetry;
 pub mod time;
 pub mod tls;

@@ -32,5 +32,6 @@ mod restart;
 mod rules_agree;
 mod scan_streaming;
 mod shadow;
+mod store;
 mod tidy;
 mod tls;

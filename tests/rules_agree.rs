@@ -27,6 +27,8 @@ fn exported(series: &str) -> (&'static [&'static str], &'static [f64]) {
         }
         "failing_for" => (&["flink_checkpoint_failing_since_timestamp_seconds"], &[]),
         "restores" => (&["flink_checkpoint_restores_total"], &[]),
+        "savepoints.failed" => (&["flink_savepoints_total{status=\"failed\"}"], &[]),
+        "savepoints.completed" => (&["flink_savepoints_total{status=\"completed\"}"], &[]),
         "in_progress_age" => (&["flink_checkpoint_oldest_in_progress_age_seconds"], &[]),
         "consecutive_failures" => (&["flink_checkpoint_consecutive_failures"], &[]),
         "tolerable_failures" => (&["flink_checkpoint_tolerable_failures"], &[]),

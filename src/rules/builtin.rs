@@ -143,6 +143,16 @@ const PACK: &[Spec] = &[
         description: "Job {{ job_name }} on {{ cluster }} keeps failing over and restoring from its latest checkpoint.",
     },
     Spec {
+        name: "FlinkSavepointFailed",
+        expr: "increase(savepoints.failed, 1h) > 0",
+        for_s: 0,
+        keep_s: 0,
+        severity: Severity::Warning,
+        class: Class::Failure,
+        summary: "A savepoint of {{ job_name }} failed",
+        description: "{{ value }} savepoint(s) of job {{ job_name }} on {{ cluster }} failed in the last hour. An upgrade, rescale or migration would start from the last successful savepoint instead: check its age before relying on it.",
+    },
+    Spec {
         name: "FlinkCheckpointSizeGrowing",
         expr: "checkpointed_size.p50 > 100MB and checkpointed_size.p50 > 1.5 * ago(checkpointed_size.p50, 1d)",
         for_s: 3600,

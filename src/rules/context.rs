@@ -42,8 +42,10 @@ use crate::time::Timestamp;
 
 const PHASES: [&str; 5] = ["duration", "alignment", "sync", "async", "start_delay"];
 const SIZES: [&str; 4] = ["checkpointed_size", "full_size", "processed_data", "persisted_data"];
-const PLAIN: [&str; 19] = [
+const PLAIN: [&str; 21] = [
     "checkpoints.completed",
+    "savepoints.completed",
+    "savepoints.failed",
     "checkpoints.failed",
     "checkpoints.failed_seen",
     "checkpoints.total",
@@ -208,6 +210,8 @@ impl Context for JobContext<'_> {
             "checkpoints.trigger_failed" => return Some(job.failed_without_id as f64),
             "checkpoints.failed_seen" => return Some(job.failures.total as f64),
             "restores" => return Some(job.flink_counts.restored as f64),
+            "savepoints.completed" => return Some(job.savepoints.totals.completed as f64),
+            "savepoints.failed" => return Some(job.savepoints.totals.failed as f64),
             "in_progress" => return Some(job.in_progress.len() as f64),
             "in_progress_age" => {
                 let live = job.live_in_progress(self.now);

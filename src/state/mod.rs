@@ -5,6 +5,7 @@
 
 pub mod history;
 pub mod logs;
+pub mod outbox;
 pub mod persist;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -58,6 +59,8 @@ pub struct State {
     defer_model: bool,
     /// Jobs whose alignment engine run is due (deferred mode).
     model_due: BTreeSet<JobKey>,
+    /// Checkpoints counted since the persister last wrote them to the store.
+    pub outbox: outbox::Outbox,
 }
 
 /// One watched cluster.
@@ -455,6 +458,10 @@ pub struct JobState {
     pub logged: BTreeMap<u64, LoggedCheckpoint>,
     /// Failed checkpoints known from the log or the poll, each once (persisted).
     pub failures: FailureEvidence,
+    /// Its savepoints, counted apart from its checkpoints.
+    pub savepoints: outbox::SavepointStats,
+    /// Records counted by the poll being applied, moved to `State::outbox` right after it.
+    outbox: Vec<outbox::StoredCheckpoint>,
 }
 
 /// The subtask that held a failed checkpoint up, among those that did not acknowledge before
@@ -528,6 +535,8 @@ impl JobState {
             shadow: Shadow::new(),
             trigger_deviation: WindowedHistogram::new(window),
             subtask_locations: BTreeMap::new(),
+            savepoints: outbox::SavepointStats::default(),
+            outbox: Vec::new(),
             consecutive_failures: 0,
             failing_since: None,
             running_since: None,
@@ -884,6 +893,12 @@ impl JobState {
                 .then_some((checkpoint.num_acknowledged, checkpoint.num_subtasks)),
             holdout,
         };
+        // Counted once, here: the store gets its record, and a savepoint its own counters.
+        self.savepoints.observe(&record);
+        let stored = outbox::StoredCheckpoint::new(&record, checkpoint, |op, i| {
+            self.subtask_location(op, i).map(str::to_owned)
+        });
+        self.outbox.push(stored);
         // Newer by id, or triggered later (ids that restarted under the same job id).
         let newer = |latest: &Option<CheckpointRecord>| {
             latest.as_ref().is_none_or(|l| {
@@ -1028,7 +1043,13 @@ impl ClusterState {
 impl State {
     /// Empty state whose histograms use `window`.
     pub fn new(window: WindowSpec) -> Self {
-        State { window, clusters: BTreeMap::new(), defer_model: false, model_due: BTreeSet::new() }
+        State {
+            window,
+            clusters: BTreeMap::new(),
+            defer_model: false,
+            model_due: BTreeSet::new(),
+            outbox: outbox::Outbox::default(),
+        }
     }
 
     /// From now on `apply` only notes which jobs' alignment engine must run again; the caller
@@ -1113,6 +1134,8 @@ impl State {
                     }
                 }
                 job.apply_poll(poll, window);
+                let counted = std::mem::take(&mut job.outbox);
+                self.outbox.extend(&poll.key.cluster, &poll.key.job_id, counted);
                 self.note_model_due(&poll.key);
             }
             Observation::JobLoad(report) => {

@@ -125,6 +125,9 @@ pub struct PersistedJob {
     /// written before start it at zero.
     #[serde(default)]
     failures: FailureEvidence,
+    /// Savepoint counters; added within version 1 (earlier files have none).
+    #[serde(default)]
+    savepoints: super::outbox::SavepointStats,
 }
 
 /// One operator's durable state.
@@ -164,6 +167,7 @@ pub fn snapshot(state: &State) -> PersistedState {
                         last_completed: job.last_completed.clone(),
                         last_failed: job.last_failed.clone(),
                         recent: job.recent.clone(),
+                        savepoints: job.savepoints,
                         phases: phases_out(&job.phases),
                         sizes: [
                             job.sizes.checkpointed.to_persisted(),
@@ -222,6 +226,7 @@ pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
                 .flatten()
                 .max_by_key(|r| r.id)
                 .map(|r| (r.id, r.triggered_at));
+            restored.savepoints = job.savepoints;
             restored.phases = phases_in(window, &job.phases);
             let s = |i: usize| WindowedHistogram::from_persisted(window, &job.sizes[i]);
             restored.sizes =

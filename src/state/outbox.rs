@@ -1,0 +1,174 @@
+//! What `State` hands to the checkpoint store (`store`): one record per finished checkpoint
+//! or savepoint, made at the moment `State` counts it (once), and the savepoint counters.
+//!
+//! Pure like the rest of `state`: `State::apply` pushes the records into an [`Outbox`]; the
+//! daemon's persister drains it and writes the records to the store *before* the state
+//! snapshot that marks them counted (see `ARCHITECTURE.md`, "`src/store.rs`").
+
+use serde::{Deserialize, Serialize};
+
+use super::{CheckpointRecord, Totals};
+use crate::observe::{CheckpointStatus, FinishedCheckpoint, SnapshotKind};
+use crate::time::Timestamp;
+
+/// At most this many records wait in the outbox (about 1 KiB each): the store is written every
+/// `state.persist_interval`, so only a store that keeps failing fills it; the oldest are dropped
+/// then, and counted (`checkpoint_sentinel_store_records_dropped_total`).
+pub const OUTBOX_CAPACITY: usize = 50_000;
+
+/// One finished checkpoint or savepoint as the store keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredCheckpoint {
+    /// What the API and the status page show of it (id, kind, outcome, times, phases of the
+    /// slowest subtask, failure reason, the subtask that held a failed one up).
+    pub record: CheckpointRecord,
+    /// Bytes it persisted (the incremental size for incremental checkpoints).
+    pub checkpointed_bytes: Option<u64>,
+    /// Full state size (Flink 1.15 and later).
+    pub full_state_bytes: Option<u64>,
+    /// Bytes processed during alignment.
+    pub processed_bytes: Option<u64>,
+    /// In-flight bytes persisted.
+    pub persisted_bytes: Option<u64>,
+    /// The TaskManager of its slowest subtask (of a failed one: of the subtask that held it
+    /// up), where the poller last saw that subtask run when the checkpoint was counted.
+    pub taskmanager: Option<String>,
+}
+
+impl StoredCheckpoint {
+    /// The store's record of `checkpoint`, counted as `record`; `location` says where a
+    /// subtask (operator name, index) runs.
+    pub fn new(
+        record: &CheckpointRecord,
+        checkpoint: &FinishedCheckpoint,
+        location: impl Fn(&str, u32) -> Option<String>,
+    ) -> Self {
+        let subtask = match (&record.holdout, &record.slowest_subtask) {
+            (Some(h), _) => Some((h.operator.as_str(), h.subtask)),
+            (None, Some((operator, index, _))) => Some((operator.as_str(), *index)),
+            (None, None) => None,
+        };
+        StoredCheckpoint {
+            record: record.clone(),
+            checkpointed_bytes: checkpoint.checkpointed_bytes,
+            full_state_bytes: checkpoint.full_state_bytes,
+            processed_bytes: checkpoint.processed_bytes,
+            persisted_bytes: checkpoint.persisted_bytes,
+            taskmanager: subtask.and_then(|(operator, index)| location(operator, index)),
+        }
+    }
+}
+
+/// A record with the job it belongs to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outboxed {
+    /// The cluster's name.
+    pub cluster: String,
+    /// The job id.
+    pub job_id: String,
+    /// The record.
+    pub checkpoint: StoredCheckpoint,
+}
+
+/// Records counted since the persister last drained them. Off (records are not kept) unless
+/// the daemon has a store to write them to.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    enabled: bool,
+    records: Vec<Outboxed>,
+    dropped: u64,
+}
+
+impl Outbox {
+    /// Starts keeping records.
+    pub fn enable(&mut self) {
+        self.enabled = true;
+    }
+
+    /// Adds a job's newly counted records.
+    pub fn extend(&mut self, cluster: &str, job_id: &str, records: Vec<StoredCheckpoint>) {
+        if !self.enabled || records.is_empty() {
+            return;
+        }
+        self.records.extend(records.into_iter().map(|checkpoint| Outboxed {
+            cluster: cluster.to_string(),
+            job_id: job_id.to_string(),
+            checkpoint,
+        }));
+        if self.records.len() > OUTBOX_CAPACITY {
+            let excess = self.records.len() - OUTBOX_CAPACITY;
+            self.records.drain(..excess);
+            self.dropped += excess as u64;
+        }
+    }
+
+    /// Takes every waiting record, oldest first.
+    pub fn take(&mut self) -> Vec<Outboxed> {
+        std::mem::take(&mut self.records)
+    }
+
+    /// Puts records the store could not take back in front, to be written next time.
+    pub fn put_back(&mut self, mut records: Vec<Outboxed>) {
+        records.append(&mut self.records);
+        self.records = records;
+        if self.records.len() > OUTBOX_CAPACITY {
+            let excess = self.records.len() - OUTBOX_CAPACITY;
+            self.records.drain(..excess);
+            self.dropped += excess as u64;
+        }
+    }
+
+    /// Records dropped because the outbox was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Records waiting.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether no record waits.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+}
+
+/// A job's savepoints as the daemon saw them, apart from its checkpoints (Flink's `counts`
+/// include savepoints in `completed` and `failed` without saying which).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavepointStats {
+    /// Savepoints seen by final status.
+    pub totals: Totals,
+    /// When the latest completed savepoint was acknowledged.
+    pub last_completed_at: Option<Timestamp>,
+    /// Its trigger to last acknowledgement, ms.
+    pub last_duration_ms: Option<u64>,
+    /// When the latest failed savepoint failed.
+    pub last_failed_at: Option<Timestamp>,
+}
+
+impl SavepointStats {
+    /// Counts `record` if it is a savepoint (each record is counted once by `State`).
+    pub fn observe(&mut self, record: &CheckpointRecord) {
+        if record.kind != SnapshotKind::Savepoint {
+            return;
+        }
+        match record.status {
+            CheckpointStatus::Completed => {
+                self.totals.completed += 1;
+                if self.last_completed_at.is_none_or(|at| at <= record.finished_at) {
+                    self.last_completed_at = Some(record.finished_at);
+                    self.last_duration_ms =
+                        Some(record.end_to_end_ms.unwrap_or(record.finished_at.since(record.triggered_at)));
+                }
+            }
+            CheckpointStatus::Failed => {
+                self.totals.failed += 1;
+                if self.last_failed_at.is_none_or(|at| at <= record.finished_at) {
+                    self.last_failed_at = Some(record.finished_at);
+                }
+            }
+        }
+    }
+}

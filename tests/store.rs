@@ -1,0 +1,425 @@
+//! The checkpoint store: exactly-once across a crash between the store write and the state
+//! write, pruning to its bounds, the history API's range query, savepoints from captured Flink.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use checkpoint_sentinel::app::AppState;
+use checkpoint_sentinel::flink::{convert, dto};
+use checkpoint_sentinel::http::{HttpState, router};
+use checkpoint_sentinel::observe::{
+    CheckpointCounts, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, Observation, OperatorCheckpoint,
+    SnapshotKind, SubtaskCheckpoint,
+};
+use checkpoint_sentinel::state::{State, persist};
+use checkpoint_sentinel::stats::WindowSpec;
+use checkpoint_sentinel::store::{Bounds, Query, Store};
+use checkpoint_sentinel::time::Timestamp;
+use tower::ServiceExt;
+
+use crate::common;
+
+const WINDOW: WindowSpec = WindowSpec { window_ms: 3_600_000, slots: 6 };
+const T0: i64 = 1_795_000_000_000;
+const BOUNDS: Bounds = Bounds { max_age: Duration::from_secs(30 * 86_400), max_records: 1_000_000 };
+
+fn checkpoint(id: u64, status: CheckpointStatus, kind: SnapshotKind) -> FinishedCheckpoint {
+    let triggered = T0 + id as i64 * 10_000;
+    FinishedCheckpoint {
+        id,
+        status,
+        kind,
+        triggered_at: Timestamp(triggered),
+        finished_at: Timestamp(triggered + 500),
+        end_to_end_ms: Some(500),
+        checkpointed_bytes: Some(4096),
+        full_state_bytes: Some(8192),
+        processed_bytes: Some(0),
+        persisted_bytes: Some(0),
+        num_subtasks: 2,
+        num_acknowledged: if status == CheckpointStatus::Completed { 2 } else { 1 },
+        failure_message: (status == CheckpointStatus::Failed)
+            .then(|| "Checkpoint expired before completing.".to_string()),
+        operators: vec![OperatorCheckpoint {
+            vertex_id: "v1".into(),
+            name: "map".into(),
+            subtasks: (0..2)
+                .map(|i| SubtaskCheckpoint {
+                    index: i,
+                    acknowledged: status == CheckpointStatus::Completed || i == 0,
+                    end_to_end_ms: Some(400 + 100 * i as u64),
+                    start_delay_ms: Some(5),
+                    alignment_ms: Some(10),
+                    sync_ms: Some(20),
+                    async_ms: Some(300),
+                    ..SubtaskCheckpoint::default()
+                })
+                .collect(),
+        }],
+    }
+}
+
+fn completed(id: u64) -> FinishedCheckpoint {
+    checkpoint(id, CheckpointStatus::Completed, SnapshotKind::Checkpoint)
+}
+
+/// The poll after the first `end` checkpoints of `history`: Flink's counts over all of them
+/// (they never go down), its history the last ten.
+fn poll_after(history: &[FinishedCheckpoint], end: usize) -> Observation {
+    let failed = history[..end].iter().filter(|c| c.status == CheckpointStatus::Failed).count() as u64;
+    let Observation::JobPolled(mut p) = poll(history[end.saturating_sub(10)..end].to_vec()) else {
+        unreachable!()
+    };
+    let newest = history[end - 1].id;
+    p.counts = CheckpointCounts { completed: newest - failed, failed, in_progress: 0, restored: 0 };
+    Observation::JobPolled(p)
+}
+
+/// A poll whose history holds `finished` (Flink's ten), with counts up to the newest.
+fn poll(finished: Vec<FinishedCheckpoint>) -> Observation {
+    let newest = finished.iter().map(|c| c.id).max().unwrap_or(0);
+    let failed = finished.iter().filter(|c| c.status == CheckpointStatus::Failed).count() as u64;
+    Observation::JobPolled(JobPoll {
+        key: JobKey { cluster: "c".into(), job_id: "j".into() },
+        job_name: "job".into(),
+        job_state: "RUNNING".into(),
+        polled_at: Timestamp(T0 + newest as i64 * 10_000 + 1_000),
+        counts: CheckpointCounts { completed: newest - failed, failed, in_progress: 0, restored: 0 },
+        settings: None,
+        in_progress: Vec::new(),
+        finished,
+        latest_restore: None,
+    })
+}
+
+fn state_with_outbox() -> State {
+    let mut state = State::new(WINDOW);
+    state.outbox.enable();
+    state
+}
+
+fn all(store: &Store) -> Vec<u64> {
+    let q = Query { limit: 10_000, ..Query::default() };
+    store.query("c", "j", &q, |_| true).unwrap().0.iter().map(|r| r.record.id).collect()
+}
+
+#[test]
+fn a_crash_between_the_store_write_and_the_state_write_neither_loses_nor_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), BOUNDS).unwrap();
+    let mut state = state_with_outbox();
+    // Round 1 persisted as the daemon does: records, then the snapshot.
+    state.apply(&poll((1..=3).map(completed).collect()), Timestamp(T0 + 40_000));
+    let snapshot_1 = persist::to_bytes(&persist::snapshot(&state));
+    store.write(&state.outbox.take(), Timestamp(T0 + 40_000)).unwrap();
+    // Round 2: its records reach the store, then the daemon dies (kill -9) before the state
+    // file is renamed into place: the state on disk is still round 1's.
+    state.apply(&poll((1..=6).map(completed).collect()), Timestamp(T0 + 70_000));
+    let w = store.write(&state.outbox.take(), Timestamp(T0 + 70_000)).unwrap();
+    assert_eq!((w.inserted, w.rewritten), (3, 0));
+    drop(store);
+
+    // The restart: round 1's snapshot, the same store, and Flink's history shows 1..=8 now.
+    let store = Store::open(dir.path(), BOUNDS).unwrap();
+    let mut restored = persist::restore(WINDOW, serde_json::from_slice(&snapshot_1).unwrap());
+    restored.outbox.enable();
+    restored.apply(&poll((1..=8).map(completed).collect()), Timestamp(T0 + 90_000));
+    let records = restored.outbox.take();
+    // 4, 5, 6 are counted again (the snapshot did not have them), 7 and 8 for the first time.
+    assert_eq!(records.iter().map(|r| r.checkpoint.record.id).collect::<Vec<_>>(), [4, 5, 6, 7, 8]);
+    let w = store.write(&records, Timestamp(T0 + 90_000)).unwrap();
+    assert_eq!((w.inserted, w.rewritten, w.records), (2, 3, 8));
+    assert_eq!(all(&store), (1..=8).collect::<Vec<_>>(), "each checkpoint exactly once");
+    assert_eq!(store.len().unwrap(), 8);
+}
+
+#[test]
+fn a_checkpoint_id_used_again_after_a_restart_without_ha_is_a_second_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), BOUNDS).unwrap();
+    let mut state = state_with_outbox();
+    state.apply(&poll(vec![completed(1)]), Timestamp(T0));
+    // The same id an hour later: a new JobMaster without HA numbers from 1 again.
+    let first = state.outbox.take();
+    let mut second = first.clone();
+    second[0].checkpoint.record.triggered_at = Timestamp(T0 + 3_600_000);
+    store.write(&first, Timestamp(T0)).unwrap();
+    store.write(&second, Timestamp(T0)).unwrap();
+    assert_eq!(all(&store), [1, 1]);
+}
+
+#[test]
+fn the_store_is_pruned_oldest_first_by_age_and_by_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let bounds = Bounds { max_age: Duration::from_secs(3600), max_records: 50 };
+    let store = Store::open(dir.path(), bounds).unwrap();
+    let mut state = state_with_outbox();
+    // 100 checkpoints 10 s apart, applied ten at a time as Flink's history shows them.
+    let mut pruned = 0;
+    for last in (10..=100).step_by(10) {
+        state.apply(&poll(((last - 9)..=last).map(completed).collect()), Timestamp(T0));
+        pruned += store.write(&state.outbox.take(), Timestamp(T0 + last as i64 * 10_000)).unwrap().pruned;
+    }
+    assert_eq!(store.len().unwrap(), 50);
+    assert_eq!(pruned, 50);
+    assert_eq!(all(&store), (51..=100).collect::<Vec<_>>(), "the oldest went first");
+    // Later, the age bound (1 h) takes every record triggered before checkpoint 81 was.
+    let now = Timestamp(T0 + 81 * 10_000 + 3_600_000);
+    let w = store.write(&[], now).unwrap();
+    assert_eq!(w.pruned, 30);
+    assert_eq!(all(&store), (81..=100).collect::<Vec<_>>());
+}
+
+#[test]
+fn the_range_query_returns_the_newest_within_range_oldest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), BOUNDS).unwrap();
+    let mut state = state_with_outbox();
+    let mut history: Vec<FinishedCheckpoint> = (1..=30).map(completed).collect();
+    history[4] = checkpoint(5, CheckpointStatus::Failed, SnapshotKind::Checkpoint);
+    for end in (10..=history.len()).step_by(10) {
+        state.apply(&poll_after(&history, end), Timestamp(T0));
+    }
+    store.write(&state.outbox.take(), Timestamp(T0 + 400_000)).unwrap();
+    let at = |id: i64| Some(T0 + id * 10_000);
+    let q = Query { since: at(10), until: at(20), limit: 5 };
+    let (found, more) = store.query("c", "j", &q, |_| true).unwrap();
+    assert_eq!(found.iter().map(|r| r.record.id).collect::<Vec<_>>(), [16, 17, 18, 19, 20]);
+    assert!(more);
+    let q = Query { since: at(10), until: at(20), limit: 20 };
+    let (found, more) = store.query("c", "j", &q, |_| true).unwrap();
+    assert_eq!(found.len(), 11);
+    assert!(!more);
+    assert!(store.query("c", "other", &q, |_| true).unwrap().0.is_empty());
+    // What a record keeps: sizes and the slowest subtask's TaskManager is none here (no load
+    // report), its phases and the failure of the failed one.
+    let q = Query { limit: 100, ..Query::default() };
+    let (failed, _) = store.query("c", "j", &q, |r| r.record.status == CheckpointStatus::Failed).unwrap();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].record.id, 5);
+    assert_eq!(failed[0].record.failure_message.as_deref(), Some("Checkpoint expired before completing."));
+    assert_eq!(failed[0].checkpointed_bytes, Some(4096));
+}
+
+async fn get(router: &axum::Router, path: &str) -> (StatusCode, serde_json::Value) {
+    let response = router.clone().oneshot(Request::get(path).body(Body::empty()).unwrap()).await.unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 24).await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+}
+
+#[tokio::test]
+async fn the_history_api_serves_the_store_by_range_and_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), BOUNDS).unwrap();
+    let mut state = state_with_outbox();
+    // 40 checkpoints seen ten at a time: the job's in-memory ring keeps 32, the store all 40.
+    let mut history: Vec<FinishedCheckpoint> = (1..=40).map(completed).collect();
+    history[2] = checkpoint(3, CheckpointStatus::Failed, SnapshotKind::Checkpoint);
+    history[9] = checkpoint(10, CheckpointStatus::Completed, SnapshotKind::Savepoint);
+    for end in (10..=history.len()).step_by(10) {
+        state.apply(&poll_after(&history, end), Timestamp(T0));
+    }
+    store.write(&state.outbox.take(), Timestamp(T0 + 500_000)).unwrap();
+    assert_eq!(state.clusters()["c"].jobs["j"].recent.len(), 32);
+    let app = Arc::new(AppState::new(state));
+    let _ = app.store.set(Arc::new(store));
+    let router = router(HttpState::new(app));
+
+    let (status, body) = get(&router, "/api/v1/jobs/c/j/checkpoints").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let ids: Vec<u64> =
+        body["checkpoints"].as_array().unwrap().iter().map(|c| c["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, (1..=40).collect::<Vec<_>>());
+    assert_eq!(body["truncated"], false);
+    let first = &body["checkpoints"][0];
+    assert_eq!(first["outcome"], "completed");
+    assert_eq!(first["checkpointed_bytes"], 4096);
+    assert_eq!(first["slowest_subtask"]["operator"], "map");
+    assert_eq!(first["slowest_subtask"]["phases_ms"]["async"], 300);
+    assert_eq!(body["checkpoints"][9]["kind"], "savepoint");
+
+    let (since, until) = (T0 + 5 * 10_000, T0 + 15 * 10_000);
+    let (_, body) =
+        get(&router, &format!("/api/v1/jobs/c/j/checkpoints?since={since}&until={until}&limit=3")).await;
+    let ids: Vec<u64> =
+        body["checkpoints"].as_array().unwrap().iter().map(|c| c["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, [13, 14, 15]);
+    assert_eq!(body["truncated"], true);
+
+    let (_, body) = get(&router, "/api/v1/jobs/c/j/checkpoints?outcome=expired").await;
+    let ids: Vec<u64> =
+        body["checkpoints"].as_array().unwrap().iter().map(|c| c["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, [3]);
+    assert_eq!(body["checkpoints"][0]["slowest_subtask"]["subtask"], 1, "the subtask that held it up");
+
+    for bad in ["outcome=slow", "limit=0", "limit=10001", "since=5&until=4", "since=yesterday"] {
+        let (status, _) = get(&router, &format!("/api/v1/jobs/c/j/checkpoints?{bad}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    assert_eq!(get(&router, "/api/v1/jobs/nope/j/checkpoints").await.0, StatusCode::NOT_FOUND);
+}
+
+#[test]
+fn savepoints_of_captured_flink_are_counted_and_stored_apart_from_checkpoints() {
+    for (version, id) in [("1.14.6", 20), ("1.20.5", 21), ("2.3.0", 20)] {
+        let path = common::fixtures().join(format!("flink-{version}/healthy/rest/checkpoints.json"));
+        let stats: dto::CheckpointingStatistics =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let latest =
+            stats.latest.as_ref().and_then(|l| l.savepoint.as_ref()).expect("the capture has a savepoint");
+        let savepoint = convert::finished(latest, &[]).unwrap();
+        assert_eq!((savepoint.id, savepoint.kind), (id, SnapshotKind::Savepoint), "{version}");
+        let mut history: Vec<FinishedCheckpoint> =
+            stats.history.iter().filter_map(|h| convert::finished(h, &[])).collect();
+        history.push(savepoint.clone());
+        let mut state = state_with_outbox();
+        let Observation::JobPolled(mut p) = poll(history.clone()) else { unreachable!() };
+        p.counts = convert::counts(stats.counts.as_ref().unwrap());
+        state.apply(&Observation::JobPolled(p), Timestamp(T0));
+        let job = &state.clusters()["c"].jobs["j"];
+        assert_eq!(job.savepoints.totals.completed, 1, "{version}");
+        assert_eq!(job.savepoints.totals.failed, 0, "{version}");
+        assert_eq!(job.savepoints.last_completed_at, Some(savepoint.finished_at), "{version}");
+        assert_eq!(job.savepoints.last_duration_ms, savepoint.end_to_end_ms, "{version}");
+        let stored = state.outbox.take();
+        assert_eq!(stored.len(), history.len(), "{version}: one record per checkpoint and savepoint");
+        let kinds = stored.iter().filter(|r| r.checkpoint.record.kind == SnapshotKind::Savepoint).count();
+        assert_eq!(kinds, 1, "{version}");
+    }
+}
+
+#[test]
+fn savepoint_metrics_are_exported_for_completed_and_failed_savepoints() {
+    let mut state = state_with_outbox();
+    let history = vec![
+        completed(1),
+        checkpoint(2, CheckpointStatus::Completed, SnapshotKind::Savepoint),
+        checkpoint(3, CheckpointStatus::Failed, SnapshotKind::Savepoint),
+        checkpoint(4, CheckpointStatus::Failed, SnapshotKind::Checkpoint),
+    ];
+    state.apply(&poll(history), Timestamp(T0));
+    let daemon = checkpoint_sentinel::export::DaemonStats::default();
+    let families = checkpoint_sentinel::export::render(&state, &daemon, Timestamp(T0 + 60_000));
+    let text = checkpoint_sentinel::export::encode_text(&families);
+    let value = |name: &str, status: Option<&str>| {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .find(|l| status.is_none_or(|s| l.contains(&format!("status=\"{s}\""))))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    assert_eq!(value("flink_savepoints_total", Some("completed")), Some(1.0));
+    assert_eq!(value("flink_savepoints_total", Some("failed")), Some(1.0));
+    assert_eq!(
+        value("flink_checkpoints_total", Some("completed")),
+        Some(2.0),
+        "savepoints stay in Flink's counts"
+    );
+    assert_eq!(value("flink_checkpoints_total", Some("failed")), Some(2.0));
+    let at = (T0 + 20_000 + 500) as f64 / 1000.0;
+    assert_eq!(value("flink_savepoint_last_completed_timestamp_seconds", None), Some(at));
+    assert_eq!(value("flink_savepoint_last_duration_seconds", None), Some(0.5));
+    assert_eq!(value("flink_savepoint_last_failed_timestamp_seconds", None), Some(at + 10.0));
+}
+
+#[test]
+fn the_builtin_pack_fires_on_a_failed_savepoint_and_not_on_a_completed_one() {
+    use checkpoint_sentinel::rules::{AlertState, Evaluator, Rule, builtin};
+    let rules: Vec<Rule> = builtin::rules()
+        .into_iter()
+        .filter(|r| r.name == "FlinkSavepointFailed")
+        .map(|r| Rule::new(r).unwrap())
+        .collect();
+    assert_eq!(rules.len(), 1);
+    let mut evaluator = Evaluator::new(rules);
+    let mut state = State::new(WINDOW);
+    let mut history = vec![completed(1), checkpoint(2, CheckpointStatus::Completed, SnapshotKind::Savepoint)];
+    state.apply(&poll(history.clone()), Timestamp(T0 + 30_000));
+    evaluator.evaluate(&state, Timestamp(T0 + 30_000));
+    state.apply(&poll(history.clone()), Timestamp(T0 + 60_000));
+    evaluator.evaluate(&state, Timestamp(T0 + 60_000));
+    assert_eq!(evaluator.active().count(), 0, "a completed savepoint is no alert");
+    history.push(checkpoint(3, CheckpointStatus::Failed, SnapshotKind::Savepoint));
+    state.apply(&poll(history.clone()), Timestamp(T0 + 90_000));
+    evaluator.evaluate(&state, Timestamp(T0 + 90_000));
+    let firing: Vec<_> = evaluator.active().filter(|a| a.state == AlertState::Firing).collect();
+    assert_eq!(firing.len(), 1);
+    assert_eq!(firing[0].name(), "FlinkSavepointFailed");
+    // A failed checkpoint is not a failed savepoint.
+    let mut state = State::new(WINDOW);
+    let mut evaluator = Evaluator::new(vec![
+        Rule::new(builtin::rules().into_iter().find(|r| r.name == "FlinkSavepointFailed").unwrap()).unwrap(),
+    ]);
+    state.apply(&poll(vec![completed(1)]), Timestamp(T0 + 30_000));
+    evaluator.evaluate(&state, Timestamp(T0 + 30_000));
+    state.apply(
+        &poll(vec![completed(1), checkpoint(2, CheckpointStatus::Failed, SnapshotKind::Checkpoint)]),
+        Timestamp(T0 + 60_000),
+    );
+    evaluator.evaluate(&state, Timestamp(T0 + 60_000));
+    assert_eq!(evaluator.active().count(), 0);
+}
+
+/// The store's ids of a job, through the real daemon's API.
+async fn stored_ids(port: u16, job_id: &str) -> Option<Vec<u64>> {
+    let url = format!("http://127.0.0.1:{port}/api/v1/jobs/lab/{job_id}/checkpoints?limit=10000");
+    let body: serde_json::Value = reqwest::get(url).await.ok()?.json().await.ok()?;
+    Some(body["checkpoints"].as_array()?.iter().filter_map(|c| c["id"].as_u64()).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_daemon_killed_with_sigkill_keeps_every_checkpoint_once_in_the_store() {
+    let server = common::replay("2.3.0", "expired").await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sentinel.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[clusters]]\nname = \"lab\"\nurl = \"{}\"\npoll_interval = \"150ms\"\n[state]\ndir = \"{}\"\npersist_interval = \"50ms\"\n",
+            server.url,
+            dir.path().join("state").display()
+        ),
+    )
+    .unwrap();
+    let port = common::free_port();
+    let mut first = common::spawn_daemon(&config, port);
+    for _ in 0..400 {
+        if server.polls_served() >= 8 && dir.path().join("state/state.json").exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(server.polls_served() >= 8, "the daemon did not poll");
+    first.kill().unwrap(); // SIGKILL: no shutdown hook runs.
+    first.wait().unwrap();
+    assert!(server.polls_served() < server.scenario().polls.len(), "killed too late to test anything");
+
+    let s = server.scenario();
+    let mut expected = std::collections::BTreeSet::new();
+    for poll in &s.polls {
+        for h in poll["history"].as_array().unwrap() {
+            if h["status"] == "COMPLETED" || h["status"] == "FAILED" {
+                expected.insert(h["id"].as_u64().unwrap());
+            }
+        }
+    }
+    let expected: Vec<u64> = expected.into_iter().collect();
+    let mut second = common::spawn_daemon(&config, port);
+    let mut ids = None;
+    for _ in 0..200 {
+        ids = stored_ids(port, &s.job_id).await;
+        if ids.as_ref().is_some_and(|ids| ids.len() >= expected.len())
+            && server.polls_served() >= s.polls.len()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let mut ids = ids.expect("the restarted daemon serves the history API");
+    ids.sort_unstable();
+    assert_eq!(ids, expected, "every finished checkpoint of the series once, none twice");
+}
