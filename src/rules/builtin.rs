@@ -69,7 +69,8 @@ const PACK: &[Spec] = &[
         name: "FlinkCheckpointFailuresIncreasing",
         // Triggers that failed before the checkpoint got an id (tasks still deploying) are not
         // failed checkpoints: every fresh job has one, and it kept this pending for minutes.
-        expr: "(increase(checkpoints.failed, 15m) - increase(checkpoints.trigger_failed, 15m)) / (increase(checkpoints.total, 15m) - increase(checkpoints.trigger_failed, 15m)) > 10%",
+        // Savepoints are in Flink's counts too; a failed one is FlinkSavepointFailed's.
+        expr: "(increase(checkpoints.failed, 15m) - increase(checkpoints.trigger_failed, 15m) - increase(savepoints.failed, 15m)) / (increase(checkpoints.total, 15m) - increase(checkpoints.trigger_failed, 15m) - increase(savepoints.completed, 15m) - increase(savepoints.failed, 15m)) > 10%",
         for_s: 300,
         keep_s: 0,
         severity: Severity::Warning,

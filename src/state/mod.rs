@@ -657,6 +657,7 @@ impl JobState {
             .iter()
             .rev()
             .filter(|r| !is_stop_failure(r.failure_message.as_deref()))
+            .filter(|r| !(r.kind == SnapshotKind::Savepoint && r.status == CheckpointStatus::Failed))
             .take_while(|r| r.status == CheckpointStatus::Failed)
             .collect();
         self.consecutive_failures = streak.len() as u64;
@@ -766,7 +767,8 @@ impl JobState {
                 CheckpointStatus::Failed => {
                     newly_seen.failed += 1;
                     let shutdown = checkpoint.failure_message.as_deref().is_some_and(is_shutdown_failure);
-                    if !shutdown {
+                    // A failed savepoint is FlinkSavepointFailed's, not a checkpoint failure.
+                    if !shutdown && checkpoint.kind != SnapshotKind::Savepoint {
                         self.failures.count(checkpoint.id, poll.polled_at);
                     }
                 }
@@ -913,8 +915,13 @@ impl JobState {
                     self.completed_since_running = true;
                 }
             }
-            CheckpointStatus::Failed if !is_stop_failure(checkpoint.failure_message.as_deref()) => {
-                self.consecutive_failures += 1;
+            // A failed savepoint is not one of the checkpoint failures Flink tolerates a
+            // number of (`CheckpointFailureManager` counts periodic checkpoints only).
+            CheckpointStatus::Failed
+                if !is_stop_failure(checkpoint.failure_message.as_deref())
+                    && checkpoint.kind != SnapshotKind::Savepoint =>
+            {
+                self.consecutive_failures = self.consecutive_failures.saturating_add(1);
                 self.failing_since.get_or_insert(checkpoint.finished_at);
             }
             CheckpointStatus::Failed => {}
@@ -1446,6 +1453,21 @@ mod tests {
         events[0].source = "rest";
         state.apply(&Observation::LogEvents(events), Timestamp(122_000));
         assert_eq!(job(&state).failures.total, 2);
+    }
+
+    #[test]
+    fn a_failed_savepoint_is_no_checkpoint_failure() {
+        let mut state = running_with_checkpoint_6();
+        let mut savepoint = completed(7, 4_000);
+        savepoint.status = CheckpointStatus::Failed;
+        savepoint.kind = SnapshotKind::Savepoint;
+        savepoint.failure_message = Some("IO-problem detected.".into());
+        state.apply(&poll(5, 1, vec![savepoint]), Timestamp(105_000));
+        let j = job(&state);
+        assert_eq!(j.totals().failed, 1, "Flink counts it, and so does flink_checkpoints_total");
+        assert_eq!(j.failures.total, 0, "not a failed checkpoint (FlinkCheckpointFailed)");
+        assert_eq!(j.consecutive_failures(), 0, "not a failure Flink tolerates a number of");
+        assert_eq!(j.savepoints.totals.failed, 1);
     }
 
     #[test]
