@@ -45,6 +45,12 @@ const LOCATION_RETRIES: u8 = 5;
 /// Per-subtask metrics are asked for at most this many subtasks of a vertex.
 pub const MAX_LOAD_SUBTASKS: u32 = 32;
 
+/// Jobs in flight per permit of `max_concurrent_requests`: a job's requests come one after the
+/// other (listing, details, subtasks), so with only as many jobs as permits some permits idle
+/// while a job parses an answer or moves to its next request. Requests in flight stay bounded
+/// by the semaphore; two jobs per permit keep it busy.
+const JOBS_PER_REQUEST_SLOT: usize = 2;
+
 /// A job that reached a terminal state is polled until its checkpoint counts stop changing
 /// and nothing is in progress, at most this many times: Flink's REST answers from a cache, so
 /// the first poll after a cancel may still show the snapshot from before it (the last
@@ -194,7 +200,7 @@ impl Poller {
             // higher-ranked `Send` check when the poller's task is spawned.
             let polls: Vec<_> = polls.collect();
             futures_util::stream::iter(polls)
-                .buffer_unordered(self.config.max_concurrent_requests.max(1))
+                .buffer_unordered(self.config.max_concurrent_requests.max(1) * JOBS_PER_REQUEST_SLOT)
                 .collect()
                 .await
         };
@@ -303,10 +309,16 @@ impl Poller {
             let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
             state.unseen(&self.config.name, &job.jid, &finished_ids)
         };
+        // The details of the new checkpoints are fetched concurrently (the semaphore bounds the
+        // requests) and taken in the order of `unseen`.
+        let fetched = futures_util::future::join_all(
+            unseen.into_iter().map(|id| async move { (id, self.checkpoint_vertices(&job.jid, id).await) }),
+        )
+        .await;
         let mut finished = Vec::new();
-        for id in unseen {
+        for (id, vertices) in fetched {
             let Some(entry) = stats.history.iter().find(|cp| cp.id == id) else { continue };
-            let vertices = match self.checkpoint_vertices(&job.jid, id).await {
+            let vertices = match vertices {
                 Ok(v) => v,
                 Err(e) => {
                     // Count the checkpoint anyway, without its per-subtask phases.
@@ -493,17 +505,28 @@ impl Poller {
         topology: &crate::observe::JobTopology,
         errors: &mut Vec<&'static str>,
     ) -> Result<Vec<crate::observe::VertexLoad>, FetchError> {
-        let mut out = Vec::new();
-        for v in &topology.vertices {
+        // Every vertex's three requests go out at once (the semaphore bounds them); the answers
+        // are taken in the vertices' order, so errors and the first failure that ends the fetch
+        // are what the requests one after the other gave.
+        let answers = futures_util::future::join_all(topology.vertices.iter().map(|v| async move {
             let subtasks = v.parallelism.clamp(1, MAX_LOAD_SUBTASKS);
             let ids: Vec<String> = (0..subtasks)
                 .flat_map(|i| convert::LOAD_METRICS.iter().map(move |m| format!("{i}.{m}")))
                 .collect();
-            let details = self.part(self.fetch(self.client.vertex(job_id, &v.id)).await, errors)?;
-            let backpressure =
-                self.part(self.fetch(self.client.vertex_backpressure(job_id, &v.id)).await, errors)?;
-            let metrics =
-                self.part(self.fetch(self.client.vertex_metrics(job_id, &v.id, &ids)).await, errors)?;
+            let (details, backpressure, metrics) = futures_util::future::join3(
+                self.fetch(self.client.vertex(job_id, &v.id)),
+                self.fetch(self.client.vertex_backpressure(job_id, &v.id)),
+                self.fetch(self.client.vertex_metrics(job_id, &v.id, &ids)),
+            )
+            .await;
+            (v, subtasks, details, backpressure, metrics)
+        }))
+        .await;
+        let mut out = Vec::new();
+        for (v, subtasks, details, backpressure, metrics) in answers {
+            let details = self.part(details, errors)?;
+            let backpressure = self.part(backpressure, errors)?;
+            let metrics = self.part(metrics, errors)?;
             if details.is_none() && backpressure.is_none() && metrics.is_none() {
                 continue;
             }

@@ -7,6 +7,7 @@ mod common;
 
 mod alert_replay;
 mod alertmanager;
+mod concurrent_poll;
 mod demo;
 mod demo_shadow;
 mod diagnose;
