@@ -31,6 +31,8 @@ pub struct Config {
     pub alerting: AlertingConfig,
     /// Rules of your own, in addition to (or instead of) the built-in pack.
     pub rules: Vec<crate::rules::RuleSpec>,
+    /// Clusters found in files (Prometheus `file_sd`), beside the `[[clusters]]` entries.
+    pub discovery: crate::discovery::DiscoveryConfig,
 }
 
 /// `[alerting]`.
@@ -663,6 +665,7 @@ impl Config {
             problems.push("state.persist_interval: expected a positive duration".to_string());
         }
         self.log_problems(&mut problems);
+        self.discovery.problems(&mut problems);
         problems
     }
 
@@ -743,6 +746,12 @@ impl Config {
             b.password = b.password.masked();
         }
         if let Some(t) = &mut masked.alerting.bearer_token {
+            *t = t.masked();
+        }
+        if let Some(b) = &mut masked.discovery.defaults.basic_auth {
+            b.password = b.password.masked();
+        }
+        if let Some(t) = &mut masked.discovery.defaults.bearer_token {
             *t = t.masked();
         }
         for c in &mut masked.clusters {
