@@ -28,6 +28,8 @@ pub struct AppState {
     pub tls_serving: AtomicBool,
     /// Counters in the order of [`TLS_HANDSHAKE_ERRORS`].
     pub tls_handshake_errors: [AtomicU64; 3],
+    /// What file discovery last found, when it is on.
+    pub discovery: RwLock<Option<crate::discovery::DiscoveryStats>>,
 }
 
 /// Why a TLS handshake on the daemon's port failed: a plain `http://` request, a client that
@@ -60,6 +62,7 @@ impl AppState {
             log_events_arrived: tokio::sync::Notify::new(),
             tls_serving: AtomicBool::new(false),
             tls_handshake_errors: Default::default(),
+            discovery: RwLock::new(None),
         }
     }
 
@@ -116,6 +119,7 @@ impl AppState {
             last_persisted: (last > 0).then_some(Timestamp(last)),
             alerts,
             alertmanagers: view.alertmanagers.clone(),
+            discovery: self.discovery.read().unwrap_or_else(|e| e.into_inner()).clone(),
         }
     }
 }

@@ -332,7 +332,11 @@ pub struct ClusterConfig {
     /// Timeout of each HTTP request.
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
-    /// At most this many requests in flight to this cluster.
+    /// At most this many requests in flight to this cluster (jobs are polled concurrently).
+    /// The default, 8, is twice Flink's `rest.server.numThreads` (4): the JobManager answers
+    /// most requests from its caches in well under a millisecond, so over a network round trip
+    /// of milliseconds 8 in flight keep its 4 handler threads far from saturated while a round
+    /// of 1,000 jobs at 5 ms fits in about a second.
     pub max_concurrent_requests: usize,
     /// HTTP basic authentication.
     pub basic_auth: Option<BasicAuth>,
@@ -356,7 +360,7 @@ impl Default for ClusterConfig {
             url: String::new(),
             poll_interval: Duration::from_secs(5),
             timeout: Duration::from_secs(10),
-            max_concurrent_requests: 4,
+            max_concurrent_requests: 8,
             basic_auth: None,
             bearer_token: None,
             ca_file: None,

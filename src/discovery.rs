@@ -149,7 +149,10 @@ impl DiscoveryConfig {
             problems.push("discovery.max_file_bytes: expected 1024 to 67108864".to_string());
         }
         if !matches!(self.defaults.scheme.as_str(), "http" | "https") {
-            problems.push(format!("discovery.defaults.scheme: {:?}: expected http or https", self.defaults.scheme));
+            problems.push(format!(
+                "discovery.defaults.scheme: {:?}: expected http or https",
+                self.defaults.scheme
+            ));
         }
         // The defaults are checked as the cluster they make, with their own key names (only
         // when discovery is on: the probe's own discovery is off, which ends the recursion).
@@ -188,13 +191,13 @@ pub struct Target {
 
 /// Parses one file's contents into its targets; `scheme` for targets without one.
 pub fn parse(text: &str, scheme: &str) -> Result<Vec<Target>, String> {
-    let groups: Vec<Group> = serde_json::from_str(text).map_err(|e| format!("not a file_sd JSON list: {e}"))?;
+    let groups: Vec<Group> =
+        serde_json::from_str(text).map_err(|e| format!("not a file_sd JSON list: {e}"))?;
     let mut out = Vec::new();
     for g in groups {
         let scheme = g.labels.get("__scheme__").map_or(scheme, String::as_str);
         for t in &g.targets {
-            let url =
-                if t.contains("://") { t.clone() } else { format!("{scheme}://{t}") };
+            let url = if t.contains("://") { t.clone() } else { format!("{scheme}://{t}") };
             let name = g.labels.get("cluster").cloned().unwrap_or_else(|| name_of(t));
             out.push(Target { name, url });
         }
@@ -311,7 +314,9 @@ fn read_file(path: &Path, config: &DiscoveryConfig) -> Result<Vec<Target>, (usiz
     let file = std::fs::File::open(path).map_err(|e| (1, format!("cannot open: {e}")))?;
     let mut text = String::new();
     // One byte over the cap tells a file at the cap from a larger one.
-    file.take(config.max_file_bytes + 1).read_to_string(&mut text).map_err(|e| (1, format!("cannot read: {e}")))?;
+    file.take(config.max_file_bytes + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| (1, format!("cannot read: {e}")))?;
     if text.len() as u64 > config.max_file_bytes {
         return Err((0, format!("larger than discovery.max_file_bytes ({} bytes)", config.max_file_bytes)));
     }
@@ -368,7 +373,7 @@ impl Discovery {
     pub async fn run(
         mut self,
         sender: watch::Sender<Vec<ClusterConfig>>,
-        stats: std::sync::Arc<std::sync::RwLock<Option<DiscoveryStats>>>,
+        app: std::sync::Arc<crate::app::AppState>,
     ) {
         let (events_tx, mut events) = mpsc::channel::<()>(1);
         let _watcher = watch_dirs(&self.config.files, events_tx);
@@ -385,8 +390,17 @@ impl Discovery {
                 }
                 () = sender.closed() => return,
             }
-            let changed = self.refresh();
-            *stats.write().unwrap_or_else(|e| e.into_inner()) = Some(self.stats.clone());
+            // Reading files is blocking I/O: off the async workers.
+            let Ok((back, changed)) = tokio::task::spawn_blocking(move || {
+                let changed = self.refresh();
+                (self, changed)
+            })
+            .await
+            else {
+                return;
+            };
+            self = back;
+            *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = Some(self.stats.clone());
             if changed {
                 tracing::info!(clusters = self.clusters.len(), "discovered clusters changed");
                 if sender.send(self.clusters.clone()).is_err() {
@@ -427,7 +441,9 @@ fn watch_dirs(patterns: &[String], events: mpsc::Sender<()>) -> Option<notify::R
             let _ = events.try_send(());
         }
     })
-    .map_err(|e| tracing::warn!("cannot watch the discovery files, re-reading them every refresh_interval: {e}"))
+    .map_err(|e| {
+        tracing::warn!("cannot watch the discovery files, re-reading them every refresh_interval: {e}")
+    })
     .ok()?;
     let dirs: BTreeSet<PathBuf> = patterns.iter().map(|p| watch_dir(p)).collect();
     for dir in dirs {
@@ -497,7 +513,10 @@ mod tests {
         std::fs::write(&a, "[{\"targets\": [").unwrap();
         std::fs::write(&b, format!("[{}]", " ".repeat(2000))).unwrap();
         assert!(!d.refresh(), "nothing changes");
-        assert_eq!(d.stats.file_errors, [("too_large", 1), ("unreadable", 0), ("invalid", 1), ("too_many_files", 0)]);
+        assert_eq!(
+            d.stats.file_errors,
+            [("too_large", 1), ("unreadable", 0), ("invalid", 1), ("too_many_files", 0)]
+        );
         std::fs::remove_file(&b).unwrap();
         assert!(d.refresh());
         assert_eq!(d.clusters.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["a"]);
@@ -513,7 +532,8 @@ mod tests {
 
     #[test]
     fn the_defaults_are_checked_under_their_own_keys() {
-        let mut config = DiscoveryConfig { files: vec!["[".into(), "/x/*.json".into()], ..Default::default() };
+        let mut config =
+            DiscoveryConfig { files: vec!["[".into(), "/x/*.json".into()], ..Default::default() };
         config.defaults.poll_interval = Duration::from_millis(1);
         config.defaults.scheme = "ftp".into();
         let mut problems = Vec::new();

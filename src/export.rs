@@ -251,6 +251,24 @@ pub const METRICS: &[MetricDef] = &[
     ),
     metric!("checkpoint_sentinel_build_info", Gauge, &["version"], "The daemon's version; always 1."),
     metric!(
+        "checkpoint_sentinel_discovered_clusters",
+        Gauge,
+        &[],
+        "Clusters found by file discovery and polled (when [discovery] files are set)."
+    ),
+    metric!(
+        "checkpoint_sentinel_discovery_targets_dropped",
+        Gauge,
+        &["reason"],
+        "Targets in the discovery files left out at the last reading, by reason: limit (beyond discovery.max_clusters), duplicate (a name taken by a [[clusters]] entry or an earlier target), invalid (not a valid cluster name or URL)."
+    ),
+    metric!(
+        "checkpoint_sentinel_discovery_file_errors_total",
+        Counter,
+        &["reason"],
+        "Discovery file readings that failed (what the file gave before is kept), by reason: too_large (over discovery.max_file_bytes), unreadable, invalid (not a file_sd JSON list), too_many_files (beyond discovery.max_files)."
+    ),
+    metric!(
         "checkpoint_sentinel_tls_handshake_errors_total",
         Counter,
         &["reason"],
@@ -437,6 +455,8 @@ pub struct DaemonStats {
     pub alertmanagers: Vec<crate::alerting::TargetStats>,
     /// Failed TLS handshakes on the daemon's port by reason, when it serves TLS.
     pub tls_handshake_errors: Option<[(&'static str, u64); 3]>,
+    /// What file discovery last found, when it is on.
+    pub discovery: Option<crate::discovery::DiscoveryStats>,
 }
 
 /// Where [`render_into`] puts samples: metric families for the `prometheus` crate (the
@@ -1053,6 +1073,23 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
             Value::Number(am.queued as f64),
         );
     }
+    if let Some(d) = &daemon.discovery {
+        out.push(family!("checkpoint_sentinel_discovered_clusters"), &[], Value::Number(d.clusters as f64));
+        for (reason, n) in d.dropped {
+            out.push(
+                family!("checkpoint_sentinel_discovery_targets_dropped"),
+                &[("reason", reason)],
+                Value::Number(n as f64),
+            );
+        }
+        for (reason, n) in d.file_errors {
+            out.push(
+                family!("checkpoint_sentinel_discovery_file_errors_total"),
+                &[("reason", reason)],
+                Value::Number(n as f64),
+            );
+        }
+    }
     for (reason, n) in daemon.tls_handshake_errors.iter().flatten() {
         out.push(
             family!("checkpoint_sentinel_tls_handshake_errors_total"),
@@ -1203,6 +1240,11 @@ mod tests {
                 queued: 0,
             }],
             tls_handshake_errors: Some([("plain_http", 1), ("failed", 3), ("timeout", 0)]),
+            discovery: Some(crate::discovery::DiscoveryStats {
+                clusters: 3,
+                dropped: [("limit", 1), ("duplicate", 0), ("invalid", 2)],
+                file_errors: [("too_large", 0), ("unreadable", 1), ("invalid", 4), ("too_many_files", 0)],
+            }),
         };
         (state, daemon, end.plus_millis(1_234))
     }

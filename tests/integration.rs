@@ -11,6 +11,7 @@ mod concurrent_poll;
 mod demo;
 mod demo_shadow;
 mod diagnose;
+mod discovery;
 mod ended_jobs;
 mod faults;
 mod fixtures_parse;
