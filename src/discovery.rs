@@ -376,6 +376,8 @@ impl Discovery {
         app: std::sync::Arc<crate::app::AppState>,
     ) {
         let (events_tx, mut events) = mpsc::channel::<()>(1);
+        // Kept here too: without a watcher (notify failed) the periodic re-read goes on.
+        let _events_tx = events_tx.clone();
         let _watcher = watch_dirs(&self.config.files, events_tx);
         let mut tick = tokio::time::interval(self.config.refresh_interval);
         tick.tick().await;
