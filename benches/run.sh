@@ -4,10 +4,12 @@
 # prometheus-alertmanager (latency).
 #
 #   benches/run.sh                  # everything
-#   ONLY=scan benches/run.sh        # one part: scan | poll | sidecar | latency
+#   ONLY=scan benches/run.sh        # one part: scan | poll | sidecar | latency | rounds
 #
 # Environment: CARGO_TARGET_DIR (default target), WORK (default /tmp/sentinel-perf),
-# LOG_MB (default 512), POLL_SECONDS (default 60, the CPU sampling window).
+# LOG_MB (default 512), POLL_SECONDS (default 60, the CPU sampling window),
+# ROUND_SECONDS (default 120, the window of `rounds`), DELAYS (default "5ms 0ms", the delays
+# `rounds` adds to every REST answer), PORT_BASE (default 18100, the ports of `rounds`).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,6 +18,9 @@ WORK=${WORK:-/tmp/sentinel-perf}
 LOG_MB=${LOG_MB:-512}
 POLL_SECONDS=${POLL_SECONDS:-60}
 ONLY=${ONLY:-all}
+ROUND_SECONDS=${ROUND_SECONDS:-120}
+DELAYS=${DELAYS:-5ms 0ms}
+PORT_BASE=${PORT_BASE:-18100}
 BIN=$TARGET/release/checkpoint-sentinel
 mkdir -p "$WORK"
 ROWS=()
@@ -85,6 +90,42 @@ EOF
   wait "$daemon" "$sim" 2>/dev/null || true
 }
 
+# Poll rounds of 1,000 simulated jobs behind a network delay ($1, added by the simulator before
+# every REST answer): the simulator and a daemon polling it every 10 s (no log tailing); after
+# a 30 s warm-up (first sight of every job), the duration of every round over ROUND_SECONDS
+# (from /api/v1/clusters, sampled every 0.5 s), the daemon's CPU per round, and its RSS.
+measure_rounds() {
+  local delay=$1 flink_port=$2 daemon_port=$3
+  local dir=$WORK/rounds-$delay
+  rm -rf "$dir" && mkdir -p "$dir"
+  "$BIN" demo --no-daemon --jobs 1000 --interval-scale 30 --rest-delay "$delay" \
+    --flink-listen "127.0.0.1:$flink_port" --log-file "$dir/log/jm.log" >"$dir/sim.out" 2>&1 &
+  local sim=$!
+  PIDS+=("$sim")
+  wait_http "http://127.0.0.1:$flink_port/overview"
+  printf '[server]\nlisten = "127.0.0.1:%s"\n[state]\ndir = "%s/state"\n[[clusters]]\nname = "perf"\nurl = "http://127.0.0.1:%s"\npoll_interval = "10s"\n' \
+    "$daemon_port" "$dir" "$flink_port" >"$dir/sentinel.toml"
+  "$BIN" run --config "$dir/sentinel.toml" >"$dir/daemon.out" 2>&1 &
+  local daemon=$!
+  PIDS+=("$daemon")
+  wait_http "http://127.0.0.1:$daemon_port/readyz"
+  sleep 30
+  local c0 c1 end
+  c0=$(cpu_seconds "$daemon")
+  end=$((SECONDS + ROUND_SECONDS))
+  while [ "$SECONDS" -lt "$end" ]; do
+    curl -fs "http://127.0.0.1:$daemon_port/api/v1/clusters" >>"$dir/samples.jsonl" && echo >>"$dir/samples.jsonl"
+    sleep 0.5
+  done
+  c1=$(cpu_seconds "$daemon")
+  local rss hwm
+  rss=$(rss_mb "$daemon")
+  hwm=$(hwm_mb "$daemon")
+  kill "$daemon" "$sim" 2>/dev/null || true
+  wait "$daemon" "$sim" 2>/dev/null || true
+  python3 "$ROOT/benches/rounds.py" "$dir/samples.jsonl" "$c0" "$c1" "$rss" "$hwm" "$delay" | tee "$dir/result.txt"
+}
+
 if [ "$ONLY" = all ] || [ "$ONLY" = scan ]; then
   LOG=$WORK/flink-${LOG_MB}m.log
   [ -s "$LOG" ] || python3 "$ROOT/benches/gen-flink-log.py" "$LOG" "$LOG_MB"
@@ -128,6 +169,15 @@ if [ "$ONLY" = all ] || [ "$ONLY" = sidecar ]; then
   measure_daemon 10 18082 19718 small
   row "idle sidecar CPU, 10 jobs" "< 1 %" "${small_cpu} %" "/proc/pid/stat over ${POLL_SECONDS} s"
   row "idle sidecar RSS, 10 jobs" "< 20 MB" "${small_rss} MB (peak ${small_hwm})" "/proc/pid/status"
+fi
+
+if [ "$ONLY" = all ] || [ "$ONLY" = rounds ]; then
+  i=0
+  for delay in $DELAYS; do
+    measure_rounds "$delay" $((PORT_BASE + 2 * i)) $((PORT_BASE + 2 * i + 1))
+    row "poll round, 1,000 jobs, +$delay per request" "P50 < 2 s at 5 ms" "$(cut -d: -f2- "$WORK/rounds-$delay/result.txt")" "/api/v1/clusters every 0.5 s over ${ROUND_SECONDS} s"
+    i=$((i + 1))
+  done
 fi
 
 if [ "$ONLY" = all ] || [ "$ONLY" = latency ]; then

@@ -43,6 +43,8 @@ pub struct AppState {
     pub store: std::sync::OnceLock<std::sync::Arc<crate::store::Store>>,
     /// The store's counters.
     pub store_stats: StoreStats,
+    /// What file discovery last found, when it is on.
+    pub discovery: RwLock<Option<crate::discovery::DiscoveryStats>>,
 }
 
 /// What the persister did with the checkpoint store.
@@ -95,6 +97,7 @@ impl AppState {
             metrics: RwLock::default(),
             store: std::sync::OnceLock::new(),
             store_stats: StoreStats::default(),
+            discovery: RwLock::new(None),
         }
     }
 
@@ -225,6 +228,7 @@ impl AppState {
             alertmanagers: view.alertmanagers.clone(),
             process: crate::process::read(),
             metrics: self.metrics.read().unwrap_or_else(|e| e.into_inner()).clone(),
+            discovery: self.discovery.read().unwrap_or_else(|e| e.into_inner()).clone(),
         }
     }
 }

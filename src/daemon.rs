@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::app::AppState;
 use crate::config::{ClusterConfig, Config, Credentials};
+use crate::discovery::Discovery;
 use crate::http::{HttpState, router};
 use crate::listener::{Bounded, MAX_CONNECTIONS, Timeouts};
 use crate::poller::Poller;
@@ -180,7 +181,15 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     let lock = lock_state_dir(&config.state.dir)?;
     let saved = config.state.dir.join(persist::STATE_FILE).exists();
     let mut state = load_state(&config.state.dir, window);
-    state.retain_clusters(&config.clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
+    // Discovery reads its files before the state is trimmed, so what was persisted about a
+    // discovered cluster is kept over a restart.
+    let discovery = config
+        .discovery
+        .enabled()
+        .then(|| Discovery::new(config.discovery.clone(), static_names(&config.clusters)));
+    let mut discovered = discovery.as_ref().map(|d| owned(d.clusters.clone())).unwrap_or_default();
+    let clusters = all_clusters(&config.clusters, &discovered);
+    state.retain_clusters(&clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
     log_start(&config, config_path.as_deref(), saved, &state);
     let store = open_store(&config);
     if store.is_some() {
@@ -200,7 +209,8 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
         listener.local_addr().map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
 
     let mut pollers = Pollers::default();
-    pollers.sync(&config.clusters, &app)?;
+    pollers.sync(&clusters, &app)?;
+    let (mut discovery_task, mut discovered_rx) = spawn_discovery(discovery, &app);
     let mut tailers = crate::logs::tail::Tailers::default();
     tailers.sync(&config.logs, &config.state.dir, &app).await;
 
@@ -230,7 +240,7 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
             (spawn_server(axum::serve(listener, http).with_graceful_shutdown(graceful), scheme), None)
         }
     };
-    tracing::info!(%addr, scheme, clusters = config.clusters.len(), "checkpoint-sentinel listening");
+    tracing::info!(%addr, scheme, clusters = clusters.len(), "checkpoint-sentinel listening");
 
     let (reload_tx, mut reload_rx) = mpsc::channel::<()>(4);
     // Certificates are watched like the config file: cert-manager rotates them in place.
@@ -271,6 +281,10 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
                 _ = expire_tick.tick() => {
                     app.state.write().unwrap_or_else(|e| e.into_inner()).expire(Timestamp::now());
                 }
+                Ok(()) = discovered_rx.changed() => {
+                    discovered = owned(discovered_rx.borrow_and_update().clone());
+                    apply_clusters(&current.clusters, &discovered, &mut pollers, &app);
+                }
                 Some(()) = reload_rx.recv() => {
                     // A file written in place shows up as several events, the first one while it
                     // is still empty (truncated): let the writes settle, then read it once.
@@ -281,12 +295,34 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
                         tls.reload(&current.server);
                     }
                     if let Some(path) = &config_path {
-                        reload(path, &mut current, &mut pollers, &app);
+                        let before = (current.discovery.clone(), static_names(&current.clusters));
+                        reload(path, &mut current, &discovered, &mut pollers, &app);
+                        // New discovery settings or [[clusters]] names (they win a name clash):
+                        // discovery starts over, and its first reading applies at once.
+                        if before != (current.discovery.clone(), static_names(&current.clusters)) {
+                            if let Some(task) = discovery_task.take() {
+                                task.abort();
+                            }
+                            let config = current.discovery.clone();
+                            let names = static_names(&current.clusters);
+                            let fresh = if config.enabled() {
+                                tokio::task::spawn_blocking(move || Discovery::new(config, names)).await.ok()
+                            } else {
+                                None
+                            };
+                            discovered = fresh.as_ref().map(|d| owned(d.clusters.clone())).unwrap_or_default();
+                            *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = None;
+                            (discovery_task, discovered_rx) = spawn_discovery(fresh, &app);
+                            apply_clusters(&current.clusters, &discovered, &mut pollers, &app);
+                        }
                         tailers.sync(&current.logs, &state_dir, &app).await;
                         let _ = alerting_tx.send(current.clone());
                     }
                 }
             }
+        }
+        if let Some(task) = discovery_task.take() {
+            task.abort();
         }
         pollers.stop_all();
         tailers.stop_all().await;
@@ -394,7 +430,13 @@ fn watch_files(paths: &[PathBuf], reload: mpsc::Sender<()>) -> Option<notify::Re
     Some(watcher)
 }
 
-fn reload(path: &Path, current: &mut Config, pollers: &mut Pollers, app: &Arc<AppState>) {
+fn reload(
+    path: &Path,
+    current: &mut Config,
+    discovered: &[ClusterConfig],
+    pollers: &mut Pollers,
+    app: &Arc<AppState>,
+) {
     let new = match Config::load(path) {
         Ok(new) => new.for_shard(Config::shard_from_env().ok().flatten()),
         Err(e) => {
@@ -405,7 +447,7 @@ fn reload(path: &Path, current: &mut Config, pollers: &mut Pollers, app: &Arc<Ap
     if new == *current {
         return;
     }
-    if new.clusters.is_empty() && !current.clusters.is_empty() {
+    if new.clusters.is_empty() && !current.clusters.is_empty() && !new.discovery.enabled() {
         // A file caught half-written or emptied by mistake would drop every cluster's counters
         // and histograms at once (issue 15: a 2.5 s mistake took a _count from 44 to 16).
         tracing::error!(
@@ -422,20 +464,84 @@ fn reload(path: &Path, current: &mut Config, pollers: &mut Pollers, app: &Arc<Ap
     {
         tracing::warn!("changes to [server], [stats], [state] and [store] take effect after a restart");
     }
-    if let Err(e) = pollers.sync(&new.clusters, app) {
+    // Discovered clusters whose names a new [[clusters]] entry takes give way to it.
+    let discovered: Vec<ClusterConfig> = {
+        let names = static_names(&new.clusters);
+        discovered.iter().filter(|c| !names.contains(&c.name)).cloned().collect()
+    };
+    if let Err(e) = pollers.sync(&all_clusters(&new.clusters, &discovered), app) {
         tracing::error!("configuration not reloaded, the running one stays: {e}");
         return;
     }
-    let names: Vec<String> = new.clusters.iter().map(|c| c.name.clone()).collect();
+    let names: Vec<String> = all_clusters(&new.clusters, &discovered).into_iter().map(|c| c.name).collect();
     app.state.write().unwrap_or_else(|e| e.into_inner()).retain_clusters(&names);
     app.generation.fetch_add(1, Ordering::Release);
     tracing::info!(clusters = names.len(), "configuration reloaded");
     current.clusters = new.clusters;
+    current.discovery = new.discovery;
     current.logs = new.logs;
     current.alerting = new.alerting;
     current.rules = new.rules;
     *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = new.metrics.clone();
     current.metrics = new.metrics;
+}
+
+/// The names of the `[[clusters]]` entries (they win a name clash with a discovered cluster).
+fn static_names(clusters: &[ClusterConfig]) -> std::collections::BTreeSet<String> {
+    clusters.iter().map(|c| c.name.clone()).collect()
+}
+
+/// The discovered clusters this replica owns (all of them unless sharded).
+fn owned(mut discovered: Vec<ClusterConfig>) -> Vec<ClusterConfig> {
+    if let Ok(Some(shard)) = Config::shard_from_env() {
+        discovered.retain(|c| shard.owns(&c.name));
+    }
+    discovered
+}
+
+/// The `[[clusters]]` entries, then the discovered clusters.
+fn all_clusters(configured: &[ClusterConfig], discovered: &[ClusterConfig]) -> Vec<ClusterConfig> {
+    configured.iter().chain(discovered).cloned().collect()
+}
+
+/// Runs pollers for exactly the configured and discovered clusters, and forgets what the state
+/// held about clusters no longer among them (their series go). Unchanged clusters keep their
+/// poller and what the daemon knows of them.
+fn apply_clusters(
+    configured: &[ClusterConfig],
+    discovered: &[ClusterConfig],
+    pollers: &mut Pollers,
+    app: &Arc<AppState>,
+) {
+    let clusters = all_clusters(configured, discovered);
+    if let Err(e) = pollers.sync(&clusters, app) {
+        tracing::error!("discovered clusters not applied, the running ones stay: {e}");
+        return;
+    }
+    let names: Vec<String> = clusters.into_iter().map(|c| c.name).collect();
+    app.state.write().unwrap_or_else(|e| e.into_inner()).retain_clusters(&names);
+    app.generation.fetch_add(1, Ordering::Release);
+}
+
+/// Starts the discovery task (when discovery is on) and publishes its first reading's stats;
+/// the receiver sees every later change. Without discovery the sender lives in a task that
+/// never ends, so the receiver never fires.
+fn spawn_discovery(
+    discovery: Option<Discovery>,
+    app: &Arc<AppState>,
+) -> (Option<JoinHandle<()>>, watch::Receiver<Vec<ClusterConfig>>) {
+    let (tx, mut rx) = watch::channel(discovery.as_ref().map(|d| d.clusters.clone()).unwrap_or_default());
+    rx.mark_unchanged();
+    let task = match discovery {
+        Some(d) => {
+            *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = Some(d.stats.clone());
+            tokio::spawn(d.run(tx, app.clone()))
+        }
+        None => tokio::spawn(async move {
+            tx.closed().await;
+        }),
+    };
+    (Some(task), rx)
 }
 
 /// Evaluates the rules every `evaluation_interval`, publishes the alerts for metrics and the

@@ -299,6 +299,24 @@ pub const METRICS: &[MetricDef] = &[
     metric!("process_start_time_seconds", Gauge, &[], "Start of the daemon, seconds since the Unix epoch."),
     metric!("process_threads", Gauge, &[], "Threads of the daemon."),
     metric!(
+        "checkpoint_sentinel_discovered_clusters",
+        Gauge,
+        &[],
+        "Clusters found by file discovery and polled (when [discovery] files are set)."
+    ),
+    metric!(
+        "checkpoint_sentinel_discovery_targets_dropped",
+        Gauge,
+        &["reason"],
+        "Targets in the discovery files left out at the last reading, by reason: limit (beyond discovery.max_clusters), duplicate (a name taken by a [[clusters]] entry or an earlier target), invalid (not a valid cluster name or URL)."
+    ),
+    metric!(
+        "checkpoint_sentinel_discovery_file_errors_total",
+        Counter,
+        &["reason"],
+        "Discovery file readings that failed (what the file gave before is kept), by reason: too_large (over discovery.max_file_bytes), unreadable, invalid (not a file_sd JSON list), too_many_files (beyond discovery.max_files)."
+    ),
+    metric!(
         "checkpoint_sentinel_tls_handshake_errors_total",
         Counter,
         &["reason"],
@@ -539,6 +557,8 @@ pub struct DaemonStats {
     pub process: Option<crate::process::ProcessStats>,
     /// What to export: per-operator series or not, which quantiles (`[metrics]`).
     pub metrics: crate::config::MetricsConfig,
+    /// What file discovery last found, when it is on.
+    pub discovery: Option<crate::discovery::DiscoveryStats>,
 }
 
 /// The checkpoint store's counters.
@@ -1234,6 +1254,23 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
             Value::Number(am.queued as f64),
         );
     }
+    if let Some(d) = &daemon.discovery {
+        out.push(family!("checkpoint_sentinel_discovered_clusters"), &[], Value::Number(d.clusters as f64));
+        for (reason, n) in d.dropped {
+            out.push(
+                family!("checkpoint_sentinel_discovery_targets_dropped"),
+                &[("reason", reason)],
+                Value::Number(n as f64),
+            );
+        }
+        for (reason, n) in d.file_errors {
+            out.push(
+                family!("checkpoint_sentinel_discovery_file_errors_total"),
+                &[("reason", reason)],
+                Value::Number(n as f64),
+            );
+        }
+    }
     for (reason, n) in daemon.tls_handshake_errors.iter().flatten() {
         out.push(
             family!("checkpoint_sentinel_tls_handshake_errors_total"),
@@ -1427,6 +1464,11 @@ mod tests {
                 queued: 0,
             }],
             tls_handshake_errors: Some([("plain_http", 1), ("failed", 3), ("timeout", 0)]),
+            discovery: Some(crate::discovery::DiscoveryStats {
+                clusters: 3,
+                dropped: [("limit", 1), ("duplicate", 0), ("invalid", 2)],
+                file_errors: [("too_large", 0), ("unreadable", 1), ("invalid", 4), ("too_many_files", 0)],
+            }),
             process: crate::process::read(),
             metrics: crate::config::MetricsConfig::default(),
             ..DaemonStats::default()

@@ -26,6 +26,7 @@
 //! - [`diagnose`] — the one-shot `diagnose` command.
 //! - [`app`] — state shared between tasks.
 //! - [`daemon`] — wiring, reloads and shutdown.
+//! - [`discovery`] — clusters found in files (Prometheus `file_sd`), watched for changes.
 //! - [`demo`] — a simulated Flink cluster driven by the model, watched by the real daemon.
 //! - [`telemetry`] — logging.
 
@@ -37,6 +38,7 @@ pub mod config;
 pub mod daemon;
 pub mod demo;
 pub mod diagnose;
+pub mod discovery;
 pub mod export;
 pub mod flink;
 pub mod http;

@@ -84,6 +84,10 @@ enum Command {
         /// intervals, as in production).
         #[arg(long, default_value_t = 1)]
         interval_scale: u64,
+        /// With `--no-daemon`: wait this long before every REST answer (e.g. `5ms`, the round
+        /// trip to a JobManager in another zone), to measure polling over a slow network.
+        #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration)]
+        rest_delay: std::time::Duration,
     },
 }
 
@@ -97,15 +101,23 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     telemetry::init(cli.log_format);
     match cli.command {
-        Command::Demo { no_daemon: true, flink_listen, log_file, jobs, seed, interval_scale, .. } => {
-            run_simulator(checkpoint_sentinel::demo::SimulatorOptions {
-                listen: flink_listen,
-                jobs,
-                seed,
-                interval_scale,
-                log_file,
-            })
-        }
+        Command::Demo {
+            no_daemon: true,
+            flink_listen,
+            log_file,
+            jobs,
+            seed,
+            interval_scale,
+            rest_delay,
+            ..
+        } => run_simulator(checkpoint_sentinel::demo::SimulatorOptions {
+            listen: flink_listen,
+            jobs,
+            seed,
+            interval_scale,
+            log_file,
+            rest_delay,
+        }),
         Command::Demo { listen, jobs, seed, .. } => run_demo(listen, jobs, seed),
         Command::Diagnose(args) => {
             let runtime = match runtime(1) {

@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use regex::Regex;
 use tokio::sync::Semaphore;
 
@@ -43,6 +44,12 @@ const LOCATION_RETRY_POLLS: u64 = 2;
 const LOCATION_RETRIES: u8 = 5;
 /// Per-subtask metrics are asked for at most this many subtasks of a vertex.
 pub const MAX_LOAD_SUBTASKS: u32 = 32;
+
+/// Jobs in flight per permit of `max_concurrent_requests`: a job's requests come one after the
+/// other (listing, details, subtasks), so with only as many jobs as permits some permits idle
+/// while a job parses an answer or moves to its next request. Requests in flight stay bounded
+/// by the semaphore; two jobs per permit keep it busy.
+const JOBS_PER_REQUEST_SLOT: usize = 2;
 
 /// A job that reached a terminal state is polled until its checkpoint counts stop changing
 /// and nothing is in progress, at most this many times: Flink's REST answers from a cache, so
@@ -173,33 +180,61 @@ impl Poller {
             self.app.count_cut(&self.config.name, "jobs", cut as u64);
         }
         self.jobs.retain(|id, _| watched.iter().any(|j| &j.jid == id));
-        let mut summaries = Vec::new();
-        for job in &watched {
-            match self.poll_job(job).await {
-                Ok(Some(poll)) => {
-                    summaries.push(JobSummary {
-                        job_id: job.jid.clone(),
-                        name: poll.job_name.clone(),
-                        state: poll.job_state.clone(),
-                    });
-                    self.app.apply(&Observation::JobPolled(poll));
-                }
+        // Jobs are polled concurrently (at most `max_concurrent_requests` of them, and as many
+        // requests in flight): each job's future owns its cache entry for the round, applies its
+        // own observations in order, and no two futures touch the same job, so what one job
+        // counted is never seen half-way by another. Different jobs interleave.
+        let mut slots: Vec<Option<JobCache>> = watched.iter().map(|j| self.jobs.remove(&j.jid)).collect();
+        let outcomes: Vec<(usize, Result<Option<JobSummary>, FetchError>)> = {
+            let this = &*self;
+            let polls = watched.iter().zip(slots.iter_mut()).enumerate().map(|(i, (job, slot))| async move {
+                let outcome = match this.poll_job(job, slot).await {
+                    Ok(Some(poll)) => {
+                        let summary = JobSummary {
+                            job_id: job.jid.clone(),
+                            name: poll.job_name.clone(),
+                            state: poll.job_state.clone(),
+                        };
+                        this.app.apply(&Observation::JobPolled(poll));
+                        Ok(Some(summary))
+                    }
+                    Ok(None) => Ok(None),
+                    Err(e) => Err(e),
+                };
+                (i, outcome)
+            });
+            // Collected first: a `Map` over the closure in the stream trips the compiler's
+            // higher-ranked `Send` check when the poller's task is spawned.
+            let polls: Vec<_> = polls.collect();
+            futures_util::stream::iter(polls)
+                .buffer_unordered(self.config.max_concurrent_requests.max(1) * JOBS_PER_REQUEST_SLOT)
+                .collect()
+                .await
+        };
+        for (job, slot) in watched.iter().zip(slots) {
+            if let Some(cache) = slot {
+                self.jobs.insert(job.jid.clone(), cache);
+            }
+        }
+        let mut outcomes = outcomes;
+        outcomes.sort_by_key(|(i, _)| *i);
+        let mut summaries = Vec::with_capacity(watched.len());
+        for ((_, outcome), job) in outcomes.into_iter().zip(&watched) {
+            let listed = || JobSummary {
+                job_id: job.jid.clone(),
+                name: job.name.clone().unwrap_or_default(),
+                state: job.state.clone().unwrap_or_default(),
+            };
+            match outcome {
+                Ok(Some(summary)) => summaries.push(summary),
                 // A finished job that was polled one last time (or one without checkpointing) stays
                 // listed while the JobManager lists it, so its final numbers stay exported.
-                Ok(None) => summaries.push(JobSummary {
-                    job_id: job.jid.clone(),
-                    name: job.name.clone().unwrap_or_default(),
-                    state: job.state.clone().unwrap_or_default(),
-                }),
+                Ok(None) => summaries.push(listed()),
                 Err(e) => {
                     self.log_error(&e);
                     errors.push(e.kind());
                     // Keep the job listed: one failed request must not drop its series.
-                    summaries.push(JobSummary {
-                        job_id: job.jid.clone(),
-                        name: job.name.clone().unwrap_or_default(),
-                        state: job.state.clone().unwrap_or_default(),
-                    });
+                    summaries.push(listed());
                 }
             }
         }
@@ -228,11 +263,17 @@ impl Poller {
         tracing::warn!(cluster = %self.config.name, kind = error.kind(), "{error}");
     }
 
-    /// Polls one job; `Ok(None)` when it does not checkpoint or needs no more polls.
-    async fn poll_job(&mut self, job: &dto::JobOverview) -> Result<Option<JobPoll>, FetchError> {
+    /// Polls one job; `Ok(None)` when it does not checkpoint or needs no more polls. `slot` is
+    /// what the poller remembers of the job (taken out of `jobs` for the round, so that jobs can
+    /// be polled concurrently); its observations of pending subtasks are applied here, in order.
+    async fn poll_job(
+        &self,
+        job: &dto::JobOverview,
+        slot: &mut Option<JobCache>,
+    ) -> Result<Option<JobPoll>, FetchError> {
         let job_state = job.state.clone().unwrap_or_default();
         let terminal = crate::state::is_terminal(&job_state);
-        let cached = self.jobs.get(&job.jid);
+        let cached = slot.as_ref();
         if cached.is_some_and(|c| c.final_poll_done && terminal) {
             return Ok(None);
         }
@@ -254,23 +295,20 @@ impl Poller {
             if config.is_none() {
                 tracing::info!(cluster = %self.config.name, job = %job.jid, "checkpointing is disabled for this job; not watching it");
             }
-            self.jobs.insert(
-                job.jid.clone(),
-                JobCache {
-                    state: job_state.clone(),
-                    settings: Some(config.as_ref().map(convert::settings)),
-                    vertex_names,
-                    final_poll_done: false,
-                    final_polls: 0,
-                    final_counts: None,
-                    topology: convert::topology(&details),
-                    load_due: self.rounds,
-                    location_retries: LOCATION_RETRIES,
-                    reported_pending: Default::default(),
-                },
-            );
+            *slot = Some(JobCache {
+                state: job_state.clone(),
+                settings: Some(config.as_ref().map(convert::settings)),
+                vertex_names,
+                final_poll_done: false,
+                final_polls: 0,
+                final_counts: None,
+                topology: convert::topology(&details),
+                load_due: self.rounds,
+                location_retries: LOCATION_RETRIES,
+                reported_pending: Default::default(),
+            });
         }
-        let cache = self.jobs.get(&job.jid).expect("inserted above");
+        let cache = slot.as_ref().expect("inserted above");
         let Some(Some(settings)) = cache.settings.clone() else {
             return Ok(None);
         };
@@ -295,10 +333,16 @@ impl Poller {
             unseen.truncate(self.config.max_history_per_poll);
             self.app.count_cut(&self.config.name, "history_entries", deferred as u64);
         }
+        // The details of the new checkpoints are fetched concurrently (the semaphore bounds the
+        // requests) and taken in the order of `unseen`.
+        let fetched = futures_util::future::join_all(
+            unseen.into_iter().map(|id| async move { (id, self.checkpoint_vertices(&job.jid, id).await) }),
+        )
+        .await;
         let mut finished = Vec::new();
-        for id in unseen {
+        for (id, vertices) in fetched {
             let Some(entry) = stats.history.iter().find(|cp| cp.id == id) else { continue };
-            let vertices = match self.checkpoint_vertices(&job.jid, id).await {
+            let vertices = match vertices {
                 Ok(v) => v,
                 Err(e) => {
                     // Count the checkpoint anyway, without its per-subtask phases.
@@ -306,7 +350,7 @@ impl Poller {
                     Vec::new()
                 }
             };
-            let cache = self.jobs.get(&job.jid).expect("inserted above");
+            let cache = slot.as_ref().expect("inserted above");
             let views: Vec<convert::VertexDetails<'_>> = vertices
                 .iter()
                 .map(|(vid, details)| convert::VertexDetails {
@@ -318,7 +362,8 @@ impl Poller {
             finished.extend(convert::finished(entry, &views));
         }
         if let Some(timeout) = settings.timeout_ms {
-            let events = self.pending_subtasks(&job.jid, &stats, timeout, polled_at).await;
+            let cache = slot.as_mut().expect("inserted above");
+            let events = self.pending_subtasks(cache, &job.jid, &stats, timeout, polled_at).await;
             if !events.is_empty() {
                 self.app.apply(&Observation::LogEvents(events));
             }
@@ -329,7 +374,7 @@ impl Poller {
             .and_then(|l| l.restored.as_ref())
             .and_then(|r| r.restore_timestamp.map(|at| (r.id, Timestamp(at))));
         let counts = stats.counts.as_ref().map(convert::counts).unwrap_or_default();
-        if let Some(c) = self.jobs.get_mut(&job.jid).filter(|_| terminal) {
+        if let Some(c) = slot.as_mut().filter(|_| terminal) {
             let now = (counts.completed, counts.failed, counts.in_progress);
             c.final_polls = c.final_polls.saturating_add(1);
             c.final_poll_done = final_polls_done(c.final_counts, now, c.final_polls);
@@ -352,7 +397,8 @@ impl Poller {
     /// pending for `pending_subtask_after` of its timeout, its details are fetched (once) and every
     /// subtask that has not acknowledged becomes a `barrier_missing` event with source `rest`.
     async fn pending_subtasks(
-        &mut self,
+        &self,
+        cache: &mut JobCache,
         job_id: &str,
         stats: &dto::CheckpointingStatistics,
         timeout_ms: u64,
@@ -362,12 +408,12 @@ impl Poller {
         let due: Vec<(u64, Timestamp)> = convert::in_progress(&stats.history)
             .into_iter()
             .filter(|cp| now.since(cp.triggered_at) >= threshold && cp.num_acknowledged < cp.num_subtasks)
-            .filter(|cp| self.jobs.get(job_id).is_some_and(|c| !c.reported_pending.contains(&cp.id)))
+            .filter(|cp| !cache.reported_pending.contains(&cp.id))
             .map(|cp| (cp.id, cp.triggered_at))
             .take(self.config.max_history_per_poll)
             .collect();
         let mut events = Vec::new();
-        let topology = self.jobs.get(job_id).and_then(|c| c.topology.clone());
+        let topology = cache.topology.clone();
         for (id, triggered_at) in due {
             let vertices = match self.checkpoint_vertices(job_id, id).await {
                 Ok(v) => v,
@@ -418,11 +464,7 @@ impl Poller {
                         self.fetch(self.client.vertex(job_id, &vid)).await.ok().flatten().map(|v| v.subtasks);
                     hosts.insert(vid.clone(), subtasks.unwrap_or_default());
                 }
-                let name = self
-                    .jobs
-                    .get(job_id)
-                    .and_then(|c| c.vertex_names.get(&vid).cloned())
-                    .unwrap_or_else(|| vid.clone());
+                let name = cache.vertex_names.get(&vid).cloned().unwrap_or_else(|| vid.clone());
                 for index in pending {
                     let tm =
                         hosts[&vid].iter().find(|s| s.subtask == index).and_then(convert::taskmanager_of);
@@ -459,11 +501,9 @@ impl Poller {
                     events.push(event);
                 }
             }
-            if let Some(c) = self.jobs.get_mut(job_id) {
-                c.reported_pending.insert(id);
-                while c.reported_pending.len() > 64 {
-                    c.reported_pending.pop_first();
-                }
+            cache.reported_pending.insert(id);
+            while cache.reported_pending.len() > 64 {
+                cache.reported_pending.pop_first();
             }
         }
         events
@@ -481,12 +521,29 @@ impl Poller {
             .collect();
         due.sort();
         let per_round = load_fetches_per_round(self.jobs.len());
+        let mut fetches = Vec::new();
         for (_, job_id) in due.into_iter().take(per_round) {
-            if let Some(c) = self.jobs.get_mut(&job_id) {
-                c.load_due = rounds + LOAD_EVERY_POLLS;
-            }
-            let Some(topology) = self.jobs.get(&job_id).and_then(|c| c.topology.clone()) else { continue };
-            match self.job_load(&job_id, &topology, errors).await {
+            let Some(c) = self.jobs.get_mut(&job_id) else { continue };
+            c.load_due = rounds + LOAD_EVERY_POLLS;
+            let Some(topology) = c.topology.clone() else { continue };
+            fetches.push((job_id, topology));
+        }
+        // The due jobs' loads are fetched concurrently (requests bounded by the semaphore).
+        let loads = {
+            let this = &*self;
+            let requests: Vec<_> = fetches
+                .into_iter()
+                .map(|(job_id, topology)| async move {
+                    let mut errors = Vec::new();
+                    let load = this.job_load(&job_id, &topology, &mut errors).await;
+                    (job_id, topology, load, errors)
+                })
+                .collect();
+            futures_util::future::join_all(requests).await
+        };
+        for (job_id, topology, load, load_errors) in loads {
+            errors.extend(load_errors);
+            match load {
                 Ok(vertices) => {
                     let located = vertices.iter().any(|v| v.taskmanagers.iter().any(Option::is_some));
                     if let Some(c) = self.jobs.get_mut(&job_id).filter(|c| !located && c.location_retries > 0)
@@ -521,17 +578,28 @@ impl Poller {
         topology: &crate::observe::JobTopology,
         errors: &mut Vec<&'static str>,
     ) -> Result<Vec<crate::observe::VertexLoad>, FetchError> {
-        let mut out = Vec::new();
-        for v in &topology.vertices {
+        // Every vertex's three requests go out at once (the semaphore bounds them); the answers
+        // are taken in the vertices' order, so errors and the first failure that ends the fetch
+        // are what the requests one after the other gave.
+        let answers = futures_util::future::join_all(topology.vertices.iter().map(|v| async move {
             let subtasks = v.parallelism.clamp(1, MAX_LOAD_SUBTASKS);
             let ids: Vec<String> = (0..subtasks)
                 .flat_map(|i| convert::LOAD_METRICS.iter().map(move |m| format!("{i}.{m}")))
                 .collect();
-            let details = self.part(self.fetch(self.client.vertex(job_id, &v.id)).await, errors)?;
-            let backpressure =
-                self.part(self.fetch(self.client.vertex_backpressure(job_id, &v.id)).await, errors)?;
-            let metrics =
-                self.part(self.fetch(self.client.vertex_metrics(job_id, &v.id, &ids)).await, errors)?;
+            let (details, backpressure, metrics) = futures_util::future::join3(
+                self.fetch(self.client.vertex(job_id, &v.id)),
+                self.fetch(self.client.vertex_backpressure(job_id, &v.id)),
+                self.fetch(self.client.vertex_metrics(job_id, &v.id, &ids)),
+            )
+            .await;
+            (v, subtasks, details, backpressure, metrics)
+        }))
+        .await;
+        let mut out = Vec::new();
+        for (v, subtasks, details, backpressure, metrics) in answers {
+            let details = self.part(details, errors)?;
+            let backpressure = self.part(backpressure, errors)?;
+            let metrics = self.part(metrics, errors)?;
             if details.is_none() && backpressure.is_none() && metrics.is_none() {
                 continue;
             }

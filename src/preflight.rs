@@ -12,10 +12,10 @@ use crate::config::{BasicAuth, Config, Secret};
 /// Every reason `config` cannot run on this machine, one line each, naming the key.
 pub fn check(config: &Config) -> Vec<String> {
     let mut problems = Vec::new();
-    if config.clusters.is_empty() {
+    if config.clusters.is_empty() && !config.discovery.enabled() {
         problems.push(
             "clusters: no clusters configured: expected at least one [[clusters]] entry with a name \
-             and the url of a JobManager's REST API"
+             and the url of a JobManager's REST API, or [discovery] files"
                 .to_string(),
         );
     }
@@ -139,6 +139,9 @@ mod tests {
         let problems = check(&c);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].contains("no clusters configured"), "{problems:?}");
+        // Clusters found in files are clusters too.
+        c.discovery.files = vec![dir.path().join("*.json").to_string_lossy().into_owned()];
+        assert!(check(&c).is_empty(), "{:?}", check(&c));
     }
 
     #[test]

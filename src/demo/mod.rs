@@ -589,6 +589,9 @@ pub struct SimulatorOptions {
     pub interval_scale: u64,
     /// Where the JobManager log is written.
     pub log_file: PathBuf,
+    /// Added before every REST answer (the round trip to a JobManager in another pod or zone),
+    /// for measuring the poller; zero by default.
+    pub rest_delay: std::time::Duration,
 }
 
 /// A running simulated cluster without a daemon: for measuring a separately started
@@ -631,7 +634,15 @@ pub async fn start_simulator(options: SimulatorOptions) -> Result<RunningSimulat
     let listener =
         tokio::net::TcpListener::bind(options.listen).await.map_err(io("cannot bind the demo REST API"))?;
     let flink_addr = listener.local_addr().map_err(io("cannot bind the demo REST API"))?;
-    let router = rest::router(cluster.clone());
+    let delay = options.rest_delay;
+    let router = rest::router(cluster.clone()).layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            next.run(request).await
+        },
+    ));
     let server = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router).await {
             tracing::error!("demo REST API failed: {e}");

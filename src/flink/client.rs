@@ -88,26 +88,53 @@ pub struct FlinkClient {
     max_response_bytes: u64,
 }
 
+/// Clients by (timeout, max_concurrent_requests, CA file contents): see [`FlinkClient::new`].
+type ClientKey = (Duration, usize, Option<Vec<u8>>);
+static SHARED_CLIENTS: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<ClientKey, reqwest::Client>>,
+> = std::sync::LazyLock::new(Default::default);
+/// Distinct client settings kept at most (the cache starts over beyond).
+const MAX_SHARED_CLIENTS: usize = 64;
+
 impl FlinkClient {
     /// Builds a client: resolves secrets and reads the CA file.
     pub fn new(config: &ClusterConfig) -> Result<Self, ClientBuildError> {
         let fail = |message: String| ClientBuildError { cluster: config.name.clone(), message };
-        let mut builder = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .connect_timeout(config.timeout.min(Duration::from_secs(5)))
-            .pool_max_idle_per_host(config.max_concurrent_requests)
-            .user_agent(concat!("checkpoint-sentinel/", env!("CARGO_PKG_VERSION")));
-        if let Some(ca) = &config.ca_file {
-            let pem = std::fs::read(ca).map_err(|e| fail(format!("ca_file {}: {e}", ca.display())))?;
-            for cert in reqwest::Certificate::from_pem_bundle(&pem)
-                .map_err(|e| fail(format!("ca_file {}: {e}", ca.display())))?
-            {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
+        let pem = match &config.ca_file {
+            Some(ca) => Some(std::fs::read(ca).map_err(|e| fail(format!("ca_file {}: {e}", ca.display())))?),
+            None => None,
+        };
         let credentials = Credentials::resolve(config.basic_auth.as_ref(), config.bearer_token.as_ref(), "")
             .map_err(fail)?;
-        let http = builder.build().map_err(|e| fail(e.to_string()))?;
+        // Clusters with the same client settings share one client (it is a handle: connection
+        // pools stay per host): each client holds its own TLS roots, about 0.3 MB, which
+        // 1,000 discovered clusters paid 1,000 times. Credentials go with each request.
+        let key = (config.timeout, config.max_concurrent_requests, pem.clone());
+        let mut shared = SHARED_CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
+        let http = match shared.get(&key) {
+            Some(http) => http.clone(),
+            None => {
+                let mut builder = reqwest::Client::builder()
+                    .timeout(config.timeout)
+                    .connect_timeout(config.timeout.min(Duration::from_secs(5)))
+                    .pool_max_idle_per_host(config.max_concurrent_requests)
+                    .user_agent(concat!("checkpoint-sentinel/", env!("CARGO_PKG_VERSION")));
+                if let (Some(pem), Some(ca)) = (&pem, &config.ca_file) {
+                    for cert in reqwest::Certificate::from_pem_bundle(pem)
+                        .map_err(|e| fail(format!("ca_file {}: {e}", ca.display())))?
+                    {
+                        builder = builder.add_root_certificate(cert);
+                    }
+                }
+                let http = builder.build().map_err(|e| fail(e.to_string()))?;
+                // Bounded: settings are few; a rotated CA file makes one more entry.
+                if shared.len() >= MAX_SHARED_CLIENTS {
+                    shared.clear();
+                }
+                shared.insert(key, http.clone());
+                http
+            }
+        };
         Ok(FlinkClient {
             base: config.url.trim_end_matches('/').to_string(),
             http,

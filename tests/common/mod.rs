@@ -5,6 +5,8 @@
 //! everything else comes from the snapshot files, and what was not captured is a 404.
 #![allow(dead_code)]
 
+pub mod many;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,0 +1,104 @@
+//! File discovery through the real daemon: a cluster listed in a `file_sd` file is polled
+//! beside a `[[clusters]]` entry; a bad file keeps it; when it leaves the file its series go,
+//! when it comes back they return with Flink's own counts (nothing counted twice); the static
+//! cluster is left alone throughout.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::{replay, sample, scrape};
+
+fn counts(metrics: &str, cluster: &str, job_id: &str, job_name: &str) -> (Option<f64>, Option<f64>) {
+    let with =
+        |status| [("cluster", cluster), ("job_id", job_id), ("job_name", job_name), ("status", status)];
+    (
+        sample(metrics, "flink_checkpoints_total", &with("completed")),
+        sample(metrics, "flink_checkpoints_total", &with("failed")),
+    )
+}
+
+fn job_name(metrics: &str, cluster: &str) -> Option<String> {
+    let line = metrics.lines().find(|l| {
+        l.starts_with("flink_checkpoints_total{") && l.contains(&format!("cluster=\"{cluster}\""))
+    })?;
+    Some(line.split("job_name=\"").nth(1)?.split('"').next()?.to_string())
+}
+
+/// Scrapes until `done` holds for the metrics (at most 15 s).
+async fn until(addr: std::net::SocketAddr, what: &str, done: impl Fn(&str) -> bool) -> String {
+    for _ in 0..150 {
+        let metrics = scrape(addr).await;
+        if done(&metrics) {
+            return metrics;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: not within 15 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discovered_cluster_leaves_and_comes_back_without_double_counting() {
+    let orders = replay("2.3.0", "healthy").await;
+    let lab = replay("1.20.5", "healthy").await;
+    let state = tempfile::tempdir().unwrap();
+    let sd = tempfile::tempdir().unwrap();
+    let file = sd.path().join("flink.json");
+    let listed = format!(
+        r#"[{{"targets": ["{}"], "labels": {{"cluster": "orders", "team": "payments"}}}}]"#,
+        orders.url.trim_start_matches("http://")
+    );
+    std::fs::write(&file, &listed).unwrap();
+    let mut config = common::watching(&lab.url, Duration::from_millis(100), state.path());
+    config.discovery.files = vec![format!("{}/*.json", sd.path().display())];
+    config.discovery.refresh_interval = Duration::from_secs(60);
+    config.discovery.defaults.poll_interval = Duration::from_millis(100);
+    let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
+
+    // Polled from the start, beside the static cluster, to Flink's own counts.
+    orders.wait_for_polls(2).await;
+    lab.wait_for_polls(2).await;
+    let s = orders.scenario();
+    let last = s.last_counts();
+    let want = (last["completed"].as_f64(), last["failed"].as_f64());
+    let before = until(daemon.addr, "orders counted", |m| {
+        job_name(m, "orders").is_some_and(|n| counts(m, "orders", &s.job_id, &n) == want)
+    })
+    .await;
+    let name = job_name(&before, "orders").unwrap();
+    let lab_name = job_name(&before, "lab").unwrap();
+    let lab_counts = counts(&before, "lab", &lab.scenario().job_id, &lab_name);
+    assert_eq!(sample(&before, "checkpoint_sentinel_discovered_clusters", &[]), Some(1.0));
+
+    // A file half-written or garbled: a warning and a count, the cluster stays.
+    std::fs::write(&file, "[{\"targets\": [").unwrap();
+    let garbled = until(daemon.addr, "bad file counted", |m| {
+        sample(m, "checkpoint_sentinel_discovery_file_errors_total", &[("reason", "invalid")]) >= Some(1.0)
+    })
+    .await;
+    assert_eq!(counts(&garbled, "orders", &s.job_id, &name), want, "the previous good set is kept");
+
+    // Gone from the file: its series go, the static cluster's stay.
+    std::fs::write(&file, "[]").unwrap();
+    let gone = until(daemon.addr, "orders removed", |m| !m.contains("cluster=\"orders\"")).await;
+    assert_eq!(sample(&gone, "checkpoint_sentinel_discovered_clusters", &[]), Some(0.0));
+    assert_eq!(counts(&gone, "lab", &lab.scenario().job_id, &lab_name), lab_counts);
+    let served_while_gone = orders.polls_served();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(orders.polls_served(), served_while_gone, "not polled once removed");
+
+    // Back: Flink's counts again, not the old ones added to them.
+    std::fs::write(&file, &listed).unwrap();
+    let back = until(daemon.addr, "orders back", |m| counts(m, "orders", &s.job_id, &name).0.is_some()).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = scrape(daemon.addr).await;
+    daemon.shutdown().await;
+    assert_eq!(counts(&back, "orders", &s.job_id, &name), want, "restored with Flink's counts");
+    assert_eq!(counts(&after, "orders", &s.job_id, &name), want, "and not counted twice later");
+    assert!(orders.polls_served() > served_while_gone, "polled again");
+    assert_eq!(
+        counts(&after, "lab", &lab.scenario().job_id, &lab_name),
+        lab_counts,
+        "static cluster untouched"
+    );
+}
