@@ -9,6 +9,7 @@
 #
 #   benches/real-logs.sh                       # CORPUS_MB=300 RUNS=5
 #   CALLGRIND=1 benches/real-logs.sh           # also instruction counts (valgrind) on a 30 MB cut
+#   BEFORE=/path/to/older/checkpoint-sentinel benches/real-logs.sh   # also an older build
 #
 # Needs: hyperfine, GNU grep, ripgrep (apt-get install -y hyperfine ripgrep), python3.
 set -euo pipefail
@@ -61,7 +62,8 @@ hyperfine -N --warmup 1 --runs "$RUNS" --output=pipe --export-json "$WORK/hyperf
   -n rg-failures "rg -c '$FAIL' $CORPUS" \
   -n rg-all "rg -c '$ALL' $CORPUS" \
   -n scan-logs-text "$BIN scan-logs $CORPUS" \
-  -n scan-logs-json "$BIN scan-logs --format json $CORPUS" | tee "$WORK/hyperfine.txt" >&2
+  -n scan-logs-json "$BIN scan-logs --format json $CORPUS" \
+  ${BEFORE:+-n scan-logs-before "$BEFORE scan-logs $CORPUS"} | tee "$WORK/hyperfine.txt" >&2
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 # One table: mean and min wall time, MB/s on the minimum, ratios of the minima against scan-logs (text).
@@ -77,11 +79,12 @@ for name, r in res.items():
 EOF
 
 if [ "${CALLGRIND:-0}" = 1 ]; then
-  # Instruction counts do not depend on what else runs on the machine.
+  # Instruction counts do not depend on what else runs on the machine. Output to a file: GNU
+  # grep stops at the first match when its output is /dev/null.
   CUT=$WORK/cut-30m.log
   head -c $((30 * 1048576)) "$CORPUS" >"$CUT"
-  ir() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null | awk '/Collected/ {print $4}'; }
+  ir() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >"$WORK/ir.out" | awk '/Collected/ {print $4}'; }
   echo "callgrind instructions on 30 MiB: grep-failures $(ir grep -c -E "$FAIL" "$CUT")," \
     "grep-all $(ir grep -c -E "$ALL" "$CUT"), rg-failures $(ir rg -j1 -c "$FAIL" "$CUT")," \
-    "scan-logs $(ir "$BIN" scan-logs "$CUT")"
+    "scan-logs $(ir "$BIN" scan-logs "$CUT")${BEFORE:+, scan-logs before $(ir "$BEFORE" scan-logs "$CUT")}"
 fi

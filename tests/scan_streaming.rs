@@ -232,7 +232,12 @@ fn the_jumping_scan_gives_the_events_of_the_line_by_line_scan() {
         let data = std::fs::read(&file).unwrap();
         all.extend_from_slice(&data);
         let want = scan(&data, usize::MAX, true);
-        assert_eq!(want.0, per_line(&data, 1 << 20), "{}: the reference is the per-line parser", file.display());
+        assert_eq!(
+            want.0,
+            per_line(&data, 1 << 20),
+            "{}: the reference is the per-line parser",
+            file.display()
+        );
         for chunk in [usize::MAX, 65536, 4096, 333] {
             assert_eq!(scan(&data, chunk, false), want, "{} in reads of {chunk}", file.display());
         }
@@ -242,17 +247,23 @@ fn the_jumping_scan_gives_the_events_of_the_line_by_line_scan() {
     // matched, so the scan is reading line by line there).
     let mut text = String::new();
     for i in 0..40 {
-        text.push_str(&format!("2026-11-29 15:45:{i:02},000 INFO  x [] - Task {i} switched from RUNNING to RUNNING.\n"));
+        text.push_str(&format!(
+            "2026-11-29 15:45:{i:02},000 INFO  x [] - Task {i} switched from RUNNING to RUNNING.\n"
+        ));
     }
     // Deeper in a trace the same text is no event (a jump must not pair it with an older line).
     text.push_str("2026-11-29 15:45:45,000 INFO  x [] - Job x switched from state RUNNING to RESTARTING.\n");
     text.push_str("org.apache.flink.runtime.JobException: Recovery is suppressed\n");
     text.push_str("Caused by: org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold.\n");
     for i in 0..10 {
-        text.push_str(&format!("2026-11-29 15:45:46,{i:03} INFO  x [] - Task {i} switched from RUNNING to CANCELED.\n"));
+        text.push_str(&format!(
+            "2026-11-29 15:45:46,{i:03} INFO  x [] - Task {i} switched from RUNNING to CANCELED.\n"
+        ));
     }
     text.push_str("2026-11-29 15:45:50,000 INFO  org.apache.flink.runtime.executiongraph.ExecutionGraph [] - Job x switched from state RUNNING to FAILING.\n");
-    text.push_str("org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold.\n");
+    text.push_str(
+        "org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold.\n",
+    );
     text.push_str("\tat org.apache.flink.runtime.checkpoint.CheckpointFailureManager.checkFailureAgainstCounter(CheckpointFailureManager.java:212)\n");
     text.push_str("2026-11-29 15:45:51,000 INFO  x [] - Task 0 switched from RUNNING to FAILED.\n");
     let want = scan(text.as_bytes(), usize::MAX, true);

@@ -475,7 +475,9 @@ mod fast {
             Some((task, attempt))
                 if !task.is_empty()
                     && !attempt.is_empty()
-                    && attempt.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b'_') =>
+                    && attempt
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b'_') =>
             {
                 (task, Some(attempt))
             }
@@ -910,7 +912,8 @@ pub fn classify(exception: &str, message: &str, chain: &[String]) -> &'static st
         return category;
     }
     if CHAIN.any_in(chain)
-        && let Some(category) = chain.iter().filter_map(|line| CHAIN.first(line)).min_by_key(|c| CHAIN.rank(c))
+        && let Some(category) =
+            chain.iter().filter_map(|line| CHAIN.first(line)).min_by_key(|c| CHAIN.rank(c))
     {
         return category;
     }

@@ -238,9 +238,8 @@ impl Scanner {
                 file: file_sym,
                 seq: &mut self.seq,
             };
-            let first = scan_range(&patterns, max, 0, file.take(ends[0]), &mut buf, by_lines, &mut |e| {
-                sink.add(e)
-            })?;
+            let first =
+                scan_range(&patterns, max, 0, file.take(ends[0]), &mut buf, by_lines, &mut |e| sink.add(e))?;
             let rest: Vec<io::Result<(Totals, Vec<LogEvent>)>> = workers
                 .into_iter()
                 .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
@@ -286,8 +285,8 @@ impl Scanner {
         };
         let result =
             scan_range(&self.patterns, self.max_line_bytes, 0, reader, &mut buf, self.by_lines, &mut |e| {
-            sink.add(e)
-        });
+                sink.add(e)
+            });
         self.buf = buf;
         let totals = result?;
         self.report.files.push(FileSummary {
@@ -405,7 +404,8 @@ fn scan_range(
             patterns.find_needles(chunk, &mut needles);
         }
         lines.next = 0;
-        let newlines = if jump { memchr::memchr(b'\n', chunk).zip(memchr::memrchr(b'\n', chunk)) } else { None };
+        let newlines =
+            if jump { memchr::memchr(b'\n', chunk).zip(memchr::memrchr(b'\n', chunk)) } else { None };
         match newlines {
             Some((first, last)) => {
                 // The line the previous buffer began, or the first line; then the complete
@@ -420,9 +420,8 @@ fn scan_range(
                     lines.line(line, offset, chunk, chunk_start, &needles, emit)
                 });
             }
-            None => splitter.feed(chunk, |line, offset| {
-                lines.line(line, offset, chunk, chunk_start, &needles, emit)
-            }),
+            None => splitter
+                .feed(chunk, |line, offset| lines.line(line, offset, chunk, chunk_start, &needles, emit)),
         }
         lines.prev.keep(chunk, chunk_start);
     }
@@ -482,7 +481,16 @@ impl Lines<'_> {
                 _ => false,
             }
         };
-        consider(line, offset, candidate, &mut self.parser, &mut self.prev, chunk, chunk_start, &mut self.events);
+        consider(
+            line,
+            offset,
+            candidate,
+            &mut self.parser,
+            &mut self.prev,
+            chunk,
+            chunk_start,
+            &mut self.events,
+        );
         for e in self.events.drain(..) {
             emit(e);
         }
@@ -513,8 +521,13 @@ impl Lines<'_> {
                 let line_start = memchr::memrchr(b'\n', &chunk[pos..target]).map_or(pos, |i| pos + i + 1);
                 if line_start > pos {
                     let prev_end = line_start - 1;
-                    let prev_start = memchr::memrchr(b'\n', &chunk[pos..prev_end]).map_or(pos, |i| pos + i + 1);
-                    self.prev.set(strip_cr(&chunk[prev_start..prev_end]), chunk_start + prev_start as u64, chunk_start);
+                    let prev_start =
+                        memchr::memrchr(b'\n', &chunk[pos..prev_end]).map_or(pos, |i| pos + i + 1);
+                    self.prev.set(
+                        strip_cr(&chunk[prev_start..prev_end]),
+                        chunk_start + prev_start as u64,
+                        chunk_start,
+                    );
                     pos = line_start;
                     if pos >= b {
                         break;
@@ -522,7 +535,14 @@ impl Lines<'_> {
                 }
             }
             let end = memchr::memchr(b'\n', &chunk[pos..b]).map_or(b, |i| pos + i);
-            self.line(strip_cr(&chunk[pos..end]), chunk_start + pos as u64, chunk, chunk_start, needles, emit);
+            self.line(
+                strip_cr(&chunk[pos..end]),
+                chunk_start + pos as u64,
+                chunk,
+                chunk_start,
+                needles,
+                emit,
+            );
             pos = end + 1;
         }
     }
