@@ -1,5 +1,7 @@
 //! Log matching: the whole-buffer needle search, the per-line record parser and the streaming
-//! `scan-logs` aggregate over a generated Flink log (≈3 % checkpoint lines, ≈1 % failures).
+//! `scan-logs` aggregate over a generated Flink log (≈3 % checkpoint lines, ≈1 % failures), and
+//! the same over the real logs of the fixtures (`real_*`: every captured JobManager and
+//! TaskManager log under tests/fixtures, DEBUG captures included, concatenated: ~6 MB).
 
 use std::sync::Arc;
 
@@ -93,4 +95,79 @@ fn recognise_completed_line() -> usize {
     static PATTERNS: std::sync::LazyLock<Arc<Patterns>> = std::sync::LazyLock::new(Patterns::builtin);
     let message = "Completed checkpoint 3 for job e5977598408a0b50e1eb3e122b7bd082 (10098 bytes, checkpointDuration=547 ms, finalizationTime=38 ms).";
     PATTERNS.recognise(divan::black_box(message)).map_or(0, |e| e.message.len())
+}
+
+/// Every captured log under tests/fixtures, concatenated (the real-log corpus of
+/// benches/real-logs.sh before it is repeated).
+fn real_logs() -> Vec<u8> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut files = Vec::new();
+    for version in std::fs::read_dir(root).unwrap().flatten().filter(|v| v.path().is_dir()) {
+        for scenario in std::fs::read_dir(version.path()).unwrap().flatten() {
+            if let Ok(logs) = std::fs::read_dir(scenario.path().join("logs")) {
+                files.extend(logs.flatten().map(|f| f.path()).filter(|p| p.is_file()));
+            }
+        }
+    }
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        out.extend(std::fs::read(f).unwrap());
+        if out.last().is_some_and(|&b| b != b'\n') {
+            out.push(b'\n');
+        }
+    }
+    out
+}
+
+/// The buffer search alone over real logs.
+#[divan::bench]
+fn real_needle_search(bencher: divan::Bencher) {
+    let data = real_logs();
+    let patterns = Patterns::builtin();
+    let mut hits = Vec::new();
+    bencher.counter(BytesCount::new(data.len())).bench_local(|| {
+        hits.clear();
+        patterns.find_needles(divan::black_box(&data), &mut hits);
+        hits.len()
+    });
+}
+
+/// `scan-logs` over real logs, one thread: jumping from needle line to needle line.
+#[divan::bench]
+fn real_scan_streaming(bencher: divan::Bencher) {
+    let data = real_logs();
+    let patterns = Patterns::builtin();
+    bencher.counter(BytesCount::new(data.len())).bench_local(|| {
+        let mut scanner = Scanner::new(patterns.clone(), 1 << 20);
+        scanner.scan_reader(std::path::Path::new("bench.log"), &data[..]).unwrap();
+        scanner.finish().kind_counts().len()
+    });
+}
+
+/// The same, visiting every line (the reference path, what `scan-logs` did before).
+#[divan::bench]
+fn real_scan_by_lines(bencher: divan::Bencher) {
+    let data = real_logs();
+    let patterns = Patterns::builtin();
+    bencher.counter(BytesCount::new(data.len())).bench_local(|| {
+        let mut scanner = Scanner::new(patterns.clone(), 1 << 20).by_lines(true);
+        scanner.scan_reader(std::path::Path::new("bench.log"), &data[..]).unwrap();
+        scanner.finish().kind_counts().len()
+    });
+}
+
+/// What the live tailer does with the same bytes: every line through the record parser.
+#[divan::bench]
+fn real_tailer_per_line(bencher: divan::Bencher) {
+    let data = real_logs();
+    let patterns: Arc<Patterns> = Patterns::builtin();
+    bencher.counter(BytesCount::new(data.len())).bench_local(|| {
+        let mut parser = RecordParser::new(patterns.clone());
+        let mut splitter = LineSplitter::new(1 << 20, 0);
+        let mut events = Vec::new();
+        splitter.feed(&data, |line, offset| parser.push_line(line, offset, &mut events));
+        parser.flush(&mut events);
+        events.len()
+    });
 }

@@ -161,6 +161,19 @@ fn the_hand_written_parsers_agree_with_the_regexes() {
         format!(
             "Failed to trigger checkpoint for job {job} since Checkpoint triggering task is not being executed."
         ),
+        // The DEBUG barrier line (hand-parsed when its needle is the only one).
+        "map (1/2)#0 (d0f8d1e5_857e9877747f27b5e758680f3644828a_1_0): Received barrier from channel InputChannelInfo{gateIdx=0, inputChannelIdx=0} @ 1.".to_string(),
+        "map (1/2)#0 (d0f8d1e5): Received barrier from channel c @ 1 @ 22".to_string(),
+        " (abc): Received barrier from channel c @ 1.".to_string(),
+        "a (xyz): Received barrier from channel c @ 1.".to_string(),
+        "a (): Received barrier from channel c @ 1.".to_string(),
+        "a: Received barrier from channel  @ 1.".to_string(),
+        "a: Received barrier from channel c @ 1..".to_string(),
+        "a: Received barrier from channel c @ ١.".to_string(),
+        "a: Received barrier from channel c @ 99999999999999999999999.".to_string(),
+        "a: Received barrier from channel x: Received barrier from channel c @ 3".to_string(),
+        "a (1/2): Received barrier from channel c @ 3 @ x".to_string(),
+        format!("Triggering checkpoint 1 @ 2 for job {job}: Received barrier from channel c @ 3"),
     ] {
         messages.push(variant);
     }
@@ -192,4 +205,72 @@ fn files_cut_into_parallel_ranges_give_the_same_events_and_report() {
             assert_eq!((cut.files[0].bytes, cut.files[0].lines), (data.len() as u64, one.files[0].lines));
         }
     }
+}
+
+/// The scan that jumps from needle line to needle line (the lines between are never visited,
+/// their newlines only counted) against the reference path that visits every line: the same
+/// events in the same order, the same line and record counts and the same report, on every
+/// fixture log, in reads that cut lines anywhere, and on all of them concatenated (what the
+/// real-log benchmark reads).
+#[test]
+fn the_jumping_scan_gives_the_events_of_the_line_by_line_scan() {
+    let patterns = Patterns::builtin();
+    let scan = |data: &[u8], chunk: usize, by_lines: bool| {
+        let mut scanner = Scanner::new(patterns.clone(), 1 << 20).keep_events(true).by_lines(by_lines);
+        scanner.scan_reader(Path::new("x.log"), Dribble(data, chunk)).unwrap();
+        let report = scanner.finish();
+        let f = &report.files[0];
+        let counts = (f.bytes, f.lines, f.records, f.oversize_lines);
+        let mut events = report.events.clone();
+        for e in &mut events {
+            e.file.clear();
+        }
+        (events, counts, report.to_text())
+    };
+    let mut all = Vec::new();
+    for file in log_files() {
+        let data = std::fs::read(&file).unwrap();
+        all.extend_from_slice(&data);
+        let want = scan(&data, usize::MAX, true);
+        assert_eq!(
+            want.0,
+            per_line(&data, 1 << 20),
+            "{}: the reference is the per-line parser",
+            file.display()
+        );
+        for chunk in [usize::MAX, 65536, 4096, 333] {
+            assert_eq!(scan(&data, chunk, false), want, "{} in reads of {chunk}", file.display());
+        }
+    }
+    // The tolerable failure on the line under a record start that matched nothing, after
+    // lines the scan jumps over (in the captured logs such a record always follows one that
+    // matched, so the scan is reading line by line there).
+    let mut text = String::new();
+    for i in 0..40 {
+        text.push_str(&format!(
+            "2026-11-29 15:45:{i:02},000 INFO  x [] - Task {i} switched from RUNNING to RUNNING.\n"
+        ));
+    }
+    // Deeper in a trace the same text is no event (a jump must not pair it with an older line).
+    text.push_str("2026-11-29 15:45:45,000 INFO  x [] - Job x switched from state RUNNING to RESTARTING.\n");
+    text.push_str("org.apache.flink.runtime.JobException: Recovery is suppressed\n");
+    text.push_str("Caused by: org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold.\n");
+    for i in 0..10 {
+        text.push_str(&format!(
+            "2026-11-29 15:45:46,{i:03} INFO  x [] - Task {i} switched from RUNNING to CANCELED.\n"
+        ));
+    }
+    text.push_str("2026-11-29 15:45:50,000 INFO  org.apache.flink.runtime.executiongraph.ExecutionGraph [] - Job x switched from state RUNNING to FAILING.\n");
+    text.push_str(
+        "org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold.\n",
+    );
+    text.push_str("\tat org.apache.flink.runtime.checkpoint.CheckpointFailureManager.checkFailureAgainstCounter(CheckpointFailureManager.java:212)\n");
+    text.push_str("2026-11-29 15:45:51,000 INFO  x [] - Task 0 switched from RUNNING to FAILED.\n");
+    let want = scan(text.as_bytes(), usize::MAX, true);
+    assert_eq!(want.0.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(), ["tolerable_exceeded"]);
+    assert_eq!(scan(text.as_bytes(), usize::MAX, false), want, "tolerable failure after skipped lines");
+
+    let want = scan(&all, usize::MAX, true);
+    assert!(want.0.len() > 1000, "{} events", want.0.len());
+    assert_eq!(scan(&all, usize::MAX, false), want, "all fixture logs concatenated");
 }

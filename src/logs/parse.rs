@@ -213,7 +213,10 @@ impl Patterns {
                 }
             }
         }
-        let prefilter = AhoCorasick::new(&needles).expect("needles build an automaton");
+        let prefilter = AhoCorasick::builder()
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+            .build(&needles)
+            .expect("needles build an automaton");
         let buffer_prefilter = match aho_corasick::packed::Searcher::new(needles.iter()) {
             Some(teddy) => BufferSearch::Packed(teddy),
             None => {
@@ -268,7 +271,7 @@ impl Patterns {
         if let Some(event) = fast::recognise(message) {
             return Some(event);
         }
-        self.recognise_builtin(message)
+        self.recognise_builtin(message, true)
     }
 
     /// [`recognise`](Self::recognise) by the regexes alone, without the hand-written parsers of
@@ -282,10 +285,11 @@ impl Patterns {
                 return Some(event);
             }
         }
-        self.recognise_builtin(message)
+        self.recognise_builtin(message, false)
     }
 
-    fn recognise_builtin(&self, message: &str) -> Option<LogEvent> {
+    /// The built-in patterns; `fast`: the hand-written barrier parser where it applies.
+    fn recognise_builtin(&self, message: &str, fast: bool) -> Option<LogEvent> {
         let mut candidates = [usize::MAX; 4];
         let mut n = 0;
         for m in self.prefilter.find_overlapping_iter(message) {
@@ -297,6 +301,13 @@ impl Patterns {
             }
         }
         candidates[..n].sort_unstable();
+        if fast
+            && n == 1
+            && self.builtins[candidates[0]].kind == "barrier_received"
+            && let Some(event) = fast::barrier_received(message)
+        {
+            return Some(event);
+        }
         for &i in &candidates[..n] {
             let b = &self.builtins[i];
             if let Some(caps) = b.regex.captures(message) {
@@ -439,6 +450,55 @@ mod fast {
             return None;
         }
         Some(event("expired", Severity::Warning, message, id, job))
+    }
+
+    /// `^(?P<task>.+?)(?: \((?P<attempt>[0-9a-f_]+)\))?: Received barrier from channel
+    /// (?P<detail>.+) @ (?P<id>\d+)\.?$`, the DEBUG line a TaskManager writes per channel and
+    /// checkpoint. Only for a message whose one needle is this one (no earlier pattern can take
+    /// it). The lazy task ends at the first marker, the greedy detail at the last ` @ `; any
+    /// other shape goes to the regex.
+    pub(super) fn barrier_received(message: &str) -> Option<LogEvent> {
+        const MARKER: &str = ": Received barrier from channel ";
+        let k = message.find(MARKER)?;
+        let (head, rest) = (&message[..k], &message[k + MARKER.len()..]);
+        let body = rest.strip_suffix('.').unwrap_or(rest);
+        let at = body.rfind(" @ ")?;
+        let (detail, id) = (&body[..at], &body[at + 3..]);
+        if detail.is_empty() || id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        // A detail or task with a line break, or a non-ASCII digit anywhere: the regex decides.
+        if message.contains('\n') || !message.is_ascii() {
+            return None;
+        }
+        let (task, attempt) = match head.strip_suffix(')').and_then(|h| h.rsplit_once(" (")) {
+            Some((task, attempt))
+                if !task.is_empty()
+                    && !attempt.is_empty()
+                    && attempt
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b'_') =>
+            {
+                (task, Some(attempt))
+            }
+            _ => (head, None),
+        };
+        if task.is_empty() {
+            return None;
+        }
+        let mut e = blank("barrier_received".to_string(), Severity::Info, message);
+        e.checkpoint_id = id.parse().ok();
+        e.task = Some(task.to_string());
+        e.detail = Some(super::bounded(detail));
+        if let Some(attempt) = attempt {
+            let parts: Vec<&str> = attempt.split('_').collect();
+            if parts.len() == 4 && parts[1].len() == 32 {
+                // The task is named, so only the subtask comes from the attempt id (as `fill`).
+                e.subtask = parts[2].parse().ok();
+            }
+        }
+        super::refine(&mut e);
+        Some(e)
     }
 
     /// `^Failed to trigger or complete checkpoint (?P<id>-?\d+|\S+) for job
@@ -838,21 +898,84 @@ pub const SYMPTOM_CATEGORIES: &[&str] =
 
 /// The category of a root cause: first by the deepest cause alone, then by the whole chain
 /// (frames show S3 or HDFS clients where the message does not), then by its class.
+///
+/// One overlapping multi-literal search per text instead of one substring search per needle:
+/// the first category (in `CAUSES` order) any of whose needles occurs wins, as before
+/// (`classify_by_needle` in the tests is the needle-by-needle reference).
 pub fn classify(exception: &str, message: &str, chain: &[String]) -> &'static str {
+    static ROOT: std::sync::LazyLock<CauseSearch> = std::sync::LazyLock::new(|| CauseSearch::new(|_| true));
+    static CHAIN: std::sync::LazyLock<CauseSearch> = std::sync::LazyLock::new(|| {
+        CauseSearch::new(|category| matches!(category, "s3" | "hdfs" | "disk_full" | "out_of_memory"))
+    });
     let root = format!("{exception}: {message}");
-    for (category, needles) in CAUSES {
-        if needles.iter().any(|n| root.contains(n)) {
-            return category;
-        }
+    if let Some(category) = ROOT.first(&root) {
+        return category;
     }
-    for (category, needles) in CAUSES {
-        if matches!(*category, "s3" | "hdfs" | "disk_full" | "out_of_memory")
-            && chain.iter().any(|line| needles.iter().any(|n| line.contains(n)))
-        {
-            return category;
-        }
+    if CHAIN.any_in(chain)
+        && let Some(category) =
+            chain.iter().filter_map(|line| CHAIN.first(line)).min_by_key(|c| CHAIN.rank(c))
+    {
+        return category;
     }
     if exception.ends_with("IOException") { "io_error" } else { "other" }
+}
+
+/// The needles of some `CAUSES` categories in one automaton, each needle standing for the first
+/// category that lists it.
+struct CauseSearch {
+    automaton: AhoCorasick,
+    /// The same needles for a SIMD (Teddy) search of a whole chain at once: most chains hold
+    /// none of them, and a leftmost search finds something wherever any needle occurs.
+    packed: Option<aho_corasick::packed::Searcher>,
+    /// Pattern index → index into `CAUSES`.
+    category: Vec<usize>,
+}
+
+impl CauseSearch {
+    fn new(include: impl Fn(&str) -> bool) -> Self {
+        let mut needles: Vec<&str> = Vec::new();
+        let mut category = Vec::new();
+        for (i, (name, list)) in CAUSES.iter().enumerate() {
+            for needle in list.iter().filter(|_| include(name)) {
+                if !needles.contains(needle) {
+                    needles.push(needle);
+                    category.push(i);
+                }
+            }
+        }
+        // A DFA: one table lookup per byte, the fastest overlapping search aho-corasick has.
+        let automaton = AhoCorasick::builder()
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+            .build(&needles)
+            .expect("cause needles build an automaton");
+        let packed = aho_corasick::packed::Searcher::new(needles.iter());
+        CauseSearch { automaton, category, packed }
+    }
+
+    /// Whether any needle occurs in one of `lines` (true when that cannot be told cheaply).
+    fn any_in(&self, lines: &[String]) -> bool {
+        let Some(packed) = &self.packed else { return true };
+        let mut joined = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+        for line in lines {
+            // No needle holds a line break, so none is found across two lines.
+            joined.push_str(line);
+            joined.push('\n');
+        }
+        packed.find(&joined).is_some()
+    }
+
+    /// The first category (in `CAUSES` order) with a needle in `text`.
+    fn first(&self, text: &str) -> Option<&'static str> {
+        self.automaton
+            .find_overlapping_iter(text)
+            .map(|m| self.category[m.pattern().as_usize()])
+            .min()
+            .map(|i| CAUSES[i].0)
+    }
+
+    fn rank(&self, category: &str) -> usize {
+        CAUSES.iter().position(|(c, _)| *c == category).unwrap_or(usize::MAX)
+    }
 }
 
 /// A record being assembled.
@@ -1068,7 +1191,12 @@ impl RecordParser {
 }
 
 fn text_of(line: &[u8]) -> Cow<'_, str> {
-    String::from_utf8_lossy(line)
+    // Valid UTF-8 (nearly every line) is checked by the fast validator, without the lossy
+    // decoder's chunking.
+    match std::str::from_utf8(line) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(line),
+    }
 }
 
 /// Splits a byte stream into lines with a bounded buffer: a line longer than `max` is cut to
@@ -1137,6 +1265,15 @@ impl LineSplitter {
             }
         }
         self.offset += chunk.len() as u64;
+    }
+
+    /// Accounts for `bytes` bytes holding `lines` complete lines that the caller handled
+    /// itself. Only right after a newline (nothing buffered, no line being skipped), and only
+    /// for lines not longer than the limit.
+    pub fn skip(&mut self, bytes: usize, lines: u64) {
+        debug_assert!(self.buf.is_empty() && !self.discarding);
+        self.offset += bytes as u64;
+        self.lines += lines;
     }
 
     /// Emits a last line without newline (a file that will not grow any more).
@@ -1475,6 +1612,55 @@ Caused by: org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tole
         assert_eq!(events[0].kind, "tolerable_exceeded");
         assert_eq!(events[0].reason.as_deref(), Some("Asynchronous task checkpoint failed."));
         assert_eq!(events[0].severity, Severity::Error);
+    }
+
+    /// The category of a root cause: first by the deepest cause alone, then by the whole chain
+    /// (frames show S3 or HDFS clients where the message does not), then by its class.
+    fn classify_by_needle(exception: &str, message: &str, chain: &[String]) -> &'static str {
+        let root = format!("{exception}: {message}");
+        for (category, needles) in CAUSES {
+            if needles.iter().any(|n| root.contains(n)) {
+                return category;
+            }
+        }
+        for (category, needles) in CAUSES {
+            if matches!(*category, "s3" | "hdfs" | "disk_full" | "out_of_memory")
+                && chain.iter().any(|line| needles.iter().any(|n| line.contains(n)))
+            {
+                return category;
+            }
+        }
+        if exception.ends_with("IOException") { "io_error" } else { "other" }
+    }
+
+    /// The one-search classification against the needle-by-needle one on every line of every
+    /// fixture log, as a message alone and as a chain.
+    #[test]
+    fn classification_by_one_search_is_classification_by_needles() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut lines: Vec<String> = Vec::new();
+        for version in std::fs::read_dir(root).unwrap().flatten().filter(|v| v.path().is_dir()) {
+            for scenario in std::fs::read_dir(version.path()).unwrap().flatten() {
+                for f in std::fs::read_dir(scenario.path().join("logs")).into_iter().flatten().flatten() {
+                    let text = String::from_utf8_lossy(&std::fs::read(f.path()).unwrap()).into_owned();
+                    lines.extend(text.lines().map(str::to_string));
+                }
+            }
+        }
+        for (_, needles) in CAUSES {
+            lines.extend(needles.iter().map(|n| format!("x {n} y")));
+        }
+        assert!(lines.len() > 10_000, "{}", lines.len());
+        let mut categories = std::collections::BTreeSet::new();
+        for (i, line) in lines.iter().enumerate() {
+            let (exception, message) = exception_of(line);
+            let want = classify_by_needle(&exception, &message, &[]);
+            assert_eq!(classify(&exception, &message, &[]), want, "{line}");
+            categories.insert(want);
+            let chain = &lines[i.saturating_sub(20)..(i + 20).min(lines.len())];
+            assert_eq!(classify("x", "y", chain), classify_by_needle("x", "y", chain), "chain at {line}");
+        }
+        assert!(categories.len() >= 12, "{categories:?}");
     }
 
     #[test]

@@ -135,6 +135,8 @@ pub struct Scanner {
     /// Files at least this large are cut into `ranges` ranges parsed in parallel.
     parallel_min_bytes: u64,
     ranges: usize,
+    /// Every line visited one by one (the reference the tests compare the jumping scan with).
+    by_lines: bool,
 }
 
 impl Scanner {
@@ -149,6 +151,7 @@ impl Scanner {
             buf: Vec::new(),
             parallel_min_bytes: PARALLEL_MIN_BYTES,
             ranges: std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_THREADS),
+            by_lines: false,
         }
     }
 
@@ -156,6 +159,14 @@ impl Scanner {
     /// 64 MiB and one range per core, at most 8).
     pub fn parallel(mut self, min_bytes: u64, ranges: usize) -> Self {
         (self.parallel_min_bytes, self.ranges) = (min_bytes, ranges.max(1));
+        self
+    }
+
+    /// Visits every line one by one instead of jumping from needle to needle: the reference
+    /// path, slower, that tests compare the default one with.
+    #[doc(hidden)]
+    pub fn by_lines(mut self, by_lines: bool) -> Self {
+        self.by_lines = by_lines;
         self
     }
 
@@ -186,7 +197,8 @@ impl Scanner {
         file.seek(io::SeekFrom::Start(0))?;
         let name = path.display().to_string();
         let file_sym = self.report.aggregate.add_file(&name);
-        let (patterns, max, keep) = (self.patterns.clone(), self.max_line_bytes, self.keep_events);
+        let (patterns, max, keep, by_lines) =
+            (self.patterns.clone(), self.max_line_bytes, self.keep_events, self.by_lines);
         let mut buf = std::mem::take(&mut self.buf);
         let mut ends: Vec<u64> = starts.iter().skip(1).copied().collect();
         ends.push(u64::MAX); // the last range reads to the end, as a single pass would
@@ -207,6 +219,7 @@ impl Scanner {
                             from,
                             file.take(to - from),
                             &mut buf,
+                            by_lines,
                             &mut |mut e| {
                                 if !keep {
                                     e.stack = Vec::new(); // the root cause is classified already
@@ -225,7 +238,8 @@ impl Scanner {
                 file: file_sym,
                 seq: &mut self.seq,
             };
-            let first = scan_range(&patterns, max, 0, file.take(ends[0]), &mut buf, &mut |e| sink.add(e))?;
+            let first =
+                scan_range(&patterns, max, 0, file.take(ends[0]), &mut buf, by_lines, &mut |e| sink.add(e))?;
             let rest: Vec<io::Result<(Totals, Vec<LogEvent>)>> = workers
                 .into_iter()
                 .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
@@ -270,7 +284,9 @@ impl Scanner {
             seq: &mut self.seq,
         };
         let result =
-            scan_range(&self.patterns, self.max_line_bytes, 0, reader, &mut buf, &mut |e| sink.add(e));
+            scan_range(&self.patterns, self.max_line_bytes, 0, reader, &mut buf, self.by_lines, &mut |e| {
+                sink.add(e)
+            });
         self.buf = buf;
         let totals = result?;
         self.report.files.push(FileSummary {
@@ -340,27 +356,40 @@ fn split_points(file: &mut std::fs::File, len: u64, n: usize) -> io::Result<Vec<
 /// Scans `reader`, whose first byte is at `start` in its file and starts a line, and hands
 /// every event to `emit`, in order. Only lines with a needle (and the stack traces of lines
 /// that produced events) reach the record parser.
+///
+/// The needles are searched over the whole read buffer. Unless `by_lines` (the reference path
+/// the tests compare with), the lines between two needles are not visited one by one: the scan
+/// jumps to the start of the next needle's line (`memrchr`), and their newlines are counted in
+/// one vectorised pass. Only a record that produced events (its stack trace follows) is read
+/// line by line, up to the next record start.
 fn scan_range(
     patterns: &Arc<Patterns>,
     max_line_bytes: usize,
     start: u64,
     mut reader: impl Read,
     buf: &mut Vec<u8>,
+    by_lines: bool,
     emit: &mut dyn FnMut(LogEvent),
 ) -> io::Result<Totals> {
-    let mut parser = RecordParser::new(patterns.clone());
     let mut splitter = LineSplitter::new(max_line_bytes, start);
     // Every line is a candidate when user patterns are configured (they match anything).
     let all_lines = patterns.has_user_patterns();
+    // A line within one buffer is shorter than the buffer, so no line the jump skips could have
+    // been cut by the line limit; lines across buffers go through the splitter as before.
+    let jump = !by_lines && !all_lines && max_line_bytes >= READ_BUFFER;
     if buf.len() != READ_BUFFER {
         *buf = vec![0u8; READ_BUFFER];
     }
     let mut needles = Vec::new();
-    let mut events = Vec::new();
-    // The line before the current one, for a needle on a record's first continuation line
-    // (`Exceeded checkpoint tolerable failure threshold` under a line that matched nothing).
-    let mut prev = PrevLine::default();
-    let mut records = 0;
+    let mut lines = Lines {
+        patterns,
+        all_lines,
+        parser: RecordParser::new(patterns.clone()),
+        prev: PrevLine::default(),
+        records: 0,
+        events: Vec::new(),
+        next: 0,
+    };
     loop {
         let n = match reader.read(buf) {
             Ok(0) => break,
@@ -374,48 +403,153 @@ fn scan_range(
         if !all_lines {
             patterns.find_needles(chunk, &mut needles);
         }
-        let mut next = 0; // index of the first needle not before the current line
-        splitter.feed(chunk, |line, offset| {
-            if records == 0 && is_record_start(line) {
-                records = 1;
+        lines.next = 0;
+        let newlines =
+            if jump { memchr::memchr(b'\n', chunk).zip(memchr::memrchr(b'\n', chunk)) } else { None };
+        match newlines {
+            Some((first, last)) => {
+                // The line the previous buffer began, or the first line; then the complete
+                // lines between the first and the last newline; then the unfinished line.
+                let (a, b) = (first + 1, last + 1);
+                splitter.feed(&chunk[..a], |line, offset| {
+                    lines.line(line, offset, chunk, chunk_start, &needles, emit)
+                });
+                lines.jump(chunk, a, b, chunk_start, &needles, emit);
+                splitter.skip(b - a, memchr::memchr_iter(b'\n', &chunk[a..b]).count() as u64);
+                splitter.feed(&chunk[b..], |line, offset| {
+                    lines.line(line, offset, chunk, chunk_start, &needles, emit)
+                });
             }
-            let candidate = if all_lines {
-                true
-            } else if offset < chunk_start {
-                // Began in the previous buffer: the buffer search saw only part of it.
-                patterns.might_match(line)
-            } else {
-                let start = (offset - chunk_start) as usize;
-                let end = start + line.len();
-                while next < needles.len() && needles[next].0 < start {
-                    next += 1;
-                }
-                match needles.get(next) {
-                    // A needle cut by the line limit: ask the line itself.
-                    Some(&(s, e)) if s < end => e <= end || patterns.might_match(line),
-                    _ => false,
-                }
-            };
-            consider(line, offset, candidate, &mut parser, &mut prev, chunk, chunk_start, &mut events);
-            for e in events.drain(..) {
-                emit(e);
-            }
-        });
-        prev.keep(chunk, chunk_start);
+            None => splitter
+                .feed(chunk, |line, offset| lines.line(line, offset, chunk, chunk_start, &needles, emit)),
+        }
+        lines.prev.keep(chunk, chunk_start);
     }
     let end = splitter.offset();
-    splitter.finish(|line, offset| {
-        if records == 0 && is_record_start(line) {
-            records = 1;
-        }
-        let candidate = all_lines || patterns.might_match(line);
-        consider(line, offset, candidate, &mut parser, &mut prev, &[], end, &mut events);
-    });
-    parser.flush(&mut events);
-    for e in events.drain(..) {
+    splitter.finish(|line, offset| lines.line(line, offset, &[], end, &[], emit));
+    lines.parser.flush(&mut lines.events);
+    for e in lines.events.drain(..) {
         emit(e);
     }
-    Ok(Totals { end, lines: splitter.lines, oversize: splitter.oversize, records })
+    Ok(Totals { end, lines: splitter.lines, oversize: splitter.oversize, records: lines.records })
+}
+
+/// The per-line state of one range.
+struct Lines<'p> {
+    patterns: &'p Patterns,
+    all_lines: bool,
+    parser: RecordParser,
+    /// The line before the current one, for a needle on a record's first continuation line
+    /// (`Exceeded checkpoint tolerable failure threshold` under a line that matched nothing).
+    prev: PrevLine,
+    /// Record starts seen (counting stops at the first).
+    records: u64,
+    events: Vec<LogEvent>,
+    /// Index of the first needle of the buffer not before the current line.
+    next: usize,
+}
+
+impl Lines<'_> {
+    /// One line as the splitter cut it, starting at `offset` in the file; `chunk` is the
+    /// buffer being read (starting at `chunk_start`) and `needles` the needles found in it.
+    fn line(
+        &mut self,
+        line: &[u8],
+        offset: u64,
+        chunk: &[u8],
+        chunk_start: u64,
+        needles: &[(usize, usize)],
+        emit: &mut dyn FnMut(LogEvent),
+    ) {
+        if self.records == 0 && is_record_start(line) {
+            self.records = 1;
+        }
+        let candidate = if self.all_lines {
+            true
+        } else if offset < chunk_start {
+            // Began in the previous buffer: the buffer search saw only part of it.
+            self.patterns.might_match(line)
+        } else {
+            let start = (offset - chunk_start) as usize;
+            let end = start + line.len();
+            while self.next < needles.len() && needles[self.next].0 < start {
+                self.next += 1;
+            }
+            match needles.get(self.next) {
+                // A needle cut by the line limit: ask the line itself.
+                Some(&(s, e)) if s < end => e <= end || self.patterns.might_match(line),
+                _ => false,
+            }
+        };
+        consider(
+            line,
+            offset,
+            candidate,
+            &mut self.parser,
+            &mut self.prev,
+            chunk,
+            chunk_start,
+            &mut self.events,
+        );
+        for e in self.events.drain(..) {
+            emit(e);
+        }
+    }
+
+    /// The complete lines `chunk[a..b]` (`b` follows a newline): a line without a needle,
+    /// while no record that produced events is open, would only become the previous line, so
+    /// the scan jumps from needle line to needle line and sets the previous line once per jump.
+    fn jump(
+        &mut self,
+        chunk: &[u8],
+        a: usize,
+        b: usize,
+        chunk_start: u64,
+        needles: &[(usize, usize)],
+        emit: &mut dyn FnMut(LogEvent),
+    ) {
+        let mut pos = a;
+        while pos < b {
+            if self.records != 0 && !self.parser.wants_continuation() {
+                while self.next < needles.len() && needles[self.next].0 < pos {
+                    self.next += 1;
+                }
+                let target = match needles.get(self.next) {
+                    Some(&(s, _)) if s < b => s,
+                    _ => b,
+                };
+                let line_start = memchr::memrchr(b'\n', &chunk[pos..target]).map_or(pos, |i| pos + i + 1);
+                if line_start > pos {
+                    let prev_end = line_start - 1;
+                    let prev_start =
+                        memchr::memrchr(b'\n', &chunk[pos..prev_end]).map_or(pos, |i| pos + i + 1);
+                    self.prev.set(
+                        strip_cr(&chunk[prev_start..prev_end]),
+                        chunk_start + prev_start as u64,
+                        chunk_start,
+                    );
+                    pos = line_start;
+                    if pos >= b {
+                        break;
+                    }
+                }
+            }
+            let end = memchr::memchr(b'\n', &chunk[pos..b]).map_or(b, |i| pos + i);
+            self.line(
+                strip_cr(&chunk[pos..end]),
+                chunk_start + pos as u64,
+                chunk,
+                chunk_start,
+                needles,
+                emit,
+            );
+            pos = end + 1;
+        }
+    }
+}
+
+fn strip_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 /// Hands a line to the parser if it can matter: it carries a needle (`candidate`), or it is part
