@@ -53,14 +53,27 @@ const JOBS_PER_REQUEST_SLOT: usize = 2;
 
 /// A job that reached a terminal state is polled until its checkpoint counts stop changing
 /// and nothing is in progress, at most this many times: Flink's REST answers from a cache, so
-/// the first poll after a cancel may still show the snapshot from before it (the last
+/// the first polls after a cancel may still show the snapshot from before it (the last
 /// checkpoints, and the one the cancel failed, come a poll or two later).
-pub const MAX_FINAL_POLLS: u8 = 5;
+pub const MAX_FINAL_POLLS: u8 = 12;
+
+/// How long an ended job's counts must stay the same before they are taken as final: longer
+/// than Flink's REST cache keeps an answer (`web.refresh-interval`, 3 s by default), so that
+/// two polls of one cached, pre-cancel answer are not taken for settled counts. A live e2e
+/// with a 1 s poll lost the last checkpoint that way.
+pub const FINAL_SETTLE_MS: u64 = 4_000;
 
 /// Whether the polls of an ended job are over: `previous` are the counts (completed, failed,
-/// in progress) of its previous poll in a terminal state, `current` this poll's.
-pub fn final_polls_done(previous: Option<(u64, u64, u64)>, current: (u64, u64, u64), polls: u8) -> bool {
-    polls >= MAX_FINAL_POLLS || (current.2 == 0 && previous == Some(current))
+/// in progress) of its previous poll in a terminal state, `current` this poll's, and
+/// `unchanged_ms` how long the counts have been `current` (0 when they just changed).
+pub fn final_polls_done(
+    previous: Option<(u64, u64, u64)>,
+    current: (u64, u64, u64),
+    polls: u8,
+    unchanged_ms: u64,
+) -> bool {
+    polls >= MAX_FINAL_POLLS
+        || (current.2 == 0 && previous == Some(current) && unchanged_ms >= FINAL_SETTLE_MS)
 }
 
 /// What the poller remembers about a job between rounds (not durable: it is re-fetched).
@@ -73,6 +86,8 @@ struct JobCache {
     /// Polls made since the job was seen in a terminal state, and the counts of the last one.
     final_polls: u8,
     final_counts: Option<(u64, u64, u64)>,
+    /// When the first terminal poll with `final_counts` was made.
+    final_counts_since: Timestamp,
     /// The job graph from `/jobs/:id` (for the alignment shadow).
     topology: Option<crate::observe::JobTopology>,
     /// The round from which the job's load is due again.
@@ -302,6 +317,7 @@ impl Poller {
                 final_poll_done: false,
                 final_polls: 0,
                 final_counts: None,
+                final_counts_since: Timestamp(0),
                 topology: convert::topology(&details),
                 load_due: self.rounds,
                 location_retries: LOCATION_RETRIES,
@@ -377,7 +393,11 @@ impl Poller {
         if let Some(c) = slot.as_mut().filter(|_| terminal) {
             let now = (counts.completed, counts.failed, counts.in_progress);
             c.final_polls = c.final_polls.saturating_add(1);
-            c.final_poll_done = final_polls_done(c.final_counts, now, c.final_polls);
+            if c.final_counts != Some(now) {
+                c.final_counts_since = polled_at;
+            }
+            let unchanged_ms = polled_at.since(c.final_counts_since);
+            c.final_poll_done = final_polls_done(c.final_counts, now, c.final_polls, unchanged_ms);
             c.final_counts = Some(now);
         }
         Ok(Some(JobPoll {
@@ -704,13 +724,17 @@ mod tests {
     #[test]
     fn an_ended_job_is_polled_until_its_counts_settle_with_nothing_in_progress() {
         // The REST cache still answers the snapshot from before the cancel.
-        assert!(!final_polls_done(None, (36, 1, 1), 1));
+        assert!(!final_polls_done(None, (36, 1, 1), 1, 0));
         // The cancel failed the in-progress checkpoint and the last one completed.
-        assert!(!final_polls_done(Some((36, 1, 1)), (38, 2, 0), 2));
-        assert!(final_polls_done(Some((38, 2, 0)), (38, 2, 0), 3));
+        assert!(!final_polls_done(Some((36, 1, 1)), (38, 2, 0), 2, 0));
+        assert!(final_polls_done(Some((38, 2, 0)), (38, 2, 0), 3, 5_000));
+        // Two polls of one cached answer a second apart are not settled counts: the cache
+        // may still hide a checkpoint that completed just before the cancel.
+        assert!(!final_polls_done(Some((121, 0, 0)), (121, 0, 0), 2, 1_000));
+        assert!(final_polls_done(Some((121, 0, 0)), (121, 0, 0), 5, FINAL_SETTLE_MS));
         // Still in progress by Flink's word: polled again, but not forever.
-        assert!(!final_polls_done(Some((38, 2, 1)), (38, 2, 1), 3));
-        assert!(final_polls_done(Some((38, 2, 1)), (38, 2, 1), MAX_FINAL_POLLS));
+        assert!(!final_polls_done(Some((38, 2, 1)), (38, 2, 1), 3, 10_000));
+        assert!(final_polls_done(Some((38, 2, 1)), (38, 2, 1), MAX_FINAL_POLLS, 0));
     }
 
     #[test]
