@@ -52,26 +52,13 @@ fn log() -> Vec<u8> {
 /// The buffer search alone (what non-matching lines cost).
 #[divan::bench]
 fn needle_search_8mib(bencher: divan::Bencher) {
-    let data = log();
-    let patterns = Patterns::builtin();
-    let mut hits = Vec::new();
-    bencher.counter(BytesCount::new(data.len())).bench_local(|| {
-        hits.clear();
-        patterns.find_needles(divan::black_box(&data), &mut hits);
-        hits.len()
-    });
+    needle_search(bencher, &log());
 }
 
 /// The streaming scan (`scan-logs` without the report rendering).
 #[divan::bench]
 fn scan_streaming_8mib(bencher: divan::Bencher) {
-    let data = log();
-    let patterns = Patterns::builtin();
-    bencher.counter(BytesCount::new(data.len())).bench_local(|| {
-        let mut scanner = Scanner::new(patterns.clone(), 1 << 20);
-        scanner.scan_reader(std::path::Path::new("bench.log"), &data[..]).unwrap();
-        scanner.finish().kind_counts().len()
-    });
+    scan_streaming(bencher, &log());
 }
 
 /// Every line through the record parser, as the live tailer does (per-line prefilter).
@@ -123,26 +110,13 @@ fn real_logs() -> Vec<u8> {
 /// The buffer search alone over real logs.
 #[divan::bench]
 fn real_needle_search(bencher: divan::Bencher) {
-    let data = real_logs();
-    let patterns = Patterns::builtin();
-    let mut hits = Vec::new();
-    bencher.counter(BytesCount::new(data.len())).bench_local(|| {
-        hits.clear();
-        patterns.find_needles(divan::black_box(&data), &mut hits);
-        hits.len()
-    });
+    needle_search(bencher, &real_logs());
 }
 
 /// `scan-logs` over real logs, one thread: jumping from needle line to needle line.
 #[divan::bench]
 fn real_scan_streaming(bencher: divan::Bencher) {
-    let data = real_logs();
-    let patterns = Patterns::builtin();
-    bencher.counter(BytesCount::new(data.len())).bench_local(|| {
-        let mut scanner = Scanner::new(patterns.clone(), 1 << 20);
-        scanner.scan_reader(std::path::Path::new("bench.log"), &data[..]).unwrap();
-        scanner.finish().kind_counts().len()
-    });
+    scan_streaming(bencher, &real_logs());
 }
 
 /// The same, visiting every line (the reference path, what `scan-logs` did before).
@@ -169,5 +143,26 @@ fn real_tailer_per_line(bencher: divan::Bencher) {
         splitter.feed(&data, |line, offset| parser.push_line(line, offset, &mut events));
         parser.flush(&mut events);
         events.len()
+    });
+}
+
+/// The buffer search alone over `data`.
+fn needle_search(bencher: divan::Bencher, data: &[u8]) {
+    let patterns = Patterns::builtin();
+    let mut hits = Vec::new();
+    bencher.counter(BytesCount::new(data.len())).bench_local(|| {
+        hits.clear();
+        patterns.find_needles(divan::black_box(data), &mut hits);
+        hits.len()
+    });
+}
+
+/// The streaming scan of `data` (`scan-logs` without the report rendering), one thread.
+fn scan_streaming(bencher: divan::Bencher, data: &[u8]) {
+    let patterns = Patterns::builtin();
+    bencher.counter(BytesCount::new(data.len())).bench_local(|| {
+        let mut scanner = Scanner::new(patterns.clone(), 1 << 20);
+        scanner.scan_reader(std::path::Path::new("bench.log"), data).unwrap();
+        scanner.finish().kind_counts().len()
     });
 }

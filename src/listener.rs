@@ -142,6 +142,31 @@ impl<T> BoundedIo<T> {
         self.idle.as_mut().reset(now + self.timeouts.idle);
     }
 
+    /// What a write to the connection says about it: bytes out are progress (and, once the
+    /// request's headers are in, a response under way); a write that waits may have timed out.
+    fn after_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        written: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match written {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    self.progressed();
+                    if self.header_deadline.is_none() {
+                        self.responded = true;
+                    }
+                }
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => match self.timed_out(cx) {
+                Some(e) => Poll::Ready(Err(e)),
+                None => Poll::Pending,
+            },
+        }
+    }
+
     /// Looks for the end of a request's headers in `bytes` just read.
     fn scan(&mut self, bytes: &[u8]) {
         if bytes.is_empty() {
@@ -194,22 +219,8 @@ impl<T: AsyncRead + Unpin> AsyncRead for BoundedIo<T> {
 impl<T: AsyncWrite + Unpin> AsyncWrite for BoundedIo<T> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_write(cx, data) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    this.progressed();
-                    if this.header_deadline.is_none() {
-                        this.responded = true;
-                    }
-                }
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => match this.timed_out(cx) {
-                Some(e) => Poll::Ready(Err(e)),
-                None => Poll::Pending,
-            },
-        }
+        let written = Pin::new(&mut this.inner).poll_write(cx, data);
+        this.after_write(cx, written)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -233,22 +244,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for BoundedIo<T> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    this.progressed();
-                    if this.header_deadline.is_none() {
-                        this.responded = true;
-                    }
-                }
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => match this.timed_out(cx) {
-                Some(e) => Poll::Ready(Err(e)),
-                None => Poll::Pending,
-            },
-        }
+        let written = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.after_write(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -567,6 +567,18 @@ mod tests {
         assert_eq!(firing, ["Declined", "Expired"]);
     }
 
+    /// Cluster `c` lists no job any more: its jobs are gone.
+    fn no_jobs_listed() -> Observation {
+        Observation::ClusterPolled(crate::observe::ClusterPoll {
+            cluster: "c".into(),
+            duration_ms: 1,
+            flink_version: None,
+            jobs: Some(Vec::new()),
+            errors: Vec::new(),
+            reachable: true,
+        })
+    }
+
     #[test]
     fn a_pending_alert_that_clears_never_fires() {
         let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
@@ -576,17 +588,7 @@ mod tests {
         assert_eq!(ev.active().next().unwrap().state, AlertState::Pending);
         // A new JobMaster counting from zero does not lower our counter, so use a job that
         // disappears instead: its alerts end without firing.
-        state.apply(
-            &Observation::ClusterPolled(crate::observe::ClusterPoll {
-                cluster: "c".into(),
-                duration_ms: 1,
-                flink_version: None,
-                jobs: Some(Vec::new()),
-                errors: Vec::new(),
-                reachable: true,
-            }),
-            Timestamp(1),
-        );
+        state.apply(&no_jobs_listed(), Timestamp(1));
         assert!(ev.evaluate(&state, Timestamp(2)).is_empty());
         assert_eq!(ev.active().count(), 0);
         assert_eq!(ev.resolved().count(), 0);
@@ -717,17 +719,7 @@ mod tests {
         poll_in_progress(&mut state, 3, 100_000);
         ev.evaluate(&state, Timestamp(103_300));
         assert_eq!(ev.active().count(), 1);
-        state.apply(
-            &Observation::ClusterPolled(crate::observe::ClusterPoll {
-                cluster: "c".into(),
-                duration_ms: 1,
-                flink_version: None,
-                jobs: Some(Vec::new()),
-                errors: Vec::new(),
-                reachable: true,
-            }),
-            Timestamp(103_400),
-        );
+        state.apply(&no_jobs_listed(), Timestamp(103_400));
         assert_eq!(ev.evaluate(&state, Timestamp(103_500)).len(), 1, "resolved at once, not held");
     }
 
