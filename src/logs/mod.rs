@@ -5,8 +5,11 @@
 //! * [`offsets`]: file fingerprints and the atomically persisted read positions.
 //! * [`tail`]: the follower (metadata polling, `notify` events as a wake-up hint).
 //! * [`scan`]: the offline analysis behind `checkpoint-sentinel scan-logs`.
+//! * [`trace`]: checkpoint spans of Flink's Slf4j trace reporter (the second source of finished
+//!   checkpoints).
 
 pub mod offsets;
 pub mod parse;
 pub mod scan;
 pub mod tail;
+pub mod trace;
