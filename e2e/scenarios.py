@@ -657,6 +657,13 @@ persist_interval = "1s"
               sorted(ids) == want and dupes == 0,
               f"the store returned {len(ids)} ({dupes} duplicates, missing {sorted(set(want) - set(ids))[:10]}, "
               f"extra {sorted(set(ids) - set(want))[:10]}); Flink's ids 1..{len(want)}")
+        # The polls filled in what the spans lack for the ones Flink still had: the slowest
+        # subtask exists only in Flink's per-subtask details.
+        filled = sum(1 for c in r["checkpoints"] if c.get("slowest_subtask"))
+        check("traces: the polls filled in the details of the checkpoints still in Flink's history",
+              filled >= 10,
+              f"{filled} of {len(ids)} stored checkpoints have the slowest subtask (from REST), "
+              f"{sum(1 for c in r['checkpoints'] if c.get('phases_ms'))} their phases")
         # What the spans said agrees with Flink's own history for the ones it still has.
         api = {c["id"]: c for c in r["checkpoints"]}
         compared = [(i, h["end_to_end_duration"], api.get(i, {}).get("end_to_end_ms")) for i, h in seen.items()

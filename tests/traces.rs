@@ -26,9 +26,12 @@ fn fixture(rel: &str) -> String {
     std::fs::read_to_string(format!("{FIXTURES}/{rel}")).unwrap()
 }
 
+/// (job id, checkpoint id) pairs.
+type Ids = BTreeSet<(String, u64)>;
+
 /// Flink's own word on each checkpoint, from the CheckpointCoordinator's and the failure
 /// manager's lines of the same log: (job, id) completed, and (job, id) failed.
-fn coordinator_truth(log: &str) -> (BTreeSet<(String, u64)>, BTreeSet<(String, u64)>) {
+fn coordinator_truth(log: &str) -> (Ids, Ids) {
     let (mut completed, mut failed) = (BTreeSet::new(), BTreeSet::new());
     for line in log.lines() {
         let grab = |after: &str, mid: &str| -> Option<(String, u64)> {
@@ -59,7 +62,8 @@ const CAPTURES: [(&str, &str); 5] = [
 fn every_checkpoint_span_of_the_captures_is_read_with_what_its_version_emits() {
     for (rel, version) in CAPTURES {
         let log = fixture(rel);
-        let spans: Vec<CheckpointSpan> = log.lines().filter_map(|l| trace::parse_line(l.as_bytes())).collect();
+        let spans: Vec<CheckpointSpan> =
+            log.lines().filter_map(|l| trace::parse_line(l.as_bytes())).collect();
         let (completed, failed) = coordinator_truth(&log);
         let of = |status| -> BTreeSet<(String, u64)> {
             spans.iter().filter(|s| s.status == status).map(|s| (s.job_id.clone(), s.id)).collect()
@@ -71,7 +75,10 @@ fn every_checkpoint_span_of_the_captures_is_read_with_what_its_version_emits() {
         for s in &spans {
             assert!(s.full_state_bytes.is_some(), "{rel}: {s:?}");
             // No end only for a failure no subtask acknowledged.
-            assert!(s.finished_at.is_some_and(|end| end >= s.triggered_at) || s.status == CheckpointStatus::Failed);
+            assert!(
+                s.finished_at.is_some_and(|end| end >= s.triggered_at)
+                    || s.status == CheckpointStatus::Failed
+            );
             if version == "1.20.5" {
                 assert_eq!((s.kind, s.max_phases_ms, s.processed_bytes), (None, [None; 4], None), "{rel}");
             } else {
@@ -167,9 +174,15 @@ fn the_tailer_brings_every_captured_span_and_the_poll_finds_none_unobserved() {
         for job in &jobs {
             let j = &cluster.jobs[job];
             assert_eq!(j.unobserved, Totals::default(), "{rel} {job}: every checkpoint came by a span");
-            assert_eq!(j.traced.by_trace.completed, completed.iter().filter(|(jj, _)| jj == job).count() as u64);
+            assert_eq!(
+                j.traced.by_trace.completed,
+                completed.iter().filter(|(jj, _)| jj == job).count() as u64
+            );
             assert_eq!(j.traced.by_rest, Totals::default(), "{rel}: the poll brought none");
-            assert!(j.traced.duplicate_spans >= j.traced.by_trace.completed, "{rel}: read twice, counted once");
+            assert!(
+                j.traced.duplicate_spans >= j.traced.by_trace.completed,
+                "{rel}: read twice, counted once"
+            );
         }
         assert!(stored.values().all(|n| *n == 1), "{rel}: each checkpoint once in the store");
         let spanned = log.lines().filter(|l| trace::parse_line(l.as_bytes()).is_some()).count();
@@ -291,7 +304,10 @@ fn a_checkpoint_counts_once_whichever_source_saw_it_first() {
     state.apply(&spans(31..=35), Timestamp(35_600));
     assert!(stored_ids(&mut state).is_empty());
     let j = job(&state);
-    assert_eq!((j.traced.by_trace.completed, j.traced.by_rest.completed, j.traced.duplicate_spans), (30, 5, 5));
+    assert_eq!(
+        (j.traced.by_trace.completed, j.traced.by_rest.completed, j.traced.duplicate_spans),
+        (30, 5, 5)
+    );
     assert_eq!(j.unobserved, Totals::default());
     assert_eq!(j.phases.end_to_end.summary().count, 35);
 }
@@ -394,7 +410,10 @@ fn a_failed_span_joins_the_consecutive_failures_only_once_its_cause_is_told() {
     assert_eq!(job(&state).consecutive_failures(), 1);
     // The line first, then its span, in one read: known at once.
     state.apply(
-        &read(vec![span(3, CheckpointStatus::Failed)], vec![failure(3, "Checkpoint expired before completing.")]),
+        &read(
+            vec![span(3, CheckpointStatus::Failed)],
+            vec![failure(3, "Checkpoint expired before completing.")],
+        ),
         Timestamp(3_100),
     );
     assert_eq!(job(&state).consecutive_failures(), 2);

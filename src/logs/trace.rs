@@ -114,9 +114,9 @@ fn attributes(body: &str) -> Vec<(&str, &str)> {
     let mut out: Vec<(&str, &str)> = Vec::new();
     let mut offset = 0;
     for part in body.split(", ") {
-        let key_len = part
-            .find('=')
-            .filter(|&i| i > 0 && part[..i].bytes().all(|b| b.is_ascii_alphanumeric() || b"_.<>-".contains(&b)));
+        let key_len = part.find('=').filter(|&i| {
+            i > 0 && part[..i].bytes().all(|b| b.is_ascii_alphanumeric() || b"_.<>-".contains(&b))
+        });
         match (key_len, out.last_mut()) {
             (Some(i), _) => out.push((&part[..i], &part[i + 1..])),
             (None, Some(last)) => {
@@ -142,7 +142,10 @@ mod tests {
         let s = parse_line(V1_20.as_bytes()).expect("a checkpoint span");
         assert_eq!(s.job_id, "8f3019ae5de0c0be280d6fe281f578a2");
         assert_eq!((s.id, s.status, s.kind), (3, CheckpointStatus::Failed, None));
-        assert_eq!((s.triggered_at, s.finished_at), (Timestamp(1796149234848), Some(Timestamp(1796149234882))));
+        assert_eq!(
+            (s.triggered_at, s.finished_at),
+            (Timestamp(1796149234848), Some(Timestamp(1796149234882)))
+        );
         assert_eq!((s.checkpointed_bytes, s.full_state_bytes), (Some(265), Some(265)));
         assert_eq!(s.max_phases_ms, [None; 4]);
         assert_eq!(s.logged_at.as_deref(), Some("2026-12-01 18:20:34,934"));

@@ -1343,9 +1343,10 @@ impl State {
                 // Spans of this job read before its first poll count first: the poll then knows
                 // them (a span of a checkpoint the poll counts is a no-op the other way round).
                 if cluster.unclaimed_spans.iter().any(|s| s.job_id == poll.key.job_id) {
-                    let (mine, others): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut cluster.unclaimed_spans)
-                        .into_iter()
-                        .partition(|s| s.job_id == poll.key.job_id);
+                    let (mine, others): (VecDeque<_>, VecDeque<_>) =
+                        std::mem::take(&mut cluster.unclaimed_spans)
+                            .into_iter()
+                            .partition(|s| s.job_id == poll.key.job_id);
                     cluster.unclaimed_spans = others;
                     for span in &mine {
                         job.observe_span(span, now, window);

@@ -18,7 +18,9 @@ use super::{
     CheckpointRecord, ClusterState, FailureEvidence, JobState, OperatorState, PhaseHistograms, SeenIds,
     SizeHistograms, State, Totals,
 };
-use crate::observe::{CheckpointCounts, CheckpointSpan, LogEvent, TailerPositions, intern_cause, intern_source};
+use crate::observe::{
+    CheckpointCounts, CheckpointSpan, LogEvent, TailerPositions, intern_cause, intern_source,
+};
 use crate::stats::{PersistedHistogram, WindowSpec, WindowedHistogram};
 use crate::time::Timestamp;
 
@@ -206,7 +208,11 @@ pub fn snapshot(state: &State) -> PersistedState {
             (name.clone(), jobs)
         })
         .collect();
-    let logs = state.clusters.iter().map(|(name, cluster)| (name.clone(), logs_out(&cluster.logs, &cluster.unclaimed_spans))).collect();
+    let logs = state
+        .clusters
+        .iter()
+        .map(|(name, cluster)| (name.clone(), logs_out(&cluster.logs, &cluster.unclaimed_spans)))
+        .collect();
     PersistedState::V1 { clusters, logs }
 }
 
