@@ -95,7 +95,7 @@ pub struct ClusterState {
 }
 
 /// How many checkpoint spans of jobs not known yet a cluster keeps for them.
-pub const UNCLAIMED_SPANS: usize = 1024;
+pub const UNCLAIMED_SPANS: usize = 256;
 
 /// How many checkpoint lines of jobs not known yet a cluster keeps for them.
 const UNCLAIMED_LOG_EVENTS: usize = 256;
