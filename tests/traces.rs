@@ -8,13 +8,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use checkpoint_sentinel::config::StartAt;
-use checkpoint_sentinel::sources::logs::parse::Patterns;
-use checkpoint_sentinel::sources::logs::tail::{TailCore, TailOptions};
-use checkpoint_sentinel::sources::logs::trace;
 use checkpoint_sentinel::observe::{
     CheckpointCounts, CheckpointSpan, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, LogRead,
     Observation, SnapshotKind,
 };
+use checkpoint_sentinel::sources::logs::parse::Patterns;
+use checkpoint_sentinel::sources::logs::tail::{TailCore, TailOptions};
+use checkpoint_sentinel::sources::logs::trace;
 use checkpoint_sentinel::state::{State, Totals, persist};
 use checkpoint_sentinel::stats::WindowSpec;
 use checkpoint_sentinel::time::Timestamp;
