@@ -22,6 +22,11 @@ Prometheus' API, and runs `checkpoint-sentinel diagnose` against Flink itself:
             (exit 3), failure class blocking, names the hot subtask and its TaskManager
   failover  killing the TaskManager shows up as a restore (flink_checkpoint_restores_total and
             a log event of kind "restore")
+  traces    Flink restarted with its Slf4j trace reporter and web.checkpoints.history 10; a second
+            daemon polling every 15 s (over ten 1 s checkpoints between polls) counts every
+            checkpoint exactly once from the spans and the polls together: its counts equal
+            Flink's, checkpoint_sentinel_checkpoints_observed_total by source adds up to them,
+            none unobserved, the store holds each id once, end-to-end durations equal Flink's
   prometheus  a real Prometheus scraped the daemon and answers for flink_checkpoints_total
 
 After each scenario's job is cancelled (healthy, expired, declined, backpressure): no alert of
@@ -567,6 +572,110 @@ def savepoint(env):
     env.flink("cancel", env.a.version, job)
 
 
+TRACE_REPORTER = ("traces.reporter.slf4j.factory.class: "
+                  "org.apache.flink.traces.slf4j.Slf4jTraceReporterFactory")
+
+
+def traces(env):
+    """Flink's checkpoint spans (its Slf4j trace reporter, read from the JobManager log) as the
+    second source: Flink restarted with the reporter and web.checkpoints.history 10, a second
+    daemon polling every 15 s (more than ten 1 s checkpoints between two polls) still counts every
+    checkpoint exactly once (Flink's counts, the store) and none as unobserved."""
+    a = env.a
+    flink_env = dict(os.environ, SENTINEL_E2E_EXTRA_CONF=TRACE_REPORTER, SENTINEL_E2E_CP_HISTORY="10")
+    subprocess.run([a.flink_sh, "stop", a.version], check=True, capture_output=True)
+    subprocess.run([a.flink_sh, "start", a.version], check=True, capture_output=True, env=flink_env)
+    log_dir = env.flink("log-dir", a.version)
+    work = os.path.join(os.path.dirname(a.daemon_config), "traces")
+    os.makedirs(work, exist_ok=True)
+    port = int(a.daemon.rsplit(":", 1)[1]) + 2
+    daemon = f"http://127.0.0.1:{port}"
+    config = os.path.join(work, "sentinel.toml")
+    with open(config, "w") as f:
+        f.write(f"""[server]
+listen = "127.0.0.1:{port}"
+[[clusters]]
+name = "traces"
+url = "{a.rest}"
+poll_interval = "15s"
+[[logs]]
+cluster = "traces"
+paths = ["{log_dir}/flink-*-standalonesession-*.log"]
+[state]
+dir = "{work}/state"
+persist_interval = "1s"
+""")
+    log = open(os.path.join(work, "daemon.log"), "a")
+    proc = subprocess.Popen([a.bin, "run", "--config", config], stdout=log, stderr=log, start_new_session=True)
+    try:
+        for _ in range(60):
+            try:
+                get(f"{daemon}/readyz", timeout=2)
+                break
+            except Exception:
+                time.sleep(0.5)
+        job = env.flink("submit", a.version, "healthy", "--interval-ms", "1000", "--parallelism", "1")
+        seen = watch(env, job, max(40, a.seconds))
+        env.flink("cancel", a.version, job)
+        seen.update(watch(env, job, 1))
+        final = env.checkpoints(job)["counts"]
+        # The ended job's last poll comes within 15 s, its counts settle over 4 s more.
+        got, m = {}, ""
+        for _ in range(40):
+            m = get(f"{daemon}/metrics")
+            got = {s: one(m, "flink_checkpoints_total", job_id=job, status=s) for s in ("completed", "failed")}
+            if got["completed"] == final["completed"] and got["failed"] == final["failed"]:
+                break
+            time.sleep(1)
+        polls = one(m, "checkpoint_sentinel_polls_total", cluster="traces")
+        check("traces: a poll every 15 s with Flink's history of 10 and a checkpoint a second",
+              final["completed"] >= 30,
+              f"Flink completed {final['completed']} checkpoints in {max(40, a.seconds)} s; "
+              f"the daemon polled {polls:.0f} times")
+        check("traces: flink_checkpoints_total equals Flink's final counts",
+              got.get("completed") == final["completed"] and got.get("failed") == final["failed"],
+              f"daemon {got}; Flink {json.dumps(final)}")
+        by = {(src, s): one(m, "checkpoint_sentinel_checkpoints_observed_total", job_id=job, source=src, status=s) or 0
+              for src in ("rest", "trace") for s in ("completed", "failed")}
+        unobserved = {s: one(m, "checkpoint_sentinel_checkpoints_unobserved_total", job_id=job, status=s) or 0
+                      for s in ("completed", "failed")}
+        failed_in_history = sum(1 for h in seen.values() if h["status"] == "FAILED")
+        without_history = final["failed"] - failed_in_history
+        check("traces: every checkpoint counted exactly once, none unobserved",
+              by[("rest", "completed")] + by[("trace", "completed")] == final["completed"]
+              and unobserved["completed"] == 0 and by[("trace", "completed")] > 0
+              and unobserved["failed"] == without_history,
+              f"completed by trace {by[('trace', 'completed')]:.0f} + by rest {by[('rest', 'completed')]:.0f} "
+              f"= Flink {final['completed']}; failed by trace {by[('trace', 'failed')]:.0f} + rest "
+              f"{by[('rest', 'failed')]:.0f}; checkpoint_sentinel_checkpoints_unobserved_total {unobserved} "
+              f"(Flink counted {without_history} failed trigger(s) without a history entry)")
+        r = get_json(f"{daemon}/api/v1/jobs/traces/{job}/checkpoints?limit=10000")
+        ids = [c["id"] for c in r["checkpoints"]]
+        want = list(range(1, final["completed"] + failed_in_history + 1))
+        dupes = len(ids) - len(set(ids))
+        check("traces: the store holds every checkpoint once",
+              sorted(ids) == want and dupes == 0,
+              f"the store returned {len(ids)} ({dupes} duplicates, missing {sorted(set(want) - set(ids))[:10]}, "
+              f"extra {sorted(set(ids) - set(want))[:10]}); Flink's ids 1..{len(want)}")
+        # The polls filled in what the spans lack for the ones Flink still had: the slowest
+        # subtask exists only in Flink's per-subtask details.
+        filled = sum(1 for c in r["checkpoints"] if c.get("slowest_subtask"))
+        check("traces: the polls filled in the details of the checkpoints still in Flink's history",
+              filled >= 10,
+              f"{filled} of {len(ids)} stored checkpoints have the slowest subtask (from REST), "
+              f"{sum(1 for c in r['checkpoints'] if c.get('phases_ms'))} their phases")
+        # What the spans said agrees with Flink's own history for the ones it still has.
+        api = {c["id"]: c for c in r["checkpoints"]}
+        compared = [(i, h["end_to_end_duration"], api.get(i, {}).get("end_to_end_ms")) for i, h in seen.items()
+                    if h["status"] == "COMPLETED"]
+        off = [c for c in compared if c[1] != c[2]]
+        check("traces: each checkpoint's end-to-end duration is Flink's",
+              compared and not off, f"{len(compared)} compared with Flink's history, differing: {off[:5]}")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def prometheus(env):
     q = urllib.parse.quote("count(last_over_time(flink_checkpoints_total[15m]))")
     value = None
@@ -594,7 +703,7 @@ def main():
     ap.add_argument("--only", nargs="*")
     a = ap.parse_args()
     env = Env(a)
-    for scenario in (healthy, expired, declined, backpressure, failover, store, savepoint, prometheus):
+    for scenario in (healthy, expired, declined, backpressure, failover, store, savepoint, traces, prometheus):
         if a.only and scenario.__name__ not in a.only:
             continue
         print(f"--- {scenario.__name__} (Flink {a.version})", flush=True)

@@ -246,6 +246,7 @@ mod tests {
             tailer: "t".into(),
             events: vec![LogEvent::new("k".into(), severity, String::new())],
             positions: Default::default(),
+            spans: Vec::new(),
         })
     }
 

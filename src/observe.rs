@@ -369,6 +369,44 @@ pub struct LogRead {
     pub events: Vec<LogEvent>,
     /// Where it stands after them: the first byte of each file not yet turned into events.
     pub positions: TailerPositions,
+    /// Checkpoint spans of Flink's Slf4j trace reporter read in the same cycle, in file order
+    /// (the second source of finished checkpoints, beside the poller).
+    pub spans: Vec<CheckpointSpan>,
+}
+
+/// A finished checkpoint as Flink's trace reporter reported it (a `Checkpoint` span, Flink
+/// 1.19+, read from the Slf4j trace reporter's log lines by `logs::trace`). What a version does
+/// not emit is `None` (1.20 has sizes only; 2.x adds the type and the slowest subtask's phases).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CheckpointSpan {
+    /// The configured cluster the log belongs to.
+    pub cluster: String,
+    /// Flink's job id.
+    pub job_id: String,
+    /// Checkpoint id.
+    pub id: u64,
+    /// Completed or failed.
+    pub status: CheckpointStatus,
+    /// From `checkpointType` and `isUnaligned` (2.x); `None` when the span does not say.
+    pub kind: Option<SnapshotKind>,
+    /// The span's start: the trigger time.
+    pub triggered_at: Timestamp,
+    /// The span's end: completion (the latest acknowledgement); `None` for a failed one no
+    /// subtask acknowledged (Flink reports -1).
+    pub finished_at: Option<Timestamp>,
+    /// `checkpointedSize`.
+    pub checkpointed_bytes: Option<u64>,
+    /// `fullSize`.
+    pub full_state_bytes: Option<u64>,
+    /// `sumProcessedDataBytes`.
+    pub processed_bytes: Option<u64>,
+    /// `sumPersistedDataBytes`.
+    pub persisted_bytes: Option<u64>,
+    /// The largest over the subtasks of the start delay, alignment, sync and async durations
+    /// (`max…Ms`), ms.
+    pub max_phases_ms: [Option<u64>; 4],
+    /// The log line's own timestamp text.
+    pub logged_at: Option<String>,
 }
 
 impl LogEvent {

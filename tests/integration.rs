@@ -37,3 +37,4 @@ mod shadow;
 mod store;
 mod tidy;
 mod tls;
+mod traces;

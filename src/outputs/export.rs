@@ -384,6 +384,12 @@ pub const METRICS: &[MetricDef] = &[
         "Checkpoints counted from Flink's counts without their own details: before the first poll, or more than web.checkpoints.history went by between two polls."
     ),
     metric!(
+        "checkpoint_sentinel_checkpoints_observed_total",
+        Counter,
+        &["cluster", "job_id", "job_name", "source", "status"],
+        "Checkpoints counted by the source that reported each first: rest (the poll of Flink's history) or trace (a checkpoint span of Flink's Slf4j trace reporter, read from the JobManager log). Each checkpoint counts once; with the unobserved ones they add up to what the daemon counted of Flink's counts."
+    ),
+    metric!(
         "checkpoint_sentinel_clamped_values_total",
         Counter,
         &[],
@@ -1117,6 +1123,13 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
                     &with_status,
                     Value::Number(job.unobserved.get(status) as f64),
                 );
+                for (source, totals) in [("rest", &job.traced.by_rest), ("trace", &job.traced.by_trace)] {
+                    out.push(
+                        family!("checkpoint_sentinel_checkpoints_observed_total"),
+                        &[labels[0], labels[1], labels[2], ("source", source), ("status", status.as_str())],
+                        Value::Number(totals.get(status) as f64),
+                    );
+                }
             }
             for status in [CheckpointStatus::Completed, CheckpointStatus::Failed] {
                 out.push(

@@ -8,11 +8,12 @@ pub mod logs;
 pub mod outbox;
 pub mod persist;
 pub mod store;
+pub mod traced;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::observe::{
-    CheckpointCounts, CheckpointSettings, CheckpointStatus, ClusterPoll, FinishedCheckpoint,
+    CheckpointCounts, CheckpointSettings, CheckpointSpan, CheckpointStatus, ClusterPoll, FinishedCheckpoint,
     InProgressCheckpoint, JobKey, JobLoadReport, JobPoll, LogEvent, Observation, SnapshotKind,
 };
 use crate::shadow::Shadow;
@@ -89,7 +90,13 @@ pub struct ClusterState {
     /// Checkpoint lines of jobs not polled yet (a job's first lines come before the poll that
     /// lists it), handed to the job when it appears; at most [`UNCLAIMED_LOG_EVENTS`].
     unclaimed: VecDeque<(LogEvent, Timestamp)>,
+    /// Checkpoint spans of jobs not polled yet, counted when the job's first poll lists it
+    /// (before that poll is applied); at most [`UNCLAIMED_SPANS`], persisted.
+    pub unclaimed_spans: VecDeque<CheckpointSpan>,
 }
+
+/// How many checkpoint spans of jobs not known yet a cluster keeps for them.
+pub const UNCLAIMED_SPANS: usize = 256;
 
 /// How many checkpoint lines of jobs not known yet a cluster keeps for them.
 const UNCLAIMED_LOG_EVENTS: usize = 256;
@@ -172,6 +179,10 @@ pub struct LoggedCheckpoint {
     pub triggered_at: Option<Timestamp>,
     /// Whether a line said it completed, expired, was declined or failed.
     pub finished: bool,
+    /// Whether its trigger line said it was a savepoint (`type=SavepointType{…}`).
+    pub savepoint: bool,
+    /// A line said it failed: `Some(true)` when the job was stopping (no checkpoint failure).
+    pub failed_stopping: Option<bool>,
 }
 
 /// Failed checkpoints the daemon knows of, from whichever source said so first: a JobManager
@@ -463,6 +474,18 @@ pub struct JobState {
     pub savepoints: outbox::SavepointStats,
     /// Records counted by the poll being applied, moved to `State::outbox` right after it.
     outbox: Vec<outbox::StoredCheckpoint>,
+    /// Checkpoints counted from Flink's trace spans ahead of the poll, and counts by source
+    /// (persisted).
+    pub traced: traced::Traced,
+}
+
+/// How a failed checkpoint joins the job's consecutive failures when it is recorded.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Streak {
+    /// By its failure message and kind (a stop failure and a savepoint do not count).
+    ByMessage,
+    /// Not now: a span's failure whose cause no line has told yet, or a stop failure.
+    Not,
 }
 
 /// The subtask that held a failed checkpoint up, among those that did not acknowledge before
@@ -547,6 +570,7 @@ impl JobState {
             total_and_max_id: None,
             logged: BTreeMap::new(),
             failures: FailureEvidence::default(),
+            traced: traced::Traced::default(),
         }
     }
 
@@ -608,6 +632,7 @@ impl JobState {
         let entry = self.logged.entry(id).or_default();
         if event.kind == "triggered" {
             entry.triggered_at = logged_trigger_time(&event.message).or(entry.triggered_at);
+            entry.savepoint |= event.detail.as_deref().is_some_and(|d| d.contains("Savepoint"));
         } else {
             entry.finished = true;
         }
@@ -624,6 +649,136 @@ impl JobState {
         if failed && !shutdown {
             self.failures.count(id, now);
         }
+        if failed {
+            if let Some(entry) = self.logged.get_mut(&id) {
+                entry.failed_stopping = Some(shutdown);
+            }
+            self.span_failure_told(id, shutdown);
+        }
+    }
+
+    /// The cause of a failure a span counted is told (by a log line, or by the poll): unless
+    /// the job was stopping, or it was a savepoint, or a checkpoint completed after it, it joins
+    /// the consecutive failures now.
+    fn span_failure_told(&mut self, id: u64, stopping: bool) {
+        if !self.traced.take_cause(id) || stopping {
+            return;
+        }
+        let Some(record) = self.recent.iter().rev().find(|r| r.id == id) else { return };
+        let completed_since = self.last_completed.as_ref().is_some_and(|c| c.id > id);
+        if record.kind != SnapshotKind::Savepoint && !completed_since {
+            let at = record.finished_at;
+            self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+            self.failing_since.get_or_insert(at);
+        }
+    }
+
+    /// A checkpoint span of Flink's trace reporter (`logs::trace`), the second source of
+    /// finished checkpoints. Counted here unless the job counted its id already (by the poll or
+    /// an earlier span: a no-op) or a poll since counted it among the unobserved (its id is
+    /// below the newest one a poll brought: a late span, a no-op too). Its per-phase maxima
+    /// and sizes go where the poll's would; what the span lacks, the poll fills in later.
+    fn observe_span(&mut self, span: &CheckpointSpan, now: Timestamp, window: WindowSpec) {
+        if self.seen.contains(span.id) {
+            self.traced.duplicate_spans = self.traced.duplicate_spans.saturating_add(1);
+            return;
+        }
+        if self.newest.is_some_and(|(newest, _)| span.id < newest) {
+            self.traced.late_spans = self.traced.late_spans.saturating_add(1);
+            return;
+        }
+        self.seen.insert(span.id);
+        let logged = self.logged.get(&span.id).copied().unwrap_or_default();
+        let kind = span.kind.unwrap_or(if logged.savepoint {
+            SnapshotKind::Savepoint
+        } else {
+            SnapshotKind::Checkpoint
+        });
+        let checkpoint = FinishedCheckpoint {
+            id: span.id,
+            status: span.status,
+            kind,
+            triggered_at: span.triggered_at,
+            // A failure no subtask acknowledged has no end in the span: it was logged now.
+            finished_at: span.finished_at.unwrap_or(now),
+            end_to_end_ms: span.finished_at.map(|end| end.since(span.triggered_at)),
+            checkpointed_bytes: span.checkpointed_bytes,
+            full_state_bytes: span.full_state_bytes,
+            processed_bytes: span.processed_bytes,
+            persisted_bytes: span.persisted_bytes,
+            num_subtasks: 0,
+            num_acknowledged: 0,
+            failure_message: None,
+            operators: Vec::new(),
+        };
+        self.traced.counted_by_span(span.id, span.status);
+        let streak = match (span.status, logged.failed_stopping) {
+            (CheckpointStatus::Failed, Some(stopping)) => {
+                // The failure line came first: its cause is known.
+                self.traced.take_cause(span.id);
+                if stopping { Streak::Not } else { Streak::ByMessage }
+            }
+            (CheckpointStatus::Failed, None) => Streak::Not,
+            (CheckpointStatus::Completed, _) => Streak::ByMessage,
+        };
+        if self.record_from(&checkpoint, Some(span.max_phases_ms), streak, now, window) {
+            self.p95_history.sample(&self.phases, now);
+        }
+    }
+
+    /// The poll brought a checkpoint a span counted: what the span lacked (per-subtask phases,
+    /// the slowest subtask, the failure message, sizes it did not carry) is filled in, the
+    /// record replaced (the store rewrites it under the same key) and nothing counted again.
+    /// Returns whether the phase histograms changed.
+    fn fill(&mut self, checkpoint: &FinishedCheckpoint, at: Timestamp, window: WindowSpec) -> bool {
+        let Some(pos) = self.recent.iter().position(|r| r.id == checkpoint.id) else {
+            // Out of the recent ring already: the store record stays the span's.
+            return false;
+        };
+        let before = self.recent[pos].clone();
+        let (record, _) = self.build_record(checkpoint, None);
+        if checkpoint.kind == SnapshotKind::Savepoint && before.kind != SnapshotKind::Savepoint {
+            self.savepoints.observe(&record);
+        }
+        let stored = outbox::StoredCheckpoint::new(&record, checkpoint, |op, i| {
+            self.subtask_location(op, i).map(str::to_owned)
+        });
+        self.outbox.push(stored);
+        for last in [&mut self.last_completed, &mut self.last_failed] {
+            if last.as_ref().is_some_and(|l| l.id == record.id && l.triggered_at == record.triggered_at) {
+                *last = Some(record.clone());
+            }
+        }
+        self.recent[pos] = record.clone();
+        if checkpoint.status == CheckpointStatus::Failed {
+            let stopping = is_stop_failure(checkpoint.failure_message.as_deref())
+                || checkpoint.failure_message.as_deref().is_some_and(is_shutdown_failure);
+            if !stopping && checkpoint.kind != SnapshotKind::Savepoint {
+                self.failures.count(checkpoint.id, at);
+            }
+            self.span_failure_told(checkpoint.id, stopping);
+            return false;
+        }
+        if checkpoint.kind == SnapshotKind::Savepoint {
+            return false;
+        }
+        // Only what the span did not carry goes into the histograms now.
+        let mut changed = false;
+        if before.max_phases_ms.is_none()
+            && let Some(phases) = record.max_phases_ms
+        {
+            for (v, h) in phases.into_iter().zip([
+                &mut self.phases.start_delay,
+                &mut self.phases.alignment,
+                &mut self.phases.sync,
+                &mut self.phases.async_,
+            ]) {
+                h.record(v, at);
+            }
+            changed = true;
+        }
+        self.record_operators(checkpoint, at, window);
+        changed
     }
 
     /// Keeps where the subtasks of each vertex in the load report run. A vertex the report
@@ -746,6 +901,7 @@ impl JobState {
             if self.suspect.ids_restarted {
                 // The old ids say nothing about the new ones; the schedule starts over.
                 self.seen = SeenIds::default();
+                self.traced.start_over();
                 self.newest = None;
                 self.shadow.trigger.start_over();
             }
@@ -761,8 +917,13 @@ impl JobState {
         let mut latencies_changed = false;
         for checkpoint in finished {
             if !self.seen.insert(checkpoint.id) {
+                // A span counted it: the poll only fills in what the span lacked.
+                if self.traced.fill(checkpoint.id) {
+                    latencies_changed |= self.fill(checkpoint, poll.polled_at, window);
+                }
                 continue;
             }
+            self.traced.counted_by_rest(checkpoint.status);
             match checkpoint.status {
                 CheckpointStatus::Completed => newly_seen.completed += 1,
                 CheckpointStatus::Failed => {
@@ -805,8 +966,15 @@ impl JobState {
         .min(delta_failed);
         self.failed_without_id = self.failed_without_id.saturating_add(without_id);
         self.total_and_max_id = Some((total, max_id));
-        let unseen_completed = delta_completed.saturating_sub(newly_seen.completed);
-        let unseen_failed = delta_failed.saturating_sub(newly_seen.failed);
+        // Checkpoints spans counted since earlier polls are behind as much of the rise of
+        // Flink's counts as they reach; only the rest went by unobserved.
+        let by_spans = self.traced.reconcile(Totals {
+            completed: delta_completed.saturating_sub(newly_seen.completed),
+            failed: delta_failed.saturating_sub(newly_seen.failed),
+        });
+        self.traced.prune(poll.finished.iter().map(|cp| cp.id).min());
+        let unseen_completed = delta_completed.saturating_sub(newly_seen.completed + by_spans.completed);
+        let unseen_failed = delta_failed.saturating_sub(newly_seen.failed + by_spans.failed);
         let unseen_failed_with_id = unseen_failed.saturating_sub(without_id);
         if unseen_completed > 0 {
             // A checkpoint completed between polls without its details: the run of failures
@@ -854,6 +1022,16 @@ impl JobState {
 
     /// Records a newly seen checkpoint; returns whether it went into the phase histograms.
     fn record(&mut self, checkpoint: &FinishedCheckpoint, at: Timestamp, window: WindowSpec) -> bool {
+        self.record_from(checkpoint, None, Streak::ByMessage, at, window)
+    }
+
+    /// The record of a checkpoint: the slowest subtask's phases from its per-subtask details, or
+    /// the maxima a span carried when it has none.
+    fn build_record(
+        &self,
+        checkpoint: &FinishedCheckpoint,
+        span_phases: Option<[Option<u64>; 4]>,
+    ) -> (CheckpointRecord, [Option<u64>; 4]) {
         let acknowledged = || {
             checkpoint
                 .operators
@@ -864,12 +1042,15 @@ impl JobState {
         let max_of = |f: fn(&crate::observe::SubtaskCheckpoint) -> Option<u64>| {
             acknowledged().filter_map(|(_, st)| f(st)).max()
         };
-        let max_phases = [
-            max_of(|st| st.start_delay_ms),
-            max_of(|st| st.alignment_ms),
-            max_of(|st| st.sync_ms),
-            max_of(|st| st.async_ms),
-        ];
+        let max_phases = match span_phases {
+            Some(phases) if checkpoint.operators.is_empty() => phases,
+            _ => [
+                max_of(|st| st.start_delay_ms),
+                max_of(|st| st.alignment_ms),
+                max_of(|st| st.sync_ms),
+                max_of(|st| st.async_ms),
+            ],
+        };
         let slowest = acknowledged()
             .filter(|(_, st)| st.end_to_end_ms.is_some())
             .max_by_key(|(_, st)| st.end_to_end_ms);
@@ -896,6 +1077,19 @@ impl JobState {
                 .then_some((checkpoint.num_acknowledged, checkpoint.num_subtasks)),
             holdout,
         };
+        (record, max_phases)
+    }
+
+    /// [`JobState::record`] of a checkpoint from either source (`span_phases` from a span).
+    fn record_from(
+        &mut self,
+        checkpoint: &FinishedCheckpoint,
+        span_phases: Option<[Option<u64>; 4]>,
+        streak: Streak,
+        at: Timestamp,
+        window: WindowSpec,
+    ) -> bool {
+        let (record, max_phases) = self.build_record(checkpoint, span_phases);
         // Counted once, here: the store gets its record, and a savepoint its own counters.
         self.savepoints.observe(&record);
         let stored = outbox::StoredCheckpoint::new(&record, checkpoint, |op, i| {
@@ -919,7 +1113,8 @@ impl JobState {
             // A failed savepoint is not one of the checkpoint failures Flink tolerates a
             // number of (`CheckpointFailureManager` counts periodic checkpoints only).
             CheckpointStatus::Failed
-                if !is_stop_failure(checkpoint.failure_message.as_deref())
+                if streak == Streak::ByMessage
+                    && !is_stop_failure(checkpoint.failure_message.as_deref())
                     && checkpoint.kind != SnapshotKind::Savepoint =>
             {
                 self.consecutive_failures = self.consecutive_failures.saturating_add(1);
@@ -971,6 +1166,12 @@ impl JobState {
                 histogram.record(v, at);
             }
         }
+        self.record_operators(checkpoint, at, window);
+        true
+    }
+
+    /// The per-operator histograms of a completed checkpoint's acknowledged subtasks.
+    fn record_operators(&mut self, checkpoint: &FinishedCheckpoint, at: Timestamp, window: WindowSpec) {
         for op in &checkpoint.operators {
             let state = self.operators.entry(op.vertex_id.clone()).or_insert_with(|| OperatorState {
                 name: op.name.clone(),
@@ -997,7 +1198,6 @@ impl JobState {
                 }
             }
         }
-        true
     }
 
     fn expire(&mut self, now: Timestamp) {
@@ -1141,6 +1341,18 @@ impl State {
                         job.observe_log_event(&event, at);
                     }
                 }
+                // Spans of this job read before its first poll count first: the poll then knows
+                // them (a span of a checkpoint the poll counts is a no-op the other way round).
+                if cluster.unclaimed_spans.iter().any(|s| s.job_id == poll.key.job_id) {
+                    let (mine, others): (VecDeque<_>, VecDeque<_>) =
+                        std::mem::take(&mut cluster.unclaimed_spans)
+                            .into_iter()
+                            .partition(|s| s.job_id == poll.key.job_id);
+                    cluster.unclaimed_spans = others;
+                    for span in &mine {
+                        job.observe_span(span, now, window);
+                    }
+                }
                 job.apply_poll(poll, window);
                 let counted = std::mem::take(&mut job.outbox);
                 self.outbox.extend(&poll.key.cluster, &poll.key.job_id, counted);
@@ -1165,10 +1377,33 @@ impl State {
                 }
             }
             Observation::LogRead(read) => {
+                let window = self.window;
                 let cluster = self.cluster_mut(&read.cluster);
                 cluster.logs.apply_read(read);
                 for event in &read.events {
                     cluster.observe_log_event(event, now);
+                }
+                // After the lines of the same read: a failure line that came first tells the
+                // cause of its span's failure.
+                let mut counted = Vec::new();
+                for span in &read.spans {
+                    match cluster.jobs.get_mut(&span.job_id) {
+                        Some(job) => {
+                            job.observe_span(span, now, window);
+                            if !job.outbox.is_empty() {
+                                counted.push((span.job_id.clone(), std::mem::take(&mut job.outbox)));
+                            }
+                        }
+                        None => {
+                            cluster.unclaimed_spans.push_back(span.clone());
+                            if cluster.unclaimed_spans.len() > UNCLAIMED_SPANS {
+                                cluster.unclaimed_spans.pop_front();
+                            }
+                        }
+                    }
+                }
+                for (job_id, records) in counted {
+                    self.outbox.extend(&read.cluster, &job_id, records);
                 }
             }
             Observation::LogTailer(report) => self.cluster_mut(&report.cluster).logs.apply_report(report),
@@ -1200,6 +1435,7 @@ impl State {
             .filter(|(id, at)| {
                 job.is_none_or(|j| {
                     !j.seen.contains(*id)
+                        || j.traced.wants_details(*id)
                         || j.newest.is_some_and(|(newest, t)| *id <= newest && at.millis() > t.millis())
                 })
             })
@@ -1238,6 +1474,7 @@ impl State {
             jobs: BTreeMap::new(),
             logs: logs::LogState::default(),
             unclaimed: VecDeque::new(),
+            unclaimed_spans: VecDeque::new(),
         })
     }
 

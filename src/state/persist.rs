@@ -18,7 +18,9 @@ use super::{
     CheckpointRecord, ClusterState, FailureEvidence, JobState, OperatorState, PhaseHistograms, SeenIds,
     SizeHistograms, State, Totals,
 };
-use crate::observe::{CheckpointCounts, LogEvent, TailerPositions, intern_cause, intern_source};
+use crate::observe::{
+    CheckpointCounts, CheckpointSpan, LogEvent, TailerPositions, intern_cause, intern_source,
+};
 use crate::stats::{PersistedHistogram, WindowSpec, WindowedHistogram};
 use crate::time::Timestamp;
 
@@ -76,10 +78,15 @@ pub struct PersistedLogs {
     recent: Vec<LogEvent>,
     /// By tailer id.
     positions: BTreeMap<String, TailerPositions>,
+    /// Checkpoint spans of jobs not polled yet (read before the positions). Added within
+    /// version 1: earlier files have none.
+    #[serde(default)]
+    unclaimed_spans: Vec<CheckpointSpan>,
 }
 
-fn logs_out(logs: &LogState) -> PersistedLogs {
+fn logs_out(logs: &LogState, unclaimed_spans: &VecDeque<CheckpointSpan>) -> PersistedLogs {
     PersistedLogs {
+        unclaimed_spans: unclaimed_spans.iter().cloned().collect(),
         events: logs
             .events
             .iter()
@@ -92,7 +99,8 @@ fn logs_out(logs: &LogState) -> PersistedLogs {
     }
 }
 
-fn logs_in(persisted: PersistedLogs, logs: &mut LogState) {
+fn logs_in(persisted: PersistedLogs, logs: &mut LogState, unclaimed_spans: &mut VecDeque<CheckpointSpan>) {
+    *unclaimed_spans = persisted.unclaimed_spans.into();
     for (job, kind, source, n) in persisted.events {
         *logs.events.entry((job, kind, intern_source(&source))).or_insert(0) += n;
     }
@@ -128,6 +136,10 @@ pub struct PersistedJob {
     /// Savepoint counters; added within version 1 (earlier files have none).
     #[serde(default)]
     savepoints: super::outbox::SavepointStats,
+    /// Checkpoints counted from trace spans not yet met by a poll, and counts by source;
+    /// added within version 1 (earlier files have none).
+    #[serde(default)]
+    traced: super::traced::Traced,
 }
 
 /// One operator's durable state.
@@ -188,6 +200,7 @@ pub fn snapshot(state: &State) -> PersistedState {
                             })
                             .collect(),
                         failures: job.failures.clone(),
+                        traced: job.traced.clone(),
                     };
                     (id.clone(), persisted)
                 })
@@ -195,7 +208,11 @@ pub fn snapshot(state: &State) -> PersistedState {
             (name.clone(), jobs)
         })
         .collect();
-    let logs = state.clusters.iter().map(|(name, cluster)| (name.clone(), logs_out(&cluster.logs))).collect();
+    let logs = state
+        .clusters
+        .iter()
+        .map(|(name, cluster)| (name.clone(), logs_out(&cluster.logs, &cluster.unclaimed_spans)))
+        .collect();
     PersistedState::V1 { clusters, logs }
 }
 
@@ -204,7 +221,8 @@ pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
     let mut state = State::new(window);
     let PersistedState::V1 { clusters, logs } = persisted;
     for (name, persisted) in logs {
-        logs_in(persisted, &mut state.cluster_mut(&name).logs);
+        let cluster = state.cluster_mut(&name);
+        logs_in(persisted, &mut cluster.logs, &mut cluster.unclaimed_spans);
     }
     for (name, jobs) in clusters {
         let cluster = state.cluster_mut(&name);
@@ -219,6 +237,7 @@ pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
             restored.last_failed = job.last_failed;
             restored.recent = job.recent;
             restored.failures = job.failures;
+            restored.traced = job.traced;
             restored.recount_consecutive_failures();
             // The newest finished checkpoint, to see ids that restart while the daemon was down.
             restored.newest = [&restored.last_completed, &restored.last_failed]
@@ -329,6 +348,7 @@ mod tests {
             tailer: "t".into(),
             events,
             positions: TailerPositions { written_at_ms: 7, files: vec![file] },
+            spans: Vec::new(),
         })
     }
 

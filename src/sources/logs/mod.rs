@@ -4,6 +4,8 @@
 //! * [`parse`]: pure line recognition, stack-trace grouping and root-cause classification.
 //! * [`offsets`]: file fingerprints and the atomically persisted read positions.
 //! * [`tail`]: the follower (metadata polling, `notify` events as a wake-up hint).
+//! * [`trace`]: checkpoint spans of Flink's Slf4j trace reporter (the second source of finished
+//!   checkpoints).
 //!
 //! The offline analysis behind `checkpoint-sentinel scan-logs` is a command:
 //! [`crate::commands::scan_logs`].
@@ -11,3 +13,4 @@
 pub mod offsets;
 pub mod parse;
 pub mod tail;
+pub mod trace;

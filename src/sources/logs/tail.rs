@@ -35,9 +35,10 @@ use tokio::task::JoinHandle;
 
 use super::offsets::{self, FileId, FilePosition, TailerPositions};
 use super::parse::{LineSplitter, Patterns, RecordParser, UserPattern};
+use super::trace;
 use crate::app::AppState;
 use crate::config::{LogConfig, StartAt};
-use crate::observe::{LogEvent, LogRead, Observation, TailerReport};
+use crate::observe::{CheckpointSpan, LogEvent, LogRead, Observation, TailerReport};
 
 /// Bytes read from one file per cycle before the others get their turn.
 const READ_BUDGET: usize = 8 << 20;
@@ -196,6 +197,8 @@ pub struct TailCore {
     files_cut: u64,
     /// Files already counted as cut (so a file left out is counted once).
     cut_ids: HashSet<FileId>,
+    /// Checkpoint spans of Flink's trace reporter read since the last [`TailCore::read`].
+    spans: Vec<CheckpointSpan>,
 }
 
 impl TailCore {
@@ -227,6 +230,7 @@ impl TailCore {
             warned: HashMap::new(),
             files_cut: 0,
             cut_ids: HashSet::new(),
+            spans: Vec::new(),
         }
     }
 
@@ -276,14 +280,25 @@ impl TailCore {
         std::mem::take(&mut self.moved)
     }
 
-    /// The events of a cycle with the positions after them, as one observation.
-    pub fn read(&self, events: Vec<LogEvent>) -> LogRead {
+    /// The events of a cycle with the positions after them, as one observation, and the
+    /// checkpoint spans read since the last call.
+    pub fn read(&mut self, events: Vec<LogEvent>) -> LogRead {
+        let mut spans = std::mem::take(&mut self.spans);
+        for span in &mut spans {
+            span.cluster.clone_from(&self.opts.cluster);
+        }
         LogRead {
             cluster: self.opts.cluster.clone(),
             tailer: self.opts.id.clone(),
             events,
             positions: self.positions(),
+            spans,
         }
+    }
+
+    /// Whether checkpoint spans were read since the last [`TailCore::read`].
+    pub fn has_spans(&self) -> bool {
+        !self.spans.is_empty()
     }
 
     /// Directories to watch for the wake-up hint: the fixed prefix of each glob.
@@ -463,7 +478,7 @@ impl TailCore {
         for f in &mut self.followers {
             let before = events.len();
             let (lines, oversize) = (f.splitter.lines, f.splitter.oversize);
-            match read_some(f, &mut chunk, self.opts.read_budget, &mut events) {
+            match read_some(f, &mut chunk, self.opts.read_budget, &mut events, &mut self.spans) {
                 Ok((n, budget_left)) => {
                     self.stats.bytes += n as u64;
                     if n > 0 {
@@ -487,7 +502,11 @@ impl TailCore {
             if f.gone && quiet >= self.opts.drop_after {
                 let parser = &mut f.parser;
                 let mut tail = Vec::new();
-                f.splitter.finish(|line, offset| parser.push_line(line, offset, &mut tail));
+                let spans = &mut self.spans;
+                f.splitter.finish(|line, offset| {
+                    spans.extend(trace::parse_line(line));
+                    parser.push_line(line, offset, &mut tail)
+                });
                 parser.flush(&mut tail);
                 events.extend(tail);
             }
@@ -743,6 +762,7 @@ fn read_some(
     chunk: &mut [u8],
     budget: usize,
     events: &mut Vec<LogEvent>,
+    spans: &mut Vec<CheckpointSpan>,
 ) -> io::Result<(usize, bool)> {
     let mut total = 0;
     while total < budget {
@@ -765,7 +785,13 @@ fn read_some(
         total += n;
         extend_head(&mut f.head, f.splitter.offset(), &chunk[..n]);
         let parser = &mut f.parser;
-        f.splitter.feed(&chunk[..n], |line, offset| parser.push_line(line, offset, events));
+        // A span line is taken as it is read: spans count by (job, checkpoint id), so one read
+        // again after a restart (the position may stand before it, at a record held for its
+        // stack trace) is a no-op.
+        f.splitter.feed(&chunk[..n], |line, offset| {
+            spans.extend(trace::parse_line(line));
+            parser.push_line(line, offset, events)
+        });
     }
     Ok((total, false))
 }
@@ -933,7 +959,7 @@ async fn run(
             let events = c.cycle(Instant::now());
             // The events and the positions after them go into the state as one observation:
             // whatever snapshot of the state is persisted holds both or neither.
-            if c.take_moved() || !events.is_empty() {
+            if c.take_moved() || !events.is_empty() || c.has_spans() {
                 app_for_cycle.apply(&Observation::LogRead(c.read(events)));
             }
             let cut = c.take_files_cut();
