@@ -117,7 +117,7 @@ fn every_captured_restore_is_counted_once_with_what_it_restored_from() {
     }
 }
 
-/// A live capture of the e2e failover scenario on Flink 2.3.0 (around its restart, about a
+/// A live capture of the e2e failover scenario on Flink 2.3.0 or 1.20.5 (around its restart, about a
 /// poll a second), served step by step.
 struct Live {
     dir: PathBuf,
@@ -160,8 +160,10 @@ async fn live_server(version: &str) -> (String, Arc<Live>) {
         step: AtomicUsize::new(0),
         subtasktimes_requests: AtomicUsize::new(0),
     });
+    let v = version.to_string();
+    let config = common::fixtures().join(format!("flink-{version}/failover/rest/checkpoints-config.json"));
     let app = Router::new()
-        .route("/overview", get(|| async { json(serde_json::json!({"flink-version": "2.3.0", "taskmanagers": 1})) }))
+        .route("/overview", get(move || async move { json(serde_json::json!({"flink-version": v, "taskmanagers": 1})) }))
         .route(
             "/jobs/overview",
             get(|AxumState(l): L| async move {
@@ -180,9 +182,7 @@ async fn live_server(version: &str) -> (String, Arc<Live>) {
         )
         .route(
             "/jobs/{job}/checkpoints/config",
-            get(|| async {
-                json(read_json(&common::fixtures().join("flink-2.3.0/failover/rest/checkpoints-config.json")))
-            }),
+            get(move || async move { json(read_json(&config)) }),
         )
         .route(
             "/jobs/{job}/vertices/{vertex}/subtasktimes",
@@ -207,15 +207,8 @@ async fn live_server(version: &str) -> (String, Arc<Live>) {
 #[tokio::test]
 async fn the_poller_times_a_live_failover_restore_from_the_restore_to_the_last_subtask_running() {
     let (url, live) = live_server("2.3.0").await;
-    let app = Arc::new(AppState::new(State::new(WINDOW)));
-    let mut poller = Poller::new(ClusterConfig::new("lab", &url), app.clone()).unwrap();
-    for _ in 0..live.steps.len() + 3 {
-        assert!(poller.round().await);
-    }
-    let state = app.state.read().unwrap();
-    let job = &state.clusters()["lab"].jobs[&live.job_id];
-    assert_eq!(job.restores.totals.checkpoint, 1);
-    let r = job.restores.latest().unwrap();
+    let view = poll_live(&url, &live).await;
+    let r = &view.restore;
     assert_eq!(r.outcome, RestoreOutcome::Measured);
     assert_eq!(r.from.checkpoint_id, Some(12));
     assert_eq!(r.from.restored_at, Timestamp(1796149336596));
@@ -226,24 +219,18 @@ async fn the_poller_times_a_live_failover_restore_from_the_restore_to_the_last_s
     let last = r.last_subtask.as_ref().unwrap();
     assert_eq!((last.operator.as_str(), last.subtask, last.initializing_ms), ("stateful-map", 0, Some(236)));
     assert_eq!(r.subtasks, 6);
-    // 3 vertices, looked at once: the restore was complete the first time (no request before
-    // the restore, none after it was timed).
-    assert_eq!(live.subtasktimes_requests.load(Ordering::SeqCst), 3);
 
-    let now = Timestamp(1796149340000);
-    let text = metrics(&state, now);
+    let text = &view.metrics;
     let job_label = [("job_id", live.job_id.as_str())];
-    assert_eq!(metric(&text, "flink_job_last_restore_duration_seconds", &job_label), Some(0.427));
-    assert_eq!(metric(&text, "flink_job_last_restore_downtime_seconds", &job_label), Some(3.454));
-    assert_eq!(metric(&text, "flink_job_last_restore_timestamp_seconds", &job_label), Some(1796149336.596));
-    assert_eq!(metric(&text, "flink_job_last_restore_checkpoint_id", &job_label), Some(12.0));
+    assert_eq!(metric(text, "flink_job_last_restore_duration_seconds", &job_label), Some(0.427));
+    assert_eq!(metric(text, "flink_job_last_restore_downtime_seconds", &job_label), Some(3.454));
+    assert_eq!(metric(text, "flink_job_last_restore_timestamp_seconds", &job_label), Some(1796149336.596));
+    assert_eq!(metric(text, "flink_job_last_restore_checkpoint_id", &job_label), Some(12.0));
     let from = |f| [("job_id", live.job_id.as_str()), ("from", f)];
-    assert_eq!(metric(&text, "flink_job_restores_total", &from("checkpoint")), Some(1.0));
-    assert_eq!(metric(&text, "flink_job_restores_total", &from("savepoint")), Some(0.0));
+    assert_eq!(metric(text, "flink_job_restores_total", &from("checkpoint")), Some(1.0));
+    assert_eq!(metric(text, "flink_job_restores_total", &from("savepoint")), Some(0.0));
 
-    let view =
-        checkpoint_sentinel::api::job(&state, &AlertsView::default(), "lab", &live.job_id, now).unwrap();
-    let v = serde_json::to_value(&view).unwrap();
+    let v = &view.api;
     assert_eq!(v["latest_restore"]["duration_ms"], 427);
     assert_eq!(v["latest_restore"]["status"], "measured");
     assert_eq!(v["restores"]["from_checkpoint"], 1);
@@ -301,4 +288,51 @@ fn a_restore_still_running_says_so_and_an_untimed_one_says_why() {
     assert!(
         v["latest_restore"]["text"].as_str().unwrap().starts_with("Restored from savepoint 7; not timed")
     );
+}
+
+/// What the poller made of a live capture.
+struct Polled {
+    restore: checkpoint_sentinel::state::restore::RestoreRecord,
+    metrics: String,
+    api: Value,
+}
+
+/// Runs the real poller over every step of a live capture (and a few polls more): the restore
+/// is counted once, and its subtasks are fetched once per vertex, since it was complete the
+/// first time the poller looked (no request before the restore, none after it was timed).
+async fn poll_live(url: &str, live: &Arc<Live>) -> Polled {
+    let app = Arc::new(AppState::new(State::new(WINDOW)));
+    let mut poller = Poller::new(ClusterConfig::new("lab", url), app.clone()).unwrap();
+    for _ in 0..live.steps.len() + 3 {
+        assert!(poller.round().await);
+    }
+    let state = app.state.read().unwrap();
+    let job = &state.clusters()["lab"].jobs[&live.job_id];
+    let once = checkpoint_sentinel::state::restore::RestoreTotals { checkpoint: 1, savepoint: 0 };
+    assert_eq!(job.restores.totals, once);
+    assert_eq!(live.subtasktimes_requests.load(Ordering::SeqCst), 3, "3 vertices, looked at once");
+    let restore = job.restores.latest().unwrap().clone();
+    let now = restore.running_at.unwrap().plus_millis(3_000);
+    let api =
+        checkpoint_sentinel::api::job(&state, &AlertsView::default(), "lab", &live.job_id, now).unwrap();
+    Polled { restore, metrics: metrics(&state, now), api: serde_json::to_value(&api).unwrap() }
+}
+
+/// The same on the live 1.20.5 capture: restored from checkpoint 12 at …758750, the last
+/// subtask (`stateful-map` #1, 357 ms INITIALIZING) RUNNING at …759419: 669 ms, and 3,694 ms
+/// after RESTARTING (…755725).
+#[tokio::test]
+async fn the_poller_times_the_live_failover_restore_of_1_20_5() {
+    let (url, live) = live_server("1.20.5").await;
+    let view = poll_live(&url, &live).await;
+    let r = &view.restore;
+    assert_eq!(r.outcome, RestoreOutcome::Measured);
+    assert_eq!((r.from.checkpoint_id, r.from.restored_at), (Some(12), Timestamp(1796149758750)));
+    assert_eq!((r.running_at, r.duration_ms), (Some(Timestamp(1796149759419)), Some(669)));
+    assert_eq!((r.restarting_at, r.downtime_ms), (Some(Timestamp(1796149755725)), Some(3_694)));
+    let last = r.last_subtask.as_ref().unwrap();
+    assert_eq!((last.operator.as_str(), last.subtask, last.initializing_ms), ("stateful-map", 1, Some(357)));
+    let job_label = [("job_id", live.job_id.as_str())];
+    assert_eq!(metric(&view.metrics, "flink_job_last_restore_duration_seconds", &job_label), Some(0.669));
+    assert_eq!(view.api["latest_restore"]["downtime_ms"], 3_694);
 }
