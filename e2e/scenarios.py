@@ -21,7 +21,12 @@ Prometheus' API, and runs `checkpoint-sentinel diagnose` against Flink itself:
             subtask in the JSON API equal Flink's subtask details; `diagnose` run live: at risk
             (exit 3), failure class blocking, names the hot subtask and its TaskManager
   failover  killing the TaskManager shows up as a restore (flink_checkpoint_restores_total and
-            a log event of kind "restore")
+            a log event of kind "restore"); the daemon's restore time (API, metric, job page in
+            headless Chromium) equals Flink's restore_timestamp to the last subtask's RUNNING
+            timestamp (/subtasktimes), and the restore is counted once
+  store     every checkpoint in the store exactly once across two kill -9 restarts of the
+            daemon, none unobserved; the job page's 24 h range in headless Chromium draws every
+            stored checkpoint (more than the 32 of the in-memory window the recent view draws)
   prometheus  a real Prometheus scraped the daemon and answers for flink_checkpoints_total
 
 After each scenario's job is cancelled (healthy, expired, declined, backpressure): no alert of
@@ -32,12 +37,15 @@ alert of the job became pending or firing at any second of the run (built-in rul
 Prints one line per assertion with the numbers; exits non-zero if any failed. Stdlib only.
 """
 import argparse
+import html
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -435,7 +443,77 @@ def failover(env):
     events = one(env.metrics(), "flink_checkpoint_log_events_total", job_id=job, kind="restored", source="log") or 0
     check("failover: killing the TaskManager shows up as a restore", bool(restored) and restored >= 1 and events >= 1,
           f"Flink counts.restored={c.get('restored')}, flink_checkpoint_restores_total={restored}, log restore events={events:.0f}")
+    restore_time(env, job)
     env.flink("cancel", env.a.version, job)
+
+
+def flink_restore(env, job):
+    """Flink's own account of the job's latest restore: (restore_timestamp, checkpoint id, when the
+    last subtask entered RUNNING or None while one is not RUNNING, that subtask, the job's RESTARTING
+    time), from /checkpoints, /jobs/<id> and every vertex's /subtasktimes."""
+    r = (env.checkpoints(job).get("latest") or {}).get("restored") or {}
+    details = get_json(f"{env.a.rest}/jobs/{job}")
+    last, running = None, True
+    for v in details["vertices"]:
+        for st in get_json(f"{env.a.rest}/jobs/{job}/vertices/{v['id']}/subtasktimes")["subtasks"]:
+            ts = st["timestamps"]
+            current = max(ts, key=lambda k: ts[k])
+            running &= current in ("RUNNING", "FINISHED") and ts.get("RUNNING", 0) > 0
+            if last is None or ts.get("RUNNING", 0) > last[0]:
+                last = (ts.get("RUNNING", 0), v["name"], st["subtask"])
+    end = last if running and last and last[0] >= r.get("restore_timestamp", 0) else None
+    return r.get("restore_timestamp"), r.get("id"), end, details["timestamps"].get("RESTARTING", 0)
+
+
+def restore_time(env, job):
+    """The daemon's restore time (restore_timestamp until the last subtask RUNNING) equals Flink's
+    own timestamps, and the metrics and the job page say the same."""
+    view, flink = {}, (None, None, None, 0)
+    for _ in range(60):
+        flink = flink_restore(env, job)
+        view = env.daemon_job(job).get("latest_restore") or {}
+        if flink[2] and view.get("status") == "measured" and view.get("at_ms") == flink[0]:
+            break
+        time.sleep(1)
+    at, cid, end, restarting = flink
+    want = end[0] - at if end else None
+    m = env.metrics()
+    gauge = one(m, "flink_job_last_restore_duration_seconds", job_id=job)
+    counted = one(m, "flink_job_restores_total", job_id=job, **{"from": "checkpoint"})
+    check("failover: the restore is timed from Flink's restore_timestamp to the last subtask RUNNING",
+          want is not None and view.get("duration_ms") == want and view.get("checkpoint_id") == cid
+          and gauge is not None and abs(gauge - want / 1000) < 0.0005 and counted == 1,
+          f"Flink: restored checkpoint {cid} at {at}, last subtask RUNNING at {end and end[0]} "
+          f"({end and end[1]} #{end and end[2]}) = {want} ms, RESTARTING at {restarting} "
+          f"(down {end and end[0] - restarting} ms); daemon: {view.get('duration_ms')} ms from checkpoint "
+          f"{view.get('checkpoint_id')}, downtime {view.get('downtime_ms')} ms, last {view.get('last_subtask')}; "
+          f"flink_job_last_restore_duration_seconds {gauge}, flink_job_restores_total{{from=checkpoint}} {counted}")
+    print(f"    measured restore time: {view.get('duration_ms')} ms ({view.get('text')})", flush=True)
+    dom = page(env, f"#/jobs/{env.a.cluster}/{job}")
+    line = re.search(r'<p class="small" id="restore">(.*?)</p>', dom, re.S)
+    text = html.unescape(re.sub(r"<[^>]+>", "", line.group(1))) if line else ""
+    check("failover: the job page shows the restore with the daemon's numbers",
+          bool(line) and (view.get("text") or "?") in text,
+          f"page: {text[:200]!r}")
+
+
+def page(env, fragment):
+    """The DOM of the status page at `fragment`, rendered by headless Chromium (as e2e/ui_check.sh)."""
+    with tempfile.TemporaryDirectory() as profile:
+        out = subprocess.run(
+            [os.environ.get("CHROMIUM", "chromium"), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--virtual-time-budget=8000", "--dump-dom", f"{env.a.daemon}/{fragment}"],
+            capture_output=True, text=True, timeout=120)
+    return out.stdout
+
+
+def timeline_bars(dom):
+    """The checkpoints the page's timeline draws (one <g><title>#id … per bar) and its history note."""
+    svg = re.search(r'aria-label="checkpoint timeline">(.*?)</svg>', dom, re.S)
+    ids = [int(i) for i in re.findall(r"<g><title>#(\d+) ", svg.group(1))] if svg else []
+    note = re.search(r'id="history-note">(.*?)</p>', dom, re.S)
+    return ids, (html.unescape(note.group(1)) if note else None)
 
 
 def restart_daemon(env):
@@ -515,6 +593,18 @@ def store(env):
           unobserved["completed"] == 0 and unobserved["failed"] == without_history,
           f"checkpoint_sentinel_checkpoints_unobserved_total {unobserved}; Flink counted {without_history} "
           f"failed checkpoint(s) that never had a history entry")
+    # The page, in headless Chromium after the restarts: the 24 h range draws the store's records,
+    # every one the API returned, far beyond Flink's history and the in-memory window; the
+    # default (recent) view draws only the in-memory window (its bound is the negative control:
+    # a page that drew that window for the 24 h range fails the first check).
+    recent_ids, recent_note = timeline_bars(page(env, f"#/jobs/{env.a.cluster}/{job}"))
+    day_ids, day_note = timeline_bars(page(env, f"#/jobs/{env.a.cluster}/{job}/24h"))
+    stored = sorted(got)
+    check("store: the job page's 24 h timeline shows the stored history, beyond the in-memory window",
+          sorted(day_ids) == stored and len(day_ids) > 32 >= len(recent_ids)
+          and day_note is not None and day_note.startswith(f"{len(stored)} checkpoints"),
+          f"24 h view: {len(day_ids)} bars (ids {sorted(day_ids)[:1]}..{sorted(day_ids)[-1:]}), note {day_note!r}; "
+          f"the store returned {len(stored)}; recent view: {len(recent_ids)} bars, note {recent_note!r}")
 
 
 def post_json(url, body):
