@@ -24,6 +24,8 @@ Prometheus' API, and runs `checkpoint-sentinel diagnose` against Flink itself:
             a log event of kind "restore"); the daemon's restore time (API, metric, job page in
             headless Chromium) equals Flink's restore_timestamp to the last subtask's RUNNING
             timestamp (/subtasktimes), and the restore is counted once
+  restore_savepoint  a job cancelled with a savepoint and submitted from it: its start is a
+            restore from="savepoint", timed as in failover, naming the savepoint, no downtime
   store     every checkpoint in the store exactly once across two kill -9 restarts of the
             daemon, none unobserved; the job page's 24 h range in headless Chromium draws every
             stored checkpoint (more than the 32 of the in-memory window the recent view draws)
@@ -465,7 +467,7 @@ def flink_restore(env, job):
     return r.get("restore_timestamp"), r.get("id"), end, details["timestamps"].get("RESTARTING", 0)
 
 
-def restore_time(env, job):
+def restore_time(env, job, scenario="failover", source="checkpoint"):
     """The daemon's restore time (restore_timestamp until the last subtask RUNNING) equals Flink's
     own timestamps, and the metrics and the job page say the same."""
     view, flink = {}, (None, None, None, 0)
@@ -479,22 +481,52 @@ def restore_time(env, job):
     want = end[0] - at if end else None
     m = env.metrics()
     gauge = one(m, "flink_job_last_restore_duration_seconds", job_id=job)
-    counted = one(m, "flink_job_restores_total", job_id=job, **{"from": "checkpoint"})
-    check("failover: the restore is timed from Flink's restore_timestamp to the last subtask RUNNING",
+    counted = one(m, "flink_job_restores_total", job_id=job, **{"from": source})
+    check(f"{scenario}: the restore is timed from Flink's restore_timestamp to the last subtask RUNNING",
           want is not None and view.get("duration_ms") == want and view.get("checkpoint_id") == cid
           and gauge is not None and abs(gauge - want / 1000) < 0.0005 and counted == 1,
           f"Flink: restored checkpoint {cid} at {at}, last subtask RUNNING at {end and end[0]} "
           f"({end and end[1]} #{end and end[2]}) = {want} ms, RESTARTING at {restarting} "
           f"(down {end and end[0] - restarting} ms); daemon: {view.get('duration_ms')} ms from checkpoint "
           f"{view.get('checkpoint_id')}, downtime {view.get('downtime_ms')} ms, last {view.get('last_subtask')}; "
-          f"flink_job_last_restore_duration_seconds {gauge}, flink_job_restores_total{{from=checkpoint}} {counted}")
+          f"flink_job_last_restore_duration_seconds {gauge}, flink_job_restores_total{{from={source}}} {counted}")
     print(f"    measured restore time: {view.get('duration_ms')} ms ({view.get('text')})", flush=True)
     dom = page(env, f"#/jobs/{env.a.cluster}/{job}")
     line = re.search(r'<p class="small" id="restore">(.*?)</p>', dom, re.S)
     text = html.unescape(re.sub(r"<[^>]+>", "", line.group(1))) if line else ""
-    check("failover: the job page shows the restore with the daemon's numbers",
+    check(f"{scenario}: the job page shows the restore with the daemon's numbers",
           bool(line) and (view.get("text") or "?") in text,
           f"page: {text[:200]!r}")
+
+
+def restore_savepoint(env):
+    """A job cancelled with a savepoint and submitted again from it: the new job's start is a
+    restore from a savepoint, counted once (from="savepoint") and timed against Flink's own
+    timestamps; no downtime (it never was RESTARTING)."""
+    job = env.flink("submit", env.a.version, "healthy")
+    watch(env, job, 10)
+    trigger = post_json(f"{env.a.rest}/jobs/{job}/savepoints", {"cancel-job": True})["request-id"]
+    location = None
+    for _ in range(60):
+        r = get_json(f"{env.a.rest}/jobs/{job}/savepoints/{trigger}")
+        if r.get("status", {}).get("id") == "COMPLETED":
+            location = (r.get("operation") or {}).get("location")
+            break
+        time.sleep(1)
+    if not location:
+        raise RuntimeError(f"the savepoint of {job} did not complete: {r}")
+    os.environ["SENTINEL_E2E_SAVEPOINT_PATH"] = location
+    try:
+        again = env.flink("submit", env.a.version, "healthy")
+    finally:
+        del os.environ["SENTINEL_E2E_SAVEPOINT_PATH"]
+    restore_time(env, again, "restore_savepoint", "savepoint")
+    view = env.daemon_job(again).get("latest_restore") or {}
+    check("restore_savepoint: the restore names the savepoint it started from, without downtime",
+          view.get("is_savepoint") is True and view.get("external_path") == location and view.get("downtime_ms") is None,
+          f"savepoint {location}; daemon: is_savepoint {view.get('is_savepoint')}, external_path "
+          f"{view.get('external_path')}, downtime_ms {view.get('downtime_ms')}")
+    env.flink("cancel", env.a.version, again)
 
 
 def page(env, fragment):
@@ -505,7 +537,8 @@ def page(env, fragment):
              "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
              f"--user-data-dir={profile}", "--virtual-time-budget=8000", "--dump-dom", f"{env.a.daemon}/{fragment}"],
             capture_output=True, text=True, timeout=120)
-    return out.stdout
+    # The rendered DOM only: the page's own script holds the same markup as templates.
+    return re.sub(r"<script\b.*?</script>", "", out.stdout, flags=re.S)
 
 
 def timeline_bars(dom):
@@ -684,7 +717,7 @@ def main():
     ap.add_argument("--only", nargs="*")
     a = ap.parse_args()
     env = Env(a)
-    for scenario in (healthy, expired, declined, backpressure, failover, store, savepoint, prometheus):
+    for scenario in (healthy, expired, declined, backpressure, failover, restore_savepoint, store, savepoint, prometheus):
         if a.only and scenario.__name__ not in a.only:
             continue
         print(f"--- {scenario.__name__} (Flink {a.version})", flush=True)

@@ -926,6 +926,9 @@ pub struct CheckpointHistoryView {
     pub truncated: bool,
     /// The records, oldest first, in the shape of the job's `checkpoints`.
     pub checkpoints: Vec<StoredCheckpointView>,
+    /// The job's restores with a restore time in the range (the newest `limit`), oldest first,
+    /// in the shape of the job's `latest_restore`.
+    pub restores: Vec<RestoreView>,
 }
 
 /// A checkpoint or savepoint from the store.

@@ -336,3 +336,60 @@ async fn the_poller_times_the_live_failover_restore_of_1_20_5() {
     assert_eq!(metric(&view.metrics, "flink_job_last_restore_duration_seconds", &job_label), Some(0.669));
     assert_eq!(view.api["latest_restore"]["downtime_ms"], 3_694);
 }
+
+/// The store keeps each restore once, under its job and Flink's restore time: counted (still
+/// restoring), then timed, the same key written again; a crash after the store write and before
+/// the state write makes the restarted daemon report the restore again and write the same key.
+#[test]
+fn the_store_holds_each_restore_once_across_a_crash_between_its_write_and_the_state_write() {
+    use checkpoint_sentinel::observe::SubtaskStart;
+    use checkpoint_sentinel::store::{Bounds, Query, Store};
+    let s = Scenario::load("2.3.0", "failover");
+    let polls = s.job_polls();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        dir.path(),
+        Bounds { max_age: std::time::Duration::from_secs(86_400 * 7), max_records: 1000 },
+    )
+    .unwrap();
+    let mut state = State::new(WINDOW);
+    state.outbox.enable();
+    let poll = &polls[8];
+    let mut report = restore_of(&s.polls[8], &s.job_id).unwrap();
+    state.apply(&Observation::JobPolled(poll.clone()), poll.polled_at);
+    state.apply(&Observation::Restore(report.clone()), poll.polled_at);
+    // The persister: the snapshot first, then the outbox into the store, then the state file.
+    let persist = |state: &mut State| {
+        let snapshot = persist::to_bytes(&persist::snapshot(state));
+        let (records, restores) = (state.outbox.take(), state.outbox.take_restores());
+        store.write_all(&records, &restores, poll.polled_at).unwrap();
+        snapshot
+    };
+    let before = persist(&mut state);
+    let at = report.restored.restored_at;
+    let running = |ms: i64| SubtaskStart {
+        operator: "stateful-map".into(),
+        subtask: 0,
+        initializing_at: Some(at.plus_millis(ms - 100)),
+        running_at: Some(at.plus_millis(ms)),
+        running_now: true,
+    };
+    report.subtasks = Some(vec![running(300)]);
+    state.apply(&Observation::Restore(report.clone()), poll.polled_at);
+    let _lost = persist(&mut state); // written to the store; the state write never happens
+    let mut state = persist::restore(WINDOW, serde_json::from_slice(&before).unwrap());
+    state.outbox.enable();
+    assert!(state.restore_due("lab", &s.job_id, at), "the restarted daemon has it still restoring");
+    state.apply(&Observation::JobPolled(poll.clone()), poll.polled_at);
+    state.apply(&Observation::Restore(report), poll.polled_at);
+    persist(&mut state);
+    let all = Query { since: None, until: None, limit: 100 };
+    let stored = store.query_restores("lab", &s.job_id, &all).unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!((stored[0].outcome, stored[0].duration_ms), (RestoreOutcome::Measured, Some(300)));
+    assert_eq!(state.clusters()["lab"].jobs[&s.job_id].restores.totals.checkpoint, 1);
+    // By range: the restore time is the key.
+    let after = Query { since: Some(at.millis() + 1), until: None, limit: 100 };
+    assert!(store.query_restores("lab", &s.job_id, &after).unwrap().is_empty());
+    assert!(store.query_restores("lab", "another-job", &all).unwrap().is_empty());
+}

@@ -1147,7 +1147,9 @@ impl State {
                 }
                 job.apply_poll(poll, window);
                 let counted = std::mem::take(&mut job.outbox);
+                let restores = std::mem::take(&mut job.restores.changed);
                 self.outbox.extend(&poll.key.cluster, &poll.key.job_id, counted);
+                self.outbox.extend_restores(&poll.key.cluster, &poll.key.job_id, restores);
                 self.note_model_due(&poll.key);
             }
             Observation::JobLoad(report) => {
@@ -1183,6 +1185,8 @@ impl State {
                     .and_then(|c| c.jobs.get_mut(&report.key.job_id));
                 if let Some(job) = job {
                     job.restores.observe(report);
+                    let changed = std::mem::take(&mut job.restores.changed);
+                    self.outbox.extend_restores(&report.key.cluster, &report.key.job_id, changed);
                 }
             }
         }

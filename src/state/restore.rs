@@ -95,6 +95,10 @@ pub struct RestoreStats {
     pub totals: RestoreTotals,
     /// The latest restores, oldest first, at most [`RECENT_RESTORES`].
     pub recent: VecDeque<RestoreRecord>,
+    /// Records counted or changed since `State` last moved them into its outbox, for the
+    /// checkpoint store (not persisted: the state file holds `recent`).
+    #[serde(skip)]
+    pub changed: Vec<RestoreRecord>,
 }
 
 /// When the last subtask of a restore at `restored_at` entered RUNNING, and which one it was:
@@ -156,6 +160,7 @@ impl RestoreStats {
                 while self.recent.len() > RECENT_RESTORES {
                     self.recent.pop_front();
                 }
+                self.note_latest();
             }
         }
         let Some(latest) = self.recent.back_mut() else { return };
@@ -178,12 +183,22 @@ impl RestoreStats {
             initializing_ms: last.initializing_at.map(|i| running_at.since(i)),
         });
         latest.subtasks = subtasks.len() as u32;
+        self.note_latest();
+    }
+
+    /// Hands the latest record (counted or changed just now) to the store's outbox.
+    fn note_latest(&mut self) {
+        if let Some(latest) = self.recent.back() {
+            self.changed.retain(|r| r.from.restored_at != latest.from.restored_at);
+            self.changed.push(latest.clone());
+        }
     }
 
     /// The job ended (or a newer restore came) before its latest restore could be timed.
     pub fn give_up(&mut self) {
         if let Some(l) = self.recent.back_mut().filter(|l| l.outcome == RestoreOutcome::Restoring) {
             l.outcome = RestoreOutcome::Unmeasured;
+            self.note_latest();
         }
     }
 
