@@ -433,6 +433,10 @@ def failover(env):
     watch(env, job, 15)
     tm = env.flink("tm-pid", env.a.version)
     subprocess.run(["kill", "-9", tm], check=True)
+    # `start` keeps a TaskManager it finds alive: wait until the killed one is gone (on a loaded
+    # machine a JVM takes a while to die), or no new TaskManager is started and the job waits
+    # for slots for ever.
+    wait_gone(int(tm))
     env.flink("start", env.a.version)
     restored = None
     for _ in range(60):
@@ -547,6 +551,18 @@ def timeline_bars(dom):
     ids = [int(i) for i in re.findall(r"<g><title>#(\d+) ", svg.group(1))] if svg else []
     note = re.search(r'id="history-note">(.*?)</p>', dom, re.S)
     return ids, (html.unescape(note.group(1)) if note else None)
+
+
+def wait_gone(pid, seconds=60):
+    """Waits until process `pid` is gone or a zombie."""
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        time.sleep(0.05)
 
 
 def restart_daemon(env):
