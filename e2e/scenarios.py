@@ -490,8 +490,8 @@ def restore_time(env, job, scenario="failover", source="checkpoint"):
           want is not None and view.get("duration_ms") == want and view.get("checkpoint_id") == cid
           and gauge is not None and abs(gauge - want / 1000) < 0.0005 and counted == 1,
           f"Flink: restored checkpoint {cid} at {at}, last subtask RUNNING at {end and end[0]} "
-          f"({end and end[1]} #{end and end[2]}) = {want} ms, RESTARTING at {restarting} "
-          f"(down {end and end[0] - restarting} ms); daemon: {view.get('duration_ms')} ms from checkpoint "
+          f"({end and end[1]} #{end and end[2]}) = {want} ms, "
+          f"{f'RESTARTING at {restarting} (down {end and end[0] - restarting} ms)' if restarting else 'never RESTARTING'}; daemon: {view.get('duration_ms')} ms from checkpoint "
           f"{view.get('checkpoint_id')}, downtime {view.get('downtime_ms')} ms, last {view.get('last_subtask')}; "
           f"flink_job_last_restore_duration_seconds {gauge}, flink_job_restores_total{{from={source}}} {counted}")
     print(f"    measured restore time: {view.get('duration_ms')} ms ({view.get('text')})", flush=True)
