@@ -13,9 +13,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use checkpoint_sentinel::app::{AlertsView, AppState};
 use checkpoint_sentinel::config::ClusterConfig;
-use checkpoint_sentinel::flink::{convert, dto};
 use checkpoint_sentinel::observe::{JobKey, Observation, RestoreReport};
-use checkpoint_sentinel::poller::Poller;
+use checkpoint_sentinel::sources::flink::{convert, dto};
+use checkpoint_sentinel::sources::poller::Poller;
 use checkpoint_sentinel::state::restore::RestoreOutcome;
 use checkpoint_sentinel::state::{State, persist};
 use checkpoint_sentinel::stats::WindowSpec;
@@ -47,8 +47,10 @@ fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 }
 
 fn metrics(state: &State, now: Timestamp) -> String {
-    let daemon = checkpoint_sentinel::export::DaemonStats::default();
-    checkpoint_sentinel::export::encode_text(&checkpoint_sentinel::export::render(state, &daemon, now))
+    let daemon = checkpoint_sentinel::outputs::export::DaemonStats::default();
+    checkpoint_sentinel::outputs::export::encode_text(&checkpoint_sentinel::outputs::export::render(
+        state, &daemon, now,
+    ))
 }
 
 /// The restores of the captured failover (one, from checkpoint 12) and snapshot-sync-failure
@@ -270,9 +272,14 @@ fn a_restore_still_running_says_so_and_an_untimed_one_says_why() {
         subtasks: Some(vec![subtask]),
     };
     state.apply(&Observation::Restore(report), poll.polled_at);
-    let view =
-        checkpoint_sentinel::api::job(&state, &AlertsView::default(), "lab", &s.job_id, poll.polled_at)
-            .unwrap();
+    let view = checkpoint_sentinel::outputs::api::job(
+        &state,
+        &AlertsView::default(),
+        "lab",
+        &s.job_id,
+        poll.polled_at,
+    )
+    .unwrap();
     let v = serde_json::to_value(&view).unwrap();
     assert_eq!(v["latest_restore"]["text"], "Restoring from savepoint 7: not every subtask is RUNNING yet.");
     assert_eq!(v["restores"]["from_savepoint"], 1);
@@ -280,9 +287,14 @@ fn a_restore_still_running_says_so_and_an_untimed_one_says_why() {
     let mut cancelled = poll.clone();
     cancelled.job_state = "CANCELED".into();
     state.apply(&Observation::JobPolled(cancelled), poll.polled_at);
-    let view =
-        checkpoint_sentinel::api::job(&state, &AlertsView::default(), "lab", &s.job_id, poll.polled_at)
-            .unwrap();
+    let view = checkpoint_sentinel::outputs::api::job(
+        &state,
+        &AlertsView::default(),
+        "lab",
+        &s.job_id,
+        poll.polled_at,
+    )
+    .unwrap();
     let v = serde_json::to_value(&view).unwrap();
     assert_eq!(v["latest_restore"]["status"], "unmeasured");
     assert!(
@@ -314,7 +326,8 @@ async fn poll_live(url: &str, live: &Arc<Live>) -> Polled {
     let restore = job.restores.latest().unwrap().clone();
     let now = restore.running_at.unwrap().plus_millis(3_000);
     let api =
-        checkpoint_sentinel::api::job(&state, &AlertsView::default(), "lab", &live.job_id, now).unwrap();
+        checkpoint_sentinel::outputs::api::job(&state, &AlertsView::default(), "lab", &live.job_id, now)
+            .unwrap();
     Polled { restore, metrics: metrics(&state, now), api: serde_json::to_value(&api).unwrap() }
 }
 
@@ -343,7 +356,7 @@ async fn the_poller_times_the_live_failover_restore_of_1_20_5() {
 #[test]
 fn the_store_holds_each_restore_once_across_a_crash_between_its_write_and_the_state_write() {
     use checkpoint_sentinel::observe::SubtaskStart;
-    use checkpoint_sentinel::store::{Bounds, Query, Store};
+    use checkpoint_sentinel::state::store::{Bounds, Query, Store};
     let s = Scenario::load("2.3.0", "failover");
     let polls = s.job_polls();
     let dir = tempfile::tempdir().unwrap();

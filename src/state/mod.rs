@@ -8,6 +8,7 @@ pub mod logs;
 pub mod outbox;
 pub mod persist;
 pub mod restore;
+pub mod store;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
