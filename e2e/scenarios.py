@@ -49,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -476,8 +477,13 @@ def restore_time(env, job, scenario="failover", source="checkpoint"):
     own timestamps, and the metrics and the job page say the same."""
     view, flink = {}, (None, None, None, 0)
     for _ in range(60):
-        flink = flink_restore(env, job)
-        view = env.daemon_job(job).get("latest_restore") or {}
+        try:
+            flink = flink_restore(env, job)
+            view = env.daemon_job(job).get("latest_restore") or {}
+        except urllib.error.HTTPError as e:  # a job just submitted: not known everywhere yet
+            print(f"    (not yet: {e.filename}: {e})", flush=True)
+            time.sleep(1)
+            continue
         if flink[2] and view.get("status") == "measured" and view.get("at_ms") == flink[0]:
             break
         time.sleep(1)
@@ -511,8 +517,14 @@ def restore_savepoint(env):
     watch(env, job, 10)
     trigger = post_json(f"{env.a.rest}/jobs/{job}/savepoints", {"cancel-job": True})["request-id"]
     location = None
+    r = {}
     for _ in range(60):
-        r = get_json(f"{env.a.rest}/jobs/{job}/savepoints/{trigger}")
+        try:
+            r = get_json(f"{env.a.rest}/jobs/{job}/savepoints/{trigger}")
+        except urllib.error.HTTPError as e:
+            print(f"    (savepoint status not yet: {e})", flush=True)
+            time.sleep(1)
+            continue
         if r.get("status", {}).get("id") == "COMPLETED":
             location = (r.get("operation") or {}).get("location")
             break
