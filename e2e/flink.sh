@@ -27,6 +27,7 @@
 # Environment: SENTINEL_E2E_CACHE, SENTINEL_E2E_PORT_BASE (18000), SENTINEL_E2E_SLOTS (4),
 #   SENTINEL_E2E_EXTRA_CONF (extra config lines for `start`),
 #   SENTINEL_E2E_CP_HISTORY (web.checkpoints.history, 20),
+#   SENTINEL_E2E_SAVEPOINT_PATH (submit: start the job from this savepoint),
 #   SENTINEL_E2E_JM_MEM (1g), SENTINEL_E2E_TM_MEM (1536m), PYTHON (python3).
 # Tested with Flink 2.3.0 and 1.20.5 on Debian 12, OpenJDK 17; see e2e/README.md.
 set -euo pipefail
@@ -323,7 +324,8 @@ cmd_submit() {
   up=$(rest --max-time 120 -X POST -H "Expect:" -F "jarfile=@$jar" "$REST/jars/upload")
   jarid=$(echo "$up" | "$PYTHON" -c 'import sys,json,os; print(os.path.basename(json.load(sys.stdin)["filename"]))') \
     || die "jar upload failed: $up"
-  body=$("$PYTHON" -c 'import json,sys; print(json.dumps({"entryClass": sys.argv[1], "programArgsList": sys.argv[2].split()}))' "$JOB_CLASS" "$args")
+  # SENTINEL_E2E_SAVEPOINT_PATH: start the job from that savepoint (or retained checkpoint).
+  body=$("$PYTHON" -c 'import json,sys; b={"entryClass": sys.argv[1], "programArgsList": sys.argv[2].split()}; b.update({"savepointPath": sys.argv[3]} if sys.argv[3] else {}); print(json.dumps(b))' "$JOB_CLASS" "$args" "${SENTINEL_E2E_SAVEPOINT_PATH:-}")
   run=$(rest --max-time 120 -X POST -H 'Content-Type: application/json' -d "$body" "$REST/jars/$jarid/run")
   rest -X DELETE "$REST/jars/$jarid" >/dev/null 2>&1 || true
   jid=$(echo "$run" | json_get jobid)

@@ -541,7 +541,8 @@ pub struct StoreConfig {
     /// Records whose checkpoint was triggered longer ago than this are pruned.
     #[serde(with = "humantime_serde")]
     pub max_age: Duration,
-    /// At most this many records (all jobs together); the oldest go first.
+    /// At most this many records (all jobs together); the oldest go first. Restores are
+    /// bounded to as many again, apart.
     pub max_records: u64,
 }
 

@@ -773,16 +773,19 @@ async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation: u6
         let state = app.state.read().unwrap_or_else(|e| e.into_inner());
         persist::snapshot(&state)
     };
-    let records = match store {
-        Some(_) => app.state.write().unwrap_or_else(|e| e.into_inner()).outbox.take(),
-        None => Vec::new(),
+    let (records, restores) = match store {
+        Some(_) => {
+            let mut state = app.state.write().unwrap_or_else(|e| e.into_inner());
+            (state.outbox.take(), state.outbox.take_restores())
+        }
+        None => (Vec::new(), Vec::new()),
     };
     let dir = dir.to_path_buf();
     let written = tokio::task::spawn_blocking(move || {
-        let stored = match (&store, records.is_empty()) {
-            (Some(store), false) => match store.write(&records, Timestamp::now()) {
+        let stored = match (&store, records.is_empty() && restores.is_empty()) {
+            (Some(store), false) => match store.write_all(&records, &restores, Timestamp::now()) {
                 Ok(w) => Some(w),
-                Err(e) => return Err(PersistStep::Store(e, records)),
+                Err(e) => return Err(PersistStep::Store(e, records, restores)),
             },
             _ => None,
         };
@@ -803,10 +806,13 @@ async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation: u6
             app.persisted(Ok(Timestamp::now()));
             generation
         }
-        Ok(Err(PersistStep::Store(e, records))) => {
+        Ok(Err(PersistStep::Store(e, records, restores))) => {
             tracing::error!("cannot write the checkpoint store (the state waits for it): {e}");
             app.store_stats.errors.fetch_add(1, Ordering::Relaxed);
-            app.state.write().unwrap_or_else(|e| e.into_inner()).outbox.put_back(records);
+            let mut state = app.state.write().unwrap_or_else(|e| e.into_inner());
+            state.outbox.put_back(records);
+            state.outbox.put_back_restores(restores);
+            drop(state);
             app.persisted(Err(()));
             last_generation
         }
@@ -827,7 +833,11 @@ async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation: u6
 /// Which write of [`persist_if_changed`] failed.
 enum PersistStep {
     /// The store's: nothing was written; the records go back into the outbox.
-    Store(crate::state::store::StoreError, Vec<crate::state::outbox::Outboxed>),
+    Store(
+        crate::state::store::StoreError,
+        Vec<crate::state::outbox::Outboxed>,
+        Vec<crate::state::outbox::OutboxedRestore>,
+    ),
     /// The state file's, after the store took its records.
     State(persist::PersistError, Option<crate::state::store::Written>),
 }

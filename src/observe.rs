@@ -31,6 +31,50 @@ pub enum Observation {
     LogTailer(TailerReport),
     /// A job's graph and per-subtask load, for the alignment shadow (fetched rarely).
     JobLoad(JobLoadReport),
+    /// A job's latest restore and, when fetched, when its subtasks were running again.
+    Restore(RestoreReport),
+}
+
+/// What a job last restored from (`latest.restored` of `/checkpoints`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RestoredFrom {
+    /// The checkpoint or savepoint id.
+    pub checkpoint_id: Option<u64>,
+    /// Whether it was a savepoint.
+    pub is_savepoint: bool,
+    /// Where it was stored.
+    pub external_path: Option<String>,
+    /// When the JobManager restored it (Flink's `restore_timestamp`): the restore's start. It
+    /// tells restores apart (a restore of the same checkpoint again has a new one).
+    pub restored_at: Timestamp,
+}
+
+/// One subtask's current execution attempt, from `/jobs/:id/vertices/:v/subtasktimes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubtaskStart {
+    /// The operator chain's name.
+    pub operator: String,
+    /// The subtask index (0-based).
+    pub subtask: u32,
+    /// When it entered INITIALIZING (restoring its state), if it did.
+    pub initializing_at: Option<Timestamp>,
+    /// When it entered RUNNING, if it did.
+    pub running_at: Option<Timestamp>,
+    /// Whether it is RUNNING (or FINISHED) now: its latest state.
+    pub running_now: bool,
+}
+
+/// A job's latest restore as the poller saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// Which job.
+    pub key: JobKey,
+    /// What it restored from, and when.
+    pub restored: RestoredFrom,
+    /// When the job last entered RESTARTING (`timestamps` of `/jobs/:id`), if it did.
+    pub restarting_at: Option<Timestamp>,
+    /// Every subtask's current attempt; `None` when they could not be fetched.
+    pub subtasks: Option<Vec<SubtaskStart>>,
 }
 
 /// The outcome of one poll round of a cluster.

@@ -31,6 +31,7 @@ mod pending_subtasks;
 mod preflight;
 mod reload;
 mod restart;
+mod restore;
 mod rules_agree;
 mod scan_streaming;
 mod shadow;

@@ -240,6 +240,9 @@ pub struct JobDetailView {
     pub checkpoints_in_progress: Vec<InProgressView>,
     /// The latest restore.
     pub latest_restore: Option<RestoreView>,
+    /// The job's latest restores the daemon saw, newest first (at most
+    /// `state::restore::RECENT_RESTORES`), and how many it counted by what they restored from.
+    pub restores: RestoresView,
     /// The shadow model's expectation and explanation.
     pub shadow: ShadowView,
     /// This job's pending and firing alerts, and its recently resolved ones.
@@ -338,8 +341,120 @@ pub struct InProgressView {
 pub struct RestoreView {
     /// The checkpoint restored from, when known.
     pub checkpoint_id: Option<u64>,
-    /// When.
+    /// When the JobManager restored it (Flink's `restore_timestamp`): the restore's start.
     pub at_ms: i64,
+    /// Whether it was a savepoint (`null` until the daemon looked at the restore).
+    pub is_savepoint: Option<bool>,
+    /// Where the checkpoint or savepoint was stored.
+    pub external_path: Option<String>,
+    /// `restoring` (not every subtask RUNNING yet), `measured`, or `unmeasured` (the job
+    /// restarted again or ended first); `null` until the daemon looked at the restore.
+    pub status: Option<&'static str>,
+    /// When the last subtask entered RUNNING: the restore's end.
+    pub running_at_ms: Option<i64>,
+    /// `running_at_ms` − `at_ms`.
+    pub duration_ms: Option<u64>,
+    /// When the job entered RESTARTING before it (a failover).
+    pub restarting_at_ms: Option<i64>,
+    /// `running_at_ms` − `restarting_at_ms`: how long the job did not run.
+    pub downtime_ms: Option<u64>,
+    /// The subtask that was RUNNING last.
+    pub last_subtask: Option<crate::state::restore::LastSubtask>,
+    /// Subtasks of the job when timed.
+    pub subtasks: Option<u32>,
+    /// The same in one sentence.
+    pub text: String,
+}
+
+/// A job's restores.
+#[derive(Clone, Debug, Serialize)]
+pub struct RestoresView {
+    /// Restores counted from a checkpoint (failovers).
+    pub from_checkpoint: u64,
+    /// Restores counted from a savepoint.
+    pub from_savepoint: u64,
+    /// The latest ones, newest first.
+    pub recent: Vec<RestoreView>,
+}
+
+/// What a restore restored from, in words: "checkpoint 12", "savepoint 7".
+fn restored_what(from: &crate::observe::RestoredFrom) -> String {
+    let kind = if from.is_savepoint { "savepoint" } else { "checkpoint" };
+    match from.checkpoint_id {
+        Some(id) => format!("{kind} {id}"),
+        None => kind.to_string(),
+    }
+}
+
+/// The view of one restore the daemon counted.
+pub fn restore_view(r: &crate::state::restore::RestoreRecord) -> RestoreView {
+    use crate::state::restore::RestoreOutcome;
+    let fmt = crate::shadow::trigger::fmt_duration;
+    let what = restored_what(&r.from);
+    let text = match (r.outcome, r.duration_ms) {
+        (RestoreOutcome::Measured, Some(ms)) => {
+            let mut t = format!(
+                "Restored from {what}: all {} subtasks RUNNING {} after the JobManager restored it",
+                r.subtasks,
+                fmt(ms)
+            );
+            if let Some(down) = r.downtime_ms {
+                t.push_str(&format!(" ({} after the job began restarting)", fmt(down)));
+            }
+            if let Some(last) = &r.last_subtask {
+                t.push_str(&format!("; the last was {} #{}", last.operator, last.subtask));
+                if let Some(init) = last.initializing_ms {
+                    t.push_str(&format!(", {} of it restoring its state (INITIALIZING)", fmt(init)));
+                }
+            }
+            t.push('.');
+            t
+        }
+        (RestoreOutcome::Restoring, _) => format!("Restoring from {what}: not every subtask is RUNNING yet."),
+        _ => format!(
+            "Restored from {what}; not timed: the job restarted again or ended before every subtask was RUNNING."
+        ),
+    };
+    RestoreView {
+        checkpoint_id: r.from.checkpoint_id,
+        at_ms: r.from.restored_at.millis(),
+        is_savepoint: Some(r.from.is_savepoint),
+        external_path: r.from.external_path.clone(),
+        status: Some(r.outcome.as_str()),
+        running_at_ms: r.running_at.map(|t| t.millis()),
+        duration_ms: r.duration_ms,
+        restarting_at_ms: r.restarting_at.map(|t| t.millis()),
+        downtime_ms: r.downtime_ms,
+        last_subtask: r.last_subtask.clone(),
+        subtasks: (r.outcome == RestoreOutcome::Measured).then_some(r.subtasks),
+        text,
+    }
+}
+
+/// A job's latest restore: the daemon's record of it, or (for a restore the poll reported
+/// before the daemon looked at it) what the poll said.
+fn latest_restore_view(j: &crate::state::JobState) -> Option<RestoreView> {
+    let counted = j.restores.latest();
+    match (j.latest_restore, counted) {
+        (Some((id, at)), c) if c.is_none_or(|c| c.from.restored_at < at) => Some(RestoreView {
+            checkpoint_id: id,
+            at_ms: at.millis(),
+            is_savepoint: None,
+            external_path: None,
+            status: None,
+            running_at_ms: None,
+            duration_ms: None,
+            restarting_at_ms: None,
+            downtime_ms: None,
+            last_subtask: None,
+            subtasks: None,
+            text: match id {
+                Some(id) => format!("Restored from checkpoint or savepoint {id}."),
+                None => "Restored.".to_string(),
+            },
+        }),
+        (_, c) => c.map(restore_view),
+    }
 }
 
 /// What the shadow model says.
@@ -542,9 +657,12 @@ pub fn job(
                 num_acknowledged: p.num_acknowledged,
             })
             .collect(),
-        latest_restore: j
-            .latest_restore
-            .map(|(id, at)| RestoreView { checkpoint_id: id, at_ms: at.millis() }),
+        latest_restore: latest_restore_view(j),
+        restores: RestoresView {
+            from_checkpoint: j.restores.totals.checkpoint,
+            from_savepoint: j.restores.totals.savepoint,
+            recent: j.restores.recent.iter().rev().map(restore_view).collect(),
+        },
         shadow: ShadowView {
             explanation,
             deviations: j.shadow.trigger.deviations().cloned().collect(),
@@ -808,6 +926,9 @@ pub struct CheckpointHistoryView {
     pub truncated: bool,
     /// The records, oldest first, in the shape of the job's `checkpoints`.
     pub checkpoints: Vec<StoredCheckpointView>,
+    /// The job's restores with a restore time in the range (the newest `limit`), oldest first,
+    /// in the shape of the job's `latest_restore`.
+    pub restores: Vec<RestoreView>,
 }
 
 /// A checkpoint or savepoint from the store.

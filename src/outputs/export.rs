@@ -116,6 +116,36 @@ pub const METRICS: &[MetricDef] = &[
         "Restores of the job from a checkpoint or savepoint, as counted by Flink."
     ),
     metric!(
+        "flink_job_restores_total",
+        Counter,
+        &["cluster", "job_id", "job_name", "from"],
+        "Restores of the job the daemon saw, each once (told apart by Flink's restore time), by what they restored from: from=\"checkpoint\" (a failover) or \"savepoint\"; persisted, so unlike flink_checkpoint_restores_total it does not restart with a new JobMaster."
+    ),
+    metric!(
+        "flink_job_last_restore_duration_seconds",
+        Gauge,
+        JOB,
+        "The latest timed restore: from the JobManager restoring the checkpoint or savepoint (Flink's restore_timestamp) until the last subtask was RUNNING again."
+    ),
+    metric!(
+        "flink_job_last_restore_downtime_seconds",
+        Gauge,
+        JOB,
+        "The latest timed restore after a failover: from the job entering RESTARTING until the last subtask was RUNNING again (the restart strategy's delay included)."
+    ),
+    metric!(
+        "flink_job_last_restore_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the job last restored (Flink's restore_timestamp), Unix time."
+    ),
+    metric!(
+        "flink_job_last_restore_checkpoint_id",
+        Gauge,
+        JOB,
+        "The id of the checkpoint or savepoint the job last restored from (a value, not a label: one series per job)."
+    ),
+    metric!(
         "flink_checkpoint_failures_seen_total",
         Counter,
         JOB,
@@ -1160,6 +1190,38 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
                 &labels,
                 Value::Number(job.flink_counts.restored as f64),
             );
+            let restores = &job.restores;
+            for (from, n) in
+                [("checkpoint", restores.totals.checkpoint), ("savepoint", restores.totals.savepoint)]
+            {
+                out.push(
+                    family!("flink_job_restores_total"),
+                    &[labels[0], labels[1], labels[2], ("from", from)],
+                    Value::Number(n as f64),
+                );
+            }
+            if let Some(latest) = restores.latest() {
+                out.push(
+                    family!("flink_job_last_restore_timestamp_seconds"),
+                    &labels,
+                    Value::Number(latest.from.restored_at.seconds()),
+                );
+                if let Some(id) = latest.from.checkpoint_id {
+                    out.push(
+                        family!("flink_job_last_restore_checkpoint_id"),
+                        &labels,
+                        Value::Number(id as f64),
+                    );
+                }
+            }
+            if let Some(timed) = restores.last_measured() {
+                if let Some(ms) = timed.duration_ms {
+                    out.push(family!("flink_job_last_restore_duration_seconds"), &labels, seconds(ms));
+                }
+                if let Some(ms) = timed.downtime_ms {
+                    out.push(family!("flink_job_last_restore_downtime_seconds"), &labels, seconds(ms));
+                }
+            }
             out.push(
                 family!("flink_checkpoints_in_progress"),
                 &labels,

@@ -168,10 +168,13 @@ async fn api_checkpoints(
     let query = crate::state::store::Query { since: q.since, until: q.until, limit };
     let (c, j, outcome) = (cluster.clone(), job_id.clone(), q.outcome.clone());
     let found = tokio::task::spawn_blocking(move || {
-        store.query(&c, &j, &query, |r| outcome.as_deref().is_none_or(|o| api::outcome_matches(&r.record, o)))
+        let found = store.query(&c, &j, &query, |r| {
+            outcome.as_deref().is_none_or(|o| api::outcome_matches(&r.record, o))
+        })?;
+        Ok::<_, crate::state::store::StoreError>((found, store.query_restores(&c, &j, &query)?))
     })
     .await;
-    let (records, truncated) = match found {
+    let ((records, truncated), restores) = match found {
         Ok(Ok(found)) => found,
         Ok(Err(e)) => {
             tracing::error!("cannot read the checkpoint store: {e}");
@@ -200,6 +203,7 @@ async fn api_checkpoints(
     let view = api::CheckpointHistoryView {
         now_ms: Timestamp::now().millis(),
         checkpoints: records.iter().map(|r| api::stored_checkpoint_view(c, &job_id, r)).collect(),
+        restores: restores.iter().map(api::restore_view).collect(),
         cluster,
         job_id,
         since_ms: q.since,

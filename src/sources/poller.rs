@@ -97,7 +97,15 @@ struct JobCache {
     location_retries: u8,
     /// In-progress checkpoints whose pending subtasks were reported already.
     reported_pending: std::collections::BTreeSet<u64>,
+    /// The restore being timed (Flink's restore time), how often its subtasks were fetched, and
+    /// the round from which they are due again.
+    restore: Option<(Timestamp, u32, u64)>,
 }
+
+/// A restore's subtasks are fetched again after at most this many rounds while not all of
+/// them run: Flink's timestamps say when each entered RUNNING, so a later look loses no
+/// precision, and a restore of hours costs a few requests per minute, not per poll.
+const RESTORE_RECHECK_MAX_ROUNDS: u64 = 30;
 
 /// Polls one cluster.
 pub struct Poller {
@@ -322,6 +330,7 @@ impl Poller {
                 load_due: self.rounds,
                 location_retries: LOCATION_RETRIES,
                 reported_pending: Default::default(),
+                restore: None,
             });
         }
         let cache = slot.as_ref().expect("inserted above");
@@ -384,6 +393,24 @@ impl Poller {
                 self.app.apply(&Observation::LogEvents(events));
             }
         }
+        let restored =
+            stats.latest.as_ref().and_then(|l| l.restored.as_ref()).and_then(convert::restored_from);
+        if let Some(restored) = restored.filter(|_| !terminal) {
+            let due = {
+                let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
+                state.restore_due(&self.config.name, &job.jid, restored.restored_at)
+            };
+            let cache = slot.as_mut().expect("inserted above");
+            if cache.restore.is_none_or(|(at, _, _)| at != restored.restored_at) {
+                cache.restore = Some((restored.restored_at, 0, self.rounds));
+            }
+            if let Some((at, checks, _)) = cache.restore.filter(|(_, _, next)| due && *next <= self.rounds) {
+                let backoff = (1u64 << checks.min(6)).min(RESTORE_RECHECK_MAX_ROUNDS);
+                cache.restore = Some((at, checks.saturating_add(1), self.rounds + backoff));
+                let report = self.restore_report(&job.jid, restored).await;
+                self.app.apply(&Observation::Restore(report));
+            }
+        }
         let latest_restore = stats
             .latest
             .as_ref()
@@ -411,6 +438,45 @@ impl Poller {
             finished,
             latest_restore,
         }))
+    }
+
+    /// A job's latest restore with, when they answer, its `RESTARTING` time and every subtask's
+    /// `subtasktimes` (one request per vertex, concurrently).
+    async fn restore_report(
+        &self,
+        job_id: &str,
+        restored: crate::observe::RestoredFrom,
+    ) -> crate::observe::RestoreReport {
+        let key = JobKey { cluster: self.config.name.clone(), job_id: job_id.to_string() };
+        let details = match self.fetch(self.client.job(job_id)).await {
+            Ok(d) => d,
+            Err(e) => {
+                self.log_error(&e);
+                return crate::observe::RestoreReport { key, restored, restarting_at: None, subtasks: None };
+            }
+        };
+        let restarting_at = details.timestamps.get("RESTARTING").copied().filter(|&t| t > 0).map(Timestamp);
+        let answers = futures_util::future::join_all(
+            details.vertices.iter().map(|v| self.fetch(self.client.subtask_times(job_id, &v.id))),
+        )
+        .await;
+        let mut subtasks = Some(Vec::new());
+        for (vertex, answer) in details.vertices.iter().zip(answers) {
+            match answer {
+                Ok(Some(times)) => {
+                    let name = vertex.name.as_deref().unwrap_or(&vertex.id);
+                    if let Some(all) = subtasks.as_mut() {
+                        all.extend(convert::subtask_starts(name, &times));
+                    }
+                }
+                Ok(None) => subtasks = None,
+                Err(e) => {
+                    self.log_error(&e);
+                    subtasks = None;
+                }
+            }
+        }
+        crate::observe::RestoreReport { key, restored, restarting_at, subtasks }
     }
 
     /// Names the subtasks that hold an in-progress checkpoint up: once a checkpoint has been

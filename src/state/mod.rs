@@ -7,6 +7,7 @@ pub mod history;
 pub mod logs;
 pub mod outbox;
 pub mod persist;
+pub mod restore;
 pub mod store;
 pub mod traced;
 
@@ -472,6 +473,8 @@ pub struct JobState {
     pub failures: FailureEvidence,
     /// Its savepoints, counted apart from its checkpoints.
     pub savepoints: outbox::SavepointStats,
+    /// Its restores, each counted once and timed (persisted).
+    pub restores: restore::RestoreStats,
     /// Records counted by the poll being applied, moved to `State::outbox` right after it.
     outbox: Vec<outbox::StoredCheckpoint>,
     /// Checkpoints counted from Flink's trace spans ahead of the poll, and counts by source
@@ -560,6 +563,7 @@ impl JobState {
             trigger_deviation: WindowedHistogram::new(window),
             subtask_locations: BTreeMap::new(),
             savepoints: outbox::SavepointStats::default(),
+            restores: restore::RestoreStats::default(),
             outbox: Vec::new(),
             consecutive_failures: 0,
             failing_since: None,
@@ -836,6 +840,7 @@ impl JobState {
     fn end(&mut self) {
         self.in_progress.clear();
         self.running_since = None;
+        self.restores.give_up();
     }
 
     /// Checkpoints counted so far by status: the highest counts Flink reported in this epoch
@@ -1355,7 +1360,9 @@ impl State {
                 }
                 job.apply_poll(poll, window);
                 let counted = std::mem::take(&mut job.outbox);
+                let restores = std::mem::take(&mut job.restores.changed);
                 self.outbox.extend(&poll.key.cluster, &poll.key.job_id, counted);
+                self.outbox.extend_restores(&poll.key.cluster, &poll.key.job_id, restores);
                 self.note_model_due(&poll.key);
             }
             Observation::JobLoad(report) => {
@@ -1407,7 +1414,26 @@ impl State {
                 }
             }
             Observation::LogTailer(report) => self.cluster_mut(&report.cluster).logs.apply_report(report),
+            Observation::Restore(report) => {
+                let job = self
+                    .clusters
+                    .get_mut(&report.key.cluster)
+                    .and_then(|c| c.jobs.get_mut(&report.key.job_id));
+                if let Some(job) = job {
+                    job.restores.observe(report);
+                    let changed = std::mem::take(&mut job.restores.changed);
+                    self.outbox.extend_restores(&report.key.cluster, &report.key.job_id, changed);
+                }
+            }
         }
+    }
+
+    /// Whether a job's restore at `restored_at` is still to be counted or timed, so the poller
+    /// fetches its subtasks' times only then.
+    pub fn restore_due(&self, cluster: &str, job_id: &str, restored_at: Timestamp) -> bool {
+        // A job not polled yet is created by its first poll; its restore is looked at next round.
+        let job = self.clusters.get(cluster).and_then(|c| c.jobs.get(job_id));
+        job.is_some_and(|j| j.restores.due(restored_at))
     }
 
     /// Keeps exactly these clusters (after a config reload), dropping the state of others.

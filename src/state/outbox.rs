@@ -70,12 +70,25 @@ pub struct Outboxed {
     pub checkpoint: StoredCheckpoint,
 }
 
+/// A restore with the job it belongs to (written again, same key, whenever it changes: counted,
+/// then timed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutboxedRestore {
+    /// The cluster's name.
+    pub cluster: String,
+    /// The job id.
+    pub job_id: String,
+    /// The record.
+    pub record: super::restore::RestoreRecord,
+}
+
 /// Records counted since the persister last drained them. Off (records are not kept) unless
 /// the daemon has a store to write them to.
 #[derive(Debug, Default)]
 pub struct Outbox {
     enabled: bool,
     records: Vec<Outboxed>,
+    restores: Vec<OutboxedRestore>,
     dropped: u64,
 }
 
@@ -107,6 +120,44 @@ impl Outbox {
         std::mem::take(&mut self.records)
     }
 
+    /// Adds a job's restores counted or changed (bounded like the checkpoints).
+    pub fn extend_restores(
+        &mut self,
+        cluster: &str,
+        job_id: &str,
+        records: Vec<super::restore::RestoreRecord>,
+    ) {
+        if !self.enabled || records.is_empty() {
+            return;
+        }
+        self.restores.extend(records.into_iter().map(|record| OutboxedRestore {
+            cluster: cluster.to_string(),
+            job_id: job_id.to_string(),
+            record,
+        }));
+        self.bound_restores();
+    }
+
+    /// Takes every waiting restore, oldest first.
+    pub fn take_restores(&mut self) -> Vec<OutboxedRestore> {
+        std::mem::take(&mut self.restores)
+    }
+
+    /// Puts restores the store could not take back in front.
+    pub fn put_back_restores(&mut self, mut restores: Vec<OutboxedRestore>) {
+        restores.append(&mut self.restores);
+        self.restores = restores;
+        self.bound_restores();
+    }
+
+    fn bound_restores(&mut self) {
+        if self.restores.len() > OUTBOX_CAPACITY {
+            let excess = self.restores.len() - OUTBOX_CAPACITY;
+            self.restores.drain(..excess);
+            self.dropped += excess as u64;
+        }
+    }
+
     /// Puts records the store could not take back in front, to be written next time.
     pub fn put_back(&mut self, mut records: Vec<Outboxed>) {
         records.append(&mut self.records);
@@ -128,9 +179,9 @@ impl Outbox {
         self.records.len()
     }
 
-    /// Whether no record waits.
+    /// Whether no record (checkpoint or restore) waits.
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
+        self.records.is_empty() && self.restores.is_empty()
     }
 }
 

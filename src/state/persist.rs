@@ -140,6 +140,9 @@ pub struct PersistedJob {
     /// added within version 1 (earlier files have none).
     #[serde(default)]
     traced: super::traced::Traced,
+    /// Its restores (counted once each; added after version 1 first shipped).
+    #[serde(default)]
+    restores: super::restore::RestoreStats,
 }
 
 /// One operator's durable state.
@@ -180,6 +183,7 @@ pub fn snapshot(state: &State) -> PersistedState {
                         last_failed: job.last_failed.clone(),
                         recent: job.recent.clone(),
                         savepoints: job.savepoints,
+                        restores: job.restores.clone(),
                         phases: phases_out(&job.phases),
                         sizes: [
                             job.sizes.checkpointed.to_persisted(),
@@ -246,6 +250,7 @@ pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
                 .max_by_key(|r| r.id)
                 .map(|r| (r.id, r.triggered_at));
             restored.savepoints = job.savepoints;
+            restored.restores = job.restores;
             restored.phases = phases_in(window, &job.phases);
             let s = |i: usize| WindowedHistogram::from_persisted(window, &job.sizes[i]);
             restored.sizes =

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 
-use crate::state::outbox::{Outboxed, StoredCheckpoint};
+use crate::state::outbox::{Outboxed, OutboxedRestore, StoredCheckpoint};
+use crate::state::restore::RestoreRecord;
 use crate::time::Timestamp;
 
 /// The file name inside the state directory.
@@ -27,6 +28,10 @@ pub const MAX_QUERY_LIMIT: usize = 10_000;
 const RECORDS: TableDefinition<(&str, &str, i64, u64), &[u8]> = TableDefinition::new("checkpoints");
 /// (trigger time ms, cluster, job id, checkpoint id): the records oldest first, for pruning.
 const BY_TIME: TableDefinition<(i64, &str, &str, u64), ()> = TableDefinition::new("checkpoints_by_time");
+/// (cluster, job id, restore time ms) → the restore as JSON (rewritten when it is timed).
+const RESTORES: TableDefinition<(&str, &str, i64), &[u8]> = TableDefinition::new("restores");
+/// (restore time ms, cluster, job id): the restores oldest first, for pruning.
+const RESTORES_BY_TIME: TableDefinition<(i64, &str, &str), ()> = TableDefinition::new("restores_by_time");
 
 /// Errors of the store; `kind()` is a metric label.
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +97,8 @@ impl Store {
         let txn = db.begin_write().map_err(|e| err(&e))?;
         txn.open_table(RECORDS).map_err(|e| err(&e))?;
         txn.open_table(BY_TIME).map_err(|e| err(&e))?;
+        txn.open_table(RESTORES).map_err(|e| err(&e))?;
+        txn.open_table(RESTORES_BY_TIME).map_err(|e| err(&e))?;
         txn.commit().map_err(|e| err(&e))?;
         Ok(Store { db, path, bounds })
     }
@@ -103,8 +110,48 @@ impl Store {
     /// Writes `records` and prunes to the bounds as of `now`, in one durable transaction.
     /// Writing a record again replaces it: the store holds it once.
     pub fn write(&self, records: &[Outboxed], now: Timestamp) -> Result<Written, StoreError> {
+        self.write_all(records, &[], now)
+    }
+
+    /// [`Store::write`] of checkpoint records and restores together, in one transaction. A
+    /// restore is keyed by its job and Flink's restore time, so writing it again (counted, then
+    /// timed; or again after a restart) replaces it. Restores are pruned by the same age bound,
+    /// and to `max_records` of their own.
+    pub fn write_all(
+        &self,
+        records: &[Outboxed],
+        restores: &[OutboxedRestore],
+        now: Timestamp,
+    ) -> Result<Written, StoreError> {
         let mut written = Written::default();
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        let horizon = now.millis().saturating_sub(self.bounds.max_age.as_millis() as i64);
+        {
+            let mut table = txn.open_table(RESTORES).map_err(|e| self.err(e))?;
+            let mut by_time = txn.open_table(RESTORES_BY_TIME).map_err(|e| self.err(e))?;
+            for r in restores {
+                let at = r.record.from.restored_at.millis();
+                let bytes = serde_json::to_vec(&r.record).expect("restores always serialise");
+                table
+                    .insert((r.cluster.as_str(), r.job_id.as_str(), at), bytes.as_slice())
+                    .map_err(|e| self.err(e))?;
+                by_time.insert((at, r.cluster.as_str(), r.job_id.as_str()), ()).map_err(|e| self.err(e))?;
+            }
+            let total = table.len().map_err(|e| self.err(e))?;
+            let mut doomed: Vec<(i64, String, String)> = Vec::new();
+            for entry in by_time.iter().map_err(|e| self.err(e))? {
+                let (key, _) = entry.map_err(|e| self.err(e))?;
+                let (at, cluster, job) = key.value();
+                if at >= horizon && total - doomed.len() as u64 <= self.bounds.max_records {
+                    break;
+                }
+                doomed.push((at, cluster.to_string(), job.to_string()));
+            }
+            for (at, cluster, job) in &doomed {
+                by_time.remove((*at, cluster.as_str(), job.as_str())).map_err(|e| self.err(e))?;
+                table.remove((cluster.as_str(), job.as_str(), *at)).map_err(|e| self.err(e))?;
+            }
+        }
         {
             let mut table = txn.open_table(RECORDS).map_err(|e| self.err(e))?;
             let mut by_time = txn.open_table(BY_TIME).map_err(|e| self.err(e))?;
@@ -125,7 +172,6 @@ impl Store {
                     .map_err(|e| self.err(e))?;
             }
             // Oldest first: everything older than the age bound, then whatever exceeds the count.
-            let horizon = now.millis().saturating_sub(self.bounds.max_age.as_millis() as i64);
             let total = table.len().map_err(|e| self.err(e))?;
             let mut doomed: Vec<(i64, String, String, u64)> = Vec::new();
             for entry in by_time.iter().map_err(|e| self.err(e))? {
@@ -146,6 +192,33 @@ impl Store {
         }
         txn.commit().map_err(|e| self.err(e))?;
         Ok(written)
+    }
+
+    /// One job's restores with a restore time within `since`..=`until`: the newest `limit`
+    /// (at most [`MAX_QUERY_LIMIT`]), oldest first.
+    pub fn query_restores(
+        &self,
+        cluster: &str,
+        job_id: &str,
+        query: &Query,
+    ) -> Result<Vec<RestoreRecord>, StoreError> {
+        let limit = query.limit.min(MAX_QUERY_LIMIT);
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let table = txn.open_table(RESTORES).map_err(|e| self.err(e))?;
+        let from = (cluster, job_id, query.since.unwrap_or(i64::MIN));
+        let to = (cluster, job_id, query.until.unwrap_or(i64::MAX));
+        let mut found = Vec::new();
+        for entry in table.range(from..=to).map_err(|e| self.err(e))?.rev() {
+            let (_, value) = entry.map_err(|e| self.err(e))?;
+            if found.len() == limit {
+                break;
+            }
+            if let Ok(record) = serde_json::from_slice::<RestoreRecord>(value.value()) {
+                found.push(record);
+            }
+        }
+        found.reverse();
+        Ok(found)
     }
 
     /// Records in the store.

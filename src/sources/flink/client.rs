@@ -197,6 +197,15 @@ impl FlinkClient {
         self.get_optional(&format!("/jobs/{job_id}/vertices/{vertex_id}")).await
     }
 
+    /// `GET /jobs/:id/vertices/:vertex/subtasktimes`; `None` when unknown (404).
+    pub async fn subtask_times(
+        &self,
+        job_id: &str,
+        vertex_id: &str,
+    ) -> Result<Option<dto::SubtaskTimes>, FetchError> {
+        self.get_optional(&format!("/jobs/{job_id}/vertices/{vertex_id}/subtasktimes")).await
+    }
+
     /// `GET /jobs/:id/vertices/:vertex/backpressure`; `None` when unknown (404).
     pub async fn vertex_backpressure(
         &self,

@@ -33,6 +33,40 @@ pub fn settings(config: &dto::CheckpointConfig) -> CheckpointSettings {
     }
 }
 
+/// What `latest.restored` of `/checkpoints` says the job last restored from; `None` without a
+/// restore timestamp.
+pub fn restored_from(restored: &dto::RestoredCheckpoint) -> Option<crate::observe::RestoredFrom> {
+    let at = restored.restore_timestamp.filter(|&t| t > 0)?;
+    Some(crate::observe::RestoredFrom {
+        checkpoint_id: restored.id,
+        is_savepoint: restored.is_savepoint.unwrap_or(false),
+        external_path: restored.external_path.clone(),
+        restored_at: Timestamp(at),
+    })
+}
+
+/// The subtasks of one vertex's `subtasktimes`, named `operator`: when each current attempt
+/// entered INITIALIZING and RUNNING, and whether RUNNING (or FINISHED) is its latest state.
+pub fn subtask_starts(operator: &str, times: &dto::SubtaskTimes) -> Vec<crate::observe::SubtaskStart> {
+    let at = |st: &dto::SubtaskTimesEntry, state: &str| {
+        st.timestamps.get(state).copied().filter(|&t| t > 0).map(Timestamp)
+    };
+    times
+        .subtasks
+        .iter()
+        .map(|st| {
+            let latest = st.timestamps.iter().filter(|(_, t)| **t > 0).max_by_key(|(_, t)| **t);
+            crate::observe::SubtaskStart {
+                operator: operator.to_string(),
+                subtask: st.subtask,
+                initializing_at: at(st, "INITIALIZING"),
+                running_at: at(st, "RUNNING"),
+                running_now: latest.is_some_and(|(s, _)| s == "RUNNING" || s == "FINISHED"),
+            }
+        })
+        .collect()
+}
+
 /// Converts `counts` of `/checkpoints`.
 pub fn counts(counts: &dto::Counts) -> CheckpointCounts {
     CheckpointCounts {

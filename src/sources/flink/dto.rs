@@ -63,6 +63,34 @@ pub struct JobDetails {
     pub plan: Option<Plan>,
     /// The JobManager's clock when it answered, epoch ms.
     pub now: Option<i64>,
+    /// When the job last entered each job status (`RESTARTING`, `RUNNING`, …), epoch ms; 0 for
+    /// a status it never entered.
+    #[serde(default)]
+    pub timestamps: std::collections::BTreeMap<String, i64>,
+}
+
+/// `/jobs/:id/vertices/:vertex/subtasktimes` (every version from 1.13 to 2.x): when each
+/// subtask's current execution attempt entered each execution state.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SubtaskTimes {
+    /// The vertex id.
+    pub id: Option<String>,
+    /// The operator chain's name.
+    pub name: Option<String>,
+    /// The subtasks.
+    #[serde(default)]
+    pub subtasks: Vec<SubtaskTimesEntry>,
+}
+
+/// One subtask of `subtasktimes`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SubtaskTimesEntry {
+    /// The subtask index (0-based).
+    pub subtask: u32,
+    /// Execution state (`DEPLOYING`, `INITIALIZING`, `RUNNING`, …) → when the attempt entered
+    /// it, epoch ms; 0 for a state it never entered.
+    #[serde(default)]
+    pub timestamps: std::collections::BTreeMap<String, i64>,
 }
 
 /// One vertex of `/jobs/:id`.
