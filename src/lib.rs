@@ -27,6 +27,7 @@
 //! - [`app`] — state shared between tasks.
 //! - [`daemon`] — wiring, reloads and shutdown.
 //! - [`discovery`] — clusters found in files (Prometheus `file_sd`), watched for changes.
+//! - [`kubernetes`] — clusters found by watching the Kubernetes API (Flink's services, the operator's resources).
 //! - [`demo`] — a simulated Flink cluster driven by the model, watched by the real daemon.
 //! - [`telemetry`] — logging.
 
@@ -42,6 +43,7 @@ pub mod discovery;
 pub mod export;
 pub mod flink;
 pub mod http;
+pub mod kubernetes;
 pub mod listener;
 pub mod logs;
 pub mod model;
