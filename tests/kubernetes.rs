@@ -1,0 +1,143 @@
+//! Kubernetes discovery through the real daemon against the list/watch stub (tests/kube_stub.rs):
+//! a cluster behind a Flink native `-rest` Service and one behind a FlinkDeployment are found
+//! and polled to Flink's own counts; a watch that breaks off resumes from its resourceVersion
+//! (no re-list) and sees the Service deleted (its series go); a 410 Gone makes it list again,
+//! and the list brings the Service back (its series return with Flink's counts, nothing counted
+//! twice); a suspended FlinkDeployment stops being polled.
+
+use crate::common;
+use crate::kube_stub::{KubeStub, Res, fixture};
+
+use std::time::Duration;
+
+use common::{replay, sample, scrape};
+
+fn counts(metrics: &str, cluster: &str, job_id: &str) -> (Option<f64>, Option<f64>) {
+    let find = |status: &str| {
+        metrics.lines().find_map(|l| {
+            let ok = l.starts_with("flink_checkpoints_total{")
+                && l.contains(&format!("cluster=\"{cluster}\""))
+                && l.contains(&format!("job_id=\"{job_id}\""))
+                && l.contains(&format!("status=\"{status}\""));
+            ok.then(|| l.rsplit_once(' ')?.1.parse().ok()).flatten()
+        })
+    };
+    (find("completed"), find("failed"))
+}
+
+/// Scrapes until `done` holds for the metrics (at most 20 s).
+async fn until(addr: std::net::SocketAddr, what: &str, done: impl Fn(&str) -> bool) -> String {
+    for _ in 0..200 {
+        let metrics = scrape(addr).await;
+        if done(&metrics) {
+            return metrics;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: not within 20 s:\n{}", scrape(addr).await.lines().filter(|l| l.contains("kubernetes")).collect::<Vec<_>>().join("\n"));
+}
+
+fn port_of(url: &str) -> u16 {
+    url.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() {
+    let orders = replay("2.3.0", "healthy").await;
+    let lab = replay("1.20.5", "healthy").await;
+    // As Flink and the operator create them; the ports are the replay servers' (the daemon
+    // reaches them at 127.0.0.1 through url_template instead of the cluster DNS name).
+    let mut rest = fixture("service-native-rest.json");
+    rest["spec"]["ports"][0]["port"] = port_of(&orders.url).into();
+    let mut deployment = fixture("flinkdeployment-running.json");
+    deployment["spec"]["flinkConfiguration"]["rest.port"] = port_of(&lab.url).to_string().into();
+    let mut elsewhere = rest.clone();
+    elsewhere["metadata"]["namespace"] = "other".into();
+    let stub = KubeStub::start(vec![
+        rest.clone(),
+        fixture("service-native-internal.json"),
+        deployment.clone(),
+        elsewhere,
+    ])
+    .await;
+
+    let state = tempfile::tempdir().unwrap();
+    let mut config = common::watching(&lab.url, Duration::from_millis(100), state.path());
+    config.clusters.clear();
+    let k = &mut config.discovery.kubernetes;
+    k.enabled = true;
+    k.api_url = Some(stub.url.clone());
+    k.namespaces = vec!["flink".into()];
+    k.kinds = vec!["services".into(), "flinkdeployments".into()];
+    k.url_template = "http://127.0.0.1:{port}".into();
+    config.discovery.defaults.poll_interval = Duration::from_millis(100);
+    let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
+
+    // Found and polled to Flink's counts: flink.orders (Service), flink.lab (FlinkDeployment);
+    // the internal service and the other namespace's service are not clusters.
+    orders.wait_for_polls(2).await;
+    lab.wait_for_polls(2).await;
+    let (o, l) = (orders.scenario(), lab.scenario());
+    let want = |s: &common::Scenario| {
+        let last = s.last_counts();
+        (last["completed"].as_f64(), last["failed"].as_f64())
+    };
+    let first = until(daemon.addr, "both counted", |m| {
+        counts(m, "flink.orders", &o.job_id) == want(o) && counts(m, "flink.lab", &l.job_id) == want(l)
+    })
+    .await;
+    assert_eq!(sample(&first, "checkpoint_sentinel_kubernetes_discovered_clusters", &[]), Some(2.0));
+    assert_eq!(sample(&first, "checkpoint_sentinel_kubernetes_synced", &[]), Some(1.0));
+    assert_eq!(sample(&first, "checkpoint_sentinel_kubernetes_objects", &[("kind", "services")]), Some(1.0));
+    assert_eq!(sample(&first, "checkpoint_sentinel_kubernetes_objects", &[("kind", "flinkdeployments")]), Some(1.0));
+    assert!(!first.contains("cluster=\"other."), "only the namespaces configured");
+    assert_eq!(stub.lists(Res::Services), 1);
+
+    // The watch breaks off; the Service is deleted meanwhile. The watcher resumes from the
+    // version it saw (no new list) and gets the DELETED event: orders' series go.
+    let watches = stub.watches(Res::Services);
+    stub.drop_watches();
+    stub.delete(Res::Services, "flink", "orders-rest");
+    let gone = until(daemon.addr, "orders removed", |m| !m.contains("cluster=\"flink.orders\"")).await;
+    assert_eq!(stub.lists(Res::Services), 1, "resumed, not listed again");
+    assert!(stub.watches(Res::Services) > watches, "a new watch");
+    assert_eq!(sample(&gone, "checkpoint_sentinel_kubernetes_relists_total", &[("kind", "services")]), Some(0.0));
+    assert!(
+        sample(&gone, "checkpoint_sentinel_kubernetes_watch_errors_total", &[("kind", "services"), ("reason", "watch_stream")])
+            >= Some(1.0),
+        "the broken watch is counted"
+    );
+    assert_eq!(counts(&gone, "flink.lab", &l.job_id), want(l), "lab untouched");
+    let served_while_gone = orders.polls_served();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(orders.polls_served(), served_while_gone, "not polled once deleted");
+
+    // Re-added, but the history is compacted past it: the resumed watch gets 410 Gone, the
+    // watcher lists again and the list has it. Back with Flink's counts, not doubled.
+    stub.compact(|write| write("ADDED", rest.clone()));
+    let back = until(daemon.addr, "orders back", |m| counts(m, "flink.orders", &o.job_id).0.is_some()).await;
+    assert!(stub.lists(Res::Services) >= 2, "listed again");
+    assert!(stub.bookmarks_and_gone().1 >= 1, "410 sent");
+    assert!(sample(&back, "checkpoint_sentinel_kubernetes_relists_total", &[("kind", "services")]) >= Some(1.0));
+    assert!(
+        sample(&back, "checkpoint_sentinel_kubernetes_watch_errors_total", &[("kind", "services"), ("reason", "gone")])
+            >= Some(1.0)
+    );
+    assert_eq!(counts(&back, "flink.orders", &o.job_id), want(o), "restored with Flink's counts");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let after = scrape(daemon.addr).await;
+    assert_eq!(counts(&after, "flink.orders", &o.job_id), want(o), "and not counted twice later");
+    assert!(orders.polls_served() > served_while_gone, "polled again");
+    assert_eq!(sample(&after, "checkpoint_sentinel_kubernetes_discovered_clusters", &[]), Some(2.0));
+
+    // The operator suspends lab: no JobManager, so no cluster to poll.
+    let mut suspended = deployment.clone();
+    suspended["spec"]["job"]["state"] = "suspended".into();
+    suspended["status"]["lifecycleState"] = "SUSPENDED".into();
+    suspended["status"]["jobManagerDeploymentStatus"] = "MISSING".into();
+    stub.apply(suspended);
+    let off = until(daemon.addr, "lab removed", |m| !m.contains("cluster=\"flink.lab\"")).await;
+    assert_eq!(counts(&off, "flink.orders", &o.job_id), want(o));
+    assert!(stub.bookmarks_and_gone().0 >= 1, "bookmarks were sent and taken");
+    daemon.shutdown().await;
+}
