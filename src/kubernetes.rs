@@ -911,6 +911,17 @@ mod tests {
         assert_eq!(names(&o), ["a.x", "a.z"], "taken at its next change once there is room");
     }
 
+    #[tokio::test]
+    async fn an_https_api_client_builds_with_the_crates_tls_provider() {
+        // The in-cluster case is HTTPS: building the client sets up rustls (a second crypto
+        // provider in the tree would make it panic here, not in the HTTP tests).
+        let config = KubernetesConfig { api_url: Some("https://127.0.0.1:6443".into()), ..Default::default() };
+        assert!(client(&config).await.is_ok());
+        let missing = KubernetesConfig { kubeconfig: Some("/nonexistent/kubeconfig".into()), ..Default::default() };
+        let e = client(&missing).await.err().unwrap();
+        assert!(e.contains("/nonexistent/kubeconfig"), "{e}");
+    }
+
     #[test]
     fn the_config_is_checked_under_its_own_keys() {
         let config = KubernetesConfig {
