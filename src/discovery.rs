@@ -487,8 +487,9 @@ impl Discovery {
             return;
         }
         let (task, mut rx) = crate::kubernetes::spawn(config.clone(), self.config.defaults.scheme.clone());
-        let listed =
-            tokio::time::timeout(config.initial_wait, rx.wait_for(|v| v.stats.synced)).await.is_ok_and(|r| r.is_ok());
+        let listed = tokio::time::timeout(config.initial_wait, rx.wait_for(|v| v.stats.synced))
+            .await
+            .is_ok_and(|r| r.is_ok());
         if !listed {
             tracing::warn!(
                 initial_wait = ?config.initial_wait,

@@ -968,8 +968,16 @@ macro_rules! family {
 /// Kubernetes discovery's series (bounded: three kinds, six reasons).
 fn render_kubernetes<S: Sink>(out: &mut S, k: &crate::kubernetes::KubernetesStats) {
     use crate::kubernetes::{ERROR_REASONS, KINDS};
-    out.push(family!("checkpoint_sentinel_kubernetes_discovered_clusters"), &[], Value::Number(k.clusters as f64));
-    out.push(family!("checkpoint_sentinel_kubernetes_synced"), &[], Value::Number(f64::from(u8::from(k.synced))));
+    out.push(
+        family!("checkpoint_sentinel_kubernetes_discovered_clusters"),
+        &[],
+        Value::Number(k.clusters as f64),
+    );
+    out.push(
+        family!("checkpoint_sentinel_kubernetes_synced"),
+        &[],
+        Value::Number(f64::from(u8::from(k.synced))),
+    );
     // One family after the other (the text format groups a family's samples).
     for (family, values) in [
         (family!("checkpoint_sentinel_kubernetes_objects"), &k.objects),

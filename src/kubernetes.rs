@@ -197,7 +197,8 @@ impl KubernetesConfig {
         if self.enabled && self.kinds.is_empty() {
             problems.push(format!("{}: expected at least one kind when enabled", key("kinds")));
         }
-        for (name, selector) in [("service_selector", &self.service_selector), ("label_selector", &self.label_selector)]
+        for (name, selector) in
+            [("service_selector", &self.service_selector), ("label_selector", &self.label_selector)]
         {
             if let Err(e) = check_selector(selector) {
                 problems.push(format!("{}: {selector:?}: expected a label selector ({e})", key(name)));
@@ -264,7 +265,8 @@ fn check_selector(s: &str) -> Result<(), String> {
     let key_ok = |k: &str| {
         !k.is_empty() && k.len() <= 317 && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
     };
-    let value_ok = |v: &str| v.len() <= 63 && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    let value_ok =
+        |v: &str| v.len() <= 63 && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
     // Split on commas outside parentheses.
     let mut parts = Vec::new();
     let (mut depth, mut start) = (0i32, 0);
@@ -291,7 +293,8 @@ fn check_selector(s: &str) -> Result<(), String> {
     }
     for part in parts {
         let p = part.trim();
-        let ok = if let Some((k, v)) = p.split_once("!=").or_else(|| p.split_once("==")).or_else(|| p.split_once('='))
+        let ok = if let Some((k, v)) =
+            p.split_once("!=").or_else(|| p.split_once("==")).or_else(|| p.split_once('='))
         {
             key_ok(k.trim()) && value_ok(v.trim())
         } else if let Some((k, rest)) = p.split_once(" in ").or_else(|| p.split_once(" notin ")) {
@@ -311,7 +314,14 @@ fn check_selector(s: &str) -> Result<(), String> {
 }
 
 /// The URL template with its placeholders replaced.
-pub fn render_url(template: &str, scheme: &str, service: &str, namespace: &str, port: u16, cluster_id: &str) -> String {
+pub fn render_url(
+    template: &str,
+    scheme: &str,
+    service: &str,
+    namespace: &str,
+    port: u16,
+    cluster_id: &str,
+) -> String {
     template
         .replace("{scheme}", scheme)
         .replace("{service}", service)
@@ -631,7 +641,8 @@ async fn client(config: &KubernetesConfig) -> Result<kube::Client, String> {
     let mut kc = if let Some(url) = &config.api_url {
         kube::Config::new(url.parse::<axum::http::Uri>().map_err(|e| format!("api_url: {e}"))?)
     } else if let Some(path) = &config.kubeconfig {
-        let file = kube::config::Kubeconfig::read_from(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let file =
+            kube::config::Kubeconfig::read_from(path).map_err(|e| format!("{}: {e}", path.display()))?;
         kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
             .await
             .map_err(|e| format!("{}: {e}", path.display()))?
@@ -664,7 +675,10 @@ type Event = (usize, Result<watcher::Event<DynamicObject>, watcher::Error>);
 
 /// Starts the watches; the returned receiver has the current view (and `stats.synced` once
 /// every watch listed completely). The task ends when the receiver is dropped.
-pub fn spawn(config: KubernetesConfig, scheme: String) -> (tokio::task::JoinHandle<()>, watch::Receiver<View>) {
+pub fn spawn(
+    config: KubernetesConfig,
+    scheme: String,
+) -> (tokio::task::JoinHandle<()>, watch::Receiver<View>) {
     let (tx, rx) = watch::channel(View::default());
     let task = tokio::spawn(run(config, scheme, tx));
     (task, rx)
@@ -727,7 +741,8 @@ async fn run(config: KubernetesConfig, scheme: String, tx: watch::Sender<View>) 
     let found = move |kind: Kind, obj: &DynamicObject| -> Option<Found> {
         match kind {
             Kind::Service => {
-                let svc: Service = serde_json::to_value(obj).ok().and_then(|v| serde_json::from_value(v).ok())?;
+                let svc: Service =
+                    serde_json::to_value(obj).ok().and_then(|v| serde_json::from_value(v).ok())?;
                 from_service(&svc, "rest")
             }
             Kind::FlinkDeployment => from_flink_deployment(obj, rest_port),
@@ -761,9 +776,17 @@ async fn run(config: KubernetesConfig, scheme: String, tx: watch::Sender<View>) 
                     let r = reason(&e);
                     let scope = watches[i].1.as_deref().unwrap_or("(all namespaces)");
                     if r == 4 {
-                        tracing::info!(kind = kind.plural(), namespace = scope, "Kubernetes watch expired (410 Gone); listing again");
+                        tracing::info!(
+                            kind = kind.plural(),
+                            namespace = scope,
+                            "Kubernetes watch expired (410 Gone); listing again"
+                        );
                     } else {
-                        tracing::warn!(kind = kind.plural(), namespace = scope, "Kubernetes watch failed, retrying: {e}");
+                        tracing::warn!(
+                            kind = kind.plural(),
+                            namespace = scope,
+                            "Kubernetes watch failed, retrying: {e}"
+                        );
                     }
                     objects.error(i, r);
                 }
@@ -814,7 +837,10 @@ mod tests {
     fn a_flink_deployment_is_its_cluster_unless_it_has_no_jobmanager() {
         let fd = dynamic("flinkdeployment-running.json");
         let found = from_flink_deployment(&fd, 8081).unwrap();
-        assert_eq!((found.name(), found.service.as_str(), found.port), ("flink.lab".to_string(), "lab-rest", 8081));
+        assert_eq!(
+            (found.name(), found.service.as_str(), found.port),
+            ("flink.lab".to_string(), "lab-rest", 8081)
+        );
         let mut suspended = fd.clone();
         suspended.data["status"]["lifecycleState"] = "SUSPENDED".into();
         assert_eq!(from_flink_deployment(&suspended, 8081), None);
@@ -864,7 +890,11 @@ mod tests {
     }
 
     fn names(o: &Objects) -> Vec<String> {
-        o.view("{scheme}://{service}.{namespace}.svc:{port}", "http").targets.into_iter().map(|t| t.name).collect()
+        o.view("{scheme}://{service}.{namespace}.svc:{port}", "http")
+            .targets
+            .into_iter()
+            .map(|t| t.name)
+            .collect()
     }
 
     #[test]
@@ -915,9 +945,11 @@ mod tests {
     async fn an_https_api_client_builds_with_the_crates_tls_provider() {
         // The in-cluster case is HTTPS: building the client sets up rustls (a second crypto
         // provider in the tree would make it panic here, not in the HTTP tests).
-        let config = KubernetesConfig { api_url: Some("https://127.0.0.1:6443".into()), ..Default::default() };
+        let config =
+            KubernetesConfig { api_url: Some("https://127.0.0.1:6443".into()), ..Default::default() };
         assert!(client(&config).await.is_ok());
-        let missing = KubernetesConfig { kubeconfig: Some("/nonexistent/kubeconfig".into()), ..Default::default() };
+        let missing =
+            KubernetesConfig { kubeconfig: Some("/nonexistent/kubeconfig".into()), ..Default::default() };
         let e = client(&missing).await.err().unwrap();
         assert!(e.contains("/nonexistent/kubeconfig"), "{e}");
     }

@@ -151,7 +151,8 @@ impl KubeStub {
     /// Deletes an object (`DELETED` with its last state).
     pub fn delete(&self, res: Res, ns: &str, name: &str) {
         let mut s = self.store.lock().unwrap();
-        let object = s.objects.get(&(res, ns.to_string(), name.to_string())).cloned().expect("no such object");
+        let object =
+            s.objects.get(&(res, ns.to_string(), name.to_string())).cloned().expect("no such object");
         s.write("DELETED", object);
     }
 
@@ -194,7 +195,11 @@ fn key_of(object: &Value) -> Key {
 
 type Shared = State<Arc<Mutex<Store>>>;
 
-async fn all(state: Shared, Path(plural): Path<String>, Query(q): Query<BTreeMap<String, String>>) -> Response {
+async fn all(
+    state: Shared,
+    Path(plural): Path<String>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
     serve(state, None, plural, q)
 }
 

@@ -34,7 +34,10 @@ async fn until(addr: std::net::SocketAddr, what: &str, done: impl Fn(&str) -> bo
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("{what}: not within 20 s:\n{}", scrape(addr).await.lines().filter(|l| l.contains("kubernetes")).collect::<Vec<_>>().join("\n"));
+    panic!(
+        "{what}: not within 20 s:\n{}",
+        scrape(addr).await.lines().filter(|l| l.contains("kubernetes")).collect::<Vec<_>>().join("\n")
+    );
 }
 
 fn port_of(url: &str) -> u16 {
@@ -89,7 +92,10 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     assert_eq!(sample(&first, "checkpoint_sentinel_kubernetes_discovered_clusters", &[]), Some(2.0));
     assert_eq!(sample(&first, "checkpoint_sentinel_kubernetes_synced", &[]), Some(1.0));
     assert_eq!(sample(&first, "checkpoint_sentinel_kubernetes_objects", &[("kind", "services")]), Some(1.0));
-    assert_eq!(sample(&first, "checkpoint_sentinel_kubernetes_objects", &[("kind", "flinkdeployments")]), Some(1.0));
+    assert_eq!(
+        sample(&first, "checkpoint_sentinel_kubernetes_objects", &[("kind", "flinkdeployments")]),
+        Some(1.0)
+    );
     assert!(!first.contains("cluster=\"other."), "only the namespaces configured");
     assert_eq!(stub.lists(Res::Services), 1);
 
@@ -101,10 +107,16 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     let gone = until(daemon.addr, "orders removed", |m| !m.contains("cluster=\"flink.orders\"")).await;
     assert_eq!(stub.lists(Res::Services), 1, "resumed, not listed again");
     assert!(stub.watches(Res::Services) > watches, "a new watch");
-    assert_eq!(sample(&gone, "checkpoint_sentinel_kubernetes_relists_total", &[("kind", "services")]), Some(0.0));
+    assert_eq!(
+        sample(&gone, "checkpoint_sentinel_kubernetes_relists_total", &[("kind", "services")]),
+        Some(0.0)
+    );
     assert!(
-        sample(&gone, "checkpoint_sentinel_kubernetes_watch_errors_total", &[("kind", "services"), ("reason", "watch_stream")])
-            >= Some(1.0),
+        sample(
+            &gone,
+            "checkpoint_sentinel_kubernetes_watch_errors_total",
+            &[("kind", "services"), ("reason", "watch_stream")]
+        ) >= Some(1.0),
         "the broken watch is counted"
     );
     assert_eq!(counts(&gone, "flink.lab", &l.job_id), want(l), "lab untouched");
@@ -118,10 +130,15 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     let back = until(daemon.addr, "orders back", |m| counts(m, "flink.orders", &o.job_id).0.is_some()).await;
     assert!(stub.lists(Res::Services) >= 2, "listed again");
     assert!(stub.bookmarks_and_gone().1 >= 1, "410 sent");
-    assert!(sample(&back, "checkpoint_sentinel_kubernetes_relists_total", &[("kind", "services")]) >= Some(1.0));
     assert!(
-        sample(&back, "checkpoint_sentinel_kubernetes_watch_errors_total", &[("kind", "services"), ("reason", "gone")])
-            >= Some(1.0)
+        sample(&back, "checkpoint_sentinel_kubernetes_relists_total", &[("kind", "services")]) >= Some(1.0)
+    );
+    assert!(
+        sample(
+            &back,
+            "checkpoint_sentinel_kubernetes_watch_errors_total",
+            &[("kind", "services"), ("reason", "gone")]
+        ) >= Some(1.0)
     );
     assert_eq!(counts(&back, "flink.orders", &o.job_id), want(o), "restored with Flink's counts");
     tokio::time::sleep(Duration::from_millis(600)).await;
