@@ -25,7 +25,7 @@
 //! `{scheme}://{service}.{namespace}.svc:{port}`), with the settings of `[discovery.defaults]`.
 //! Objects naming the same cluster (a FlinkDeployment, the `-rest` Service Flink made for it,
 //! its session jobs) are one cluster; its URL comes from the Service, else the FlinkDeployment.
-//! The targets go to [`crate::discovery::Discovery`], which merges them with the file targets
+//! The targets go to [`crate::sources::discovery::Discovery`], which merges them with the file targets
 //! (files first, then Kubernetes) and hands the clusters to the daemon as it does for files.
 //!
 //! The watches are kube-rs `watcher`s: list, then watch from the list's `resourceVersion`; a
@@ -51,7 +51,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::discovery::Target;
+use crate::sources::discovery::Target;
 
 /// `[discovery.kubernetes]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -40,8 +40,8 @@ pub struct DiscoveryConfig {
     pub max_file_bytes: u64,
     /// The settings of every discovered cluster.
     pub defaults: DiscoveryDefaults,
-    /// Kubernetes discovery (src/kubernetes.rs).
-    pub kubernetes: crate::kubernetes::KubernetesConfig,
+    /// Kubernetes discovery (src/sources/kubernetes.rs).
+    pub kubernetes: crate::sources::kubernetes::KubernetesConfig,
 }
 
 impl Default for DiscoveryConfig {
@@ -239,7 +239,7 @@ pub struct DiscoveryStats {
     /// `too_many_files`).
     pub file_errors: [(&'static str, u64); 4],
     /// What Kubernetes discovery did, when it is on.
-    pub kubernetes: Option<crate::kubernetes::KubernetesStats>,
+    pub kubernetes: Option<crate::sources::kubernetes::KubernetesStats>,
 }
 
 /// Reasons a target is left out.
@@ -417,7 +417,7 @@ impl Discovery {
     ) {
         let (events_tx, mut events) = mpsc::channel::<()>(1);
         // Without Kubernetes discovery this receiver never fires (its sender stays here).
-        let (_no_kubernetes, idle) = watch::channel(crate::kubernetes::View::default());
+        let (_no_kubernetes, idle) = watch::channel(crate::sources::kubernetes::View::default());
         let mut kube_rx = self.kubernetes.as_ref().map_or(idle, |k| k.rx.clone());
         // Kept here too: without a watcher (notify failed) the periodic re-read goes on.
         let _events_tx = events_tx.clone();
@@ -486,7 +486,8 @@ impl Discovery {
         if !config.enabled || self.kubernetes.is_some() {
             return;
         }
-        let (task, mut rx) = crate::kubernetes::spawn(config.clone(), self.config.defaults.scheme.clone());
+        let (task, mut rx) =
+            crate::sources::kubernetes::spawn(config.clone(), self.config.defaults.scheme.clone());
         let listed = tokio::time::timeout(config.initial_wait, rx.wait_for(|v| v.stats.synced))
             .await
             .is_ok_and(|r| r.is_ok());
@@ -507,8 +508,8 @@ const KUBERNETES_SOURCE: &str = "~kubernetes";
 
 /// Kubernetes discovery's task, its receiver and the last view taken from it.
 struct KubernetesWatch {
-    view: crate::kubernetes::View,
-    rx: watch::Receiver<crate::kubernetes::View>,
+    view: crate::sources::kubernetes::View,
+    rx: watch::Receiver<crate::sources::kubernetes::View>,
     _task: AbortOnDrop,
 }
 
