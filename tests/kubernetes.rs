@@ -97,6 +97,24 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
         Some(1.0)
     );
     assert!(!first.contains("cluster=\"other."), "only the namespaces configured");
+    // What the operator's status says, beside what the daemon polls.
+    let lab_info = [
+        ("cluster", "flink.lab"),
+        ("resource", "flinkdeployment/lab"),
+        ("job_id", "8a3c1f0e2b4d6a8c0e1f3a5b7c9d1e2f"),
+        ("state", "RUNNING"),
+        ("lifecycle_state", "STABLE"),
+    ];
+    assert_eq!(sample(&first, "flink_operator_job_info", &lab_info), Some(1.0));
+    crate::golden::promtool_check(&first);
+    assert_eq!(
+        sample(
+            &first,
+            "flink_operator_last_savepoint_timestamp_seconds",
+            &[("cluster", "flink.lab"), ("resource", "flinkdeployment/lab")]
+        ),
+        Some(1_764_494_400.0)
+    );
     assert_eq!(stub.lists(Res::Services), 1);
 
     // The watch breaks off; the Service is deleted meanwhile. The watcher resumes from the

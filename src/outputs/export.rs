@@ -347,6 +347,18 @@ pub const METRICS: &[MetricDef] = &[
         "Errors of the Kubernetes watches, by kind and reason: client (no API client), list, watch_start, watch_stream (the watch broke off or sent what could not be read), gone (410: listed again), api_error (another error status)."
     ),
     metric!(
+        "flink_operator_job_info",
+        Gauge,
+        &["cluster", "resource", "job_id", "state", "lifecycle_state"],
+        "1 per FlinkDeployment or FlinkSessionJob that Kubernetes discovery keeps: the Flink Kubernetes Operator's status.jobStatus.jobId, .state and status.lifecycleState (other: a value not in the CRD)."
+    ),
+    metric!(
+        "flink_operator_last_savepoint_timestamp_seconds",
+        Gauge,
+        &["cluster", "resource"],
+        "The Flink Kubernetes Operator's status.jobStatus.savepointInfo.lastSavepoint.timeStamp (seconds since the Unix epoch), when it has one."
+    ),
+    metric!(
         "checkpoint_sentinel_kubernetes_synced",
         Gauge,
         &[],
@@ -988,6 +1000,28 @@ fn render_kubernetes<S: Sink>(out: &mut S, k: &crate::sources::kubernetes::Kuber
             out.push(family, &[("kind", kind.plural())], Value::Number(*n as f64));
         }
     }
+    for j in &k.jobs {
+        out.push(
+            family!("flink_operator_job_info"),
+            &[
+                ("cluster", &j.cluster),
+                ("resource", &j.resource),
+                ("job_id", &j.job_id),
+                ("state", &j.state),
+                ("lifecycle_state", &j.lifecycle_state),
+            ],
+            Value::Number(1.0),
+        );
+    }
+    for j in &k.jobs {
+        if let Some(ms) = j.last_savepoint_ms {
+            out.push(
+                family!("flink_operator_last_savepoint_timestamp_seconds"),
+                &[("cluster", &j.cluster), ("resource", &j.resource)],
+                Value::Number(ms as f64 / 1000.0),
+            );
+        }
+    }
     for (i, kind) in KINDS.iter().enumerate() {
         for (r, reason) in ERROR_REASONS.iter().enumerate() {
             out.push(
@@ -1546,6 +1580,14 @@ mod tests {
                     relists: [1, 0, 0],
                     clusters: 2,
                     synced: true,
+                    jobs: vec![crate::sources::kubernetes::OperatorJob {
+                        cluster: "flink.lab".into(),
+                        resource: "flinkdeployment/lab".into(),
+                        job_id: "8a3c1f0e2b4d6a8c0e1f3a5b7c9d1e2f".into(),
+                        state: "RUNNING".into(),
+                        lifecycle_state: "STABLE".into(),
+                        last_savepoint_ms: Some(1_764_494_400_000),
+                    }],
                     ..Default::default()
                 }),
             }),

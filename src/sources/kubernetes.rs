@@ -343,6 +343,83 @@ pub struct Found {
     pub service: String,
     /// The REST service's port.
     pub port: u16,
+    /// What the operator's status says of the job (FlinkDeployment, FlinkSessionJob).
+    pub job: Option<OperatorJob>,
+}
+
+/// What the operator's status says of a job, for `flink_operator_*` series. Label values are
+/// bounded: states outside the CRD's enums become `other`, an odd job id is left empty.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct OperatorJob {
+    /// The discovered cluster's name.
+    pub cluster: String,
+    /// `flinkdeployment/<name>` or `flinksessionjob/<name>`.
+    pub resource: String,
+    /// `status.jobStatus.jobId` (empty when none yet).
+    pub job_id: String,
+    /// `status.jobStatus.state` (RUNNING, FAILED, …; empty when none yet).
+    pub state: String,
+    /// `status.lifecycleState` (STABLE, UPGRADING, …; empty when none yet).
+    pub lifecycle_state: String,
+    /// `status.jobStatus.savepointInfo.lastSavepoint.timeStamp`, epoch milliseconds.
+    pub last_savepoint_ms: Option<i64>,
+}
+
+/// `status.jobStatus.state` values of the CRDs.
+const JOB_STATES: [&str; 11] = [
+    "CANCELED",
+    "CANCELLING",
+    "CREATED",
+    "FAILED",
+    "FAILING",
+    "FINISHED",
+    "INITIALIZING",
+    "RECONCILING",
+    "RESTARTING",
+    "RUNNING",
+    "SUSPENDED",
+];
+/// `status.lifecycleState` values of the CRDs.
+const LIFECYCLE_STATES: [&str; 10] = [
+    "CREATED",
+    "DELETED",
+    "DELETING",
+    "DEPLOYED",
+    "FAILED",
+    "ROLLED_BACK",
+    "ROLLING_BACK",
+    "STABLE",
+    "SUSPENDED",
+    "UPGRADING",
+];
+
+fn bounded(value: Option<&str>, allowed: &[&str]) -> String {
+    match value {
+        None | Some("") => String::new(),
+        Some(v) if allowed.contains(&v) => v.to_string(),
+        Some(_) => "other".to_string(),
+    }
+}
+
+fn operator_job(cluster: String, resource: String, status: &DeploymentStatus) -> OperatorJob {
+    let job = status.job_status.as_ref();
+    let job_id = job
+        .and_then(|j| j.job_id.as_deref())
+        .filter(|id| id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+        .unwrap_or_default()
+        .to_string();
+    OperatorJob {
+        cluster,
+        resource,
+        job_id,
+        state: bounded(job.and_then(|j| j.state.as_deref()), &JOB_STATES),
+        lifecycle_state: bounded(status.lifecycle_state.as_deref(), &LIFECYCLE_STATES),
+        last_savepoint_ms: job
+            .and_then(|j| j.savepoint_info.as_ref())
+            .and_then(|s| s.last_savepoint.as_ref())
+            .and_then(|s| s.time_stamp)
+            .filter(|t| *t > 0),
+    }
 }
 
 impl Found {
@@ -375,6 +452,7 @@ pub fn from_service(svc: &Service, rest_port_name: &str) -> Option<Found> {
         cluster_id: cluster_id.to_string(),
         service: name.to_string(),
         port: u16::try_from(port.port).ok().filter(|p| *p > 0)?,
+        job: None,
     })
 }
 
@@ -405,6 +483,27 @@ struct JobSpec {
 struct DeploymentStatus {
     lifecycle_state: Option<String>,
     job_manager_deployment_status: Option<String>,
+    job_status: Option<JobStatus>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct JobStatus {
+    job_id: Option<String>,
+    state: Option<String>,
+    savepoint_info: Option<SavepointInfo>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct SavepointInfo {
+    last_savepoint: Option<Savepoint>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Savepoint {
+    time_stamp: Option<i64>,
 }
 
 /// `rest.port` from a `flinkConfiguration` (flat `"rest.port": "8081"` or nested YAML form).
@@ -434,12 +533,14 @@ pub fn from_flink_deployment(obj: &DynamicObject, default_port: u16) -> Option<F
     {
         return None;
     }
+    let job = operator_job(format!("{namespace}.{name}"), format!("flinkdeployment/{name}"), &data.status);
     Some(Found {
         kind: Kind::FlinkDeployment,
         namespace,
         service: format!("{name}{REST_SERVICE_SUFFIX}"),
         port: rest_port_of(&data.spec.flink_configuration).unwrap_or(default_port),
         cluster_id: name,
+        job: Some(job),
     })
 }
 
@@ -451,12 +552,15 @@ pub fn from_session_job(obj: &DynamicObject, default_port: u16) -> Option<Found>
     }
     let data: DeploymentData = serde_json::from_value(obj.data.clone()).ok()?;
     let session = data.spec.deployment_name.filter(|d| !d.is_empty())?;
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    let job = operator_job(format!("{namespace}.{session}"), format!("flinksessionjob/{name}"), &data.status);
     Some(Found {
         kind: Kind::FlinkSessionJob,
         namespace,
         service: format!("{session}{REST_SERVICE_SUFFIX}"),
         port: default_port,
         cluster_id: session,
+        job: Some(job),
     })
 }
 
@@ -499,6 +603,8 @@ pub struct KubernetesStats {
     pub synced: bool,
     /// Clusters from Kubernetes among the discovered clusters polled (set by discovery).
     pub clusters: usize,
+    /// What the operator says of each job kept (FlinkDeployments, FlinkSessionJobs), in order.
+    pub jobs: Vec<OperatorJob>,
 }
 
 /// What the Kubernetes task publishes: the targets and the stats.
@@ -630,6 +736,9 @@ impl Objects {
             stats.objects[k.index()] += w.live.len() as u64;
         }
         stats.synced = self.watches.iter().all(|(_, w)| w.synced);
+        stats.jobs =
+            self.watches.iter().flat_map(|(_, w)| w.live.values()).filter_map(|f| f.job.clone()).collect();
+        stats.jobs.sort();
         let found = self.watches.iter().flat_map(|(_, w)| w.live.values());
         View { targets: targets(found, template, scheme), stats }
     }
@@ -826,6 +935,7 @@ mod tests {
                 cluster_id: "orders".into(),
                 service: "orders-rest".into(),
                 port: 8081,
+                job: None,
             }
         );
         assert_eq!(found.name(), "flink.orders");
@@ -841,6 +951,22 @@ mod tests {
             (found.name(), found.service.as_str(), found.port),
             ("flink.lab".to_string(), "lab-rest", 8081)
         );
+        assert_eq!(
+            found.job,
+            Some(OperatorJob {
+                cluster: "flink.lab".into(),
+                resource: "flinkdeployment/lab".into(),
+                job_id: "8a3c1f0e2b4d6a8c0e1f3a5b7c9d1e2f".into(),
+                state: "RUNNING".into(),
+                lifecycle_state: "STABLE".into(),
+                last_savepoint_ms: Some(1_764_494_400_000),
+            })
+        );
+        let mut odd = fd.clone();
+        odd.data["status"]["jobStatus"]["state"] = "SOMETHING_NEW".into();
+        odd.data["status"]["jobStatus"]["jobId"] = "not an id".into();
+        let job = from_flink_deployment(&odd, 8081).unwrap().job.unwrap();
+        assert_eq!((job.state.as_str(), job.job_id.as_str()), ("other", ""), "label values stay bounded");
         let mut suspended = fd.clone();
         suspended.data["status"]["lifecycleState"] = "SUSPENDED".into();
         assert_eq!(from_flink_deployment(&suspended, 8081), None);
@@ -882,6 +1008,7 @@ mod tests {
             cluster_id: id.into(),
             service: format!("{id}-rest"),
             port: 8081,
+            job: None,
         }
     }
 
