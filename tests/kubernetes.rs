@@ -3,7 +3,7 @@
 //! and polled to Flink's own counts; a watch that breaks off resumes from its resourceVersion
 //! (no re-list) and sees the Service deleted (its series go); a 410 Gone makes it list again,
 //! and the list brings the Service back (its series return with Flink's counts, nothing counted
-//! twice); a suspended FlinkDeployment stops being polled.
+//! twice); a suspended FlinkDeployment stops being polled, though a session job still names it.
 
 use crate::common;
 use crate::kube_stub::{KubeStub, Res, fixture};
@@ -56,11 +56,15 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     deployment["spec"]["flinkConfiguration"]["rest.port"] = port_of(&lab.url).to_string().into();
     let mut elsewhere = rest.clone();
     elsewhere["metadata"]["namespace"] = "other".into();
+    // A session job submitted to lab: one cluster however many objects name it.
+    let mut session_job = fixture("flinksessionjob.json");
+    session_job["spec"]["deploymentName"] = "lab".into();
     let stub = KubeStub::start(vec![
         rest.clone(),
         fixture("service-native-internal.json"),
         deployment.clone(),
         elsewhere,
+        session_job,
     ])
     .await;
 
@@ -71,7 +75,7 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     k.enabled = true;
     k.api_url = Some(stub.url.clone());
     k.namespaces = vec!["flink".into()];
-    k.kinds = vec!["services".into(), "flinkdeployments".into()];
+    k.kinds = vec!["services".into(), "flinkdeployments".into(), "flinksessionjobs".into()];
     k.url_template = "http://127.0.0.1:{port}".into();
     config.discovery.defaults.poll_interval = Duration::from_millis(100);
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
@@ -107,6 +111,13 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     ];
     assert_eq!(sample(&first, "flink_operator_job_info", &lab_info), Some(1.0));
     crate::golden::promtool_check(&first);
+    assert_eq!(
+        sample(&first, "checkpoint_sentinel_kubernetes_objects", &[("kind", "flinksessionjobs")]),
+        Some(1.0)
+    );
+    assert!(
+        first.contains(r#"flink_operator_job_info{cluster="flink.lab",resource="flinksessionjob/top-speed""#)
+    );
     assert_eq!(
         sample(
             &first,
@@ -171,7 +182,9 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     suspended["status"]["lifecycleState"] = "SUSPENDED".into();
     suspended["status"]["jobManagerDeploymentStatus"] = "MISSING".into();
     stub.apply(suspended);
-    let off = until(daemon.addr, "lab removed", |m| !m.contains("cluster=\"flink.lab\"")).await;
+    // Its session job still names it, but the FlinkDeployment decides.
+    let off = until(daemon.addr, "lab removed", |m| counts(m, "flink.lab", &l.job_id).0.is_none()).await;
+    assert_eq!(sample(&off, "checkpoint_sentinel_kubernetes_discovered_clusters", &[]), Some(1.0));
     assert_eq!(counts(&off, "flink.orders", &o.job_id), want(o));
     assert!(stub.bookmarks_and_gone().0 >= 1, "bookmarks were sent and taken");
     daemon.shutdown().await;

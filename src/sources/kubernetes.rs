@@ -18,7 +18,10 @@
 //!   suspended, being deleted, or whose JobManager is missing is not polled (it has no REST
 //!   endpoint; polling it would only page "unreachable").
 //! * **FlinkSessionJob** (flinksessionjobs.flink.apache.org-v1.yml): a job submitted to the session
-//!   cluster `spec.deploymentName` of its namespace, which it makes discovered.
+//!   cluster `spec.deploymentName` of its namespace, which it makes discovered when
+//!   FlinkDeployments are not watched (when they are, the session FlinkDeployment decides, so a
+//!   suspended session is not polled because a job still names it); its status is exported
+//!   either way.
 //!
 //! Every object becomes a discovered cluster named `<namespace>.<cluster-id>` (a namespace has
 //! no dots, so the name is unambiguous) at `url_template` (default
@@ -739,7 +742,14 @@ impl Objects {
         stats.jobs =
             self.watches.iter().flat_map(|(_, w)| w.live.values()).filter_map(|f| f.job.clone()).collect();
         stats.jobs.sort();
-        let found = self.watches.iter().flat_map(|(_, w)| w.live.values());
+        // With FlinkDeployments watched, a session job's cluster is its session deployment's
+        // business (a suspended session is not polled because a job still names it).
+        let deployments = self.watches.iter().any(|(k, _)| *k == Kind::FlinkDeployment);
+        let found = self
+            .watches
+            .iter()
+            .flat_map(|(_, w)| w.live.values())
+            .filter(|f| !(deployments && f.kind == Kind::FlinkSessionJob));
         View { targets: targets(found, template, scheme), stats }
     }
 }
@@ -1046,6 +1056,23 @@ mod tests {
         // An object that stops qualifying (e.g. relabelled) goes.
         o.apply(0, Change::Apply(k("a", "z"), None));
         assert!(names(&o).is_empty());
+    }
+
+    #[test]
+    fn with_deployments_watched_a_session_job_alone_makes_no_cluster() {
+        let job = from_session_job(&dynamic("flinksessionjob.json"), 8081).unwrap();
+        let key = ("flink".to_string(), "top-speed".to_string());
+        let mut alone = Objects::new([Kind::FlinkSessionJob], 10);
+        let mut both = Objects::new([Kind::FlinkDeployment, Kind::FlinkSessionJob], 10);
+        for (o, w) in [(&mut alone, 0), (&mut both, 1)] {
+            o.apply(w, Change::Init);
+            o.apply(w, Change::InitApply(key.clone(), Some(job.clone())));
+            o.apply(w, Change::InitDone);
+        }
+        assert_eq!(names(&alone), ["flink.session"]);
+        assert!(names(&both).is_empty(), "the session FlinkDeployment decides");
+        let view = both.view("{service}:{port}", "http");
+        assert_eq!(view.stats.jobs.len(), 1, "its status is still exported");
     }
 
     #[test]
