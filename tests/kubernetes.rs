@@ -189,3 +189,34 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     assert!(stub.bookmarks_and_gone().0 >= 1, "bookmarks were sent and taken");
     daemon.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_server_delays_the_start_by_initial_wait_only_and_is_counted() {
+    let lab = replay("1.20.5", "healthy").await;
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let api = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let state = tempfile::tempdir().unwrap();
+    let mut config = common::watching(&lab.url, Duration::from_millis(100), state.path());
+    let k = &mut config.discovery.kubernetes;
+    k.enabled = true;
+    k.api_url = Some(api);
+    k.initial_wait = Duration::from_millis(500);
+    let started = std::time::Instant::now();
+    let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "started after {:?}", started.elapsed());
+    // The static cluster is polled meanwhile; the failed lists are counted, nothing is synced.
+    let m = until(daemon.addr, "lists counted", |m| {
+        sample(
+            m,
+            "checkpoint_sentinel_kubernetes_watch_errors_total",
+            &[("kind", "services"), ("reason", "list")],
+        ) >= Some(1.0)
+            && sample(m, "checkpoint_sentinel_flink_up", &[("cluster", "lab")]) == Some(1.0)
+    })
+    .await;
+    assert_eq!(sample(&m, "checkpoint_sentinel_kubernetes_synced", &[]), Some(0.0));
+    assert_eq!(sample(&m, "checkpoint_sentinel_kubernetes_discovered_clusters", &[]), Some(0.0));
+    daemon.shutdown().await;
+}
