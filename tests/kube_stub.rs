@@ -13,6 +13,7 @@
 //!   after `timeoutSeconds`;
 //! * a watch from a version older than the compaction point gets an `ERROR` event with a
 //!   `Status` of code 410 (`Expired`, "too old resource version"), as a `200` stream;
+//! * a list in pages of `limit` items, the next one asked for with the `continue` token;
 //! * equality-based label selectors (`k=v`, `k==v`, `k!=v`, `k`, `!k`).
 //!
 //! The test drives it: `apply`, `delete`, `drop_watches` (every open watch breaks off
@@ -86,7 +87,9 @@ struct Store {
     log: Vec<(u64, &'static str, Value)>,
     /// Raised by `drop_watches` and `compact`: open watches break off.
     generation: u64,
+    /// Lists started (a first page) and pages served, per resource.
     lists: BTreeMap<Res, usize>,
+    pages: BTreeMap<Res, usize>,
     watches: BTreeMap<Res, usize>,
     bookmarks_sent: usize,
     gone_sent: usize,
@@ -177,6 +180,11 @@ impl KubeStub {
         self.store.lock().unwrap().lists.get(&res).copied().unwrap_or(0)
     }
 
+    /// List pages served per resource.
+    pub fn pages(&self, res: Res) -> usize {
+        self.store.lock().unwrap().pages.get(&res).copied().unwrap_or(0)
+    }
+
     /// Watches opened per resource.
     pub fn watches(&self, res: Res) -> usize {
         self.store.lock().unwrap().watches.get(&res).copied().unwrap_or(0)
@@ -243,13 +251,28 @@ fn serve(State(store): Shared, ns: Option<String>, plural: String, q: BTreeMap<S
     let selector = q.get("labelSelector").cloned().unwrap_or_default();
     if !matches!(q.get("watch").map(String::as_str), Some("true" | "1")) {
         let mut s = store.lock().unwrap();
-        *s.lists.entry(res).or_default() += 1;
-        let items: Vec<Value> =
-            s.objects.values().filter(|o| matches(res, &ns, &selector, o)).cloned().collect();
+        *s.pages.entry(res).or_default() += 1;
+        // Pages: `limit` items from the `continue` token on; the token carries the offset and
+        // the list's version, which every page reports (the stub pages over the objects as they
+        // are now; the tests do not write while a list is being paged).
+        let (offset, version) = match q.get("continue").and_then(|c| c.split_once('@')) {
+            Some((o, v)) => (o.parse().unwrap_or(0), v.parse().unwrap_or(s.rv)),
+            None => {
+                *s.lists.entry(res).or_default() += 1;
+                (0usize, s.rv)
+            }
+        };
+        let all: Vec<&Value> = s.objects.values().filter(|o| matches(res, &ns, &selector, o)).collect();
+        let limit = q.get("limit").and_then(|l| l.parse().ok()).filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let items: Vec<Value> = all.iter().skip(offset).take(limit).map(|o| (*o).clone()).collect();
+        let mut metadata = json!({"resourceVersion": version.to_string()});
+        if offset + items.len() < all.len() {
+            metadata["continue"] = json!(format!("{}@{version}", offset + items.len()));
+        }
         let list = json!({
             "kind": format!("{}List", res.kind()),
             "apiVersion": res.api_version(),
-            "metadata": {"resourceVersion": s.rv.to_string()},
+            "metadata": metadata,
             "items": items,
         });
         return axum::Json(list).into_response();

@@ -77,6 +77,8 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     k.namespaces = vec!["flink".into()];
     k.kinds = vec!["services".into(), "flinkdeployments".into(), "flinksessionjobs".into()];
     k.url_template = "http://127.0.0.1:{port}".into();
+    // Watches end every second (the API server's timeoutSeconds) and are resumed.
+    k.watch_timeout = Duration::from_secs(1);
     config.discovery.defaults.poll_interval = Duration::from_millis(100);
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
 
@@ -126,6 +128,11 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
         ),
         Some(1_764_494_400.0)
     );
+    assert_eq!(stub.lists(Res::Services), 1);
+
+    // Watches that the server ended were resumed, not re-listed.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(stub.watches(Res::Services) >= 3, "resumed after each timeout: {}", stub.watches(Res::Services));
     assert_eq!(stub.lists(Res::Services), 1);
 
     // The watch breaks off; the Service is deleted meanwhile. The watcher resumes from the
@@ -219,4 +226,44 @@ async fn an_unreachable_api_server_delays_the_start_by_initial_wait_only_and_is_
     assert_eq!(sample(&m, "checkpoint_sentinel_kubernetes_synced", &[]), Some(0.0));
     assert_eq!(sample(&m, "checkpoint_sentinel_kubernetes_discovered_clusters", &[]), Some(0.0));
     daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_list_comes_in_pages_and_objects_past_max_objects_are_cut_and_counted() {
+    // 1,200 REST services as Flink creates them, in three pages of 500; 50 are kept.
+    let template = fixture("service-native-rest.json");
+    let objects: Vec<_> = (0..1200)
+        .map(|i| {
+            let mut svc = template.clone();
+            svc["metadata"]["name"] = format!("job-{i:04}-rest").into();
+            svc["metadata"]["labels"]["app"] = format!("job-{i:04}").into();
+            svc
+        })
+        .collect();
+    let stub = KubeStub::start(objects).await;
+    let state = tempfile::tempdir().unwrap();
+    let mut config = common::watching("http://127.0.0.1:9", Duration::from_secs(60), state.path());
+    config.clusters.clear();
+    let k = &mut config.discovery.kubernetes;
+    k.enabled = true;
+    k.api_url = Some(stub.url.clone());
+    k.kinds = vec!["services".into()];
+    k.max_objects = 50;
+    // Nothing listens there; the discovered clusters are polled once a minute.
+    k.url_template = "http://127.0.0.1:9/{service}".into();
+    config.discovery.defaults.poll_interval = Duration::from_secs(60);
+    let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
+    let m = until(daemon.addr, "listed", |m| {
+        sample(m, "checkpoint_sentinel_kubernetes_synced", &[]) == Some(1.0)
+    })
+    .await;
+    daemon.shutdown().await;
+    assert_eq!((stub.lists(Res::Services), stub.pages(Res::Services)), (1, 3), "one list, three pages");
+    assert_eq!(sample(&m, "checkpoint_sentinel_kubernetes_objects", &[("kind", "services")]), Some(50.0));
+    assert_eq!(
+        sample(&m, "checkpoint_sentinel_kubernetes_objects_cut_total", &[("kind", "services")]),
+        Some(1150.0)
+    );
+    assert_eq!(sample(&m, "checkpoint_sentinel_kubernetes_discovered_clusters", &[]), Some(50.0));
+    assert_eq!(sample(&m, "checkpoint_sentinel_discovered_clusters", &[]), Some(50.0));
 }
