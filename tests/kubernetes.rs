@@ -2,8 +2,8 @@
 //! a cluster behind a Flink native `-rest` Service and one behind a FlinkDeployment are found
 //! and polled to Flink's own counts; a watch that breaks off resumes from its resourceVersion
 //! (no re-list) and sees the Service deleted (its series go); a 410 Gone makes it list again,
-//! and the list brings the Service back (its series return with Flink's counts, nothing counted
-//! twice); a suspended FlinkDeployment stops being polled, though a session job still names it.
+//! and the list brings the Service back and drops a session job deleted meanwhile (its series return with Flink's counts, nothing counted
+//! twice); a suspended FlinkDeployment stops being polled.
 
 use crate::common;
 use crate::kube_stub::{KubeStub, Res, fixture};
@@ -64,7 +64,7 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
         fixture("service-native-internal.json"),
         deployment.clone(),
         elsewhere,
-        session_job,
+        session_job.clone(),
     ])
     .await;
 
@@ -162,8 +162,16 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
 
     // Re-added, but the history is compacted past it: the resumed watch gets 410 Gone, the
     // watcher lists again and the list has it. Back with Flink's counts, not doubled.
-    stub.compact(|write| write("ADDED", rest.clone()));
-    let back = until(daemon.addr, "orders back", |m| counts(m, "flink.orders", &o.job_id).0.is_some()).await;
+    // The session job is deleted in the same gap: only the new list says so, and the list
+    // replaces what the watch had.
+    stub.compact(|write| {
+        write("ADDED", rest.clone());
+        write("DELETED", session_job.clone());
+    });
+    let back = until(daemon.addr, "orders back, the session job gone", |m| {
+        counts(m, "flink.orders", &o.job_id).0.is_some() && !m.contains("flinksessionjob/top-speed")
+    })
+    .await;
     assert!(stub.lists(Res::Services) >= 2, "listed again");
     assert!(stub.bookmarks_and_gone().1 >= 1, "410 sent");
     assert!(
@@ -189,7 +197,6 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     suspended["status"]["lifecycleState"] = "SUSPENDED".into();
     suspended["status"]["jobManagerDeploymentStatus"] = "MISSING".into();
     stub.apply(suspended);
-    // Its session job still names it, but the FlinkDeployment decides.
     let off = until(daemon.addr, "lab removed", |m| counts(m, "flink.lab", &l.job_id).0.is_none()).await;
     assert_eq!(sample(&off, "checkpoint_sentinel_kubernetes_discovered_clusters", &[]), Some(1.0));
     assert_eq!(counts(&off, "flink.orders", &o.job_id), want(o));
