@@ -140,7 +140,9 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     let watches = stub.watches(Res::Services);
     stub.drop_watches();
     stub.delete(Res::Services, "flink", "orders-rest");
+    let t = std::time::Instant::now();
     let gone = until(daemon.addr, "orders removed", |m| !m.contains("cluster=\"flink.orders\"")).await;
+    eprintln!("kubernetes: dropped watch + delete -> series gone in {:?}", t.elapsed());
     assert_eq!(stub.lists(Res::Services), 1, "resumed, not listed again");
     assert!(stub.watches(Res::Services) > watches, "a new watch");
     assert_eq!(
@@ -168,10 +170,12 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
         write("ADDED", rest.clone());
         write("DELETED", session_job.clone());
     });
+    let t = std::time::Instant::now();
     let back = until(daemon.addr, "orders back, the session job gone", |m| {
         counts(m, "flink.orders", &o.job_id).0.is_some() && !m.contains("flinksessionjob/top-speed")
     })
     .await;
+    eprintln!("kubernetes: 410 Gone + re-list -> series back in {:?}", t.elapsed());
     assert!(stub.lists(Res::Services) >= 2, "listed again");
     assert!(stub.bookmarks_and_gone().1 >= 1, "410 sent");
     assert!(

@@ -33,7 +33,8 @@
 //!
 //! The watches are kube-rs `watcher`s: list, then watch from the list's `resourceVersion`; a
 //! watch that ends resumes from the last version seen (bookmarks keep it fresh); a `410 Gone`
-//! (the version was compacted away) or a failed watch re-lists, and a re-list replaces the
+//! (the version was compacted away; at once, with no back-off) or a failed watch (after kube-rs'
+//! back-off) re-lists, and a re-list replaces the
 //! objects of that watch at once when it is complete (`InitDone`), so nothing is lost and
 //! nothing is counted twice. Every request has the client's connect, read and write timeouts; a
 //! watch asks the API server to end it after `watch_timeout`, and the client's read timeout is
@@ -790,7 +791,14 @@ fn key_of(meta: &kube::api::ObjectMeta) -> (String, String) {
     (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
 }
 
-type Event = (usize, Result<watcher::Event<DynamicObject>, watcher::Error>);
+/// A watch's item: an event, or a 410 Gone (not an error to back off from: the watcher lists
+/// again at once, as client-go does; other errors back off).
+enum Item {
+    Event(watcher::Event<DynamicObject>),
+    Gone,
+}
+
+type Event = (usize, Result<Item, watcher::Error>);
 
 /// Starts the watches; the returned receiver has the current view (and `stats.synced` once
 /// every watch listed completely). The task ends when the receiver is dropped.
@@ -853,7 +861,15 @@ async fn run(config: KubernetesConfig, scheme: String, tx: watch::Sender<View>) 
             Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
             None => Api::all_with(client.clone(), &resource),
         };
-        watcher(api, wc).default_backoff().map(move |event| (i, event)).boxed()
+        watcher(api, wc)
+            .map(|r| match r {
+                Ok(e) => Ok(Item::Event(e)),
+                Err(watcher::Error::WatchError(status)) if status.code == 410 => Ok(Item::Gone),
+                Err(e) => Err(e),
+            })
+            .default_backoff()
+            .map(move |event| (i, event))
+            .boxed()
     });
     let mut events = futures_util::stream::select_all(streams);
     let rest_port = config.rest_port;
@@ -882,32 +898,34 @@ async fn run(config: KubernetesConfig, scheme: String, tx: watch::Sender<View>) 
             let (i, result) = event;
             let kind = watches[i].0;
             match result {
-                Ok(watcher::Event::Init) => objects.apply(i, Change::Init),
-                Ok(watcher::Event::InitApply(obj)) => {
+                Ok(Item::Event(watcher::Event::Init)) => objects.apply(i, Change::Init),
+                Ok(Item::Event(watcher::Event::InitApply(obj))) => {
                     objects.apply(i, Change::InitApply(key_of(&obj.metadata), found(kind, &obj)))
                 }
-                Ok(watcher::Event::InitDone) => objects.apply(i, Change::InitDone),
-                Ok(watcher::Event::Apply(obj)) => {
+                Ok(Item::Event(watcher::Event::InitDone)) => objects.apply(i, Change::InitDone),
+                Ok(Item::Event(watcher::Event::Apply(obj))) => {
                     objects.apply(i, Change::Apply(key_of(&obj.metadata), found(kind, &obj)))
                 }
-                Ok(watcher::Event::Delete(obj)) => objects.apply(i, Change::Delete(key_of(&obj.metadata))),
-                Err(e) => {
-                    let r = reason(&e);
+                Ok(Item::Event(watcher::Event::Delete(obj))) => {
+                    objects.apply(i, Change::Delete(key_of(&obj.metadata)))
+                }
+                Ok(Item::Gone) => {
                     let scope = watches[i].1.as_deref().unwrap_or("(all namespaces)");
-                    if r == 4 {
-                        tracing::info!(
-                            kind = kind.plural(),
-                            namespace = scope,
-                            "Kubernetes watch expired (410 Gone); listing again"
-                        );
-                    } else {
-                        tracing::warn!(
-                            kind = kind.plural(),
-                            namespace = scope,
-                            "Kubernetes watch failed, retrying: {e}"
-                        );
-                    }
-                    objects.error(i, r);
+                    tracing::info!(
+                        kind = kind.plural(),
+                        namespace = scope,
+                        "Kubernetes watch expired (410 Gone); listing again"
+                    );
+                    objects.error(i, 4);
+                }
+                Err(e) => {
+                    let scope = watches[i].1.as_deref().unwrap_or("(all namespaces)");
+                    tracing::warn!(
+                        kind = kind.plural(),
+                        namespace = scope,
+                        "Kubernetes watch failed, retrying: {e}"
+                    );
+                    objects.error(i, reason(&e));
                 }
             }
             match events.next().now_or_never() {
