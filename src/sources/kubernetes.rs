@@ -791,14 +791,9 @@ fn key_of(meta: &kube::api::ObjectMeta) -> (String, String) {
     (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
 }
 
-/// A watch's item: an event, or a 410 Gone (not an error to back off from: the watcher lists
-/// again at once, as client-go does; other errors back off).
-enum Item {
-    Event(watcher::Event<DynamicObject>),
-    Gone,
-}
-
-type Event = (usize, Result<Item, watcher::Error>);
+/// A watch's item: `Some` event, or `None` for a 410 Gone (not an error to back off from: the
+/// watcher lists again at once, as client-go does; other errors back off).
+type Event = (usize, Result<Option<watcher::Event<DynamicObject>>, watcher::Error>);
 
 /// Starts the watches; the returned receiver has the current view (and `stats.synced` once
 /// every watch listed completely). The task ends when the receiver is dropped.
@@ -863,8 +858,8 @@ async fn run(config: KubernetesConfig, scheme: String, tx: watch::Sender<View>) 
         };
         watcher(api, wc)
             .map(|r| match r {
-                Ok(e) => Ok(Item::Event(e)),
-                Err(watcher::Error::WatchError(status)) if status.code == 410 => Ok(Item::Gone),
+                Ok(e) => Ok(Some(e)),
+                Err(watcher::Error::WatchError(status)) if status.code == 410 => Ok(None),
                 Err(e) => Err(e),
             })
             .default_backoff()
@@ -898,18 +893,18 @@ async fn run(config: KubernetesConfig, scheme: String, tx: watch::Sender<View>) 
             let (i, result) = event;
             let kind = watches[i].0;
             match result {
-                Ok(Item::Event(watcher::Event::Init)) => objects.apply(i, Change::Init),
-                Ok(Item::Event(watcher::Event::InitApply(obj))) => {
+                Ok(Some(watcher::Event::Init)) => objects.apply(i, Change::Init),
+                Ok(Some(watcher::Event::InitApply(obj))) => {
                     objects.apply(i, Change::InitApply(key_of(&obj.metadata), found(kind, &obj)))
                 }
-                Ok(Item::Event(watcher::Event::InitDone)) => objects.apply(i, Change::InitDone),
-                Ok(Item::Event(watcher::Event::Apply(obj))) => {
+                Ok(Some(watcher::Event::InitDone)) => objects.apply(i, Change::InitDone),
+                Ok(Some(watcher::Event::Apply(obj))) => {
                     objects.apply(i, Change::Apply(key_of(&obj.metadata), found(kind, &obj)))
                 }
-                Ok(Item::Event(watcher::Event::Delete(obj))) => {
+                Ok(Some(watcher::Event::Delete(obj))) => {
                     objects.apply(i, Change::Delete(key_of(&obj.metadata)))
                 }
-                Ok(Item::Gone) => {
+                Ok(None) => {
                     let scope = watches[i].1.as_deref().unwrap_or("(all namespaces)");
                     tracing::info!(
                         kind = kind.plural(),
