@@ -72,6 +72,64 @@ def stand_in_secrets(text, directory):
     return re.sub(r'(\bfile\s*=\s*")([^"]+)(")', stand_in, text), env
 
 
+KINDS = {"services": "", "flinkdeployments": "flink.apache.org", "flinksessionjobs": "flink.apache.org"}
+
+
+def check_rbac(docs, values, mode, workloads):
+    """Kubernetes discovery's RBAC: rendered only when config.discovery.kubernetes.enabled (in
+    deployment mode); exactly list and watch on exactly the kinds watched, in each namespace
+    configured (Role) or cluster-wide without namespaces (ClusterRole), bound to the pod's
+    service account, whose token is then mounted; without discovery no RBAC object at all and
+    no token."""
+    k = ((values.get("config") or {}).get("discovery") or {}).get("kubernetes") or {}
+    on = mode == "deployment" and k.get("enabled", False)
+    rbac = [d for d in docs if d["kind"] in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")]
+    sa_automount = [d.get("automountServiceAccountToken") for d in docs if d["kind"] == "ServiceAccount"]
+    pod_automount = [w["spec"]["template"]["spec"].get("automountServiceAccountToken") for w in workloads]
+    sa_names = [w["spec"]["template"]["spec"].get("serviceAccountName") for w in workloads]
+    if not on:
+        if rbac:
+            finding(f"RBAC without Kubernetes discovery: {[(d['kind'], d['metadata']['name']) for d in rbac]}")
+        if (values.get("serviceAccount") or {}).get("automountServiceAccountToken") is not True \
+                and True in sa_automount + pod_automount:
+            finding("the service account token is mounted without Kubernetes discovery")
+        return
+    kinds = k.get("kinds") or list(KINDS)
+    want_rules = {(KINDS[kind], kind) for kind in kinds}
+    namespaces = k.get("namespaces") or []
+    role, binding = ("Role", "RoleBinding") if namespaces else ("ClusterRole", "ClusterRoleBinding")
+    roles = [d for d in rbac if d["kind"] == role]
+    bindings = [d for d in rbac if d["kind"] == binding]
+    others = [d["kind"] for d in rbac if d["kind"] not in (role, binding)]
+    if others:
+        finding(f"Kubernetes discovery {'with' if namespaces else 'without'} namespaces renders {others} too")
+    where = sorted(d["metadata"].get("namespace", "") for d in roles)
+    if where != sorted(namespaces or [""]):
+        finding(f"{role}s in {where}, expected {sorted(namespaces) or 'cluster-wide'}")
+    for r in roles:
+        got = set()
+        for rule in r.get("rules", []):
+            if sorted(rule.get("verbs", [])) != ["list", "watch"]:
+                finding(f"{role} {r['metadata'].get('namespace', '')}: verbs {rule.get('verbs')}, expected list and watch only")
+            if rule.get("resourceNames") or rule.get("nonResourceURLs"):
+                finding(f"{role}: unexpected resourceNames/nonResourceURLs {rule}")
+            got |= {(g, res) for g in rule.get("apiGroups", []) for res in rule.get("resources", [])}
+        if got != want_rules:
+            finding(f"{role} {r['metadata'].get('namespace', '')}: resources {sorted(got)}, expected {sorted(want_rules)}")
+    if sorted(d["metadata"].get("namespace", "") for d in bindings) != where:
+        finding(f"{binding}s do not match the {role}s")
+    role_names = {(d["metadata"].get("namespace", ""), d["metadata"]["name"]) for d in roles}
+    for b in bindings:
+        ref = b["roleRef"]
+        if ref.get("kind") != role or (b["metadata"].get("namespace", ""), ref.get("name")) not in role_names:
+            finding(f"{binding} {b['metadata']['name']}: roleRef {ref} is not the {role}")
+        subjects = [(s.get("kind"), s.get("name")) for s in b.get("subjects", [])]
+        if subjects != [("ServiceAccount", n) for n in sa_names]:
+            finding(f"{binding}: subjects {subjects}, expected the pod's service account {sa_names}")
+    if pod_automount != [True] * len(workloads) or False in sa_automount:
+        finding("Kubernetes discovery but the service account token is not mounted")
+
+
 def main(argv):
     args = dict(zip(argv[2::2], argv[3::2]))
     rendered, values_file = Path(argv[0]), Path(argv[1])
@@ -139,6 +197,8 @@ def main(argv):
         if schemes != [("https" if tls else "http")]:
             finding(f"ServiceMonitor: scheme {schemes} with tls.enabled {tls}")
 
+    check_rbac(docs, values, mode, workloads)
+
     # config.toml.
     configs = [d for d in by_kind.get("ConfigMap", []) if "config.toml" in d.get("data", {})]
     if len(configs) != 1:
@@ -150,8 +210,8 @@ def main(argv):
         except tomllib.TOMLDecodeError as e:
             finding(f"config.toml is not TOML: {e}")
             cfg = {}
-        if not cfg.get("clusters"):
-            finding("config.toml has no [[clusters]]")
+        if not cfg.get("clusters") and not cfg.get("discovery", {}).get("kubernetes", {}).get("enabled"):
+            finding("config.toml has no [[clusters]] (and no Kubernetes discovery)")
         server = cfg.get("server", {})
         tls_files = {k: v for k, v in server.items() if k.startswith("tls_")}
         if tls and not {"tls_cert_file", "tls_key_file"} <= set(tls_files):

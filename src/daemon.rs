@@ -183,10 +183,13 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     let mut state = load_state(&config.state.dir, window);
     // Discovery reads its files before the state is trimmed, so what was persisted about a
     // discovered cluster is kept over a restart.
-    let discovery = config
+    let mut discovery = config
         .discovery
         .enabled()
         .then(|| Discovery::new(config.discovery.clone(), static_names(&config.clusters)));
+    if let Some(d) = &mut discovery {
+        d.start_kubernetes().await;
+    }
     let mut discovered = discovery.as_ref().map(|d| owned(d.clusters.clone())).unwrap_or_default();
     let clusters = all_clusters(&config.clusters, &discovered);
     state.retain_clusters(&clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
@@ -305,11 +308,14 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
                             }
                             let config = current.discovery.clone();
                             let names = static_names(&current.clusters);
-                            let fresh = if config.enabled() {
+                            let mut fresh = if config.enabled() {
                                 tokio::task::spawn_blocking(move || Discovery::new(config, names)).await.ok()
                             } else {
                                 None
                             };
+                            if let Some(d) = &mut fresh {
+                                d.start_kubernetes().await;
+                            }
                             discovered = fresh.as_ref().map(|d| owned(d.clusters.clone())).unwrap_or_default();
                             *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = None;
                             (discovery_task, discovered_rx) = spawn_discovery(fresh, &app);

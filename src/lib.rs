@@ -6,7 +6,7 @@
 //! - [`stats`] — sliding-window HDR histograms.
 //! - [`config`] — the configuration tree, loading and validation.
 //! - [`preflight`] — checks of a configuration against the machine (`check-config`, `run`).
-//! - [`sources`] — I/O in: Flink's REST API and the poller, file discovery, the log tailer.
+//! - [`sources`] — I/O in: Flink's REST API and the poller, file and Kubernetes discovery, the log tailer.
 //! - [`state`] — what the daemon knows; `State::apply`, its durable form and the checkpoint store.
 //! - [`model`] — the reference model of Flink's checkpoint coordinator and barrier alignment.
 //! - [`shadow`] — the reference model run beside every job, explaining each deviation.

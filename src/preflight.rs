@@ -15,7 +15,7 @@ pub fn check(config: &Config) -> Vec<String> {
     if config.clusters.is_empty() && !config.discovery.enabled() {
         problems.push(
             "clusters: no clusters configured: expected at least one [[clusters]] entry with a name \
-             and the url of a JobManager's REST API, or [discovery] files"
+             and the url of a JobManager's REST API, or [discovery] files or [discovery.kubernetes]"
                 .to_string(),
         );
     }
@@ -23,6 +23,15 @@ pub fn check(config: &Config) -> Vec<String> {
         if let Err(e) = secret_problem(secret) {
             problems.push(format!("{key}: {e}"));
         }
+    }
+    let k = &config.discovery.kubernetes;
+    if let Some(path) = k.kubeconfig.as_ref().filter(|_| k.enabled)
+        && let Err(e) = std::fs::File::open(path)
+    {
+        problems.push(format!(
+            "discovery.kubernetes.kubeconfig: {}: expected a readable file ({e})",
+            path.display()
+        ));
     }
     if let Err(e) = state_dir_writable(&config.state.dir) {
         problems.push(format!(
@@ -142,6 +151,16 @@ mod tests {
         // Clusters found in files are clusters too.
         c.discovery.files = vec![dir.path().join("*.json").to_string_lossy().into_owned()];
         assert!(check(&c).is_empty(), "{:?}", check(&c));
+        // And those Kubernetes discovery finds; its kubeconfig must be readable.
+        c.discovery.files.clear();
+        c.discovery.kubernetes.enabled = true;
+        assert!(check(&c).is_empty(), "{:?}", check(&c));
+        c.discovery.kubernetes.kubeconfig = Some(dir.path().join("missing-kubeconfig"));
+        let problems = check(&c);
+        assert!(
+            problems.len() == 1 && problems[0].starts_with("discovery.kubernetes.kubeconfig: "),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -20,6 +20,8 @@ mod fixtures_parse;
 mod golden;
 mod golden_text;
 mod hostile;
+mod kube_stub;
+mod kubernetes;
 mod locations;
 mod logs_fixtures;
 mod logs_storm;

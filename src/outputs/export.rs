@@ -347,6 +347,54 @@ pub const METRICS: &[MetricDef] = &[
         "Discovery file readings that failed (what the file gave before is kept), by reason: too_large (over discovery.max_file_bytes), unreadable, invalid (not a file_sd JSON list), too_many_files (beyond discovery.max_files)."
     ),
     metric!(
+        "checkpoint_sentinel_kubernetes_discovered_clusters",
+        Gauge,
+        &[],
+        "Clusters found by Kubernetes discovery and polled (when [discovery.kubernetes] is enabled)."
+    ),
+    metric!(
+        "checkpoint_sentinel_kubernetes_objects",
+        Gauge,
+        &["kind"],
+        "Kubernetes objects kept by discovery, by kind (services, flinkdeployments, flinksessionjobs); several may name one cluster."
+    ),
+    metric!(
+        "checkpoint_sentinel_kubernetes_objects_cut_total",
+        Counter,
+        &["kind"],
+        "Kubernetes objects left out because discovery.kubernetes.max_objects were kept already, by kind."
+    ),
+    metric!(
+        "checkpoint_sentinel_kubernetes_relists_total",
+        Counter,
+        &["kind"],
+        "Full re-lists of a kind after the first listing: the watch could not resume (410 Gone, or it failed), by kind."
+    ),
+    metric!(
+        "checkpoint_sentinel_kubernetes_watch_errors_total",
+        Counter,
+        &["kind", "reason"],
+        "Errors of the Kubernetes watches, by kind and reason: client (no API client), list, watch_start, watch_stream (the watch broke off or sent what could not be read), gone (410: listed again), api_error (another error status)."
+    ),
+    metric!(
+        "flink_operator_job_info",
+        Gauge,
+        &["cluster", "resource", "job_id", "state", "lifecycle_state"],
+        "1 per FlinkDeployment or FlinkSessionJob that Kubernetes discovery keeps: the Flink Kubernetes Operator's status.jobStatus.jobId, .state and status.lifecycleState (other: a value not in the CRD)."
+    ),
+    metric!(
+        "flink_operator_last_savepoint_timestamp_seconds",
+        Gauge,
+        &["cluster", "resource"],
+        "The Flink Kubernetes Operator's status.jobStatus.savepointInfo.lastSavepoint.timeStamp (seconds since the Unix epoch), when it has one."
+    ),
+    metric!(
+        "checkpoint_sentinel_kubernetes_synced",
+        Gauge,
+        &[],
+        "1 once every Kubernetes watch has listed its objects completely at least once, else 0."
+    ),
+    metric!(
         "checkpoint_sentinel_tls_handshake_errors_total",
         Counter,
         &["reason"],
@@ -965,6 +1013,62 @@ macro_rules! family {
     };
 }
 
+/// Kubernetes discovery's series (bounded: three kinds, six reasons).
+fn render_kubernetes<S: Sink>(out: &mut S, k: &crate::sources::kubernetes::KubernetesStats) {
+    use crate::sources::kubernetes::{ERROR_REASONS, KINDS};
+    out.push(
+        family!("checkpoint_sentinel_kubernetes_discovered_clusters"),
+        &[],
+        Value::Number(k.clusters as f64),
+    );
+    out.push(
+        family!("checkpoint_sentinel_kubernetes_synced"),
+        &[],
+        Value::Number(f64::from(u8::from(k.synced))),
+    );
+    // One family after the other (the text format groups a family's samples).
+    for (family, values) in [
+        (family!("checkpoint_sentinel_kubernetes_objects"), &k.objects),
+        (family!("checkpoint_sentinel_kubernetes_objects_cut_total"), &k.cut),
+        (family!("checkpoint_sentinel_kubernetes_relists_total"), &k.relists),
+    ] {
+        for (kind, n) in KINDS.iter().zip(values) {
+            out.push(family, &[("kind", kind.plural())], Value::Number(*n as f64));
+        }
+    }
+    for j in &k.jobs {
+        out.push(
+            family!("flink_operator_job_info"),
+            &[
+                ("cluster", &j.cluster),
+                ("resource", &j.resource),
+                ("job_id", &j.job_id),
+                ("state", &j.state),
+                ("lifecycle_state", &j.lifecycle_state),
+            ],
+            Value::Number(1.0),
+        );
+    }
+    for j in &k.jobs {
+        if let Some(ms) = j.last_savepoint_ms {
+            out.push(
+                family!("flink_operator_last_savepoint_timestamp_seconds"),
+                &[("cluster", &j.cluster), ("resource", &j.resource)],
+                Value::Number(ms as f64 / 1000.0),
+            );
+        }
+    }
+    for (i, kind) in KINDS.iter().enumerate() {
+        for (r, reason) in ERROR_REASONS.iter().enumerate() {
+            out.push(
+                family!("checkpoint_sentinel_kubernetes_watch_errors_total"),
+                &[("kind", kind.plural()), ("reason", reason)],
+                Value::Number(k.errors[i][r] as f64),
+            );
+        }
+    }
+}
+
 const MS: f64 = 1000.0;
 const BYTES: f64 = 1.0;
 
@@ -1345,6 +1449,9 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
                 Value::Number(n as f64),
             );
         }
+        if let Some(k) = &d.kubernetes {
+            render_kubernetes(out, k);
+        }
     }
     for (reason, n) in daemon.tls_handshake_errors.iter().flatten() {
         out.push(
@@ -1543,6 +1650,21 @@ mod tests {
                 clusters: 3,
                 dropped: [("limit", 1), ("duplicate", 0), ("invalid", 2)],
                 file_errors: [("too_large", 0), ("unreadable", 1), ("invalid", 4), ("too_many_files", 0)],
+                kubernetes: Some(crate::sources::kubernetes::KubernetesStats {
+                    objects: [2, 1, 0],
+                    relists: [1, 0, 0],
+                    clusters: 2,
+                    synced: true,
+                    jobs: vec![crate::sources::kubernetes::OperatorJob {
+                        cluster: "flink.lab".into(),
+                        resource: "flinkdeployment/lab".into(),
+                        job_id: "8a3c1f0e2b4d6a8c0e1f3a5b7c9d1e2f".into(),
+                        state: "RUNNING".into(),
+                        lifecycle_state: "STABLE".into(),
+                        last_savepoint_ms: Some(1_764_494_400_000),
+                    }],
+                    ..Default::default()
+                }),
             }),
             process: crate::outputs::process::read(),
             metrics: crate::config::MetricsConfig::default(),

@@ -40,6 +40,8 @@ pub struct DiscoveryConfig {
     pub max_file_bytes: u64,
     /// The settings of every discovered cluster.
     pub defaults: DiscoveryDefaults,
+    /// Kubernetes discovery (src/sources/kubernetes.rs).
+    pub kubernetes: crate::sources::kubernetes::KubernetesConfig,
 }
 
 impl Default for DiscoveryConfig {
@@ -51,6 +53,7 @@ impl Default for DiscoveryConfig {
             max_files: 1000,
             max_file_bytes: 1 << 20,
             defaults: DiscoveryDefaults::default(),
+            kubernetes: Default::default(),
         }
     }
 }
@@ -136,9 +139,9 @@ impl DiscoveryDefaults {
 pub const MAX_CLUSTERS_LIMIT: usize = 100_000;
 
 impl DiscoveryConfig {
-    /// Whether any file is to be watched.
+    /// Whether any file or the Kubernetes API is to be watched.
     pub fn enabled(&self) -> bool {
-        !self.files.is_empty()
+        !self.files.is_empty() || self.kubernetes.enabled
     }
 
     /// Every problem with the values, each naming its key.
@@ -166,6 +169,7 @@ impl DiscoveryConfig {
                 self.defaults.scheme
             ));
         }
+        self.kubernetes.problems(problems);
         // The defaults are checked as the cluster they make, with their own key names (only
         // when discovery is on: the probe's own discovery is off, which ends the recursion).
         if !self.enabled() {
@@ -234,6 +238,8 @@ pub struct DiscoveryStats {
     /// Failed file reads since start, by reason (`too_large`, `unreadable`, `invalid`,
     /// `too_many_files`).
     pub file_errors: [(&'static str, u64); 4],
+    /// What Kubernetes discovery did, when it is on.
+    pub kubernetes: Option<crate::sources::kubernetes::KubernetesStats>,
 }
 
 /// Reasons a target is left out.
@@ -344,6 +350,8 @@ pub struct Discovery {
     static_names: BTreeSet<String>,
     known: BTreeMap<PathBuf, Vec<Target>>,
     file_errors: [u64; 4],
+    /// Kubernetes discovery's watches and what they found last.
+    kubernetes: Option<KubernetesWatch>,
     /// The last clusters sent, and the stats of the last reading.
     pub clusters: Vec<ClusterConfig>,
     /// For metrics.
@@ -358,6 +366,7 @@ impl Discovery {
             static_names,
             known: BTreeMap::new(),
             file_errors: [0; 4],
+            kubernetes: None,
             clusters: Vec::new(),
             stats: DiscoveryStats::default(),
         };
@@ -368,12 +377,31 @@ impl Discovery {
     /// Re-reads the files; returns whether the clusters changed.
     pub fn refresh(&mut self) -> bool {
         read_files(&self.config, &mut self.known, &mut self.file_errors);
+        self.remerge()
+    }
+
+    /// Merges the files' targets and Kubernetes' (after the files: the source's key sorts
+    /// after any path) into the clusters; returns whether they changed.
+    fn remerge(&mut self) -> bool {
         let mut dropped = [0u64; 3];
-        let clusters = merge(&self.known, &self.config, &self.static_names, &mut dropped);
+        let clusters = match &self.kubernetes {
+            Some(k) if !k.view.targets.is_empty() => {
+                let mut all = self.known.clone();
+                all.insert(PathBuf::from(KUBERNETES_SOURCE), k.view.targets.clone());
+                merge(&all, &self.config, &self.static_names, &mut dropped)
+            }
+            _ => merge(&self.known, &self.config, &self.static_names, &mut dropped),
+        };
         self.stats = DiscoveryStats {
             clusters: clusters.len(),
             dropped: std::array::from_fn(|i| (DROP_REASONS[i], dropped[i])),
             file_errors: std::array::from_fn(|i| (FILE_ERRORS[i], self.file_errors[i])),
+            kubernetes: self.kubernetes.as_ref().map(|k| {
+                let mut stats = k.view.stats.clone();
+                let names: BTreeSet<&str> = k.view.targets.iter().map(|t| t.name.as_str()).collect();
+                stats.clusters = clusters.iter().filter(|c| names.contains(c.name.as_str())).count();
+                stats
+            }),
         };
         let changed = clusters != self.clusters;
         self.clusters = clusters;
@@ -388,6 +416,9 @@ impl Discovery {
         app: std::sync::Arc<crate::app::AppState>,
     ) {
         let (events_tx, mut events) = mpsc::channel::<()>(1);
+        // Without Kubernetes discovery this receiver never fires (its sender stays here).
+        let (_no_kubernetes, idle) = watch::channel(crate::sources::kubernetes::View::default());
+        let mut kube_rx = self.kubernetes.as_ref().map_or(idle, |k| k.rx.clone());
         // Kept here too: without a watcher (notify failed) the periodic re-read goes on.
         let _events_tx = events_tx.clone();
         let _watcher = watch_dirs(&self.config.files, events_tx);
@@ -403,6 +434,18 @@ impl Discovery {
                     while events.try_recv().is_ok() {}
                 }
                 () = sender.closed() => return,
+                Ok(()) = kube_rx.changed() => {
+                    let view = kube_rx.borrow_and_update().clone();
+                    if let Some(k) = &mut self.kubernetes {
+                        k.view = view;
+                    }
+                    let changed = self.remerge();
+                    self.publish(&sender, &app, changed);
+                    continue;
+                }
+            }
+            if self.config.files.is_empty() {
+                continue;
             }
             // Reading files is blocking I/O: off the async workers.
             let Ok((back, changed)) = tokio::task::spawn_blocking(move || {
@@ -414,14 +457,68 @@ impl Discovery {
                 return;
             };
             self = back;
-            *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = Some(self.stats.clone());
-            if changed {
-                tracing::info!(clusters = self.clusters.len(), "discovered clusters changed");
-                if sender.send(self.clusters.clone()).is_err() {
-                    return;
-                }
+            if !self.publish(&sender, &app, changed) {
+                return;
             }
         }
+    }
+
+    /// Publishes the stats and, when they changed, the clusters; false when nobody listens.
+    fn publish(
+        &self,
+        sender: &watch::Sender<Vec<ClusterConfig>>,
+        app: &crate::app::AppState,
+        changed: bool,
+    ) -> bool {
+        *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = Some(self.stats.clone());
+        if changed {
+            tracing::info!(clusters = self.clusters.len(), "discovered clusters changed");
+            return sender.send(self.clusters.clone()).is_ok();
+        }
+        true
+    }
+
+    /// Starts Kubernetes discovery when it is configured, and waits (at most
+    /// `initial_wait`) for its first complete listing, so that the daemon's first clusters
+    /// include what Kubernetes has. Must run inside the tokio runtime.
+    pub async fn start_kubernetes(&mut self) {
+        let config = &self.config.kubernetes;
+        if !config.enabled || self.kubernetes.is_some() {
+            return;
+        }
+        let (task, mut rx) =
+            crate::sources::kubernetes::spawn(config.clone(), self.config.defaults.scheme.clone());
+        let listed = tokio::time::timeout(config.initial_wait, rx.wait_for(|v| v.stats.synced))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        if !listed {
+            tracing::warn!(
+                initial_wait = ?config.initial_wait,
+                "Kubernetes discovery has not listed every watched kind yet; going on with what it found"
+            );
+        }
+        let view = rx.borrow_and_update().clone();
+        self.kubernetes = Some(KubernetesWatch { view, rx, _task: AbortOnDrop(task) });
+        self.remerge();
+    }
+}
+
+/// The source key of Kubernetes' targets in [`merge`] (sorts after any path).
+const KUBERNETES_SOURCE: &str = "~kubernetes";
+
+/// Kubernetes discovery's task, its receiver and the last view taken from it.
+struct KubernetesWatch {
+    view: crate::sources::kubernetes::View,
+    rx: watch::Receiver<crate::sources::kubernetes::View>,
+    _task: AbortOnDrop,
+}
+
+/// Ends the task when dropped (discovery restarted or stopped).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -3,9 +3,11 @@
 //! - [`flink`] — Flink's REST API: wire models, their conversion, the HTTP client.
 //! - [`poller`] — the per-cluster REST poller.
 //! - [`discovery`] — clusters found in files (Prometheus `file_sd`), watched for changes.
+//! - [`kubernetes`] — clusters found by watching the Kubernetes API (Flink's services, the operator's resources).
 //! - [`logs`] — the log tailer: JM/TM log files to checkpoint events.
 
 pub mod discovery;
 pub mod flink;
+pub mod kubernetes;
 pub mod logs;
 pub mod poller;

@@ -46,6 +46,17 @@ app.kubernetes.io/part-of: checkpoint-sentinel
 {{- end }}
 {{- end }}
 
+{{/* "true" when the daemon watches the Kubernetes API (deployment mode, discovery on). */}}
+{{- define "checkpoint-sentinel.kubernetesDiscovery" -}}
+{{- $k := dig "discovery" "kubernetes" dict (default dict .Values.config) }}
+{{- if and (eq .Values.mode "deployment") (dig "enabled" false $k) }}true{{ end }}
+{{- end }}
+
+{{/* Whether the pod gets its service account's token: needed by Kubernetes discovery. */}}
+{{- define "checkpoint-sentinel.automountToken" -}}
+{{- or .Values.serviceAccount.automountServiceAccountToken (eq (include "checkpoint-sentinel.kubernetesDiscovery" .) "true") }}
+{{- end }}
+
 {{- define "checkpoint-sentinel.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
@@ -200,6 +211,12 @@ the certificate). */}}
 {{- else if .Values.config.logs }}
 {{- $_ := set $cfg "logs" (deepCopy .Values.config.logs) }}
 {{- end }}
+{{- if .Values.config.discovery }}
+{{- if and (eq .Values.mode "sidecar") (dig "kubernetes" "enabled" false .Values.config.discovery) }}
+{{- fail "config.discovery.kubernetes needs mode: deployment (a sidecar watches its own JobManager)" }}
+{{- end }}
+{{- $_ := set $cfg "discovery" (deepCopy .Values.config.discovery) }}
+{{- end }}
 {{- include "checkpoint-sentinel.intify" $cfg }}
 {{- toToml $cfg }}
 {{- end }}
@@ -326,7 +343,7 @@ volumeMounts:
 {{/* The pod spec fields shared by the Deployment and the StatefulSet (indent 6). */}}
 {{- define "checkpoint-sentinel.podSpecCommon" -}}
 serviceAccountName: {{ include "checkpoint-sentinel.serviceAccountName" . }}
-automountServiceAccountToken: {{ .Values.serviceAccount.automountServiceAccountToken }}
+automountServiceAccountToken: {{ include "checkpoint-sentinel.automountToken" . }}
 {{- with .Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
