@@ -1,5 +1,6 @@
-//! File discovery of clusters (Prometheus `file_sd` convention): JSON files listing
-//! `{"targets": ["host:port"], "labels": {"cluster": "orders"}}` groups become clusters.
+//! File discovery of clusters (Prometheus `file_sd` convention): JSON or YAML files (by
+//! extension: `.yml`/`.yaml` are YAML) listing `{"targets": ["host:port"], "labels":
+//! {"cluster": "orders"}}` groups become clusters.
 //!
 //! `[discovery] files` are glob patterns; every matching file is read on start, when a file in
 //! a watched directory changes (notify), and every `refresh_interval` (the fallback when events
@@ -26,7 +27,8 @@ use crate::config::{BasicAuth, ClusterConfig, Secret};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DiscoveryConfig {
-    /// Glob patterns of JSON files in Prometheus' `file_sd` format (empty: discovery off).
+    /// Glob patterns of JSON or YAML (`.yml`, `.yaml`) files in Prometheus' `file_sd` format
+    /// (empty: discovery off).
     pub files: Vec<String>,
     /// Every file is re-read this often as well, in case a change event was missed.
     #[serde(with = "humantime_serde")]
@@ -183,13 +185,31 @@ impl DiscoveryConfig {
     }
 }
 
-/// One group of a `file_sd` file.
-#[derive(Clone, Debug, Deserialize)]
-struct Group {
-    #[serde(default)]
-    targets: Vec<String>,
-    #[serde(default)]
-    labels: BTreeMap<String, String>,
+/// The format of a `file_sd` file, by its extension as Prometheus decides it: `.yml` and
+/// `.yaml` are YAML, anything else JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// A JSON list of groups.
+    Json,
+    /// A YAML list of groups (the same shape).
+    Yaml,
+}
+
+impl Format {
+    /// The format of the file at `path`.
+    pub fn of(path: &Path) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(e) if e.eq_ignore_ascii_case("yml") || e.eq_ignore_ascii_case("yaml") => Format::Yaml,
+            _ => Format::Json,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Format::Json => "JSON",
+            Format::Yaml => "YAML",
+        }
+    }
 }
 
 /// A target read from a file: (name, url).
@@ -201,16 +221,83 @@ pub struct Target {
     pub url: String,
 }
 
-/// Parses one file's contents into its targets; `scheme` for targets without one.
+/// Parses one JSON file's contents into its targets; `scheme` for targets without one.
 pub fn parse(text: &str, scheme: &str) -> Result<Vec<Target>, String> {
-    let groups: Vec<Group> =
-        serde_json::from_str(text).map_err(|e| format!("not a file_sd JSON list: {e}"))?;
+    parse_as(text, Format::Json, scheme)
+}
+
+/// What a group of a `file_sd` file must be, for error messages.
+const GROUP_SHAPE: &str = "{targets: [\"host:port\", …], labels: {name: value, …}} (labels optional)";
+
+/// Parses one file's contents in `format` into its targets; `scheme` for targets without one.
+/// Both formats are read into one generic value first and checked group by group, so a
+/// mistake is named the same way in either: the entry (0-based), the key and what was
+/// expected; a syntax error keeps the parser's line and column.
+pub fn parse_as(text: &str, format: Format, scheme: &str) -> Result<Vec<Target>, String> {
+    use serde_json::Value;
+    let value: Value = match format {
+        Format::Json => serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?,
+        Format::Yaml => match serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {e}"))? {
+            // An empty YAML document (or only comments) is no groups, as Prometheus reads it.
+            Value::Null => Value::Array(Vec::new()),
+            v => v,
+        },
+    };
+    let Value::Array(groups) = value else {
+        return Err(format!("expected a {} list of groups, each {}", format.name(), GROUP_SHAPE));
+    };
     let mut out = Vec::new();
-    for g in groups {
-        let scheme = g.labels.get("__scheme__").map_or(scheme, String::as_str);
-        for t in &g.targets {
-            let url = if t.contains("://") { t.clone() } else { format!("{scheme}://{t}") };
-            let name = g.labels.get("cluster").cloned().unwrap_or_else(|| name_of(t));
+    for (i, group) in groups.iter().enumerate() {
+        let Value::Object(group) = group else {
+            return Err(format!("entry {i}: expected {GROUP_SHAPE}"));
+        };
+        // Other keys are ignored (as Prometheus does for JSON), unless `targets` is missing:
+        // then a key like `target` is a mistake, not an extension.
+        if !group.contains_key("targets")
+            && let Some(key) = group.keys().find(|k| k.as_str() != "labels")
+        {
+            return Err(format!("entry {i}: unknown key `{key}` and no `targets`: expected {GROUP_SHAPE}"));
+        }
+        let targets: Vec<&str> = match group.get("targets") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(ts)) => ts
+                .iter()
+                .enumerate()
+                .map(|(j, t)| {
+                    t.as_str().filter(|t| !t.trim().is_empty()).ok_or_else(|| {
+                        format!("entry {i}: targets[{j}]: expected a non-empty string \"host:port\", got {t}")
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            Some(other) => {
+                return Err(format!("entry {i}: targets: expected a list of strings, got {other}"));
+            }
+        };
+        let mut labels = BTreeMap::new();
+        match group.get("labels") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(ls)) => {
+                for (k, v) in ls {
+                    let v = match v {
+                        Value::String(s) => s.clone(),
+                        // YAML writes `port: 8081` unquoted; Prometheus takes scalars as strings.
+                        Value::Number(n) => n.to_string(),
+                        Value::Bool(b) => b.to_string(),
+                        other => {
+                            return Err(format!("entry {i}: labels.{k}: expected a string, got {other}"));
+                        }
+                    };
+                    labels.insert(k.clone(), v);
+                }
+            }
+            Some(other) => {
+                return Err(format!("entry {i}: labels: expected a map of names to strings, got {other}"));
+            }
+        }
+        let scheme = labels.get("__scheme__").map_or(scheme, String::as_str);
+        for t in targets {
+            let url = if t.contains("://") { t.to_string() } else { format!("{scheme}://{t}") };
+            let name = labels.get("cluster").cloned().unwrap_or_else(|| name_of(t));
             out.push(Target { name, url });
         }
     }
@@ -332,7 +419,7 @@ fn read_file(path: &Path, config: &DiscoveryConfig) -> Result<Vec<Target>, (usiz
     if text.len() as u64 > config.max_file_bytes {
         return Err((0, format!("larger than discovery.max_file_bytes ({} bytes)", config.max_file_bytes)));
     }
-    parse(&text, &config.defaults.scheme).map_err(|e| (2, e))
+    parse_as(&text, Format::of(path), &config.defaults.scheme).map_err(|e| (2, e))
 }
 
 /// The discovery task: reads the files at once, then on changes and every `refresh_interval`,
@@ -492,6 +579,80 @@ mod tests {
             ]
         );
         assert!(parse("{\"targets\": []}", "http").is_err(), "an object, not a list");
+    }
+
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/file_sd").join(name)
+    }
+
+    #[test]
+    fn a_yaml_file_gives_the_same_targets_as_its_json_twin() {
+        let read = |name: &str| {
+            let path = fixture(name);
+            parse_as(&std::fs::read_to_string(&path).unwrap(), Format::of(&path), "http").unwrap()
+        };
+        let yaml = read("flink-apps.yml");
+        assert_eq!(yaml, read("flink-apps.json"));
+        let pairs: Vec<(&str, &str)> = yaml.iter().map(|t| (t.name.as_str(), t.url.as_str())).collect();
+        assert_eq!(
+            pairs,
+            [
+                ("orders", "http://orders-rest.payments.svc:8081"),
+                ("refunds", "http://refunds-rest.payments.svc:8081"),
+                ("fraud-session", "https://fraud-session.payments.svc:8443"),
+                ("10.20.0.17_8081", "http://10.20.0.17:8081"),
+            ]
+        );
+        assert_eq!(Format::of(Path::new("/x/a.YAML")), Format::Yaml);
+        assert_eq!(Format::of(Path::new("/x/a.json")), Format::Json);
+        assert_eq!(Format::of(Path::new("/x/a")), Format::Json);
+        assert_eq!(parse_as("# nothing yet\n", Format::Yaml, "http").unwrap(), []);
+    }
+
+    #[test]
+    fn a_bad_entry_is_named_with_what_was_expected() {
+        let path = fixture("broken.yaml");
+        let err = parse_as(&std::fs::read_to_string(&path).unwrap(), Format::Yaml, "http").unwrap_err();
+        assert_eq!(
+            err,
+            "entry 1: targets: expected a list of strings, got \"orders-rest.payments.svc:8081\""
+        );
+        let cases = [
+            ("targets: [a:1]", Format::Yaml, "expected a YAML list of groups"),
+            ("- [a:1]", Format::Yaml, "entry 0: expected {targets"),
+            ("- target: [a:1]", Format::Yaml, "entry 0: unknown key `target` and no `targets`"),
+            ("- targets: [a:1, 7]", Format::Yaml, "entry 0: targets[1]: expected a non-empty string"),
+            (
+                "- targets: [a:1]\n  labels: {cluster: [x]}",
+                Format::Yaml,
+                "entry 0: labels.cluster: expected a string",
+            ),
+            ("- targets: [a:1\n", Format::Yaml, "not valid YAML: "),
+            ("[{\"targets\": [", Format::Json, "not valid JSON: "),
+            ("[{\"targets\": [\"a:1\"]}, 3]", Format::Json, "entry 1: expected {targets"),
+        ];
+        for (text, format, want) in cases {
+            let err = parse_as(text, format, "http").unwrap_err();
+            assert!(err.starts_with(want), "{text:?}: {err}");
+        }
+        // YAML syntax errors keep the parser's position.
+        let err = parse_as("- targets: [a:1\n", Format::Yaml, "http").unwrap_err();
+        assert!(err.contains("line"), "{err}");
+    }
+
+    #[test]
+    fn a_broken_yaml_file_keeps_its_last_good_targets_and_is_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("flink.yml");
+        std::fs::copy(fixture("flink-apps.yml"), &file).unwrap();
+        let config =
+            DiscoveryConfig { files: vec![format!("{}/*.yml", dir.path().display())], ..Default::default() };
+        let mut d = Discovery::new(config, BTreeSet::new());
+        assert_eq!(d.clusters.len(), 4);
+        std::fs::copy(fixture("broken.yaml"), &file).unwrap();
+        assert!(!d.refresh(), "the last good set stays");
+        assert_eq!(d.clusters.len(), 4);
+        assert_eq!(d.stats.file_errors[2], ("invalid", 1));
     }
 
     #[test]
