@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::app::AppState;
-use crate::config::{ClusterConfig, Config, Credentials};
+use crate::config::{ClusterConfig, Config, Credentials, Shard, shard_clusters};
 use crate::discovery::Discovery;
 use crate::http::{HttpState, router};
 use crate::listener::{Bounded, MAX_CONNECTIONS, Timeouts};
@@ -165,9 +165,18 @@ fn open_store(config: &Config) -> Option<crate::store::Store> {
 }
 
 /// Starts the daemon with `config`. With `config_path`, the file is re-read on SIGHUP and when
-/// it changes.
+/// it changes. The shard comes from `SENTINEL_SHARD_INDEX`/`SENTINEL_SHARD_COUNT`.
 pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Running, StartError> {
     let shard = Config::shard_from_env().map_err(StartError::Shard)?;
+    start_sharded(config, config_path, shard).await
+}
+
+/// [`start`] as replica `shard` of a sharded deployment (`None`: not sharded).
+pub async fn start_sharded(
+    config: Config,
+    config_path: Option<PathBuf>,
+    shard: Option<Shard>,
+) -> Result<Running, StartError> {
     let config = config.for_shard(shard);
     if let Some(shard) = shard {
         tracing::info!(
@@ -187,7 +196,8 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
         .discovery
         .enabled()
         .then(|| Discovery::new(config.discovery.clone(), static_names(&config.clusters)));
-    let mut discovered = discovery.as_ref().map(|d| owned(d.clusters.clone())).unwrap_or_default();
+    let mut discovered =
+        discovery.as_ref().map(|d| shard_clusters(d.clusters.clone(), shard)).unwrap_or_default();
     let clusters = all_clusters(&config.clusters, &discovered);
     state.retain_clusters(&clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
     log_start(&config, config_path.as_deref(), saved, &state);
@@ -282,7 +292,7 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
                     app.state.write().unwrap_or_else(|e| e.into_inner()).expire(Timestamp::now());
                 }
                 Ok(()) = discovered_rx.changed() => {
-                    discovered = owned(discovered_rx.borrow_and_update().clone());
+                    discovered = shard_clusters(discovered_rx.borrow_and_update().clone(), shard);
                     apply_clusters(&current.clusters, &discovered, &mut pollers, &app);
                 }
                 Some(()) = reload_rx.recv() => {
@@ -296,7 +306,7 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
                     }
                     if let Some(path) = &config_path {
                         let before = (current.discovery.clone(), static_names(&current.clusters));
-                        reload(path, &mut current, &discovered, &mut pollers, &app);
+                        reload(path, shard, &mut current, &discovered, &mut pollers, &app);
                         // New discovery settings or [[clusters]] names (they win a name clash):
                         // discovery starts over, and its first reading applies at once.
                         if before != (current.discovery.clone(), static_names(&current.clusters)) {
@@ -310,7 +320,7 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
                             } else {
                                 None
                             };
-                            discovered = fresh.as_ref().map(|d| owned(d.clusters.clone())).unwrap_or_default();
+                            discovered = fresh.as_ref().map(|d| shard_clusters(d.clusters.clone(), shard)).unwrap_or_default();
                             *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = None;
                             (discovery_task, discovered_rx) = spawn_discovery(fresh, &app);
                             apply_clusters(&current.clusters, &discovered, &mut pollers, &app);
@@ -432,13 +442,14 @@ fn watch_files(paths: &[PathBuf], reload: mpsc::Sender<()>) -> Option<notify::Re
 
 fn reload(
     path: &Path,
+    shard: Option<Shard>,
     current: &mut Config,
     discovered: &[ClusterConfig],
     pollers: &mut Pollers,
     app: &Arc<AppState>,
 ) {
     let new = match Config::load(path) {
-        Ok(new) => new.for_shard(Config::shard_from_env().ok().flatten()),
+        Ok(new) => new.for_shard(shard),
         Err(e) => {
             tracing::error!("configuration not reloaded, the running one stays: {e}");
             return;
@@ -489,14 +500,6 @@ fn reload(
 /// The names of the `[[clusters]]` entries (they win a name clash with a discovered cluster).
 fn static_names(clusters: &[ClusterConfig]) -> std::collections::BTreeSet<String> {
     clusters.iter().map(|c| c.name.clone()).collect()
-}
-
-/// The discovered clusters this replica owns (all of them unless sharded).
-fn owned(mut discovered: Vec<ClusterConfig>) -> Vec<ClusterConfig> {
-    if let Ok(Some(shard)) = Config::shard_from_env() {
-        discovered.retain(|c| shard.owns(&c.name));
-    }
-    discovered
 }
 
 /// The `[[clusters]]` entries, then the discovered clusters.

@@ -89,6 +89,9 @@ pub struct DiscoveryDefaults {
     pub max_jobs: usize,
     /// As `max_history_per_poll` of `[[clusters]]`.
     pub max_history_per_poll: usize,
+    /// As `shard_jobs` of `[[clusters]]`: every discovered cluster's jobs are shared out
+    /// between the replicas of a sharded deployment.
+    pub shard_jobs: bool,
 }
 
 impl Default for DiscoveryDefaults {
@@ -108,6 +111,7 @@ impl Default for DiscoveryDefaults {
             max_response_bytes: c.max_response_bytes,
             max_jobs: c.max_jobs,
             max_history_per_poll: c.max_history_per_poll,
+            shard_jobs: c.shard_jobs,
         }
     }
 }
@@ -130,6 +134,8 @@ impl DiscoveryDefaults {
             max_response_bytes: self.max_response_bytes,
             max_jobs: self.max_jobs,
             max_history_per_poll: self.max_history_per_poll,
+            shard_jobs: self.shard_jobs,
+            job_shard: None,
         }
     }
 }

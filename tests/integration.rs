@@ -34,6 +34,7 @@ mod restart;
 mod rules_agree;
 mod scan_streaming;
 mod shadow;
+mod sharding;
 mod store;
 mod tidy;
 mod tls;
