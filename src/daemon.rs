@@ -222,7 +222,7 @@ pub async fn start_sharded(
     pollers.sync(&clusters, &app)?;
     let (mut discovery_task, mut discovered_rx) = spawn_discovery(discovery, &app);
     let mut tailers = crate::logs::tail::Tailers::default();
-    tailers.sync(&config.logs, &config.state.dir, &app).await;
+    tailers.sync(&all_logs(&config, &discovered), &config.state.dir, &app).await;
 
     let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
     let access = config.server.access().map_err(StartError::Shard)?;
@@ -293,6 +293,9 @@ pub async fn start_sharded(
                 }
                 Ok(()) = discovered_rx.changed() => {
                     discovered = shard_clusters(discovered_rx.borrow_and_update().clone(), shard);
+                    // Tailers first: a stopped tailer applies its last cycle, which must not
+                    // bring back the state of a cluster that is going.
+                    tailers.sync(&all_logs(&current, &discovered), &state_dir, &app).await;
                     apply_clusters(&current.clusters, &discovered, &mut pollers, &app);
                 }
                 Some(()) = reload_rx.recv() => {
@@ -325,7 +328,7 @@ pub async fn start_sharded(
                             (discovery_task, discovered_rx) = spawn_discovery(fresh, &app);
                             apply_clusters(&current.clusters, &discovered, &mut pollers, &app);
                         }
-                        tailers.sync(&current.logs, &state_dir, &app).await;
+                        tailers.sync(&all_logs(&current, &discovered), &state_dir, &app).await;
                         let _ = alerting_tx.send(current.clone());
                     }
                 }
@@ -500,6 +503,12 @@ fn reload(
 /// The names of the `[[clusters]]` entries (they win a name clash with a discovered cluster).
 fn static_names(clusters: &[ClusterConfig]) -> std::collections::BTreeSet<String> {
     clusters.iter().map(|c| c.name.clone()).collect()
+}
+
+/// The `[[logs]]` entries, then those of the discovered clusters (`[discovery.defaults.logs]`).
+fn all_logs(config: &Config, discovered: &[ClusterConfig]) -> Vec<crate::config::LogConfig> {
+    let taken = config.logs.iter().map(|l| l.id().to_string()).collect();
+    config.logs.iter().cloned().chain(config.discovery.defaults.logs_of(discovered, &taken)).collect()
 }
 
 /// The `[[clusters]]` entries, then the discovered clusters.

@@ -21,7 +21,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 
-use crate::config::{BasicAuth, ClusterConfig, Secret};
+use crate::config::{BasicAuth, ClusterConfig, LogConfig, Secret};
 
 /// `[discovery]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -92,6 +92,10 @@ pub struct DiscoveryDefaults {
     /// As `shard_jobs` of `[[clusters]]`: every discovered cluster's jobs are shared out
     /// between the replicas of a sharded deployment.
     pub shard_jobs: bool,
+    /// `[discovery.defaults.logs]`: a `[[logs]]` entry for every discovered cluster, its
+    /// `paths` templates in which `{cluster}` is the cluster's name (`cluster` and `name` are
+    /// left out: they are the discovered cluster's).
+    pub logs: Option<LogConfig>,
 }
 
 impl Default for DiscoveryDefaults {
@@ -112,6 +116,7 @@ impl Default for DiscoveryDefaults {
             max_jobs: c.max_jobs,
             max_history_per_poll: c.max_history_per_poll,
             shard_jobs: c.shard_jobs,
+            logs: None,
         }
     }
 }
@@ -137,6 +142,39 @@ impl DiscoveryDefaults {
             shard_jobs: self.shard_jobs,
             job_shard: None,
         }
+    }
+}
+
+/// The placeholder of `[discovery.defaults.logs] paths`.
+pub const CLUSTER_PLACEHOLDER: &str = "{cluster}";
+
+impl DiscoveryDefaults {
+    /// The `[[logs]]` entries of `discovered` clusters from the `logs` template (none without
+    /// one): each cluster's `{cluster}` filled in, bounded as a `[[logs]]` entry is (`max_files`
+    /// files each, one entry per cluster, so at most `max_clusters` tailers). Left out, with a
+    /// warning: a cluster named `.` or `..` (it would climb out of the templated directory),
+    /// and one whose name a `[[logs]]` entry's `name` already takes (`taken`). In a sharded
+    /// deployment a cluster whose jobs are shared out has its logs followed by the cluster's
+    /// owner only, as `[[logs]]`.
+    pub fn logs_of(&self, discovered: &[ClusterConfig], taken: &BTreeSet<String>) -> Vec<LogConfig> {
+        let Some(template) = &self.logs else { return Vec::new() };
+        discovered
+            .iter()
+            .filter(|c| c.job_shard.is_none_or(|s| s.owns(&c.name)))
+            .filter(|c| {
+                let ok = c.name != "." && c.name != ".." && !taken.contains(&c.name);
+                if !ok {
+                    tracing::warn!(cluster = %c.name, "discovered cluster's logs not followed: its name is `.`, `..` or a [[logs]] entry's name");
+                }
+                ok
+            })
+            .map(|c| LogConfig {
+                cluster: c.name.clone(),
+                name: None,
+                paths: template.paths.iter().map(|p| p.replace(CLUSTER_PLACEHOLDER, &c.name)).collect(),
+                ..template.clone()
+            })
+            .collect()
     }
 }
 
@@ -179,13 +217,29 @@ impl DiscoveryConfig {
         if !self.enabled() {
             return;
         }
-        let probe = crate::config::Config {
-            clusters: vec![self.defaults.cluster("discovered", "http://discovered:8081")],
-            ..Default::default()
-        };
+        let cluster = self.defaults.cluster("discovered", "http://discovered:8081");
+        let logs = self.defaults.logs_of(std::slice::from_ref(&cluster), &BTreeSet::new());
+        let probe = crate::config::Config { clusters: vec![cluster], logs, ..Default::default() };
         for p in probe.problems() {
             if let Some(rest) = p.strip_prefix("clusters[0].") {
                 problems.push(format!("discovery.defaults.{rest}"));
+            } else if let Some(rest) = p.strip_prefix("logs[0].") {
+                problems.push(format!("discovery.defaults.logs.{rest}"));
+            }
+        }
+        if let Some(logs) = &self.defaults.logs {
+            if !logs.cluster.is_empty() || logs.name.is_some() {
+                problems.push(
+                    "discovery.defaults.logs: expected no `cluster` or `name` (each discovered cluster's own)"
+                        .to_string(),
+                );
+            }
+            for (i, p) in logs.paths.iter().enumerate() {
+                if !p.contains(CLUSTER_PLACEHOLDER) {
+                    problems.push(format!(
+                        "discovery.defaults.logs.paths[{i}]: {p:?}: expected {CLUSTER_PLACEHOLDER} in it (every cluster would follow the same files)"
+                    ));
+                }
             }
         }
     }
@@ -701,6 +755,44 @@ mod tests {
         std::fs::remove_file(&b).unwrap();
         assert!(d.refresh());
         assert_eq!(d.clusters.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["a"]);
+    }
+
+    #[test]
+    fn the_logs_template_gives_each_discovered_cluster_its_own_logs_entry() {
+        let template =
+            LogConfig { paths: vec!["/var/log/flink/{cluster}/*.log".into()], ..Default::default() };
+        let defaults = DiscoveryDefaults { logs: Some(template), ..Default::default() };
+        let clusters: Vec<ClusterConfig> =
+            ["orders", "..", "taken"].iter().map(|n| defaults.cluster(n, "http://x:1")).collect();
+        let logs = defaults.logs_of(&clusters, &BTreeSet::from(["taken".to_string()]));
+        assert_eq!(logs.len(), 1, "`..` and a taken name are left out");
+        assert_eq!((logs[0].cluster.as_str(), logs[0].id()), ("orders", "orders"));
+        assert_eq!(logs[0].paths, ["/var/log/flink/orders/*.log"]);
+        // A shared-out cluster's logs are followed by the replica owning the cluster only.
+        let mut shared = defaults.cluster("session", "http://x:1");
+        let followed: usize = (0..3)
+            .map(|index| {
+                shared.job_shard = Some(crate::config::Shard { index, count: 3 });
+                defaults.logs_of(std::slice::from_ref(&shared), &BTreeSet::new()).len()
+            })
+            .sum();
+        assert_eq!(followed, 1);
+        assert!(DiscoveryDefaults::default().logs_of(&clusters, &BTreeSet::new()).is_empty());
+
+        let mut config = DiscoveryConfig { files: vec!["/x/*.yml".into()], defaults, ..Default::default() };
+        let mut problems = Vec::new();
+        config.problems(&mut problems);
+        assert_eq!(problems, Vec::<String>::new());
+        let logs = config.defaults.logs.as_mut().unwrap();
+        logs.paths = vec!["/var/log/flink/*.log".into()];
+        logs.max_files = 0;
+        config.problems(&mut problems);
+        let text = problems.join("\n");
+        assert!(
+            text.contains("discovery.defaults.logs.paths[0]: \"/var/log/flink/*.log\": expected {cluster}"),
+            "{text}"
+        );
+        assert!(text.contains("discovery.defaults.logs.max_files: expected at least 1"), "{text}");
     }
 
     #[test]
