@@ -1153,6 +1153,17 @@ mod tests {
     }
 
     #[test]
+    fn the_sharded_discovery_example_loads() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let config = Config::load_with_env(&dir.join("discovery-sharded.toml"), Vec::new()).unwrap();
+        assert!(config.clusters[0].shard_jobs);
+        assert!(config.discovery.defaults.logs.as_ref().is_some_and(|l| l.paths[0].contains("{cluster}")));
+        let text = std::fs::read_to_string(dir.join("file_sd/flink-apps.yml")).unwrap();
+        let targets = crate::discovery::parse_as(&text, crate::discovery::Format::Yaml, "http").unwrap();
+        assert_eq!(targets.len(), 4);
+    }
+
+    #[test]
     fn durations_are_humane() {
         let c =
             load("[[clusters]]\nname='a'\nurl='http://x:1'\npoll_interval='250ms'\n[stats]\nwindow='5m'\n")
