@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::app::AppState;
-use crate::config::{ClusterConfig, Config, Credentials};
+use crate::config::{ClusterConfig, Config, Credentials, Shard, shard_clusters};
 use crate::outputs::http::{HttpState, router};
 use crate::outputs::listener::{Bounded, MAX_CONNECTIONS, Timeouts};
 use crate::outputs::tls::{TlsListener, TlsPeer};
@@ -165,9 +165,18 @@ fn open_store(config: &Config) -> Option<crate::state::store::Store> {
 }
 
 /// Starts the daemon with `config`. With `config_path`, the file is re-read on SIGHUP and when
-/// it changes.
+/// it changes. The shard comes from `SENTINEL_SHARD_INDEX`/`SENTINEL_SHARD_COUNT`.
 pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Running, StartError> {
     let shard = Config::shard_from_env().map_err(StartError::Shard)?;
+    start_sharded(config, config_path, shard).await
+}
+
+/// [`start`] as replica `shard` of a sharded deployment (`None`: not sharded).
+pub async fn start_sharded(
+    config: Config,
+    config_path: Option<PathBuf>,
+    shard: Option<Shard>,
+) -> Result<Running, StartError> {
     let config = config.for_shard(shard);
     if let Some(shard) = shard {
         tracing::info!(
@@ -190,7 +199,8 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     if let Some(d) = &mut discovery {
         d.start_kubernetes().await;
     }
-    let mut discovered = discovery.as_ref().map(|d| owned(d.clusters.clone())).unwrap_or_default();
+    let mut discovered =
+        discovery.as_ref().map(|d| shard_clusters(d.clusters.clone(), shard)).unwrap_or_default();
     let clusters = all_clusters(&config.clusters, &discovered);
     state.retain_clusters(&clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
     log_start(&config, config_path.as_deref(), saved, &state);
@@ -215,7 +225,7 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     pollers.sync(&clusters, &app)?;
     let (mut discovery_task, mut discovered_rx) = spawn_discovery(discovery, &app);
     let mut tailers = crate::sources::logs::tail::Tailers::default();
-    tailers.sync(&config.logs, &config.state.dir, &app).await;
+    tailers.sync(&all_logs(&config, &discovered), &config.state.dir, &app).await;
 
     let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
     let access = config.server.access().map_err(StartError::Shard)?;
@@ -285,7 +295,10 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
                     app.state.write().unwrap_or_else(|e| e.into_inner()).expire(Timestamp::now());
                 }
                 Ok(()) = discovered_rx.changed() => {
-                    discovered = owned(discovered_rx.borrow_and_update().clone());
+                    discovered = shard_clusters(discovered_rx.borrow_and_update().clone(), shard);
+                    // Tailers first: a stopped tailer applies its last cycle, which must not
+                    // bring back the state of a cluster that is going.
+                    tailers.sync(&all_logs(&current, &discovered), &state_dir, &app).await;
                     apply_clusters(&current.clusters, &discovered, &mut pollers, &app);
                 }
                 Some(()) = reload_rx.recv() => {
@@ -299,7 +312,7 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
                     }
                     if let Some(path) = &config_path {
                         let before = (current.discovery.clone(), static_names(&current.clusters));
-                        reload(path, &mut current, &discovered, &mut pollers, &app);
+                        reload(path, shard, &mut current, &discovered, &mut pollers, &app);
                         // New discovery settings or [[clusters]] names (they win a name clash):
                         // discovery starts over, and its first reading applies at once.
                         if before != (current.discovery.clone(), static_names(&current.clusters)) {
@@ -316,12 +329,12 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
                             if let Some(d) = &mut fresh {
                                 d.start_kubernetes().await;
                             }
-                            discovered = fresh.as_ref().map(|d| owned(d.clusters.clone())).unwrap_or_default();
+                            discovered = fresh.as_ref().map(|d| shard_clusters(d.clusters.clone(), shard)).unwrap_or_default();
                             *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = None;
                             (discovery_task, discovered_rx) = spawn_discovery(fresh, &app);
                             apply_clusters(&current.clusters, &discovered, &mut pollers, &app);
                         }
-                        tailers.sync(&current.logs, &state_dir, &app).await;
+                        tailers.sync(&all_logs(&current, &discovered), &state_dir, &app).await;
                         let _ = alerting_tx.send(current.clone());
                     }
                 }
@@ -438,13 +451,14 @@ fn watch_files(paths: &[PathBuf], reload: mpsc::Sender<()>) -> Option<notify::Re
 
 fn reload(
     path: &Path,
+    shard: Option<Shard>,
     current: &mut Config,
     discovered: &[ClusterConfig],
     pollers: &mut Pollers,
     app: &Arc<AppState>,
 ) {
     let new = match Config::load(path) {
-        Ok(new) => new.for_shard(Config::shard_from_env().ok().flatten()),
+        Ok(new) => new.for_shard(shard),
         Err(e) => {
             tracing::error!("configuration not reloaded, the running one stays: {e}");
             return;
@@ -497,12 +511,10 @@ fn static_names(clusters: &[ClusterConfig]) -> std::collections::BTreeSet<String
     clusters.iter().map(|c| c.name.clone()).collect()
 }
 
-/// The discovered clusters this replica owns (all of them unless sharded).
-fn owned(mut discovered: Vec<ClusterConfig>) -> Vec<ClusterConfig> {
-    if let Ok(Some(shard)) = Config::shard_from_env() {
-        discovered.retain(|c| shard.owns(&c.name));
-    }
-    discovered
+/// The `[[logs]]` entries, then those of the discovered clusters (`[discovery.defaults.logs]`).
+fn all_logs(config: &Config, discovered: &[ClusterConfig]) -> Vec<crate::config::LogConfig> {
+    let taken = config.logs.iter().map(|l| l.id().to_string()).collect();
+    config.logs.iter().cloned().chain(config.discovery.defaults.logs_of(discovered, &taken)).collect()
 }
 
 /// The `[[clusters]]` entries, then the discovered clusters.

@@ -102,3 +102,78 @@ async fn a_discovered_cluster_leaves_and_comes_back_without_double_counting() {
         "static cluster untouched"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discovered_clusters_logs_are_followed_from_the_defaults_template() {
+    use checkpoint_sentinel::config::{LogConfig, StartAt};
+    let orders = replay("2.3.0", "healthy").await;
+    let state = tempfile::tempdir().unwrap();
+    let sd = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    // What the JobManager of `orders` wrote (a real 2.3.0 log), and a TaskManager's beside it.
+    let dir = logs.path().join("orders");
+    std::fs::create_dir(&dir).unwrap();
+    let fixture = common::fixtures().join("flink-2.3.0/healthy/logs");
+    let jm = std::fs::read_to_string(fixture.join("flink-root-standalonesession-0-vm.log")).unwrap();
+    std::fs::write(dir.join("a-jobmanager.log"), &jm).unwrap();
+    std::fs::copy(fixture.join("flink-root-taskexecutor-0-vm.log"), dir.join("b-taskmanager.log")).unwrap();
+    let file = sd.path().join("flink.yml");
+    let listed = format!(
+        "- targets: [\"{}\"]\n  labels: {{cluster: orders}}\n",
+        orders.url.trim_start_matches("http://")
+    );
+    std::fs::write(&file, &listed).unwrap();
+    let mut config = common::watching(&orders.url, Duration::from_millis(100), state.path());
+    config.clusters.clear();
+    config.discovery.files = vec![format!("{}/*.yml", sd.path().display())];
+    config.discovery.refresh_interval = Duration::from_secs(60);
+    config.discovery.defaults.poll_interval = Duration::from_millis(100);
+    config.discovery.defaults.logs = Some(LogConfig {
+        paths: vec![format!("{}/{{cluster}}/*.log", logs.path().display())],
+        start_at: StartAt::Beginning,
+        poll_interval: Duration::from_millis(100),
+        // Bounded like [[logs]]: one file of the two, the other counted as cut.
+        max_files: 1,
+        ..LogConfig::default()
+    });
+    assert_eq!(config.problems(), Vec::<String>::new());
+    let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
+
+    let lines = jm.lines().count() as f64;
+    let read = until(daemon.addr, "the JobManager log read", |m| {
+        sample(m, "checkpoint_sentinel_log_lines_total", &[("cluster", "orders")]) == Some(lines)
+    })
+    .await;
+    assert_eq!(sample(&read, "checkpoint_sentinel_log_files_watched", &[("cluster", "orders")]), Some(1.0));
+    assert_eq!(
+        sample(
+            &read,
+            "checkpoint_sentinel_inputs_cut_total",
+            &[("cluster", "orders"), ("what", "log_files")]
+        ),
+        Some(1.0)
+    );
+    let events: f64 = read
+        .lines()
+        .filter(|l| l.starts_with("flink_checkpoint_log_events_total{") && l.contains("cluster=\"orders\""))
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
+        .sum();
+    assert!(events > 0.0, "checkpoint lines became events");
+
+    // Gone from the file: its tailer stops with its poller, and its series go.
+    // (checkpoint_sentinel_inputs_cut_total is the daemon's own counter and stays.)
+    let of_orders = |m: &str| {
+        m.lines()
+            .filter(|l| {
+                l.contains("cluster=\"orders\"") && !l.starts_with("checkpoint_sentinel_inputs_cut_total")
+            })
+            .count()
+    };
+    std::fs::write(&file, "# no clusters\n").unwrap();
+    until(daemon.addr, "orders removed", |m| of_orders(m) == 0).await;
+    std::fs::write(dir.join("a-jobmanager.log"), format!("{jm}{jm}")).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = scrape(daemon.addr).await;
+    daemon.shutdown().await;
+    assert_eq!(of_orders(&after), 0, "no tailer brought the cluster back");
+}

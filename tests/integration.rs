@@ -37,6 +37,7 @@ mod restore;
 mod rules_agree;
 mod scan_streaming;
 mod shadow;
+mod sharding;
 mod store;
 mod tidy;
 mod tls;

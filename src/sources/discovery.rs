@@ -1,5 +1,6 @@
-//! File discovery of clusters (Prometheus `file_sd` convention): JSON files listing
-//! `{"targets": ["host:port"], "labels": {"cluster": "orders"}}` groups become clusters.
+//! File discovery of clusters (Prometheus `file_sd` convention): JSON or YAML files (by
+//! extension: `.yml`/`.yaml` are YAML) listing `{"targets": ["host:port"], "labels":
+//! {"cluster": "orders"}}` groups become clusters.
 //!
 //! `[discovery] files` are glob patterns; every matching file is read on start, when a file in
 //! a watched directory changes (notify), and every `refresh_interval` (the fallback when events
@@ -20,13 +21,14 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 
-use crate::config::{BasicAuth, ClusterConfig, Secret};
+use crate::config::{BasicAuth, ClusterConfig, LogConfig, Secret};
 
 /// `[discovery]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DiscoveryConfig {
-    /// Glob patterns of JSON files in Prometheus' `file_sd` format (empty: discovery off).
+    /// Glob patterns of JSON or YAML (`.yml`, `.yaml`) files in Prometheus' `file_sd` format
+    /// (empty: discovery off).
     pub files: Vec<String>,
     /// Every file is re-read this often as well, in case a change event was missed.
     #[serde(with = "humantime_serde")]
@@ -90,6 +92,13 @@ pub struct DiscoveryDefaults {
     pub max_jobs: usize,
     /// As `max_history_per_poll` of `[[clusters]]`.
     pub max_history_per_poll: usize,
+    /// As `shard_jobs` of `[[clusters]]`: every discovered cluster's jobs are shared out
+    /// between the replicas of a sharded deployment.
+    pub shard_jobs: bool,
+    /// `[discovery.defaults.logs]`: a `[[logs]]` entry for every discovered cluster, its
+    /// `paths` templates in which `{cluster}` is the cluster's name (`cluster` and `name` are
+    /// left out: they are the discovered cluster's).
+    pub logs: Option<LogConfig>,
 }
 
 impl Default for DiscoveryDefaults {
@@ -109,6 +118,8 @@ impl Default for DiscoveryDefaults {
             max_response_bytes: c.max_response_bytes,
             max_jobs: c.max_jobs,
             max_history_per_poll: c.max_history_per_poll,
+            shard_jobs: c.shard_jobs,
+            logs: None,
         }
     }
 }
@@ -131,7 +142,42 @@ impl DiscoveryDefaults {
             max_response_bytes: self.max_response_bytes,
             max_jobs: self.max_jobs,
             max_history_per_poll: self.max_history_per_poll,
+            shard_jobs: self.shard_jobs,
+            job_shard: None,
         }
+    }
+}
+
+/// The placeholder of `[discovery.defaults.logs] paths`.
+pub const CLUSTER_PLACEHOLDER: &str = "{cluster}";
+
+impl DiscoveryDefaults {
+    /// The `[[logs]]` entries of `discovered` clusters from the `logs` template (none without
+    /// one): each cluster's `{cluster}` filled in, bounded as a `[[logs]]` entry is (`max_files`
+    /// files each, one entry per cluster, so at most `max_clusters` tailers). Left out, with a
+    /// warning: a cluster named `.` or `..` (it would climb out of the templated directory),
+    /// and one whose name a `[[logs]]` entry's `name` already takes (`taken`). In a sharded
+    /// deployment a cluster whose jobs are shared out has its logs followed by the cluster's
+    /// owner only, as `[[logs]]`.
+    pub fn logs_of(&self, discovered: &[ClusterConfig], taken: &BTreeSet<String>) -> Vec<LogConfig> {
+        let Some(template) = &self.logs else { return Vec::new() };
+        discovered
+            .iter()
+            .filter(|c| c.job_shard.is_none_or(|s| s.owns(&c.name)))
+            .filter(|c| {
+                let ok = c.name != "." && c.name != ".." && !taken.contains(&c.name);
+                if !ok {
+                    tracing::warn!(cluster = %c.name, "discovered cluster's logs not followed: its name is `.`, `..` or a [[logs]] entry's name");
+                }
+                ok
+            })
+            .map(|c| LogConfig {
+                cluster: c.name.clone(),
+                name: None,
+                paths: template.paths.iter().map(|p| p.replace(CLUSTER_PLACEHOLDER, &c.name)).collect(),
+                ..template.clone()
+            })
+            .collect()
     }
 }
 
@@ -175,25 +221,59 @@ impl DiscoveryConfig {
         if !self.enabled() {
             return;
         }
-        let probe = crate::config::Config {
-            clusters: vec![self.defaults.cluster("discovered", "http://discovered:8081")],
-            ..Default::default()
-        };
+        let cluster = self.defaults.cluster("discovered", "http://discovered:8081");
+        let logs = self.defaults.logs_of(std::slice::from_ref(&cluster), &BTreeSet::new());
+        let probe = crate::config::Config { clusters: vec![cluster], logs, ..Default::default() };
         for p in probe.problems() {
             if let Some(rest) = p.strip_prefix("clusters[0].") {
                 problems.push(format!("discovery.defaults.{rest}"));
+            } else if let Some(rest) = p.strip_prefix("logs[0].") {
+                problems.push(format!("discovery.defaults.logs.{rest}"));
+            }
+        }
+        if let Some(logs) = &self.defaults.logs {
+            if !logs.cluster.is_empty() || logs.name.is_some() {
+                problems.push(
+                    "discovery.defaults.logs: expected no `cluster` or `name` (each discovered cluster's own)"
+                        .to_string(),
+                );
+            }
+            for (i, p) in logs.paths.iter().enumerate() {
+                if !p.contains(CLUSTER_PLACEHOLDER) {
+                    problems.push(format!(
+                        "discovery.defaults.logs.paths[{i}]: {p:?}: expected {CLUSTER_PLACEHOLDER} in it (every cluster would follow the same files)"
+                    ));
+                }
             }
         }
     }
 }
 
-/// One group of a `file_sd` file.
-#[derive(Clone, Debug, Deserialize)]
-struct Group {
-    #[serde(default)]
-    targets: Vec<String>,
-    #[serde(default)]
-    labels: BTreeMap<String, String>,
+/// The format of a `file_sd` file, by its extension as Prometheus decides it: `.yml` and
+/// `.yaml` are YAML, anything else JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// A JSON list of groups.
+    Json,
+    /// A YAML list of groups (the same shape).
+    Yaml,
+}
+
+impl Format {
+    /// The format of the file at `path`.
+    pub fn of(path: &Path) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(e) if e.eq_ignore_ascii_case("yml") || e.eq_ignore_ascii_case("yaml") => Format::Yaml,
+            _ => Format::Json,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Format::Json => "JSON",
+            Format::Yaml => "YAML",
+        }
+    }
 }
 
 /// A target read from a file: (name, url).
@@ -205,16 +285,83 @@ pub struct Target {
     pub url: String,
 }
 
-/// Parses one file's contents into its targets; `scheme` for targets without one.
+/// Parses one JSON file's contents into its targets; `scheme` for targets without one.
 pub fn parse(text: &str, scheme: &str) -> Result<Vec<Target>, String> {
-    let groups: Vec<Group> =
-        serde_json::from_str(text).map_err(|e| format!("not a file_sd JSON list: {e}"))?;
+    parse_as(text, Format::Json, scheme)
+}
+
+/// What a group of a `file_sd` file must be, for error messages.
+const GROUP_SHAPE: &str = "{targets: [\"host:port\", …], labels: {name: value, …}} (labels optional)";
+
+/// Parses one file's contents in `format` into its targets; `scheme` for targets without one.
+/// Both formats are read into one generic value first and checked group by group, so a
+/// mistake is named the same way in either: the entry (0-based), the key and what was
+/// expected; a syntax error keeps the parser's line and column.
+pub fn parse_as(text: &str, format: Format, scheme: &str) -> Result<Vec<Target>, String> {
+    use serde_json::Value;
+    let value: Value = match format {
+        Format::Json => serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?,
+        Format::Yaml => match serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {e}"))? {
+            // An empty YAML document (or only comments) is no groups, as Prometheus reads it.
+            Value::Null => Value::Array(Vec::new()),
+            v => v,
+        },
+    };
+    let Value::Array(groups) = value else {
+        return Err(format!("expected a {} list of groups, each {}", format.name(), GROUP_SHAPE));
+    };
     let mut out = Vec::new();
-    for g in groups {
-        let scheme = g.labels.get("__scheme__").map_or(scheme, String::as_str);
-        for t in &g.targets {
-            let url = if t.contains("://") { t.clone() } else { format!("{scheme}://{t}") };
-            let name = g.labels.get("cluster").cloned().unwrap_or_else(|| name_of(t));
+    for (i, group) in groups.iter().enumerate() {
+        let Value::Object(group) = group else {
+            return Err(format!("entry {i}: expected {GROUP_SHAPE}"));
+        };
+        // Other keys are ignored (as Prometheus does for JSON), unless `targets` is missing:
+        // then a key like `target` is a mistake, not an extension.
+        if !group.contains_key("targets")
+            && let Some(key) = group.keys().find(|k| k.as_str() != "labels")
+        {
+            return Err(format!("entry {i}: unknown key `{key}` and no `targets`: expected {GROUP_SHAPE}"));
+        }
+        let targets: Vec<&str> = match group.get("targets") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(ts)) => ts
+                .iter()
+                .enumerate()
+                .map(|(j, t)| {
+                    t.as_str().filter(|t| !t.trim().is_empty()).ok_or_else(|| {
+                        format!("entry {i}: targets[{j}]: expected a non-empty string \"host:port\", got {t}")
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            Some(other) => {
+                return Err(format!("entry {i}: targets: expected a list of strings, got {other}"));
+            }
+        };
+        let mut labels = BTreeMap::new();
+        match group.get("labels") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(ls)) => {
+                for (k, v) in ls {
+                    let v = match v {
+                        Value::String(s) => s.clone(),
+                        // YAML writes `port: 8081` unquoted; Prometheus takes scalars as strings.
+                        Value::Number(n) => n.to_string(),
+                        Value::Bool(b) => b.to_string(),
+                        other => {
+                            return Err(format!("entry {i}: labels.{k}: expected a string, got {other}"));
+                        }
+                    };
+                    labels.insert(k.clone(), v);
+                }
+            }
+            Some(other) => {
+                return Err(format!("entry {i}: labels: expected a map of names to strings, got {other}"));
+            }
+        }
+        let scheme = labels.get("__scheme__").map_or(scheme, String::as_str);
+        for t in targets {
+            let url = if t.contains("://") { t.to_string() } else { format!("{scheme}://{t}") };
+            let name = labels.get("cluster").cloned().unwrap_or_else(|| name_of(t));
             out.push(Target { name, url });
         }
     }
@@ -338,7 +485,7 @@ fn read_file(path: &Path, config: &DiscoveryConfig) -> Result<Vec<Target>, (usiz
     if text.len() as u64 > config.max_file_bytes {
         return Err((0, format!("larger than discovery.max_file_bytes ({} bytes)", config.max_file_bytes)));
     }
-    parse(&text, &config.defaults.scheme).map_err(|e| (2, e))
+    parse_as(&text, Format::of(path), &config.defaults.scheme).map_err(|e| (2, e))
 }
 
 /// The discovery task: reads the files at once, then on changes and every `refresh_interval`,
@@ -591,6 +738,80 @@ mod tests {
         assert!(parse("{\"targets\": []}", "http").is_err(), "an object, not a list");
     }
 
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/file_sd").join(name)
+    }
+
+    #[test]
+    fn a_yaml_file_gives_the_same_targets_as_its_json_twin() {
+        let read = |name: &str| {
+            let path = fixture(name);
+            parse_as(&std::fs::read_to_string(&path).unwrap(), Format::of(&path), "http").unwrap()
+        };
+        let yaml = read("flink-apps.yml");
+        assert_eq!(yaml, read("flink-apps.json"));
+        let pairs: Vec<(&str, &str)> = yaml.iter().map(|t| (t.name.as_str(), t.url.as_str())).collect();
+        assert_eq!(
+            pairs,
+            [
+                ("orders", "http://orders-rest.payments.svc:8081"),
+                ("refunds", "http://refunds-rest.payments.svc:8081"),
+                ("fraud-session", "https://fraud-session.payments.svc:8443"),
+                ("10.20.0.17_8081", "http://10.20.0.17:8081"),
+            ]
+        );
+        assert_eq!(Format::of(Path::new("/x/a.YAML")), Format::Yaml);
+        assert_eq!(Format::of(Path::new("/x/a.json")), Format::Json);
+        assert_eq!(Format::of(Path::new("/x/a")), Format::Json);
+        assert_eq!(parse_as("# nothing yet\n", Format::Yaml, "http").unwrap(), []);
+    }
+
+    #[test]
+    fn a_bad_entry_is_named_with_what_was_expected() {
+        let path = fixture("broken.yaml");
+        let err = parse_as(&std::fs::read_to_string(&path).unwrap(), Format::Yaml, "http").unwrap_err();
+        assert_eq!(
+            err,
+            "entry 1: targets: expected a list of strings, got \"orders-rest.payments.svc:8081\""
+        );
+        let cases = [
+            ("targets: [a:1]", Format::Yaml, "expected a YAML list of groups"),
+            ("- [a:1]", Format::Yaml, "entry 0: expected {targets"),
+            ("- target: [a:1]", Format::Yaml, "entry 0: unknown key `target` and no `targets`"),
+            ("- targets: [a:1, 7]", Format::Yaml, "entry 0: targets[1]: expected a non-empty string"),
+            (
+                "- targets: [a:1]\n  labels: {cluster: [x]}",
+                Format::Yaml,
+                "entry 0: labels.cluster: expected a string",
+            ),
+            ("- targets: [a:1\n", Format::Yaml, "not valid YAML: "),
+            ("[{\"targets\": [", Format::Json, "not valid JSON: "),
+            ("[{\"targets\": [\"a:1\"]}, 3]", Format::Json, "entry 1: expected {targets"),
+        ];
+        for (text, format, want) in cases {
+            let err = parse_as(text, format, "http").unwrap_err();
+            assert!(err.starts_with(want), "{text:?}: {err}");
+        }
+        // YAML syntax errors keep the parser's position.
+        let err = parse_as("- targets: [a:1\n", Format::Yaml, "http").unwrap_err();
+        assert!(err.contains("line"), "{err}");
+    }
+
+    #[test]
+    fn a_broken_yaml_file_keeps_its_last_good_targets_and_is_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("flink.yml");
+        std::fs::copy(fixture("flink-apps.yml"), &file).unwrap();
+        let config =
+            DiscoveryConfig { files: vec![format!("{}/*.yml", dir.path().display())], ..Default::default() };
+        let mut d = Discovery::new(config, BTreeSet::new());
+        assert_eq!(d.clusters.len(), 4);
+        std::fs::copy(fixture("broken.yaml"), &file).unwrap();
+        assert!(!d.refresh(), "the last good set stays");
+        assert_eq!(d.clusters.len(), 4);
+        assert_eq!(d.stats.file_errors[2], ("invalid", 1));
+    }
+
     #[test]
     fn clashes_invalid_targets_and_the_cap_are_left_out_deterministically() {
         let t = |name: &str, url: &str| Target { name: name.into(), url: url.into() };
@@ -631,6 +852,44 @@ mod tests {
         std::fs::remove_file(&b).unwrap();
         assert!(d.refresh());
         assert_eq!(d.clusters.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["a"]);
+    }
+
+    #[test]
+    fn the_logs_template_gives_each_discovered_cluster_its_own_logs_entry() {
+        let template =
+            LogConfig { paths: vec!["/var/log/flink/{cluster}/*.log".into()], ..Default::default() };
+        let defaults = DiscoveryDefaults { logs: Some(template), ..Default::default() };
+        let clusters: Vec<ClusterConfig> =
+            ["orders", "..", "taken"].iter().map(|n| defaults.cluster(n, "http://x:1")).collect();
+        let logs = defaults.logs_of(&clusters, &BTreeSet::from(["taken".to_string()]));
+        assert_eq!(logs.len(), 1, "`..` and a taken name are left out");
+        assert_eq!((logs[0].cluster.as_str(), logs[0].id()), ("orders", "orders"));
+        assert_eq!(logs[0].paths, ["/var/log/flink/orders/*.log"]);
+        // A shared-out cluster's logs are followed by the replica owning the cluster only.
+        let mut shared = defaults.cluster("session", "http://x:1");
+        let followed: usize = (0..3)
+            .map(|index| {
+                shared.job_shard = Some(crate::config::Shard { index, count: 3 });
+                defaults.logs_of(std::slice::from_ref(&shared), &BTreeSet::new()).len()
+            })
+            .sum();
+        assert_eq!(followed, 1);
+        assert!(DiscoveryDefaults::default().logs_of(&clusters, &BTreeSet::new()).is_empty());
+
+        let mut config = DiscoveryConfig { files: vec!["/x/*.yml".into()], defaults, ..Default::default() };
+        let mut problems = Vec::new();
+        config.problems(&mut problems);
+        assert_eq!(problems, Vec::<String>::new());
+        let logs = config.defaults.logs.as_mut().unwrap();
+        logs.paths = vec!["/var/log/flink/*.log".into()];
+        logs.max_files = 0;
+        config.problems(&mut problems);
+        let text = problems.join("\n");
+        assert!(
+            text.contains("discovery.defaults.logs.paths[0]: \"/var/log/flink/*.log\": expected {cluster}"),
+            "{text}"
+        );
+        assert!(text.contains("discovery.defaults.logs.max_files: expected at least 1"), "{text}");
     }
 
     #[test]

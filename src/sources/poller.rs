@@ -271,6 +271,8 @@ impl Poller {
         let name = job.name.as_deref().unwrap_or("");
         (self.include.is_empty() || self.include.iter().any(|r| r.is_match(name)))
             && !self.exclude.iter().any(|r| r.is_match(name))
+            // A cluster whose jobs are shared out between replicas: only the jobs this one owns.
+            && self.config.job_shard.is_none_or(|s| s.owns_job(&self.config.name, &job.jid))
     }
 
     async fn fetch<T>(&self, request: impl Future<Output = Result<T, FetchError>>) -> Result<T, FetchError> {
