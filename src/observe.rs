@@ -311,9 +311,38 @@ pub fn intern_source(source: &str) -> &'static str {
     if source == "rest" { "rest" } else { "log" }
 }
 
+/// Whether an event's root cause counts as the cause of a checkpoint failure. The job failure
+/// "Exceeded checkpoint tolerable failure threshold" is a consequence: its causes were counted
+/// with the checkpoints that failed.
+pub fn counts_root_cause(kind: &str) -> bool {
+    kind != "tolerable_exceeded"
+}
+
+/// Every category a root cause can get (the label values of the root-cause metric).
+pub const CAUSE_CATEGORIES: &[&str] = &[
+    "disk_full",
+    "out_of_memory",
+    "permission",
+    "serialization",
+    "closed_stream",
+    "expired",
+    "timeout",
+    "s3",
+    "hdfs",
+    "file_not_found",
+    "metadata_store",
+    "task_failure",
+    "tasks_not_running",
+    "declined",
+    "cancelled",
+    "io_error",
+    "user_code",
+    "other",
+];
+
 /// A root-cause category read back from text; an unknown one (from a newer version) is `other`.
 pub fn intern_cause(category: &str) -> &'static str {
-    crate::sources::logs::parse::CAUSE_CATEGORIES.iter().find(|c| **c == category).copied().unwrap_or("other")
+    CAUSE_CATEGORIES.iter().find(|c| **c == category).copied().unwrap_or("other")
 }
 
 fn event_source<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {

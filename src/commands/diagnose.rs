@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::commands::simulate::human_ms;
 use crate::config::ClusterConfig;
 use crate::model::coordinator::{CoordinatorConfig, FailureReason};
 use crate::model::replay::{merge_history, replay};
@@ -27,6 +26,7 @@ use crate::shadow::Shadow;
 use crate::sources::flink::client::{FetchError, FlinkClient};
 use crate::sources::flink::{convert, dto};
 use crate::time::Timestamp;
+use crate::time::human_ms;
 
 /// Output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -1333,7 +1333,7 @@ pub fn exit_code(report: &Report) -> u8 {
 }
 
 fn clock(ms: i64) -> String {
-    let t = crate::commands::demo::log_time(Timestamp(ms));
+    let t = crate::time::log_time(Timestamp(ms));
     t.get(11..).unwrap_or(&t).replace(',', ".")
 }
 
@@ -1351,7 +1351,7 @@ pub fn to_text(report: &Report) -> String {
         "checkpoint-sentinel diagnose: {} (Flink {}), {} UTC",
         report.url,
         report.flink_version.as_deref().unwrap_or("?"),
-        crate::commands::demo::log_time(Timestamp(report.at_ms)).replace(',', ".")
+        crate::time::log_time(Timestamp(report.at_ms)).replace(',', ".")
     ));
     if report.jobs.is_empty() {
         line("No running job.".into());

@@ -731,7 +731,7 @@ pub fn job_health(
             Health::Warning,
             format!(
                 "no checkpoint triggered for {} past the expected time",
-                crate::shadow::trigger::fmt_duration(stall)
+                crate::time::fmt_duration(stall)
             ),
             &mut reasons,
         );
@@ -872,7 +872,7 @@ fn phase_values(e2e: Option<u64>, [start_delay, alignment, sync, async_]: [u64; 
 
 /// The subtask that held checkpoint `r` up (see [`SlowestSubtask`]).
 fn slowest_subtask(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Option<SlowestSubtask> {
-    let fmt = crate::shadow::trigger::fmt_duration;
+    let fmt = crate::time::fmt_duration;
     let outcome = outcome(r);
     let of = r.acknowledged.map(|(n, m)| format!(" ({n} of {m} acknowledged)")).unwrap_or_default();
     // Failed by a subtask (it declined, its own snapshot failed …) rather than by the
@@ -1067,7 +1067,7 @@ fn event_view(e: &LogEvent, ring: &RingIndex<'_>) -> EventView {
         severity: e.severity,
         source: e.source,
         logged_at: e.logged_at.clone(),
-        logged_at_ms: e.logged_at.as_deref().and_then(crate::sources::logs::parse::log_time_utc_ms),
+        logged_at_ms: e.logged_at.as_deref().and_then(crate::time::log_time_utc_ms),
         checkpoint_id: e.checkpoint_id,
         task,
         subtask,
@@ -1504,7 +1504,7 @@ mod tests {
 
     #[test]
     fn log_times_read_as_utc_epoch_ms() {
-        use crate::sources::logs::parse::log_time_utc_ms;
+        use crate::time::log_time_utc_ms;
         assert_eq!(log_time_utc_ms("2026-12-01 13:34:42,967"), Some(1_796_132_082_967));
         assert_eq!(log_time_utc_ms("1970-01-01 00:00:00,000"), Some(0));
         assert_eq!(log_time_utc_ms("2024-02-29T23:59:59.999"), Some(1_709_251_199_999));

@@ -20,7 +20,7 @@ use crate::model::coordinator::{Coordinator, CoordinatorConfig, Event, FailureRe
 use crate::model::rng::SplitMix64;
 use crate::observe::OperatorCheckpoint;
 use crate::shadow::alignment::{BUFFER_BYTES, MAX_BUFFERS_PER_CHANNEL, unread_buffers};
-use crate::time::Timestamp;
+use crate::time::{Timestamp, log_time};
 
 /// How often the simulated cluster advances.
 const TICK: Duration = Duration::from_millis(100);
@@ -403,24 +403,6 @@ fn outcome(profile: Profile, id: u64, variants: &[Variant]) -> Outcome {
         Profile::Failing => Outcome::Fail { after_ms: 80, reason: FailureReason::CheckpointAsyncException },
         _ => Outcome::Complete { duration_ms },
     }
-}
-
-/// Formats `at` like log4j's `%d{yyyy-MM-dd HH:mm:ss,SSS}` in UTC.
-pub fn log_time(at: Timestamp) -> String {
-    let ms = at.0.rem_euclid(1000);
-    let secs = at.0.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02},{ms:03}", rem / 3_600, rem / 60 % 60, rem % 60)
 }
 
 fn line(at: Timestamp, level: &str, logger: &str, message: &str) -> String {
