@@ -228,15 +228,15 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     let scheme = if tls.is_some() { "https" } else { "http" };
     let (server, mut tls_reloader) = match tls {
         Some(loaded) => {
-            let (listener, reloader) = TlsListener::new(listener, loaded, app.clone())
+            let (listener, reloader) = TlsListener::new(listener, loaded, app.listener.clone())
                 .map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
-            let listener = Bounded::new(listener, app.clone(), MAX_CONNECTIONS, Timeouts::default());
+            let listener = Bounded::new(listener, app.listener.clone(), MAX_CONNECTIONS, Timeouts::default());
             let serve = axum::serve(listener, http.into_make_service_with_connect_info::<TlsPeer>())
                 .with_graceful_shutdown(graceful);
             (spawn_server(serve, scheme), Some(reloader))
         }
         None => {
-            let listener = Bounded::new(listener, app.clone(), MAX_CONNECTIONS, Timeouts::default());
+            let listener = Bounded::new(listener, app.listener.clone(), MAX_CONNECTIONS, Timeouts::default());
             (spawn_server(axum::serve(listener, http).with_graceful_shutdown(graceful), scheme), None)
         }
     };
@@ -535,7 +535,10 @@ fn spawn_discovery(
     let task = match discovery {
         Some(d) => {
             *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = Some(d.stats.clone());
-            tokio::spawn(d.run(tx, app.clone()))
+            let app = app.clone();
+            tokio::spawn(d.run(tx, move |stats| {
+                *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = Some(stats);
+            }))
         }
         None => tokio::spawn(async move {
             tx.closed().await;

@@ -20,6 +20,7 @@ mod fixtures_parse;
 mod golden;
 mod golden_text;
 mod hostile;
+mod layering;
 mod locations;
 mod logs_fixtures;
 mod logs_storm;

@@ -381,11 +381,11 @@ impl Discovery {
     }
 
     /// Runs as a task: sends the clusters (after the first reading, already in `self`) on
-    /// every change, publishes the stats into `stats`.
+    /// every change, hands the stats to `publish` after every reading.
     pub async fn run(
         mut self,
         sender: watch::Sender<Vec<ClusterConfig>>,
-        app: std::sync::Arc<crate::app::AppState>,
+        publish: impl Fn(DiscoveryStats) + Send + 'static,
     ) {
         let (events_tx, mut events) = mpsc::channel::<()>(1);
         // Kept here too: without a watcher (notify failed) the periodic re-read goes on.
@@ -414,7 +414,7 @@ impl Discovery {
                 return;
             };
             self = back;
-            *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = Some(self.stats.clone());
+            publish(self.stats.clone());
             if changed {
                 tracing::info!(clusters = self.clusters.len(), "discovered clusters changed");
                 if sender.send(self.clusters.clone()).is_err() {
