@@ -444,6 +444,16 @@ fn reload(
             return;
         }
     };
+    // Config::load checks the values; the TLS files are read as a start would read them, so
+    // a reload refuses a missing file or a key that does not match, as check-config does.
+    if let Err(problems) = crate::outputs::tls::load(&new.server) {
+        tracing::error!(
+            "configuration not reloaded, the running one stays: {}: {}",
+            path.display(),
+            problems.join("; ")
+        );
+        return;
+    }
     if new == *current {
         return;
     }

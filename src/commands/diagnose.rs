@@ -17,13 +17,14 @@ use serde::Serialize;
 
 use crate::config::ClusterConfig;
 use crate::model::coordinator::{CoordinatorConfig, FailureReason};
-use crate::model::replay::{merge_history, replay};
+use crate::model::replay::replay;
 use crate::observe::{
     CheckpointStatus, FinishedCheckpoint, JobKey, JobLoadReport, JobPoll, SnapshotKind, SubtaskCheckpoint,
 };
 use crate::rules::Class;
 use crate::shadow::Shadow;
 use crate::sources::flink::client::{FetchError, FlinkClient};
+use crate::sources::flink::convert::merge_history;
 use crate::sources::flink::{convert, dto};
 use crate::time::Timestamp;
 use crate::time::human_ms;

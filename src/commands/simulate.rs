@@ -9,7 +9,8 @@ use serde_json::json;
 use crate::model::coordinator::{
     Binding, Coordinator, CoordinatorConfig, End, FailureReason, JobStatus, Outcome, Schedule,
 };
-use crate::model::replay::{ReplayReport, dominant_binding, median, merge_history, replay};
+use crate::model::replay::{ReplayReport, dominant_binding, median, replay};
+use crate::sources::flink::convert::merge_history;
 use crate::sources::flink::{convert, dto};
 use crate::time::{Timestamp, human_ms};
 

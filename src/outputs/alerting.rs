@@ -12,7 +12,6 @@ use serde::Serialize;
 
 use crate::config::Credentials;
 use crate::rules::{Alert, AlertState};
-use crate::sources::flink::client::authorize;
 use crate::time::Timestamp;
 
 /// Resolved alerts kept for an unreachable Alertmanager at most this long (it has expired
@@ -212,7 +211,7 @@ impl Notifier {
             }
             let body = payload(&alerts, now, valid_for, &self.generator_url);
             let url = format!("{}/api/v2/alerts", target.url);
-            let request = authorize(self.http.post(&url), &self.credentials).json(&body);
+            let request = self.credentials.authorize(self.http.post(&url)).json(&body);
             let (count, resolved_sent) = (alerts.len(), target.undelivered.len());
             // Each post in a task of its own, bounded by the client's timeout.
             target.in_flight = Some(tokio::spawn(async move {

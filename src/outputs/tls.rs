@@ -54,27 +54,7 @@ pub struct Loaded {
 /// is off, otherwise the configuration, or every problem naming its key, file and what was
 /// expected.
 pub fn load(server: &ServerConfig) -> Result<Option<Loaded>, Vec<String>> {
-    let (cert_path, key_path) = match (&server.tls_cert_file, &server.tls_key_file) {
-        (Some(cert), Some(key)) => (cert, key),
-        (None, None) if server.tls_client_ca_file.is_some() => {
-            return Err(vec![
-                "server.tls_client_ca_file: expected tls_cert_file and tls_key_file as well (client certificates are asked for in the TLS handshake)".to_string(),
-            ]);
-        }
-        (None, None) => return Ok(None),
-        (Some(_), None) => {
-            return Err(vec![
-                "server.tls_key_file: expected the private key of server.tls_cert_file (give both or neither)"
-                    .to_string(),
-            ]);
-        }
-        (None, Some(_)) => {
-            return Err(vec![
-                "server.tls_cert_file: expected the certificate of server.tls_key_file (give both or neither)"
-                    .to_string(),
-            ]);
-        }
-    };
+    let Some((cert_path, key_path)) = server.tls_files().map_err(|p| vec![p])? else { return Ok(None) };
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut problems = Vec::new();
     let mut files = Vec::new();
