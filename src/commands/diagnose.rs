@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::config::ClusterConfig;
-use crate::model::coordinator::{CoordinatorConfig, FailureReason};
+use crate::model::coordinator::CoordinatorConfig;
 use crate::model::replay::replay;
 use crate::observe::{
     CheckpointStatus, FinishedCheckpoint, JobKey, JobLoadReport, JobPoll, SnapshotKind, SubtaskCheckpoint,
@@ -477,15 +477,7 @@ pub async fn fetch(
 }
 
 fn outcome(cp: &FinishedCheckpoint) -> &'static str {
-    match cp.status {
-        CheckpointStatus::Completed => "completed",
-        CheckpointStatus::Failed => match cp.failure_message.as_deref().and_then(FailureReason::from_message)
-        {
-            Some(FailureReason::CheckpointExpired) => "expired",
-            Some(FailureReason::CheckpointDeclined) => "declined",
-            _ => "failed",
-        },
-    }
+    crate::observe::outcome(cp.status, cp.failure_message.as_deref())
 }
 
 /// The phase of a subtask that took longest: (name, ms).
@@ -502,9 +494,9 @@ fn dominant(st: &SubtaskCheckpoint) -> (&'static str, u64) {
     .unwrap_or(("unknown", 0))
 }
 
-fn median(mut v: Vec<u64>) -> Option<u64> {
-    v.sort_unstable();
-    (!v.is_empty()).then(|| v[(v.len() - 1) / 2])
+/// The lower median, `None` when there is nothing to take it of.
+fn median(v: Vec<u64>) -> Option<u64> {
+    (!v.is_empty()).then(|| crate::model::replay::median(v))
 }
 
 /// The diagnosis of one job (pure).

@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::model::coordinator::{
-    Binding, Coordinator, CoordinatorConfig, End, FailureReason, JobStatus, Outcome, Schedule,
-};
+use crate::model::coordinator::{Binding, Coordinator, CoordinatorConfig, End, JobStatus, Outcome, Schedule};
 use crate::model::replay::{ReplayReport, dominant_binding, median, replay};
+use crate::observe::FailureReason;
 use crate::sources::flink::convert::merge_history;
 use crate::sources::flink::{convert, dto};
 use crate::time::{Timestamp, human_ms};

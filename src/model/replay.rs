@@ -11,8 +11,9 @@
 //! period; a model trigger with none is a checkpoint the observation missed, and it gets the
 //! median observed duration.
 
-use crate::model::coordinator::{Binding, Coordinator, CoordinatorConfig, FailureReason, Outcome, Schedule};
+use crate::model::coordinator::{Binding, Coordinator, CoordinatorConfig, Outcome, Schedule};
 use crate::observe::CheckpointStatus;
+use crate::observe::FailureReason;
 use crate::time::Timestamp;
 
 /// One checkpoint as a job's history reported it.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::app::AlertsView;
-use crate::model::coordinator::FailureReason;
+use crate::observe::FailureReason;
 use crate::observe::{CheckpointSettings, CheckpointStatus, LogEvent, SnapshotKind};
 use crate::rules::{Alert, AlertState};
 use crate::shadow::{Deviation, Explanation};
@@ -744,18 +744,9 @@ pub fn job_health(
     (health, reasons)
 }
 
-/// `completed`, `expired`, `declined` or `failed`.
+/// `completed`, `expired`, `declined` or `failed` ([`crate::observe::outcome`]).
 pub fn outcome(r: &CheckpointRecord) -> &'static str {
-    match r.status {
-        CheckpointStatus::Completed => "completed",
-        CheckpointStatus::Failed => {
-            match r.failure_message.as_deref().and_then(FailureReason::from_message) {
-                Some(FailureReason::CheckpointExpired) => "expired",
-                Some(FailureReason::CheckpointDeclined) => "declined",
-                _ => "failed",
-            }
-        }
-    }
+    crate::observe::outcome(r.status, r.failure_message.as_deref())
 }
 
 fn kind(k: SnapshotKind) -> &'static str {

@@ -12,9 +12,10 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::model::coordinator::{
-    Binding, Coordinator, CoordinatorConfig, FailureReason, Outcome, Schedule, UNLIMITED_TOLERABLE,
+    Binding, Coordinator, CoordinatorConfig, Outcome, Schedule, UNLIMITED_TOLERABLE,
 };
 use crate::model::replay::{dominant_binding, median};
+use crate::observe::FailureReason;
 use crate::observe::{
     CheckpointSettings, CheckpointStatus, FinishedCheckpoint, InProgressCheckpoint, JobPoll, SnapshotKind,
 };

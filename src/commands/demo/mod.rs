@@ -16,8 +16,9 @@ use std::time::Duration;
 
 use crate::config::{ClusterConfig, Config, LogConfig, StartAt};
 use crate::model::alignment::{self, AlignmentConfig, JobGraph, Mode, Partitioner};
-use crate::model::coordinator::{Coordinator, CoordinatorConfig, Event, FailureReason, Outcome, Schedule};
+use crate::model::coordinator::{Coordinator, CoordinatorConfig, Event, Outcome, Schedule};
 use crate::model::rng::SplitMix64;
+use crate::observe::FailureReason;
 use crate::observe::OperatorCheckpoint;
 use crate::shadow::alignment::{BUFFER_BYTES, MAX_BUFFERS_PER_CHANNEL, unread_buffers};
 use crate::time::{Timestamp, log_time};

@@ -347,10 +347,7 @@ pub fn merge_history<'a>(
                 triggered_at: Timestamp(trigger),
                 status,
                 duration_ms,
-                failure: cp
-                    .failure_message
-                    .as_deref()
-                    .and_then(crate::model::coordinator::FailureReason::from_message),
+                failure: cp.failure_message.as_deref().and_then(crate::observe::FailureReason::from_message),
             };
             match by_id.get(&cp.id) {
                 Some(existing) if existing.status.is_some() && observed.status.is_none() => {}
@@ -382,7 +379,7 @@ mod tests {
             assert_eq!(merged.len(), 1);
             assert_eq!(merged[0].status, Some(crate::observe::CheckpointStatus::Failed));
             assert_eq!(merged[0].duration_ms, Some(4_000));
-            assert_eq!(merged[0].failure, Some(crate::model::coordinator::FailureReason::CheckpointExpired));
+            assert_eq!(merged[0].failure, Some(crate::observe::FailureReason::CheckpointExpired));
         }
     }
 }
