@@ -74,8 +74,8 @@ pub struct DaemonStats {
     pub persist_errors: u64,
     /// Last successful state write.
     pub last_persisted: Option<Timestamp>,
-    /// Per rule: (name, severity, pending alerts, firing alerts).
-    pub alerts: Vec<(String, &'static str, usize, usize)>,
+    /// Per rule: its pending and firing alerts.
+    pub alerts: Vec<RuleAlerts>,
     /// Delivery counters per Alertmanager.
     pub alertmanagers: Vec<crate::outputs::alerting::TargetStats>,
     /// Failed TLS handshakes on the daemon's port by reason, when it serves TLS.
@@ -92,6 +92,19 @@ pub struct DaemonStats {
     pub metrics: crate::config::MetricsConfig,
     /// What file discovery last found, when it is on.
     pub discovery: Option<crate::sources::discovery::DiscoveryStats>,
+}
+
+/// How many alerts of one rule are pending and firing (`checkpoint_sentinel_alerts`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RuleAlerts {
+    /// The rule's name (`alertname`).
+    pub name: String,
+    /// Its severity label.
+    pub severity: &'static str,
+    /// Alerts pending.
+    pub pending: usize,
+    /// Alerts firing.
+    pub firing: usize,
 }
 
 /// The checkpoint store's counters.
@@ -212,7 +225,12 @@ impl AppState {
             .map(|(name, severity)| {
                 let count =
                     |state| view.active.iter().filter(|a| a.name() == name && a.state == state).count();
-                (name.clone(), *severity, count(AlertState::Pending), count(AlertState::Firing))
+                RuleAlerts {
+                    name: name.clone(),
+                    severity: *severity,
+                    pending: count(AlertState::Pending),
+                    firing: count(AlertState::Firing),
+                }
             })
             .collect();
         let listener = &self.listener;

@@ -1153,10 +1153,10 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
         }
     }
     out.push(family!("checkpoint_sentinel_clamped_values_total"), &[], Value::Number(clamped as f64));
-    for (name, severity, pending, firing) in &daemon.alerts {
-        for (state, n) in [("pending", pending), ("firing", firing)] {
-            let labels = [("alertname", name.as_str()), ("severity", *severity), ("state", state)];
-            out.push(family!("checkpoint_sentinel_alerts"), &labels, Value::Number(*n as f64));
+    for rule in &daemon.alerts {
+        for (state, n) in [("pending", rule.pending), ("firing", rule.firing)] {
+            let labels = [("alertname", rule.name.as_str()), ("severity", rule.severity), ("state", state)];
+            out.push(family!("checkpoint_sentinel_alerts"), &labels, Value::Number(n as f64));
         }
     }
     for am in &daemon.alertmanagers {
@@ -1379,7 +1379,12 @@ mod tests {
             store: Some(crate::app::StoreCounters { records: 40, pruned: 3, errors: 1 }),
             persist_errors: 2,
             last_persisted: Some(end),
-            alerts: vec![("FlinkCheckpointSlow".into(), "warning", 1, 2)],
+            alerts: vec![crate::app::RuleAlerts {
+                name: "FlinkCheckpointSlow".into(),
+                severity: "warning",
+                pending: 1,
+                firing: 2,
+            }],
             alertmanagers: vec![crate::outputs::alerting::TargetStats {
                 url: "http://am:9093".into(),
                 sent_total: 5,
