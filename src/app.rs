@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use crate::observe::{Observation, Severity};
 use crate::outputs::listener::{CLOSE_REASONS, ListenerStats, TLS_HANDSHAKE_ERRORS};
-use crate::rules::AlertState;
+use crate::rules::{AlertState, AlertsView};
 use crate::state::State;
 use crate::time::Timestamp;
 
@@ -20,6 +20,8 @@ pub struct AppState {
     last_persisted_ms: AtomicI64,
     /// The latest alert evaluation, for metrics and the API.
     pub alerts: RwLock<AlertsView>,
+    /// Delivery counters per Alertmanager, after each delivery round.
+    pub alertmanagers: RwLock<Vec<crate::outputs::alerting::TargetStats>>,
     /// Woken when warning or error log events arrive: the rules look at them at once instead
     /// of at the next evaluation tick, so a failure line reaches Alertmanager within a second.
     pub log_events_arrived: tokio::sync::Notify,
@@ -50,19 +52,6 @@ pub struct StoreStats {
     pub pruned: AtomicU64,
     /// Failed writes (retried with the next state write).
     pub errors: AtomicU64,
-}
-
-/// What the rule evaluator last concluded, copied out for readers.
-#[derive(Clone, Debug, Default)]
-pub struct AlertsView {
-    /// Per rule: (name, severity label).
-    pub rules: Vec<(String, &'static str)>,
-    /// Pending and firing alerts.
-    pub active: Vec<crate::rules::Alert>,
-    /// Recently resolved alerts, oldest first.
-    pub resolved: Vec<crate::rules::Alert>,
-    /// Delivery counters per Alertmanager.
-    pub alertmanagers: Vec<crate::outputs::alerting::TargetStats>,
 }
 
 /// The daemon's own counters that live outside `State`.
@@ -129,6 +118,7 @@ impl AppState {
             persist_errors: AtomicU64::new(0),
             last_persisted_ms: AtomicI64::new(0),
             alerts: RwLock::new(AlertsView::default()),
+            alertmanagers: RwLock::default(),
             log_events_arrived: tokio::sync::Notify::new(),
             checkpoint_started: tokio::sync::Notify::new(),
             listener: Default::default(),
@@ -270,7 +260,7 @@ impl AppState {
             persist_errors: self.persist_errors.load(Ordering::Relaxed),
             last_persisted: (last > 0).then_some(Timestamp(last)),
             alerts,
-            alertmanagers: view.alertmanagers.clone(),
+            alertmanagers: self.alertmanagers.read().unwrap_or_else(|e| e.into_inner()).clone(),
             process: crate::outputs::process::read(),
             metrics: self.metrics.read().unwrap_or_else(|e| e.into_inner()).clone(),
             discovery: self.discovery.read().unwrap_or_else(|e| e.into_inner()).clone(),

@@ -696,7 +696,7 @@ async fn deliver_loop(
         }
         if let (Some(n), Some((firing, resolved, now))) = (notifier.as_mut(), pending) {
             n.round(&firing, resolved, now).await;
-            app.alerts.write().unwrap_or_else(|e| e.into_inner()).alertmanagers = n.stats();
+            *app.alertmanagers.write().unwrap_or_else(|e| e.into_inner()) = n.stats();
         }
     }
 }

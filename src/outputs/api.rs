@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::app::AlertsView;
 use crate::observe::FailureReason;
 use crate::observe::{CheckpointSettings, CheckpointStatus, LogEvent, SnapshotKind};
+use crate::rules::AlertsView;
 use crate::rules::{Alert, AlertState};
 use crate::shadow::{Deviation, Explanation};
 use crate::state::{CheckpointRecord, ClusterState, JobState, Phase, PhaseHistograms, State};
