@@ -217,7 +217,7 @@ impl AppState {
                     |state| view.active.iter().filter(|a| a.name() == name && a.state == state).count();
                 RuleAlerts {
                     name: name.clone(),
-                    severity: *severity,
+                    severity,
                     pending: count(AlertState::Pending),
                     firing: count(AlertState::Firing),
                 }

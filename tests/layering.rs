@@ -278,11 +278,9 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         let mut to = BTreeSet::new();
         for p in paths_of(module, &code, &all) {
             // The longest prefix that is a file of its own.
-            if let Some(target) = (1..=p.len()).rev().map(|n| p[..n].join("::")).find(|m| all.contains_key(m))
-            {
-                if &target != module {
-                    to.insert(target);
-                }
+            let target = (1..=p.len()).rev().map(|n| p[..n].join("::")).find(|m| all.contains_key(m));
+            if let Some(target) = target.filter(|t| t != module) {
+                to.insert(target);
             }
         }
         g.insert(module.clone(), to);
