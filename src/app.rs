@@ -1,11 +1,11 @@
 //! The state shared between the sources, the HTTP server and the persister.
 
 use std::sync::RwLock;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use crate::observe::{Observation, Severity};
-use crate::outputs::export::DaemonStats;
-use crate::rules::AlertState;
+use crate::outputs::listener::{CLOSE_REASONS, ListenerStats, TLS_HANDSHAKE_ERRORS};
+use crate::rules::{AlertState, AlertsView};
 use crate::state::State;
 use crate::time::Timestamp;
 
@@ -20,21 +20,17 @@ pub struct AppState {
     last_persisted_ms: AtomicI64,
     /// The latest alert evaluation, for metrics and the API.
     pub alerts: RwLock<AlertsView>,
+    /// Delivery counters per Alertmanager, after each delivery round.
+    pub alertmanagers: RwLock<Vec<crate::outputs::alerting::TargetStats>>,
     /// Woken when warning or error log events arrive: the rules look at them at once instead
     /// of at the next evaluation tick, so a failure line reaches Alertmanager within a second.
     pub log_events_arrived: tokio::sync::Notify,
     /// Woken when a poll or a log line shows a checkpoint in progress, so the rule loop
     /// schedules the early-warning evaluation for its age (`rules::next_age_wake`).
     pub checkpoint_started: tokio::sync::Notify,
-    /// Whether the daemon's port serves TLS, and its failed handshakes by reason
-    /// (`TLS_HANDSHAKE_ERRORS`).
-    pub tls_serving: AtomicBool,
-    /// Counters in the order of [`TLS_HANDSHAKE_ERRORS`].
-    pub tls_handshake_errors: [AtomicU64; 3],
-    /// Connections to the daemon's port open now (`listener`).
-    pub http_connections: AtomicI64,
-    /// Connections the daemon closed, in the order of `listener::CLOSE_REASONS`.
-    pub http_closed: [AtomicU64; 2],
+    /// The counters of the daemon's port (connections, closures, TLS handshakes), shared with
+    /// the listener that counts them.
+    pub listener: std::sync::Arc<ListenerStats>,
     /// What the bounds on outside input cut, per (cluster, what): see [`AppState::count_cut`].
     inputs_cut: std::sync::Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
     /// What `/metrics` exports (`[metrics]`), set at start and on reload.
@@ -58,22 +54,57 @@ pub struct StoreStats {
     pub errors: AtomicU64,
 }
 
-/// Why a TLS handshake on the daemon's port failed: a plain `http://` request, a client that
-/// broke it off or did not trust the certificate (or offered none that mutual TLS accepts),
-/// a client that did not finish in time.
-pub const TLS_HANDSHAKE_ERRORS: [&str; 3] = ["plain_http", "failed", "timeout"];
-
-/// What the rule evaluator last concluded, copied out for readers.
+/// The daemon's own counters that live outside `State`.
 #[derive(Clone, Debug, Default)]
-pub struct AlertsView {
-    /// Per rule: (name, severity label).
-    pub rules: Vec<(String, &'static str)>,
-    /// Pending and firing alerts.
-    pub active: Vec<crate::rules::Alert>,
-    /// Recently resolved alerts, oldest first.
-    pub resolved: Vec<crate::rules::Alert>,
+pub struct DaemonStats {
+    /// The checkpoint store's counters, when it is open.
+    pub store: Option<StoreCounters>,
+    /// Failed state writes.
+    pub persist_errors: u64,
+    /// Last successful state write.
+    pub last_persisted: Option<Timestamp>,
+    /// Per rule: its pending and firing alerts.
+    pub alerts: Vec<RuleAlerts>,
     /// Delivery counters per Alertmanager.
     pub alertmanagers: Vec<crate::outputs::alerting::TargetStats>,
+    /// Failed TLS handshakes on the daemon's port by reason, when it serves TLS.
+    pub tls_handshake_errors: Option<[(&'static str, u64); 3]>,
+    /// Connections to the daemon's port open now.
+    pub http_connections: i64,
+    /// Connections the daemon closed by reason ([`CLOSE_REASONS`]).
+    pub http_closed: [(&'static str, u64); 2],
+    /// What the bounds on outside input cut, per (cluster, what).
+    pub inputs_cut: Vec<(String, &'static str, u64)>,
+    /// The process's CPU, memory, descriptors and threads (Linux only).
+    pub process: Option<crate::outputs::process::ProcessStats>,
+    /// What to export: per-operator series or not, which quantiles (`[metrics]`).
+    pub metrics: crate::config::MetricsConfig,
+    /// What file discovery last found, when it is on.
+    pub discovery: Option<crate::sources::discovery::DiscoveryStats>,
+}
+
+/// How many alerts of one rule are pending and firing (`checkpoint_sentinel_alerts`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RuleAlerts {
+    /// The rule's name (`alertname`).
+    pub name: String,
+    /// Its severity label.
+    pub severity: &'static str,
+    /// Alerts pending.
+    pub pending: usize,
+    /// Alerts firing.
+    pub firing: usize,
+}
+
+/// The checkpoint store's counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StoreCounters {
+    /// Records in the store.
+    pub records: u64,
+    /// Records pruned.
+    pub pruned: u64,
+    /// Failed writes.
+    pub errors: u64,
 }
 
 impl AppState {
@@ -87,12 +118,10 @@ impl AppState {
             persist_errors: AtomicU64::new(0),
             last_persisted_ms: AtomicI64::new(0),
             alerts: RwLock::new(AlertsView::default()),
+            alertmanagers: RwLock::default(),
             log_events_arrived: tokio::sync::Notify::new(),
             checkpoint_started: tokio::sync::Notify::new(),
-            tls_serving: AtomicBool::new(false),
-            tls_handshake_errors: Default::default(),
-            http_connections: AtomicI64::new(0),
-            http_closed: Default::default(),
+            listener: Default::default(),
             inputs_cut: Default::default(),
             metrics: RwLock::default(),
             store: std::sync::OnceLock::new(),
@@ -186,12 +215,18 @@ impl AppState {
             .map(|(name, severity)| {
                 let count =
                     |state| view.active.iter().filter(|a| a.name() == name && a.state == state).count();
-                (name.clone(), *severity, count(AlertState::Pending), count(AlertState::Firing))
+                RuleAlerts {
+                    name: name.clone(),
+                    severity,
+                    pending: count(AlertState::Pending),
+                    firing: count(AlertState::Firing),
+                }
             })
             .collect();
-        let tls_handshake_errors = self.tls_serving.load(Ordering::Relaxed).then(|| {
+        let listener = &self.listener;
+        let tls_handshake_errors = listener.tls_serving.load(Ordering::Relaxed).then(|| {
             std::array::from_fn(|i| {
-                (TLS_HANDSHAKE_ERRORS[i], self.tls_handshake_errors[i].load(Ordering::Relaxed))
+                (TLS_HANDSHAKE_ERRORS[i], listener.tls_handshake_errors[i].load(Ordering::Relaxed))
             })
         });
         let mut inputs_cut: Vec<(String, &'static str, u64)> = self
@@ -209,15 +244,15 @@ impl AppState {
                 }
             }
         }
-        let store = self.store.get().map(|_| crate::outputs::export::StoreCounters {
+        let store = self.store.get().map(|_| StoreCounters {
             records: self.store_stats.records.load(Ordering::Relaxed),
             pruned: self.store_stats.pruned.load(Ordering::Relaxed),
             errors: self.store_stats.errors.load(Ordering::Relaxed),
         });
         DaemonStats {
-            http_connections: self.http_connections.load(Ordering::Relaxed),
+            http_connections: listener.connections.load(Ordering::Relaxed),
             http_closed: std::array::from_fn(|i| {
-                (crate::outputs::listener::CLOSE_REASONS[i], self.http_closed[i].load(Ordering::Relaxed))
+                (CLOSE_REASONS[i], listener.closed[i].load(Ordering::Relaxed))
             }),
             inputs_cut,
             store,
@@ -225,7 +260,7 @@ impl AppState {
             persist_errors: self.persist_errors.load(Ordering::Relaxed),
             last_persisted: (last > 0).then_some(Timestamp(last)),
             alerts,
-            alertmanagers: view.alertmanagers.clone(),
+            alertmanagers: self.alertmanagers.read().unwrap_or_else(|e| e.into_inner()).clone(),
             process: crate::outputs::process::read(),
             metrics: self.metrics.read().unwrap_or_else(|e| e.into_inner()).clone(),
             discovery: self.discovery.read().unwrap_or_else(|e| e.into_inner()).clone(),

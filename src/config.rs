@@ -219,11 +219,12 @@ impl Config {
         specs.into_iter().filter_map(|s| crate::rules::Rule::new(s).ok()).collect()
     }
 
-    /// The listener's TLS files are read and checked now, so that `check-config` and a reload
-    /// refuse a missing file, a file that is not PEM or a key that does not match its certificate.
+    /// The shape of the listener's TLS settings (both files or neither). Reading and checking
+    /// the files is the daemon's part (`outputs::tls::load`, called by `preflight::check` for
+    /// `check-config` and `run`, and by a reload).
     fn server_problems(&self, problems: &mut Vec<String>) {
-        if let Err(tls_problems) = crate::outputs::tls::load(&self.server) {
-            problems.extend(tls_problems);
+        if let Err(problem) = self.server.tls_files() {
+            problems.push(problem);
         }
     }
 
@@ -317,6 +318,26 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
+    /// The certificate and key files when the listener serves TLS, or why the settings do not
+    /// fit together.
+    pub fn tls_files(&self) -> Result<Option<(&std::path::Path, &std::path::Path)>, String> {
+        match (&self.tls_cert_file, &self.tls_key_file) {
+            (Some(cert), Some(key)) => Ok(Some((cert, key))),
+            (None, None) if self.tls_client_ca_file.is_some() => Err(
+                "server.tls_client_ca_file: expected tls_cert_file and tls_key_file as well (client certificates are asked for in the TLS handshake)".to_string(),
+            ),
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(
+                "server.tls_key_file: expected the private key of server.tls_cert_file (give both or neither)"
+                    .to_string(),
+            ),
+            (None, Some(_)) => Err(
+                "server.tls_cert_file: expected the certificate of server.tls_key_file (give both or neither)"
+                    .to_string(),
+            ),
+        }
+    }
+
     /// What a client must send to read the endpoints, with secrets resolved.
     pub fn access(&self) -> Result<Credentials, String> {
         Credentials::resolve(self.basic_auth.as_ref(), self.bearer_token.as_ref(), "server.")
@@ -339,6 +360,17 @@ pub enum Credentials {
     },
     /// A bearer token.
     Bearer(String),
+}
+
+impl Credentials {
+    /// Adds these credentials to an outgoing request (to Flink, to Alertmanager).
+    pub fn authorize(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self {
+            Credentials::None => request,
+            Credentials::Basic { username, password } => request.basic_auth(username, Some(password)),
+            Credentials::Bearer(token) => request.bearer_auth(token),
+        }
+    }
 }
 
 impl Credentials {

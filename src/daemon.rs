@@ -241,15 +241,15 @@ pub async fn start_sharded(
     let scheme = if tls.is_some() { "https" } else { "http" };
     let (server, mut tls_reloader) = match tls {
         Some(loaded) => {
-            let (listener, reloader) = TlsListener::new(listener, loaded, app.clone())
+            let (listener, reloader) = TlsListener::new(listener, loaded, app.listener.clone())
                 .map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
-            let listener = Bounded::new(listener, app.clone(), MAX_CONNECTIONS, Timeouts::default());
+            let listener = Bounded::new(listener, app.listener.clone(), MAX_CONNECTIONS, Timeouts::default());
             let serve = axum::serve(listener, http.into_make_service_with_connect_info::<TlsPeer>())
                 .with_graceful_shutdown(graceful);
             (spawn_server(serve, scheme), Some(reloader))
         }
         None => {
-            let listener = Bounded::new(listener, app.clone(), MAX_CONNECTIONS, Timeouts::default());
+            let listener = Bounded::new(listener, app.listener.clone(), MAX_CONNECTIONS, Timeouts::default());
             (spawn_server(axum::serve(listener, http).with_graceful_shutdown(graceful), scheme), None)
         }
     };
@@ -464,6 +464,16 @@ fn reload(
             return;
         }
     };
+    // Config::load checks the values; the TLS files are read as a start would read them, so
+    // a reload refuses a missing file or a key that does not match, as check-config does.
+    if let Err(problems) = crate::outputs::tls::load(&new.server) {
+        tracing::error!(
+            "configuration not reloaded, the running one stays: {}: {}",
+            path.display(),
+            problems.join("; ")
+        );
+        return;
+    }
     if new == *current {
         return;
     }
@@ -553,7 +563,10 @@ fn spawn_discovery(
     let task = match discovery {
         Some(d) => {
             *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = Some(d.stats.clone());
-            tokio::spawn(d.run(tx, app.clone()))
+            let app = app.clone();
+            tokio::spawn(d.run(tx, move |stats| {
+                *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = Some(stats);
+            }))
         }
         None => tokio::spawn(async move {
             tx.closed().await;
@@ -701,7 +714,7 @@ async fn deliver_loop(
         }
         if let (Some(n), Some((firing, resolved, now))) = (notifier.as_mut(), pending) {
             n.round(&firing, resolved, now).await;
-            app.alerts.write().unwrap_or_else(|e| e.into_inner()).alertmanagers = n.stats();
+            *app.alertmanagers.write().unwrap_or_else(|e| e.into_inner()) = n.stats();
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Pre-flight checks of a loaded configuration against the machine it runs on: secret files,
-//! the state directory, at least one cluster. `check-config` and `run` call the same
+//! the listener's TLS files, the state directory, at least one cluster. `check-config` and `run` call the same
 //! [`check`], so `check-config` never says ok to a file that `run` refuses.
 //!
 //! These are I/O checks, kept apart from `Config::problems` (pure checks of the values) so that
@@ -32,6 +32,11 @@ pub fn check(config: &Config) -> Vec<String> {
             "discovery.kubernetes.kubeconfig: {}: expected a readable file ({e})",
             path.display()
         ));
+    }
+    // The listener's TLS files: read and checked as the daemon will load them, so that a
+    // missing file, a file that is not PEM or a key that does not match is refused here.
+    if let Err(tls_problems) = crate::outputs::tls::load(&config.server) {
+        problems.extend(tls_problems);
     }
     if let Err(e) = state_dir_writable(&config.state.dir) {
         problems.push(format!(

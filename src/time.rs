@@ -1,6 +1,7 @@
 //! Time as a value: epoch milliseconds, the unit Flink reports, passed into the pure core.
 
 use std::fmt;
+use std::time::{Duration, UNIX_EPOCH};
 
 /// A point in time in milliseconds since the Unix epoch (UTC), as Flink reports timestamps.
 ///
@@ -44,5 +45,64 @@ impl Timestamp {
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}ms", self.0)
+    }
+}
+
+/// `5.0 s` for durations of a second or more, `40 ms` below (the shadow's sentences).
+pub fn fmt_duration(ms: u64) -> String {
+    if ms >= 1000 { format!("{:.1} s", ms as f64 / 1000.0) } else { format!("{ms} ms") }
+}
+
+/// A duration for people: `40 ms`, `5.0 s`, `2.5 min` (the commands' reports).
+pub fn human_ms(ms: u64) -> String {
+    if ms < 1_000 {
+        format!("{ms} ms")
+    } else if ms < 120_000 {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    } else {
+        format!("{:.1} min", ms as f64 / 60_000.0)
+    }
+}
+
+/// Formats `at` like log4j's `%d{yyyy-MM-dd HH:mm:ss,SSS}` in UTC (times before 1970 as 1970).
+pub fn log_time(at: Timestamp) -> String {
+    let rfc = humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(at.0.max(0) as u64));
+    let rfc = rfc.to_string(); // 2026-11-29T15:00:42.535Z
+    format!("{} {},{}", &rfc[..10], &rfc[11..19], &rfc[20..23])
+}
+
+/// `2026-12-01 13:34:42,967` (log4j's `yyyy-MM-dd HH:mm:ss,SSS`, `T` and `.` accepted) read as
+/// UTC → epoch ms. Only the first 23 bytes are read; a date the calendar does not have, or
+/// one before 1970, is `None`.
+pub fn log_time_utc_ms(text: &str) -> Option<i64> {
+    let head = text.get(..23)?;
+    if !matches!(head.as_bytes()[19], b',' | b'.') {
+        return None;
+    }
+    let at = humantime::parse_rfc3339_weak(&format!("{}.{}", &head[..19], &head[20..])).ok()?;
+    Some(at.duration_since(UNIX_EPOCH).ok()?.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log4j_times_read_and_written_as_utc() {
+        assert_eq!(log_time_utc_ms("2026-12-01 13:34:42,967"), Some(1_796_132_082_967));
+        assert_eq!(log_time_utc_ms("1970-01-01 00:00:00,000"), Some(0));
+        assert_eq!(log_time_utc_ms("2024-02-29T23:59:59.999"), Some(1_709_251_199_999));
+        assert_eq!(
+            log_time_utc_ms("2026-12-01 13:34:42,967 INFO  org.apache.flink"),
+            Some(1_796_132_082_967)
+        );
+        assert_eq!(log_time_utc_ms("2026-13-01 13:34:42,967"), None);
+        assert_eq!(log_time_utc_ms("2026-12-01 13:34:42"), None);
+        assert_eq!(log_time_utc_ms("2026-12-01 13:34:42Z967"), None);
+        assert_eq!(log_time_utc_ms("yesterday"), None);
+        for ms in [0, 1_795_964_442_535, 1_709_251_199_999, 4_102_444_799_999] {
+            assert_eq!(log_time_utc_ms(&log_time(Timestamp(ms))), Some(ms));
+        }
+        assert_eq!(log_time(Timestamp(1_795_964_442_535)), "2026-11-29 15:00:42,535");
     }
 }

@@ -25,7 +25,7 @@ use checkpoint_sentinel::rules::{AlertState, Evaluator, Rule, builtin, format_du
 use checkpoint_sentinel::sources::logs::parse::{LineSplitter, Patterns, RecordParser};
 use checkpoint_sentinel::state::State;
 use checkpoint_sentinel::stats::WindowSpec;
-use checkpoint_sentinel::time::Timestamp;
+use checkpoint_sentinel::time::{Timestamp, log_time_utc_ms};
 use serde_json::Value;
 
 use crate::common::{Scenario, fixtures, read_json};
@@ -80,24 +80,6 @@ impl Outcome {
     }
 }
 
-/// `2026-11-29 15:00:19,589` (the capture machine's clock, UTC) as epoch ms.
-fn log_time(text: &str) -> Option<i64> {
-    let (date, time) = text.split_once(' ')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let (hms, ms) = time.split_once(',').unwrap_or((time, "0"));
-    let mut t = hms.split(':').map(|p| p.parse::<i64>().ok());
-    let (h, min, s) = (t.next()??, t.next()??, t.next()??);
-    // Days from 1970-01-01 (civil calendar, Howard Hinnant's algorithm).
-    let (y2, m2) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let doy = (153 * m2 + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 24 + h) * 60 + min) * 60_000 + s * 1000 + ms.parse::<i64>().ok()?)
-}
-
 /// The log events of a scenario's `logs/` with their logged times.
 fn log_events(dir: &Path) -> Vec<(i64, LogEvent)> {
     let mut out = Vec::new();
@@ -113,7 +95,7 @@ fn log_events(dir: &Path) -> Vec<(i64, LogEvent)> {
         splitter.finish(|line, offset| parser.push_line(line, offset, &mut events));
         parser.flush(&mut events);
         for mut event in events {
-            let Some(at) = event.logged_at.as_deref().and_then(log_time) else { continue };
+            let Some(at) = event.logged_at.as_deref().and_then(log_time_utc_ms) else { continue };
             event.cluster = "lab".into();
             out.push((at, event));
         }
@@ -518,6 +500,6 @@ fn check_doc(table: &str) {
 
 #[test]
 fn log_times_are_read_as_utc() {
-    assert_eq!(log_time("2026-11-29 15:00:59,544"), Some(1_795_964_459_544));
-    assert_eq!(log_time("1970-01-01 00:00:00,000"), Some(0));
+    assert_eq!(log_time_utc_ms("2026-11-29 15:00:59,544"), Some(1_795_964_459_544));
+    assert_eq!(log_time_utc_ms("1970-01-01 00:00:00,000"), Some(0));
 }

@@ -497,7 +497,7 @@ async fn serve_bounded(
     let addr = listener.local_addr().unwrap();
     let bounded = checkpoint_sentinel::outputs::listener::Bounded::new(
         listener,
-        app.clone(),
+        app.listener.clone(),
         max_connections,
         timeouts,
     );
@@ -564,7 +564,7 @@ async fn slowloris_connections_are_closed_after_the_header_timeout() {
     }
     // Each was closed about 1 s after its first byte (plus the last 200 ms dribble).
     assert!(longest < Duration::from_secs(4), "the last one was closed after {longest:?}");
-    assert!(app.http_closed[0].load(Ordering::SeqCst) >= 300);
+    assert!(app.listener.closed[0].load(Ordering::SeqCst) >= 300);
     prober.finish().await;
 }
 
@@ -574,7 +574,7 @@ async fn the_connection_cap_holds_and_frees_up_after_the_timeouts() {
     let addr = serve_bounded(app.clone(), 8, short()).await;
     let attackers: Vec<_> = (0..8).map(|_| tokio::spawn(slowloris(addr))).collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(app.http_connections.load(Ordering::SeqCst), 8);
+    assert_eq!(app.listener.connections.load(Ordering::SeqCst), 8);
     let started = Instant::now();
     let answer = reqwest::get(format!("http://{addr}/healthz")).await.unwrap();
     let waited = started.elapsed();

@@ -22,6 +22,7 @@ mod golden_text;
 mod hostile;
 mod kube_stub;
 mod kubernetes;
+mod layering;
 mod locations;
 mod logs_fixtures;
 mod logs_storm;

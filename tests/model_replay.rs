@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use checkpoint_sentinel::model::coordinator::{Binding, CoordinatorConfig};
-use checkpoint_sentinel::model::replay::{ReplayReport, merge_history, replay};
+use checkpoint_sentinel::model::replay::{ReplayReport, replay};
+use checkpoint_sentinel::sources::flink::convert::merge_history;
 use checkpoint_sentinel::sources::flink::{convert, dto};
 
 const VERSIONS: [&str; 3] = ["2.3.0", "1.20.5", "1.14.6"];

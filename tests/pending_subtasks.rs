@@ -54,8 +54,8 @@ fn job_view(
     scenario: &str,
     edit: impl Fn(&mut checkpoint_sentinel::observe::FinishedCheckpoint),
 ) -> checkpoint_sentinel::outputs::api::JobDetailView {
-    use checkpoint_sentinel::app::AlertsView;
     use checkpoint_sentinel::observe::{ClusterPoll, JobSummary, Observation};
+    use checkpoint_sentinel::rules::AlertsView;
     use checkpoint_sentinel::state::State;
     use checkpoint_sentinel::stats::WindowSpec;
     use checkpoint_sentinel::time::Timestamp;

@@ -11,9 +11,10 @@ use axum::Router;
 use axum::extract::{Path as UrlPath, State as AxumState};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use checkpoint_sentinel::app::{AlertsView, AppState};
+use checkpoint_sentinel::app::AppState;
 use checkpoint_sentinel::config::ClusterConfig;
 use checkpoint_sentinel::observe::{JobKey, Observation, RestoreReport};
+use checkpoint_sentinel::rules::AlertsView;
 use checkpoint_sentinel::sources::flink::{convert, dto};
 use checkpoint_sentinel::sources::poller::Poller;
 use checkpoint_sentinel::state::restore::RestoreOutcome;
@@ -47,7 +48,7 @@ fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 }
 
 fn metrics(state: &State, now: Timestamp) -> String {
-    let daemon = checkpoint_sentinel::outputs::export::DaemonStats::default();
+    let daemon = checkpoint_sentinel::app::DaemonStats::default();
     checkpoint_sentinel::outputs::export::encode_text(&checkpoint_sentinel::outputs::export::render(
         state, &daemon, now,
     ))

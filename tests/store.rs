@@ -301,7 +301,7 @@ fn savepoint_metrics_are_exported_for_completed_and_failed_savepoints() {
         checkpoint(4, CheckpointStatus::Failed, SnapshotKind::Checkpoint),
     ];
     state.apply(&poll(history), Timestamp(T0));
-    let daemon = checkpoint_sentinel::outputs::export::DaemonStats::default();
+    let daemon = checkpoint_sentinel::app::DaemonStats::default();
     let families = checkpoint_sentinel::outputs::export::render(&state, &daemon, Timestamp(T0 + 60_000));
     let text = checkpoint_sentinel::outputs::export::encode_text(&families);
     let value = |name: &str, status: Option<&str>| {

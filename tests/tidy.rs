@@ -75,19 +75,78 @@ fn the_pure_core_does_no_io_and_reads_no_clock() {
     assert!(violations.is_empty(), "pure modules touching the outside world: {violations:?}");
 }
 
+/// The code map of ARCHITECTURE.md and the tree of `src/` name the same folders and files: a
+/// heading `src/<folder>/` or `src/<file>.rs` for each, where a file inside a folder may
+/// instead be named `` `<file>.rs` `` in its folder's entry; every `src/…` path the code map
+/// names exists, and so does every bullet's file.
 #[test]
-fn architecture_codemap_names_every_module() {
+fn architecture_codemap_matches_the_tree() {
     let doc = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
-    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
-    for line in lib.lines().filter(|l| l.starts_with("pub mod ")) {
-        let module = line.trim_start_matches("pub mod ").trim_end_matches(';');
-        let file = format!("src/{module}.rs");
-        let dir = format!("src/{module}/");
-        assert!(
-            doc.contains(&file) || doc.contains(&dir),
-            "ARCHITECTURE.md has no codemap entry for {module}"
-        );
+    let map = doc.split("\n## Code map\n").nth(1).expect("a Code map section");
+    let map = map.split("\n## ").next().unwrap();
+    let src = root().join("src");
+    let mut missing = Vec::new();
+    let mut stale = Vec::new();
+    // Sections: (heading path, body).
+    let mut sections: Vec<(String, String)> = Vec::new();
+    for line in map.lines() {
+        let heading = line.trim_start_matches('#');
+        if line.starts_with("###") && heading.trim().starts_with('`') {
+            sections.push((heading.trim().trim_matches('`').to_string(), String::new()));
+        } else if let Some((_, body)) = sections.last_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
     }
+    for (path, body) in &sections {
+        if !root().join(path).exists() {
+            stale.push(path.clone());
+        }
+        if let Some(folder) = path.strip_suffix('/') {
+            for line in body.lines().filter(|l| l.starts_with("* `")) {
+                let file = line[3..].split('`').next().unwrap();
+                if file.ends_with(".rs") && !root().join(folder).join(file).exists() {
+                    stale.push(format!("{folder}/{file}"));
+                }
+            }
+        }
+    }
+    for word in map.split('`').filter(|w| w.starts_with("src/")) {
+        if !root().join(word).exists() {
+            stale.push(word.to_string());
+        }
+    }
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut dirs = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(root()).unwrap().to_string_lossy().replace('\\', "/");
+        let mut dir = std::path::Path::new(&rel).parent();
+        while let Some(d) = dir.filter(|d| *d != std::path::Path::new("src")) {
+            dirs.push(format!("{}/", d.to_string_lossy()));
+            dir = d.parent();
+        }
+        let name = rel.rsplit('/').next().unwrap();
+        if rel == "src/lib.rs" || rel == "src/main.rs" || name == "mod.rs" {
+            continue;
+        }
+        let folder = &rel[..rel.len() - name.len()];
+        let named = sections
+            .iter()
+            .any(|(p, body)| *p == rel || (*p == folder && body.contains(&format!("`{name}`"))));
+        if !named {
+            missing.push(rel);
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs {
+        if !sections.iter().any(|(p, _)| *p == d) {
+            missing.push(d);
+        }
+    }
+    assert!(missing.is_empty(), "in src/ but not in ARCHITECTURE.md's code map: {missing:?}");
+    assert!(stale.is_empty(), "in ARCHITECTURE.md's code map but not in src/: {stale:?}");
 }
 
 #[test]

@@ -16,11 +16,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::observe::LogEvent;
+use crate::observe::{LogEvent, counts_root_cause};
 use crate::sources::logs::parse::{
-    BUILTIN_KINDS, LineSplitter, Patterns, RecordParser, SYMPTOM_CATEGORIES, counts_root_cause,
-    is_record_start, log_time_utc_ms,
+    BUILTIN_KINDS, LineSplitter, Patterns, RecordParser, SYMPTOM_CATEGORIES, is_record_start,
 };
+use crate::time::log_time_utc_ms;
 
 /// Kinds that name a subtask holding a checkpoint up or failing it.
 const BLOCKING_KINDS: &[&str] = &[

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::model::coordinator::{
-    Binding, Coordinator, CoordinatorConfig, End, FailureReason, JobStatus, Outcome, Schedule,
-};
-use crate::model::replay::{ReplayReport, dominant_binding, median, merge_history, replay};
+use crate::model::coordinator::{Binding, Coordinator, CoordinatorConfig, End, JobStatus, Outcome, Schedule};
+use crate::model::replay::{ReplayReport, dominant_binding, median, replay};
+use crate::observe::FailureReason;
+use crate::sources::flink::convert::merge_history;
 use crate::sources::flink::{convert, dto};
-use crate::time::Timestamp;
+use crate::time::{Timestamp, human_ms};
 
 /// Output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -277,17 +277,6 @@ pub fn what_if(config: CoordinatorConfig, outcomes: &[Outcome], count: usize, se
         binding: dominant_binding(&bindings),
         checkpoints,
         job_failed_at_ms,
-    }
-}
-
-/// A duration for people: `40 ms`, `5.0 s`, `2.5 min`.
-pub fn human_ms(ms: u64) -> String {
-    if ms < 1_000 {
-        format!("{ms} ms")
-    } else if ms < 120_000 {
-        format!("{:.1} s", ms as f64 / 1000.0)
-    } else {
-        format!("{:.1} min", ms as f64 / 60_000.0)
     }
 }
 

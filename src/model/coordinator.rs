@@ -27,8 +27,8 @@ use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use crate::model::rng::SplitMix64;
 use crate::observe::{
-    CheckpointCounts, CheckpointSettings, CheckpointStatus, FinishedCheckpoint, InProgressCheckpoint, JobKey,
-    JobPoll, OperatorCheckpoint, SnapshotKind,
+    CheckpointCounts, CheckpointSettings, CheckpointStatus, FailureReason, FinishedCheckpoint,
+    InProgressCheckpoint, JobKey, JobPoll, OperatorCheckpoint, SnapshotKind,
 };
 use crate::time::Timestamp;
 
@@ -110,140 +110,6 @@ impl CoordinatorConfig {
     /// `baseInterval = max(interval, minPause)`: the period of the fixed-rate trigger.
     pub fn base_interval(&self) -> u64 {
         self.interval_ms.max(self.min_pause()).max(1)
-    }
-}
-
-/// Flink's `CheckpointFailureReason`, with the message REST and logs show.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[allow(missing_docs)] // each variant is named after Flink's enum constant
-pub enum FailureReason {
-    PeriodicSchedulerShutdown,
-    TooManyCheckpointRequests,
-    MinimumTimeBetweenCheckpoints,
-    NotAllRequiredTasksRunning,
-    IoException,
-    BlockingOutputExist,
-    CheckpointAsyncException,
-    ChannelStateSharedStreamException,
-    CheckpointExpired,
-    CheckpointSubsumed,
-    CheckpointDeclined,
-    CheckpointDeclinedTaskNotReady,
-    CheckpointDeclinedTaskClosing,
-    CheckpointDeclinedSubsumed,
-    CheckpointDeclinedOnCancellationBarrier,
-    CheckpointDeclinedInputEndOfStream,
-    CheckpointCoordinatorShutdown,
-    CheckpointCoordinatorSuspend,
-    JobFailoverRegion,
-    TaskFailure,
-    TaskCheckpointFailure,
-    UnknownTaskCheckpointNotificationFailure,
-    FinalizeCheckpointFailure,
-    TriggerCheckpointFailure,
-}
-
-impl FailureReason {
-    /// Every reason, most specific message first (so prefix matching picks the right one).
-    pub const ALL: [FailureReason; 24] = [
-        FailureReason::CheckpointDeclinedTaskNotReady,
-        FailureReason::CheckpointDeclinedTaskClosing,
-        FailureReason::CheckpointDeclinedSubsumed,
-        FailureReason::CheckpointDeclinedInputEndOfStream,
-        FailureReason::CheckpointDeclined,
-        FailureReason::PeriodicSchedulerShutdown,
-        FailureReason::TooManyCheckpointRequests,
-        FailureReason::MinimumTimeBetweenCheckpoints,
-        FailureReason::NotAllRequiredTasksRunning,
-        FailureReason::IoException,
-        FailureReason::BlockingOutputExist,
-        FailureReason::CheckpointAsyncException,
-        FailureReason::ChannelStateSharedStreamException,
-        FailureReason::CheckpointExpired,
-        FailureReason::CheckpointSubsumed,
-        FailureReason::CheckpointDeclinedOnCancellationBarrier,
-        FailureReason::CheckpointCoordinatorShutdown,
-        FailureReason::CheckpointCoordinatorSuspend,
-        FailureReason::JobFailoverRegion,
-        FailureReason::TaskFailure,
-        FailureReason::TaskCheckpointFailure,
-        FailureReason::UnknownTaskCheckpointNotificationFailure,
-        FailureReason::FinalizeCheckpointFailure,
-        FailureReason::TriggerCheckpointFailure,
-    ];
-
-    /// `CheckpointFailureReason.message()`.
-    pub fn message(self) -> &'static str {
-        use FailureReason::*;
-        match self {
-            PeriodicSchedulerShutdown => "Periodic checkpoint scheduler is shut down.",
-            TooManyCheckpointRequests => "The maximum number of queued checkpoint requests exceeded",
-            MinimumTimeBetweenCheckpoints => {
-                "The minimum time between checkpoints is still pending. Checkpoint will be triggered after the minimum time."
-            }
-            NotAllRequiredTasksRunning => "Not all required tasks are currently running.",
-            IoException => "An Exception occurred while triggering the checkpoint. IO-problem detected.",
-            BlockingOutputExist => "Blocking output edge exists in running tasks.",
-            CheckpointAsyncException => "Asynchronous task checkpoint failed.",
-            ChannelStateSharedStreamException => {
-                "The checkpoint was aborted due to exception of other subtasks sharing the ChannelState file."
-            }
-            CheckpointExpired => "Checkpoint expired before completing.",
-            CheckpointSubsumed => "Checkpoint has been subsumed.",
-            CheckpointDeclined => "Checkpoint was declined.",
-            CheckpointDeclinedTaskNotReady => "Checkpoint was declined (tasks not ready)",
-            CheckpointDeclinedTaskClosing => "Checkpoint was declined (task is closing)",
-            CheckpointDeclinedSubsumed => {
-                "Checkpoint was canceled because a barrier from newer checkpoint was received."
-            }
-            CheckpointDeclinedOnCancellationBarrier => "Task received cancellation from one of its inputs",
-            CheckpointDeclinedInputEndOfStream => {
-                "Checkpoint was declined because one input stream is finished"
-            }
-            CheckpointCoordinatorShutdown => "CheckpointCoordinator shutdown.",
-            CheckpointCoordinatorSuspend => "Checkpoint Coordinator is suspending.",
-            JobFailoverRegion => "FailoverRegion is restarting.",
-            TaskFailure => "Task has failed.",
-            TaskCheckpointFailure => "Task local checkpoint failure.",
-            UnknownTaskCheckpointNotificationFailure => "Unknown task for the checkpoint to notify.",
-            FinalizeCheckpointFailure => "Failure to finalize checkpoint.",
-            TriggerCheckpointFailure => "Trigger checkpoint failure.",
-        }
-    }
-
-    /// The reason whose message `text` (a REST `failure_message` or a log line) contains.
-    pub fn from_message(text: &str) -> Option<FailureReason> {
-        // Flink 1.x wrapped some messages; the known sentence is always in there.
-        let trimmed = |m: &'static str| m.trim_end_matches('.');
-        FailureReason::ALL.into_iter().find(|r| text.contains(trimmed(r.message())))
-    }
-
-    /// Whether a subtask failed the checkpoint (it declined, or its own snapshot failed and it
-    /// declined for that), rather than the coordinator (expired, a task failure, a shutdown …).
-    pub fn failed_by_a_subtask(self) -> bool {
-        use FailureReason::*;
-        matches!(
-            self,
-            CheckpointDeclined
-                | CheckpointDeclinedTaskNotReady
-                | CheckpointDeclinedTaskClosing
-                | CheckpointDeclinedSubsumed
-                | CheckpointDeclinedOnCancellationBarrier
-                | CheckpointDeclinedInputEndOfStream
-                | CheckpointAsyncException
-                | TaskCheckpointFailure
-        )
-    }
-
-    /// Whether this reason counts toward `tolerable-failed-checkpoints`
-    /// (`CheckpointFailureManager.checkFailureCounter`).
-    pub fn counts_toward_tolerable(self, finalize_failure_counts: bool) -> bool {
-        use FailureReason::*;
-        match self {
-            IoException | CheckpointAsyncException | CheckpointDeclined | CheckpointExpired => true,
-            FinalizeCheckpointFailure => finalize_failure_counts,
-            _ => false,
-        }
     }
 }
 

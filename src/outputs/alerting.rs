@@ -6,13 +6,12 @@
 //! back, the next round carries the current truth. Failures back off per Alertmanager.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use serde::Serialize;
 
 use crate::config::Credentials;
 use crate::rules::{Alert, AlertState};
-use crate::sources::flink::client::authorize;
 use crate::time::Timestamp;
 
 /// Resolved alerts kept for an unreachable Alertmanager at most this long (it has expired
@@ -81,8 +80,8 @@ struct Target {
     in_flight: Option<InFlight>,
     undelivered: Vec<Alert>,
     failures: u32,
-    next_attempt: Option<SystemTime>,
-    last_sent: Option<SystemTime>,
+    next_attempt: Option<Timestamp>,
+    last_sent: Option<Timestamp>,
     sent_total: u64,
     errors_total: u64,
 }
@@ -164,12 +163,12 @@ impl Notifier {
     }
 
     /// One round: queue `resolved`, and post to each Alertmanager that is due (the firing set
-    /// changed, something resolved, or `resend_every` passed), unless it is backing off.
+    /// changed, something resolved, or `resend_every` passed), unless it is backing off. `now`
+    /// is the only time the round reads: resends and back-off are measured from it.
     pub async fn round(&mut self, firing: &[Alert], resolved: Vec<Alert>, now: Timestamp) {
         let firing_ids: Vec<_> = firing.iter().map(|a| a.labels.clone()).collect();
         let changed = firing_ids != self.last_firing;
         self.last_firing = firing_ids;
-        let wall = SystemTime::now();
         // Alertmanager keeps a firing alert until endsAt: four resend periods survive three
         // lost sends, as Prometheus does.
         let valid_for = self.resend_every * 4;
@@ -179,7 +178,7 @@ impl Notifier {
                 && let Some(handle) = target.in_flight.take()
                 && let Ok((alerts, resolved_sent, outcome)) = handle.await
             {
-                target.finished(alerts, resolved_sent, outcome, wall, self.resend_every);
+                target.finished(alerts, resolved_sent, outcome, now, self.resend_every);
             }
             target.undelivered.extend(resolved.iter().cloned());
             let horizon = now.millis() - KEEP_RESOLVED.as_millis() as i64;
@@ -190,10 +189,8 @@ impl Notifier {
             }
             let due = changed
                 || !target.undelivered.is_empty()
-                || target
-                    .last_sent
-                    .is_none_or(|t| wall.duration_since(t).unwrap_or_default() >= self.resend_every);
-            let backing_off = target.next_attempt.is_some_and(|t| wall < t);
+                || target.last_sent.is_none_or(|t| now.since(t) >= self.resend_every.as_millis() as u64);
+            let backing_off = target.next_attempt.is_some_and(|t| now < t);
             if !due
                 || backing_off
                 || target.in_flight.is_some()
@@ -207,12 +204,12 @@ impl Notifier {
             let mut alerts: Vec<Alert> = firing.to_vec();
             alerts.extend(target.undelivered.iter().cloned());
             if alerts.is_empty() {
-                target.last_sent = Some(wall);
+                target.last_sent = Some(now);
                 continue;
             }
             let body = payload(&alerts, now, valid_for, &self.generator_url);
             let url = format!("{}/api/v2/alerts", target.url);
-            let request = authorize(self.http.post(&url), &self.credentials).json(&body);
+            let request = self.credentials.authorize(self.http.post(&url)).json(&body);
             let (count, resolved_sent) = (alerts.len(), target.undelivered.len());
             // Each post in a task of its own, bounded by the client's timeout.
             target.in_flight = Some(tokio::spawn(async move {
@@ -233,7 +230,7 @@ impl Target {
         alerts: usize,
         resolved_sent: usize,
         outcome: Result<(), String>,
-        wall: SystemTime,
+        now: Timestamp,
         resend_every: Duration,
     ) {
         match outcome {
@@ -242,14 +239,14 @@ impl Target {
                 self.undelivered.drain(..resolved_sent.min(self.undelivered.len()));
                 self.failures = 0;
                 self.next_attempt = None;
-                self.last_sent = Some(wall);
+                self.last_sent = Some(now);
                 self.sent_total += 1;
             }
             Err(why) => {
                 self.failures += 1;
                 self.errors_total += 1;
                 let backoff = Duration::from_secs(1 << self.failures.min(5)).min(resend_every);
-                self.next_attempt = Some(wall + backoff);
+                self.next_attempt = Some(now.plus_millis(backoff.as_millis() as i64));
                 let alertmanager = crate::config::redact_url(&self.url);
                 tracing::warn!(%alertmanager, alerts, retry_in = ?backoff, "cannot send alerts: {why}");
             }
@@ -287,5 +284,40 @@ mod tests {
         assert_eq!(body[0].ends_at, rfc3339(Timestamp(9_000)));
         let json = serde_json::to_value(&body).unwrap();
         assert!(json[0].get("generatorURL").is_some() && json[0].get("startsAt").is_some());
+    }
+
+    #[tokio::test]
+    async fn back_off_and_resend_follow_the_time_given() {
+        // Nothing listens on port 9 of the loopback: every post fails at once.
+        let mut n = Notifier::new(
+            &["http://127.0.0.1:9".to_string()],
+            Duration::from_secs(1),
+            Duration::from_secs(60),
+            "http://d/".to_string(),
+        )
+        .unwrap();
+        let alert = Alert {
+            labels: BTreeMap::from([("alertname".to_string(), "X".to_string())]),
+            annotations: BTreeMap::new(),
+            state: AlertState::Firing,
+            active_since: Timestamp(0),
+            fired_at: Some(Timestamp(0)),
+            resolved_at: None,
+            value: Some(1.0),
+        };
+        let firing = std::slice::from_ref(&alert);
+        n.round(firing, Vec::new(), Timestamp(0)).await;
+        while !n.targets[0].in_flight.as_ref().expect("posted at once").is_finished() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The failure is taken at 1 s: back off 2 s from then, whatever the clock says.
+        n.round(firing, Vec::new(), Timestamp(1_000)).await;
+        assert_eq!(n.targets[0].errors_total, 1);
+        assert_eq!(n.targets[0].next_attempt, Some(Timestamp(3_000)));
+        assert!(n.targets[0].in_flight.is_none(), "backing off");
+        n.round(firing, Vec::new(), Timestamp(2_999)).await;
+        assert!(n.targets[0].in_flight.is_none(), "still backing off");
+        n.round(firing, Vec::new(), Timestamp(3_000)).await;
+        assert!(n.targets[0].in_flight.is_some(), "due again at the time given");
     }
 }

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::app::AlertsView;
-use crate::model::coordinator::FailureReason;
+use crate::observe::FailureReason;
 use crate::observe::{CheckpointSettings, CheckpointStatus, LogEvent, SnapshotKind};
+use crate::rules::AlertsView;
 use crate::rules::{Alert, AlertState};
 use crate::shadow::{Deviation, Explanation};
 use crate::state::{CheckpointRecord, ClusterState, JobState, Phase, PhaseHistograms, State};
@@ -389,7 +389,7 @@ fn restored_what(from: &crate::observe::RestoredFrom) -> String {
 /// The view of one restore the daemon counted.
 pub fn restore_view(r: &crate::state::restore::RestoreRecord) -> RestoreView {
     use crate::state::restore::RestoreOutcome;
-    let fmt = crate::shadow::trigger::fmt_duration;
+    let fmt = crate::time::fmt_duration;
     let what = restored_what(&r.from);
     let text = match (r.outcome, r.duration_ms) {
         (RestoreOutcome::Measured, Some(ms)) => {
@@ -849,7 +849,7 @@ pub fn job_health(
             Health::Warning,
             format!(
                 "no checkpoint triggered for {} past the expected time",
-                crate::shadow::trigger::fmt_duration(stall)
+                crate::time::fmt_duration(stall)
             ),
             &mut reasons,
         );
@@ -862,18 +862,9 @@ pub fn job_health(
     (health, reasons)
 }
 
-/// `completed`, `expired`, `declined` or `failed`.
+/// `completed`, `expired`, `declined` or `failed` ([`crate::observe::outcome`]).
 pub fn outcome(r: &CheckpointRecord) -> &'static str {
-    match r.status {
-        CheckpointStatus::Completed => "completed",
-        CheckpointStatus::Failed => {
-            match r.failure_message.as_deref().and_then(FailureReason::from_message) {
-                Some(FailureReason::CheckpointExpired) => "expired",
-                Some(FailureReason::CheckpointDeclined) => "declined",
-                _ => "failed",
-            }
-        }
-    }
+    crate::observe::outcome(r.status, r.failure_message.as_deref())
 }
 
 fn kind(k: SnapshotKind) -> &'static str {
@@ -993,7 +984,7 @@ fn phase_values(e2e: Option<u64>, [start_delay, alignment, sync, async_]: [u64; 
 
 /// The subtask that held checkpoint `r` up (see [`SlowestSubtask`]).
 fn slowest_subtask(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Option<SlowestSubtask> {
-    let fmt = crate::shadow::trigger::fmt_duration;
+    let fmt = crate::time::fmt_duration;
     let outcome = outcome(r);
     let of = r.acknowledged.map(|(n, m)| format!(" ({n} of {m} acknowledged)")).unwrap_or_default();
     // Failed by a subtask (it declined, its own snapshot failed …) rather than by the
@@ -1188,7 +1179,7 @@ fn event_view(e: &LogEvent, ring: &RingIndex<'_>) -> EventView {
         severity: e.severity,
         source: e.source,
         logged_at: e.logged_at.clone(),
-        logged_at_ms: e.logged_at.as_deref().and_then(crate::sources::logs::parse::log_time_utc_ms),
+        logged_at_ms: e.logged_at.as_deref().and_then(crate::time::log_time_utc_ms),
         checkpoint_id: e.checkpoint_id,
         task,
         subtask,
@@ -1625,7 +1616,7 @@ mod tests {
 
     #[test]
     fn log_times_read_as_utc_epoch_ms() {
-        use crate::sources::logs::parse::log_time_utc_ms;
+        use crate::time::log_time_utc_ms;
         assert_eq!(log_time_utc_ms("2026-12-01 13:34:42,967"), Some(1_796_132_082_967));
         assert_eq!(log_time_utc_ms("1970-01-01 00:00:00,000"), Some(0));
         assert_eq!(log_time_utc_ms("2024-02-29T23:59:59.999"), Some(1_709_251_199_999));

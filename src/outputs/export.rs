@@ -4,12 +4,9 @@
 //! and `_count` over the lifetime). Every metric name, type and help text is in [`METRICS`];
 //! `docs/metrics.md` lists the same names and `tests/metrics_doc.rs` keeps the two in step.
 
-use std::sync::Arc;
-
-use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 
-use crate::app::AppState;
+use crate::app::DaemonStats;
 use crate::observe::CheckpointStatus;
 use crate::state::{Phase, State};
 use crate::stats::{QUANTILES, Summary};
@@ -582,82 +579,8 @@ pub const METRICS: &[MetricDef] = &[
 /// The error kinds every cluster reports, zero or not, so `rate()` works from the start.
 pub const ERROR_KINDS: [&str; 6] = ["connect", "timeout", "http_status", "decode", "transport", "too_large"];
 
-/// The collector: renders the shared state at each scrape.
-pub struct StateCollector {
-    app: Arc<AppState>,
-    descs: Vec<Desc>,
-}
-
-impl StateCollector {
-    /// A collector over the daemon's shared state.
-    pub fn new(app: Arc<AppState>) -> Self {
-        let descs = METRICS
-            .iter()
-            .map(|m| {
-                let labels = m.labels.iter().map(|l| l.to_string()).collect();
-                Desc::new(m.name.to_string(), m.help.to_string(), labels, Default::default())
-                    .expect("metric table entries are valid descriptors")
-            })
-            .collect();
-        StateCollector { app, descs }
-    }
-}
-
-impl Collector for StateCollector {
-    fn desc(&self) -> Vec<&Desc> {
-        self.descs.iter().collect()
-    }
-
-    fn collect(&self) -> Vec<MetricFamily> {
-        let now = Timestamp::now();
-        let daemon = self.app.daemon_stats();
-        let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
-        render(&state, &daemon, now)
-    }
-}
-
-/// The daemon's own counters that live outside `State`.
-#[derive(Clone, Debug, Default)]
-pub struct DaemonStats {
-    /// The checkpoint store's counters, when it is open.
-    pub store: Option<StoreCounters>,
-    /// Failed state writes.
-    pub persist_errors: u64,
-    /// Last successful state write.
-    pub last_persisted: Option<Timestamp>,
-    /// Per rule: (name, severity, pending alerts, firing alerts).
-    pub alerts: Vec<(String, &'static str, usize, usize)>,
-    /// Delivery counters per Alertmanager.
-    pub alertmanagers: Vec<crate::outputs::alerting::TargetStats>,
-    /// Failed TLS handshakes on the daemon's port by reason, when it serves TLS.
-    pub tls_handshake_errors: Option<[(&'static str, u64); 3]>,
-    /// Connections to the daemon's port open now.
-    pub http_connections: i64,
-    /// Connections the daemon closed by reason (`listener::CLOSE_REASONS`).
-    pub http_closed: [(&'static str, u64); 2],
-    /// What the bounds on outside input cut, per (cluster, what).
-    pub inputs_cut: Vec<(String, &'static str, u64)>,
-    /// The process's CPU, memory, descriptors and threads (Linux only).
-    pub process: Option<crate::outputs::process::ProcessStats>,
-    /// What to export: per-operator series or not, which quantiles (`[metrics]`).
-    pub metrics: crate::config::MetricsConfig,
-    /// What file discovery last found, when it is on.
-    pub discovery: Option<crate::sources::discovery::DiscoveryStats>,
-}
-
-/// The checkpoint store's counters.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct StoreCounters {
-    /// Records in the store.
-    pub records: u64,
-    /// Records pruned.
-    pub pruned: u64,
-    /// Failed writes.
-    pub errors: u64,
-}
-
-/// Where [`render_into`] puts samples: metric families for the `prometheus` crate (the
-/// [`StateCollector`]) or the text exposition format written directly ([`TextRenderer`]).
+/// Where [`render_into`] puts samples: metric families for the `prometheus` crate ([`render`])
+/// or the text exposition format written directly ([`TextRenderer`]).
 /// Both receive the same calls in the same order, so they cannot disagree on what is exported.
 trait Sink {
     /// One sample of the family `METRICS[family]`; `labels` are in the table's order.
@@ -1013,62 +936,6 @@ macro_rules! family {
     };
 }
 
-/// Kubernetes discovery's series (bounded: three kinds, six reasons).
-fn render_kubernetes<S: Sink>(out: &mut S, k: &crate::sources::kubernetes::KubernetesStats) {
-    use crate::sources::kubernetes::{ERROR_REASONS, KINDS};
-    out.push(
-        family!("checkpoint_sentinel_kubernetes_discovered_clusters"),
-        &[],
-        Value::Number(k.clusters as f64),
-    );
-    out.push(
-        family!("checkpoint_sentinel_kubernetes_synced"),
-        &[],
-        Value::Number(f64::from(u8::from(k.synced))),
-    );
-    // One family after the other (the text format groups a family's samples).
-    for (family, values) in [
-        (family!("checkpoint_sentinel_kubernetes_objects"), &k.objects),
-        (family!("checkpoint_sentinel_kubernetes_objects_cut_total"), &k.cut),
-        (family!("checkpoint_sentinel_kubernetes_relists_total"), &k.relists),
-    ] {
-        for (kind, n) in KINDS.iter().zip(values) {
-            out.push(family, &[("kind", kind.plural())], Value::Number(*n as f64));
-        }
-    }
-    for j in &k.jobs {
-        out.push(
-            family!("flink_operator_job_info"),
-            &[
-                ("cluster", &j.cluster),
-                ("resource", &j.resource),
-                ("job_id", &j.job_id),
-                ("state", &j.state),
-                ("lifecycle_state", &j.lifecycle_state),
-            ],
-            Value::Number(1.0),
-        );
-    }
-    for j in &k.jobs {
-        if let Some(ms) = j.last_savepoint_ms {
-            out.push(
-                family!("flink_operator_last_savepoint_timestamp_seconds"),
-                &[("cluster", &j.cluster), ("resource", &j.resource)],
-                Value::Number(ms as f64 / 1000.0),
-            );
-        }
-    }
-    for (i, kind) in KINDS.iter().enumerate() {
-        for (r, reason) in ERROR_REASONS.iter().enumerate() {
-            out.push(
-                family!("checkpoint_sentinel_kubernetes_watch_errors_total"),
-                &[("kind", kind.plural()), ("reason", reason)],
-                Value::Number(k.errors[i][r] as f64),
-            );
-        }
-    }
-}
-
 const MS: f64 = 1000.0;
 const BYTES: f64 = 1.0;
 
@@ -1091,7 +958,7 @@ fn phase_metric(phase: Phase, operator: bool) -> usize {
     }
 }
 
-/// Renders the state as metric families (what the [`StateCollector`] returns). Pure: `now`
+/// Renders the state as metric families (the `prometheus` crate's form, for a registry). Pure: `now`
 /// is only used for ages.
 pub fn render(state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<MetricFamily> {
     let mut families = Families::new();
@@ -1409,10 +1276,10 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
         }
     }
     out.push(family!("checkpoint_sentinel_clamped_values_total"), &[], Value::Number(clamped as f64));
-    for (name, severity, pending, firing) in &daemon.alerts {
-        for (state, n) in [("pending", pending), ("firing", firing)] {
-            let labels = [("alertname", name.as_str()), ("severity", *severity), ("state", state)];
-            out.push(family!("checkpoint_sentinel_alerts"), &labels, Value::Number(*n as f64));
+    for rule in &daemon.alerts {
+        for (state, n) in [("pending", rule.pending), ("firing", rule.firing)] {
+            let labels = [("alertname", rule.name.as_str()), ("severity", rule.severity), ("state", state)];
+            out.push(family!("checkpoint_sentinel_alerts"), &labels, Value::Number(n as f64));
         }
     }
     for am in &daemon.alertmanagers {
@@ -1449,8 +1316,59 @@ fn render_jobs(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut im
                 Value::Number(n as f64),
             );
         }
+        // Kubernetes discovery's series (bounded: three kinds, six reasons).
         if let Some(k) = &d.kubernetes {
-            render_kubernetes(out, k);
+            out.push(
+                family!("checkpoint_sentinel_kubernetes_discovered_clusters"),
+                &[],
+                Value::Number(k.clusters as f64),
+            );
+            out.push(
+                family!("checkpoint_sentinel_kubernetes_synced"),
+                &[],
+                Value::Number(f64::from(u8::from(k.synced))),
+            );
+            // One family after the other (the text format groups a family's samples).
+            for (family, values) in [
+                (family!("checkpoint_sentinel_kubernetes_objects"), &k.objects),
+                (family!("checkpoint_sentinel_kubernetes_objects_cut_total"), &k.cut),
+                (family!("checkpoint_sentinel_kubernetes_relists_total"), &k.relists),
+            ] {
+                for (kind, n) in k.kind_names().into_iter().zip(values) {
+                    out.push(family, &[("kind", kind)], Value::Number(*n as f64));
+                }
+            }
+            for j in &k.jobs {
+                out.push(
+                    family!("flink_operator_job_info"),
+                    &[
+                        ("cluster", &j.cluster),
+                        ("resource", &j.resource),
+                        ("job_id", &j.job_id),
+                        ("state", &j.state),
+                        ("lifecycle_state", &j.lifecycle_state),
+                    ],
+                    Value::Number(1.0),
+                );
+            }
+            for j in &k.jobs {
+                if let Some(ms) = j.last_savepoint_ms {
+                    out.push(
+                        family!("flink_operator_last_savepoint_timestamp_seconds"),
+                        &[("cluster", &j.cluster), ("resource", &j.resource)],
+                        Value::Number(ms as f64 / 1000.0),
+                    );
+                }
+            }
+            for (i, kind) in k.kind_names().into_iter().enumerate() {
+                for (r, reason) in k.error_reasons().into_iter().enumerate() {
+                    out.push(
+                        family!("checkpoint_sentinel_kubernetes_watch_errors_total"),
+                        &[("kind", kind), ("reason", reason)],
+                        Value::Number(k.errors[i][r] as f64),
+                    );
+                }
+            }
         }
     }
     for (reason, n) in daemon.tls_handshake_errors.iter().flatten() {
@@ -1635,10 +1553,15 @@ mod tests {
         event.job_id = Some(format!("{:032x}", 0));
         state.apply(&Observation::LogEvents(vec![event]), end);
         let daemon = DaemonStats {
-            store: Some(StoreCounters { records: 40, pruned: 3, errors: 1 }),
+            store: Some(crate::app::StoreCounters { records: 40, pruned: 3, errors: 1 }),
             persist_errors: 2,
             last_persisted: Some(end),
-            alerts: vec![("FlinkCheckpointSlow".into(), "warning", 1, 2)],
+            alerts: vec![crate::app::RuleAlerts {
+                name: "FlinkCheckpointSlow".into(),
+                severity: "warning",
+                pending: 1,
+                firing: 2,
+            }],
             alertmanagers: vec![crate::outputs::alerting::TargetStats {
                 url: "http://am:9093".into(),
                 sent_total: 5,

@@ -12,15 +12,13 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
-
-use crate::app::AppState;
 
 /// Connections served at once; further ones wait in the kernel's accept queue until one closes.
 pub const MAX_CONNECTIONS: usize = 512;
@@ -31,14 +29,33 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// client that stopped reading its response) for this long is closed.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Why the daemon closed a connection ([`AppState::http_closed`]).
+/// Why the daemon closed a connection ([`ListenerStats::closed`]).
 pub const CLOSE_REASONS: [&str; 2] = ["header_timeout", "idle_timeout"];
+
+/// Why a TLS handshake on the daemon's port failed: a plain `http://` request, a client that
+/// broke it off or did not trust the certificate (or offered none that mutual TLS accepts),
+/// a client that did not finish in time.
+pub const TLS_HANDSHAKE_ERRORS: [&str; 3] = ["plain_http", "failed", "timeout"];
+
+/// The counters of the daemon's port, kept by the listener (and the TLS listener inside it) and
+/// read by the exporter through `AppState::listener`.
+#[derive(Debug, Default)]
+pub struct ListenerStats {
+    /// Connections open now.
+    pub connections: AtomicI64,
+    /// Connections the daemon closed, in the order of [`CLOSE_REASONS`].
+    pub closed: [AtomicU64; 2],
+    /// Whether the port serves TLS.
+    pub tls_serving: AtomicBool,
+    /// Failed TLS handshakes, in the order of [`TLS_HANDSHAKE_ERRORS`].
+    pub tls_handshake_errors: [AtomicU64; 3],
+}
 
 /// A listener whose connections carry the bounds above.
 pub struct Bounded<L> {
     inner: L,
     slots: Arc<Semaphore>,
-    app: Arc<AppState>,
+    stats: Arc<ListenerStats>,
     timeouts: Timeouts,
 }
 
@@ -58,9 +75,9 @@ impl Default for Timeouts {
 }
 
 impl<L> Bounded<L> {
-    /// Bounds `inner`'s connections; closures are counted in `app`.
-    pub fn new(inner: L, app: Arc<AppState>, max_connections: usize, timeouts: Timeouts) -> Self {
-        Bounded { inner, slots: Arc::new(Semaphore::new(max_connections.max(1))), app, timeouts }
+    /// Bounds `inner`'s connections; connections and closures are counted in `stats`.
+    pub fn new(inner: L, stats: Arc<ListenerStats>, max_connections: usize, timeouts: Timeouts) -> Self {
+        Bounded { inner, slots: Arc::new(Semaphore::new(max_connections.max(1))), stats, timeouts }
     }
 }
 
@@ -75,12 +92,12 @@ where
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         let permit = self.slots.clone().acquire_owned().await.expect("the semaphore is never closed");
         let (io, addr) = self.inner.accept().await;
-        self.app.http_connections.fetch_add(1, Ordering::Relaxed);
+        self.stats.connections.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
         let io = BoundedIo {
             inner: io,
             _permit: permit,
-            app: self.app.clone(),
+            stats: self.stats.clone(),
             timeouts: self.timeouts,
             header_deadline: Some(Box::pin(tokio::time::sleep_until(now + self.timeouts.header_read))),
             idle: Box::pin(tokio::time::sleep_until(now + self.timeouts.idle)),
@@ -99,7 +116,7 @@ where
 pub struct BoundedIo<T> {
     inner: T,
     _permit: OwnedSemaphorePermit,
-    app: Arc<AppState>,
+    stats: Arc<ListenerStats>,
     timeouts: Timeouts,
     /// Set while a request's headers are being read.
     header_deadline: Option<Pin<Box<Sleep>>>,
@@ -120,7 +137,7 @@ impl<T> BoundedIo<T> {
 
 impl<T> Drop for BoundedIo<T> {
     fn drop(&mut self) {
-        self.app.http_connections.fetch_sub(1, Ordering::Relaxed);
+        self.stats.connections.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -133,7 +150,7 @@ impl<T> BoundedIo<T> {
         } else {
             return None;
         };
-        self.app.http_closed[reason].fetch_add(1, Ordering::Relaxed);
+        self.stats.closed[reason].fetch_add(1, Ordering::Relaxed);
         Some(io::Error::new(io::ErrorKind::TimedOut, CLOSE_REASONS[reason]))
     }
 

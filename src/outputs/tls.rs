@@ -25,8 +25,8 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-use crate::app::{AppState, TLS_HANDSHAKE_ERRORS};
 use crate::config::ServerConfig;
+use crate::outputs::listener::{ListenerStats, TLS_HANDSHAKE_ERRORS};
 
 /// A client that has not finished its handshake by then is dropped, so a stalled or half-open
 /// connection holds a task and a socket for no longer than this.
@@ -54,27 +54,7 @@ pub struct Loaded {
 /// is off, otherwise the configuration, or every problem naming its key, file and what was
 /// expected.
 pub fn load(server: &ServerConfig) -> Result<Option<Loaded>, Vec<String>> {
-    let (cert_path, key_path) = match (&server.tls_cert_file, &server.tls_key_file) {
-        (Some(cert), Some(key)) => (cert, key),
-        (None, None) if server.tls_client_ca_file.is_some() => {
-            return Err(vec![
-                "server.tls_client_ca_file: expected tls_cert_file and tls_key_file as well (client certificates are asked for in the TLS handshake)".to_string(),
-            ]);
-        }
-        (None, None) => return Ok(None),
-        (Some(_), None) => {
-            return Err(vec![
-                "server.tls_key_file: expected the private key of server.tls_cert_file (give both or neither)"
-                    .to_string(),
-            ]);
-        }
-        (None, Some(_)) => {
-            return Err(vec![
-                "server.tls_cert_file: expected the certificate of server.tls_key_file (give both or neither)"
-                    .to_string(),
-            ]);
-        }
-    };
+    let Some((cert_path, key_path)) = server.tls_files().map_err(|p| vec![p])? else { return Ok(None) };
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut problems = Vec::new();
     let mut files = Vec::new();
@@ -240,13 +220,17 @@ pub struct TlsListener {
 
 impl TlsListener {
     /// Serves TLS on `tcp` with `loaded`; the `Reloader` swaps the configuration later.
-    /// Failed handshakes are counted in `app`.
-    pub fn new(tcp: TcpListener, loaded: Loaded, app: Arc<AppState>) -> io::Result<(TlsListener, Reloader)> {
+    /// Failed handshakes are counted in `stats`.
+    pub fn new(
+        tcp: TcpListener,
+        loaded: Loaded,
+        stats: Arc<ListenerStats>,
+    ) -> io::Result<(TlsListener, Reloader)> {
         let local_addr = tcp.local_addr()?;
         let (sender, configs) = watch::channel(loaded.config.clone());
         let (accepted_tx, accepted) = mpsc::channel(ACCEPTED_BACKLOG);
-        app.tls_serving.store(true, Ordering::Relaxed);
-        let accept_task = tokio::spawn(accept_loop(tcp, configs, accepted_tx, app));
+        stats.tls_serving.store(true, Ordering::Relaxed);
+        let accept_task = tokio::spawn(accept_loop(tcp, configs, accepted_tx, stats));
         Ok((TlsListener { local_addr, accepted, accept_task }, Reloader { current: loaded, sender }))
     }
 }
@@ -279,7 +263,7 @@ async fn accept_loop(
     tcp: TcpListener,
     configs: watch::Receiver<Arc<rustls::ServerConfig>>,
     accepted: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
-    app: Arc<AppState>,
+    stats: Arc<ListenerStats>,
 ) {
     // Handshakes in progress, and handshaken connections waiting for the listener to take them,
     // at most as many as the listener serves (`listener::MAX_CONNECTIONS`).
@@ -298,7 +282,7 @@ async fn accept_loop(
         };
         let acceptor = TlsAcceptor::from(configs.borrow().clone());
         let accepted = accepted.clone();
-        let app = app.clone();
+        let stats = stats.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let reason = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(acceptor, stream)).await {
@@ -322,7 +306,7 @@ async fn accept_loop(
                 }
             };
             if let Some(i) = TLS_HANDSHAKE_ERRORS.iter().position(|r| *r == reason) {
-                app.tls_handshake_errors[i].fetch_add(1, Ordering::Relaxed);
+                stats.tls_handshake_errors[i].fetch_add(1, Ordering::Relaxed);
             }
         });
     }

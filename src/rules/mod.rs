@@ -142,6 +142,17 @@ impl AlertState {
     }
 }
 
+/// What the rule evaluator last concluded, copied out for readers (the API, `/metrics`).
+#[derive(Clone, Debug, Default)]
+pub struct AlertsView {
+    /// Per rule: (name, severity label).
+    pub rules: Vec<(String, &'static str)>,
+    /// Pending and firing alerts.
+    pub active: Vec<Alert>,
+    /// Recently resolved alerts, oldest first.
+    pub resolved: Vec<Alert>,
+}
+
 /// One alert instance: a rule for one job.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Alert {

@@ -30,7 +30,7 @@ use crate::model::replay::median;
 use crate::observe::{
     CheckpointSettings, CheckpointStatus, FinishedCheckpoint, JobTopology, SnapshotKind, VertexLoad,
 };
-use crate::shadow::trigger::fmt_duration;
+use crate::time::fmt_duration;
 
 /// Flink's default network buffer (memory segment) size, bytes.
 pub const BUFFER_BYTES: u64 = 32 * 1024;

@@ -97,7 +97,7 @@ impl Shadow {
                 format!(
                     "no checkpoint triggered although the model expected one {} ago (coordinator stall, \
                      JobManager overload or GC pause?)",
-                    trigger::fmt_duration(ms)
+                    crate::time::fmt_duration(ms)
                 )
             }),
             last_deviation: deviations.last().map(|d| (*d).clone()),

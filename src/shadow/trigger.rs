@@ -12,13 +12,14 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::model::coordinator::{
-    Binding, Coordinator, CoordinatorConfig, FailureReason, Outcome, Schedule, UNLIMITED_TOLERABLE,
+    Binding, Coordinator, CoordinatorConfig, Outcome, Schedule, UNLIMITED_TOLERABLE,
 };
 use crate::model::replay::{dominant_binding, median};
+use crate::observe::FailureReason;
 use crate::observe::{
     CheckpointSettings, CheckpointStatus, FinishedCheckpoint, InProgressCheckpoint, JobPoll, SnapshotKind,
 };
-use crate::time::Timestamp;
+use crate::time::{Timestamp, fmt_duration};
 
 /// Comparisons kept for the interval medians and the dominant rule.
 const RECENT: usize = 16;
@@ -134,11 +135,6 @@ pub struct Deviation {
     pub explained: bool,
     /// One sentence with the numbers.
     pub sentence: String,
-}
-
-/// `5.0 s` for durations of a second or more, `40 ms` below.
-pub fn fmt_duration(ms: u64) -> String {
-    if ms >= 1000 { format!("{:.1} s", ms as f64 / 1000.0) } else { format!("{ms} ms") }
 }
 
 fn rule_name(binding: Binding) -> &'static str {

@@ -556,11 +556,11 @@ impl Discovery {
     }
 
     /// Runs as a task: sends the clusters (after the first reading, already in `self`) on
-    /// every change, publishes the stats into `stats`.
+    /// every change, hands the stats to `publish` after every reading.
     pub async fn run(
         mut self,
         sender: watch::Sender<Vec<ClusterConfig>>,
-        app: std::sync::Arc<crate::app::AppState>,
+        publish: impl Fn(DiscoveryStats) + Send + 'static,
     ) {
         let (events_tx, mut events) = mpsc::channel::<()>(1);
         // Without Kubernetes discovery this receiver never fires (its sender stays here).
@@ -587,7 +587,7 @@ impl Discovery {
                         k.view = view;
                     }
                     let changed = self.remerge();
-                    self.publish(&sender, &app, changed);
+                    self.send_update(&sender, &publish, changed);
                     continue;
                 }
             }
@@ -604,20 +604,20 @@ impl Discovery {
                 return;
             };
             self = back;
-            if !self.publish(&sender, &app, changed) {
+            if !self.send_update(&sender, &publish, changed) {
                 return;
             }
         }
     }
 
     /// Publishes the stats and, when they changed, the clusters; false when nobody listens.
-    fn publish(
+    fn send_update(
         &self,
         sender: &watch::Sender<Vec<ClusterConfig>>,
-        app: &crate::app::AppState,
+        publish: &impl Fn(DiscoveryStats),
         changed: bool,
     ) -> bool {
-        *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = Some(self.stats.clone());
+        publish(self.stats.clone());
         if changed {
             tracing::info!(clusters = self.clusters.len(), "discovered clusters changed");
             return sender.send(self.clusters.clone()).is_ok();

@@ -611,6 +611,18 @@ pub struct KubernetesStats {
     pub jobs: Vec<OperatorJob>,
 }
 
+impl KubernetesStats {
+    /// The `kind` label of each position of the per-kind arrays.
+    pub fn kind_names(&self) -> [&'static str; 3] {
+        KINDS.map(Kind::plural)
+    }
+
+    /// The `reason` label of each position of an `errors` row.
+    pub fn error_reasons(&self) -> [&'static str; 6] {
+        ERROR_REASONS
+    }
+}
+
 /// What the Kubernetes task publishes: the targets and the stats.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct View {

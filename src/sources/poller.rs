@@ -780,11 +780,6 @@ pub fn pending_phase(
     PendingPhase::Barriers
 }
 
-/// Keeps the set of clusters whose pollers are running (used by config reload).
-pub fn cluster_names(configs: &[ClusterConfig]) -> HashSet<String> {
-    configs.iter().map(|c| c.name.clone()).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

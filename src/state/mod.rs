@@ -47,7 +47,7 @@ pub fn is_terminal(job_state: &str) -> bool {
 /// it does not count as one of the job's consecutive failures (Flink's failure manager does not
 /// count it towards the tolerable failures either).
 pub fn is_stop_failure(message: Option<&str>) -> bool {
-    use crate::model::coordinator::FailureReason;
+    use crate::observe::FailureReason;
     matches!(
         message.and_then(FailureReason::from_message),
         Some(FailureReason::CheckpointCoordinatorSuspend | FailureReason::CheckpointCoordinatorShutdown)
@@ -499,7 +499,7 @@ enum Streak {
 /// the vertices as Flink does, sources first). `None` without per-subtask details, or when every
 /// subtask with details acknowledged in time.
 fn holdout(checkpoint: &FinishedCheckpoint) -> Option<Holdout> {
-    use crate::model::coordinator::FailureReason;
+    use crate::observe::FailureReason;
     use crate::observe::{OperatorCheckpoint, SubtaskCheckpoint};
     let lifetime = checkpoint.finished_at.since(checkpoint.triggered_at);
     let late = |st: &SubtaskCheckpoint| {

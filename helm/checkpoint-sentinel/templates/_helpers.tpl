@@ -372,7 +372,7 @@ containers:
 
 {{/*
 Sidecar mode: the containers and volumes to add to the Flink JobManager pod spec (printed by
-NOTES.txt; ci/validate-deploy.sh wraps it in a Pod and validates it). The Flink container must
+NOTES.txt; .ci/validate-deploy.sh wraps it in a Pod and validates it). The Flink container must
 mount the log volume at sidecar.logMountPath too.
 */}}
 {{- define "checkpoint-sentinel.sidecarSnippet" -}}

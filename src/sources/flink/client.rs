@@ -238,7 +238,7 @@ impl FlinkClient {
     }
 
     async fn get_optional<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, FetchError> {
-        let request = authorize(self.http.get(format!("{}{}", self.base, path)), &self.credentials);
+        let request = self.credentials.authorize(self.http.get(format!("{}{}", self.base, path)));
         // reqwest's messages name the URL, and with it a password in the URL: not in our logs.
         let classify = |e: reqwest::Error| {
             let e = e.without_url();
@@ -283,15 +283,6 @@ impl FlinkClient {
         serde_json::from_slice(&body)
             .map(Some)
             .map_err(|e| FetchError::Decode { path: path.to_string(), message: e.to_string() })
-    }
-}
-
-/// Adds `credentials` to a request (to Flink here, to Alertmanager in `alerting`).
-pub fn authorize(request: reqwest::RequestBuilder, credentials: &Credentials) -> reqwest::RequestBuilder {
-    match credentials {
-        Credentials::None => request,
-        Credentials::Basic { username, password } => request.basic_auth(username, Some(password)),
-        Credentials::Bearer(token) => request.bearer_auth(token),
     }
 }
 

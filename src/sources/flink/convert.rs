@@ -348,3 +348,72 @@ pub fn vertex_load(
     }
     VertexLoad { vertex_id: vertex_id.to_string(), subtasks, taskmanagers }
 }
+
+/// Merges `/checkpoints` responses by id: a finished entry wins over an in-progress one.
+/// Savepoints are left out: they are not part of the periodic schedule. What the reference
+/// model replays (`model::replay`), so that the model never sees a DTO.
+pub fn merge_history<'a>(
+    responses: impl IntoIterator<Item = &'a dto::CheckpointingStatistics>,
+) -> Vec<crate::model::replay::ObservedCheckpoint> {
+    let mut by_id: std::collections::BTreeMap<u64, crate::model::replay::ObservedCheckpoint> =
+        Default::default();
+    for response in responses {
+        for cp in &response.history {
+            let savepoint = cp.is_savepoint == Some(true)
+                || cp.checkpoint_type.as_deref().is_some_and(|t| t.contains("SAVEPOINT"));
+            let Some(trigger) = cp.trigger_timestamp else { continue };
+            if savepoint {
+                continue;
+            }
+            let status = status(cp);
+            let duration_ms = match status {
+                Some(CheckpointStatus::Failed) => cp
+                    .failure_timestamp
+                    .map(|f| f.saturating_sub(trigger).max(0) as u64)
+                    .or(cp.end_to_end_duration.and_then(|d| u64::try_from(d).ok())),
+                Some(CheckpointStatus::Completed) => {
+                    cp.end_to_end_duration.and_then(|d| u64::try_from(d).ok())
+                }
+                None => None,
+            };
+            let observed = crate::model::replay::ObservedCheckpoint {
+                id: cp.id,
+                triggered_at: Timestamp(trigger),
+                status,
+                duration_ms,
+                failure: cp.failure_message.as_deref().and_then(crate::observe::FailureReason::from_message),
+            };
+            match by_id.get(&cp.id) {
+                Some(existing) if existing.status.is_some() && observed.status.is_none() => {}
+                _ => {
+                    by_id.insert(cp.id, observed);
+                }
+            }
+        }
+    }
+    by_id.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_prefers_finished_entries() {
+        let in_progress: dto::CheckpointingStatistics = serde_json::from_str(
+            r#"{"history":[{"className":"in_progress","id":7,"status":"IN_PROGRESS","trigger_timestamp":100}]}"#,
+        )
+        .unwrap();
+        let done: dto::CheckpointingStatistics = serde_json::from_str(
+            r#"{"history":[{"className":"failed","id":7,"status":"FAILED","trigger_timestamp":100,"failure_timestamp":4100,"failure_message":"Checkpoint expired before completing."}]}"#,
+        )
+        .unwrap();
+        for order in [[&in_progress, &done], [&done, &in_progress]] {
+            let merged = merge_history(order);
+            assert_eq!(merged.len(), 1);
+            assert_eq!(merged[0].status, Some(crate::observe::CheckpointStatus::Failed));
+            assert_eq!(merged[0].duration_ms, Some(4_000));
+            assert_eq!(merged[0].failure, Some(crate::observe::FailureReason::CheckpointExpired));
+        }
+    }
+}

@@ -678,30 +678,6 @@ pub fn is_record_start(line: &[u8]) -> bool {
         && (line[19] == b',' || line[19] == b'.')
 }
 
-/// `2026-12-01 13:34:42,967` (log4j's `yyyy-MM-dd HH:mm:ss,SSS`, `T` and `.` accepted) read as
-/// UTC → epoch ms.
-pub fn log_time_utc_ms(text: &str) -> Option<i64> {
-    let b = text.as_bytes();
-    if b.len() < 23 || !is_record_start(b) {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| text.get(r)?.parse::<i64>().ok();
-    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hh, mm, ss, ms) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
-        return None;
-    }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1_000 + ms)
-}
-
 /// Splits a record's first line into timestamp, level and message.
 pub fn split_header(line: &str) -> Option<Header<'_>> {
     if !is_record_start(line.as_bytes()) {
@@ -858,35 +834,6 @@ const CAUSES: &[(&str, &[&str])] = &[
     // The asynchronous part of a snapshot cancelled because its checkpoint was already aborted
     // (expired, declined elsewhere): what happened after, not why.
     ("cancelled", &["java.util.concurrent.CancellationException"]),
-];
-
-/// Whether an event's root cause counts as the cause of a checkpoint failure. The job failure
-/// "Exceeded checkpoint tolerable failure threshold" is a consequence: its causes were counted
-/// with the checkpoints that failed.
-pub fn counts_root_cause(kind: &str) -> bool {
-    kind != "tolerable_exceeded"
-}
-
-/// Every category a root cause can get (the label values of the root-cause metric).
-pub const CAUSE_CATEGORIES: &[&str] = &[
-    "disk_full",
-    "out_of_memory",
-    "permission",
-    "serialization",
-    "closed_stream",
-    "expired",
-    "timeout",
-    "s3",
-    "hdfs",
-    "file_not_found",
-    "metadata_store",
-    "task_failure",
-    "tasks_not_running",
-    "declined",
-    "cancelled",
-    "io_error",
-    "user_code",
-    "other",
 ];
 
 /// Categories that say what happened to a checkpoint rather than why: when a checkpoint has
@@ -1696,7 +1643,7 @@ Caused by: org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tole
             let (exception, message) =
                 exception_of(&format!("Caused by: org.apache.flink.util.SerializedThrowable: {line}"));
             assert_eq!(classify(&exception, &message, &[]), category, "{line}");
-            assert!(CAUSE_CATEGORIES.contains(&category));
+            assert!(crate::observe::CAUSE_CATEGORIES.contains(&category));
         }
         // An IOException whose frames show the S3 client.
         let chain =

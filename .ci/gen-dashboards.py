@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""ci/gen-dashboards.py -- generates the Grafana dashboards in dashboards/ (stdlib only).
+""".ci/gen-dashboards.py -- generates the Grafana dashboards in dashboards/ (stdlib only).
 
 The dashboards are plain provisionable JSON (datasource as the template variable DS_PROMETHEUS,
 fixed uids); this script is their source, so panel ids and grid positions stay consistent.
 Edit the panels below, then run:
 
-    python3 ci/gen-dashboards.py          # rewrite dashboards/*.json
-    python3 ci/gen-dashboards.py --check  # exit 1 if dashboards/*.json differ from this script
+    python3 .ci/gen-dashboards.py          # rewrite dashboards/*.json
+    python3 .ci/gen-dashboards.py --check  # exit 1 if dashboards/*.json differ from this script
 
 A panel whose metrics are not (yet) listed in docs/metrics.md is left out, and the script says
-which ones; ci/check-dashboards.py checks the result (PromQL via promtool, metric names).
+which ones; .ci/check-dashboards.py checks the result (PromQL via promtool, metric names).
 METRICS_DOC=FILE reads another metrics table and --out DIR writes elsewhere (to try panels of
 metrics not documented yet).
 """
@@ -500,7 +500,7 @@ def main():
             print(f"{name}: left out panel {title!r}: not in docs/metrics.md: {', '.join(missing)}", file=sys.stderr)
         if check:
             if not path.exists() or path.read_text() != text:
-                print(f"{path.relative_to(ROOT)} differs from ci/gen-dashboards.py (run it)", file=sys.stderr)
+                print(f"{path.relative_to(ROOT)} differs from .ci/gen-dashboards.py (run it)", file=sys.stderr)
                 rc = 1
         else:
             out.mkdir(exist_ok=True)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ci/check-dashboards.py -- checks the Grafana dashboards in dashboards/ (stdlib + promtool).
+""".ci/check-dashboards.py -- checks the Grafana dashboards in dashboards/ (stdlib + promtool).
 
 For every dashboard:
   * a fixed, unique uid, a title, and the datasource template variable DS_PROMETHEUS
@@ -18,7 +18,7 @@ For every dashboard:
     symlink to it).
 Prints one line per finding and exits 1 if there is any.
 
-Usage: python3 ci/check-dashboards.py [--promtool PATH] [--no-chart-links] [DASHBOARD.json ...]
+Usage: python3 .ci/check-dashboards.py [--promtool PATH] [--no-chart-links] [DASHBOARD.json ...]
 (METRICS_DOC=FILE checks against another metrics table.)
 """
 

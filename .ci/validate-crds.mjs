@@ -1,9 +1,9 @@
-// ci/validate-crds.mjs -- validates prometheus-operator objects (ServiceMonitor, PrometheusRule)
+// .ci/validate-crds.mjs -- validates prometheus-operator objects (ServiceMonitor, PrometheusRule)
 // rendered by the chart against the operator's CRD schemas from the npm package
 // @kubernetes-models/prometheus-operator (types, required fields, patterns such as durations;
 // it does not reject unknown fields). kubernetes-validate has no schemas for CRDs.
-// Usage: NODE_PATH=<dir with node_modules> node ci/validate-crds.mjs OBJECTS.jsonl ...
-// (one JSON object per line, written by ci/check-chart.py --crds). Exit 1 on any finding.
+// Usage: NODE_PATH=<dir with node_modules> node .ci/validate-crds.mjs OBJECTS.jsonl ...
+// (one JSON object per line, written by .ci/check-chart.py --crds). Exit 1 on any finding.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ci/docker-local.sh -- build the container image from a host-built binary and run it for real,
+# .ci/docker-local.sh -- build the container image from a host-built binary and run it for real,
 # on a machine where no image can be pulled (see docs/deployment.md, "How to build the image
 # here").
 #
@@ -17,7 +17,7 @@
 #      /healthz, /readyz and /metrics from the container;
 #   6. stops everything it started (container, demo, dockerd) and unmounts what dockerd left.
 #
-# Usage: ci/docker-local.sh [BINARY]
+# Usage: .ci/docker-local.sh [BINARY]
 #   BINARY  release binary, default $CARGO_TARGET_DIR/release/checkpoint-sentinel
 #           (CARGO_TARGET_DIR defaults to target). Build it with: cargo build --release
 # Environment: WORK (scratch dir, default /var/tmp/checkpoint-sentinel-docker), PORT (the

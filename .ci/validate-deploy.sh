@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# ci/validate-deploy.sh -- validates everything needed to deploy checkpoint-sentinel: the
+# .ci/validate-deploy.sh -- validates everything needed to deploy checkpoint-sentinel: the
 # Dockerfile, the Helm chart in both modes, and the Grafana dashboards. Exits non-zero on any
-# finding. Meant for CI (a line in .ci/run: `bash ci/validate-deploy.sh`) and for humans.
+# finding. Meant for CI (a line in .ci/run: `bash .ci/validate-deploy.sh`) and for humans.
 #
 # Steps:
 #   tools       installs what is missing, idempotently, into a cache dir ($CS_TOOLS_DIR,
@@ -15,11 +15,11 @@
 #               helm template ... | kubernetes-validate -k $KUBE_VERSION --strict -, for each
 #               values file; warnings count as findings, except "no schema" for the two
 #               prometheus-operator kinds, which validate-crds.mjs checks instead.
-#   chart       ci/check-chart.py on each rendering (security context, probes, config.toml
+#   chart       .ci/check-chart.py on each rendering (security context, probes, config.toml
 #               through `checkpoint-sentinel check-config` when a binary is there, the
-#               PrometheusRule equal to alerts/, the dashboards); ci/validate-crds.mjs.
-#   dashboards  ci/gen-dashboards.py --check (the JSON is what the generator writes) and
-#               ci/check-dashboards.py (ids, grid, targets, PromQL via promtool, metric names
+#               PrometheusRule equal to alerts/, the dashboards); .ci/validate-crds.mjs.
+#   dashboards  .ci/gen-dashboards.py --check (the JSON is what the generator writes) and
+#               .ci/check-dashboards.py (ids, grid, targets, PromQL via promtool, metric names
 #               against docs/metrics.md).
 # Environment: CS_TOOLS_DIR, KUBE_VERSION (default 1.33.0), SENTINEL_BIN (a checkpoint-sentinel
 # binary for check-config; default the newest of target/{release,debug}/checkpoint-sentinel).
@@ -98,7 +98,7 @@ kv_render() { # kv_render VALUES: helm template | kubernetes-validate --strict
 }
 check_chart() {
   local values=$1 name; name=$(basename "$values" .yaml)
-  python3 ci/check-chart.py "$out/$name.yaml" "$values" --crds "$out/$name.crds.jsonl" \
+  python3 .ci/check-chart.py "$out/$name.yaml" "$values" --crds "$out/$name.crds.jsonl" \
     ${SENTINEL_BIN:+--binary "$SENTINEL_BIN"}
 }
 
@@ -134,11 +134,11 @@ EOF_T
 check "sidecar snippet validates as a Pod" snippet_check
 
 step "prometheus-operator objects against their CRD schemas"
-check "validate-crds" env NODE_PATH="$TOOLS/node/node_modules" node ci/validate-crds.mjs "$out"/*.crds.jsonl
+check "validate-crds" env NODE_PATH="$TOOLS/node/node_modules" node .ci/validate-crds.mjs "$out"/*.crds.jsonl
 
 step "dashboards"
-check "gen-dashboards --check" python3 ci/gen-dashboards.py --check
-check "check-dashboards" python3 ci/check-dashboards.py
+check "gen-dashboards --check" python3 .ci/gen-dashboards.py --check
+check "check-dashboards" python3 .ci/check-dashboards.py
 
 step "summary"
 for f in "${failures[@]}"; do echo "failed: $f"; done

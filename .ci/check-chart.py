@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""ci/check-chart.py -- checks one `helm template` rendering of helm/checkpoint-sentinel beyond
-what kubernetes-validate can see (run by ci/validate-deploy.sh, once per test values file).
+""".ci/check-chart.py -- checks one `helm template` rendering of helm/checkpoint-sentinel beyond
+what kubernetes-validate can see (run by .ci/validate-deploy.sh, once per test values file).
 
   * mode: deployment renders exactly one workload (Deployment, or StatefulSet with
     SENTINEL_SHARD_INDEX/SENTINEL_SHARD_COUNT when sharded); sidecar renders none;
@@ -16,7 +16,7 @@ what kubernetes-validate can see (run by ci/validate-deploy.sh, once per test va
     values' additionalRuleLabels) and pass `promtool check rules`;
   * each dashboard ConfigMap has the Grafana sidecar label and holds dashboards/<name> exactly;
   * writes the prometheus-operator objects (ServiceMonitor, PrometheusRule) as JSON lines to
-    --crds FILE for ci/validate-crds.mjs.
+    --crds FILE for .ci/validate-crds.mjs.
 Prints one line per finding and exits 1 if there is any. Needs PyYAML (kubernetes-validate
 brings it) and Python 3.11 (tomllib).
 

@@ -1,0 +1,226 @@
+//! What `diagnose` fetched and what it concluded: the fetched data of a job ([`JobData`]) and
+//! the report ([`Report`], [`JobReport`] and its lines), serialised as the JSON output.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::observe::{FinishedCheckpoint, JobLoadReport};
+use crate::rules::Class;
+use crate::sources::flink::dto;
+use crate::time::Timestamp;
+
+/// Everything fetched about one job (the input of [`analyse`]).
+#[derive(Clone, Debug)]
+pub struct JobData {
+    /// `/jobs/overview` entry: id, name, state.
+    pub job_id: String,
+    /// The job name.
+    pub name: String,
+    /// `RUNNING`, …
+    pub state: String,
+    /// The Flink version of the cluster.
+    pub flink_version: Option<String>,
+    /// `/jobs/:id`.
+    pub details: Option<dto::JobDetails>,
+    /// `/jobs/:id/checkpoints/config`.
+    pub config: Option<dto::CheckpointConfig>,
+    /// `/jobs/:id/checkpoints`.
+    pub stats: dto::CheckpointingStatistics,
+    /// The newest finished checkpoints, newest first, with per-subtask details when Flink still
+    /// had them.
+    pub finished: Vec<FinishedCheckpoint>,
+    /// Per in-progress checkpoint id: per vertex id, the subtask indexes not acknowledged yet.
+    pub pending: BTreeMap<u64, Vec<(String, Vec<u32>)>>,
+    /// Per vertex id, per subtask index: where it runs (current attempt).
+    pub locations: BTreeMap<(String, u32), Location>,
+    /// The vertices' load (busy, backpressure) as the poller reads it.
+    pub load: Option<JobLoadReport>,
+    /// When the data was fetched (the JobManager's clock from `/jobs/:id` when it has one).
+    pub fetched_at: Timestamp,
+}
+
+/// Where a subtask runs.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Location {
+    /// `taskmanager-id`.
+    pub taskmanager_id: Option<String>,
+    /// `endpoint` (host:port, 1.17+) or `host`.
+    pub host: Option<String>,
+}
+
+impl Location {
+    pub(super) fn text(&self) -> String {
+        match (&self.taskmanager_id, &self.host) {
+            (Some(id), Some(host)) => format!("TaskManager {id} ({host})"),
+            (Some(id), None) => format!("TaskManager {id}"),
+            (None, Some(host)) => format!("TaskManager on {host}"),
+            (None, None) => "TaskManager unknown".into(),
+        }
+    }
+}
+
+/// How a job is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Checkpoints complete well within their limits.
+    Healthy,
+    /// Checkpoints complete, but a phase uses over half the interval or timeout.
+    AtRisk,
+    /// Checkpoints fail or expire, the job is not running, or nothing completes.
+    Unhealthy,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The REST URL.
+    pub url: String,
+    /// Flink's version.
+    pub flink_version: Option<String>,
+    /// When it was made.
+    pub at_ms: i64,
+    /// One per job.
+    pub jobs: Vec<JobReport>,
+}
+
+/// The diagnosis of one job.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobReport {
+    /// Flink's job id.
+    pub job_id: String,
+    /// The job name.
+    pub name: String,
+    /// Its state.
+    pub state: String,
+    /// How it is doing.
+    pub verdict: Verdict,
+    /// Why, one sentence each.
+    pub verdict_reasons: Vec<String>,
+    /// The checkpoint configuration in one line.
+    pub config: Option<String>,
+    /// The TaskManager every subtask runs on, when there is only one (then the report does not
+    /// repeat it on every subtask).
+    pub taskmanager: Option<Location>,
+    /// Flink's counts: completed, failed, in progress, restored.
+    pub counts: [u64; 4],
+    /// The newest checkpoints, newest first.
+    pub recent: Vec<CheckpointLine>,
+    /// Failed and expired checkpoints among them, with reasons and the subtasks that held them.
+    pub failures: Vec<FailureLine>,
+    /// Subtasks not acknowledged yet in checkpoints still in progress.
+    pub pending: Vec<String>,
+    /// The longest alignments (per subtask, its longest over the recent checkpoints), only
+    /// culprits: at least 100 ms and a tenth of the interval, and twice its siblings' median or
+    /// over half the interval. Savepoints are left out.
+    pub top_alignment: Vec<SubtaskStat>,
+    /// The longest start delays, chosen the same way.
+    pub top_start_delay: Vec<SubtaskStat>,
+    /// Subtasks that acknowledged last in at least a third of the completed checkpoints, when
+    /// those take long enough to matter (1 s, or a tenth of the interval), with how often.
+    pub blocking: Vec<Blocking>,
+    /// Backpressure and busy subtasks (`/vertices/:id/backpressure`).
+    pub load: Vec<String>,
+    /// The failure classes found, most important first, with the evidence.
+    pub classes: Vec<ClassFinding>,
+    /// Likely causes, each with the page that explains it.
+    pub causes: Vec<Cause>,
+    /// The shadow model's explanation of the spacing of the triggers.
+    pub spacing: Vec<String>,
+    /// The next thing to check.
+    pub next: Vec<String>,
+}
+
+/// One recent checkpoint.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckpointLine {
+    /// Id.
+    pub id: u64,
+    /// `COMPLETED`, `EXPIRED`, `DECLINED`, `FAILED`, `IN_PROGRESS`; `SAVEPOINT` is a kind.
+    pub status: String,
+    /// Savepoint?
+    pub savepoint: bool,
+    /// Trigger time.
+    pub triggered_at_ms: Option<i64>,
+    /// Trigger to completion or failure (or to now when in progress).
+    pub took_ms: Option<u64>,
+    /// Checkpointed bytes.
+    pub size_bytes: Option<u64>,
+    /// Acknowledged / all subtasks.
+    pub acknowledged: (u32, u32),
+}
+
+/// A failed checkpoint.
+#[derive(Clone, Debug, Serialize)]
+pub struct FailureLine {
+    /// Id.
+    pub id: u64,
+    /// `expired`, `declined` or `failed`.
+    pub outcome: &'static str,
+    /// Trigger to failure.
+    pub after_ms: Option<u64>,
+    /// Flink's message.
+    pub reason: Option<String>,
+    /// The subtasks that held it up: never acknowledged, or acknowledged after it failed.
+    pub held_by: Vec<String>,
+    /// Subtasks that acknowledged in time / all subtasks (from the per-subtask details, or
+    /// Flink's counts when it no longer has them).
+    pub acknowledged: (u32, u32),
+    /// What held it up or ended it, in one sentence, naming subtasks only where they explain it.
+    pub summary: String,
+}
+
+/// One subtask's phase value.
+#[derive(Clone, Debug, Serialize)]
+pub struct SubtaskStat {
+    /// Operator chain name.
+    pub operator: String,
+    /// Subtask index.
+    pub subtask: u32,
+    /// The value, ms.
+    pub value_ms: u64,
+    /// In which checkpoint.
+    pub checkpoint_id: u64,
+    /// The median of the same phase over the other subtasks of the operator in that checkpoint.
+    pub siblings_median_ms: Option<u64>,
+    /// Where it runs.
+    pub location: Option<Location>,
+}
+
+/// A subtask that acknowledged last.
+#[derive(Clone, Debug, Serialize)]
+pub struct Blocking {
+    /// Operator chain name.
+    pub operator: String,
+    /// Subtask index.
+    pub subtask: u32,
+    /// In how many of the checkpoints with details.
+    pub times: usize,
+    /// Of how many.
+    pub of: usize,
+    /// Its phase that took longest, the last time.
+    pub dominant_phase: &'static str,
+    /// Where it runs.
+    pub location: Option<Location>,
+}
+
+/// A failure class with its evidence.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassFinding {
+    /// Blocking, timeout or failure.
+    pub class: Class,
+    /// Why.
+    pub evidence: String,
+}
+
+/// A likely cause.
+#[derive(Clone, Debug, Serialize)]
+pub struct Cause {
+    /// The cause.
+    pub cause: String,
+    /// The title of the page that explains it (Flink's documentation or the runbook).
+    pub source: &'static str,
+    /// Its address.
+    pub url: &'static str,
+}
