@@ -73,7 +73,28 @@ pub struct Patterns {
     /// SIMD multi-literal search, several GB/s on lines that match nothing, where the per-line
     /// automaton pays a call per line.
     buffer_prefilter: BufferSearch,
+    /// Needles (bit per needle index) an occurrence of which may hide another needle from a
+    /// leftmost, non-overlapping search (`expired before completing` ends where `before
+    /// completing current checkpoint` begins): a line with one of them gets the overlapping
+    /// per-line search; for every other line the buffer search's needles are all its needles.
+    overlapping: u32,
     user: Vec<UserPattern>,
+}
+
+/// The needles of a line, as the buffer search found them: a bit per needle index, or unknown
+/// (the line spans two read buffers, was cut at the line limit, or the caller did not search).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineNeedles {
+    /// Ask the per-line search.
+    Unknown,
+    /// These needles (bit per needle index) start at these byte offsets of the line; none
+    /// other occurs in it.
+    Found {
+        /// Bit per needle index.
+        mask: u32,
+        /// Offset of the first needle in the line (a needle before the message does not count).
+        first: u32,
+    },
 }
 
 /// The whole-buffer needle search: SIMD Teddy where the CPU has it (several GB/s on lines that
@@ -229,7 +250,19 @@ impl Patterns {
                 )
             }
         };
-        Arc::new(Patterns { builtins, needle_targets, prefilter, buffer_prefilter, user })
+        assert!(needles.len() <= 32, "needle masks are u32");
+        let mut overlapping = 0u32;
+        for (i, a) in needles.iter().enumerate() {
+            let hides_one = needles.iter().enumerate().any(|(j, b)| {
+                (i != j && (a.starts_with(b) || b.starts_with(a)))
+                    || (1..a.len())
+                        .any(|p| a.is_char_boundary(p) && (b.starts_with(&a[p..]) || a[p..].contains(b)))
+            });
+            if hides_one {
+                overlapping |= 1 << i;
+            }
+        }
+        Arc::new(Patterns { builtins, needle_targets, prefilter, buffer_prefilter, overlapping, user })
     }
 
     /// The built-in patterns only.
@@ -250,17 +283,28 @@ impl Patterns {
     /// Appends the `(start, end)` of every built-in needle found in `haystack` (many lines at
     /// once), in order and non-overlapping. A line without one of them, and not the stack trace
     /// of a line with one, can produce no built-in event.
-    pub fn find_needles(&self, haystack: &[u8], out: &mut Vec<(usize, usize)>) {
+    /// The third field is the needle's index (a bit of [`LineNeedles::Found`]'s mask); the regex
+    /// fallback does not tell it (`u32::MAX`: the line gets the per-line search).
+    pub fn find_needles(&self, haystack: &[u8], out: &mut Vec<(usize, usize, u32)>) {
         match &self.buffer_prefilter {
             BufferSearch::Packed(teddy) => {
-                out.extend(teddy.find_iter(haystack).map(|m| (m.start(), m.end())))
+                out.extend(teddy.find_iter(haystack).map(|m| (m.start(), m.end(), m.pattern().as_u32())))
             }
-            BufferSearch::Regex(regex) => out.extend(regex.find_iter(haystack).map(|m| (m.start(), m.end()))),
+            BufferSearch::Regex(regex) => {
+                out.extend(regex.find_iter(haystack).map(|m| (m.start(), m.end(), u32::MAX)))
+            }
         }
     }
 
     /// The event a log message stands for, if any.
     pub fn recognise(&self, message: &str) -> Option<LogEvent> {
+        self.recognise_with(message, None)
+    }
+
+    /// [`recognise`](Self::recognise) given the needles the buffer search found in the message
+    /// (`Some(mask)`, a bit per needle index: exactly the needles in it), so the per-line
+    /// overlapping search is skipped.
+    pub fn recognise_with(&self, message: &str, needles: Option<u32>) -> Option<LogEvent> {
         for p in &self.user {
             if let Some(caps) = p.regex.captures(message) {
                 let mut event = blank(p.kind.clone(), p.severity, message);
@@ -271,7 +315,7 @@ impl Patterns {
         if let Some(event) = fast::recognise(message) {
             return Some(event);
         }
-        self.recognise_builtin(message, true)
+        self.recognise_builtin(message, true, needles.filter(|m| m & self.overlapping == 0))
     }
 
     /// [`recognise`](Self::recognise) by the regexes alone, without the hand-written parsers of
@@ -285,28 +329,50 @@ impl Patterns {
                 return Some(event);
             }
         }
-        self.recognise_builtin(message, false)
+        self.recognise_builtin(message, false, None)
     }
 
-    /// The built-in patterns; `fast`: the hand-written barrier parser where it applies.
-    fn recognise_builtin(&self, message: &str, fast: bool) -> Option<LogEvent> {
+    /// The built-in patterns; `fast`: the hand-written parsers where they apply; `needles`:
+    /// the needles of the message if known (else the overlapping per-line search finds them).
+    fn recognise_builtin(&self, message: &str, fast: bool, needles: Option<u32>) -> Option<LogEvent> {
         let mut candidates = [usize::MAX; 4];
         let mut n = 0;
-        for m in self.prefilter.find_overlapping_iter(message) {
-            for &target in &self.needle_targets[m.pattern().as_usize()] {
+        let mut add = |needle: usize| {
+            for &target in &self.needle_targets[needle] {
                 if n < candidates.len() && !candidates[..n].contains(&target) {
                     candidates[n] = target;
                     n += 1;
                 }
             }
+        };
+        match needles {
+            Some(mut mask) => {
+                while mask != 0 {
+                    add(mask.trailing_zeros() as usize);
+                    mask &= mask - 1;
+                }
+            }
+            None => {
+                for m in self.prefilter.find_overlapping_iter(message) {
+                    add(m.pattern().as_usize());
+                }
+            }
         }
         candidates[..n].sort_unstable();
-        if fast
-            && n == 1
-            && self.builtins[candidates[0]].kind == "barrier_received"
-            && let Some(event) = fast::barrier_received(message)
-        {
-            return Some(event);
+        if fast && n == 1 {
+            let kind = self.builtins[candidates[0]].kind;
+            if kind == "barrier_received"
+                && let Some(event) = fast::barrier_received(message)
+            {
+                return Some(event);
+            }
+            if kind == "async_snapshot_failed" {
+                match fast::async_snapshot_failed(message) {
+                    fast::Parsed::Event(event) => return Some(event),
+                    fast::Parsed::NoMatch => return None,
+                    fast::Parsed::AskRegex => {}
+                }
+            }
         }
         for &i in &candidates[..n] {
             let b = &self.builtins[i];
@@ -335,6 +401,20 @@ impl Patterns {
 
 fn blank(kind: String, severity: Severity, message: &str) -> LogEvent {
     LogEvent::new(kind, severity, bounded(message))
+}
+
+/// Appends [`bounded`]`(text)` to `out` without a `String` of its own.
+fn push_bounded(out: &mut String, text: &str) {
+    if text.len() <= MAX_TEXT {
+        out.push_str(text);
+        return;
+    }
+    let mut end = MAX_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.push_str(&text[..end]);
+    out.push('…');
 }
 
 fn bounded(text: &str) -> String {
@@ -499,6 +579,42 @@ mod fast {
         }
         super::refine(&mut e);
         Some(e)
+    }
+
+    /// What a hand-written parser says about a message.
+    pub(super) enum Parsed {
+        /// The regex would give this event.
+        Event(LogEvent),
+        /// The regex would not match.
+        NoMatch,
+        /// A shape the parser does not decide: ask the regex.
+        AskRegex,
+    }
+
+    /// `^(?P<task>.+) - asynchronous part of checkpoint (?P<id>\d+) could not be completed\.?$`.
+    /// Most lines with this needle are the DEBUG "started executing / finished asynchronous part
+    /// of checkpoint N" lines, which do not end as the regex requires: rejected without it.
+    pub(super) fn async_snapshot_failed(message: &str) -> Parsed {
+        const MARKER: &str = " - asynchronous part of checkpoint ";
+        let body = message.strip_suffix('.').unwrap_or(message);
+        let Some(body) = body.strip_suffix(" could not be completed") else {
+            // `$` is the end of the text, `\.?` one optional full stop: no other ending matches.
+            return Parsed::NoMatch;
+        };
+        if message.contains('\n') || !message.is_ascii() {
+            return Parsed::AskRegex; // Unicode digits, a line break in the task: the regex decides.
+        }
+        let digits = body.bytes().rev().take_while(u8::is_ascii_digit).count();
+        let (head, id) = body.split_at(body.len() - digits);
+        let Some(task) = head.strip_suffix(MARKER) else { return Parsed::AskRegex };
+        if id.is_empty() || task.is_empty() {
+            return Parsed::AskRegex;
+        }
+        let mut e = blank("async_snapshot_failed".to_string(), Severity::Warning, message);
+        e.checkpoint_id = id.parse().ok();
+        e.task = Some(task.to_string());
+        super::refine(&mut e);
+        Parsed::Event(e)
     }
 
     /// `^Failed to trigger or complete checkpoint (?P<id>-?\d+|\S+) for job
@@ -711,7 +827,7 @@ pub fn split_header(line: &str) -> Option<Header<'_>> {
     let rest = line[23..].trim_start();
     let (level, after_level) = rest.split_once(' ').unwrap_or((rest, ""));
     // The logger name never contains " - "; the message follows the first one.
-    let message = match after_level.find(" - ") {
+    let message = match memchr::memmem::find(after_level.as_bytes(), b" - ") {
         Some(i) => &after_level[i + 3..],
         None => after_level.trim_start(),
     };
@@ -903,6 +1019,17 @@ pub const SYMPTOM_CATEGORIES: &[&str] =
 /// the first category (in `CAUSES` order) any of whose needles occurs wins, as before
 /// (`classify_by_needle` in the tests is the needle-by-needle reference).
 pub fn classify(exception: &str, message: &str, chain: &[String]) -> &'static str {
+    let mut text = String::with_capacity(chain.iter().map(|l| l.len() + 1).sum());
+    for line in chain {
+        text.push_str(line);
+        text.push('\n');
+    }
+    classify_text(exception, message, &text)
+}
+
+/// [`classify`] with the chain as one text, its lines each followed by `\n`. No needle holds a
+/// line break, so the first category found in the whole text is the first found in any line.
+pub fn classify_text(exception: &str, message: &str, chain: &str) -> &'static str {
     static ROOT: std::sync::LazyLock<CauseSearch> = std::sync::LazyLock::new(|| CauseSearch::new(|_| true));
     static CHAIN: std::sync::LazyLock<CauseSearch> = std::sync::LazyLock::new(|| {
         CauseSearch::new(|category| matches!(category, "s3" | "hdfs" | "disk_full" | "out_of_memory"))
@@ -912,8 +1039,7 @@ pub fn classify(exception: &str, message: &str, chain: &[String]) -> &'static st
         return category;
     }
     if CHAIN.any_in(chain)
-        && let Some(category) =
-            chain.iter().filter_map(|line| CHAIN.first(line)).min_by_key(|c| CHAIN.rank(c))
+        && let Some(category) = CHAIN.first(chain)
     {
         return category;
     }
@@ -952,16 +1078,10 @@ impl CauseSearch {
         CauseSearch { automaton, category, packed }
     }
 
-    /// Whether any needle occurs in one of `lines` (true when that cannot be told cheaply).
-    fn any_in(&self, lines: &[String]) -> bool {
-        let Some(packed) = &self.packed else { return true };
-        let mut joined = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
-        for line in lines {
-            // No needle holds a line break, so none is found across two lines.
-            joined.push_str(line);
-            joined.push('\n');
-        }
-        packed.find(&joined).is_some()
+    /// Whether any needle occurs in `text` (true when that cannot be told cheaply): a SIMD
+    /// search before the overlapping automaton.
+    fn any_in(&self, text: &str) -> bool {
+        self.packed.as_ref().is_none_or(|packed| packed.find(text).is_some())
     }
 
     /// The first category (in `CAUSES` order) with a needle in `text`.
@@ -972,10 +1092,6 @@ impl CauseSearch {
             .min()
             .map(|i| CAUSES[i].0)
     }
-
-    fn rank(&self, category: &str) -> usize {
-        CAUSES.iter().position(|(c, _)| *c == category).unwrap_or(usize::MAX)
-    }
 }
 
 /// A record being assembled.
@@ -984,12 +1100,17 @@ struct Pending {
     start: u64,
     /// The events its first line (and first exception line) stand for; empty if none.
     events: Vec<LogEvent>,
-    /// The line's timestamp text.
-    logged_at: String,
+    /// The line's timestamp (`2026-11-29 15:04:08,723`: 23 ASCII bytes, checked by
+    /// [`is_record_start`]), kept for every record: an event found on its first continuation
+    /// line (`tolerable_exceeded` under a line that matched nothing) has it too.
+    stamp: [u8; 23],
     /// Continuation lines seen so far.
     continuation: usize,
-    /// Stack lines kept.
-    stack: Vec<String>,
+    /// Stack lines seen (bounded by [`MAX_STACK_LINES`]), each bounded and followed by `\n`:
+    /// one buffer, searched at once for the root cause, and split into the events' stacks only
+    /// when the parser keeps them.
+    stack: String,
+    stack_lines: usize,
     /// The first exception line (the thrown exception).
     first_exception: Option<String>,
     /// The deepest `Caused by:` so far.
@@ -1007,18 +1128,29 @@ struct Pending {
 pub struct RecordParser {
     patterns: Arc<Patterns>,
     pending: Option<Pending>,
+    /// Whether events carry their stack lines (the tailer: yes; an aggregating scan: no).
+    keep_stack: bool,
+    /// The stack buffer of the last record, reused.
+    spare: String,
 }
 
 impl RecordParser {
     /// A parser with these patterns.
     pub fn new(patterns: Arc<Patterns>) -> Self {
-        RecordParser { patterns, pending: None }
+        RecordParser { patterns, pending: None, keep_stack: true, spare: String::new() }
+    }
+
+    /// Whether events carry their stack lines ([`LogEvent::stack`]); on by default. The root
+    /// cause is classified either way.
+    pub fn keep_stack(mut self, keep: bool) -> Self {
+        self.keep_stack = keep;
+        self
     }
 
     /// Takes one line (no newline) that starts at byte `offset`; pushes the events of the record
     /// it finishes, if any, to `out`.
     pub fn push_line(&mut self, line: &[u8], offset: u64, out: &mut Vec<LogEvent>) {
-        self.push(line, offset, None, out);
+        self.push(line, offset, None, LineNeedles::Unknown, out);
     }
 
     /// As [`push_line`](Self::push_line), for a caller that already searched the line for the
@@ -1030,39 +1162,62 @@ impl RecordParser {
         has_needle: bool,
         out: &mut Vec<LogEvent>,
     ) {
-        self.push(line, offset, Some(has_needle), out);
+        self.push(line, offset, Some(has_needle), LineNeedles::Unknown, out);
     }
 
-    fn push(&mut self, line: &[u8], offset: u64, has_needle: Option<bool>, out: &mut Vec<LogEvent>) {
+    /// As [`push_searched_line`](Self::push_searched_line) with the needles the buffer search
+    /// found in the line (`Found` only when those are all of them), so the recogniser skips its
+    /// own search.
+    pub fn push_line_with_needles(
+        &mut self,
+        line: &[u8],
+        offset: u64,
+        has_needle: bool,
+        needles: LineNeedles,
+        out: &mut Vec<LogEvent>,
+    ) {
+        self.push(line, offset, Some(has_needle), needles, out);
+    }
+
+    fn push(
+        &mut self,
+        line: &[u8],
+        offset: u64,
+        has_needle: Option<bool>,
+        needles: LineNeedles,
+        out: &mut Vec<LogEvent>,
+    ) {
         if is_record_start(line) {
             self.flush(out);
+            let mut stamp = [0u8; 23];
+            stamp.copy_from_slice(&line[..23]);
             let might_match = self.patterns.has_user_patterns()
                 || has_needle.unwrap_or_else(|| self.patterns.might_match(line));
-            if !might_match {
+            let events: Vec<LogEvent> = if might_match {
+                let text = text_of(line);
+                let Some(header) = split_header(&text) else { return };
+                // The needles count if they are in the message, not in the header before it.
+                let message_at = header.message.as_ptr() as usize - text.as_ptr() as usize;
+                let known = match (needles, &text) {
+                    (LineNeedles::Found { mask, first }, Cow::Borrowed(_))
+                        if first as usize >= message_at =>
+                    {
+                        Some(mask)
+                    }
+                    _ => None,
+                };
+                self.patterns.recognise_with(header.message, known).into_iter().collect()
+            } else {
                 // Most lines: no needle, no user pattern. Remember only where the record starts.
-                self.pending = Some(Pending {
-                    start: offset,
-                    events: Vec::new(),
-                    logged_at: String::new(),
-                    continuation: 0,
-                    stack: Vec::new(),
-                    first_exception: None,
-                    deepest: None,
-                    deepest_frame: None,
-                    exceptions: Vec::new(),
-                    operator: None,
-                });
-                return;
-            }
-            let line = text_of(line);
-            let Some(header) = split_header(&line) else { return };
-            let events: Vec<LogEvent> = self.patterns.recognise(header.message).into_iter().collect();
+                Vec::new()
+            };
             self.pending = Some(Pending {
                 start: offset,
                 events,
-                logged_at: header.timestamp.to_string(),
+                stamp,
                 continuation: 0,
-                stack: Vec::new(),
+                stack: std::mem::take(&mut self.spare),
+                stack_lines: 0,
                 first_exception: None,
                 deepest: None,
                 deepest_frame: None,
@@ -1105,16 +1260,20 @@ impl RecordParser {
         } else if pending.deepest_frame.is_none() && trimmed.starts_with("at ") {
             pending.deepest_frame = Some(bounded(trimmed));
         }
-        if pending.stack.len() < MAX_STACK_LINES {
-            pending.stack.push(bounded(line.trim_end()));
+        if pending.stack_lines < MAX_STACK_LINES {
+            pending.stack_lines += 1;
+            push_bounded(&mut pending.stack, line.trim_end());
+            pending.stack.push('\n');
         }
     }
 
     /// Finishes the record in progress (at a new record, at the end of a file, or when the
     /// file has been idle long enough that no stack trace is coming).
     pub fn flush(&mut self, out: &mut Vec<LogEvent>) {
-        let Some(pending) = self.pending.take() else { return };
+        let Some(mut pending) = self.pending.take() else { return };
         if pending.events.is_empty() {
+            pending.stack.clear();
+            self.spare = pending.stack;
             return;
         }
         let cause_line = pending.deepest.as_ref().or(pending.first_exception.as_ref());
@@ -1133,7 +1292,7 @@ impl RecordParser {
                     exception = class;
                 }
             }
-            let mut category = classify(&exception, &message, &pending.stack);
+            let mut category = classify_text(&exception, &message, &pending.stack);
             if category == "other" && pending.deepest_frame.as_deref().is_some_and(is_user_frame) {
                 category = "user_code";
             }
@@ -1142,7 +1301,12 @@ impl RecordParser {
         let operator = pending.operator;
         let first = pending.first_exception.as_deref().map(exception_of);
         let last = pending.events.len().saturating_sub(1);
-        let (mut logged_at, mut stack) = (pending.logged_at, pending.stack);
+        // 23 ASCII bytes (digits, `-`, ` `/`T`, `:`, `,`/`.`), checked by `is_record_start`.
+        let mut logged_at: String = pending.stamp.iter().map(|&b| b as char).collect();
+        let mut stack: Vec<String> =
+            if self.keep_stack { pending.stack.lines().map(str::to_string).collect() } else { Vec::new() };
+        pending.stack.clear();
+        self.spare = std::mem::take(&mut pending.stack);
         for (i, mut event) in pending.events.into_iter().enumerate() {
             // The last event takes the text, the others get copies (usually there is one).
             event.logged_at =

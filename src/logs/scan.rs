@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::parse::{
-    BUILTIN_KINDS, LineSplitter, Patterns, RecordParser, SYMPTOM_CATEGORIES, counts_root_cause,
+    BUILTIN_KINDS, LineNeedles, LineSplitter, Patterns, RecordParser, SYMPTOM_CATEGORIES, counts_root_cause,
     is_record_start, log_time_utc_ms,
 };
 use crate::observe::LogEvent;
@@ -220,6 +220,7 @@ impl Scanner {
                             file.take(to - from),
                             &mut buf,
                             by_lines,
+                            keep,
                             &mut |mut e| {
                                 if !keep {
                                     e.stack = Vec::new(); // the root cause is classified already
@@ -239,7 +240,9 @@ impl Scanner {
                 seq: &mut self.seq,
             };
             let first =
-                scan_range(&patterns, max, 0, file.take(ends[0]), &mut buf, by_lines, &mut |e| sink.add(e))?;
+                scan_range(&patterns, max, 0, file.take(ends[0]), &mut buf, by_lines, keep, &mut |e| {
+                    sink.add(e)
+                })?;
             let rest: Vec<io::Result<(Totals, Vec<LogEvent>)>> = workers
                 .into_iter()
                 .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
@@ -283,10 +286,16 @@ impl Scanner {
             file,
             seq: &mut self.seq,
         };
-        let result =
-            scan_range(&self.patterns, self.max_line_bytes, 0, reader, &mut buf, self.by_lines, &mut |e| {
-                sink.add(e)
-            });
+        let result = scan_range(
+            &self.patterns,
+            self.max_line_bytes,
+            0,
+            reader,
+            &mut buf,
+            self.by_lines,
+            self.keep_events,
+            &mut |e| sink.add(e),
+        );
         self.buf = buf;
         let totals = result?;
         self.report.files.push(FileSummary {
@@ -369,6 +378,7 @@ fn scan_range(
     mut reader: impl Read,
     buf: &mut Vec<u8>,
     by_lines: bool,
+    keep_stack: bool,
     emit: &mut dyn FnMut(LogEvent),
 ) -> io::Result<Totals> {
     let mut splitter = LineSplitter::new(max_line_bytes, start);
@@ -384,7 +394,7 @@ fn scan_range(
     let mut lines = Lines {
         patterns,
         all_lines,
-        parser: RecordParser::new(patterns.clone()),
+        parser: RecordParser::new(patterns.clone()).keep_stack(keep_stack),
         prev: PrevLine::default(),
         records: 0,
         events: Vec::new(),
@@ -458,12 +468,13 @@ impl Lines<'_> {
         offset: u64,
         chunk: &[u8],
         chunk_start: u64,
-        needles: &[(usize, usize)],
+        needles: &[(usize, usize, u32)],
         emit: &mut dyn FnMut(LogEvent),
     ) {
         if self.records == 0 && is_record_start(line) {
             self.records = 1;
         }
+        let mut found = LineNeedles::Unknown;
         let candidate = if self.all_lines {
             true
         } else if offset < chunk_start {
@@ -477,7 +488,23 @@ impl Lines<'_> {
             }
             match needles.get(self.next) {
                 // A needle cut by the line limit: ask the line itself.
-                Some(&(s, e)) if s < end => e <= end || self.patterns.might_match(line),
+                Some(&(s, e, _)) if s < end && e > end => self.patterns.might_match(line),
+                Some(&(s, ..)) if s < end => {
+                    // Every needle of the line, if the line ends after the last one.
+                    let mut mask = 0u32;
+                    let mut cut = false;
+                    for &(_, e, id) in needles[self.next..].iter().take_while(|n| n.0 < end) {
+                        if e > end || id >= 32 {
+                            cut = true;
+                        } else {
+                            mask |= 1 << id;
+                        }
+                    }
+                    if !cut {
+                        found = LineNeedles::Found { mask, first: (s - start) as u32 };
+                    }
+                    true
+                }
                 _ => false,
             }
         };
@@ -485,6 +512,7 @@ impl Lines<'_> {
             line,
             offset,
             candidate,
+            found,
             &mut self.parser,
             &mut self.prev,
             chunk,
@@ -505,7 +533,7 @@ impl Lines<'_> {
         a: usize,
         b: usize,
         chunk_start: u64,
-        needles: &[(usize, usize)],
+        needles: &[(usize, usize, u32)],
         emit: &mut dyn FnMut(LogEvent),
     ) {
         let mut pos = a;
@@ -515,7 +543,7 @@ impl Lines<'_> {
                     self.next += 1;
                 }
                 let target = match needles.get(self.next) {
-                    Some(&(s, _)) if s < b => s,
+                    Some(&(s, ..)) if s < b => s,
                     _ => b,
                 };
                 let line_start = memchr::memrchr(b'\n', &chunk[pos..target]).map_or(pos, |i| pos + i + 1);
@@ -561,6 +589,7 @@ fn consider(
     line: &[u8],
     offset: u64,
     candidate: bool,
+    needles: LineNeedles,
     parser: &mut RecordParser,
     prev: &mut PrevLine,
     chunk: &[u8],
@@ -568,7 +597,7 @@ fn consider(
     events: &mut Vec<LogEvent>,
 ) {
     if parser.wants_continuation() || (candidate && is_record_start(line)) {
-        parser.push_searched_line(line, offset, candidate, events);
+        parser.push_line_with_needles(line, offset, candidate, needles, events);
     } else if candidate && let Some(header) = prev.record_start_before(offset, chunk, chunk_start) {
         parser.push_line(header, prev.offset, events);
         parser.push_searched_line(line, offset, candidate, events);
