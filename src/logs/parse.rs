@@ -388,7 +388,7 @@ impl Patterns {
 
     /// The `tolerable_exceeded` event if an exception line carries that failure.
     fn tolerable(&self, exception_line: &str) -> Option<LogEvent> {
-        if !exception_line.contains(TOLERABLE) {
+        if memchr::memmem::find(exception_line.as_bytes(), TOLERABLE.as_bytes()).is_none() {
             return None;
         }
         let b = self.builtins.iter().find(|b| b.kind == "tolerable_exceeded")?;
@@ -539,10 +539,10 @@ mod fast {
     /// other shape goes to the regex.
     pub(super) fn barrier_received(message: &str) -> Option<LogEvent> {
         const MARKER: &str = ": Received barrier from channel ";
-        let k = message.find(MARKER)?;
+        let k = memchr::memmem::find(message.as_bytes(), MARKER.as_bytes())?;
         let (head, rest) = (&message[..k], &message[k + MARKER.len()..]);
         let body = rest.strip_suffix('.').unwrap_or(rest);
-        let at = body.rfind(" @ ")?;
+        let at = memchr::memmem::rfind(body.as_bytes(), b" @ ")?;
         let (detail, id) = (&body[..at], &body[at + 3..]);
         if detail.is_empty() || id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
             return None;
@@ -722,7 +722,7 @@ pub fn split_task(task: &str) -> (&str, Option<u32>) {
 /// "Could not materialize checkpoint", "Could not perform checkpoint", "Could not complete
 /// snapshot" messages) → (`stateful-map`, 0-based subtask 0).
 fn operator_in(line: &str) -> Option<(String, u32)> {
-    let at = line.find(" for operator ")?;
+    let at = memchr::memmem::find(line.as_bytes(), b" for operator ")?;
     let rest = line[at + " for operator ".len()..].trim_end().trim_end_matches('.');
     let end = rest.rfind(')')?;
     let candidate = match rest[end + 1..].strip_prefix('#') {
@@ -858,7 +858,7 @@ pub fn exception_of(line: &str) -> (String, String) {
 /// `java.io.IOException: msg` → (`java.io.IOException`, `msg`), if the text starts with a
 /// fully qualified class name.
 fn split_class(text: &str) -> Option<(&str, &str)> {
-    let (class, message) = match text.find(": ") {
+    let (class, message) = match memchr::memmem::find(text.as_bytes(), b": ") {
         Some(i) => (&text[..i], &text[i + 2..]),
         None => (text, ""),
     };
@@ -1302,7 +1302,7 @@ impl RecordParser {
         let first = pending.first_exception.as_deref().map(exception_of);
         let last = pending.events.len().saturating_sub(1);
         // 23 ASCII bytes (digits, `-`, ` `/`T`, `:`, `,`/`.`), checked by `is_record_start`.
-        let mut logged_at: String = pending.stamp.iter().map(|&b| b as char).collect();
+        let mut logged_at = String::from_utf8_lossy(&pending.stamp).into_owned();
         let mut stack: Vec<String> =
             if self.keep_stack { pending.stack.lines().map(str::to_string).collect() } else { Vec::new() };
         pending.stack.clear();

@@ -671,10 +671,56 @@ impl PrevLine {
     }
 }
 
+/// A map with a multiply-rotate hash (the Fx hash of rustc) instead of SipHash: its keys are
+/// interned strings and ids of the scanned logs, looked up for every event, and nothing
+/// iterates over it in an order that reaches a report.
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
+
+/// The Fx hash: not DoS-resistant (a scan reads files the operator chose), a few instructions
+/// per word.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl FxHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().unwrap_or_default()));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(last));
+        }
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.add(n.into());
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.add(n.into());
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// Strings seen more than once (tasks, TaskManagers, reasons, channels, jobs), stored once.
 #[derive(Debug, Default)]
 struct Interner {
-    ids: HashMap<Box<str>, u32>,
+    ids: FastMap<Box<str>, u32>,
     strings: Vec<Box<str>>,
 }
 
@@ -765,13 +811,13 @@ struct Aggregate {
     /// besides.
     checkpoint_causes: BTreeMap<u64, Vec<Cause>>,
     cause_ids: Vec<Cause>,
-    cause_index: HashMap<Cause, u32>,
+    cause_index: FastMap<Cause, u32>,
     /// Timeline events by (job symbol, 0 if the line names none; checkpoint id).
     timelines: BTreeMap<(u32, u64), Vec<TimelineEvent>>,
     timeline_events: usize,
     timeline_events_dropped: u64,
     /// Jobs that have a checkpoint with this id (TaskManager lines name no job).
-    jobs_of_id: HashMap<u64, BTreeSet<u32>>,
+    jobs_of_id: FastMap<u64, BTreeSet<u32>>,
     blocking: BTreeMap<(u32, Option<u32>), Blocking>,
     completed: BTreeSet<u64>,
     /// Channels by (task, subtask), and channels a barrier came from by ((task, subtask),
