@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use checkpoint_sentinel::logs::parse::{LineSplitter, Patterns, RecordParser};
-use checkpoint_sentinel::logs::scan::Scanner;
+use checkpoint_sentinel::commands::scan_logs::Scanner;
+use checkpoint_sentinel::sources::logs::parse::{LineSplitter, Patterns, RecordParser};
 use divan::counter::BytesCount;
 
 fn main() {

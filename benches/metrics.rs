@@ -2,10 +2,10 @@
 //! an hour of checkpoints in their histograms): the text renderer `/metrics` uses, and for
 //! comparison the `prometheus` crate's path (metric families, then its text encoder).
 
-use checkpoint_sentinel::export::{DaemonStats, PARTS, TextRenderer, encode_text, render};
 use checkpoint_sentinel::model::alignment::{self, AlignmentConfig, Mode};
 use checkpoint_sentinel::model::coordinator::{Coordinator, CoordinatorConfig, Event, Outcome, Schedule};
 use checkpoint_sentinel::observe::{CheckpointSettings, JobKey, LogEvent, Observation, Severity};
+use checkpoint_sentinel::outputs::export::{DaemonStats, PARTS, TextRenderer, encode_text, render};
 use checkpoint_sentinel::state::State;
 use checkpoint_sentinel::stats::WindowSpec;
 use checkpoint_sentinel::time::Timestamp;

@@ -46,7 +46,7 @@ if [ ! -s "$CORPUS" ]; then
   echo "corpus: ${#LOGS[@]} logs, $(stat -c %s "$ONCE") bytes once, $(stat -c %s "$CORPUS") bytes in $CORPUS" >&2
 fi
 
-# The needles scan-logs looks for (src/logs/parse.rs BUILTINS, 16 distinct), and the failure ones.
+# The needles scan-logs looks for (src/sources/logs/parse.rs BUILTINS, 16 distinct), and the failure ones.
 ALL='Triggering checkpoint |Completed checkpoint |expired before completing|Decline checkpoint |Failed to trigger or complete checkpoint|Failed to trigger checkpoint for job|Triggering Checkpoint |Received late message for now expired|before completing current checkpoint|to executing it exceeded threshold|asynchronous part of checkpoint|Could not complete snapshot |Restoring job |Received barrier from channel|Did not receive barrier from|Exceeded checkpoint tolerable failure threshold'
 FAIL='expired before completing|Decline checkpoint |Failed to trigger or complete checkpoint|Exceeded checkpoint tolerable failure threshold'
 

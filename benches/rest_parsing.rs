@@ -1,7 +1,7 @@
 //! REST model parsing: Flink 2.3.0 responses captured from a real cluster, decoded into the
 //! serde models and converted to observations, as the poller does for each response.
 
-use checkpoint_sentinel::flink::{convert, dto};
+use checkpoint_sentinel::sources::flink::{convert, dto};
 
 fn main() {
     divan::main();

@@ -129,7 +129,7 @@ measure_rounds() {
 if [ "$ONLY" = all ] || [ "$ONLY" = scan ]; then
   LOG=$WORK/flink-${LOG_MB}m.log
   [ -s "$LOG" ] || python3 "$ROOT/benches/gen-flink-log.py" "$LOG" "$LOG_MB"
-  # The needles scan-logs looks for (src/logs/parse.rs BUILTINS), and the failure ones only.
+  # The needles scan-logs looks for (src/sources/logs/parse.rs BUILTINS), and the failure ones only.
   ALL='Triggering checkpoint |Completed checkpoint |expired before completing|Decline checkpoint |Failed to trigger or complete checkpoint|Failed to trigger checkpoint for job|Triggering Checkpoint |Received late message for now expired|before completing current checkpoint|to executing it exceeded threshold|asynchronous part of checkpoint|Could not complete snapshot |Restoring job |Received barrier from channel|Did not receive barrier from|Exceeded checkpoint tolerable failure threshold'
   FAIL='expired before completing|Decline checkpoint |Failed to trigger or complete checkpoint|Exceeded checkpoint tolerable failure threshold'
   hyperfine -N --warmup 1 --runs 5 --output=pipe --export-json "$WORK/scan.json" \

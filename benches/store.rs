@@ -1,4 +1,4 @@
-//! The checkpoint store (`src/store.rs`, redb): what a persister round costs (a batch of new
+//! The checkpoint store (`src/state/store.rs`, redb): what a persister round costs (a batch of new
 //! records committed durably, with the prune check), a history query, and the size on disk per
 //! 1,000 checkpoints, printed before the benchmarks run.
 
@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use checkpoint_sentinel::observe::{CheckpointStatus, SnapshotKind};
 use checkpoint_sentinel::state::outbox::{Outboxed, StoredCheckpoint};
+use checkpoint_sentinel::state::store::{Bounds, Query, Store};
 use checkpoint_sentinel::state::{CheckpointRecord, Holdout};
-use checkpoint_sentinel::store::{Bounds, Query, Store};
 use checkpoint_sentinel::time::Timestamp;
 
 const T0: i64 = 1_795_964_442_000;
@@ -63,7 +63,8 @@ fn main() {
         store.write(batch, Timestamp(T0 + 20_000_000)).unwrap();
     }
     let took = started.elapsed();
-    let bytes = std::fs::metadata(dir.path().join(checkpoint_sentinel::store::STORE_FILE)).unwrap().len();
+    let bytes =
+        std::fs::metadata(dir.path().join(checkpoint_sentinel::state::store::STORE_FILE)).unwrap().len();
     let json = serde_json::to_vec(&records[0].checkpoint).unwrap().len();
     println!(
         "store: 10,000 records in 1,000 commits of 10: {:.1} s, {:.2} ms per commit; file {} bytes = {:.0} KiB per 1,000 checkpoints (record JSON {} bytes)",

@@ -3,8 +3,8 @@
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
-use crate::export::DaemonStats;
 use crate::observe::{Observation, Severity};
+use crate::outputs::export::DaemonStats;
 use crate::rules::AlertState;
 use crate::state::State;
 use crate::time::Timestamp;
@@ -40,11 +40,11 @@ pub struct AppState {
     /// What `/metrics` exports (`[metrics]`), set at start and on reload.
     pub metrics: RwLock<crate::config::MetricsConfig>,
     /// The checkpoint store, when `[store] enabled` and it opened.
-    pub store: std::sync::OnceLock<std::sync::Arc<crate::store::Store>>,
+    pub store: std::sync::OnceLock<std::sync::Arc<crate::state::store::Store>>,
     /// The store's counters.
     pub store_stats: StoreStats,
     /// What file discovery last found, when it is on.
-    pub discovery: RwLock<Option<crate::discovery::DiscoveryStats>>,
+    pub discovery: RwLock<Option<crate::sources::discovery::DiscoveryStats>>,
 }
 
 /// What the persister did with the checkpoint store.
@@ -73,7 +73,7 @@ pub struct AlertsView {
     /// Recently resolved alerts, oldest first.
     pub resolved: Vec<crate::rules::Alert>,
     /// Delivery counters per Alertmanager.
-    pub alertmanagers: Vec<crate::alerting::TargetStats>,
+    pub alertmanagers: Vec<crate::outputs::alerting::TargetStats>,
 }
 
 impl AppState {
@@ -209,7 +209,7 @@ impl AppState {
                 }
             }
         }
-        let store = self.store.get().map(|_| crate::export::StoreCounters {
+        let store = self.store.get().map(|_| crate::outputs::export::StoreCounters {
             records: self.store_stats.records.load(Ordering::Relaxed),
             pruned: self.store_stats.pruned.load(Ordering::Relaxed),
             errors: self.store_stats.errors.load(Ordering::Relaxed),
@@ -217,7 +217,7 @@ impl AppState {
         DaemonStats {
             http_connections: self.http_connections.load(Ordering::Relaxed),
             http_closed: std::array::from_fn(|i| {
-                (crate::listener::CLOSE_REASONS[i], self.http_closed[i].load(Ordering::Relaxed))
+                (crate::outputs::listener::CLOSE_REASONS[i], self.http_closed[i].load(Ordering::Relaxed))
             }),
             inputs_cut,
             store,
@@ -226,7 +226,7 @@ impl AppState {
             last_persisted: (last > 0).then_some(Timestamp(last)),
             alerts,
             alertmanagers: view.alertmanagers.clone(),
-            process: crate::process::read(),
+            process: crate::outputs::process::read(),
             metrics: self.metrics.read().unwrap_or_else(|e| e.into_inner()).clone(),
             discovery: self.discovery.read().unwrap_or_else(|e| e.into_inner()).clone(),
         }

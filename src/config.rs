@@ -36,7 +36,7 @@ pub struct Config {
     /// What `/metrics` exports: its cardinality.
     pub metrics: MetricsConfig,
     /// Clusters found in files (Prometheus `file_sd`), beside the `[[clusters]]` entries.
-    pub discovery: crate::discovery::DiscoveryConfig,
+    pub discovery: crate::sources::discovery::DiscoveryConfig,
 }
 
 /// `[metrics]`: per-operator series or not, and the quantiles of every summary.
@@ -187,7 +187,7 @@ impl Config {
     /// The listener's TLS files are read and checked now, so that `check-config` and a reload
     /// refuse a missing file, a file that is not PEM or a key that does not match its certificate.
     fn server_problems(&self, problems: &mut Vec<String>) {
-        if let Err(tls_problems) = crate::tls::load(&self.server) {
+        if let Err(tls_problems) = crate::outputs::tls::load(&self.server) {
             problems.extend(tls_problems);
         }
     }
@@ -553,8 +553,8 @@ impl Default for StoreConfig {
 
 impl StoreConfig {
     /// The store's bounds.
-    pub fn bounds(&self) -> crate::store::Bounds {
-        crate::store::Bounds { max_age: self.max_age, max_records: self.max_records }
+    pub fn bounds(&self) -> crate::state::store::Bounds {
+        crate::state::store::Bounds { max_age: self.max_age, max_records: self.max_records }
     }
 }
 

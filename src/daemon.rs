@@ -15,14 +15,14 @@ use tokio::task::JoinHandle;
 
 use crate::app::AppState;
 use crate::config::{ClusterConfig, Config, Credentials};
-use crate::discovery::Discovery;
-use crate::http::{HttpState, router};
-use crate::listener::{Bounded, MAX_CONNECTIONS, Timeouts};
-use crate::poller::Poller;
+use crate::outputs::http::{HttpState, router};
+use crate::outputs::listener::{Bounded, MAX_CONNECTIONS, Timeouts};
+use crate::outputs::tls::{TlsListener, TlsPeer};
+use crate::sources::discovery::Discovery;
+use crate::sources::poller::Poller;
 use crate::state::{State, persist};
 use crate::stats::WindowSpec;
 use crate::time::Timestamp;
-use crate::tls::{TlsListener, TlsPeer};
 
 /// How long config file events must be quiet before the file is read.
 const RELOAD_SETTLE: Duration = Duration::from_millis(300);
@@ -46,7 +46,7 @@ pub enum StartError {
     Shard(String),
     /// A cluster's client cannot be built (unreadable secret or CA file).
     #[error(transparent)]
-    Client(#[from] crate::flink::client::ClientBuildError),
+    Client(#[from] crate::sources::flink::client::ClientBuildError),
     /// The listener's TLS files are missing, not PEM, or the key does not match the certificate.
     #[error("{}", .0.join("; "))]
     Tls(Vec<String>),
@@ -151,11 +151,11 @@ fn log_start(config: &Config, config_path: Option<&Path>, saved: bool, state: &S
 
 /// Opens the checkpoint store, when enabled. One that cannot be opened is logged and left
 /// out (the daemon watches on without history), never a reason to refuse to start.
-fn open_store(config: &Config) -> Option<crate::store::Store> {
+fn open_store(config: &Config) -> Option<crate::state::store::Store> {
     if !config.store.enabled {
         return None;
     }
-    match crate::store::Store::open(&config.state.dir, config.store.bounds()) {
+    match crate::state::store::Store::open(&config.state.dir, config.store.bounds()) {
         Ok(store) => Some(store),
         Err(e) => {
             tracing::error!("cannot open the checkpoint store, running without it: {e}");
@@ -201,7 +201,7 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
         let _ = app.store.set(Arc::new(store));
     }
 
-    let tls = crate::tls::load(&config.server).map_err(StartError::Tls)?;
+    let tls = crate::outputs::tls::load(&config.server).map_err(StartError::Tls)?;
     let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
         .map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
@@ -211,12 +211,12 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     let mut pollers = Pollers::default();
     pollers.sync(&clusters, &app)?;
     let (mut discovery_task, mut discovered_rx) = spawn_discovery(discovery, &app);
-    let mut tailers = crate::logs::tail::Tailers::default();
+    let mut tailers = crate::sources::logs::tail::Tailers::default();
     tailers.sync(&config.logs, &config.state.dir, &app).await;
 
     let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
     let access = config.server.access().map_err(StartError::Shard)?;
-    let http = crate::access::protect(
+    let http = crate::outputs::access::protect(
         &access,
         config.server.tls_client_ca_file.is_some(),
         router(HttpState::new(app.clone())),
@@ -554,7 +554,7 @@ async fn alert_loop(
 ) {
     let build = |c: &Config| {
         let rules = c.effective_rules();
-        let notifier = crate::alerting::Notifier::new(
+        let notifier = crate::outputs::alerting::Notifier::new(
             &c.alerting.alertmanagers,
             c.alerting.timeout,
             c.alerting.resend_interval,
@@ -648,7 +648,7 @@ enum Delivery {
     /// What fires now and what resolved since the last round, at `now`.
     Round(Vec<crate::rules::Alert>, Vec<crate::rules::Alert>, Timestamp),
     /// The Alertmanagers changed (reload).
-    Replace(Option<crate::alerting::Notifier>),
+    Replace(Option<crate::outputs::alerting::Notifier>),
 }
 
 /// Aborts a task when dropped (the delivery task ends with the rule loop).
@@ -666,7 +666,7 @@ impl Drop for AbortOnDrop {
 async fn deliver_loop(
     app: Arc<AppState>,
     mut rounds: mpsc::UnboundedReceiver<Delivery>,
-    mut notifier: Option<crate::alerting::Notifier>,
+    mut notifier: Option<crate::outputs::alerting::Notifier>,
 ) {
     while let Some(first) = rounds.recv().await {
         let mut pending: Option<(Vec<crate::rules::Alert>, Vec<crate::rules::Alert>, Timestamp)> = None;
@@ -791,7 +791,7 @@ async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation: u6
         Ok(stored)
     })
     .await;
-    let note_store = |w: Option<crate::store::Written>| {
+    let note_store = |w: Option<crate::state::store::Written>| {
         if let Some(w) = w {
             app.store_stats.records.store(w.records, Ordering::Relaxed);
             app.store_stats.pruned.fetch_add(w.pruned, Ordering::Relaxed);
@@ -827,7 +827,7 @@ async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation: u6
 /// Which write of [`persist_if_changed`] failed.
 enum PersistStep {
     /// The store's: nothing was written; the records go back into the outbox.
-    Store(crate::store::StoreError, Vec<crate::state::outbox::Outboxed>),
+    Store(crate::state::store::StoreError, Vec<crate::state::outbox::Outboxed>),
     /// The state file's, after the store took its records.
-    State(persist::PersistError, Option<crate::store::Written>),
+    State(persist::PersistError, Option<crate::state::store::Written>),
 }

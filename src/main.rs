@@ -52,12 +52,12 @@ enum Command {
     },
     /// Run the checkpoint coordinator model: what-if (`--interval … --durations …`) or a
     /// replay of a job's history (`--checkpoint-config FILE --history FILE…`).
-    Simulate(checkpoint_sentinel::simulate::SimulateArgs),
+    Simulate(checkpoint_sentinel::commands::simulate::SimulateArgs),
     /// A one-shot checkpoint health report of a live cluster, without the daemon: statuses,
     /// failures with reasons, blocking subtasks and their TaskManagers, the failure class,
     /// likely causes, the spacing explained, and what to check next. Exit code 0 healthy,
     /// 1 unhealthy, 3 at risk, 2 when the cluster cannot be diagnosed.
-    Diagnose(checkpoint_sentinel::diagnose::DiagnoseArgs),
+    Diagnose(checkpoint_sentinel::commands::diagnose::DiagnoseArgs),
     /// Run a simulated Flink cluster (driven by the reference model) with the daemon watching
     /// it: real metrics within seconds, without a Flink.
     Demo {
@@ -110,7 +110,7 @@ fn main() -> ExitCode {
             interval_scale,
             rest_delay,
             ..
-        } => run_simulator(checkpoint_sentinel::demo::SimulatorOptions {
+        } => run_simulator(checkpoint_sentinel::commands::demo::SimulatorOptions {
             listen: flink_listen,
             jobs,
             seed,
@@ -124,9 +124,9 @@ fn main() -> ExitCode {
                 Ok(r) => r,
                 Err(code) => return code,
             };
-            ExitCode::from(runtime.block_on(checkpoint_sentinel::diagnose::run(&args)))
+            ExitCode::from(runtime.block_on(checkpoint_sentinel::commands::diagnose::run(&args)))
         }
-        Command::Simulate(args) => match checkpoint_sentinel::simulate::run(&args) {
+        Command::Simulate(args) => match checkpoint_sentinel::commands::simulate::run(&args) {
             Ok(out) => {
                 print!("{out}");
                 ExitCode::SUCCESS
@@ -137,8 +137,12 @@ fn main() -> ExitCode {
             }
         },
         Command::ScanLogs { format, max_line_bytes, files } => {
-            let patterns = checkpoint_sentinel::logs::parse::Patterns::builtin();
-            match checkpoint_sentinel::logs::scan::scan_paths_streaming(&files, &patterns, max_line_bytes) {
+            let patterns = checkpoint_sentinel::sources::logs::parse::Patterns::builtin();
+            match checkpoint_sentinel::commands::scan_logs::scan_paths_streaming(
+                &files,
+                &patterns,
+                max_line_bytes,
+            ) {
                 Ok(report) => {
                     match format {
                         ScanFormat::Text => print!("{}", report.to_text()),
@@ -240,13 +244,13 @@ fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, ExitCode> {
     })
 }
 
-fn run_simulator(options: checkpoint_sentinel::demo::SimulatorOptions) -> ExitCode {
+fn run_simulator(options: checkpoint_sentinel::commands::demo::SimulatorOptions) -> ExitCode {
     let runtime = match runtime(2) {
         Ok(r) => r,
         Err(code) => return code,
     };
     runtime.block_on(async move {
-        let sim = match checkpoint_sentinel::demo::start_simulator(options).await {
+        let sim = match checkpoint_sentinel::commands::demo::start_simulator(options).await {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -263,7 +267,7 @@ fn run_simulator(options: checkpoint_sentinel::demo::SimulatorOptions) -> ExitCo
 }
 
 fn run_demo(listen: SocketAddr, jobs: usize, seed: u64) -> ExitCode {
-    use checkpoint_sentinel::demo::{DemoOptions, start};
+    use checkpoint_sentinel::commands::demo::{DemoOptions, start};
     let runtime = match runtime(2) {
         Ok(r) => r,
         Err(code) => return code,

@@ -313,7 +313,7 @@ pub fn intern_source(source: &str) -> &'static str {
 
 /// A root-cause category read back from text; an unknown one (from a newer version) is `other`.
 pub fn intern_cause(category: &str) -> &'static str {
-    crate::logs::parse::CAUSE_CATEGORIES.iter().find(|c| **c == category).copied().unwrap_or("other")
+    crate::sources::logs::parse::CAUSE_CATEGORIES.iter().find(|c| **c == category).copied().unwrap_or("other")
 }
 
 fn event_source<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {

@@ -20,9 +20,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use checkpoint_sentinel::logs::parse::{LineSplitter, Patterns, RecordParser};
 use checkpoint_sentinel::observe::{ClusterPoll, JobPoll, JobSummary, LogEvent, Observation};
 use checkpoint_sentinel::rules::{AlertState, Evaluator, Rule, builtin, format_duration};
+use checkpoint_sentinel::sources::logs::parse::{LineSplitter, Patterns, RecordParser};
 use checkpoint_sentinel::state::State;
 use checkpoint_sentinel::stats::WindowSpec;
 use checkpoint_sentinel::time::Timestamp;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use checkpoint_sentinel::app::AppState;
 use checkpoint_sentinel::config::ClusterConfig;
-use checkpoint_sentinel::poller::Poller;
+use checkpoint_sentinel::sources::poller::Poller;
 use checkpoint_sentinel::state::State;
 use common::many::replay_many;
 use common::{sample, scrape};

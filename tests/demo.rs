@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use checkpoint_sentinel::demo::{DemoOptions, start};
+use checkpoint_sentinel::commands::demo::{DemoOptions, start};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_list_every_demo_job_within_10_s() {

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use checkpoint_sentinel::demo::{DemoOptions, start};
+use checkpoint_sentinel::commands::demo::{DemoOptions, start};
 use serde_json::Value;
 
 /// A demo job's id, what it should be explained by, and the check of its shadow.

@@ -8,7 +8,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use checkpoint_sentinel::poller::MAX_FINAL_POLLS;
+use checkpoint_sentinel::sources::poller::MAX_FINAL_POLLS;
 use common::{read_json, replay_then_cancel, sample, scrape};
 
 #[tokio::test]

@@ -6,9 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use checkpoint_sentinel::logs::parse::Patterns;
-use checkpoint_sentinel::logs::scan::scan_paths;
+use checkpoint_sentinel::commands::scan_logs::scan_paths;
 use checkpoint_sentinel::observe::{CheckpointSettings, JobKey, JobPoll, Observation};
+use checkpoint_sentinel::sources::logs::parse::Patterns;
 use checkpoint_sentinel::state::{State, is_shutdown_failure};
 use checkpoint_sentinel::stats::WindowSpec;
 use checkpoint_sentinel::time::Timestamp;

@@ -5,8 +5,8 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use checkpoint_sentinel::flink::{convert, dto};
 use checkpoint_sentinel::observe::{CheckpointStatus, SnapshotKind};
+use checkpoint_sentinel::sources::flink::{convert, dto};
 use common::fixtures;
 
 fn json_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -490,13 +490,17 @@ async fn ten_thousand_history_entries_cost_at_most_max_history_per_poll_requests
 async fn serve_bounded(
     app: Arc<checkpoint_sentinel::app::AppState>,
     max_connections: usize,
-    timeouts: checkpoint_sentinel::listener::Timeouts,
+    timeouts: checkpoint_sentinel::outputs::listener::Timeouts,
 ) -> SocketAddr {
-    use checkpoint_sentinel::http::{HttpState, router};
+    use checkpoint_sentinel::outputs::http::{HttpState, router};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let bounded =
-        checkpoint_sentinel::listener::Bounded::new(listener, app.clone(), max_connections, timeouts);
+    let bounded = checkpoint_sentinel::outputs::listener::Bounded::new(
+        listener,
+        app.clone(),
+        max_connections,
+        timeouts,
+    );
     tokio::spawn(async move { axum::serve(bounded, router(HttpState::new(app))).await.unwrap() });
     addr
 }
@@ -519,8 +523,8 @@ fn busy_app(jobs: usize) -> Arc<checkpoint_sentinel::app::AppState> {
     Arc::new(checkpoint_sentinel::app::AppState::new(state))
 }
 
-fn short() -> checkpoint_sentinel::listener::Timeouts {
-    checkpoint_sentinel::listener::Timeouts {
+fn short() -> checkpoint_sentinel::outputs::listener::Timeouts {
+    checkpoint_sentinel::outputs::listener::Timeouts {
         header_read: Duration::from_secs(1),
         idle: Duration::from_secs(2),
     }
@@ -585,7 +589,8 @@ async fn the_connection_cap_holds_and_frees_up_after_the_timeouts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_that_never_read_metrics_do_not_hold_up_a_scrape() {
     let app = busy_app(400);
-    let addr = serve_bounded(app.clone(), 512, checkpoint_sentinel::listener::Timeouts::default()).await;
+    let addr =
+        serve_bounded(app.clone(), 512, checkpoint_sentinel::outputs::listener::Timeouts::default()).await;
     let size = reqwest::get(format!("http://{addr}/metrics")).await.unwrap().bytes().await.unwrap().len();
     // Five clients ask and never read.
     let mut stalled = Vec::new();
@@ -613,7 +618,8 @@ async fn clients_that_never_read_metrics_do_not_hold_up_a_scrape() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_concurrent_scrapes_all_answer() {
     let app = busy_app(10);
-    let addr = serve_bounded(app.clone(), 512, checkpoint_sentinel::listener::Timeouts::default()).await;
+    let addr =
+        serve_bounded(app.clone(), 512, checkpoint_sentinel::outputs::listener::Timeouts::default()).await;
     let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
     // Each scrape costs a descriptor on each side: under a soft limit of 1,024 fewer at once.
     let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
@@ -741,8 +747,8 @@ fn tail_options(
     dir: &std::path::Path,
     glob: &str,
     max_files: usize,
-) -> checkpoint_sentinel::logs::tail::TailOptions {
-    checkpoint_sentinel::logs::tail::TailOptions {
+) -> checkpoint_sentinel::sources::logs::tail::TailOptions {
+    checkpoint_sentinel::sources::logs::tail::TailOptions {
         id: "t".into(),
         cluster: "c".into(),
         paths: vec![dir.join(glob).display().to_string()],
@@ -757,7 +763,7 @@ fn tail_options(
 
 #[test]
 fn a_symlink_loop_under_a_double_star_glob_is_not_followed() {
-    use checkpoint_sentinel::logs::{parse::Patterns, tail::TailCore};
+    use checkpoint_sentinel::sources::logs::{parse::Patterns, tail::TailCore};
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
     std::fs::write(dir.path().join("a/b/jobmanager.log"), "a line\n").unwrap();
@@ -779,7 +785,7 @@ fn a_symlink_loop_under_a_double_star_glob_is_not_followed() {
 
 #[test]
 fn files_past_max_files_are_left_out_and_counted_once() {
-    use checkpoint_sentinel::logs::{parse::Patterns, tail::TailCore};
+    use checkpoint_sentinel::sources::logs::{parse::Patterns, tail::TailCore};
     let dir = tempfile::tempdir().unwrap();
     for i in 0..300 {
         std::fs::write(dir.path().join(format!("tm-{i:03}.log")), format!("a line of TaskManager {i}\n"))

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use checkpoint_sentinel::poller::LOAD_EVERY_POLLS;
+use checkpoint_sentinel::sources::poller::LOAD_EVERY_POLLS;
 use common::{replay_with_vertices, replay_without_graph_at_first};
 use serde_json::Value;
 

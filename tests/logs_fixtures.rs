@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use checkpoint_sentinel::logs::parse::Patterns;
-use checkpoint_sentinel::logs::scan::{ScanReport, scan_paths};
+use checkpoint_sentinel::commands::scan_logs::{ScanReport, scan_paths};
+use checkpoint_sentinel::sources::logs::parse::Patterns;
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {

@@ -12,9 +12,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use checkpoint_sentinel::config::StartAt;
-use checkpoint_sentinel::logs::parse::Patterns;
-use checkpoint_sentinel::logs::tail::{TailCore, TailOptions};
 use checkpoint_sentinel::observe::TailerReport;
+use checkpoint_sentinel::sources::logs::parse::Patterns;
+use checkpoint_sentinel::sources::logs::tail::{TailCore, TailOptions};
 
 const JOB: &str = "e5977598408a0b50e1eb3e122b7bd082";
 /// How long the tailer sleeps between cycles.

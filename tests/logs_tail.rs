@@ -12,9 +12,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use checkpoint_sentinel::config::StartAt;
-use checkpoint_sentinel::logs::parse::Patterns;
-use checkpoint_sentinel::logs::tail::{TailCore, TailOptions};
 use checkpoint_sentinel::observe::LogEvent;
+use checkpoint_sentinel::sources::logs::parse::Patterns;
+use checkpoint_sentinel::sources::logs::tail::{TailCore, TailOptions};
 
 const JOB: &str = "e5977598408a0b50e1eb3e122b7bd082";
 
@@ -317,7 +317,7 @@ fn long_lines_are_cut_and_counted() {
 async fn the_daemon_task_applies_events_and_positions_to_the_state() {
     use checkpoint_sentinel::app::AppState;
     use checkpoint_sentinel::config::LogConfig;
-    use checkpoint_sentinel::logs::tail::Tailers;
+    use checkpoint_sentinel::sources::logs::tail::Tailers;
     use checkpoint_sentinel::state::State;
     use checkpoint_sentinel::stats::WindowSpec;
 

@@ -1,6 +1,6 @@
 //! docs/metrics.md lists exactly the metrics the exporter defines; `UPDATE_DOCS=1` rewrites it.
 
-use checkpoint_sentinel::export::{Kind, METRICS};
+use checkpoint_sentinel::outputs::export::{Kind, METRICS};
 
 const BEGIN: &str = "<!-- BEGIN METRICS -->";
 const END: &str = "<!-- END METRICS -->";

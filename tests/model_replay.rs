@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use checkpoint_sentinel::flink::{convert, dto};
 use checkpoint_sentinel::model::coordinator::{Binding, CoordinatorConfig};
 use checkpoint_sentinel::model::replay::{ReplayReport, merge_history, replay};
+use checkpoint_sentinel::sources::flink::{convert, dto};
 
 const VERSIONS: [&str; 3] = ["2.3.0", "1.20.5", "1.14.6"];
 const SCENARIOS: [&str; 5] = ["healthy", "minpause", "expired", "declined", "backpressure"];

@@ -53,7 +53,7 @@ fn job_view(
     version: &str,
     scenario: &str,
     edit: impl Fn(&mut checkpoint_sentinel::observe::FinishedCheckpoint),
-) -> checkpoint_sentinel::api::JobDetailView {
+) -> checkpoint_sentinel::outputs::api::JobDetailView {
     use checkpoint_sentinel::app::AlertsView;
     use checkpoint_sentinel::observe::{ClusterPoll, JobSummary, Observation};
     use checkpoint_sentinel::state::State;
@@ -84,7 +84,7 @@ fn job_view(
         last = poll.polled_at;
         state.apply(&Observation::JobPolled(poll), last);
     }
-    checkpoint_sentinel::api::job(
+    checkpoint_sentinel::outputs::api::job(
         &state,
         &AlertsView::default(),
         "lab",
@@ -196,7 +196,7 @@ fn a_declined_checkpoint_names_the_subtask_that_declined() {
 #[test]
 fn a_pending_subtask_is_in_its_snapshot_only_when_its_consumers_have_its_barrier() {
     use checkpoint_sentinel::observe::{JobTopology, TopologyEdge, TopologyVertex};
-    use checkpoint_sentinel::poller::{PendingPhase, pending_phase};
+    use checkpoint_sentinel::sources::poller::{PendingPhase, pending_phase};
     use std::collections::HashSet;
     let vertex = |id: &str| TopologyVertex { id: id.into(), name: id.into(), parallelism: 2 };
     let edge = |from: &str, to: &str| TopologyEdge {

@@ -5,9 +5,9 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use checkpoint_sentinel::logs::parse::{LineSplitter, Patterns, RecordParser};
-use checkpoint_sentinel::logs::scan::{Scanner, scan_paths, scan_paths_streaming};
+use checkpoint_sentinel::commands::scan_logs::{Scanner, scan_paths, scan_paths_streaming};
 use checkpoint_sentinel::observe::LogEvent;
+use checkpoint_sentinel::sources::logs::parse::{LineSplitter, Patterns, RecordParser};
 
 fn log_files() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
@@ -112,7 +112,7 @@ fn the_hand_written_parsers_agree_with_the_regexes() {
         let text = String::from_utf8_lossy(&std::fs::read(&file).unwrap()).into_owned();
         messages.extend(
             text.lines()
-                .filter_map(checkpoint_sentinel::logs::parse::split_header)
+                .filter_map(checkpoint_sentinel::sources::logs::parse::split_header)
                 .map(|h| h.message.to_string()),
         );
     }

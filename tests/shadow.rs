@@ -314,8 +314,8 @@ fn every_captured_failure_scenario_is_explained_by_the_rule_that_applies() {
 
 #[test]
 fn state_feeds_the_shadow_and_the_exporter_renders_it() {
-    use checkpoint_sentinel::export::{DaemonStats, encode_text, render};
     use checkpoint_sentinel::observe::{ClusterPoll, Observation};
+    use checkpoint_sentinel::outputs::export::{DaemonStats, encode_text, render};
     use checkpoint_sentinel::state::State;
     use checkpoint_sentinel::stats::WindowSpec;
     use checkpoint_sentinel::time::Timestamp;

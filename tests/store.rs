@@ -7,15 +7,15 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use checkpoint_sentinel::app::AppState;
-use checkpoint_sentinel::flink::{convert, dto};
-use checkpoint_sentinel::http::{HttpState, router};
 use checkpoint_sentinel::observe::{
     CheckpointCounts, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, Observation, OperatorCheckpoint,
     SnapshotKind, SubtaskCheckpoint,
 };
+use checkpoint_sentinel::outputs::http::{HttpState, router};
+use checkpoint_sentinel::sources::flink::{convert, dto};
+use checkpoint_sentinel::state::store::{Bounds, Query, Store};
 use checkpoint_sentinel::state::{State, persist};
 use checkpoint_sentinel::stats::WindowSpec;
-use checkpoint_sentinel::store::{Bounds, Query, Store};
 use checkpoint_sentinel::time::Timestamp;
 use tower::ServiceExt;
 
@@ -301,9 +301,9 @@ fn savepoint_metrics_are_exported_for_completed_and_failed_savepoints() {
         checkpoint(4, CheckpointStatus::Failed, SnapshotKind::Checkpoint),
     ];
     state.apply(&poll(history), Timestamp(T0));
-    let daemon = checkpoint_sentinel::export::DaemonStats::default();
-    let families = checkpoint_sentinel::export::render(&state, &daemon, Timestamp(T0 + 60_000));
-    let text = checkpoint_sentinel::export::encode_text(&families);
+    let daemon = checkpoint_sentinel::outputs::export::DaemonStats::default();
+    let families = checkpoint_sentinel::outputs::export::render(&state, &daemon, Timestamp(T0 + 60_000));
+    let text = checkpoint_sentinel::outputs::export::encode_text(&families);
     let value = |name: &str, status: Option<&str>| {
         text.lines()
             .filter(|l| l.starts_with(&format!("{name}{{")))

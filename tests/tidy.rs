@@ -38,11 +38,11 @@ const PURE: &[&str] = &[
     "src/stats.rs",
     "src/state/mod.rs",
     "src/state/history.rs",
-    "src/flink/dto.rs",
-    "src/flink/convert.rs",
+    "src/sources/flink/dto.rs",
+    "src/sources/flink/convert.rs",
     "src/model",
     "src/shadow",
-    "src/logs/parse.rs",
+    "src/sources/logs/parse.rs",
     "src/rules",
 ];
 

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use checkpoint_sentinel::logs::parse::{Patterns, RecordParser};
+use checkpoint_sentinel::sources::logs::parse::{Patterns, RecordParser};
 use libfuzzer_sys::fuzz_target;
 
 /// Compiling the patterns is the expensive part; do it once.

@@ -2,7 +2,7 @@
 //! without panicking.
 #![no_main]
 
-use checkpoint_sentinel::flink::{convert, dto};
+use checkpoint_sentinel::sources::flink::{convert, dto};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -11,9 +11,9 @@
 //! period; a model trigger with none is a checkpoint the observation missed, and it gets the
 //! median observed duration.
 
-use crate::flink::{convert, dto};
 use crate::model::coordinator::{Binding, Coordinator, CoordinatorConfig, FailureReason, Outcome, Schedule};
 use crate::observe::CheckpointStatus;
+use crate::sources::flink::{convert, dto};
 use crate::time::Timestamp;
 
 /// One checkpoint as a job's history reported it.

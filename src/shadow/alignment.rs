@@ -784,7 +784,7 @@ mod tests {
 
     #[test]
     fn a_graph_over_the_budget_is_not_modelled_and_says_why() {
-        for parallelism in [1_000, crate::flink::convert::MAX_PARALLELISM] {
+        for parallelism in [1_000, crate::sources::flink::convert::MAX_PARALLELISM] {
             let (topology, load) = hashed(parallelism);
             let mut shadow = AlignmentShadow::new();
             shadow.set_settings(&settings());

@@ -8,8 +8,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::logs::parse::counts_root_cause;
 use crate::observe::{LogEvent, LogRead, TailerPositions, TailerReport};
+use crate::sources::logs::parse::counts_root_cause;
 
 /// How many recent log events per cluster are kept for the API and status page.
 pub const RECENT_LOG_EVENTS: usize = 256;

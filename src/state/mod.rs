@@ -7,6 +7,7 @@ pub mod history;
 pub mod logs;
 pub mod outbox;
 pub mod persist;
+pub mod store;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 

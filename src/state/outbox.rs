@@ -3,7 +3,7 @@
 //!
 //! Pure like the rest of `state`: `State::apply` pushes the records into an [`Outbox`]; the
 //! daemon's persister drains it and writes the records to the store *before* the state
-//! snapshot that marks them counted (see `ARCHITECTURE.md`, "`src/store.rs`").
+//! snapshot that marks them counted (see `ARCHITECTURE.md`, "`src/state/store.rs`").
 
 use serde::{Deserialize, Serialize};
 

@@ -394,8 +394,8 @@ impl Scenario {
 
     /// [`Scenario::job_polls_of`] with the poll times given (one per poll).
     pub fn job_polls_at(&self, polls: &[Value], times: &[i64]) -> Vec<checkpoint_sentinel::observe::JobPoll> {
-        use checkpoint_sentinel::flink::{convert, dto};
         use checkpoint_sentinel::observe::{JobKey, JobPoll};
+        use checkpoint_sentinel::sources::flink::{convert, dto};
         use checkpoint_sentinel::time::Timestamp;
         let config: dto::CheckpointConfig =
             serde_json::from_value(read_json(&self.dir.join("rest/checkpoints-config.json"))).unwrap();
@@ -457,8 +457,8 @@ impl Scenario {
 
     /// The captured graph and vertex load, as the poller reports it.
     pub fn load_report(&self) -> checkpoint_sentinel::observe::JobLoadReport {
-        use checkpoint_sentinel::flink::{convert, dto};
         use checkpoint_sentinel::observe::{JobKey, JobLoadReport};
+        use checkpoint_sentinel::sources::flink::{convert, dto};
         use checkpoint_sentinel::time::Timestamp;
         let job: dto::JobDetails =
             serde_json::from_value(read_json(&self.dir.join("rest/job.json"))).unwrap();

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 use crate::config::{ClusterConfig, Credentials};
-use crate::flink::dto;
+use crate::sources::flink::dto;
 
 /// Why a request failed. `kind()` is a fixed label value; the text goes to the log only.
 #[derive(Debug, thiserror::Error)]

@@ -12,7 +12,7 @@ use axum::routing::get;
 
 use crate::app::AppState;
 use crate::time::Timestamp;
-use crate::{api, export};
+use crate::{outputs::api, outputs::export};
 
 /// What the handlers need.
 #[derive(Clone)]
@@ -150,8 +150,8 @@ async fn api_checkpoints(
         ));
     }
     let limit = q.limit.unwrap_or(DEFAULT_HISTORY_LIMIT);
-    if limit == 0 || limit > crate::store::MAX_QUERY_LIMIT {
-        return bad_request(format!("limit={limit}: expected 1 to {}", crate::store::MAX_QUERY_LIMIT));
+    if limit == 0 || limit > crate::state::store::MAX_QUERY_LIMIT {
+        return bad_request(format!("limit={limit}: expected 1 to {}", crate::state::store::MAX_QUERY_LIMIT));
     }
     if let (Some(since), Some(until)) = (q.since, q.until)
         && since > until
@@ -165,7 +165,7 @@ async fn api_checkpoints(
         )
             .into_response();
     }
-    let query = crate::store::Query { since: q.since, until: q.until, limit };
+    let query = crate::state::store::Query { since: q.since, until: q.until, limit };
     let (c, j, outcome) = (cluster.clone(), job_id.clone(), q.outcome.clone());
     let found = tokio::task::spawn_blocking(move || {
         store.query(&c, &j, &query, |r| outcome.as_deref().is_none_or(|o| api::outcome_matches(&r.record, o)))
@@ -316,8 +316,8 @@ fn render_body(renderer: &mut export::TextRenderer, app: &AppState) -> Vec<axum:
 /// Pending, firing and recently resolved alerts of the daemon's own rules.
 async fn alerts(Extract(state): Extract<HttpState>) -> Response {
     let view = state.app.alerts.read().unwrap_or_else(|e| e.into_inner()).clone();
-    let shown = |alerts: &[crate::rules::Alert]| -> Vec<crate::api::AlertView> {
-        alerts.iter().map(crate::api::AlertView::from).collect()
+    let shown = |alerts: &[crate::rules::Alert]| -> Vec<crate::outputs::api::AlertView> {
+        alerts.iter().map(crate::outputs::api::AlertView::from).collect()
     };
     axum::Json(serde_json::json!({ "active": shown(&view.active), "resolved": shown(&view.resolved) }))
         .into_response()

@@ -1067,7 +1067,7 @@ fn event_view(e: &LogEvent, ring: &RingIndex<'_>) -> EventView {
         severity: e.severity,
         source: e.source,
         logged_at: e.logged_at.clone(),
-        logged_at_ms: e.logged_at.as_deref().and_then(crate::logs::parse::log_time_utc_ms),
+        logged_at_ms: e.logged_at.as_deref().and_then(crate::sources::logs::parse::log_time_utc_ms),
         checkpoint_id: e.checkpoint_id,
         task,
         subtask,
@@ -1504,7 +1504,7 @@ mod tests {
 
     #[test]
     fn log_times_read_as_utc_epoch_ms() {
-        use crate::logs::parse::log_time_utc_ms;
+        use crate::sources::logs::parse::log_time_utc_ms;
         assert_eq!(log_time_utc_ms("2026-12-01 13:34:42,967"), Some(1_796_132_082_967));
         assert_eq!(log_time_utc_ms("1970-01-01 00:00:00,000"), Some(0));
         assert_eq!(log_time_utc_ms("2024-02-29T23:59:59.999"), Some(1_709_251_199_999));

@@ -283,7 +283,7 @@ async fn accept_loop(
 ) {
     // Handshakes in progress, and handshaken connections waiting for the listener to take them,
     // at most as many as the listener serves (`listener::MAX_CONNECTIONS`).
-    let slots = Arc::new(tokio::sync::Semaphore::new(crate::listener::MAX_CONNECTIONS));
+    let slots = Arc::new(tokio::sync::Semaphore::new(crate::outputs::listener::MAX_CONNECTIONS));
     loop {
         let permit = slots.clone().acquire_owned().await.expect("the semaphore is never closed");
         let (stream, peer) = match tcp.accept().await {
@@ -377,7 +377,7 @@ pub struct TlsPeer {
     pub client_certificate: bool,
 }
 
-type BoundedTls = crate::listener::Bounded<TlsListener>;
+type BoundedTls = crate::outputs::listener::Bounded<TlsListener>;
 
 impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, BoundedTls>> for TlsPeer {
     fn connect_info(stream: axum::serve::IncomingStream<'_, BoundedTls>) -> Self {

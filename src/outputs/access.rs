@@ -9,7 +9,7 @@ use axum::middleware::{self, Next};
 use axum::response::IntoResponse;
 
 use crate::config::Credentials;
-use crate::tls::TlsPeer;
+use crate::outputs::tls::TlsPeer;
 
 /// Paths that stay open, so that liveness and readiness probes need no credentials.
 const OPEN_PATHS: [&str; 2] = ["/healthz", "/readyz"];

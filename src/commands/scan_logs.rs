@@ -16,11 +16,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::parse::{
+use crate::observe::LogEvent;
+use crate::sources::logs::parse::{
     BUILTIN_KINDS, LineNeedles, LineSplitter, Patterns, RecordParser, SYMPTOM_CATEGORIES, counts_root_cause,
     is_record_start, log_time_utc_ms,
 };
-use crate::observe::LogEvent;
 
 /// Kinds that name a subtask holding a checkpoint up or failing it.
 const BLOCKING_KINDS: &[&str] = &[

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use crate::demo::{DemoCluster, DemoJob, HOLDOUT, RECORD_BYTES};
+use crate::commands::demo::{DemoCluster, DemoJob, HOLDOUT, RECORD_BYTES};
 use crate::model::alignment::vertex_id;
 use crate::model::coordinator::{End, JobStatus, Outcome, PredictedCheckpoint, REST_HISTORY};
 use crate::observe::SubtaskCheckpoint;
@@ -142,7 +142,7 @@ fn vertex_index(job: &DemoJob, vid: &str) -> Option<usize> {
 
 /// Where the subtasks run, as `/jobs/:jid/vertices/:vid` lists them (the simulated cluster has
 /// one TaskManager, as `/overview` says), and their I/O counters since the job started, from
-/// the load of the graph the demo simulates ([`crate::demo::steady_load`]).
+/// the load of the graph the demo simulates ([`crate::commands::demo::steady_load`]).
 async fn vertex(State(cluster): State<Shared>, Path((jid, vid)): Path<(String, String)>) -> Response {
     with_job(&cluster, &jid, |j| {
         let Some(v) = vertex_index(j, &vid) else {
@@ -282,7 +282,7 @@ async fn checkpoint_config(State(cluster): State<Shared>, Path(jid): Path<String
 /// Whether subtask `st` of the vertex `vertex_id` has acknowledged checkpoint `c` by now: every
 /// subtask of a completed checkpoint; otherwise those whose simulated acknowledgement came before
 /// the checkpoint failed (or before now, while it runs), except the one that holds a failing
-/// checkpoint up ([`crate::demo::HOLDOUT`]: it hangs in its snapshot or declines), which never
+/// checkpoint up ([`crate::commands::demo::HOLDOUT`]: it hangs in its snapshot or declines), which never
 /// does.
 fn acknowledged(job: &DemoJob, c: &PredictedCheckpoint, vertex_id: &str, st: &SubtaskCheckpoint) -> bool {
     if matches!(c.end, Some(End::Completed(_))) {

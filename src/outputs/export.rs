@@ -544,7 +544,7 @@ pub struct DaemonStats {
     /// Per rule: (name, severity, pending alerts, firing alerts).
     pub alerts: Vec<(String, &'static str, usize, usize)>,
     /// Delivery counters per Alertmanager.
-    pub alertmanagers: Vec<crate::alerting::TargetStats>,
+    pub alertmanagers: Vec<crate::outputs::alerting::TargetStats>,
     /// Failed TLS handshakes on the daemon's port by reason, when it serves TLS.
     pub tls_handshake_errors: Option<[(&'static str, u64); 3]>,
     /// Connections to the daemon's port open now.
@@ -554,11 +554,11 @@ pub struct DaemonStats {
     /// What the bounds on outside input cut, per (cluster, what).
     pub inputs_cut: Vec<(String, &'static str, u64)>,
     /// The process's CPU, memory, descriptors and threads (Linux only).
-    pub process: Option<crate::process::ProcessStats>,
+    pub process: Option<crate::outputs::process::ProcessStats>,
     /// What to export: per-operator series or not, which quantiles (`[metrics]`).
     pub metrics: crate::config::MetricsConfig,
     /// What file discovery last found, when it is on.
-    pub discovery: Option<crate::discovery::DiscoveryStats>,
+    pub discovery: Option<crate::sources::discovery::DiscoveryStats>,
 }
 
 /// The checkpoint store's counters.
@@ -1457,19 +1457,19 @@ mod tests {
             persist_errors: 2,
             last_persisted: Some(end),
             alerts: vec![("FlinkCheckpointSlow".into(), "warning", 1, 2)],
-            alertmanagers: vec![crate::alerting::TargetStats {
+            alertmanagers: vec![crate::outputs::alerting::TargetStats {
                 url: "http://am:9093".into(),
                 sent_total: 5,
                 errors_total: 1,
                 queued: 0,
             }],
             tls_handshake_errors: Some([("plain_http", 1), ("failed", 3), ("timeout", 0)]),
-            discovery: Some(crate::discovery::DiscoveryStats {
+            discovery: Some(crate::sources::discovery::DiscoveryStats {
                 clusters: 3,
                 dropped: [("limit", 1), ("duplicate", 0), ("invalid", 2)],
                 file_errors: [("too_large", 0), ("unreadable", 1), ("invalid", 4), ("too_many_files", 0)],
             }),
-            process: crate::process::read(),
+            process: crate::outputs::process::read(),
             metrics: crate::config::MetricsConfig::default(),
             ..DaemonStats::default()
         };

@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::config::Credentials;
-use crate::flink::client::authorize;
 use crate::rules::{Alert, AlertState};
+use crate::sources::flink::client::authorize;
 use crate::time::Timestamp;
 
 /// Resolved alerts kept for an unreachable Alertmanager at most this long (it has expired

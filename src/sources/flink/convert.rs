@@ -1,11 +1,11 @@
 //! Pure conversion from Flink's REST DTOs to observations; Flink's version semantics live here.
 
-use crate::flink::dto;
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointStatus, FinishedCheckpoint, InProgressCheckpoint,
     JobTopology, OperatorCheckpoint, SnapshotKind, SubtaskCheckpoint, SubtaskLoad, TopologyEdge,
     TopologyVertex, VertexLoad,
 };
+use crate::sources::flink::dto;
 use crate::time::Timestamp;
 
 /// A non-negative quantity, or `None` for missing and for Flink's `-1` "unknown".

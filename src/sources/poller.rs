@@ -16,9 +16,9 @@ use tokio::sync::Semaphore;
 
 use crate::app::AppState;
 use crate::config::ClusterConfig;
-use crate::flink::client::{FetchError, FlinkClient};
-use crate::flink::{convert, dto};
 use crate::observe::{ClusterPoll, JobKey, JobPoll, JobSummary, LogEvent, Observation, Severity};
+use crate::sources::flink::client::{FetchError, FlinkClient};
+use crate::sources::flink::{convert, dto};
 use crate::time::Timestamp;
 
 /// Longest wait between rounds while a cluster is failing.
@@ -116,7 +116,7 @@ impl Poller {
     pub fn new(
         config: ClusterConfig,
         app: Arc<AppState>,
-    ) -> Result<Self, crate::flink::client::ClientBuildError> {
+    ) -> Result<Self, crate::sources::flink::client::ClientBuildError> {
         let client = FlinkClient::new(&config)?;
         // Patterns were validated with the config.
         let compile = |ps: &[String]| ps.iter().filter_map(|p| Regex::new(p).ok()).collect::<Vec<_>>();

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::flink::{convert, dto};
 use crate::model::coordinator::{
     Binding, Coordinator, CoordinatorConfig, End, FailureReason, JobStatus, Outcome, Schedule,
 };
 use crate::model::replay::{ReplayReport, dominant_binding, median, merge_history, replay};
+use crate::sources::flink::{convert, dto};
 use crate::time::Timestamp;
 
 /// Output format.

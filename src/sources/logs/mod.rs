@@ -4,9 +4,10 @@
 //! * [`parse`]: pure line recognition, stack-trace grouping and root-cause classification.
 //! * [`offsets`]: file fingerprints and the atomically persisted read positions.
 //! * [`tail`]: the follower (metadata polling, `notify` events as a wake-up hint).
-//! * [`scan`]: the offline analysis behind `checkpoint-sentinel scan-logs`.
+//!
+//! The offline analysis behind `checkpoint-sentinel scan-logs` is a command:
+//! [`crate::commands::scan_logs`].
 
 pub mod offsets;
 pub mod parse;
-pub mod scan;
 pub mod tail;

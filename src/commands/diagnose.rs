@@ -15,9 +15,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::commands::simulate::human_ms;
 use crate::config::ClusterConfig;
-use crate::flink::client::{FetchError, FlinkClient};
-use crate::flink::{convert, dto};
 use crate::model::coordinator::{CoordinatorConfig, FailureReason};
 use crate::model::replay::{merge_history, replay};
 use crate::observe::{
@@ -25,7 +24,8 @@ use crate::observe::{
 };
 use crate::rules::Class;
 use crate::shadow::Shadow;
-use crate::simulate::human_ms;
+use crate::sources::flink::client::{FetchError, FlinkClient};
+use crate::sources::flink::{convert, dto};
 use crate::time::Timestamp;
 
 /// Output format.
@@ -69,7 +69,7 @@ pub struct DiagnoseArgs {
 pub enum DiagnoseError {
     /// The client could not be built.
     #[error(transparent)]
-    Client(#[from] crate::flink::client::ClientBuildError),
+    Client(#[from] crate::sources::flink::client::ClientBuildError),
     /// A request that the report needs failed.
     #[error(transparent)]
     Fetch(#[from] FetchError),
@@ -807,7 +807,7 @@ pub fn analyse(d: &JobData) -> JobReport {
             (None, Some(config)) => {
                 let r = replay(config, &merge_history([&d.stats]));
                 if r.rows.len() >= 2 {
-                    spacing.push(crate::simulate::explain(
+                    spacing.push(crate::commands::simulate::explain(
                         &r.config,
                         r.effective_interval_ms,
                         r.median_duration_ms,
@@ -1333,7 +1333,7 @@ pub fn exit_code(report: &Report) -> u8 {
 }
 
 fn clock(ms: i64) -> String {
-    let t = crate::demo::log_time(Timestamp(ms));
+    let t = crate::commands::demo::log_time(Timestamp(ms));
     t.get(11..).unwrap_or(&t).replace(',', ".")
 }
 
@@ -1351,7 +1351,7 @@ pub fn to_text(report: &Report) -> String {
         "checkpoint-sentinel diagnose: {} (Flink {}), {} UTC",
         report.url,
         report.flink_version.as_deref().unwrap_or("?"),
-        crate::demo::log_time(Timestamp(report.at_ms)).replace(',', ".")
+        crate::commands::demo::log_time(Timestamp(report.at_ms)).replace(',', ".")
     ));
     if report.jobs.is_empty() {
         line("No running job.".into());
