@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use crate::observe::LogEvent;
 use crate::sources::logs::parse::{
     BUILTIN_KINDS, LineNeedles, LineSplitter, Patterns, RecordParser, SYMPTOM_CATEGORIES, counts_root_cause,
-    is_record_start, log_time_utc_ms,
+    is_record_start, line_needles, log_time_utc_ms,
 };
 
 /// Kinds that name a subtask holding a checkpoint up or failing it.
@@ -88,9 +88,7 @@ pub fn scan_paths(
     max_line_bytes: usize,
 ) -> io::Result<ScanReport> {
     let mut scanner = Scanner::new(patterns.clone(), max_line_bytes).keep_events(true);
-    for path in paths {
-        scanner.scan_path(path)?;
-    }
+    scanner.scan_paths(paths)?;
     Ok(scanner.finish())
 }
 
@@ -102,9 +100,7 @@ pub fn scan_paths_streaming(
     max_line_bytes: usize,
 ) -> io::Result<ScanReport> {
     let mut scanner = Scanner::new(patterns.clone(), max_line_bytes);
-    for path in paths {
-        scanner.scan_path(path)?;
-    }
+    scanner.scan_paths(paths)?;
     Ok(scanner.finish())
 }
 
@@ -270,6 +266,65 @@ impl Scanner {
             lines,
             oversize_lines: oversize,
             records,
+        });
+        Ok(())
+    }
+
+    /// Reads `paths` in order, two files at a time on two cores when there are several below
+    /// the size at which one file is cut into ranges: the second file's events wait in memory
+    /// (one file's worth) and are aggregated after the first's, so the report is the one of a
+    /// serial scan, and the first error is the one a serial scan would return.
+    pub fn scan_paths(&mut self, paths: &[PathBuf]) -> io::Result<()> {
+        let small = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.len() < self.parallel_min_bytes);
+        let mut i = 0;
+        while i < paths.len() {
+            if self.ranges > 1 && i + 1 < paths.len() && small(&paths[i]) && small(&paths[i + 1]) {
+                self.scan_pair(&paths[i], &paths[i + 1])?;
+                i += 2;
+            } else {
+                self.scan_path(&paths[i])?;
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Scans `a` here and `b` on a second thread, then aggregates `b` after `a`.
+    fn scan_pair(&mut self, a: &Path, b: &Path) -> io::Result<()> {
+        let (patterns, max, keep, by_lines) =
+            (self.patterns.clone(), self.max_line_bytes, self.keep_events, self.by_lines);
+        let (first, second) = std::thread::scope(|scope| {
+            let worker = scope.spawn(move || -> io::Result<(Totals, Vec<LogEvent>)> {
+                let file = std::fs::File::open(b)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", b.display())))?;
+                let (mut events, mut buf) = (Vec::new(), Vec::new());
+                let totals =
+                    scan_range(&patterns, max, 0, file, &mut buf, by_lines, keep, &mut |e| events.push(e))?;
+                Ok((totals, events))
+            });
+            let first = self.scan_path(a);
+            (first, worker.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        });
+        first?;
+        let (totals, events) = second?;
+        let name = b.display().to_string();
+        let file = self.report.aggregate.add_file(&name);
+        let mut sink = Sink {
+            aggregate: &mut self.report.aggregate,
+            kept: keep.then_some(&mut self.report.events),
+            name: &name,
+            file,
+            seq: &mut self.seq,
+        };
+        for e in events {
+            sink.add(e);
+        }
+        self.report.files.push(FileSummary {
+            path: b.to_path_buf(),
+            bytes: totals.end,
+            lines: totals.lines,
+            oversize_lines: totals.oversize,
+            records: totals.records,
         });
         Ok(())
     }
@@ -474,39 +529,10 @@ impl Lines<'_> {
         if self.records == 0 && is_record_start(line) {
             self.records = 1;
         }
-        let mut found = LineNeedles::Unknown;
-        let candidate = if self.all_lines {
-            true
-        } else if offset < chunk_start {
-            // Began in the previous buffer: the buffer search saw only part of it.
-            self.patterns.might_match(line)
+        let (candidate, found) = if self.all_lines {
+            (true, LineNeedles::Unknown)
         } else {
-            let start = (offset - chunk_start) as usize;
-            let end = start + line.len();
-            while self.next < needles.len() && needles[self.next].0 < start {
-                self.next += 1;
-            }
-            match needles.get(self.next) {
-                // A needle cut by the line limit: ask the line itself.
-                Some(&(s, e, _)) if s < end && e > end => self.patterns.might_match(line),
-                Some(&(s, ..)) if s < end => {
-                    // Every needle of the line, if the line ends after the last one.
-                    let mut mask = 0u32;
-                    let mut cut = false;
-                    for &(_, e, id) in needles[self.next..].iter().take_while(|n| n.0 < end) {
-                        if e > end || id >= 32 {
-                            cut = true;
-                        } else {
-                            mask |= 1 << id;
-                        }
-                    }
-                    if !cut {
-                        found = LineNeedles::Found { mask, first: (s - start) as u32 };
-                    }
-                    true
-                }
-                _ => false,
-            }
+            line_needles(self.patterns, needles, &mut self.next, line, offset, chunk_start)
         };
         consider(
             line,

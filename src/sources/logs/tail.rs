@@ -34,7 +34,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::offsets::{self, FileId, FilePosition, TailerPositions};
-use super::parse::{LineSplitter, Patterns, RecordParser, UserPattern};
+use super::parse::{LineSplitter, Patterns, RecordParser, UserPattern, line_needles};
 use crate::app::AppState;
 use crate::config::{LogConfig, StartAt};
 use crate::observe::{LogEvent, LogRead, Observation, TailerReport};
@@ -121,6 +121,8 @@ struct Follower {
     head: Vec<u8>,
     splitter: LineSplitter,
     parser: RecordParser,
+    /// The needles of the last buffer read (reused).
+    needles: Vec<(usize, usize, u32)>,
     /// Its path leads elsewhere now (rotated away or deleted): read to the end, then close.
     gone: bool,
     last_growth: Instant,
@@ -604,6 +606,7 @@ impl TailCore {
                 head,
                 splitter: LineSplitter::new(self.opts.max_line_bytes, offset),
                 parser: RecordParser::new(self.patterns.clone()),
+                needles: Vec::new(),
                 gone: false,
                 last_growth: now,
                 len: meta.len(),
@@ -764,10 +767,34 @@ fn read_some(
         }
         total += n;
         extend_head(&mut f.head, f.splitter.offset(), &chunk[..n]);
-        let parser = &mut f.parser;
-        f.splitter.feed(&chunk[..n], |line, offset| parser.push_line(line, offset, events));
+        feed_searched(&mut f.splitter, &mut f.parser, &mut f.needles, &chunk[..n], events);
     }
     Ok((total, false))
+}
+
+/// Feeds one buffer read from a file into its parser: one whole-buffer needle search, and
+/// each line's needles (or none) handed over with it, so only lines with a needle reach the
+/// recogniser and none is searched twice (as `scan-logs` does). With user patterns every line
+/// is a candidate and goes the per-line way.
+pub fn feed_searched(
+    splitter: &mut LineSplitter,
+    parser: &mut RecordParser,
+    needles: &mut Vec<(usize, usize, u32)>,
+    chunk: &[u8],
+    events: &mut Vec<LogEvent>,
+) {
+    let patterns = parser.patterns().clone();
+    if patterns.has_user_patterns() {
+        splitter.feed(chunk, |line, offset| parser.push_line(line, offset, events));
+        return;
+    }
+    needles.clear();
+    patterns.find_needles(chunk, needles);
+    let (chunk_start, mut next) = (splitter.offset(), 0);
+    splitter.feed(chunk, |line, offset| {
+        let (candidate, found) = line_needles(&patterns, needles, &mut next, line, offset, chunk_start);
+        parser.push_line_with_needles(line, offset, candidate, found, events);
+    });
 }
 
 /// Whether the file still starts with the bytes its fingerprint holds.

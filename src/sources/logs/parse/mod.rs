@@ -23,7 +23,7 @@ pub use causes::{
     CAUSE_CATEGORIES, SYMPTOM_CATEGORIES, classify, classify_text, counts_root_cause, exception_of,
 };
 pub use lines::{Header, LineSplitter, is_record_start, log_time_utc_ms, split_header};
-pub use patterns::{BUILTIN_KINDS, LineNeedles, Patterns, UserPattern};
+pub use patterns::{BUILTIN_KINDS, LineNeedles, Patterns, UserPattern, line_needles};
 pub use records::{RecordParser, split_task, subtask_of};
 
 use crate::observe::{LogEvent, Severity};

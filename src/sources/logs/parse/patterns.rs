@@ -85,6 +85,53 @@ pub enum LineNeedles {
     },
 }
 
+/// Where a line of a searched buffer stands: `(candidate, needles)`. `needles` are the needles
+/// [`Patterns::find_needles`] found in `chunk` (which starts at `chunk_start` in the file), and
+/// `next` the index of the first of them not before the previous line (lines come in order).
+/// A line that began in an earlier buffer, or whose needle the line limit cut, is asked with
+/// the per-line search (`might_match`) and its needles are unknown.
+pub fn line_needles(
+    patterns: &Patterns,
+    needles: &[(usize, usize, u32)],
+    next: &mut usize,
+    line: &[u8],
+    offset: u64,
+    chunk_start: u64,
+) -> (bool, LineNeedles) {
+    if offset < chunk_start {
+        // Began in the previous buffer: the buffer search saw only part of it.
+        return (patterns.might_match(line), LineNeedles::Unknown);
+    }
+    let start = (offset - chunk_start) as usize;
+    let end = start + line.len();
+    while *next < needles.len() && needles[*next].0 < start {
+        *next += 1;
+    }
+    match needles.get(*next) {
+        // A needle cut by the line limit: ask the line itself.
+        Some(&(s, e, _)) if s < end && e > end => (patterns.might_match(line), LineNeedles::Unknown),
+        Some(&(s, ..)) if s < end => {
+            // Every needle of the line, if none of them was cut or is of unknown index.
+            let mut mask = 0u32;
+            let mut known = true;
+            for &(_, e, id) in needles[*next..].iter().take_while(|n| n.0 < end) {
+                if e > end || id >= 32 {
+                    known = false;
+                } else {
+                    mask |= 1 << id;
+                }
+            }
+            let found = if known {
+                LineNeedles::Found { mask, first: (s - start) as u32 }
+            } else {
+                LineNeedles::Unknown
+            };
+            (true, found)
+        }
+        _ => (false, LineNeedles::Unknown),
+    }
+}
+
 /// The whole-buffer needle search: SIMD Teddy where the CPU has it (several GB/s on lines that
 /// match nothing, no automaton to confirm a literal), else a literal regex alternation.
 enum BufferSearch {

@@ -135,6 +135,11 @@ impl RecordParser {
         RecordParser { patterns, pending: None, keep_stack: true, spare: String::new() }
     }
 
+    /// The patterns it recognises lines with.
+    pub fn patterns(&self) -> &Arc<Patterns> {
+        &self.patterns
+    }
+
     /// Whether events carry their stack lines ([`LogEvent::stack`]); on by default. The root
     /// cause is classified either way.
     pub fn keep_stack(mut self, keep: bool) -> Self {
