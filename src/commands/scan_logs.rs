@@ -275,7 +275,8 @@ impl Scanner {
     /// (one file's worth) and are aggregated after the first's, so the report is the one of a
     /// serial scan, and the first error is the one a serial scan would return.
     pub fn scan_paths(&mut self, paths: &[PathBuf]) -> io::Result<()> {
-        let small = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.len() < self.parallel_min_bytes);
+        let min = self.parallel_min_bytes;
+        let small = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.len() < min);
         let mut i = 0;
         while i < paths.len() {
             if self.ranges > 1 && i + 1 < paths.len() && small(&paths[i]) && small(&paths[i + 1]) {
