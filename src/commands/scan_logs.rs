@@ -427,6 +427,7 @@ fn split_points(file: &mut std::fs::File, len: u64, n: usize) -> io::Result<Vec<
 /// jumps to the start of the next needle's line (`memrchr`), and their newlines are counted in
 /// one vectorised pass. Only a record that produced events (its stack trace follows) is read
 /// line by line, up to the next record start.
+#[allow(clippy::too_many_arguments)]
 fn scan_range(
     patterns: &Arc<Patterns>,
     max_line_bytes: usize,

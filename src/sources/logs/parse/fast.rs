@@ -154,7 +154,7 @@ pub(super) fn barrier_received(message: &str) -> Option<LogEvent> {
 /// What a hand-written parser says about a message.
 pub(super) enum Parsed {
     /// The regex would give this event.
-    Event(LogEvent),
+    Event(Box<LogEvent>),
     /// The regex would not match.
     NoMatch,
     /// A shape the parser does not decide: ask the regex.
@@ -184,7 +184,7 @@ pub(super) fn async_snapshot_failed(message: &str) -> Parsed {
     e.checkpoint_id = id.parse().ok();
     e.task = Some(task.to_string());
     refine(&mut e);
-    Parsed::Event(e)
+    Parsed::Event(Box::new(e))
 }
 
 /// `^Failed to trigger or complete checkpoint (?P<id>-?\d+|\S+) for job

@@ -403,7 +403,7 @@ impl Patterns {
             }
             if kind == "async_snapshot_failed" {
                 match fast::async_snapshot_failed(message) {
-                    fast::Parsed::Event(event) => return Some(event),
+                    fast::Parsed::Event(event) => return Some(*event),
                     fast::Parsed::NoMatch => return None,
                     fast::Parsed::AskRegex => {}
                 }
@@ -423,9 +423,7 @@ impl Patterns {
 
     /// The `tolerable_exceeded` event if an exception line carries that failure.
     pub(super) fn tolerable(&self, exception_line: &str) -> Option<LogEvent> {
-        if memchr::memmem::find(exception_line.as_bytes(), TOLERABLE.as_bytes()).is_none() {
-            return None;
-        }
+        memchr::memmem::find(exception_line.as_bytes(), TOLERABLE.as_bytes())?;
         let b = self.builtins.iter().find(|b| b.kind == "tolerable_exceeded")?;
         let caps = b.regex.captures(exception_line)?;
         let mut event = blank(b.kind.to_string(), b.severity, exception_line);
