@@ -27,6 +27,7 @@ mod locations;
 mod logs_fixtures;
 mod logs_storm;
 mod logs_tail;
+mod matcher_reference;
 mod metrics_doc;
 mod model_alignment_cut;
 mod model_replay;

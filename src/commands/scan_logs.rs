@@ -18,7 +18,8 @@ use serde_json::{Value, json};
 
 use crate::observe::{LogEvent, counts_root_cause};
 use crate::sources::logs::parse::{
-    BUILTIN_KINDS, LineSplitter, Patterns, RecordParser, SYMPTOM_CATEGORIES, is_record_start,
+    BUILTIN_KINDS, LineNeedles, LineSplitter, Patterns, RecordParser, SYMPTOM_CATEGORIES, is_record_start,
+    line_needles,
 };
 use crate::time::log_time_utc_ms;
 
@@ -88,9 +89,7 @@ pub fn scan_paths(
     max_line_bytes: usize,
 ) -> io::Result<ScanReport> {
     let mut scanner = Scanner::new(patterns.clone(), max_line_bytes).keep_events(true);
-    for path in paths {
-        scanner.scan_path(path)?;
-    }
+    scanner.scan_paths(paths)?;
     Ok(scanner.finish())
 }
 
@@ -102,9 +101,7 @@ pub fn scan_paths_streaming(
     max_line_bytes: usize,
 ) -> io::Result<ScanReport> {
     let mut scanner = Scanner::new(patterns.clone(), max_line_bytes);
-    for path in paths {
-        scanner.scan_path(path)?;
-    }
+    scanner.scan_paths(paths)?;
     Ok(scanner.finish())
 }
 
@@ -220,6 +217,7 @@ impl Scanner {
                             file.take(to - from),
                             &mut buf,
                             by_lines,
+                            keep,
                             &mut |mut e| {
                                 if !keep {
                                     e.stack = Vec::new(); // the root cause is classified already
@@ -239,7 +237,9 @@ impl Scanner {
                 seq: &mut self.seq,
             };
             let first =
-                scan_range(&patterns, max, 0, file.take(ends[0]), &mut buf, by_lines, &mut |e| sink.add(e))?;
+                scan_range(&patterns, max, 0, file.take(ends[0]), &mut buf, by_lines, keep, &mut |e| {
+                    sink.add(e)
+                })?;
             let rest: Vec<io::Result<(Totals, Vec<LogEvent>)>> = workers
                 .into_iter()
                 .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
@@ -271,6 +271,66 @@ impl Scanner {
         Ok(())
     }
 
+    /// Reads `paths` in order, two files at a time on two cores when there are several below
+    /// the size at which one file is cut into ranges: the second file's events wait in memory
+    /// (one file's worth) and are aggregated after the first's, so the report is the one of a
+    /// serial scan, and the first error is the one a serial scan would return.
+    pub fn scan_paths(&mut self, paths: &[PathBuf]) -> io::Result<()> {
+        let min = self.parallel_min_bytes;
+        let small = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.len() < min);
+        let mut i = 0;
+        while i < paths.len() {
+            if self.ranges > 1 && i + 1 < paths.len() && small(&paths[i]) && small(&paths[i + 1]) {
+                self.scan_pair(&paths[i], &paths[i + 1])?;
+                i += 2;
+            } else {
+                self.scan_path(&paths[i])?;
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Scans `a` here and `b` on a second thread, then aggregates `b` after `a`.
+    fn scan_pair(&mut self, a: &Path, b: &Path) -> io::Result<()> {
+        let (patterns, max, keep, by_lines) =
+            (self.patterns.clone(), self.max_line_bytes, self.keep_events, self.by_lines);
+        let (first, second) = std::thread::scope(|scope| {
+            let worker = scope.spawn(move || -> io::Result<(Totals, Vec<LogEvent>)> {
+                let file = std::fs::File::open(b)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", b.display())))?;
+                let (mut events, mut buf) = (Vec::new(), Vec::new());
+                let totals =
+                    scan_range(&patterns, max, 0, file, &mut buf, by_lines, keep, &mut |e| events.push(e))?;
+                Ok((totals, events))
+            });
+            let first = self.scan_path(a);
+            (first, worker.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        });
+        first?;
+        let (totals, events) = second?;
+        let name = b.display().to_string();
+        let file = self.report.aggregate.add_file(&name);
+        let mut sink = Sink {
+            aggregate: &mut self.report.aggregate,
+            kept: keep.then_some(&mut self.report.events),
+            name: &name,
+            file,
+            seq: &mut self.seq,
+        };
+        for e in events {
+            sink.add(e);
+        }
+        self.report.files.push(FileSummary {
+            path: b.to_path_buf(),
+            bytes: totals.end,
+            lines: totals.lines,
+            oversize_lines: totals.oversize,
+            records: totals.records,
+        });
+        Ok(())
+    }
+
     /// Reads one stream; `path` names it in the report.
     pub fn scan_reader(&mut self, path: &Path, reader: impl Read) -> io::Result<()> {
         let name = path.display().to_string();
@@ -283,10 +343,16 @@ impl Scanner {
             file,
             seq: &mut self.seq,
         };
-        let result =
-            scan_range(&self.patterns, self.max_line_bytes, 0, reader, &mut buf, self.by_lines, &mut |e| {
-                sink.add(e)
-            });
+        let result = scan_range(
+            &self.patterns,
+            self.max_line_bytes,
+            0,
+            reader,
+            &mut buf,
+            self.by_lines,
+            self.keep_events,
+            &mut |e| sink.add(e),
+        );
         self.buf = buf;
         let totals = result?;
         self.report.files.push(FileSummary {
@@ -362,6 +428,7 @@ fn split_points(file: &mut std::fs::File, len: u64, n: usize) -> io::Result<Vec<
 /// jumps to the start of the next needle's line (`memrchr`), and their newlines are counted in
 /// one vectorised pass. Only a record that produced events (its stack trace follows) is read
 /// line by line, up to the next record start.
+#[allow(clippy::too_many_arguments)]
 fn scan_range(
     patterns: &Arc<Patterns>,
     max_line_bytes: usize,
@@ -369,6 +436,7 @@ fn scan_range(
     mut reader: impl Read,
     buf: &mut Vec<u8>,
     by_lines: bool,
+    keep_stack: bool,
     emit: &mut dyn FnMut(LogEvent),
 ) -> io::Result<Totals> {
     let mut splitter = LineSplitter::new(max_line_bytes, start);
@@ -384,7 +452,7 @@ fn scan_range(
     let mut lines = Lines {
         patterns,
         all_lines,
-        parser: RecordParser::new(patterns.clone()),
+        parser: RecordParser::new(patterns.clone()).keep_stack(keep_stack),
         prev: PrevLine::default(),
         records: 0,
         events: Vec::new(),
@@ -458,33 +526,22 @@ impl Lines<'_> {
         offset: u64,
         chunk: &[u8],
         chunk_start: u64,
-        needles: &[(usize, usize)],
+        needles: &[(usize, usize, u32)],
         emit: &mut dyn FnMut(LogEvent),
     ) {
         if self.records == 0 && is_record_start(line) {
             self.records = 1;
         }
-        let candidate = if self.all_lines {
-            true
-        } else if offset < chunk_start {
-            // Began in the previous buffer: the buffer search saw only part of it.
-            self.patterns.might_match(line)
+        let (candidate, found) = if self.all_lines {
+            (true, LineNeedles::Unknown)
         } else {
-            let start = (offset - chunk_start) as usize;
-            let end = start + line.len();
-            while self.next < needles.len() && needles[self.next].0 < start {
-                self.next += 1;
-            }
-            match needles.get(self.next) {
-                // A needle cut by the line limit: ask the line itself.
-                Some(&(s, e)) if s < end => e <= end || self.patterns.might_match(line),
-                _ => false,
-            }
+            line_needles(self.patterns, needles, &mut self.next, line, offset, chunk_start)
         };
         consider(
             line,
             offset,
             candidate,
+            found,
             &mut self.parser,
             &mut self.prev,
             chunk,
@@ -505,7 +562,7 @@ impl Lines<'_> {
         a: usize,
         b: usize,
         chunk_start: u64,
-        needles: &[(usize, usize)],
+        needles: &[(usize, usize, u32)],
         emit: &mut dyn FnMut(LogEvent),
     ) {
         let mut pos = a;
@@ -515,7 +572,7 @@ impl Lines<'_> {
                     self.next += 1;
                 }
                 let target = match needles.get(self.next) {
-                    Some(&(s, _)) if s < b => s,
+                    Some(&(s, ..)) if s < b => s,
                     _ => b,
                 };
                 let line_start = memchr::memrchr(b'\n', &chunk[pos..target]).map_or(pos, |i| pos + i + 1);
@@ -561,6 +618,7 @@ fn consider(
     line: &[u8],
     offset: u64,
     candidate: bool,
+    needles: LineNeedles,
     parser: &mut RecordParser,
     prev: &mut PrevLine,
     chunk: &[u8],
@@ -568,7 +626,7 @@ fn consider(
     events: &mut Vec<LogEvent>,
 ) {
     if parser.wants_continuation() || (candidate && is_record_start(line)) {
-        parser.push_searched_line(line, offset, candidate, events);
+        parser.push_line_with_needles(line, offset, candidate, needles, events);
     } else if candidate && let Some(header) = prev.record_start_before(offset, chunk, chunk_start) {
         parser.push_line(header, prev.offset, events);
         parser.push_searched_line(line, offset, candidate, events);
@@ -642,10 +700,56 @@ impl PrevLine {
     }
 }
 
+/// A map with a multiply-rotate hash (the Fx hash of rustc) instead of SipHash: its keys are
+/// interned strings and ids of the scanned logs, looked up for every event, and nothing
+/// iterates over it in an order that reaches a report.
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
+
+/// The Fx hash: not DoS-resistant (a scan reads files the operator chose), a few instructions
+/// per word.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl FxHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().unwrap_or_default()));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(last));
+        }
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.add(n.into());
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.add(n.into());
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// Strings seen more than once (tasks, TaskManagers, reasons, channels, jobs), stored once.
 #[derive(Debug, Default)]
 struct Interner {
-    ids: HashMap<Box<str>, u32>,
+    ids: FastMap<Box<str>, u32>,
     strings: Vec<Box<str>>,
 }
 
@@ -736,13 +840,13 @@ struct Aggregate {
     /// besides.
     checkpoint_causes: BTreeMap<u64, Vec<Cause>>,
     cause_ids: Vec<Cause>,
-    cause_index: HashMap<Cause, u32>,
+    cause_index: FastMap<Cause, u32>,
     /// Timeline events by (job symbol, 0 if the line names none; checkpoint id).
     timelines: BTreeMap<(u32, u64), Vec<TimelineEvent>>,
     timeline_events: usize,
     timeline_events_dropped: u64,
     /// Jobs that have a checkpoint with this id (TaskManager lines name no job).
-    jobs_of_id: HashMap<u64, BTreeSet<u32>>,
+    jobs_of_id: FastMap<u64, BTreeSet<u32>>,
     blocking: BTreeMap<(u32, Option<u32>), Blocking>,
     completed: BTreeSet<u64>,
     /// Channels by (task, subtask), and channels a barrier came from by ((task, subtask),

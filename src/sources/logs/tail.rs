@@ -34,7 +34,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::offsets::{self, FileId, FilePosition, TailerPositions};
-use super::parse::{LineSplitter, Patterns, RecordParser, UserPattern};
+use super::parse::{LineSplitter, Patterns, RecordParser, UserPattern, line_needles};
 use super::trace;
 use crate::app::AppState;
 use crate::config::{LogConfig, StartAt};
@@ -122,6 +122,8 @@ struct Follower {
     head: Vec<u8>,
     splitter: LineSplitter,
     parser: RecordParser,
+    /// The needles of the last buffer read (reused).
+    needles: Vec<(usize, usize, u32)>,
     /// Its path leads elsewhere now (rotated away or deleted): read to the end, then close.
     gone: bool,
     last_growth: Instant,
@@ -623,6 +625,7 @@ impl TailCore {
                 head,
                 splitter: LineSplitter::new(self.opts.max_line_bytes, offset),
                 parser: RecordParser::new(self.patterns.clone()),
+                needles: Vec::new(),
                 gone: false,
                 last_growth: now,
                 len: meta.len(),
@@ -784,16 +787,42 @@ fn read_some(
         }
         total += n;
         extend_head(&mut f.head, f.splitter.offset(), &chunk[..n]);
-        let parser = &mut f.parser;
         // A span line is taken as it is read: spans count by (job, checkpoint id), so one read
         // again after a restart (the position may stand before it, at a record held for its
         // stack trace) is a no-op.
-        f.splitter.feed(&chunk[..n], |line, offset| {
+        feed_searched(&mut f.splitter, &mut f.parser, &mut f.needles, &chunk[..n], events, spans);
+    }
+    Ok((total, false))
+}
+
+/// Feeds one buffer read from a file into its parser: one whole-buffer needle search, and
+/// each line's needles (or none) handed over with it, so only lines with a needle reach the
+/// recogniser and none is searched twice (as `scan-logs` does). With user patterns every line
+/// is a candidate and goes the per-line way.
+pub fn feed_searched(
+    splitter: &mut LineSplitter,
+    parser: &mut RecordParser,
+    needles: &mut Vec<(usize, usize, u32)>,
+    chunk: &[u8],
+    events: &mut Vec<LogEvent>,
+    spans: &mut Vec<CheckpointSpan>,
+) {
+    let patterns = parser.patterns().clone();
+    if patterns.has_user_patterns() {
+        splitter.feed(chunk, |line, offset| {
             spans.extend(trace::parse_line(line));
             parser.push_line(line, offset, events)
         });
+        return;
     }
-    Ok((total, false))
+    needles.clear();
+    patterns.find_needles(chunk, needles);
+    let (chunk_start, mut next) = (splitter.offset(), 0);
+    splitter.feed(chunk, |line, offset| {
+        spans.extend(trace::parse_line(line));
+        let (candidate, found) = line_needles(&patterns, needles, &mut next, line, offset, chunk_start);
+        parser.push_line_with_needles(line, offset, candidate, found, events);
+    });
 }
 
 /// Whether the file still starts with the bytes its fingerprint holds.

@@ -1,0 +1,76 @@
+//! Pure recognition of Flink log lines, split by job: the checkpoint patterns and the
+//! needle prefilter ([`patterns`], the hand-written parsers of the frequent lines in `fast`),
+//! records and stack traces ([`records`]), root-cause classification ([`causes`]), and lines in
+//! Flink's log4j layout with the bounded line splitter ([`lines`]). No I/O and no clock: bytes
+//! in, `LogEvent`s out.
+//!
+//! A *record* is a line that starts with a log4j timestamp plus the lines after it that do
+//! not (the exception line, `at …`, `Caused by: …`, `... N more`). A record is finished when
+//! the next timestamped line arrives or the caller flushes it, so the caller can persist "the
+//! start of the unfinished record" as its read position and never emit a record twice.
+
+pub mod causes;
+mod fast;
+pub mod lines;
+pub mod patterns;
+pub mod records;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+pub use causes::{SYMPTOM_CATEGORIES, classify, classify_text, exception_of};
+pub use lines::{Header, LineSplitter, is_record_start, split_header};
+pub use patterns::{BUILTIN_KINDS, LineNeedles, Patterns, UserPattern, line_needles};
+pub use records::{RecordParser, split_task, subtask_of};
+
+use crate::observe::{LogEvent, Severity};
+
+/// Stack lines kept per event (the root cause is found in all of them).
+pub const MAX_STACK_LINES: usize = 40;
+/// Characters kept of a message or stack line.
+const MAX_TEXT: usize = 512;
+
+/// The phrase of the job failure that checkpoints cause; it appears in an exception line, not
+/// in a log message of its own.
+const TOLERABLE: &str = "Exceeded checkpoint tolerable failure threshold";
+
+fn blank(kind: String, severity: Severity, message: &str) -> LogEvent {
+    LogEvent::new(kind, severity, bounded(message))
+}
+
+/// Appends [`bounded`]`(text)` to `out` without a `String` of its own.
+fn push_bounded(out: &mut String, text: &str) {
+    if text.len() <= MAX_TEXT {
+        out.push_str(text);
+        return;
+    }
+    let mut end = MAX_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.push_str(&text[..end]);
+    out.push('…');
+}
+
+fn bounded(text: &str) -> String {
+    if text.len() <= MAX_TEXT {
+        return text.to_string();
+    }
+    let mut end = MAX_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Parses a whole buffer (tests and small inputs).
+pub fn parse_all(patterns: &Arc<Patterns>, bytes: &[u8]) -> Vec<LogEvent> {
+    let mut parser = RecordParser::new(patterns.clone());
+    let mut splitter = LineSplitter::new(1 << 20, 0);
+    let mut out = Vec::new();
+    splitter.feed(bytes, |line, offset| parser.push_line(line, offset, &mut out));
+    splitter.finish(|line, offset| parser.push_line(line, offset, &mut out));
+    parser.flush(&mut out);
+    out
+}
