@@ -47,6 +47,7 @@ const PURE: &[&str] = &[
     "src/sources/logs/parse/patterns.rs",
     "src/sources/logs/parse/fast.rs",
     "src/sources/logs/parse/records.rs",
+    "src/sources/logs/parse/fields.rs",
     "src/sources/logs/parse/causes.rs",
     "src/sources/logs/parse/lines.rs",
     "src/rules",

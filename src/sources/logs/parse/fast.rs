@@ -5,7 +5,7 @@
 //! `BUILTINS`; a line it does not decide goes to the regex. Capturing with a regex costs a
 //! microsecond or so per line; these cost a few dozen nanoseconds.
 
-use super::patterns::refine;
+use super::fields::refine;
 use super::{Severity, blank, bounded};
 use crate::observe::LogEvent;
 

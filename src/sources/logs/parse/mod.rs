@@ -11,6 +11,7 @@
 
 pub mod causes;
 mod fast;
+mod fields;
 pub mod lines;
 pub mod patterns;
 pub mod records;
@@ -20,9 +21,10 @@ mod tests;
 use std::sync::Arc;
 
 pub use causes::{SYMPTOM_CATEGORIES, classify, classify_text, exception_of};
+pub use fields::{split_task, subtask_of};
 pub use lines::{Header, LineSplitter, is_record_start, split_header};
 pub use patterns::{BUILTIN_KINDS, LineNeedles, Patterns, UserPattern, line_needles};
-pub use records::{RecordParser, split_task, subtask_of};
+pub use records::RecordParser;
 
 use crate::observe::{LogEvent, Severity};
 

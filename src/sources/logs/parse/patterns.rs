@@ -7,7 +7,7 @@ use std::sync::Arc;
 use aho_corasick::AhoCorasick;
 use regex::{Captures, Regex};
 
-use super::records::split_task;
+use super::fields::refine;
 use super::{TOLERABLE, blank, bounded, fast};
 use crate::observe::{LogEvent, Severity};
 
@@ -461,26 +461,5 @@ pub(super) fn fill(caps: &Captures, event: &mut LogEvent) {
         } else if event.task.is_none() && event.detail.is_none() {
             event.detail = Some(format!("attempt {attempt}"));
         }
-    }
-}
-
-/// Kind-specific clean-ups after the captures are in.
-pub(super) fn refine(event: &mut LogEvent) {
-    if let Some(task) = &event.task {
-        // `stateful-map (1/2)#0`: Flink counts subtasks from 1 in names, from 0 in REST; `#0`
-        // is the attempt number, not a subtask. The task keeps the operator's name alone and
-        // the subtask its 0-based index, as the REST API numbers it.
-        let (name, subtask) = split_task(task);
-        if event.subtask.is_none() {
-            event.subtask = subtask;
-        }
-        if subtask.is_some() {
-            event.task = Some(name.to_string());
-        }
-    }
-    if event.kind == "trigger_failed"
-        && let Some((_, why)) = event.reason.as_deref().and_then(|r| r.split_once("Failure reason: "))
-    {
-        event.reason = Some(why.trim_end_matches('.').to_string() + ".");
     }
 }

@@ -5,38 +5,11 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::causes::{SERIALIZED, classify_text, exception_of};
+use super::fields::split_task;
 use super::lines::{is_record_start, split_header, text_of};
 use super::patterns::{LineNeedles, Patterns};
 use super::{MAX_STACK_LINES, bounded, push_bounded};
 use crate::observe::{LogEvent, RootCause};
-
-/// The 0-based subtask index of a task name like `Map -> Sink (3/8)#0`.
-pub fn subtask_of(task: &str) -> Option<u32> {
-    split_task(task).1
-}
-
-/// `Map -> Sink (3/8)#0` → (`Map -> Sink`, Some(2)): the operator's name and the 0-based
-/// subtask index (Flink's `(k/n)` counts from 1; `#0` is the attempt number and is dropped).
-/// A name without `(k/n)` comes back whole.
-pub fn split_task(task: &str) -> (&str, Option<u32>) {
-    let task = task.trim_end();
-    let without_attempt = match task.rfind(")#") {
-        Some(i) if task[i + 2..].bytes().all(|b| b.is_ascii_digit()) => &task[..=i],
-        _ => task,
-    };
-    let parsed = (|| {
-        let inner = without_attempt.strip_suffix(')')?;
-        let open = inner.rfind('(')?;
-        let (index, parallelism) = inner[open + 1..].split_once('/')?;
-        parallelism.parse::<u32>().ok()?;
-        let index = index.parse::<u32>().ok()?.checked_sub(1)?;
-        Some((inner[..open].trim_end(), index))
-    })();
-    match parsed {
-        Some((name, index)) if !name.is_empty() => (name, Some(index)),
-        _ => (task, None),
-    }
-}
 
 /// The operator a stack trace names: `… for operator stateful-map (1/2)#0.` (Flink's
 /// "Could not materialize checkpoint", "Could not perform checkpoint", "Could not complete
