@@ -406,10 +406,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
     // done in the layout step because the shard and k8s branches rewrote those files the same
     // session.
     &["config", "sources::discovery", "sources::kubernetes"],
-    // state/mod.rs uses history.rs and outbox.rs, which use its Phase, PhaseHistograms,
-    // CheckpointRecord and Totals (traced.rs, merged the same session, too). The fix is a
-    // state/record.rs for those types.
-    &["state", "state::history", "state::outbox", "state::traced"],
 ];
 
 #[test]

@@ -7,6 +7,7 @@ pub mod history;
 pub mod logs;
 pub mod outbox;
 pub mod persist;
+pub mod record;
 pub mod restore;
 pub mod store;
 pub mod traced;
@@ -21,6 +22,7 @@ use crate::shadow::Shadow;
 use crate::stats::{WindowSpec, WindowedHistogram};
 use crate::time::Timestamp;
 use history::P95History;
+pub use record::{CheckpointRecord, Holdout, Phase, PhaseHistograms, Totals};
 
 /// How many finished checkpoint ids per job are remembered individually. Ids below the
 /// oldest remembered one count as seen, so memory per job stays bounded.
@@ -101,25 +103,6 @@ pub const UNCLAIMED_SPANS: usize = 256;
 
 /// How many checkpoint lines of jobs not known yet a cluster keeps for them.
 const UNCLAIMED_LOG_EVENTS: usize = 256;
-
-/// Lifetime checkpoint totals by status.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Totals {
-    /// Completed.
-    pub completed: u64,
-    /// Failed.
-    pub failed: u64,
-}
-
-impl Totals {
-    /// The total for a status.
-    pub fn get(&self, status: CheckpointStatus) -> u64 {
-        match status {
-            CheckpointStatus::Completed => self.completed,
-            CheckpointStatus::Failed => self.failed,
-        }
-    }
-}
 
 /// A run of polls that may be a new counting epoch (see [`EPOCH_CONFIRM_POLLS`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -249,73 +232,6 @@ fn logged_trigger_time(message: &str) -> Option<Timestamp> {
     digits.parse().ok().map(Timestamp)
 }
 
-/// The phase and size histograms of a job or operator.
-pub struct PhaseHistograms {
-    /// End-to-end duration, ms (job level only).
-    pub end_to_end: WindowedHistogram,
-    /// Alignment duration, ms.
-    pub alignment: WindowedHistogram,
-    /// Synchronous snapshot duration, ms.
-    pub sync: WindowedHistogram,
-    /// Asynchronous snapshot duration, ms.
-    pub async_: WindowedHistogram,
-    /// Start delay (trigger to first barrier), ms.
-    pub start_delay: WindowedHistogram,
-}
-
-impl PhaseHistograms {
-    fn new(window: WindowSpec) -> Self {
-        PhaseHistograms {
-            end_to_end: WindowedHistogram::new(window),
-            alignment: WindowedHistogram::new(window),
-            sync: WindowedHistogram::new(window),
-            async_: WindowedHistogram::new(window),
-            start_delay: WindowedHistogram::new(window),
-        }
-    }
-
-    /// The histogram of one phase.
-    pub fn get(&self, phase: Phase) -> &WindowedHistogram {
-        match phase {
-            Phase::EndToEnd => &self.end_to_end,
-            Phase::Alignment => &self.alignment,
-            Phase::Sync => &self.sync,
-            Phase::Async => &self.async_,
-            Phase::StartDelay => &self.start_delay,
-        }
-    }
-
-    /// The histograms with their phase names, in a fixed order.
-    pub fn iter(&self) -> [(Phase, &WindowedHistogram); 5] {
-        [
-            (Phase::EndToEnd, &self.end_to_end),
-            (Phase::Alignment, &self.alignment),
-            (Phase::Sync, &self.sync),
-            (Phase::Async, &self.async_),
-            (Phase::StartDelay, &self.start_delay),
-        ]
-    }
-
-    fn iter_mut(&mut self) -> [&mut WindowedHistogram; 5] {
-        [&mut self.end_to_end, &mut self.alignment, &mut self.sync, &mut self.async_, &mut self.start_delay]
-    }
-}
-
-/// The phases of a checkpoint whose durations are tracked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// Trigger to the last acknowledgement.
-    EndToEnd,
-    /// First to last barrier at a subtask.
-    Alignment,
-    /// Synchronous snapshot.
-    Sync,
-    /// Asynchronous snapshot.
-    Async,
-    /// Trigger to the first barrier at a subtask.
-    StartDelay,
-}
-
 /// The size histograms of a job.
 pub struct SizeHistograms {
     /// Bytes persisted by each checkpoint.
@@ -336,61 +252,6 @@ pub struct OperatorState {
     pub phases: PhaseHistograms,
     /// When a checkpoint last brought data for it.
     pub last_seen: Timestamp,
-}
-
-/// A finished checkpoint, briefly, for the API and status page.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct CheckpointRecord {
-    /// Checkpoint id.
-    pub id: u64,
-    /// Completed or failed.
-    pub status: CheckpointStatus,
-    /// Checkpoint, unaligned checkpoint or savepoint.
-    pub kind: SnapshotKind,
-    /// Trigger time.
-    pub triggered_at: Timestamp,
-    /// Completion or failure time.
-    pub finished_at: Timestamp,
-    /// End-to-end duration, ms.
-    pub end_to_end_ms: Option<u64>,
-    /// The slowest phases of any subtask, ms: start delay, alignment, sync, async.
-    pub max_phases_ms: Option<[u64; 4]>,
-    /// The subtask that acknowledged last: (operator name, subtask index, its ack − trigger).
-    pub slowest_subtask: Option<(String, u32, u64)>,
-    /// The phases of that slowest subtask, ms: start delay, alignment, sync, async (they add up
-    /// to about its ack − trigger, unlike `max_phases_ms`, whose maxima may come from different
-    /// subtasks). For the status page's timeline.
-    #[serde(default)]
-    pub slowest_phases_ms: Option<[u64; 4]>,
-    /// Why it failed.
-    pub failure_message: Option<String>,
-    /// Subtasks that acknowledged, of those that had to (Flink's `num_acknowledged_subtasks`
-    /// of `num_subtasks`); `None` in records written before it was kept.
-    #[serde(default)]
-    pub acknowledged: Option<(u32, u32)>,
-    /// A failed checkpoint: the subtask that held it up, i.e. did not acknowledge before it
-    /// failed (not the slowest that did acknowledge); `None` for a completed checkpoint or
-    /// when the per-subtask details could not be fetched.
-    #[serde(default)]
-    pub holdout: Option<Holdout>,
-}
-
-/// The subtask that held a failed checkpoint up.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Holdout {
-    /// The operator chain's name.
-    pub operator: String,
-    /// The subtask index.
-    pub subtask: u32,
-    /// When its acknowledgement came only after the checkpoint had failed (Flink still records
-    /// it, marked aborted): its ack − trigger, ms. `None`: it never acknowledged.
-    pub late_ack_ms: Option<u64>,
-    /// Its phases, ms, as far as Flink reported them: start delay, alignment, sync, async.
-    pub phases_ms: [Option<u64>; 4],
-    /// Subtasks that never acknowledged (this one included, if it is one of them).
-    pub never_acknowledged: u32,
-    /// Subtasks that acknowledged only after the checkpoint had failed (this one included, if).
-    pub acknowledged_late: u32,
 }
 
 /// One job.
