@@ -297,7 +297,7 @@ impl Poller {
         slot: &mut Option<JobCache>,
     ) -> Result<Option<JobPoll>, FetchError> {
         let job_state = job.state.clone().unwrap_or_default();
-        let terminal = crate::state::is_terminal(&job_state);
+        let terminal = crate::observe::job_has_ended(&job_state);
         let cached = slot.as_ref();
         if cached.is_some_and(|c| c.final_poll_done && terminal) {
             return Ok(None);

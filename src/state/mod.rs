@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointSpan, CheckpointStatus, ClusterPoll, FinishedCheckpoint,
-    InProgressCheckpoint, JobKey, JobLoadReport, JobPoll, LogEvent, Observation, SnapshotKind,
+    InProgressCheckpoint, JobKey, JobLoadReport, JobPoll, LogEvent, Observation, SnapshotKind, job_has_ended,
 };
 use crate::shadow::Shadow;
 use crate::stats::{WindowSpec, WindowedHistogram};
@@ -35,14 +35,6 @@ pub const EPOCH_CONFIRM_POLLS: u32 = 3;
 
 /// How many recent checkpoints per job are kept for the API and status page.
 pub const RECENT_CHECKPOINTS: usize = 32;
-
-/// Job states after which a job never checkpoints again.
-pub const TERMINAL_STATES: [&str; 4] = ["FINISHED", "CANCELED", "FAILED", "SUSPENDED"];
-
-/// Whether a job in this state has ended for good.
-pub fn is_terminal(job_state: &str) -> bool {
-    TERMINAL_STATES.contains(&job_state)
-}
 
 /// Whether a failure message says the job was stopping (cancel, stop, suspend, failover): the
 /// coordinator aborted what was pending. Such a failure says nothing about the checkpoints, so
@@ -447,7 +439,7 @@ impl JobState {
     /// those only a poll knows of that it saw younger than half their timeout (they may have
     /// completed since, unheard). Nothing for a job that ended.
     pub fn live_in_progress(&self, now: Timestamp) -> Vec<(u64, Timestamp)> {
-        if NOT_CHECKPOINTING.contains(&self.job_state.as_str()) {
+        if !can_checkpoint(&self.job_state) {
             return Vec::new();
         }
         let timeout_ms = self.settings.as_ref().and_then(|s| s.timeout_ms);
@@ -880,7 +872,7 @@ impl JobState {
             self.settings.clone_from(&poll.settings);
         }
         self.in_progress.clone_from(&poll.in_progress);
-        if is_terminal(&poll.job_state) {
+        if job_has_ended(&poll.job_state) {
             self.end();
         }
         self.in_progress_polled_at = poll.polled_at;
@@ -1092,10 +1084,16 @@ impl JobState {
     }
 }
 
-/// Job states in which no checkpoint of the job can be in progress: its coordinator stopped
-/// (or restarts) and aborted whatever was pending.
-pub const NOT_CHECKPOINTING: [&str; 7] =
-    ["FINISHED", "CANCELED", "SUSPENDED", "FAILED", "CANCELLING", "FAILING", "RESTARTING"];
+/// Job states on the way to an end or a restart, in which the coordinator has stopped.
+pub const STOPPING_JOB_STATES: [&str; 3] = ["CANCELLING", "FAILING", "RESTARTING"];
+
+/// Whether a checkpoint of a job in this state can be in progress. Not when the job has ended
+/// (`observe::job_has_ended`) and, on purpose a larger set, not while it is stopping either
+/// ([`STOPPING_JOB_STATES`]): its coordinator stopped (or restarts) and aborted whatever was
+/// pending.
+pub fn can_checkpoint(job_state: &str) -> bool {
+    !job_has_ended(job_state) && !STOPPING_JOB_STATES.contains(&job_state)
+}
 
 impl ClusterState {
     /// Hands a log event to the job it names, if that job is known.
@@ -1391,7 +1389,7 @@ impl State {
                     job.last_seen = now;
                     job.name.clone_from(&listed.name);
                     job.job_state.clone_from(&listed.state);
-                    if is_terminal(&listed.state) {
+                    if job_has_ended(&listed.state) {
                         job.end();
                     }
                 }
@@ -1403,6 +1401,30 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_checkpoint_is_in_progress_once_a_job_ended_or_while_it_stops() {
+        let all = [
+            "INITIALIZING",
+            "CREATED",
+            "RUNNING",
+            "FAILING",
+            "FAILED",
+            "CANCELLING",
+            "CANCELED",
+            "FINISHED",
+            "RESTARTING",
+            "SUSPENDED",
+            "RECONCILING",
+        ];
+        let ended: Vec<&str> = all.into_iter().filter(|s| job_has_ended(s)).collect();
+        assert_eq!(ended, ["FAILED", "CANCELED", "FINISHED", "SUSPENDED"]);
+        let not: Vec<&str> = all.into_iter().filter(|s| !can_checkpoint(s)).collect();
+        assert_eq!(
+            not,
+            ["FAILING", "FAILED", "CANCELLING", "CANCELED", "FINISHED", "RESTARTING", "SUSPENDED"]
+        );
+    }
     use crate::observe::{JobKey, OperatorCheckpoint, SubtaskCheckpoint};
 
     const WINDOW: WindowSpec = WindowSpec { window_ms: 3_600_000, slots: 6 };
