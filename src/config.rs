@@ -33,7 +33,7 @@ pub struct Config {
     /// Rule evaluation and Alertmanager delivery.
     pub alerting: AlertingConfig,
     /// Rules of your own, in addition to (or instead of) the built-in pack.
-    pub rules: Vec<crate::rules::RuleSpec>,
+    pub rules: Vec<ConfiguredRule>,
     /// What `/metrics` exports: its cardinality.
     pub metrics: MetricsConfig,
     /// Clusters found in files (Prometheus `file_sd`), beside the `[[clusters]]` entries.
@@ -205,19 +205,28 @@ impl Config {
 
     /// The rules to evaluate: the built-in pack (minus disabled ones) and the configured ones.
     /// A configured rule with a built-in rule's name replaces it.
+    /// Each rule was parsed once: a configured one when the config was read (`ConfiguredRule`;
+    /// `problems()` refuses a config with one that does not parse), the built-in pack once per
+    /// process (`rules::builtin::compiled`).
     pub fn effective_rules(&self) -> Vec<crate::rules::Rule> {
-        let mut specs: Vec<crate::rules::RuleSpec> = if self.alerting.default_rules {
-            crate::rules::builtin::rules()
-                .into_iter()
-                .filter(|r| !self.alerting.disable_rules.contains(&r.name))
-                .filter(|r| !self.rules.iter().any(|own| own.name == r.name))
+        let mut rules: Vec<crate::rules::Rule> = if self.alerting.default_rules {
+            crate::rules::builtin::compiled()
+                .iter()
+                .filter(|r| !self.alerting.disable_rules.contains(&r.spec.name))
+                .filter(|r| !self.rules.iter().any(|own| own.name == r.spec.name))
+                .cloned()
                 .collect()
         } else {
             Vec::new()
         };
-        specs.extend(self.rules.iter().cloned());
-        // Every rule was parsed by `problems()` when the config was loaded.
-        specs.into_iter().filter_map(|s| crate::rules::Rule::new(s).ok()).collect()
+        for (i, own) in self.rules.iter().enumerate() {
+            match own.rule() {
+                Ok(rule) => rules.push(rule.clone()),
+                // Only a config that skipped `problems()` gets here; never silently.
+                Err(e) => tracing::error!("rules[{i}].expr: {e}; rule {:?} left out", own.name),
+            }
+        }
+        rules
     }
 
     /// The shape of the listener's TLS settings (both files or neither). Reading and checking
@@ -276,13 +285,58 @@ impl Config {
                     rule.name
                 ));
             }
-            if let Err(e) = crate::rules::Rule::new(rule.clone()) {
+            if let Err(e) = rule.rule() {
                 problems.push(format!("rules[{i}].expr: {e}"));
             }
             if rule.runbook_url.is_empty() {
                 problems.push(format!("rules[{i}].runbook_url: expected a link to the rule's runbook"));
             }
         }
+    }
+}
+
+/// A `[[rules]]` entry: the rule as written and, parsed once when the config is read, the rule
+/// ready to evaluate or why its `expr` does not parse. `Config::problems` reports the error
+/// (`rules[i].expr`, so such a config is refused); `effective_rules` hands the parsed rule on.
+/// Reads as its `RuleSpec` (`own.name`, …).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(from = "crate::rules::RuleSpec", into = "crate::rules::RuleSpec")]
+pub struct ConfiguredRule {
+    spec: crate::rules::RuleSpec,
+    compiled: Result<crate::rules::Rule, crate::rules::expr::ParseError>,
+}
+
+impl ConfiguredRule {
+    /// The parsed rule, or why its condition does not parse.
+    pub fn rule(&self) -> Result<&crate::rules::Rule, &crate::rules::expr::ParseError> {
+        self.compiled.as_ref()
+    }
+}
+
+impl From<crate::rules::RuleSpec> for ConfiguredRule {
+    fn from(spec: crate::rules::RuleSpec) -> Self {
+        let compiled = crate::rules::Rule::new(spec.clone());
+        ConfiguredRule { spec, compiled }
+    }
+}
+
+impl From<ConfiguredRule> for crate::rules::RuleSpec {
+    fn from(r: ConfiguredRule) -> Self {
+        r.spec
+    }
+}
+
+impl std::ops::Deref for ConfiguredRule {
+    type Target = crate::rules::RuleSpec;
+    fn deref(&self) -> &crate::rules::RuleSpec {
+        &self.spec
+    }
+}
+
+/// Two rules are the same when written the same (what a reload compares).
+impl PartialEq for ConfiguredRule {
+    fn eq(&self, other: &Self) -> bool {
+        self.spec == other.spec
     }
 }
 
@@ -436,6 +490,56 @@ fn secret_problems(
     }
 }
 
+/// A regular expression of the config (`include_jobs`, `exclude_jobs`, `[[logs.patterns]]
+/// regex`), compiled once, when the config is read: its text as written and the compiled form,
+/// or why it does not compile. `Config::problems` reports the error (so a config with a bad
+/// pattern is refused) and the poller and the tailer take the compiled form from here: nothing
+/// compiles a pattern a second time, and no compile error can be dropped on the way.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub struct Pattern {
+    text: String,
+    compiled: Result<regex::Regex, regex::Error>,
+}
+
+impl Pattern {
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The compiled regular expression, or why the text is not one.
+    pub fn regex(&self) -> Result<&regex::Regex, &regex::Error> {
+        self.compiled.as_ref()
+    }
+}
+
+impl From<String> for Pattern {
+    fn from(text: String) -> Self {
+        let compiled = regex::Regex::new(&text);
+        Pattern { text, compiled }
+    }
+}
+
+impl From<&str> for Pattern {
+    fn from(text: &str) -> Self {
+        Pattern::from(text.to_string())
+    }
+}
+
+impl From<Pattern> for String {
+    fn from(p: Pattern) -> Self {
+        p.text
+    }
+}
+
+/// Two patterns are the same when written the same (what a reload compares).
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
 /// One `[[clusters]]` entry: a Flink JobManager's REST endpoint.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -463,9 +567,9 @@ pub struct ClusterConfig {
     /// A PEM file with extra CA certificates for HTTPS.
     pub ca_file: Option<PathBuf>,
     /// Regular expressions over job names: watch only matching jobs (empty: all).
-    pub include_jobs: Vec<String>,
+    pub include_jobs: Vec<Pattern>,
     /// Regular expressions over job names: never watch matching jobs.
-    pub exclude_jobs: Vec<String>,
+    pub exclude_jobs: Vec<Pattern>,
     /// A subtask that has not acknowledged an in-progress checkpoint after this share of the
     /// checkpoint timeout is reported as a `barrier_missing` event (source `rest`).
     pub pending_subtask_after: f64,
@@ -709,7 +813,7 @@ pub struct LogPatternConfig {
     pub name: String,
     /// A regular expression over the message part of a line (after ` - `). Named captures
     /// `id`, `job`, `task`, `subtask`, `tm`, `dur` (ms), `bytes`, `reason`, `detail` fill the event.
-    pub regex: String,
+    pub regex: Pattern,
     /// The event kind (the `kind` label): lower-case letters, digits and `_`.
     pub kind: String,
     /// `info`, `warning` or `error`.
@@ -870,9 +974,12 @@ impl Config {
             }
             for (field, patterns) in [("include_jobs", &c.include_jobs), ("exclude_jobs", &c.exclude_jobs)] {
                 for (j, p) in patterns.iter().enumerate() {
-                    if let Err(e) = regex::Regex::new(p) {
-                        problems
-                            .push(format!("{}[{j}]: {p:?}: expected a regular expression ({e})", key(field)));
+                    if let Err(e) = p.regex() {
+                        problems.push(format!(
+                            "{}[{j}]: {:?}: expected a regular expression ({e})",
+                            key(field),
+                            p.as_str()
+                        ));
                     }
                 }
             }
@@ -960,11 +1067,11 @@ impl Config {
                 if p.name.is_empty() {
                     problems.push(format!("{}: expected a non-empty name", pkey("name")));
                 }
-                if let Err(e) = regex::Regex::new(&p.regex) {
+                if let Err(e) = p.regex.regex() {
                     problems.push(format!(
                         "{}: {:?}: expected a regular expression ({e})",
                         pkey("regex"),
-                        p.regex
+                        p.regex.as_str()
                     ));
                 }
                 let kind_ok = p.kind.starts_with(|c: char| c.is_ascii_lowercase())
@@ -1134,9 +1241,9 @@ pub struct DiscoveryDefaults {
     /// A PEM file with extra CA certificates for HTTPS.
     pub ca_file: Option<PathBuf>,
     /// Regular expressions over job names: watch only matching jobs (empty: all).
-    pub include_jobs: Vec<String>,
+    pub include_jobs: Vec<Pattern>,
     /// Regular expressions over job names: never watch matching jobs.
-    pub exclude_jobs: Vec<String>,
+    pub exclude_jobs: Vec<Pattern>,
     /// As `pending_subtask_after` of `[[clusters]]`.
     pub pending_subtask_after: f64,
     /// As `max_response_bytes` of `[[clusters]]`.
@@ -1680,6 +1787,31 @@ mod tests {
         for needle in ["clusters[0].name", "clusters[0].url", "clusters[1].include_jobs[0]"] {
             assert!(err.contains(needle), "{needle} missing in {err}");
         }
+    }
+
+    #[test]
+    fn patterns_and_rules_are_compiled_once_when_read_and_handed_on() {
+        let text = "[[clusters]]\nname='c'\nurl='http://y'\ninclude_jobs=['^orders-', '(']\n\
+                    [[rules]]\nname='Mine'\nexpr='checkpoints.failed > 0'\nseverity='warning'\nclass='failure'\n\
+                    summary='s'\ndescription='d'\nrunbook_url='u'\n\
+                    [[rules]]\nname='Bad'\nexpr='checkpoints.failed >'\nseverity='warning'\nclass='failure'\n\
+                    summary='s'\ndescription='d'\nrunbook_url='u'\n";
+        let config: Config = toml::from_str(text).unwrap();
+        let c = &config.clusters[0];
+        assert!(c.include_jobs[0].regex().unwrap().is_match("orders-eu"));
+        let err = c.include_jobs[1].regex().unwrap_err().to_string();
+        let problems = config.problems();
+        assert!(
+            problems.iter().any(|p| p.starts_with("clusters[0].include_jobs[1]: \"(\"") && p.contains(&err))
+        );
+        assert!(config.rules[0].rule().is_ok());
+        assert!(problems.iter().any(|p| p.starts_with("rules[1].expr: ")), "{problems:?}");
+        // The compiled copy is handed on; the bad rule is reported, never silently lost.
+        let names: Vec<String> = config.effective_rules().into_iter().map(|r| r.spec.name).collect();
+        assert!(names.contains(&"Mine".to_string()) && !names.contains(&"Bad".to_string()));
+        // Written back as it was read.
+        let back = toml::to_string(&config).unwrap();
+        assert!(back.contains("include_jobs = [\"^orders-\", \"(\"]"), "{back}");
     }
 
     #[test]
