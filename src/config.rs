@@ -5,6 +5,7 @@
 //! Environment variables override the file: `SENTINEL_SERVER__LISTEN=0.0.0.0:9717` sets
 //! `server.listen` (prefix `SENTINEL_`, `__` between levels).
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -32,11 +33,11 @@ pub struct Config {
     /// Rule evaluation and Alertmanager delivery.
     pub alerting: AlertingConfig,
     /// Rules of your own, in addition to (or instead of) the built-in pack.
-    pub rules: Vec<crate::rules::RuleSpec>,
+    pub rules: Vec<ConfiguredRule>,
     /// What `/metrics` exports: its cardinality.
     pub metrics: MetricsConfig,
     /// Clusters found in files (Prometheus `file_sd`), beside the `[[clusters]]` entries.
-    pub discovery: crate::sources::discovery::DiscoveryConfig,
+    pub discovery: DiscoveryConfig,
 }
 
 /// `[metrics]`: per-operator series or not, and the quantiles of every summary.
@@ -204,19 +205,28 @@ impl Config {
 
     /// The rules to evaluate: the built-in pack (minus disabled ones) and the configured ones.
     /// A configured rule with a built-in rule's name replaces it.
+    /// Each rule was parsed once: a configured one when the config was read (`ConfiguredRule`;
+    /// `problems()` refuses a config with one that does not parse), the built-in pack once per
+    /// process (`rules::builtin::compiled`).
     pub fn effective_rules(&self) -> Vec<crate::rules::Rule> {
-        let mut specs: Vec<crate::rules::RuleSpec> = if self.alerting.default_rules {
-            crate::rules::builtin::rules()
-                .into_iter()
-                .filter(|r| !self.alerting.disable_rules.contains(&r.name))
-                .filter(|r| !self.rules.iter().any(|own| own.name == r.name))
+        let mut rules: Vec<crate::rules::Rule> = if self.alerting.default_rules {
+            crate::rules::builtin::compiled()
+                .iter()
+                .filter(|r| !self.alerting.disable_rules.contains(&r.spec.name))
+                .filter(|r| !self.rules.iter().any(|own| own.name == r.spec.name))
+                .cloned()
                 .collect()
         } else {
             Vec::new()
         };
-        specs.extend(self.rules.iter().cloned());
-        // Every rule was parsed by `problems()` when the config was loaded.
-        specs.into_iter().filter_map(|s| crate::rules::Rule::new(s).ok()).collect()
+        for (i, own) in self.rules.iter().enumerate() {
+            match own.rule() {
+                Ok(rule) => rules.push(rule.clone()),
+                // Only a config that skipped `problems()` gets here; never silently.
+                Err(e) => tracing::error!("rules[{i}].expr: {e}; rule {:?} left out", own.name),
+            }
+        }
+        rules
     }
 
     /// The shape of the listener's TLS settings (both files or neither). Reading and checking
@@ -275,13 +285,58 @@ impl Config {
                     rule.name
                 ));
             }
-            if let Err(e) = crate::rules::Rule::new(rule.clone()) {
+            if let Err(e) = rule.rule() {
                 problems.push(format!("rules[{i}].expr: {e}"));
             }
             if rule.runbook_url.is_empty() {
                 problems.push(format!("rules[{i}].runbook_url: expected a link to the rule's runbook"));
             }
         }
+    }
+}
+
+/// A `[[rules]]` entry: the rule as written and, parsed once when the config is read, the rule
+/// ready to evaluate or why its `expr` does not parse. `Config::problems` reports the error
+/// (`rules[i].expr`, so such a config is refused); `effective_rules` hands the parsed rule on.
+/// Reads as its `RuleSpec` (`own.name`, …).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(from = "crate::rules::RuleSpec", into = "crate::rules::RuleSpec")]
+pub struct ConfiguredRule {
+    spec: crate::rules::RuleSpec,
+    compiled: Result<crate::rules::Rule, crate::rules::expr::ParseError>,
+}
+
+impl ConfiguredRule {
+    /// The parsed rule, or why its condition does not parse.
+    pub fn rule(&self) -> Result<&crate::rules::Rule, &crate::rules::expr::ParseError> {
+        self.compiled.as_ref()
+    }
+}
+
+impl From<crate::rules::RuleSpec> for ConfiguredRule {
+    fn from(spec: crate::rules::RuleSpec) -> Self {
+        let compiled = crate::rules::Rule::new(spec.clone());
+        ConfiguredRule { spec, compiled }
+    }
+}
+
+impl From<ConfiguredRule> for crate::rules::RuleSpec {
+    fn from(r: ConfiguredRule) -> Self {
+        r.spec
+    }
+}
+
+impl std::ops::Deref for ConfiguredRule {
+    type Target = crate::rules::RuleSpec;
+    fn deref(&self) -> &crate::rules::RuleSpec {
+        &self.spec
+    }
+}
+
+/// Two rules are the same when written the same (what a reload compares).
+impl PartialEq for ConfiguredRule {
+    fn eq(&self, other: &Self) -> bool {
+        self.spec == other.spec
     }
 }
 
@@ -435,6 +490,56 @@ fn secret_problems(
     }
 }
 
+/// A regular expression of the config (`include_jobs`, `exclude_jobs`, `[[logs.patterns]]
+/// regex`), compiled once, when the config is read: its text as written and the compiled form,
+/// or why it does not compile. `Config::problems` reports the error (so a config with a bad
+/// pattern is refused) and the poller and the tailer take the compiled form from here: nothing
+/// compiles a pattern a second time, and no compile error can be dropped on the way.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub struct Pattern {
+    text: String,
+    compiled: Result<regex::Regex, regex::Error>,
+}
+
+impl Pattern {
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The compiled regular expression, or why the text is not one.
+    pub fn regex(&self) -> Result<&regex::Regex, &regex::Error> {
+        self.compiled.as_ref()
+    }
+}
+
+impl From<String> for Pattern {
+    fn from(text: String) -> Self {
+        let compiled = regex::Regex::new(&text);
+        Pattern { text, compiled }
+    }
+}
+
+impl From<&str> for Pattern {
+    fn from(text: &str) -> Self {
+        Pattern::from(text.to_string())
+    }
+}
+
+impl From<Pattern> for String {
+    fn from(p: Pattern) -> Self {
+        p.text
+    }
+}
+
+/// Two patterns are the same when written the same (what a reload compares).
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
 /// One `[[clusters]]` entry: a Flink JobManager's REST endpoint.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -462,9 +567,9 @@ pub struct ClusterConfig {
     /// A PEM file with extra CA certificates for HTTPS.
     pub ca_file: Option<PathBuf>,
     /// Regular expressions over job names: watch only matching jobs (empty: all).
-    pub include_jobs: Vec<String>,
+    pub include_jobs: Vec<Pattern>,
     /// Regular expressions over job names: never watch matching jobs.
-    pub exclude_jobs: Vec<String>,
+    pub exclude_jobs: Vec<Pattern>,
     /// A subtask that has not acknowledged an in-progress checkpoint after this share of the
     /// checkpoint timeout is reported as a `barrier_missing` event (source `rest`).
     pub pending_subtask_after: f64,
@@ -708,7 +813,7 @@ pub struct LogPatternConfig {
     pub name: String,
     /// A regular expression over the message part of a line (after ` - `). Named captures
     /// `id`, `job`, `task`, `subtask`, `tm`, `dur` (ms), `bytes`, `reason`, `detail` fill the event.
-    pub regex: String,
+    pub regex: Pattern,
     /// The event kind (the `kind` label): lower-case letters, digits and `_`.
     pub kind: String,
     /// `info`, `warning` or `error`.
@@ -869,9 +974,12 @@ impl Config {
             }
             for (field, patterns) in [("include_jobs", &c.include_jobs), ("exclude_jobs", &c.exclude_jobs)] {
                 for (j, p) in patterns.iter().enumerate() {
-                    if let Err(e) = regex::Regex::new(p) {
-                        problems
-                            .push(format!("{}[{j}]: {p:?}: expected a regular expression ({e})", key(field)));
+                    if let Err(e) = p.regex() {
+                        problems.push(format!(
+                            "{}[{j}]: {:?}: expected a regular expression ({e})",
+                            key(field),
+                            p.as_str()
+                        ));
                     }
                 }
             }
@@ -959,11 +1067,11 @@ impl Config {
                 if p.name.is_empty() {
                     problems.push(format!("{}: expected a non-empty name", pkey("name")));
                 }
-                if let Err(e) = regex::Regex::new(&p.regex) {
+                if let Err(e) = p.regex.regex() {
                     problems.push(format!(
                         "{}: {:?}: expected a regular expression ({e})",
                         pkey("regex"),
-                        p.regex
+                        p.regex.as_str()
                     ));
                 }
                 let kind_ok = p.kind.starts_with(|c: char| c.is_ascii_lowercase())
@@ -1073,6 +1181,456 @@ fn explain_duration(message: &str) -> String {
             )
         })
         .into_owned()
+}
+
+/// `[discovery]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiscoveryConfig {
+    /// Glob patterns of JSON or YAML (`.yml`, `.yaml`) files in Prometheus' `file_sd` format
+    /// (empty: discovery off).
+    pub files: Vec<String>,
+    /// Every file is re-read this often as well, in case a change event was missed.
+    #[serde(with = "humantime_serde")]
+    pub refresh_interval: Duration,
+    /// At most this many discovered clusters; targets beyond are left out (in the order of
+    /// file paths, then of the files' entries) and counted.
+    pub max_clusters: usize,
+    /// At most this many files are read (in path order); the others are counted as errors.
+    pub max_files: usize,
+    /// A larger file is not read (a warning and an error count; what it gave before is kept).
+    pub max_file_bytes: u64,
+    /// The settings of every discovered cluster.
+    pub defaults: DiscoveryDefaults,
+    /// `[discovery.kubernetes]`: Kubernetes discovery (src/sources/kubernetes.rs).
+    pub kubernetes: KubernetesConfig,
+}
+
+impl Default for DiscoveryConfig {
+    fn default() -> Self {
+        DiscoveryConfig {
+            files: Vec::new(),
+            refresh_interval: Duration::from_secs(30),
+            max_clusters: 1000,
+            max_files: 1000,
+            max_file_bytes: 1 << 20,
+            defaults: DiscoveryDefaults::default(),
+            kubernetes: Default::default(),
+        }
+    }
+}
+
+/// `[discovery.defaults]`: what a `[[clusters]]` entry would say, for every discovered cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiscoveryDefaults {
+    /// `http` or `https`, for targets given as `host:port` (a target's `__scheme__` label wins).
+    pub scheme: String,
+    /// How often to poll.
+    #[serde(with = "humantime_serde")]
+    pub poll_interval: Duration,
+    /// Timeout of each HTTP request.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// At most this many requests in flight to each cluster.
+    pub max_concurrent_requests: usize,
+    /// HTTP basic authentication.
+    pub basic_auth: Option<BasicAuth>,
+    /// A bearer token.
+    pub bearer_token: Option<Secret>,
+    /// A PEM file with extra CA certificates for HTTPS.
+    pub ca_file: Option<PathBuf>,
+    /// Regular expressions over job names: watch only matching jobs (empty: all).
+    pub include_jobs: Vec<Pattern>,
+    /// Regular expressions over job names: never watch matching jobs.
+    pub exclude_jobs: Vec<Pattern>,
+    /// As `pending_subtask_after` of `[[clusters]]`.
+    pub pending_subtask_after: f64,
+    /// As `max_response_bytes` of `[[clusters]]`.
+    pub max_response_bytes: u64,
+    /// As `max_jobs` of `[[clusters]]`.
+    pub max_jobs: usize,
+    /// As `max_history_per_poll` of `[[clusters]]`.
+    pub max_history_per_poll: usize,
+    /// As `shard_jobs` of `[[clusters]]`: every discovered cluster's jobs are shared out
+    /// between the replicas of a sharded deployment.
+    pub shard_jobs: bool,
+    /// `[discovery.defaults.logs]`: a `[[logs]]` entry for every discovered cluster, its
+    /// `paths` templates in which `{cluster}` is the cluster's name (`cluster` and `name` are
+    /// left out: they are the discovered cluster's).
+    pub logs: Option<LogConfig>,
+}
+
+impl Default for DiscoveryDefaults {
+    fn default() -> Self {
+        let c = ClusterConfig::default();
+        DiscoveryDefaults {
+            scheme: "http".to_string(),
+            poll_interval: c.poll_interval,
+            timeout: c.timeout,
+            max_concurrent_requests: c.max_concurrent_requests,
+            basic_auth: c.basic_auth,
+            bearer_token: c.bearer_token,
+            ca_file: c.ca_file,
+            include_jobs: c.include_jobs,
+            exclude_jobs: c.exclude_jobs,
+            pending_subtask_after: c.pending_subtask_after,
+            max_response_bytes: c.max_response_bytes,
+            max_jobs: c.max_jobs,
+            max_history_per_poll: c.max_history_per_poll,
+            shard_jobs: c.shard_jobs,
+            logs: None,
+        }
+    }
+}
+
+impl DiscoveryDefaults {
+    /// The cluster `name` at `url` with these settings.
+    pub fn cluster(&self, name: &str, url: &str) -> ClusterConfig {
+        ClusterConfig {
+            name: name.to_string(),
+            url: url.to_string(),
+            poll_interval: self.poll_interval,
+            timeout: self.timeout,
+            max_concurrent_requests: self.max_concurrent_requests,
+            basic_auth: self.basic_auth.clone(),
+            bearer_token: self.bearer_token.clone(),
+            ca_file: self.ca_file.clone(),
+            include_jobs: self.include_jobs.clone(),
+            exclude_jobs: self.exclude_jobs.clone(),
+            pending_subtask_after: self.pending_subtask_after,
+            max_response_bytes: self.max_response_bytes,
+            max_jobs: self.max_jobs,
+            max_history_per_poll: self.max_history_per_poll,
+            shard_jobs: self.shard_jobs,
+            job_shard: None,
+        }
+    }
+}
+
+/// The placeholder of `[discovery.defaults.logs] paths`.
+pub const CLUSTER_PLACEHOLDER: &str = "{cluster}";
+
+impl DiscoveryDefaults {
+    /// The `[[logs]]` entries of `discovered` clusters from the `logs` template (none without
+    /// one): each cluster's `{cluster}` filled in, bounded as a `[[logs]]` entry is (`max_files`
+    /// files each, one entry per cluster, so at most `max_clusters` tailers). Left out, with a
+    /// warning: a cluster named `.` or `..` (it would climb out of the templated directory),
+    /// and one whose name a `[[logs]]` entry's `name` already takes (`taken`). In a sharded
+    /// deployment a cluster whose jobs are shared out has its logs followed by the cluster's
+    /// owner only, as `[[logs]]`.
+    pub fn logs_of(&self, discovered: &[ClusterConfig], taken: &BTreeSet<String>) -> Vec<LogConfig> {
+        let Some(template) = &self.logs else { return Vec::new() };
+        discovered
+            .iter()
+            .filter(|c| c.job_shard.is_none_or(|s| s.owns(&c.name)))
+            .filter(|c| {
+                let ok = c.name != "." && c.name != ".." && !taken.contains(&c.name);
+                if !ok {
+                    tracing::warn!(cluster = %c.name, "discovered cluster's logs not followed: its name is `.`, `..` or a [[logs]] entry's name");
+                }
+                ok
+            })
+            .map(|c| LogConfig {
+                cluster: c.name.clone(),
+                name: None,
+                paths: template.paths.iter().map(|p| p.replace(CLUSTER_PLACEHOLDER, &c.name)).collect(),
+                ..template.clone()
+            })
+            .collect()
+    }
+}
+
+/// Most discovered clusters `max_clusters` may allow.
+pub const MAX_CLUSTERS_LIMIT: usize = 100_000;
+
+impl DiscoveryConfig {
+    /// Whether any file or the Kubernetes API is to be watched.
+    pub fn enabled(&self) -> bool {
+        !self.files.is_empty() || self.kubernetes.enabled
+    }
+
+    /// Every problem with the values, each naming its key.
+    pub fn problems(&self, problems: &mut Vec<String>) {
+        for (i, p) in self.files.iter().enumerate() {
+            if let Err(e) = glob::Pattern::new(p) {
+                problems.push(format!("discovery.files[{i}]: {p:?}: expected a glob pattern ({e})"));
+            }
+        }
+        if self.refresh_interval < Duration::from_secs(1) {
+            problems.push("discovery.refresh_interval: expected at least 1s".to_string());
+        }
+        if !(1..=MAX_CLUSTERS_LIMIT).contains(&self.max_clusters) {
+            problems.push(format!("discovery.max_clusters: expected 1 to {MAX_CLUSTERS_LIMIT}"));
+        }
+        if !(1..=100_000).contains(&self.max_files) {
+            problems.push("discovery.max_files: expected 1 to 100000".to_string());
+        }
+        if !(1024..=64 << 20).contains(&self.max_file_bytes) {
+            problems.push("discovery.max_file_bytes: expected 1024 to 67108864".to_string());
+        }
+        if !matches!(self.defaults.scheme.as_str(), "http" | "https") {
+            problems.push(format!(
+                "discovery.defaults.scheme: {:?}: expected http or https",
+                self.defaults.scheme
+            ));
+        }
+        self.kubernetes.problems(problems);
+        // The defaults are checked as the cluster they make, with their own key names (only
+        // when discovery is on: the probe's own discovery is off, which ends the recursion).
+        if !self.enabled() {
+            return;
+        }
+        let cluster = self.defaults.cluster("discovered", "http://discovered:8081");
+        let logs = self.defaults.logs_of(std::slice::from_ref(&cluster), &BTreeSet::new());
+        let probe = Config { clusters: vec![cluster], logs, ..Default::default() };
+        for p in probe.problems() {
+            if let Some(rest) = p.strip_prefix("clusters[0].") {
+                problems.push(format!("discovery.defaults.{rest}"));
+            } else if let Some(rest) = p.strip_prefix("logs[0].") {
+                problems.push(format!("discovery.defaults.logs.{rest}"));
+            }
+        }
+        if let Some(logs) = &self.defaults.logs {
+            if !logs.cluster.is_empty() || logs.name.is_some() {
+                problems.push(
+                    "discovery.defaults.logs: expected no `cluster` or `name` (each discovered cluster's own)"
+                        .to_string(),
+                );
+            }
+            for (i, p) in logs.paths.iter().enumerate() {
+                if !p.contains(CLUSTER_PLACEHOLDER) {
+                    problems.push(format!(
+                        "discovery.defaults.logs.paths[{i}]: {p:?}: expected {CLUSTER_PLACEHOLDER} in it (every cluster would follow the same files)"
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// `[discovery.kubernetes]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KubernetesConfig {
+    /// Watch the Kubernetes API for Flink clusters.
+    pub enabled: bool,
+    /// Namespaces to watch (empty: every namespace, which needs a ClusterRole).
+    pub namespaces: Vec<String>,
+    /// Which kinds to watch: `services`, `flinkdeployments`, `flinksessionjobs`.
+    pub kinds: Vec<String>,
+    /// Label selector for Services (Flink's native integration labels its services so).
+    pub service_selector: String,
+    /// Label selector for FlinkDeployments and FlinkSessionJobs (empty: all).
+    pub label_selector: String,
+    /// The API server's URL, without credentials (e.g. `kubectl proxy`); else `kubeconfig`,
+    /// else the in-cluster service account or the default kubeconfig.
+    pub api_url: Option<String>,
+    /// A kubeconfig file (its current context).
+    pub kubeconfig: Option<PathBuf>,
+    /// The REST URL of a discovered cluster: `{scheme}` (`[discovery.defaults] scheme`),
+    /// `{service}`, `{namespace}`, `{port}`, `{cluster_id}` are replaced.
+    pub url_template: String,
+    /// The REST port when the object does not say (Flink's `rest.port` default).
+    pub rest_port: u16,
+    /// At most this many objects (all kinds together) are kept; the rest are cut and counted.
+    pub max_objects: usize,
+    /// The API server ends each watch after this long (`timeoutSeconds`); it is then resumed.
+    #[serde(with = "humantime_serde")]
+    pub watch_timeout: Duration,
+    /// Connect and write timeout of every request to the API server (reads: `watch_timeout`
+    /// plus this).
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// At start (and when discovery restarts on a reload), wait at most this long for the first
+    /// complete listing before the daemon goes on with what it has.
+    #[serde(with = "humantime_serde")]
+    pub initial_wait: Duration,
+}
+
+impl Default for KubernetesConfig {
+    fn default() -> Self {
+        KubernetesConfig {
+            enabled: false,
+            namespaces: Vec::new(),
+            kinds: KUBERNETES_KINDS.iter().map(|k| k.to_string()).collect(),
+            service_selector: "type=flink-native-kubernetes".to_string(),
+            label_selector: String::new(),
+            api_url: None,
+            kubeconfig: None,
+            url_template: "{scheme}://{service}.{namespace}.svc:{port}".to_string(),
+            rest_port: 8081,
+            max_objects: 5000,
+            watch_timeout: Duration::from_secs(290),
+            request_timeout: Duration::from_secs(10),
+            initial_wait: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The kinds of object `[discovery.kubernetes] kinds` may name (the resources' plurals), in the
+/// order of `sources::kubernetes::KINDS` (the metrics' order).
+pub const KUBERNETES_KINDS: [&str; 3] = ["services", "flinkdeployments", "flinksessionjobs"];
+
+/// Most objects `max_objects` may allow.
+pub const MAX_OBJECTS_LIMIT: usize = 100_000;
+
+impl KubernetesConfig {
+    /// Every problem with the values, each naming its key (`discovery.kubernetes.…`).
+    pub fn problems(&self, problems: &mut Vec<String>) {
+        let key = |k: &str| format!("discovery.kubernetes.{k}");
+        for (i, ns) in self.namespaces.iter().enumerate() {
+            if !is_dns_label(ns) {
+                problems.push(format!(
+                    "{}[{i}]: {ns:?}: expected a namespace name (lowercase letters, digits and '-', at most 63)",
+                    key("namespaces")
+                ));
+            }
+        }
+        for (i, k) in self.kinds.iter().enumerate() {
+            if !KUBERNETES_KINDS.contains(&k.as_str()) {
+                problems.push(format!(
+                    "{}[{i}]: {k:?}: expected services, flinkdeployments or flinksessionjobs",
+                    key("kinds")
+                ));
+            } else if self.kinds[..i].contains(k) {
+                problems.push(format!("{}[{i}]: {k:?}: expected each kind once", key("kinds")));
+            }
+        }
+        if self.enabled && self.kinds.is_empty() {
+            problems.push(format!("{}: expected at least one kind when enabled", key("kinds")));
+        }
+        for (name, selector) in
+            [("service_selector", &self.service_selector), ("label_selector", &self.label_selector)]
+        {
+            if let Err(e) = check_selector(selector) {
+                problems.push(format!("{}: {selector:?}: expected a label selector ({e})", key(name)));
+            }
+        }
+        if let Some(api) = &self.api_url {
+            let ok = url::Url::parse(api)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+                .is_some()
+                && api.parse::<axum::http::Uri>().is_ok();
+            if !ok {
+                problems.push(format!("{}: {api:?}: expected an http or https URL", key("api_url")));
+            }
+            if self.kubeconfig.is_some() {
+                problems.push(format!("{}: expected api_url or kubeconfig, not both", key("kubeconfig")));
+            }
+        }
+        let sample = render_url(&self.url_template, "https", "orders-rest", "flink", 8081, "orders");
+        if !self.url_template.contains("{port}") && !self.url_template.contains("{service}") {
+            problems.push(format!(
+                "{}: {:?}: expected {{service}} or {{port}} in it (else every cluster has one URL)",
+                key("url_template"),
+                self.url_template
+            ));
+        } else if url::Url::parse(&sample).ok().filter(|u| u.host().is_some()).is_none() {
+            problems.push(format!(
+                "{}: {:?}: expected a URL template (it gives {sample:?})",
+                key("url_template"),
+                self.url_template
+            ));
+        }
+        if self.rest_port == 0 {
+            problems.push(format!("{}: expected 1 to 65535", key("rest_port")));
+        }
+        if !(1..=MAX_OBJECTS_LIMIT).contains(&self.max_objects) {
+            problems.push(format!("{}: expected 1 to {MAX_OBJECTS_LIMIT}", key("max_objects")));
+        }
+        if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&self.watch_timeout) {
+            problems.push(format!("{}: expected 1s to 1h", key("watch_timeout")));
+        }
+        if !(Duration::from_millis(100)..=Duration::from_secs(300)).contains(&self.request_timeout) {
+            problems.push(format!("{}: expected 100ms to 5m", key("request_timeout")));
+        }
+        if self.initial_wait > Duration::from_secs(300) {
+            problems.push(format!("{}: expected at most 5m", key("initial_wait")));
+        }
+    }
+}
+
+/// A DNS-1123 label (a namespace's or a Service's name part).
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// A Kubernetes label selector, checked for form (the API server has the last word):
+/// comma-separated `key`, `!key`, `key=value`, `key==value`, `key!=value`,
+/// `key in (a,b)`, `key notin (a,b)`.
+fn check_selector(s: &str) -> Result<(), String> {
+    let key_ok = |k: &str| {
+        !k.is_empty() && k.len() <= 317 && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+    };
+    let value_ok =
+        |v: &str| v.len() <= 63 && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    // Split on commas outside parentheses.
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        if depth < 0 {
+            return Err("unbalanced parentheses".into());
+        }
+    }
+    if depth != 0 {
+        return Err("unbalanced parentheses".into());
+    }
+    parts.push(&s[start..]);
+    if s.trim().is_empty() {
+        return Ok(());
+    }
+    for part in parts {
+        let p = part.trim();
+        let ok = if let Some((k, v)) =
+            p.split_once("!=").or_else(|| p.split_once("==")).or_else(|| p.split_once('='))
+        {
+            key_ok(k.trim()) && value_ok(v.trim())
+        } else if let Some((k, rest)) = p.split_once(" in ").or_else(|| p.split_once(" notin ")) {
+            let set = rest.trim();
+            key_ok(k.trim())
+                && set.starts_with('(')
+                && set.ends_with(')')
+                && set[1..set.len() - 1].split(',').all(|v| value_ok(v.trim()))
+        } else {
+            key_ok(p.strip_prefix('!').unwrap_or(p).trim())
+        };
+        if !ok {
+            return Err(format!("{p:?} is not a requirement"));
+        }
+    }
+    Ok(())
+}
+
+/// The URL template with its placeholders replaced.
+pub fn render_url(
+    template: &str,
+    scheme: &str,
+    service: &str,
+    namespace: &str,
+    port: u16,
+    cluster_id: &str,
+) -> String {
+    template
+        .replace("{scheme}", scheme)
+        .replace("{service}", service)
+        .replace("{namespace}", namespace)
+        .replace("{port}", &port.to_string())
+        .replace("{cluster_id}", cluster_id)
 }
 
 #[cfg(test)]
@@ -1229,6 +1787,31 @@ mod tests {
         for needle in ["clusters[0].name", "clusters[0].url", "clusters[1].include_jobs[0]"] {
             assert!(err.contains(needle), "{needle} missing in {err}");
         }
+    }
+
+    #[test]
+    fn patterns_and_rules_are_compiled_once_when_read_and_handed_on() {
+        let text = "[[clusters]]\nname='c'\nurl='http://y'\ninclude_jobs=['^orders-', '(']\n\
+                    [[rules]]\nname='Mine'\nexpr='checkpoints.failed > 0'\nseverity='warning'\nclass='failure'\n\
+                    summary='s'\ndescription='d'\nrunbook_url='u'\n\
+                    [[rules]]\nname='Bad'\nexpr='checkpoints.failed >'\nseverity='warning'\nclass='failure'\n\
+                    summary='s'\ndescription='d'\nrunbook_url='u'\n";
+        let config: Config = toml::from_str(text).unwrap();
+        let c = &config.clusters[0];
+        assert!(c.include_jobs[0].regex().unwrap().is_match("orders-eu"));
+        let err = c.include_jobs[1].regex().unwrap_err().to_string();
+        let problems = config.problems();
+        assert!(
+            problems.iter().any(|p| p.starts_with("clusters[0].include_jobs[1]: \"(\"") && p.contains(&err))
+        );
+        assert!(config.rules[0].rule().is_ok());
+        assert!(problems.iter().any(|p| p.starts_with("rules[1].expr: ")), "{problems:?}");
+        // The compiled copy is handed on; the bad rule is reported, never silently lost.
+        let names: Vec<String> = config.effective_rules().into_iter().map(|r| r.spec.name).collect();
+        assert!(names.contains(&"Mine".to_string()) && !names.contains(&"Bad".to_string()));
+        // Written back as it was read.
+        let back = toml::to_string(&config).unwrap();
+        assert!(back.contains("include_jobs = [\"^orders-\", \"(\"]"), "{back}");
     }
 
     #[test]

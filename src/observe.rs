@@ -489,6 +489,18 @@ impl FailureReason {
     }
 }
 
+/// Job states after which the job never runs or checkpoints again: Flink's globally terminal
+/// states (FINISHED, CANCELED, FAILED) and SUSPENDED (the JobManager stopped without ending the
+/// job; it checkpoints no more under this JobManager). The one definition of "the job has
+/// ended": the poller's final polls, `State`, the rules, the API and `diagnose` all use it (a
+/// caller that needs another set says so beside it and builds it from this one).
+pub const ENDED_JOB_STATES: [&str; 4] = ["FINISHED", "CANCELED", "FAILED", "SUSPENDED"];
+
+/// Whether a job in this state (Flink's spelling) has ended for good: see [`ENDED_JOB_STATES`].
+pub fn job_has_ended(job_state: &str) -> bool {
+    ENDED_JOB_STATES.contains(&job_state)
+}
+
 /// How a checkpoint ended, in one word: `completed`, `expired`, `declined` or `failed` (the API's
 /// and `diagnose`'s outcome).
 pub fn outcome(status: CheckpointStatus, failure_message: Option<&str>) -> &'static str {

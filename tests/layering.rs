@@ -399,18 +399,7 @@ fn back_edges(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
 
 /// Cycles still in the tree, each named with why it is not broken yet (ARCHITECTURE.md says
 /// so too). The test fails when one of them is gone as well, so this list stays true.
-const KNOWN_CYCLES: &[&[&str]] = &[
-    // The `[discovery]` section's types (DiscoveryConfig, DiscoveryDefaults) live in
-    // sources/discovery.rs (and `[discovery.kubernetes]`'s in sources/kubernetes.rs), which
-    // build ClusterConfigs from config.rs. The fix is to move the section into config.rs; not
-    // done in the layout step because the shard and k8s branches rewrote those files the same
-    // session.
-    &["config", "sources::discovery", "sources::kubernetes"],
-    // state/mod.rs uses history.rs and outbox.rs, which use its Phase, PhaseHistograms,
-    // CheckpointRecord and Totals (traced.rs, merged the same session, too). The fix is a
-    // state/record.rs for those types.
-    &["state", "state::history", "state::outbox", "state::traced"],
-];
+const KNOWN_CYCLES: &[&[&str]] = &[];
 
 #[test]
 fn the_module_graph_has_no_cycle_between_files() {
@@ -427,7 +416,7 @@ fn the_module_graph_has_no_cycle_between_files() {
 
 /// Imports against the flow still in the tree, with the cycle above that they belong to. The
 /// test fails when one of them is gone, so this list stays true.
-const KNOWN_BACK_EDGES: &[&str] = &["config (config) -> sources::discovery (sources)"];
+const KNOWN_BACK_EDGES: &[&str] = &[];
 
 #[test]
 fn no_import_goes_against_the_flow() {

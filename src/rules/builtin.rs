@@ -237,6 +237,22 @@ pub fn rules() -> Vec<RuleSpec> {
         .collect()
 }
 
+/// The pack parsed, once per process (the daemon takes it at start and on every reload). A
+/// built-in rule that does not parse is a bug the test below catches, so it panics rather than
+/// being left out.
+pub fn compiled() -> &'static [super::Rule] {
+    static COMPILED: std::sync::OnceLock<Vec<super::Rule>> = std::sync::OnceLock::new();
+    COMPILED.get_or_init(|| {
+        rules()
+            .into_iter()
+            .map(|spec| {
+                let name = spec.name.clone();
+                super::Rule::new(spec).unwrap_or_else(|e| panic!("built-in rule {name}: {e}"))
+            })
+            .collect()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -235,7 +235,7 @@ impl Evaluator {
             // A job that ended (finished, cancelled, failed for good, suspended) no longer
             // checkpoints: its alerts end with it.
             for (job_id, job) in
-                cluster.jobs.iter().filter(|(_, j)| j.listed && !crate::state::is_terminal(&j.job_state))
+                cluster.jobs.iter().filter(|(_, j)| j.listed && !crate::observe::job_has_ended(&j.job_state))
             {
                 let key = (cluster_name.clone(), job_id.clone());
                 evaluated.insert(key.clone());

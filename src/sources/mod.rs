@@ -4,6 +4,7 @@
 //! - [`poller`] — the per-cluster REST poller.
 //! - [`discovery`] — clusters found in files (Prometheus `file_sd`), watched for changes.
 //! - [`kubernetes`] — clusters found by watching the Kubernetes API (Flink's services, the operator's resources).
+//! - [`target`] — a discovered cluster (name, REST URL), what both discoveries give.
 //! - [`logs`] — the log tailer: JM/TM log files to checkpoint events.
 
 pub mod discovery;
@@ -11,3 +12,4 @@ pub mod flink;
 pub mod kubernetes;
 pub mod logs;
 pub mod poller;
+pub mod target;

@@ -15,9 +15,9 @@ use regex::Regex;
 use tokio::sync::Semaphore;
 
 use crate::app::AppState;
-use crate::config::ClusterConfig;
+use crate::config::{ClusterConfig, Pattern};
 use crate::observe::{ClusterPoll, JobKey, JobPoll, JobSummary, LogEvent, Observation, Severity};
-use crate::sources::flink::client::{FetchError, FlinkClient};
+use crate::sources::flink::client::{ClientBuildError, FetchError, FlinkClient};
 use crate::sources::flink::{convert, dto};
 use crate::time::Timestamp;
 
@@ -121,16 +121,27 @@ pub struct Poller {
 
 impl Poller {
     /// A poller for `config` that reports into `app`.
-    pub fn new(
-        config: ClusterConfig,
-        app: Arc<AppState>,
-    ) -> Result<Self, crate::sources::flink::client::ClientBuildError> {
+    pub fn new(config: ClusterConfig, app: Arc<AppState>) -> Result<Self, ClientBuildError> {
         let client = FlinkClient::new(&config)?;
-        // Patterns were validated with the config.
-        let compile = |ps: &[String]| ps.iter().filter_map(|p| Regex::new(p).ok()).collect::<Vec<_>>();
+        // Compiled when the config was read (and a config with a bad one refused); a pattern
+        // that did not compile fails the poller rather than widening or narrowing what it watches.
+        let compiled = |key: &str, ps: &[Pattern]| {
+            ps.iter()
+                .map(|p| {
+                    p.regex().cloned().map_err(|e| {
+                        ClientBuildError::invalid(
+                            &config.name,
+                            format!("{key}: {:?}: expected a regular expression ({e})", p.as_str()),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<Regex>, _>>()
+        };
+        let include = compiled("include_jobs", &config.include_jobs)?;
+        let exclude = compiled("exclude_jobs", &config.exclude_jobs)?;
         Ok(Poller {
-            include: compile(&config.include_jobs),
-            exclude: compile(&config.exclude_jobs),
+            include,
+            exclude,
             requests: Semaphore::new(config.max_concurrent_requests),
             client,
             config,
@@ -297,7 +308,7 @@ impl Poller {
         slot: &mut Option<JobCache>,
     ) -> Result<Option<JobPoll>, FetchError> {
         let job_state = job.state.clone().unwrap_or_default();
-        let terminal = crate::state::is_terminal(&job_state);
+        let terminal = crate::observe::job_has_ended(&job_state);
         let cached = slot.as_ref();
         if cached.is_some_and(|c| c.final_poll_done && terminal) {
             return Ok(None);

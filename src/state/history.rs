@@ -17,7 +17,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Phase, PhaseHistograms};
+use super::record::{Phase, PhaseHistograms};
 use crate::stats::WindowSpec;
 use crate::time::Timestamp;
 

@@ -7,6 +7,7 @@ pub mod history;
 pub mod logs;
 pub mod outbox;
 pub mod persist;
+pub mod record;
 pub mod restore;
 pub mod store;
 pub mod traced;
@@ -15,12 +16,13 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointSpan, CheckpointStatus, ClusterPoll, FinishedCheckpoint,
-    InProgressCheckpoint, JobKey, JobLoadReport, JobPoll, LogEvent, Observation, SnapshotKind,
+    InProgressCheckpoint, JobKey, JobLoadReport, JobPoll, LogEvent, Observation, SnapshotKind, job_has_ended,
 };
 use crate::shadow::Shadow;
 use crate::stats::{WindowSpec, WindowedHistogram};
 use crate::time::Timestamp;
 use history::P95History;
+pub use record::{CheckpointRecord, Holdout, Phase, PhaseHistograms, Totals};
 
 /// How many finished checkpoint ids per job are remembered individually. Ids below the
 /// oldest remembered one count as seen, so memory per job stays bounded.
@@ -33,14 +35,6 @@ pub const EPOCH_CONFIRM_POLLS: u32 = 3;
 
 /// How many recent checkpoints per job are kept for the API and status page.
 pub const RECENT_CHECKPOINTS: usize = 32;
-
-/// Job states after which a job never checkpoints again.
-pub const TERMINAL_STATES: [&str; 4] = ["FINISHED", "CANCELED", "FAILED", "SUSPENDED"];
-
-/// Whether a job in this state has ended for good.
-pub fn is_terminal(job_state: &str) -> bool {
-    TERMINAL_STATES.contains(&job_state)
-}
 
 /// Whether a failure message says the job was stopping (cancel, stop, suspend, failover): the
 /// coordinator aborted what was pending. Such a failure says nothing about the checkpoints, so
@@ -101,25 +95,6 @@ pub const UNCLAIMED_SPANS: usize = 256;
 
 /// How many checkpoint lines of jobs not known yet a cluster keeps for them.
 const UNCLAIMED_LOG_EVENTS: usize = 256;
-
-/// Lifetime checkpoint totals by status.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Totals {
-    /// Completed.
-    pub completed: u64,
-    /// Failed.
-    pub failed: u64,
-}
-
-impl Totals {
-    /// The total for a status.
-    pub fn get(&self, status: CheckpointStatus) -> u64 {
-        match status {
-            CheckpointStatus::Completed => self.completed,
-            CheckpointStatus::Failed => self.failed,
-        }
-    }
-}
 
 /// A run of polls that may be a new counting epoch (see [`EPOCH_CONFIRM_POLLS`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -249,73 +224,6 @@ fn logged_trigger_time(message: &str) -> Option<Timestamp> {
     digits.parse().ok().map(Timestamp)
 }
 
-/// The phase and size histograms of a job or operator.
-pub struct PhaseHistograms {
-    /// End-to-end duration, ms (job level only).
-    pub end_to_end: WindowedHistogram,
-    /// Alignment duration, ms.
-    pub alignment: WindowedHistogram,
-    /// Synchronous snapshot duration, ms.
-    pub sync: WindowedHistogram,
-    /// Asynchronous snapshot duration, ms.
-    pub async_: WindowedHistogram,
-    /// Start delay (trigger to first barrier), ms.
-    pub start_delay: WindowedHistogram,
-}
-
-impl PhaseHistograms {
-    fn new(window: WindowSpec) -> Self {
-        PhaseHistograms {
-            end_to_end: WindowedHistogram::new(window),
-            alignment: WindowedHistogram::new(window),
-            sync: WindowedHistogram::new(window),
-            async_: WindowedHistogram::new(window),
-            start_delay: WindowedHistogram::new(window),
-        }
-    }
-
-    /// The histogram of one phase.
-    pub fn get(&self, phase: Phase) -> &WindowedHistogram {
-        match phase {
-            Phase::EndToEnd => &self.end_to_end,
-            Phase::Alignment => &self.alignment,
-            Phase::Sync => &self.sync,
-            Phase::Async => &self.async_,
-            Phase::StartDelay => &self.start_delay,
-        }
-    }
-
-    /// The histograms with their phase names, in a fixed order.
-    pub fn iter(&self) -> [(Phase, &WindowedHistogram); 5] {
-        [
-            (Phase::EndToEnd, &self.end_to_end),
-            (Phase::Alignment, &self.alignment),
-            (Phase::Sync, &self.sync),
-            (Phase::Async, &self.async_),
-            (Phase::StartDelay, &self.start_delay),
-        ]
-    }
-
-    fn iter_mut(&mut self) -> [&mut WindowedHistogram; 5] {
-        [&mut self.end_to_end, &mut self.alignment, &mut self.sync, &mut self.async_, &mut self.start_delay]
-    }
-}
-
-/// The phases of a checkpoint whose durations are tracked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// Trigger to the last acknowledgement.
-    EndToEnd,
-    /// First to last barrier at a subtask.
-    Alignment,
-    /// Synchronous snapshot.
-    Sync,
-    /// Asynchronous snapshot.
-    Async,
-    /// Trigger to the first barrier at a subtask.
-    StartDelay,
-}
-
 /// The size histograms of a job.
 pub struct SizeHistograms {
     /// Bytes persisted by each checkpoint.
@@ -336,61 +244,6 @@ pub struct OperatorState {
     pub phases: PhaseHistograms,
     /// When a checkpoint last brought data for it.
     pub last_seen: Timestamp,
-}
-
-/// A finished checkpoint, briefly, for the API and status page.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct CheckpointRecord {
-    /// Checkpoint id.
-    pub id: u64,
-    /// Completed or failed.
-    pub status: CheckpointStatus,
-    /// Checkpoint, unaligned checkpoint or savepoint.
-    pub kind: SnapshotKind,
-    /// Trigger time.
-    pub triggered_at: Timestamp,
-    /// Completion or failure time.
-    pub finished_at: Timestamp,
-    /// End-to-end duration, ms.
-    pub end_to_end_ms: Option<u64>,
-    /// The slowest phases of any subtask, ms: start delay, alignment, sync, async.
-    pub max_phases_ms: Option<[u64; 4]>,
-    /// The subtask that acknowledged last: (operator name, subtask index, its ack − trigger).
-    pub slowest_subtask: Option<(String, u32, u64)>,
-    /// The phases of that slowest subtask, ms: start delay, alignment, sync, async (they add up
-    /// to about its ack − trigger, unlike `max_phases_ms`, whose maxima may come from different
-    /// subtasks). For the status page's timeline.
-    #[serde(default)]
-    pub slowest_phases_ms: Option<[u64; 4]>,
-    /// Why it failed.
-    pub failure_message: Option<String>,
-    /// Subtasks that acknowledged, of those that had to (Flink's `num_acknowledged_subtasks`
-    /// of `num_subtasks`); `None` in records written before it was kept.
-    #[serde(default)]
-    pub acknowledged: Option<(u32, u32)>,
-    /// A failed checkpoint: the subtask that held it up, i.e. did not acknowledge before it
-    /// failed (not the slowest that did acknowledge); `None` for a completed checkpoint or
-    /// when the per-subtask details could not be fetched.
-    #[serde(default)]
-    pub holdout: Option<Holdout>,
-}
-
-/// The subtask that held a failed checkpoint up.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Holdout {
-    /// The operator chain's name.
-    pub operator: String,
-    /// The subtask index.
-    pub subtask: u32,
-    /// When its acknowledgement came only after the checkpoint had failed (Flink still records
-    /// it, marked aborted): its ack − trigger, ms. `None`: it never acknowledged.
-    pub late_ack_ms: Option<u64>,
-    /// Its phases, ms, as far as Flink reported them: start delay, alignment, sync, async.
-    pub phases_ms: [Option<u64>; 4],
-    /// Subtasks that never acknowledged (this one included, if it is one of them).
-    pub never_acknowledged: u32,
-    /// Subtasks that acknowledged only after the checkpoint had failed (this one included, if).
-    pub acknowledged_late: u32,
 }
 
 /// One job.
@@ -586,7 +439,7 @@ impl JobState {
     /// those only a poll knows of that it saw younger than half their timeout (they may have
     /// completed since, unheard). Nothing for a job that ended.
     pub fn live_in_progress(&self, now: Timestamp) -> Vec<(u64, Timestamp)> {
-        if NOT_CHECKPOINTING.contains(&self.job_state.as_str()) {
+        if !can_checkpoint(&self.job_state) {
             return Vec::new();
         }
         let timeout_ms = self.settings.as_ref().and_then(|s| s.timeout_ms);
@@ -1019,7 +872,7 @@ impl JobState {
             self.settings.clone_from(&poll.settings);
         }
         self.in_progress.clone_from(&poll.in_progress);
-        if is_terminal(&poll.job_state) {
+        if job_has_ended(&poll.job_state) {
             self.end();
         }
         self.in_progress_polled_at = poll.polled_at;
@@ -1231,10 +1084,16 @@ impl JobState {
     }
 }
 
-/// Job states in which no checkpoint of the job can be in progress: its coordinator stopped
-/// (or restarts) and aborted whatever was pending.
-pub const NOT_CHECKPOINTING: [&str; 7] =
-    ["FINISHED", "CANCELED", "SUSPENDED", "FAILED", "CANCELLING", "FAILING", "RESTARTING"];
+/// Job states on the way to an end or a restart, in which the coordinator has stopped.
+pub const STOPPING_JOB_STATES: [&str; 3] = ["CANCELLING", "FAILING", "RESTARTING"];
+
+/// Whether a checkpoint of a job in this state can be in progress. Not when the job has ended
+/// (`observe::job_has_ended`) and, on purpose a larger set, not while it is stopping either
+/// ([`STOPPING_JOB_STATES`]): its coordinator stopped (or restarts) and aborted whatever was
+/// pending.
+pub fn can_checkpoint(job_state: &str) -> bool {
+    !job_has_ended(job_state) && !STOPPING_JOB_STATES.contains(&job_state)
+}
 
 impl ClusterState {
     /// Hands a log event to the job it names, if that job is known.
@@ -1530,7 +1389,7 @@ impl State {
                     job.last_seen = now;
                     job.name.clone_from(&listed.name);
                     job.job_state.clone_from(&listed.state);
-                    if is_terminal(&listed.state) {
+                    if job_has_ended(&listed.state) {
                         job.end();
                     }
                 }
@@ -1542,6 +1401,30 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_checkpoint_is_in_progress_once_a_job_ended_or_while_it_stops() {
+        let all = [
+            "INITIALIZING",
+            "CREATED",
+            "RUNNING",
+            "FAILING",
+            "FAILED",
+            "CANCELLING",
+            "CANCELED",
+            "FINISHED",
+            "RESTARTING",
+            "SUSPENDED",
+            "RECONCILING",
+        ];
+        let ended: Vec<&str> = all.into_iter().filter(|s| job_has_ended(s)).collect();
+        assert_eq!(ended, ["FAILED", "CANCELED", "FINISHED", "SUSPENDED"]);
+        let not: Vec<&str> = all.into_iter().filter(|s| !can_checkpoint(s)).collect();
+        assert_eq!(
+            not,
+            ["FAILING", "FAILED", "CANCELLING", "CANCELED", "FINISHED", "RESTARTING", "SUSPENDED"]
+        );
+    }
     use crate::observe::{JobKey, OperatorCheckpoint, SubtaskCheckpoint};
 
     const WINDOW: WindowSpec = WindowSpec { window_ms: 3_600_000, slots: 6 };

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{CheckpointRecord, Totals};
+use super::record::{CheckpointRecord, Totals};
 use crate::observe::{CheckpointStatus, FinishedCheckpoint, SnapshotKind};
 use crate::time::Timestamp;
 

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use super::Totals;
+use super::record::Totals;
 use crate::observe::CheckpointStatus;
 
 /// How many marks a job keeps: more checkpoints than this counted from spans between two polls

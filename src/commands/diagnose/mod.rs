@@ -91,6 +91,14 @@ pub enum DiagnoseError {
     BadUrl(String),
 }
 
+/// The jobs `diagnose` leaves out when no `--job` is given: those that have ended
+/// (`observe::job_has_ended`), except a SUSPENDED one. Its JobManager stopped without ending it
+/// (an HA failover, a shutdown), so it is still the cluster's job and is reported (as unhealthy:
+/// not RUNNING) rather than left out as finished.
+fn ended_for_diagnose(job_state: &str) -> bool {
+    crate::observe::job_has_ended(job_state) && job_state != "SUSPENDED"
+}
+
 /// Connects, fetches and analyses; returns the report.
 pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
     let cluster = cluster_config(args)?;
@@ -106,11 +114,7 @@ pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
                 .ok_or_else(|| DiagnoseError::NoSuchJob(id.clone()))?;
             vec![job]
         }
-        None => jobs
-            .jobs
-            .iter()
-            .filter(|j| !matches!(j.state.as_deref(), Some("FINISHED" | "CANCELED" | "FAILED")))
-            .collect(),
+        None => jobs.jobs.iter().filter(|j| !j.state.as_deref().is_some_and(ended_for_diagnose)).collect(),
     };
     let mut reports = Vec::new();
     for job in selected {
@@ -297,6 +301,25 @@ pub async fn run(args: &DiagnoseArgs) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn diagnose_leaves_out_the_ended_jobs_but_a_suspended_one() {
+        let all = [
+            "INITIALIZING",
+            "CREATED",
+            "RUNNING",
+            "FAILING",
+            "FAILED",
+            "CANCELLING",
+            "CANCELED",
+            "FINISHED",
+            "RESTARTING",
+            "SUSPENDED",
+            "RECONCILING",
+        ];
+        let left_out: Vec<&str> = all.into_iter().filter(|s| ended_for_diagnose(s)).collect();
+        assert_eq!(left_out, ["FAILED", "CANCELED", "FINISHED"]);
+    }
     use crate::observe::OperatorCheckpoint;
     use crate::observe::{CheckpointStatus, FinishedCheckpoint, SnapshotKind, SubtaskCheckpoint};
 

@@ -80,6 +80,13 @@ pub struct ClientBuildError {
     message: String,
 }
 
+impl ClientBuildError {
+    /// A setting of `cluster` that no client or poller can be built with.
+    pub fn invalid(cluster: &str, message: String) -> Self {
+        ClientBuildError { cluster: cluster.to_string(), message }
+    }
+}
+
 /// A client for one cluster's REST API.
 pub struct FlinkClient {
     base: String,

@@ -98,18 +98,24 @@ impl TailOptions {
     }
 }
 
-/// The user patterns of a config entry, compiled (the config was validated, so they compile).
+/// The user patterns of a config entry, as compiled when the config was read (a config with
+/// one that does not compile is refused). Should one come here uncompiled all the same, it is
+/// left out with an error in the log, never silently.
 pub fn user_patterns(config: &LogConfig) -> Vec<UserPattern> {
     config
         .patterns
         .iter()
-        .filter_map(|p| {
-            Some(UserPattern {
+        .filter_map(|p| match p.regex.regex() {
+            Ok(regex) => Some(UserPattern {
                 name: p.name.clone(),
-                regex: regex::Regex::new(&p.regex).ok()?,
+                regex: regex.clone(),
                 kind: p.kind.clone(),
                 severity: p.severity,
-            })
+            }),
+            Err(e) => {
+                tracing::error!(cluster = %config.cluster, pattern = %p.name, regex = %p.regex.as_str(), error = %e, "a [[logs.patterns]] regex does not compile: pattern left out");
+                None
+            }
         })
         .collect()
 }

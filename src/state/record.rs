@@ -1,0 +1,149 @@
+//! The record types shared by the state's files: the lifetime `Totals`, a job's or operator's
+//! `PhaseHistograms` by `Phase`, and the `CheckpointRecord` (with its `Holdout`) kept for the API,
+//! the store and the outbox. Pure data: `mod.rs`, `history`, `outbox` and `traced` all use
+//! them, and this file uses none of them (no cycle between the state's files).
+
+use crate::observe::{CheckpointStatus, SnapshotKind};
+use crate::stats::{WindowSpec, WindowedHistogram};
+use crate::time::Timestamp;
+
+/// Lifetime checkpoint totals by status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Totals {
+    /// Completed.
+    pub completed: u64,
+    /// Failed.
+    pub failed: u64,
+}
+
+impl Totals {
+    /// The total for a status.
+    pub fn get(&self, status: CheckpointStatus) -> u64 {
+        match status {
+            CheckpointStatus::Completed => self.completed,
+            CheckpointStatus::Failed => self.failed,
+        }
+    }
+}
+
+/// The phase and size histograms of a job or operator.
+pub struct PhaseHistograms {
+    /// End-to-end duration, ms (job level only).
+    pub end_to_end: WindowedHistogram,
+    /// Alignment duration, ms.
+    pub alignment: WindowedHistogram,
+    /// Synchronous snapshot duration, ms.
+    pub sync: WindowedHistogram,
+    /// Asynchronous snapshot duration, ms.
+    pub async_: WindowedHistogram,
+    /// Start delay (trigger to first barrier), ms.
+    pub start_delay: WindowedHistogram,
+}
+
+impl PhaseHistograms {
+    pub(super) fn new(window: WindowSpec) -> Self {
+        PhaseHistograms {
+            end_to_end: WindowedHistogram::new(window),
+            alignment: WindowedHistogram::new(window),
+            sync: WindowedHistogram::new(window),
+            async_: WindowedHistogram::new(window),
+            start_delay: WindowedHistogram::new(window),
+        }
+    }
+
+    /// The histogram of one phase.
+    pub fn get(&self, phase: Phase) -> &WindowedHistogram {
+        match phase {
+            Phase::EndToEnd => &self.end_to_end,
+            Phase::Alignment => &self.alignment,
+            Phase::Sync => &self.sync,
+            Phase::Async => &self.async_,
+            Phase::StartDelay => &self.start_delay,
+        }
+    }
+
+    /// The histograms with their phase names, in a fixed order.
+    pub fn iter(&self) -> [(Phase, &WindowedHistogram); 5] {
+        [
+            (Phase::EndToEnd, &self.end_to_end),
+            (Phase::Alignment, &self.alignment),
+            (Phase::Sync, &self.sync),
+            (Phase::Async, &self.async_),
+            (Phase::StartDelay, &self.start_delay),
+        ]
+    }
+
+    pub(super) fn iter_mut(&mut self) -> [&mut WindowedHistogram; 5] {
+        [&mut self.end_to_end, &mut self.alignment, &mut self.sync, &mut self.async_, &mut self.start_delay]
+    }
+}
+
+/// The phases of a checkpoint whose durations are tracked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Trigger to the last acknowledgement.
+    EndToEnd,
+    /// First to last barrier at a subtask.
+    Alignment,
+    /// Synchronous snapshot.
+    Sync,
+    /// Asynchronous snapshot.
+    Async,
+    /// Trigger to the first barrier at a subtask.
+    StartDelay,
+}
+
+/// A finished checkpoint, briefly, for the API and status page.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CheckpointRecord {
+    /// Checkpoint id.
+    pub id: u64,
+    /// Completed or failed.
+    pub status: CheckpointStatus,
+    /// Checkpoint, unaligned checkpoint or savepoint.
+    pub kind: SnapshotKind,
+    /// Trigger time.
+    pub triggered_at: Timestamp,
+    /// Completion or failure time.
+    pub finished_at: Timestamp,
+    /// End-to-end duration, ms.
+    pub end_to_end_ms: Option<u64>,
+    /// The slowest phases of any subtask, ms: start delay, alignment, sync, async.
+    pub max_phases_ms: Option<[u64; 4]>,
+    /// The subtask that acknowledged last: (operator name, subtask index, its ack − trigger).
+    pub slowest_subtask: Option<(String, u32, u64)>,
+    /// The phases of that slowest subtask, ms: start delay, alignment, sync, async (they add up
+    /// to about its ack − trigger, unlike `max_phases_ms`, whose maxima may come from different
+    /// subtasks). For the status page's timeline.
+    #[serde(default)]
+    pub slowest_phases_ms: Option<[u64; 4]>,
+    /// Why it failed.
+    pub failure_message: Option<String>,
+    /// Subtasks that acknowledged, of those that had to (Flink's `num_acknowledged_subtasks`
+    /// of `num_subtasks`); `None` in records written before it was kept.
+    #[serde(default)]
+    pub acknowledged: Option<(u32, u32)>,
+    /// A failed checkpoint: the subtask that held it up, i.e. did not acknowledge before it
+    /// failed (not the slowest that did acknowledge); `None` for a completed checkpoint or
+    /// when the per-subtask details could not be fetched.
+    #[serde(default)]
+    pub holdout: Option<Holdout>,
+}
+
+/// The subtask that held a failed checkpoint up.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Holdout {
+    /// The operator chain's name.
+    pub operator: String,
+    /// The subtask index.
+    pub subtask: u32,
+    /// When its acknowledgement came only after the checkpoint had failed (Flink still records
+    /// it, marked aborted): its ack − trigger, ms. `None`: it never acknowledged.
+    pub late_ack_ms: Option<u64>,
+    /// Its phases, ms, as far as Flink reported them: start delay, alignment, sync, async.
+    pub phases_ms: [Option<u64>; 4],
+    /// Subtasks that never acknowledged (this one included, if it is one of them).
+    pub never_acknowledged: u32,
+    /// Subtasks that acknowledged only after the checkpoint had failed (this one included, if).
+    pub acknowledged_late: u32,
+}
