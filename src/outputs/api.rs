@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::observe::FailureReason;
-use crate::observe::{CheckpointSettings, CheckpointStatus, LogEvent, SnapshotKind};
+use crate::observe::{CheckpointSettings, CheckpointStatus, JobStatus, LogEvent, SnapshotKind};
 use crate::rules::AlertsView;
 use crate::rules::{Alert, AlertState};
 use crate::shadow::{Deviation, Explanation};
@@ -98,7 +98,7 @@ pub struct JobSummaryView {
     /// The job name.
     pub name: String,
     /// Flink's job state (`RUNNING`, `RESTARTING`, …).
-    pub state: String,
+    pub state: JobStatus,
     /// Whether the JobManager listed it in the last poll round.
     pub listed: bool,
     /// How it is doing.
@@ -828,13 +828,17 @@ pub fn job_health(
     for a in of_job.filter(|a| a.state == AlertState::Pending) {
         worse(Health::Pending, format!("{} is pending ({})", a.name(), label(a, "severity")), &mut reasons);
     }
-    match j.job_state.as_str() {
-        "RUNNING" | "FINISHED" | "CANCELED" | "CREATED" | "INITIALIZING" => {}
+    match &j.job_state {
+        JobStatus::Running
+        | JobStatus::Finished
+        | JobStatus::Canceled
+        | JobStatus::Created
+        | JobStatus::Initializing => {}
         other => worse(Health::Critical, format!("job is {other}"), &mut reasons),
     }
     // An ended job's last failures are its history, not a present problem (and the failures a
     // cancel or stop causes, "Checkpoint Coordinator is suspending.", are not counted at all).
-    let failures = if crate::state::is_terminal(&j.job_state) { 0 } else { j.consecutive_failures() };
+    let failures = if crate::state::is_terminal(j.job_state.as_str()) { 0 } else { j.consecutive_failures() };
     if failures > 0 {
         let last = j.recent.back().map(|r| outcome(r)).unwrap_or("failed");
         let text = match (failures, last) {

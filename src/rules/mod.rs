@@ -234,8 +234,10 @@ impl Evaluator {
         for (cluster_name, cluster) in state.clusters() {
             // A job that ended (finished, cancelled, failed for good, suspended) no longer
             // checkpoints: its alerts end with it.
-            for (job_id, job) in
-                cluster.jobs.iter().filter(|(_, j)| j.listed && !crate::state::is_terminal(&j.job_state))
+            for (job_id, job) in cluster
+                .jobs
+                .iter()
+                .filter(|(_, j)| j.listed && !crate::state::is_terminal(j.job_state.as_str()))
             {
                 let key = (cluster_name.clone(), job_id.clone());
                 evaluated.insert(key.clone());

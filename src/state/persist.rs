@@ -19,7 +19,7 @@ use super::{
     SizeHistograms, State, Totals,
 };
 use crate::observe::{
-    CheckpointCounts, CheckpointSpan, LogEvent, TailerPositions, intern_cause, intern_source,
+    CheckpointCounts, CheckpointSpan, JobStatus, LogEvent, TailerPositions, intern_cause, intern_source,
 };
 use crate::stats::{PersistedHistogram, WindowSpec, WindowedHistogram};
 use crate::time::Timestamp;
@@ -231,7 +231,8 @@ pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
     for (name, jobs) in clusters {
         let cluster = state.cluster_mut(&name);
         for (id, job) in jobs {
-            let mut restored = JobState::new(window, job.name, "UNKNOWN".to_string(), job.last_seen);
+            let mut restored =
+                JobState::new(window, job.name, JobStatus::Other("UNKNOWN".to_string()), job.last_seen);
             restored.listed = false;
             restored.flink_counts = job.flink_counts;
             restored.earlier_incarnations = job.earlier_incarnations;
