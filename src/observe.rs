@@ -376,10 +376,11 @@ pub struct SubtaskCheckpoint {
     pub unaligned: bool,
 }
 
-/// How serious a log event is (for the API and status page; not a metric label).
+/// How serious a log event is, by its kind (for the API and status page; not a metric label).
+/// Not the line's log4j level, and unrelated to an alert's `rules::AlertSeverity`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Severity {
+pub enum EventSeverity {
     /// Routine: triggered, completed, restored, barrier received.
     Info,
     /// A checkpoint did not complete, or something held it up.
@@ -412,7 +413,7 @@ pub struct LogEvent {
     #[serde(deserialize_with = "event_source")]
     pub source: FixedLabel,
     /// How serious it is.
-    pub severity: Severity,
+    pub severity: EventSeverity,
     /// The file it was read from.
     pub file: String,
     /// The line's own timestamp text (the writer's local time, as logged).
@@ -732,7 +733,7 @@ pub struct CheckpointSpan {
 impl LogEvent {
     /// An event of `kind` from a log line (`source` "log"), with nothing but its message known;
     /// the recogniser and the poller fill in what they extract.
-    pub fn new(kind: String, severity: Severity, message: String) -> LogEvent {
+    pub fn new(kind: String, severity: EventSeverity, message: String) -> LogEvent {
         LogEvent {
             cluster: String::new(),
             kind,

@@ -512,7 +512,7 @@ pub struct EventView {
     /// `expired`, `declined`, `failed`, `barrier_missing`, …
     pub kind: String,
     /// `info`, `warning` or `error`.
-    pub severity: crate::observe::Severity,
+    pub severity: crate::observe::EventSeverity,
     /// `log` or `rest`.
     pub source: &'static str,
     /// The line's own timestamp text (the writer's local time, no zone). Deprecated: read
@@ -1389,7 +1389,9 @@ mod tests {
 
     #[test]
     fn the_slowest_subtask_names_its_taskmanager_from_a_log_line_else_from_the_vertex() {
-        use crate::observe::{JobLoadReport, JobTopology, LogEvent, Severity, TopologyVertex, VertexLoad};
+        use crate::observe::{
+            EventSeverity, JobLoadReport, JobTopology, LogEvent, TopologyVertex, VertexLoad,
+        };
         let mut s = state(false);
         let slowest_tm = |s: &State| {
             let d = job(s, &AlertsView::default(), "prod", "j1", Timestamp(1_016_000)).unwrap();
@@ -1428,7 +1430,7 @@ mod tests {
         s.apply(&Observation::JobLoad(unknown), Timestamp(1_017_000));
         assert_eq!(slowest_tm(&s)[2].as_deref(), Some("tm-b (h:2)"));
         // A log line of checkpoint 3 that names the subtask's TaskManager wins for that checkpoint.
-        let mut event = LogEvent::new("declined".into(), Severity::Warning, "declined".into());
+        let mut event = LogEvent::new("declined".into(), EventSeverity::Warning, "declined".into());
         event.cluster = "prod".into();
         event.job_id = Some("j1".into());
         event.checkpoint_id = Some(3);
@@ -1589,7 +1591,7 @@ mod tests {
     fn a_taskmanager_event_joins_the_job_of_its_checkpoint() {
         let mut s = state(false);
         let event = |kind: &str, job: Option<&str>, task: Option<&str>| {
-            let mut e = LogEvent::new(kind.into(), crate::observe::Severity::Warning, kind.into());
+            let mut e = LogEvent::new(kind.into(), crate::observe::EventSeverity::Warning, kind.into());
             e.cluster = "prod".into();
             e.job_id = job.map(str::to_string);
             e.checkpoint_id = Some(3);

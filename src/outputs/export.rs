@@ -1499,7 +1499,7 @@ mod tests {
     use super::*;
     use crate::model::alignment::{self, AlignmentConfig, Mode};
     use crate::model::coordinator::{Coordinator, CoordinatorConfig, Event, Outcome, Schedule};
-    use crate::observe::{CheckpointSettings, JobKey, LogEvent, Observation, Severity};
+    use crate::observe::{CheckpointSettings, EventSeverity, JobKey, LogEvent, Observation};
     use crate::stats::WindowSpec;
     use proptest::prelude::*;
 
@@ -1548,7 +1548,8 @@ mod tests {
                 state.apply(&Observation::JobPolled(poll), at);
             }
         }
-        let mut event = LogEvent::new("expired".into(), Severity::Warning, "Checkpoint 3 expired".into());
+        let mut event =
+            LogEvent::new("expired".into(), EventSeverity::Warning, "Checkpoint 3 expired".into());
         event.cluster = "prod".into();
         event.job_id = Some(format!("{:032x}", 0));
         state.apply(&Observation::LogEvents(vec![event]), end);

@@ -16,7 +16,9 @@ use tokio::sync::Semaphore;
 
 use crate::app::AppState;
 use crate::config::ClusterConfig;
-use crate::observe::{ClusterPoll, JobKey, JobPoll, JobStatus, JobSummary, LogEvent, Observation, Severity};
+use crate::observe::{
+    ClusterPoll, EventSeverity, JobKey, JobPoll, JobStatus, JobSummary, LogEvent, Observation,
+};
 use crate::sources::flink::client::{FetchError, FlinkClient};
 use crate::sources::flink::{convert, dto};
 use crate::time::Timestamp;
@@ -576,7 +578,7 @@ impl Poller {
                             ),
                         ),
                     };
-                    let mut event = LogEvent::new(kind.to_string(), Severity::Warning, message);
+                    let mut event = LogEvent::new(kind.to_string(), EventSeverity::Warning, message);
                     event.cluster = self.config.name.clone();
                     event.source = "rest";
                     event.job_id = Some(job_id.to_string());

@@ -1600,7 +1600,7 @@ mod tests {
     }
 
     fn log_line(kind: &str, id: u64, message: &str) -> Observation {
-        let mut e = LogEvent::new(kind.into(), crate::observe::Severity::Warning, message.into());
+        let mut e = LogEvent::new(kind.into(), crate::observe::EventSeverity::Warning, message.into());
         (e.cluster, e.job_id, e.checkpoint_id) = ("c".into(), Some("j".into()), Some(id));
         Observation::LogEvents(vec![e])
     }

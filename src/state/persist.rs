@@ -325,12 +325,13 @@ pub fn load(dir: &Path) -> Result<Option<PersistedState>, PersistError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::{FileId, FilePosition, LogRead, Observation, RootCause, Severity};
+    use crate::observe::{EventSeverity, FileId, FilePosition, LogRead, Observation, RootCause};
 
     const WINDOW: WindowSpec = WindowSpec { window_ms: 3_600_000, slots: 6 };
 
     fn declined(id: u64, cause: &'static str) -> LogEvent {
-        let mut e = LogEvent::new("declined".into(), Severity::Warning, format!("Decline checkpoint {id}"));
+        let mut e =
+            LogEvent::new("declined".into(), EventSeverity::Warning, format!("Decline checkpoint {id}"));
         e.cluster = "c".into();
         e.file = "/log/jm.log".into();
         e.job_id = Some("j".into());
