@@ -407,7 +407,10 @@ pub struct LogEvent {
     /// The configured cluster the log belongs to.
     pub cluster: String,
     /// `triggered`, `completed`, `expired`, `declined`, `failed`, `barrier_missing`, … or a
-    /// user pattern's kind.
+    /// user pattern's kind. Still a `String` matched against literals (about 20 places in
+    /// state, shadow, api, app, scan-logs and the matcher): an enum of the built-in kinds with
+    /// `User(String)` for `[[logs.patterns]]` ones is wanted, but it crosses the matcher, the
+    /// state file and the `kind` label at once, so it is a change of its own (issue 17, not done).
     pub kind: String,
     /// `log` for a log line, `rest` for an event synthesised from the REST API.
     #[serde(deserialize_with = "event_source")]
