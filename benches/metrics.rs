@@ -5,7 +5,7 @@
 use checkpoint_sentinel::app::DaemonStats;
 use checkpoint_sentinel::model::alignment::{self, AlignmentConfig, Mode};
 use checkpoint_sentinel::model::coordinator::{Coordinator, CoordinatorConfig, Event, Outcome, Schedule};
-use checkpoint_sentinel::observe::{CheckpointSettings, JobKey, LogEvent, Observation, Severity};
+use checkpoint_sentinel::observe::{CheckpointSettings, EventSeverity, JobKey, LogEvent, Observation};
 use checkpoint_sentinel::outputs::export::{PARTS, TextRenderer, encode_text, render};
 use checkpoint_sentinel::state::State;
 use checkpoint_sentinel::stats::WindowSpec;
@@ -89,7 +89,7 @@ fn rules_round_1000_jobs(bencher: divan::Bencher) {
     let events = (0..1000)
         .flat_map(|j| {
             ["expired", "declined", "completed"].map(|kind| {
-                let mut e = LogEvent::new(kind.into(), Severity::Warning, String::new());
+                let mut e = LogEvent::new(kind.into(), EventSeverity::Warning, String::new());
                 (e.cluster, e.job_id) = ("bench".into(), Some(format!("{j:032x}")));
                 e
             })

@@ -3,7 +3,7 @@
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-use crate::observe::{Observation, Severity};
+use crate::observe::{EventSeverity, Observation};
 use crate::outputs::listener::{CLOSE_REASONS, ListenerStats, TLS_HANDSHAKE_ERRORS};
 use crate::rules::{AlertState, AlertsView};
 use crate::state::State;
@@ -173,7 +173,7 @@ impl AppState {
             Observation::LogRead(read) => read.events.as_slice(),
             _ => &[],
         };
-        if poll_found_failure || events.iter().any(|e| e.severity >= Severity::Warning) {
+        if poll_found_failure || events.iter().any(|e| e.severity >= EventSeverity::Warning) {
             self.log_events_arrived.notify_one();
         }
         let started = match observation {
@@ -275,7 +275,7 @@ mod tests {
     use crate::stats::WindowSpec;
     use std::time::Duration;
 
-    fn read(severity: Severity) -> Observation {
+    fn read(severity: EventSeverity) -> Observation {
         Observation::LogRead(LogRead {
             cluster: "c".into(),
             tailer: "t".into(),
@@ -289,10 +289,10 @@ mod tests {
     async fn warnings_from_the_logs_wake_the_rules_and_routine_lines_do_not() {
         let app = AppState::new(State::new(WindowSpec { window_ms: 60_000, slots: 6 }));
         let wait = Duration::from_millis(50);
-        app.apply(&read(Severity::Info));
+        app.apply(&read(EventSeverity::Info));
         let woken = tokio::time::timeout(wait, app.log_events_arrived.notified()).await.is_ok();
         assert!(!woken, "a completed checkpoint's line is no reason for a round");
-        app.apply(&read(Severity::Warning));
+        app.apply(&read(EventSeverity::Warning));
         let woken = tokio::time::timeout(wait, app.log_events_arrived.notified()).await.is_ok();
         assert!(woken, "an expired checkpoint's line is");
     }

@@ -818,11 +818,11 @@ pub struct LogPatternConfig {
     pub kind: String,
     /// `info`, `warning` or `error`.
     #[serde(default = "default_severity")]
-    pub severity: crate::observe::Severity,
+    pub severity: crate::observe::EventSeverity,
 }
 
-fn default_severity() -> crate::observe::Severity {
-    crate::observe::Severity::Warning
+fn default_severity() -> crate::observe::EventSeverity {
+    crate::observe::EventSeverity::Warning
 }
 
 /// A configuration that cannot be used, with everything an operator needs to fix it.
@@ -1830,7 +1830,7 @@ mod tests {
         let c = load("[[clusters]]\nname='a'\nurl='http://x:1'\n[[logs]]\ncluster='a'\npaths=['/var/log/flink/*.log']\nstart_at='beginning'\n[[logs.patterns]]\nname='p'\nregex='^x (?P<id>\\d+)$'\nkind='my_kind'\n").unwrap();
         assert_eq!(c.logs[0].start_at, StartAt::Beginning);
         assert_eq!(c.logs[0].poll_interval, Duration::from_secs(1));
-        assert_eq!(c.logs[0].patterns[0].severity, crate::observe::Severity::Warning);
+        assert_eq!(c.logs[0].patterns[0].severity, crate::observe::EventSeverity::Warning);
         let err = load("[[clusters]]\nname='a'\nurl='http://x:1'\n[[logs]]\ncluster='b'\npaths=['[']\n[[logs.patterns]]\nname='p'\nregex='('\nkind='Bad'\n[[logs]]\ncluster='a'\n")
             .unwrap_err()
             .to_string();

@@ -102,7 +102,107 @@ pub struct JobSummary {
     /// The job name.
     pub name: String,
     /// `RUNNING`, `RESTARTING`, `FAILED`, …
-    pub state: String,
+    pub state: JobStatus,
+}
+
+/// A job's status as Flink names it (`org.apache.flink.api.common.JobStatus`). Flink may add a
+/// status (or a JobManager may answer something odd): that is kept as [`JobStatus::Other`],
+/// never an error. Written out (metrics, API, status page) as Flink spells it, by
+/// [`JobStatus::as_str`]; serialised as that same string.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum JobStatus {
+    /// `INITIALIZING`: submitted, the JobManager is setting it up.
+    Initializing,
+    /// `CREATED`: set up, no task scheduled yet.
+    Created,
+    /// `RUNNING`.
+    Running,
+    /// `FAILING`: failed, tasks being cancelled.
+    Failing,
+    /// `FAILED`: ended for good after a failure.
+    Failed,
+    /// `CANCELLING`.
+    Cancelling,
+    /// `CANCELED` (Flink's spelling).
+    Canceled,
+    /// `FINISHED`: every task finished.
+    Finished,
+    /// `RESTARTING`: failed, restarting from its latest checkpoint.
+    Restarting,
+    /// `SUSPENDED`: the JobManager stopped without ending the job (HA failover, shutdown).
+    Suspended,
+    /// `RECONCILING`: a new JobManager is taking over the running job.
+    Reconciling,
+    /// Anything else, as Flink sent it (an empty string when Flink sent none).
+    Other(String),
+}
+
+impl JobStatus {
+    /// Every status Flink defines, in the order of its enum.
+    pub const KNOWN: [JobStatus; 11] = [
+        JobStatus::Initializing,
+        JobStatus::Created,
+        JobStatus::Running,
+        JobStatus::Failing,
+        JobStatus::Failed,
+        JobStatus::Cancelling,
+        JobStatus::Canceled,
+        JobStatus::Finished,
+        JobStatus::Restarting,
+        JobStatus::Suspended,
+        JobStatus::Reconciling,
+    ];
+
+    /// Reads Flink's spelling; anything else is kept as [`JobStatus::Other`].
+    pub fn parse(s: &str) -> JobStatus {
+        JobStatus::KNOWN
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .unwrap_or_else(|| JobStatus::Other(s.to_string()))
+    }
+
+    /// Flink's exact spelling (for [`JobStatus::Other`], what was read).
+    pub fn as_str(&self) -> &str {
+        match self {
+            JobStatus::Initializing => "INITIALIZING",
+            JobStatus::Created => "CREATED",
+            JobStatus::Running => "RUNNING",
+            JobStatus::Failing => "FAILING",
+            JobStatus::Failed => "FAILED",
+            JobStatus::Cancelling => "CANCELLING",
+            JobStatus::Canceled => "CANCELED",
+            JobStatus::Finished => "FINISHED",
+            JobStatus::Restarting => "RESTARTING",
+            JobStatus::Suspended => "SUSPENDED",
+            JobStatus::Reconciling => "RECONCILING",
+            JobStatus::Other(s) => s,
+        }
+    }
+}
+
+impl From<&str> for JobStatus {
+    fn from(s: &str) -> Self {
+        JobStatus::parse(s)
+    }
+}
+
+impl std::fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for JobStatus {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for JobStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        Ok(JobStatus::parse(&s))
+    }
 }
 
 /// How Flink is configured to checkpoint a job (`/checkpoints/config`), durations in ms.
@@ -191,8 +291,8 @@ pub struct JobPoll {
     pub key: JobKey,
     /// Its name.
     pub job_name: String,
-    /// Its state.
-    pub job_state: String,
+    /// Its status.
+    pub job_state: JobStatus,
     /// When the poll was answered.
     pub polled_at: Timestamp,
     /// Flink's own counts.
@@ -276,10 +376,11 @@ pub struct SubtaskCheckpoint {
     pub unaligned: bool,
 }
 
-/// How serious a log event is (for the API and status page; not a metric label).
+/// How serious a log event is, by its kind (for the API and status page; not a metric label).
+/// Not the line's log4j level, and unrelated to an alert's `rules::AlertSeverity`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Severity {
+pub enum EventSeverity {
     /// Routine: triggered, completed, restored, barrier received.
     Info,
     /// A checkpoint did not complete, or something held it up.
@@ -306,13 +407,16 @@ pub struct LogEvent {
     /// The configured cluster the log belongs to.
     pub cluster: String,
     /// `triggered`, `completed`, `expired`, `declined`, `failed`, `barrier_missing`, … or a
-    /// user pattern's kind.
+    /// user pattern's kind. Still a `String` matched against literals (about 20 places in
+    /// state, shadow, api, app, scan-logs and the matcher): an enum of the built-in kinds with
+    /// `User(String)` for `[[logs.patterns]]` ones is wanted, but it crosses the matcher, the
+    /// state file and the `kind` label at once, so it is a change of its own (issue 17, not done).
     pub kind: String,
     /// `log` for a log line, `rest` for an event synthesised from the REST API.
     #[serde(deserialize_with = "event_source")]
     pub source: FixedLabel,
     /// How serious it is.
-    pub severity: Severity,
+    pub severity: EventSeverity,
     /// The file it was read from.
     pub file: String,
     /// The line's own timestamp text (the writer's local time, as logged).
@@ -644,7 +748,7 @@ pub struct CheckpointSpan {
 impl LogEvent {
     /// An event of `kind` from a log line (`source` "log"), with nothing but its message known;
     /// the recogniser and the poller fill in what they extract.
-    pub fn new(kind: String, severity: Severity, message: String) -> LogEvent {
+    pub fn new(kind: String, severity: EventSeverity, message: String) -> LogEvent {
         LogEvent {
             cluster: String::new(),
             kind,
@@ -772,4 +876,38 @@ pub struct JobLoadReport {
     pub topology: Option<JobTopology>,
     /// Per-vertex load; empty when the vertex endpoints did not answer.
     pub vertices: Vec<VertexLoad>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_status_reads_and_writes_flinks_spelling() {
+        for status in JobStatus::KNOWN {
+            assert_eq!(JobStatus::parse(status.as_str()), status);
+            assert!(!matches!(status, JobStatus::Other(_)));
+        }
+        assert_eq!(JobStatus::parse("RUNNING"), JobStatus::Running);
+        assert_eq!(JobStatus::parse("CANCELED").as_str(), "CANCELED");
+        assert_eq!(JobStatus::Reconciling.to_string(), "RECONCILING");
+    }
+
+    #[test]
+    fn an_unknown_job_status_is_kept_as_sent() {
+        // A status a newer Flink may add, a different case, and none at all.
+        for sent in ["WAITING_FOR_RESOURCES", "running", ""] {
+            let status = JobStatus::parse(sent);
+            assert_eq!(status, JobStatus::Other(sent.to_string()));
+            assert_eq!(status.as_str(), sent);
+        }
+    }
+
+    #[test]
+    fn job_status_serialises_as_the_same_string() {
+        assert_eq!(serde_json::to_string(&JobStatus::Canceled).unwrap(), r#""CANCELED""#);
+        assert_eq!(serde_json::to_string(&JobStatus::Other("NEW".into())).unwrap(), r#""NEW""#);
+        let read: Vec<JobStatus> = serde_json::from_str(r#"["FAILING","NEW"]"#).unwrap();
+        assert_eq!(read, [JobStatus::Failing, JobStatus::Other("NEW".into())]);
+    }
 }

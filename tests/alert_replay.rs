@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use checkpoint_sentinel::observe::{ClusterPoll, JobPoll, JobSummary, LogEvent, Observation};
+use checkpoint_sentinel::observe::{ClusterPoll, JobPoll, JobStatus, JobSummary, LogEvent, Observation};
 use checkpoint_sentinel::rules::{AlertState, Evaluator, Rule, builtin, format_duration};
 use checkpoint_sentinel::sources::logs::parse::{LineSplitter, Patterns, RecordParser};
 use checkpoint_sentinel::state::State;
@@ -203,7 +203,7 @@ fn replay(scenario: &Scenario, steps: Vec<(i64, Step)>, cancel_at: i64) -> Outco
                 Step::Job(mut poll) => {
                     poll.polled_at = shifted(at);
                     shift_poll(&mut poll, shift);
-                    let ended = poll.job_state == "CANCELED";
+                    let ended = poll.job_state == JobStatus::Canceled;
                     cancelled |= ended;
                     state.apply(&Observation::JobPolled(*poll), shifted(at));
                     let job = &state.clusters()["lab"].jobs[&scenario.job_id];
@@ -218,7 +218,7 @@ fn replay(scenario: &Scenario, steps: Vec<(i64, Step)>, cancel_at: i64) -> Outco
                     let jobs = vec![JobSummary {
                         job_id: scenario.job_id.clone(),
                         name: job_name.clone(),
-                        state: job_state.to_string(),
+                        state: JobStatus::parse(job_state),
                     }];
                     let poll = ClusterPoll {
                         cluster: cluster.clone(),

@@ -382,9 +382,9 @@ fn spans_of_a_job_not_polled_yet_count_when_its_first_poll_comes() {
 
 #[test]
 fn a_failed_span_joins_the_consecutive_failures_only_once_its_cause_is_told() {
-    use checkpoint_sentinel::observe::{LogEvent, Severity};
+    use checkpoint_sentinel::observe::{EventSeverity, LogEvent};
     let failure = |id: u64, reason: &str| {
-        let mut e = LogEvent::new("failed".into(), Severity::Warning, String::new());
+        let mut e = LogEvent::new("failed".into(), EventSeverity::Warning, String::new());
         e.cluster = "c".into();
         e.job_id = Some(JOB.into());
         e.checkpoint_id = Some(id);

@@ -330,6 +330,15 @@ impl JobStatus {
             JobStatus::Failed => "FAILED",
         }
     }
+
+    /// The same status in the observation vocabulary (what a poll of Flink would report).
+    pub fn observed(self) -> crate::observe::JobStatus {
+        match self {
+            JobStatus::Running => crate::observe::JobStatus::Running,
+            JobStatus::Restarting(_) => crate::observe::JobStatus::Restarting,
+            JobStatus::Failed => crate::observe::JobStatus::Failed,
+        }
+    }
 }
 
 /// `CheckpointFailureManager`'s counter.
@@ -850,7 +859,7 @@ impl Coordinator {
         JobPoll {
             key,
             job_name: job_name.to_string(),
-            job_state: self.status_at(at).as_str().to_string(),
+            job_state: self.status_at(at).observed(),
             polled_at: at,
             counts,
             settings,

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::observe::FailureReason;
-use crate::observe::{CheckpointSettings, CheckpointStatus, LogEvent, SnapshotKind};
+use crate::observe::{CheckpointSettings, CheckpointStatus, JobStatus, LogEvent, SnapshotKind};
 use crate::rules::AlertsView;
 use crate::rules::{Alert, AlertState};
 use crate::shadow::{Deviation, Explanation};
@@ -98,7 +98,7 @@ pub struct JobSummaryView {
     /// The job name.
     pub name: String,
     /// Flink's job state (`RUNNING`, `RESTARTING`, …).
-    pub state: String,
+    pub state: JobStatus,
     /// Whether the JobManager listed it in the last poll round.
     pub listed: bool,
     /// How it is doing.
@@ -512,7 +512,7 @@ pub struct EventView {
     /// `expired`, `declined`, `failed`, `barrier_missing`, …
     pub kind: String,
     /// `info`, `warning` or `error`.
-    pub severity: crate::observe::Severity,
+    pub severity: crate::observe::EventSeverity,
     /// `log` or `rest`.
     pub source: &'static str,
     /// The line's own timestamp text (the writer's local time, no zone). Deprecated: read
@@ -828,13 +828,18 @@ pub fn job_health(
     for a in of_job.filter(|a| a.state == AlertState::Pending) {
         worse(Health::Pending, format!("{} is pending ({})", a.name(), label(a, "severity")), &mut reasons);
     }
-    match j.job_state.as_str() {
-        "RUNNING" | "FINISHED" | "CANCELED" | "CREATED" | "INITIALIZING" => {}
+    match &j.job_state {
+        JobStatus::Running
+        | JobStatus::Finished
+        | JobStatus::Canceled
+        | JobStatus::Created
+        | JobStatus::Initializing => {}
         other => worse(Health::Critical, format!("job is {other}"), &mut reasons),
     }
     // An ended job's last failures are its history, not a present problem (and the failures a
     // cancel or stop causes, "Checkpoint Coordinator is suspending.", are not counted at all).
-    let failures = if crate::observe::job_has_ended(&j.job_state) { 0 } else { j.consecutive_failures() };
+    let failures =
+        if crate::observe::job_has_ended(j.job_state.as_str()) { 0 } else { j.consecutive_failures() };
     if failures > 0 {
         let last = j.recent.back().map(|r| outcome(r)).unwrap_or("failed");
         let text = match (failures, last) {
@@ -1385,7 +1390,9 @@ mod tests {
 
     #[test]
     fn the_slowest_subtask_names_its_taskmanager_from_a_log_line_else_from_the_vertex() {
-        use crate::observe::{JobLoadReport, JobTopology, LogEvent, Severity, TopologyVertex, VertexLoad};
+        use crate::observe::{
+            EventSeverity, JobLoadReport, JobTopology, LogEvent, TopologyVertex, VertexLoad,
+        };
         let mut s = state(false);
         let slowest_tm = |s: &State| {
             let d = job(s, &AlertsView::default(), "prod", "j1", Timestamp(1_016_000)).unwrap();
@@ -1424,7 +1431,7 @@ mod tests {
         s.apply(&Observation::JobLoad(unknown), Timestamp(1_017_000));
         assert_eq!(slowest_tm(&s)[2].as_deref(), Some("tm-b (h:2)"));
         // A log line of checkpoint 3 that names the subtask's TaskManager wins for that checkpoint.
-        let mut event = LogEvent::new("declined".into(), Severity::Warning, "declined".into());
+        let mut event = LogEvent::new("declined".into(), EventSeverity::Warning, "declined".into());
         event.cluster = "prod".into();
         event.job_id = Some("j1".into());
         event.checkpoint_id = Some(3);
@@ -1585,7 +1592,7 @@ mod tests {
     fn a_taskmanager_event_joins_the_job_of_its_checkpoint() {
         let mut s = state(false);
         let event = |kind: &str, job: Option<&str>, task: Option<&str>| {
-            let mut e = LogEvent::new(kind.into(), crate::observe::Severity::Warning, kind.into());
+            let mut e = LogEvent::new(kind.into(), crate::observe::EventSeverity::Warning, kind.into());
             e.cluster = "prod".into();
             e.job_id = job.map(str::to_string);
             e.checkpoint_id = Some(3);

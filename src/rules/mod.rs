@@ -21,10 +21,11 @@ use expr::Condition;
 /// How many resolved alerts are remembered for the API and status page.
 pub const HISTORY: usize = 256;
 
-/// Alert severity, as the monitoring-mixins guideline has it.
+/// An alert's severity (its `severity` label), as the monitoring-mixins guideline has it. Unrelated
+/// to a log event's `observe::EventSeverity`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Severity {
+pub enum AlertSeverity {
     /// Wake someone up.
     Critical,
     /// Look at it today.
@@ -45,13 +46,13 @@ pub enum Class {
     Failure,
 }
 
-impl Severity {
+impl AlertSeverity {
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
-            Severity::Critical => "critical",
-            Severity::Warning => "warning",
-            Severity::Info => "info",
+            AlertSeverity::Critical => "critical",
+            AlertSeverity::Warning => "warning",
+            AlertSeverity::Info => "info",
         }
     }
 }
@@ -84,7 +85,7 @@ pub struct RuleSpec {
     #[serde(with = "humantime_serde", default)]
     pub keep_firing_for: Duration,
     /// Severity label.
-    pub severity: Severity,
+    pub severity: AlertSeverity,
     /// Failure class label.
     pub class: Class,
     /// Extra labels.
@@ -234,8 +235,10 @@ impl Evaluator {
         for (cluster_name, cluster) in state.clusters() {
             // A job that ended (finished, cancelled, failed for good, suspended) no longer
             // checkpoints: its alerts end with it.
-            for (job_id, job) in
-                cluster.jobs.iter().filter(|(_, j)| j.listed && !crate::observe::job_has_ended(&j.job_state))
+            for (job_id, job) in cluster
+                .jobs
+                .iter()
+                .filter(|(_, j)| j.listed && !crate::observe::job_has_ended(j.job_state.as_str()))
             {
                 let key = (cluster_name.clone(), job_id.clone());
                 evaluated.insert(key.clone());
@@ -479,7 +482,7 @@ mod tests {
             expr: expr.into(),
             for_: Duration::from_secs(for_s),
             keep_firing_for: Duration::ZERO,
-            severity: Severity::Warning,
+            severity: AlertSeverity::Warning,
             class: Class::Failure,
             labels: BTreeMap::from([("team".to_string(), "data".to_string())]),
             summary: "{{ job_name }} failed {{ value }} times".into(),
@@ -555,11 +558,11 @@ mod tests {
 
     #[test]
     fn log_series_count_the_jobs_own_events_of_that_kind_from_every_source() {
-        use crate::observe::{LogEvent, Severity as LogSeverity};
+        use crate::observe::{EventSeverity, LogEvent};
         let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
         poll(&mut state, 0, 1, 0);
         let event = |job: &str, kind: &str, source: &'static str| {
-            let mut e = LogEvent::new(kind.into(), LogSeverity::Warning, String::new());
+            let mut e = LogEvent::new(kind.into(), EventSeverity::Warning, String::new());
             (e.cluster, e.job_id, e.source) = ("c".into(), Some(job.into()), source);
             e
         };
@@ -613,11 +616,11 @@ mod tests {
     /// (the JobManager logs it then) and seen in progress by a poll 1.5 s later (Flink's REST
     /// answer lags the trigger).
     fn poll_in_progress(state: &mut State, id: u64, at: i64) {
-        use crate::observe::{LogEvent, Severity as LogSeverity};
+        use crate::observe::{EventSeverity, LogEvent};
         let line = format!(
             "Triggering checkpoint {id} (type=CheckpointType{{name='Checkpoint'}}) @ {at} for job j."
         );
-        let mut e = LogEvent::new("triggered".into(), LogSeverity::Info, line);
+        let mut e = LogEvent::new("triggered".into(), EventSeverity::Info, line);
         (e.cluster, e.job_id, e.checkpoint_id) = ("c".into(), Some("j".into()), Some(id));
         state.apply(&Observation::LogEvents(vec![e]), Timestamp(at));
         poll_only(state, id, at, 1_500);
@@ -649,8 +652,8 @@ mod tests {
     }
 
     fn expired_line(state: &mut State, id: u64, at: i64) {
-        use crate::observe::{LogEvent, Severity as LogSeverity};
-        let mut e = LogEvent::new("expired".into(), LogSeverity::Warning, String::new());
+        use crate::observe::{EventSeverity, LogEvent};
+        let mut e = LogEvent::new("expired".into(), EventSeverity::Warning, String::new());
         (e.cluster, e.job_id, e.checkpoint_id) = ("c".into(), Some("j".into()), Some(id));
         state.apply(&Observation::LogEvents(vec![e]), Timestamp(at));
     }

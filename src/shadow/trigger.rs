@@ -17,7 +17,8 @@ use crate::model::coordinator::{
 use crate::model::replay::{dominant_binding, median};
 use crate::observe::FailureReason;
 use crate::observe::{
-    CheckpointSettings, CheckpointStatus, FinishedCheckpoint, InProgressCheckpoint, JobPoll, SnapshotKind,
+    CheckpointSettings, CheckpointStatus, FinishedCheckpoint, InProgressCheckpoint, JobPoll, JobStatus,
+    SnapshotKind,
 };
 use crate::time::{Timestamp, fmt_duration};
 
@@ -374,7 +375,7 @@ impl TriggerShadow {
             }
         }
         self.track_pending(&poll.in_progress, poll.polled_at);
-        if poll.job_state == "RUNNING" {
+        if poll.job_state == JobStatus::Running {
             self.update_expectation(&poll.in_progress, poll.polled_at);
         } else {
             // A job that is not running triggers nothing: no expectation, no stall.
@@ -432,7 +433,7 @@ impl TriggerShadow {
             }
             self.last_restore = Some(restore);
         }
-        restarted |= poll.job_state == "RESTARTING" && self.last.is_some();
+        restarted |= poll.job_state == JobStatus::Restarting && self.last.is_some();
         self.last_restored = Some(restored);
         if restarted {
             let after = poll.latest_restore.map_or(poll.polled_at, |(_, at)| at);

@@ -16,7 +16,9 @@ use tokio::sync::Semaphore;
 
 use crate::app::AppState;
 use crate::config::{ClusterConfig, Pattern};
-use crate::observe::{ClusterPoll, JobKey, JobPoll, JobSummary, LogEvent, Observation, Severity};
+use crate::observe::{
+    ClusterPoll, EventSeverity, JobKey, JobPoll, JobStatus, JobSummary, LogEvent, Observation,
+};
 use crate::sources::flink::client::{ClientBuildError, FetchError, FlinkClient};
 use crate::sources::flink::{convert, dto};
 use crate::time::Timestamp;
@@ -78,7 +80,7 @@ pub fn final_polls_done(
 
 /// What the poller remembers about a job between rounds (not durable: it is re-fetched).
 struct JobCache {
-    state: String,
+    state: JobStatus,
     /// `None`: checkpointing is disabled for this job.
     settings: Option<Option<crate::observe::CheckpointSettings>>,
     vertex_names: HashMap<String, String>,
@@ -208,7 +210,7 @@ impl Poller {
         let mut watched: Vec<dto::JobOverview> = listed.into_iter().filter(|j| self.watches(j)).collect();
         // At most max_jobs, running ones first (a stable sort keeps Flink's order otherwise).
         if watched.len() > self.config.max_jobs {
-            watched.sort_by_key(|j| j.state.as_deref() != Some("RUNNING"));
+            watched.sort_by_key(|j| convert::job_status(j.state.as_deref()) != JobStatus::Running);
             let cut = watched.len() - self.config.max_jobs;
             watched.truncate(self.config.max_jobs);
             self.app.count_cut(&self.config.name, "jobs", cut as u64);
@@ -257,7 +259,7 @@ impl Poller {
             let listed = || JobSummary {
                 job_id: job.jid.clone(),
                 name: job.name.clone().unwrap_or_default(),
-                state: job.state.clone().unwrap_or_default(),
+                state: convert::job_status(job.state.as_deref()),
             };
             match outcome {
                 Ok(Some(summary)) => summaries.push(summary),
@@ -307,8 +309,8 @@ impl Poller {
         job: &dto::JobOverview,
         slot: &mut Option<JobCache>,
     ) -> Result<Option<JobPoll>, FetchError> {
-        let job_state = job.state.clone().unwrap_or_default();
-        let terminal = crate::observe::job_has_ended(&job_state);
+        let job_state = convert::job_status(job.state.as_deref());
+        let terminal = crate::observe::job_has_ended(job_state.as_str());
         let cached = slot.as_ref();
         if cached.is_some_and(|c| c.final_poll_done && terminal) {
             return Ok(None);
@@ -587,7 +589,7 @@ impl Poller {
                             ),
                         ),
                     };
-                    let mut event = LogEvent::new(kind.to_string(), Severity::Warning, message);
+                    let mut event = LogEvent::new(kind.to_string(), EventSeverity::Warning, message);
                     event.cluster = self.config.name.clone();
                     event.source = "rest";
                     event.job_id = Some(job_id.to_string());

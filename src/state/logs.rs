@@ -131,10 +131,10 @@ impl LogState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::{RootCause, Severity};
+    use crate::observe::{EventSeverity, RootCause};
 
     fn event(kind: &str, id: Option<u64>, cause: Option<&'static str>) -> LogEvent {
-        let mut e = LogEvent::new(kind.into(), Severity::Warning, String::new());
+        let mut e = LogEvent::new(kind.into(), EventSeverity::Warning, String::new());
         e.cluster = "c".into();
         e.file = "f".into();
         e.job_id = Some("j".into());

@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointSpan, CheckpointStatus, ClusterPoll, FinishedCheckpoint,
-    InProgressCheckpoint, JobKey, JobLoadReport, JobPoll, LogEvent, Observation, SnapshotKind, job_has_ended,
+    InProgressCheckpoint, JobKey, JobLoadReport, JobPoll, JobStatus, LogEvent, Observation, SnapshotKind,
+    job_has_ended,
 };
 use crate::shadow::Shadow;
 use crate::stats::{WindowSpec, WindowedHistogram};
@@ -250,8 +251,8 @@ pub struct OperatorState {
 pub struct JobState {
     /// The job name.
     pub name: String,
-    /// The job's state (`RUNNING`, …).
-    pub job_state: String,
+    /// The job's status (`RUNNING`, …).
+    pub job_state: JobStatus,
     /// Whether the JobManager listed it in the last poll round.
     pub listed: bool,
     /// When it was last listed or polled.
@@ -384,7 +385,7 @@ fn holdout(checkpoint: &FinishedCheckpoint) -> Option<Holdout> {
 }
 
 impl JobState {
-    fn new(window: WindowSpec, name: String, job_state: String, now: Timestamp) -> Self {
+    fn new(window: WindowSpec, name: String, job_state: JobStatus, now: Timestamp) -> Self {
         JobState {
             name,
             job_state,
@@ -439,7 +440,7 @@ impl JobState {
     /// those only a poll knows of that it saw younger than half their timeout (they may have
     /// completed since, unheard). Nothing for a job that ended.
     pub fn live_in_progress(&self, now: Timestamp) -> Vec<(u64, Timestamp)> {
-        if !can_checkpoint(&self.job_state) {
+        if !can_checkpoint(self.job_state.as_str()) {
             return Vec::new();
         }
         let timeout_ms = self.settings.as_ref().and_then(|s| s.timeout_ms);
@@ -682,7 +683,7 @@ impl JobState {
     /// A job without periodic checkpoints (no interval) has none: it is not waiting for one.
     pub fn running_without_checkpoint_ms(&self, now: Timestamp) -> Option<u64> {
         let periodic = self.settings.as_ref().is_none_or(|s| s.interval_ms.is_some());
-        if self.job_state != "RUNNING" || self.completed_since_running || !periodic {
+        if self.job_state != JobStatus::Running || self.completed_since_running || !periodic {
             return None;
         }
         self.running_since.map(|since| now.since(since))
@@ -724,7 +725,8 @@ impl JobState {
     /// on from the new epoch's.
     fn apply_poll(&mut self, poll: &JobPoll, window: WindowSpec) {
         let counts = poll.counts;
-        let entered_running = poll.job_state == "RUNNING" && (!self.polled || self.job_state != "RUNNING");
+        let entered_running =
+            poll.job_state == JobStatus::Running && (!self.polled || self.job_state != JobStatus::Running);
         if entered_running {
             self.running_since = Some(poll.polled_at);
             // First seen already running with completed checkpoints: it did complete one (when
@@ -840,7 +842,7 @@ impl JobState {
             self.consecutive_failures = 0;
             self.failing_since = None;
             self.completed_since_running = true;
-        } else if unseen_failed_with_id > 0 && poll.job_state == "RUNNING" {
+        } else if unseen_failed_with_id > 0 && poll.job_state == JobStatus::Running {
             self.consecutive_failures = self.consecutive_failures.saturating_add(unseen_failed_with_id);
             self.failing_since.get_or_insert(poll.polled_at);
         }
@@ -872,7 +874,7 @@ impl JobState {
             self.settings.clone_from(&poll.settings);
         }
         self.in_progress.clone_from(&poll.in_progress);
-        if job_has_ended(&poll.job_state) {
+        if job_has_ended(poll.job_state.as_str()) {
             self.end();
         }
         self.in_progress_polled_at = poll.polled_at;
@@ -1389,7 +1391,7 @@ impl State {
                     job.last_seen = now;
                     job.name.clone_from(&listed.name);
                     job.job_state.clone_from(&listed.state);
-                    if job_has_ended(&listed.state) {
+                    if job_has_ended(listed.state.as_str()) {
                         job.end();
                     }
                 }
@@ -1482,7 +1484,7 @@ mod tests {
     }
 
     fn log_line(kind: &str, id: u64, message: &str) -> Observation {
-        let mut e = LogEvent::new(kind.into(), crate::observe::Severity::Warning, message.into());
+        let mut e = LogEvent::new(kind.into(), crate::observe::EventSeverity::Warning, message.into());
         (e.cluster, e.job_id, e.checkpoint_id) = ("c".into(), Some("j".into()), Some(id));
         Observation::LogEvents(vec![e])
     }

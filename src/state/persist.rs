@@ -19,7 +19,7 @@ use super::{
     SizeHistograms, State, Totals,
 };
 use crate::observe::{
-    CheckpointCounts, CheckpointSpan, LogEvent, TailerPositions, intern_cause, intern_source,
+    CheckpointCounts, CheckpointSpan, JobStatus, LogEvent, TailerPositions, intern_cause, intern_source,
 };
 use crate::stats::{PersistedHistogram, WindowSpec, WindowedHistogram};
 use crate::time::Timestamp;
@@ -231,7 +231,8 @@ pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
     for (name, jobs) in clusters {
         let cluster = state.cluster_mut(&name);
         for (id, job) in jobs {
-            let mut restored = JobState::new(window, job.name, "UNKNOWN".to_string(), job.last_seen);
+            let mut restored =
+                JobState::new(window, job.name, JobStatus::Other("UNKNOWN".to_string()), job.last_seen);
             restored.listed = false;
             restored.flink_counts = job.flink_counts;
             restored.earlier_incarnations = job.earlier_incarnations;
@@ -324,12 +325,13 @@ pub fn load(dir: &Path) -> Result<Option<PersistedState>, PersistError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::{FileId, FilePosition, LogRead, Observation, RootCause, Severity};
+    use crate::observe::{EventSeverity, FileId, FilePosition, LogRead, Observation, RootCause};
 
     const WINDOW: WindowSpec = WindowSpec { window_ms: 3_600_000, slots: 6 };
 
     fn declined(id: u64, cause: &'static str) -> LogEvent {
-        let mut e = LogEvent::new("declined".into(), Severity::Warning, format!("Decline checkpoint {id}"));
+        let mut e =
+            LogEvent::new("declined".into(), EventSeverity::Warning, format!("Decline checkpoint {id}"));
         e.cluster = "c".into();
         e.file = "/log/jm.log".into();
         e.job_id = Some("j".into());

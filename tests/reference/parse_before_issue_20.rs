@@ -19,7 +19,7 @@ use std::sync::Arc;
 use aho_corasick::AhoCorasick;
 use regex::{Captures, Regex};
 
-use checkpoint_sentinel::observe::{LogEvent, RootCause, Severity};
+use checkpoint_sentinel::observe::{EventSeverity as Severity, LogEvent, RootCause};
 
 /// Stack lines kept per event (the root cause is found in all of them).
 pub const MAX_STACK_LINES: usize = 40;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::model::coordinator::CoordinatorConfig;
 use crate::model::replay::replay;
 use crate::observe::{
-    CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, SnapshotKind, SubtaskCheckpoint,
+    CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, JobStatus, SnapshotKind, SubtaskCheckpoint,
 };
 use crate::rules::Class;
 use crate::shadow::Shadow;
@@ -505,7 +505,7 @@ pub fn analyse(d: &JobData) -> JobReport {
         verdict = verdict.max(v);
         reasons.push(reason);
     };
-    if !matches!(d.state.as_str(), "RUNNING" | "FINISHED") {
+    if !matches!(d.state, JobStatus::Running | JobStatus::Finished) {
         set(Verdict::Unhealthy, format!("the job is {}", d.state), &mut reasons);
     }
     let failed_n = d.finished.iter().filter(|cp| cp.status == CheckpointStatus::Failed).count();

@@ -217,7 +217,7 @@ pub async fn fetch(
     Ok(JobData {
         job_id: id.to_string(),
         name: job.name.clone().unwrap_or_default(),
-        state: job.state.clone().unwrap_or_default(),
+        state: crate::sources::flink::convert::job_status(job.state.as_deref()),
         flink_version,
         details,
         config,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::observe::{FinishedCheckpoint, JobLoadReport};
+use crate::observe::{FinishedCheckpoint, JobLoadReport, JobStatus};
 use crate::rules::Class;
 use crate::sources::flink::dto;
 use crate::time::Timestamp;
@@ -18,7 +18,7 @@ pub struct JobData {
     /// The job name.
     pub name: String,
     /// `RUNNING`, …
-    pub state: String,
+    pub state: JobStatus,
     /// The Flink version of the cluster.
     pub flink_version: Option<String>,
     /// `/jobs/:id`.
@@ -93,7 +93,7 @@ pub struct JobReport {
     /// The job name.
     pub name: String,
     /// Its state.
-    pub state: String,
+    pub state: JobStatus,
     /// How it is doing.
     pub verdict: Verdict,
     /// Why, one sentence each.

@@ -2,7 +2,7 @@
 
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointStatus, FinishedCheckpoint, InProgressCheckpoint,
-    JobTopology, OperatorCheckpoint, SnapshotKind, SubtaskCheckpoint, SubtaskLoad, TopologyEdge,
+    JobStatus, JobTopology, OperatorCheckpoint, SnapshotKind, SubtaskCheckpoint, SubtaskLoad, TopologyEdge,
     TopologyVertex, VertexLoad,
 };
 use crate::sources::flink::dto;
@@ -11,6 +11,12 @@ use crate::time::Timestamp;
 /// A non-negative quantity, or `None` for missing and for Flink's `-1` "unknown".
 fn non_negative(value: Option<i64>) -> Option<u64> {
     value.and_then(|v| u64::try_from(v).ok())
+}
+
+/// A job's `state` (of `/jobs/overview`, `/jobs/:id`): Flink's status; none read as an empty
+/// [`JobStatus::Other`].
+pub fn job_status(state: Option<&str>) -> JobStatus {
+    JobStatus::parse(state.unwrap_or_default())
 }
 
 /// Converts `/checkpoints/config`.

@@ -9,7 +9,7 @@ use regex::{Captures, Regex};
 
 use super::fields::refine;
 use super::{TOLERABLE, blank, bounded, fast};
-use crate::observe::{LogEvent, Severity};
+use crate::observe::{EventSeverity, LogEvent};
 
 /// Every built-in kind, in the order reports list them.
 pub const BUILTIN_KINDS: &[&str] = &[
@@ -41,12 +41,12 @@ pub struct UserPattern {
     /// The event kind it produces.
     pub kind: String,
     /// Its severity.
-    pub severity: Severity,
+    pub severity: EventSeverity,
 }
 
 struct Builtin {
     kind: &'static str,
-    severity: Severity,
+    severity: EventSeverity,
     regex: Regex,
 }
 
@@ -141,107 +141,107 @@ enum BufferSearch {
 
 /// (needle, kind, severity, regex over the message). A line reaches a regex only if it
 /// contains the needle, so lines that match nothing cost one multi-literal scan.
-const BUILTINS: &[(&str, &str, Severity, &str)] = &[
+const BUILTINS: &[(&str, &str, EventSeverity, &str)] = &[
     (
         "Triggering checkpoint ",
         "triggered",
-        Severity::Info,
+        EventSeverity::Info,
         r"^Triggering checkpoint (?P<id>\d+) (?:\(type=(?P<detail>.*)\) )?@ (?P<at>\d+) for job (?P<job>[0-9a-f]{32})\.?$",
     ),
     (
         "Completed checkpoint ",
         "completed",
-        Severity::Info,
+        EventSeverity::Info,
         r"^Completed checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32}) \((?P<bytes>\d+) bytes(?:, checkpointDuration=(?P<dur>\d+) ms(?:, finalizationTime=\d+ ms)?| in (?P<dur_old>\d+) ms)\)\.?$",
     ),
     (
         "expired before completing",
         "expired",
-        Severity::Warning,
+        EventSeverity::Warning,
         r"^Checkpoint (?P<id>\d+) of job (?P<job>[0-9a-f]{32}) expired before completing\.?$",
     ),
     (
         "Decline checkpoint ",
         "declined",
-        Severity::Warning,
+        EventSeverity::Warning,
         r"^Decline checkpoint (?P<id>\d+) by task (?P<attempt>\S+) of job (?P<job>[0-9a-f]{32})(?: at (?P<tm>.+?))?\.?$",
     ),
     (
         "Failed to trigger or complete checkpoint",
         "failed",
-        Severity::Warning,
+        EventSeverity::Warning,
         r"^Failed to trigger or complete checkpoint (?P<id>-?\d+|\S+) for job (?P<job>[0-9a-f]{32})\. \((?P<n>\d+) consecutive failed attempts so far\)$",
     ),
     (
         "Failed to trigger checkpoint for job",
         "trigger_failed",
-        Severity::Warning,
+        EventSeverity::Warning,
         r"^Failed to trigger checkpoint for job (?P<job>[0-9a-f]{32}) since (?P<reason>.*)$",
     ),
     (
         "Triggering Checkpoint ",
         "trigger_failed",
-        Severity::Warning,
+        EventSeverity::Warning,
         r"^Triggering Checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32}) failed due to (?P<reason>.*)$",
     ),
     (
         "Received late message for now expired",
         "late_message",
-        Severity::Warning,
+        EventSeverity::Warning,
         r"^Received late message for now expired checkpoint attempt (?P<id>\d+) from task (?P<attempt>\S+) of job (?P<job>[0-9a-f]{32})(?: at (?P<tm>.+?))?\.?$",
     ),
     (
         "before completing current checkpoint",
         "barrier_overtaken",
-        Severity::Warning,
+        EventSeverity::Warning,
         r"^(?P<task>.+): Received checkpoint barrier for checkpoint (?P<detail>\d+) before completing current checkpoint (?P<id>\d+)\. Skipping current checkpoint\.?$",
     ),
     (
         "before completing current checkpoint",
         "end_of_partition",
-        Severity::Warning,
+        EventSeverity::Warning,
         r"^(?P<task>.+): Received EndOfPartition\(-1\) before completing current checkpoint (?P<id>\d+)\. Skipping current checkpoint\.?$",
     ),
     (
         "to executing it exceeded threshold",
         "execution_delay",
-        Severity::Warning,
+        EventSeverity::Warning,
         r"^Time from receiving all checkpoint barriers/RPC (?:for checkpoint (?P<id>\d+) )?to executing it exceeded threshold: (?P<dur>\d+) ?ms\.?$",
     ),
     (
         "asynchronous part of checkpoint",
         "async_snapshot_failed",
-        Severity::Warning,
+        EventSeverity::Warning,
         r"^(?P<task>.+) - asynchronous part of checkpoint (?P<id>\d+) could not be completed\.?$",
     ),
     (
         "Could not complete snapshot ",
         "sync_snapshot_failed",
-        Severity::Warning,
+        EventSeverity::Warning,
         r"^Could not complete snapshot (?P<id>\d+) for operator (?P<task>.+?)\.(?: Failure reason: (?P<reason>.*))?$",
     ),
     (
         "Restoring job ",
         "restored",
-        Severity::Info,
+        EventSeverity::Info,
         r"^Restoring job (?P<job>[0-9a-f]{32}) from (?P<detail>(?:(?:Checkpoint|Savepoint) (?P<id>\d+))?.*?)\.?$",
     ),
     (
         "Received barrier from channel",
         "barrier_received",
-        Severity::Info,
+        EventSeverity::Info,
         r"^(?P<task>.+?)(?: \((?P<attempt>[0-9a-f_]+)\))?: Received barrier from channel (?P<detail>.+) @ (?P<id>\d+)\.?$",
     ),
     (
         "Did not receive barrier from",
         "barrier_missing",
-        Severity::Warning,
+        EventSeverity::Warning,
         r"Did not receive barrier from (?:source: )?(?P<task>.+?) \(subtask: (?P<subtask>\d+)\) after (?P<dur>\d+) ?ms",
     ),
     (
         TOLERABLE,
         "tolerable_exceeded",
-        Severity::Error,
+        EventSeverity::Error,
         r"^(?:[\w.$]+: )?Exceeded checkpoint tolerable failure threshold\.?(?: The latest checkpoint failed due to (?P<reason>.+?), view the)?",
     ),
 ];

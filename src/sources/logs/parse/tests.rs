@@ -294,7 +294,7 @@ Caused by: org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tole
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0].kind, "tolerable_exceeded");
     assert_eq!(events[0].reason.as_deref(), Some("Asynchronous task checkpoint failed."));
-    assert_eq!(events[0].severity, Severity::Error);
+    assert_eq!(events[0].severity, EventSeverity::Error);
 }
 
 /// The category of a root cause: first by the deepest cause alone, then by the whole chain
@@ -404,7 +404,7 @@ fn user_patterns_come_first_and_use_named_captures() {
         name: "slow-sink".into(),
         regex: Regex::new(r"^Sink (?P<task>\S+) flushed checkpoint (?P<id>\d+) in (?P<dur>\d+) ms$").unwrap(),
         kind: "slow_flush".into(),
-        severity: Severity::Warning,
+        severity: EventSeverity::Warning,
     };
     let patterns = Patterns::new(vec![user]);
     let events = parse_all(

@@ -1,0 +1,597 @@
+//! The metric family table: every name, type, help text and label set the exporter writes
+//! ([`METRICS`]), and `index_of`, which resolves a name to its index at compile time.
+
+/// One exported metric family.
+pub struct MetricDef {
+    /// Full name (for counters, including `_total`).
+    pub name: &'static str,
+    /// HELP text.
+    pub help: &'static str,
+    /// Prometheus type.
+    pub kind: Kind,
+    /// Label names.
+    pub labels: &'static [&'static str],
+}
+
+/// The metric types we export.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A value that goes up and down.
+    Gauge,
+    /// A value that only goes up (resets on restart of its source).
+    Counter,
+    /// Quantiles with sum and count.
+    Summary,
+}
+
+const JOB: &[&str] = &["cluster", "job_id", "job_name"];
+const OPERATOR: &[&str] = &["cluster", "job_id", "job_name", "vertex_id", "operator"];
+
+macro_rules! metric {
+    ($name:literal, $kind:ident, $labels:expr, $help:literal) => {
+        MetricDef { name: $name, help: $help, kind: Kind::$kind, labels: $labels }
+    };
+}
+
+/// Every metric the daemon exports.
+pub const METRICS: &[MetricDef] = &[
+    metric!(
+        "flink_checkpoint_duration_seconds",
+        Summary,
+        JOB,
+        "End-to-end duration (trigger to last acknowledgement) of completed checkpoints; quantiles over the sliding window, savepoints excluded."
+    ),
+    metric!(
+        "flink_checkpoint_alignment_duration_seconds",
+        Summary,
+        JOB,
+        "Per completed checkpoint, the longest barrier alignment of any subtask."
+    ),
+    metric!(
+        "flink_checkpoint_sync_duration_seconds",
+        Summary,
+        JOB,
+        "Per completed checkpoint, the longest synchronous snapshot phase of any subtask."
+    ),
+    metric!(
+        "flink_checkpoint_async_duration_seconds",
+        Summary,
+        JOB,
+        "Per completed checkpoint, the longest asynchronous snapshot phase of any subtask (for unaligned checkpoints it includes persisting in-flight data)."
+    ),
+    metric!(
+        "flink_checkpoint_start_delay_seconds",
+        Summary,
+        JOB,
+        "Per completed checkpoint, the longest time from trigger until the first barrier reached a subtask (backpressure shows here)."
+    ),
+    metric!(
+        "flink_checkpoint_checkpointed_size_bytes",
+        Summary,
+        JOB,
+        "Bytes persisted by each completed checkpoint (the incremental size for incremental checkpoints)."
+    ),
+    metric!(
+        "flink_checkpoint_full_size_bytes",
+        Summary,
+        JOB,
+        "Full state size of each completed checkpoint (Flink 1.15 and later only)."
+    ),
+    metric!(
+        "flink_checkpoint_processed_data_bytes",
+        Summary,
+        JOB,
+        "Bytes processed during alignment by each completed checkpoint."
+    ),
+    metric!(
+        "flink_checkpoint_persisted_data_bytes",
+        Summary,
+        JOB,
+        "In-flight bytes persisted by each completed checkpoint (unaligned checkpoints)."
+    ),
+    metric!(
+        "flink_checkpoints_total",
+        Counter,
+        &["cluster", "job_id", "job_name", "status"],
+        "Checkpoints (and savepoints) by final status; equals Flink's own counts, kept monotonic across JobManager failovers."
+    ),
+    metric!(
+        "flink_checkpoint_restores_total",
+        Counter,
+        JOB,
+        "Restores of the job from a checkpoint or savepoint, as counted by Flink."
+    ),
+    metric!(
+        "flink_job_restores_total",
+        Counter,
+        &["cluster", "job_id", "job_name", "from"],
+        "Restores of the job the daemon saw, each once (told apart by Flink's restore time), by what they restored from: from=\"checkpoint\" (a failover) or \"savepoint\"; persisted, so unlike flink_checkpoint_restores_total it does not restart with a new JobMaster."
+    ),
+    metric!(
+        "flink_job_last_restore_duration_seconds",
+        Gauge,
+        JOB,
+        "The latest timed restore: from the JobManager restoring the checkpoint or savepoint (Flink's restore_timestamp) until the last subtask was RUNNING again."
+    ),
+    metric!(
+        "flink_job_last_restore_downtime_seconds",
+        Gauge,
+        JOB,
+        "The latest timed restore after a failover: from the job entering RESTARTING until the last subtask was RUNNING again (the restart strategy's delay included)."
+    ),
+    metric!(
+        "flink_job_last_restore_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the job last restored (Flink's restore_timestamp), Unix time."
+    ),
+    metric!(
+        "flink_job_last_restore_checkpoint_id",
+        Gauge,
+        JOB,
+        "The id of the checkpoint or savepoint the job last restored from (a value, not a label: one series per job)."
+    ),
+    metric!(
+        "flink_checkpoint_failures_seen_total",
+        Counter,
+        JOB,
+        "Failed checkpoints known from whichever source said so first, a JobManager log line (expired, declined, failed) or the poll, each checkpoint once; failures of a job shutting down (coordinator suspending, tasks cancelled or not running) are left out."
+    ),
+    metric!(
+        "flink_savepoints_total",
+        Counter,
+        &["cluster", "job_id", "job_name", "status"],
+        "Savepoints (manual and periodic) the daemon saw finish, by final status; part of flink_checkpoints_total too, since Flink counts them there."
+    ),
+    metric!(
+        "flink_savepoint_last_completed_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the latest completed savepoint the daemon saw was acknowledged, Unix time (its age: time() minus this)."
+    ),
+    metric!(
+        "flink_savepoint_last_duration_seconds",
+        Gauge,
+        JOB,
+        "Trigger to last acknowledgement of the latest completed savepoint."
+    ),
+    metric!(
+        "flink_savepoint_last_failed_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the latest failed savepoint the daemon saw failed, Unix time."
+    ),
+    metric!("flink_checkpoints_in_progress", Gauge, JOB, "Checkpoints in progress at the last poll."),
+    metric!(
+        "flink_checkpoint_oldest_in_progress_age_seconds",
+        Gauge,
+        JOB,
+        "Age of the oldest checkpoint in progress at scrape time (now minus its trigger time): those the log saw triggered and those the last poll saw, without those the log said finished since, those past their timeout, and those only a poll saw and younger than half their timeout then (they may have completed unheard); 0 when none."
+    ),
+    metric!(
+        "flink_checkpoint_trigger_failures_total",
+        Counter,
+        JOB,
+        "Of the failed checkpoints Flink counted, the triggers that failed before the checkpoint got an id (e.g. 'Not all required tasks are currently running' while the job deploys); not checkpoint failures, and not counted towards the tolerable failures."
+    ),
+    metric!(
+        "flink_checkpoint_running_without_completed_since_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the job entered RUNNING as the daemon saw it (its first poll if it was running then), Unix time; only while no checkpoint has completed since, for jobs with periodic checkpoints."
+    ),
+    metric!(
+        "flink_checkpoint_failing_since_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the first of the job's current consecutive checkpoint failures failed, Unix time; only while the last checkpoint failed."
+    ),
+    metric!(
+        "flink_checkpoint_last_completed_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the latest completed checkpoint was acknowledged, Unix time."
+    ),
+    metric!(
+        "flink_checkpoint_last_failed_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the latest failed checkpoint failed, Unix time."
+    ),
+    metric!(
+        "flink_checkpoint_interval_seconds",
+        Gauge,
+        JOB,
+        "Configured checkpoint interval (absent when periodic checkpoints are off)."
+    ),
+    metric!("flink_checkpoint_timeout_seconds", Gauge, JOB, "Configured checkpoint timeout."),
+    metric!(
+        "flink_checkpoint_min_pause_seconds",
+        Gauge,
+        JOB,
+        "Configured minimum pause between checkpoints."
+    ),
+    metric!(
+        "flink_checkpoint_max_concurrent",
+        Gauge,
+        JOB,
+        "Configured maximum number of concurrent checkpoints."
+    ),
+    metric!(
+        "flink_checkpoint_tolerable_failures",
+        Gauge,
+        JOB,
+        "Configured tolerable consecutive checkpoint failures."
+    ),
+    metric!(
+        "flink_checkpoint_expected_interval_seconds",
+        Gauge,
+        JOB,
+        "Median gap between recent consecutive triggers as the coordinator model expected them (max(interval, min-pause), or longer when min-pause, max-concurrent or a timeout binds)."
+    ),
+    metric!(
+        "flink_checkpoint_observed_interval_seconds",
+        Gauge,
+        JOB,
+        "Median gap between recent consecutive observed checkpoint triggers."
+    ),
+    metric!(
+        "flink_checkpoint_trigger_deviation_seconds",
+        Summary,
+        JOB,
+        "Per checkpoint, |observed - expected| trigger time, the expectation being the coordinator model's, re-anchored on the schedule; quantiles over the sliding window."
+    ),
+    metric!(
+        "flink_checkpoint_schedule_stall_seconds",
+        Gauge,
+        JOB,
+        "How long the next checkpoint trigger the coordinator model expected has been overdue at the last poll, once that is beyond the stall tolerance (0 otherwise): the stall part of FlinkCheckpointScheduleUnexplained, the `shadow.stall` series of the built-in rules."
+    ),
+    metric!(
+        "flink_checkpoint_deviations_total",
+        Counter,
+        &["cluster", "job_id", "job_name", "kind", "explained"],
+        "Checkpoint triggers not where the configured interval puts them (and checkpoints that outlived their timeout, ids that skipped), by what explains them: min_pause, max_concurrent, long_checkpoint, timeout, tolerable_failures, job_restart, savepoint, manual_trigger (explained=\"true\"); late_trigger, not_expired, id_skip (explained=\"false\")."
+    ),
+    metric!(
+        "flink_job_info",
+        Gauge,
+        &["cluster", "job_id", "job_name", "state"],
+        "Watched jobs with their current state; always 1."
+    ),
+    metric!(
+        "flink_operator_checkpoint_duration_seconds",
+        Summary,
+        OPERATOR,
+        "Per operator chain, every subtask's acknowledgement time (ack minus trigger) of completed checkpoints."
+    ),
+    metric!(
+        "flink_operator_checkpoint_alignment_duration_seconds",
+        Summary,
+        OPERATOR,
+        "Per operator chain, every subtask's barrier alignment duration."
+    ),
+    metric!(
+        "flink_operator_checkpoint_sync_duration_seconds",
+        Summary,
+        OPERATOR,
+        "Per operator chain, every subtask's synchronous snapshot duration."
+    ),
+    metric!(
+        "flink_operator_checkpoint_async_duration_seconds",
+        Summary,
+        OPERATOR,
+        "Per operator chain, every subtask's asynchronous snapshot duration."
+    ),
+    metric!(
+        "flink_operator_checkpoint_start_delay_seconds",
+        Summary,
+        OPERATOR,
+        "Per operator chain, every subtask's checkpoint start delay."
+    ),
+    metric!(
+        "flink_checkpoint_log_events_total",
+        Counter,
+        &["cluster", "job_id", "kind", "source"],
+        "Checkpoint events recognised in Flink logs (source log) or synthesised from REST (source rest), by kind: triggered, completed, expired, declined, failed, barrier_missing, snapshot_slow, subtask_pending, …; job_id is empty for lines that name no job."
+    ),
+    metric!(
+        "flink_checkpoint_log_root_causes_total",
+        Counter,
+        &["cluster", "cause"],
+        "Root causes of checkpoint failures in Flink logs: the deepest \"Caused by:\" of the attached stack trace, classified (disk_full, out_of_memory, timeout, closed_stream, serialization, permission, s3, hdfs, …); counted once per checkpoint and cause."
+    ),
+    metric!(
+        "checkpoint_sentinel_build_info",
+        Gauge,
+        &["version", "revision", "rustc_version"],
+        "The daemon's version, the git commit it was built from (unknown without git at build time) and the Rust compiler's version; always 1. The Flink versions seen are in checkpoint_sentinel_flink_info."
+    ),
+    metric!("process_cpu_seconds_total", Counter, &[], "User and system CPU time of the daemon, seconds."),
+    metric!("process_resident_memory_bytes", Gauge, &[], "Resident memory of the daemon, bytes."),
+    metric!("process_virtual_memory_bytes", Gauge, &[], "Virtual memory of the daemon, bytes."),
+    metric!("process_open_fds", Gauge, &[], "Open file descriptors of the daemon."),
+    metric!("process_max_fds", Gauge, &[], "The daemon's limit of open file descriptors (soft limit)."),
+    metric!("process_start_time_seconds", Gauge, &[], "Start of the daemon, seconds since the Unix epoch."),
+    metric!("process_threads", Gauge, &[], "Threads of the daemon."),
+    metric!(
+        "checkpoint_sentinel_discovered_clusters",
+        Gauge,
+        &[],
+        "Clusters found by file discovery and polled (when [discovery] files are set)."
+    ),
+    metric!(
+        "checkpoint_sentinel_discovery_targets_dropped",
+        Gauge,
+        &["reason"],
+        "Targets in the discovery files left out at the last reading, by reason: limit (beyond discovery.max_clusters), duplicate (a name taken by a [[clusters]] entry or an earlier target), invalid (not a valid cluster name or URL)."
+    ),
+    metric!(
+        "checkpoint_sentinel_discovery_file_errors_total",
+        Counter,
+        &["reason"],
+        "Discovery file readings that failed (what the file gave before is kept), by reason: too_large (over discovery.max_file_bytes), unreadable, invalid (not a file_sd JSON list), too_many_files (beyond discovery.max_files)."
+    ),
+    metric!(
+        "checkpoint_sentinel_kubernetes_discovered_clusters",
+        Gauge,
+        &[],
+        "Clusters found by Kubernetes discovery and polled (when [discovery.kubernetes] is enabled)."
+    ),
+    metric!(
+        "checkpoint_sentinel_kubernetes_objects",
+        Gauge,
+        &["kind"],
+        "Kubernetes objects kept by discovery, by kind (services, flinkdeployments, flinksessionjobs); several may name one cluster."
+    ),
+    metric!(
+        "checkpoint_sentinel_kubernetes_objects_cut_total",
+        Counter,
+        &["kind"],
+        "Kubernetes objects left out because discovery.kubernetes.max_objects were kept already, by kind."
+    ),
+    metric!(
+        "checkpoint_sentinel_kubernetes_relists_total",
+        Counter,
+        &["kind"],
+        "Full re-lists of a kind after the first listing: the watch could not resume (410 Gone, or it failed), by kind."
+    ),
+    metric!(
+        "checkpoint_sentinel_kubernetes_watch_errors_total",
+        Counter,
+        &["kind", "reason"],
+        "Errors of the Kubernetes watches, by kind and reason: client (no API client), list, watch_start, watch_stream (the watch broke off or sent what could not be read), gone (410: listed again), api_error (another error status)."
+    ),
+    metric!(
+        "flink_operator_job_info",
+        Gauge,
+        &["cluster", "resource", "job_id", "state", "lifecycle_state"],
+        "1 per FlinkDeployment or FlinkSessionJob that Kubernetes discovery keeps: the Flink Kubernetes Operator's status.jobStatus.jobId, .state and status.lifecycleState (other: a value not in the CRD)."
+    ),
+    metric!(
+        "flink_operator_last_savepoint_timestamp_seconds",
+        Gauge,
+        &["cluster", "resource"],
+        "The Flink Kubernetes Operator's status.jobStatus.savepointInfo.lastSavepoint.timeStamp (seconds since the Unix epoch), when it has one."
+    ),
+    metric!(
+        "checkpoint_sentinel_kubernetes_synced",
+        Gauge,
+        &[],
+        "1 once every Kubernetes watch has listed its objects completely at least once, else 0."
+    ),
+    metric!(
+        "checkpoint_sentinel_tls_handshake_errors_total",
+        Counter,
+        &["reason"],
+        "Failed TLS handshakes on the daemon's port (when it serves TLS) by reason: plain_http (an http:// request), failed (broken off, certificate not trusted, no acceptable client certificate), timeout."
+    ),
+    metric!(
+        "checkpoint_sentinel_http_connections",
+        Gauge,
+        &[],
+        "Connections to the daemon's port open now (at most 512; more wait in the accept queue)."
+    ),
+    metric!(
+        "checkpoint_sentinel_http_connections_closed_total",
+        Counter,
+        &["reason"],
+        "Connections to the daemon's port it closed by reason: header_timeout (a request's headers not complete within 10 s), idle_timeout (no byte moved either way for 30 s, e.g. a client that stopped reading)."
+    ),
+    metric!(
+        "checkpoint_sentinel_inputs_cut_total",
+        Counter,
+        &["cluster", "what"],
+        "What the daemon's bounds on outside input cut (docs/reliability.md, \"Bounds\"), by what: response_bodies (REST answers over the size limit), jobs (jobs over max_jobs), history_entries (finished checkpoints whose details were deferred to a later round: over max_history_per_poll), log_files (files over max_files of a [[logs]] entry), log_job_ids (log series of job ids over the limit)."
+    ),
+    metric!(
+        "checkpoint_sentinel_flink_up",
+        Gauge,
+        &["cluster"],
+        "1 if the cluster's JobManager REST API answered the last poll round, else 0."
+    ),
+    metric!(
+        "checkpoint_sentinel_flink_info",
+        Gauge,
+        &["cluster", "version"],
+        "The Flink version a cluster reports; always 1."
+    ),
+    metric!(
+        "checkpoint_sentinel_poll_duration_seconds",
+        Summary,
+        &["cluster"],
+        "Duration of poll rounds (the daemon polls in the background; metrics are rendered from its state at scrape time)."
+    ),
+    metric!("checkpoint_sentinel_polls_total", Counter, &["cluster"], "Poll rounds, successful or not."),
+    metric!(
+        "checkpoint_sentinel_poll_errors_total",
+        Counter,
+        &["cluster", "kind"],
+        "Failed REST requests by kind: connect, timeout, http_status, decode, transport (the connection broke while the answer was read), too_large (an answer over max_response_bytes, cut off)."
+    ),
+    metric!(
+        "checkpoint_sentinel_last_successful_poll_timestamp_seconds",
+        Gauge,
+        &["cluster"],
+        "When the cluster's JobManager last answered, Unix time."
+    ),
+    metric!(
+        "checkpoint_sentinel_watched_jobs",
+        Gauge,
+        &["cluster"],
+        "Jobs with checkpointing that the daemon watches on the cluster."
+    ),
+    metric!(
+        "checkpoint_sentinel_checkpoints_unobserved_total",
+        Counter,
+        &["cluster", "job_id", "job_name", "status"],
+        "Checkpoints counted from Flink's counts without their own details: before the first poll, or more than web.checkpoints.history went by between two polls."
+    ),
+    metric!(
+        "checkpoint_sentinel_checkpoints_observed_total",
+        Counter,
+        &["cluster", "job_id", "job_name", "source", "status"],
+        "Checkpoints counted by the source that reported each first: rest (the poll of Flink's history) or trace (a checkpoint span of Flink's Slf4j trace reporter, read from the JobManager log). Each checkpoint counts once; with the unobserved ones they add up to what the daemon counted of Flink's counts."
+    ),
+    metric!(
+        "checkpoint_sentinel_clamped_values_total",
+        Counter,
+        &[],
+        "Values too large for the histograms, recorded at the maximum instead."
+    ),
+    metric!("checkpoint_sentinel_log_read_bytes_total", Counter, &["cluster"], "Bytes the log tailers read."),
+    metric!("checkpoint_sentinel_log_lines_total", Counter, &["cluster"], "Lines the log tailers read."),
+    metric!(
+        "checkpoint_sentinel_log_files_watched",
+        Gauge,
+        &["cluster"],
+        "Log files followed now (rotated files are followed until read to their end)."
+    ),
+    metric!(
+        "checkpoint_sentinel_log_rotations_total",
+        Counter,
+        &["cluster"],
+        "Log rotations seen: renamed, truncated (copytruncate) or deleted and recreated files."
+    ),
+    metric!(
+        "checkpoint_sentinel_log_rotation_gaps_total",
+        Counter,
+        &["cluster"],
+        "Log rotations after which lines may be missing: a file created and gone again before the tailer listed it (seen through file events, so not on filesystems without them), or a copytruncate whose copy the tailer does not follow (what was written after its last read is only in the copy)."
+    ),
+    metric!(
+        "checkpoint_sentinel_log_oversize_lines_total",
+        Counter,
+        &["cluster"],
+        "Log lines longer than max_line_bytes; each was cut to that length."
+    ),
+    metric!(
+        "checkpoint_sentinel_log_lag_bytes",
+        Gauge,
+        &["cluster"],
+        "Bytes written to followed log files and not read yet."
+    ),
+    metric!(
+        "checkpoint_sentinel_log_errors_total",
+        Counter,
+        &["cluster"],
+        "Errors of the log tailers: files that could not be listed, opened or read."
+    ),
+    metric!(
+        "flink_checkpoint_consecutive_failures",
+        Gauge,
+        JOB,
+        "Failed checkpoints since the last completed one, a running count (not limited to the recent history); failures a cancel, stop or failover causes are not counted. Flink fails the job when this exceeds the tolerable failures."
+    ),
+    metric!(
+        "checkpoint_sentinel_alerts",
+        Gauge,
+        &["alertname", "severity", "state"],
+        "Alerts of the daemon's own rules by state (pending, firing); 0 for rules with none."
+    ),
+    metric!(
+        "checkpoint_sentinel_alertmanager_sends_total",
+        Counter,
+        &["alertmanager"],
+        "Successful posts of alerts to an Alertmanager."
+    ),
+    metric!(
+        "checkpoint_sentinel_alertmanager_errors_total",
+        Counter,
+        &["alertmanager"],
+        "Failed posts of alerts to an Alertmanager (retried with back-off; nothing still relevant is dropped)."
+    ),
+    metric!(
+        "checkpoint_sentinel_alertmanager_queued_alerts",
+        Gauge,
+        &["alertmanager"],
+        "Resolved alerts waiting to be delivered to an Alertmanager."
+    ),
+    metric!(
+        "checkpoint_sentinel_store_records",
+        Gauge,
+        &[],
+        "Checkpoint and savepoint records in the checkpoint store after its last write."
+    ),
+    metric!(
+        "checkpoint_sentinel_store_pruned_records_total",
+        Counter,
+        &[],
+        "Records pruned from the checkpoint store by [store] max_age or max_records, oldest first."
+    ),
+    metric!(
+        "checkpoint_sentinel_store_write_errors_total",
+        Counter,
+        &[],
+        "Failed writes of the checkpoint store; the records are kept and written with the next state write, which waits for them."
+    ),
+    metric!(
+        "checkpoint_sentinel_store_dropped_records_total",
+        Counter,
+        &[],
+        "Records dropped unwritten because the store kept failing and its queue was full."
+    ),
+    metric!(
+        "checkpoint_sentinel_state_persist_errors_total",
+        Counter,
+        &[],
+        "Failed writes of the state file."
+    ),
+    metric!(
+        "checkpoint_sentinel_state_last_persisted_timestamp_seconds",
+        Gauge,
+        &[],
+        "When the state file was last written, Unix time."
+    ),
+];
+
+/// The error kinds every cluster reports, zero or not, so `rate()` works from the start.
+pub const ERROR_KINDS: [&str; 6] = ["connect", "timeout", "http_status", "decode", "transport", "too_large"];
+
+/// Index of a metric in [`METRICS`], resolved at compile time: a name missing from the table is
+/// a build error, and a scrape of 1,000 jobs (about 100 k samples) does no name lookups.
+pub(super) const fn index_of(name: &str) -> usize {
+    let mut i = 0;
+    while i < METRICS.len() {
+        if const_str_eq(METRICS[i].name, name) {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("metric is not in METRICS")
+}
+
+const fn const_str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}

@@ -1,0 +1,241 @@
+//! A job's series: its info, phase and size summaries, counts, savepoints, restores, in-progress
+//! and failure gauges, configuration, the trigger shadow's series, and its operators' summaries
+//! (a part of their own).
+
+use super::sink::{BYTES, MS, Sink, Value, seconds};
+use crate::observe::CheckpointStatus;
+use crate::state::{JobState, Phase, State};
+use crate::time::Timestamp;
+
+pub(super) fn phase_metric(phase: Phase, operator: bool) -> usize {
+    match (phase, operator) {
+        (Phase::EndToEnd, false) => family!("flink_checkpoint_duration_seconds"),
+        (Phase::Alignment, false) => family!("flink_checkpoint_alignment_duration_seconds"),
+        (Phase::Sync, false) => family!("flink_checkpoint_sync_duration_seconds"),
+        (Phase::Async, false) => family!("flink_checkpoint_async_duration_seconds"),
+        (Phase::StartDelay, false) => family!("flink_checkpoint_start_delay_seconds"),
+        (Phase::EndToEnd, true) => family!("flink_operator_checkpoint_duration_seconds"),
+        (Phase::Alignment, true) => family!("flink_operator_checkpoint_alignment_duration_seconds"),
+        (Phase::Sync, true) => family!("flink_operator_checkpoint_sync_duration_seconds"),
+        (Phase::Async, true) => family!("flink_operator_checkpoint_async_duration_seconds"),
+        (Phase::StartDelay, true) => family!("flink_operator_checkpoint_start_delay_seconds"),
+    }
+}
+
+pub(super) fn render_operators(state: &State, out: &mut impl Sink, phase: Phase) {
+    let family = phase_metric(phase, true);
+    for (cluster_name, cluster) in state.clusters() {
+        for (job_id, job) in cluster.jobs.iter().filter(|(_, j)| j.listed) {
+            for (vertex_id, operator) in &job.operators {
+                let labels = [
+                    ("cluster", cluster_name.as_str()),
+                    ("job_id", job_id.as_str()),
+                    ("job_name", job.name.as_str()),
+                    ("vertex_id", vertex_id.as_str()),
+                    ("operator", operator.name.as_str()),
+                ];
+                let histogram = operator.phases.get(phase);
+                out.push(family, &labels, Value::Summary(histogram.summary(), MS));
+            }
+        }
+    }
+}
+
+/// Every series of one listed job but its operators' summaries; returns how many of its values
+/// (its operators' too) were clamped into the histograms' range.
+pub(super) fn render_job(out: &mut impl Sink, c: &str, job_id: &str, job: &JobState, now: Timestamp) -> u64 {
+    let mut clamped = 0u64;
+    let labels = [("cluster", c), ("job_id", job_id), ("job_name", job.name.as_str())];
+    out.push(
+        family!("flink_job_info"),
+        &[labels[0], labels[1], labels[2], ("state", job.job_state.as_str())],
+        Value::Number(1.0),
+    );
+    for (phase, histogram) in job.phases.iter() {
+        clamped += histogram.out_of_range();
+        out.push(phase_metric(phase, false), &labels, Value::Summary(histogram.summary(), MS));
+    }
+    for (name, histogram) in [
+        (family!("flink_checkpoint_checkpointed_size_bytes"), &job.sizes.checkpointed),
+        (family!("flink_checkpoint_full_size_bytes"), &job.sizes.full_state),
+        (family!("flink_checkpoint_processed_data_bytes"), &job.sizes.processed),
+        (family!("flink_checkpoint_persisted_data_bytes"), &job.sizes.persisted),
+    ] {
+        clamped += histogram.out_of_range();
+        out.push(name, &labels, Value::Summary(histogram.summary(), BYTES));
+    }
+    let totals = job.totals();
+    for status in [CheckpointStatus::Completed, CheckpointStatus::Failed] {
+        let with_status = [labels[0], labels[1], labels[2], ("status", status.as_str())];
+        out.push(family!("flink_checkpoints_total"), &with_status, Value::Number(totals.get(status) as f64));
+        out.push(
+            family!("checkpoint_sentinel_checkpoints_unobserved_total"),
+            &with_status,
+            Value::Number(job.unobserved.get(status) as f64),
+        );
+        for (source, totals) in [("rest", &job.traced.by_rest), ("trace", &job.traced.by_trace)] {
+            out.push(
+                family!("checkpoint_sentinel_checkpoints_observed_total"),
+                &[labels[0], labels[1], labels[2], ("source", source), ("status", status.as_str())],
+                Value::Number(totals.get(status) as f64),
+            );
+        }
+    }
+    for status in [CheckpointStatus::Completed, CheckpointStatus::Failed] {
+        out.push(
+            family!("flink_savepoints_total"),
+            &[labels[0], labels[1], labels[2], ("status", status.as_str())],
+            Value::Number(job.savepoints.totals.get(status) as f64),
+        );
+    }
+    if let Some(at) = job.savepoints.last_completed_at {
+        out.push(
+            family!("flink_savepoint_last_completed_timestamp_seconds"),
+            &labels,
+            Value::Number(at.seconds()),
+        );
+    }
+    if let Some(ms) = job.savepoints.last_duration_ms {
+        out.push(family!("flink_savepoint_last_duration_seconds"), &labels, seconds(ms));
+    }
+    if let Some(at) = job.savepoints.last_failed_at {
+        out.push(
+            family!("flink_savepoint_last_failed_timestamp_seconds"),
+            &labels,
+            Value::Number(at.seconds()),
+        );
+    }
+    out.push(
+        family!("flink_checkpoint_restores_total"),
+        &labels,
+        Value::Number(job.flink_counts.restored as f64),
+    );
+    let restores = &job.restores;
+    for (from, n) in [("checkpoint", restores.totals.checkpoint), ("savepoint", restores.totals.savepoint)] {
+        out.push(
+            family!("flink_job_restores_total"),
+            &[labels[0], labels[1], labels[2], ("from", from)],
+            Value::Number(n as f64),
+        );
+    }
+    if let Some(latest) = restores.latest() {
+        out.push(
+            family!("flink_job_last_restore_timestamp_seconds"),
+            &labels,
+            Value::Number(latest.from.restored_at.seconds()),
+        );
+        if let Some(id) = latest.from.checkpoint_id {
+            out.push(family!("flink_job_last_restore_checkpoint_id"), &labels, Value::Number(id as f64));
+        }
+    }
+    if let Some(timed) = restores.last_measured() {
+        if let Some(ms) = timed.duration_ms {
+            out.push(family!("flink_job_last_restore_duration_seconds"), &labels, seconds(ms));
+        }
+        if let Some(ms) = timed.downtime_ms {
+            out.push(family!("flink_job_last_restore_downtime_seconds"), &labels, seconds(ms));
+        }
+    }
+    out.push(family!("flink_checkpoints_in_progress"), &labels, Value::Number(job.in_progress.len() as f64));
+    out.push(
+        family!("flink_checkpoint_consecutive_failures"),
+        &labels,
+        Value::Number(job.consecutive_failures() as f64),
+    );
+    out.push(
+        family!("flink_checkpoint_failures_seen_total"),
+        &labels,
+        Value::Number(job.failures.total as f64),
+    );
+    let oldest = job.live_in_progress(now).iter().map(|(_, at)| now.since(*at)).max().unwrap_or(0);
+    out.push(family!("flink_checkpoint_oldest_in_progress_age_seconds"), &labels, seconds(oldest));
+    out.push(
+        family!("flink_checkpoint_trigger_failures_total"),
+        &labels,
+        Value::Number(job.failed_without_id as f64),
+    );
+    if let Some(since) = job.running_without_checkpoint_ms(now).and(job.running_since) {
+        out.push(
+            family!("flink_checkpoint_running_without_completed_since_timestamp_seconds"),
+            &labels,
+            Value::Number(since.seconds()),
+        );
+    }
+    if let Some(since) = job.failing_since.filter(|_| job.consecutive_failures() > 0) {
+        out.push(
+            family!("flink_checkpoint_failing_since_timestamp_seconds"),
+            &labels,
+            Value::Number(since.seconds()),
+        );
+    }
+    if let Some(last) = &job.last_completed {
+        out.push(
+            family!("flink_checkpoint_last_completed_timestamp_seconds"),
+            &labels,
+            Value::Number(last.finished_at.seconds()),
+        );
+    }
+    if let Some(last) = &job.last_failed {
+        out.push(
+            family!("flink_checkpoint_last_failed_timestamp_seconds"),
+            &labels,
+            Value::Number(last.finished_at.seconds()),
+        );
+    }
+    if let Some(settings) = &job.settings {
+        if let Some(interval) = settings.interval_ms {
+            out.push(family!("flink_checkpoint_interval_seconds"), &labels, seconds(interval));
+        }
+        if let Some(timeout) = settings.timeout_ms {
+            out.push(family!("flink_checkpoint_timeout_seconds"), &labels, seconds(timeout));
+        }
+        out.push(family!("flink_checkpoint_min_pause_seconds"), &labels, seconds(settings.min_pause_ms));
+        out.push(
+            family!("flink_checkpoint_max_concurrent"),
+            &labels,
+            Value::Number(f64::from(settings.max_concurrent)),
+        );
+        if let Some(tolerable) = settings.tolerable_failures {
+            out.push(
+                family!("flink_checkpoint_tolerable_failures"),
+                &labels,
+                Value::Number(f64::from(tolerable)),
+            );
+        }
+    }
+    render_shadow(out, &labels, job);
+    // The operators' summaries are parts of their own (`render_operators`).
+    for operator in job.operators.values() {
+        clamped += operator.phases.iter().into_iter().map(|(_, h)| h.out_of_range()).sum::<u64>();
+    }
+    clamped
+}
+
+fn render_shadow(out: &mut impl Sink, labels: &[(&str, &str); 3], job: &JobState) {
+    let trigger = &job.shadow.trigger;
+    if let Some(ms) = trigger.expected_interval_ms() {
+        out.push(family!("flink_checkpoint_expected_interval_seconds"), labels, seconds(ms));
+    }
+    if let Some(ms) = trigger.observed_interval_ms() {
+        out.push(family!("flink_checkpoint_observed_interval_seconds"), labels, seconds(ms));
+    }
+    if trigger.settings().is_some() {
+        out.push(
+            family!("flink_checkpoint_schedule_stall_seconds"),
+            labels,
+            seconds(trigger.stalled_for_ms().unwrap_or(0)),
+        );
+        out.push(
+            family!("flink_checkpoint_trigger_deviation_seconds"),
+            labels,
+            Value::Summary(job.trigger_deviation.summary(), MS),
+        );
+        for kind in crate::shadow::DeviationKind::ALL {
+            let n = trigger.deviation_counts().get(&kind).copied().unwrap_or(0);
+            let explained = if kind.explained() { "true" } else { "false" };
+            let with_kind =
+                [labels[0], labels[1], labels[2], ("kind", kind.as_str()), ("explained", explained)];
+            out.push(family!("flink_checkpoint_deviations_total"), &with_kind, Value::Number(n as f64));
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! The exporter's tests: the text renderer byte-equal to `TextEncoder`, the table, the series.
+
+use super::sink::MS;
+use super::*;
+use crate::model::alignment::{self, AlignmentConfig, Mode};
+use crate::model::coordinator::{Coordinator, CoordinatorConfig, Event, Outcome, Schedule};
+use crate::observe::{CheckpointSettings, EventSeverity, JobKey, LogEvent, Observation};
+use crate::stats::WindowSpec;
+use proptest::prelude::*;
+
+const START: Timestamp = Timestamp(1_795_964_442_123);
+
+/// Jobs driven by the coordinator model for `minutes`, with names that need escaping, an
+/// expiring job, log events and the daemon's own counters: every kind of sample there is.
+fn busy_state(jobs: usize, minutes: i64) -> (State, DaemonStats, Timestamp) {
+    let graph = alignment::lab_job(2, 0, 0.0);
+    let config = AlignmentConfig { mode: Mode::Aligned, ..AlignmentConfig::default() };
+    let operators = alignment::simulate(&graph, &config, 7).operators(&graph);
+    let mut state = State::new(WindowSpec { window_ms: 600_000, slots: 6 });
+    state.retain_clusters(&["prod".to_string(), "lab \"b\\\n".to_string()]);
+    let end = START.plus_millis(minutes * 60_000);
+    for j in 0..jobs {
+        let cluster = if j % 2 == 0 { "prod" } else { "lab \"b\\\n" };
+        let cfg = CoordinatorConfig { num_subtasks: 4, ..CoordinatorConfig::default() };
+        let mut c = Coordinator::new(cfg, START, Schedule::Seeded(j as u64));
+        let mut outcomes = |id: u64, _: Timestamp| {
+            if j == 1 && id.is_multiple_of(3) {
+                Outcome::Hang
+            } else {
+                Outcome::Complete { duration_ms: 17 + (id * 37 + j as u64) % 3_001 }
+            }
+        };
+        let key = JobKey { cluster: cluster.into(), job_id: format!("{j:032x}") };
+        let settings = CheckpointSettings {
+            interval_ms: Some(10_000),
+            timeout_ms: Some(60_000),
+            tolerable_failures: Some(3),
+            ..CheckpointSettings::default()
+        };
+        let mut at = START;
+        while at < end {
+            at = at.plus_millis(2_500);
+            c.run_until(at, &mut outcomes);
+            for event in c.drain_events() {
+                if let Event::Triggered { id, .. } = event
+                    && let Some(cp) = c.checkpoint_mut(id)
+                {
+                    cp.operators = operators.clone();
+                }
+            }
+            let name = format!("job \"{j}\" \\ of\nmany");
+            let poll = c.job_poll(key.clone(), &name, at, Some(settings.clone()));
+            state.apply(&Observation::JobPolled(poll), at);
+        }
+    }
+    let mut event = LogEvent::new("expired".into(), EventSeverity::Warning, "Checkpoint 3 expired".into());
+    event.cluster = "prod".into();
+    event.job_id = Some(format!("{:032x}", 0));
+    state.apply(&Observation::LogEvents(vec![event]), end);
+    let daemon = DaemonStats {
+        store: Some(crate::app::StoreCounters { records: 40, pruned: 3, errors: 1 }),
+        persist_errors: 2,
+        last_persisted: Some(end),
+        alerts: vec![crate::app::RuleAlerts {
+            name: "FlinkCheckpointSlow".into(),
+            severity: "warning",
+            pending: 1,
+            firing: 2,
+        }],
+        alertmanagers: vec![crate::outputs::alerting::TargetStats {
+            url: "http://am:9093".into(),
+            sent_total: 5,
+            errors_total: 1,
+            queued: 0,
+        }],
+        tls_handshake_errors: Some([("plain_http", 1), ("failed", 3), ("timeout", 0)]),
+        discovery: Some(crate::sources::discovery::DiscoveryStats {
+            clusters: 3,
+            dropped: [("limit", 1), ("duplicate", 0), ("invalid", 2)],
+            file_errors: [("too_large", 0), ("unreadable", 1), ("invalid", 4), ("too_many_files", 0)],
+            kubernetes: Some(crate::sources::kubernetes::KubernetesStats {
+                objects: [2, 1, 0],
+                relists: [1, 0, 0],
+                clusters: 2,
+                synced: true,
+                jobs: vec![crate::sources::kubernetes::OperatorJob {
+                    cluster: "flink.lab".into(),
+                    resource: "flinkdeployment/lab".into(),
+                    job_id: "8a3c1f0e2b4d6a8c0e1f3a5b7c9d1e2f".into(),
+                    state: "RUNNING".into(),
+                    lifecycle_state: "STABLE".into(),
+                    last_savepoint_ms: Some(1_764_494_400_000),
+                }],
+                ..Default::default()
+            }),
+        }),
+        process: crate::outputs::process::read(),
+        metrics: crate::config::MetricsConfig::default(),
+        ..DaemonStats::default()
+    };
+    (state, daemon, end.plus_millis(1_234))
+}
+
+#[test]
+fn text_renderer_writes_what_the_prometheus_encoder_writes() {
+    let (state, daemon, now) = busy_state(6, 30);
+    let expected = encode_text(&render(&state, &daemon, now));
+    let mut renderer = TextRenderer::default();
+    let text = String::from_utf8(renderer.render_to_vec(&state, &daemon, now)).unwrap();
+    assert!(text.contains("flink_operator_checkpoint_sync_duration_seconds{"), "{text}");
+    assert!(text.contains("quantile=\"0.95\"} 0."), "{text}");
+    assert!(text.contains("job_name=\"job \\\"1\\\" \\\\ of\\nmany\""), "{text}");
+    assert!(text.contains("NaN"), "a summary with an empty window: {text}");
+    for (line, (got, want)) in text.lines().zip(expected.lines()).enumerate() {
+        assert_eq!(got, want, "line {}", line + 1);
+    }
+    assert_eq!(text, expected);
+    // Reused buffers: the second scrape is the same text, not the first one doubled.
+    let again = String::from_utf8(renderer.render_to_vec(&state, &daemon, now)).unwrap();
+    assert_eq!(again, expected);
+}
+
+#[test]
+fn lean_settings_drop_operator_series_and_unchosen_quantiles() {
+    let (state, mut daemon, now) = busy_state(6, 30);
+    let series = |text: &str| text.lines().filter(|l| !l.starts_with('#')).count();
+    let full = String::from_utf8(TextRenderer::default().render_to_vec(&state, &daemon, now)).unwrap();
+    daemon.metrics = crate::config::MetricsConfig { operators: false, quantiles: vec![0.95] };
+    let expected = encode_text(&render(&state, &daemon, now));
+    let mut renderer = TextRenderer::default();
+    let lean = String::from_utf8(renderer.render_to_vec(&state, &daemon, now)).unwrap();
+    assert_eq!(lean, expected, "the text renderer and the encoder agree on lean settings");
+    assert!(!lean.contains("flink_operator_checkpoint_"), "{lean}");
+    assert!(lean.contains("flink_checkpoint_duration_seconds{") && lean.contains("quantile=\"0.95\""));
+    assert!(!lean.contains("quantile=\"0.5\"") && !lean.contains("quantile=\"0.99\""), "{lean}");
+    assert!(full.contains("flink_operator_checkpoint_") && full.contains("quantile=\"0.99\""));
+    assert!(series(&lean) < series(&full) / 2, "{} lean, {} full", series(&lean), series(&full));
+    // No quantiles: a summary is its _sum and _count.
+    daemon.metrics.quantiles.clear();
+    let bare = String::from_utf8(renderer.render_to_vec(&state, &daemon, now)).unwrap();
+    assert!(!bare.contains("quantile="), "{bare}");
+    assert_eq!(bare, encode_text(&render(&state, &daemon, now)));
+}
+
+#[test]
+fn millisecond_values_print_as_rust_prints_them() {
+    for ms in (0..200_000).chain([999_999_999_999, 1_795_964_442_123, 4_000_000_000_000]) {
+        let mut out = Vec::new();
+        write_scaled(&mut out, ms, MS);
+        assert_eq!(String::from_utf8(out).unwrap(), (ms as f64 / 1000.0).to_string(), "{ms} ms");
+    }
+}
+
+proptest! {
+    #[test]
+    fn numbers_print_as_rust_prints_them(
+        value in prop_oneof![
+            any::<f64>(),
+            (-1e13f64..1e13).prop_map(|v| (v * 1000.0).round() / 1000.0),
+            any::<i64>().prop_map(|v| v as f64),
+            (0u64..u64::MAX).prop_map(|v| v as f64 / 1000.0),
+        ]
+    ) {
+        let mut out = Vec::new();
+        write_f64(&mut out, value);
+        prop_assert_eq!(String::from_utf8(out).unwrap(), value.to_string());
+    }
+
+    #[test]
+    fn label_values_escape_as_the_encoder_does(value in "[a-z\"\\\\\n ]{0,12}") {
+        let mut out = Vec::new();
+        escape_into(&mut out, &value, true);
+        let expected = value.replace('\\', "\\\\").replace('\n', "\\n").replace('"', "\\\"");
+        prop_assert_eq!(String::from_utf8(out).unwrap(), expected);
+    }
+}
