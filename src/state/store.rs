@@ -86,13 +86,18 @@ pub struct Store {
     bounds: Bounds,
 }
 
+/// The store's page cache (redb's default is 1 GiB).
+pub const CACHE_BYTES: usize = 16 << 20;
+
 impl Store {
     /// Opens (or creates) `dir/STORE_FILE`.
     pub fn open(dir: &Path, bounds: Bounds) -> Result<Store, StoreError> {
         let path = dir.join(STORE_FILE);
         let err = |e: &dyn std::fmt::Display| StoreError::Db { path: path.clone(), message: e.to_string() };
         std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
-        let db = Database::create(&path).map_err(|e| err(&e))?;
+        // redb caches up to 1 GiB of pages by default: bounded here, since the store is written
+        // every few seconds and read only for the history API (a cold read costs a disk read).
+        let db = redb::Builder::new().set_cache_size(CACHE_BYTES).create(&path).map_err(|e| err(&e))?;
         // Create the tables, so that reads of an empty store find them.
         let txn = db.begin_write().map_err(|e| err(&e))?;
         txn.open_table(RECORDS).map_err(|e| err(&e))?;
