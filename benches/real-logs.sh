@@ -28,7 +28,7 @@ CORPUS=$WORK/flink-real-${CORPUS_MB}m.log
 if [ ! -s "$CORPUS" ]; then
   # Every captured log once, in a stable order (a file with no trailing newline gets one).
   mapfile -t LOGS < <(
-    ls -1 "$ROOT"/tests/fixtures/flink-*/*/logs/* /work/shared/fixtures/flink-*/*/logs/* 2>/dev/null | sort
+    ls -1 "$ROOT"/tests/fixtures/flink-*/*/logs/* "$ROOT"/../shared/fixtures/flink-*/*/logs/* 2>/dev/null | sort
   )
   [ "${#LOGS[@]}" -gt 0 ] || { echo "no fixture logs found" >&2; exit 1; }
   ONCE=$WORK/once.log

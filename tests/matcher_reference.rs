@@ -1,7 +1,7 @@
 //! The matcher of `scan-logs` and of the tailer against a reference: the per-line parser as it
 //! was before issue 20 (`tests/reference/parse_before_issue_20.rs`), on every fixture log of
 //! every Flink version (tests/fixtures/flink-*/*/logs/*: 1.13.6, 1.14.6, 1.17.2, 1.20.5, 2.3.0,
-//! DEBUG captures included; /work/shared/fixtures holds byte-identical copies of the 2.3.0,
+//! DEBUG captures included; ../shared/fixtures (beside the checkout) holds byte-identical copies of the 2.3.0,
 //! 1.20.5 and 1.14.6 ones). Same events, same fields (stack traces and root causes included),
 //! same order — through the jumping buffer scan, the scan cut into parallel ranges, and the
 //! tailer's line-by-line path.
