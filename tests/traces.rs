@@ -420,3 +420,37 @@ fn a_failed_span_joins_the_consecutive_failures_only_once_its_cause_is_told() {
     state.apply(&spans([4]), Timestamp(4_100));
     assert_eq!(job(&state).consecutive_failures(), 0);
 }
+
+/// The tailer looks for span lines only in buffers that hold the marker, and in lines begun in
+/// an earlier buffer: a span line cut anywhere between two reads is still taken, once.
+#[test]
+fn a_span_line_cut_between_two_reads_is_taken_once() {
+    use checkpoint_sentinel::sources::logs::parse::{LineSplitter, RecordParser};
+    use checkpoint_sentinel::sources::logs::tail::feed_searched;
+    let log = fixture("2.3.0/jobmanager.log");
+    // The log up to the end of its first span line: the second read holds no marker of its own.
+    let line_at = log
+        .split_inclusive('\n')
+        .scan(0, |at, line| {
+            let start = *at;
+            *at += line.len();
+            Some((start, line))
+        })
+        .find(|(_, line)| trace::parse_line(line.as_bytes()).is_some())
+        .unwrap()
+        .0;
+    let first = line_at + log[line_at..].find(trace::SPAN_MARKER).unwrap();
+    let end = first + log[first..].find('\n').unwrap() + 1;
+    let bytes = &log.as_bytes()[..end];
+    let want = 1;
+    // Every cut from before the line's marker to the end of the line, and one early.
+    for cut in (first.saturating_sub(40)..end).chain([1]) {
+        let mut splitter = LineSplitter::new(1 << 20, 0);
+        let mut parser = RecordParser::new(Patterns::builtin());
+        let (mut needles, mut events, mut spans) = (Vec::new(), Vec::new(), Vec::new());
+        for chunk in [&bytes[..cut], &bytes[cut..]] {
+            feed_searched(&mut splitter, &mut parser, &mut needles, chunk, &mut events, &mut spans);
+        }
+        assert_eq!(spans.len(), want, "cut at byte {cut}");
+    }
+}

@@ -145,20 +145,6 @@ pub struct OperatorJob {
     pub last_savepoint_ms: Option<i64>,
 }
 
-/// `status.jobStatus.state` values of the CRDs.
-const JOB_STATES: [&str; 11] = [
-    "CANCELED",
-    "CANCELLING",
-    "CREATED",
-    "FAILED",
-    "FAILING",
-    "FINISHED",
-    "INITIALIZING",
-    "RECONCILING",
-    "RESTARTING",
-    "RUNNING",
-    "SUSPENDED",
-];
 /// `status.lifecycleState` values of the CRDs.
 const LIFECYCLE_STATES: [&str; 10] = [
     "CREATED",
@@ -192,7 +178,13 @@ fn operator_job(cluster: String, resource: String, status: &DeploymentStatus) ->
         cluster,
         resource,
         job_id,
-        state: bounded(job.and_then(|j| j.state.as_deref()), &JOB_STATES),
+        // The CRDs' job states are Flink's `JobStatus` values.
+        state: match job.and_then(|j| j.state.as_deref()).map(crate::observe::JobStatus::parse) {
+            None => String::new(),
+            Some(crate::observe::JobStatus::Other(s)) if s.is_empty() => String::new(),
+            Some(crate::observe::JobStatus::Other(_)) => "other".to_string(),
+            Some(known) => known.as_str().to_string(),
+        },
         lifecycle_state: bounded(status.lifecycle_state.as_deref(), &LIFECYCLE_STATES),
         last_savepoint_ms: job
             .and_then(|j| j.savepoint_info.as_ref())

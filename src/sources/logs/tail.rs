@@ -814,18 +814,27 @@ pub fn feed_searched(
     spans: &mut Vec<CheckpointSpan>,
 ) {
     let patterns = parser.patterns().clone();
+    let chunk_start = splitter.offset();
+    // Span lines are rare: one search of the buffer says whether any line wholly in it can be
+    // one; a line begun in an earlier buffer is looked at whatever this one holds.
+    let any_span = memchr::memmem::find(chunk, trace::SPAN_MARKER.as_bytes()).is_some();
+    let mut take_span = |line: &[u8], offset: u64| {
+        if any_span || offset < chunk_start {
+            spans.extend(trace::parse_line(line));
+        }
+    };
     if patterns.has_user_patterns() {
         splitter.feed(chunk, |line, offset| {
-            spans.extend(trace::parse_line(line));
+            take_span(line, offset);
             parser.push_line(line, offset, events)
         });
         return;
     }
     needles.clear();
     patterns.find_needles(chunk, needles);
-    let (chunk_start, mut next) = (splitter.offset(), 0);
+    let mut next = 0;
     splitter.feed(chunk, |line, offset| {
-        spans.extend(trace::parse_line(line));
+        take_span(line, offset);
         let (candidate, found) = line_needles(&patterns, needles, &mut next, line, offset, chunk_start);
         parser.push_line_with_needles(line, offset, candidate, found, events);
     });
