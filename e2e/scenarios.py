@@ -772,14 +772,25 @@ persist_interval = "1s"
         job = env.flink("submit", a.version, "healthy", "--interval-ms", "1000", "--parallelism", "1")
         seen = watch(env, job, max(40, a.seconds))
         env.flink("cancel", a.version, job)
-        seen.update(watch(env, job, 1))
-        final = env.checkpoints(job)["counts"]
-        # The ended job's last poll comes within 15 s, its counts settle over 4 s more.
-        got, m = {}, ""
+        for _ in range(30):
+            if get_json(f"{a.rest}/jobs/{job}").get("state") in ("CANCELED", "FAILED", "FINISHED"):
+                break
+            time.sleep(0.5)
+        # The ended job's last poll comes within 15 s, its counts settle over 4 s more. Flink's
+        # own answer is re-read each time: its REST caches checkpoint statistics for a few
+        # seconds (rest.cache.checkpoint-statistics.timeout), so the first answer after the
+        # cancel can predate the last checkpoint (whose span said COMPLETED).
+        got, m, final = {}, "", {}
         for _ in range(40):
+            stats = env.checkpoints(job)
+            final = stats["counts"]
+            for h in stats.get("history", []):
+                if h.get("status") in ("COMPLETED", "FAILED"):
+                    seen.setdefault(h["id"], h)
             m = get(f"{daemon}/metrics")
             got = {s: one(m, "flink_checkpoints_total", job_id=job, status=s) for s in ("completed", "failed")}
-            if got["completed"] == final["completed"] and got["failed"] == final["failed"]:
+            if got["completed"] == final["completed"] and got["failed"] == final["failed"] \
+                    and final.get("in_progress", 0) == 0:
                 break
             time.sleep(1)
         polls = one(m, "checkpoint_sentinel_polls_total", cluster="traces")
