@@ -108,7 +108,7 @@ fn the_matcher_gives_the_reference_events_on_every_fixture_log() {
         compare("scan", path, &want, &scanned_events(path, None));
         compare("scan in 3 ranges", path, &want, &scanned_events(path, Some(3)));
     }
-    // All of them in one scan (two files at a time on two threads): the events of the files in
+    // All of them in one scan (files taken in order by two threads): the events of the files in
     // the order given, as the reference gives them file by file.
     let mut scanner = Scanner::new(Patterns::builtin(), 1 << 20).keep_events(true).parallel(u64::MAX, 2);
     scanner.scan_paths(&logs).unwrap();

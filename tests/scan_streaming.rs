@@ -203,6 +203,13 @@ fn files_cut_into_parallel_ranges_give_the_same_events_and_report() {
             assert_eq!(cut.events, one.events, "{} in {ranges} ranges", file.display());
             assert_eq!(cut.to_text(), one.to_text(), "{}", file.display());
             assert_eq!((cut.files[0].bytes, cut.files[0].lines), (data.len() as u64, one.files[0].lines));
+            // Without kept events the threads hand their events over packed: the same report.
+            let mut packed = Scanner::new(patterns.clone(), 1 << 20).parallel(0, ranges);
+            packed.scan_path(&file).unwrap();
+            let packed = packed.finish();
+            assert!(packed.events.is_empty());
+            assert_eq!(packed.to_text(), one.to_text(), "{} packed, {ranges} ranges", file.display());
+            assert_eq!(packed.to_json(), one.to_json(), "{} packed, {ranges} ranges", file.display());
         }
     }
 }
@@ -273,4 +280,22 @@ fn the_jumping_scan_gives_the_events_of_the_line_by_line_scan() {
     let want = scan(&all, usize::MAX, true);
     assert!(want.0.len() > 1000, "{} events", want.0.len());
     assert_eq!(scan(&all, usize::MAX, false), want, "all fixture logs concatenated");
+}
+
+/// Files scanned on several threads fail as a serial scan would: at the first file that cannot
+/// be read, with the files before it in the report and none after it.
+#[test]
+fn a_scan_on_several_threads_stops_at_the_first_unreadable_file_in_order() {
+    let files = log_files();
+    let missing = std::env::temp_dir().join("checkpoint-sentinel-no-such-log.log");
+    let paths = vec![files[0].clone(), files[1].clone(), missing.clone(), files[2].clone(), files[3].clone()];
+    for threads in [1, 2, 4] {
+        let mut scanner = Scanner::new(Patterns::builtin(), 1 << 20).parallel(u64::MAX, threads);
+        let err = scanner.scan_paths(&paths).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{threads} threads");
+        assert!(err.to_string().contains(&missing.display().to_string()), "{err}");
+        let report = scanner.finish();
+        let scanned: Vec<_> = report.files.iter().map(|f| f.path.clone()).collect();
+        assert_eq!(scanned, &paths[..2], "{threads} threads");
+    }
 }

@@ -8,11 +8,16 @@
 //! into an [`Aggregate`] as they come, in a compact form (interned strings, no stack traces),
 //! so memory grows with the number of checkpoint events, not with the size of the input, and
 //! every per-checkpoint collection is capped.
+//!
+//! Several files, or a large one cut into ranges at record starts, are scanned on one thread
+//! per core ([`Scanner::scan_paths`]); the events are folded in in file order, so the report is
+//! the one of a serial pass.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Read, Seek};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 
 use serde_json::{Value, json};
 
@@ -129,9 +134,12 @@ pub struct Scanner {
     report: ScanReport,
     seq: u64,
     buf: Vec<u8>,
-    /// Files at least this large are cut into `ranges` ranges parsed in parallel.
+    /// Files at least this large are cut into ranges at record starts.
     parallel_min_bytes: u64,
-    ranges: usize,
+    /// Threads that scan (this one included).
+    threads: usize,
+    /// Ranges per cut file; `None`: one per [`RANGE_BYTES`], at least one per thread.
+    ranges: Option<usize>,
     /// Every line visited one by one (the reference the tests compare the jumping scan with).
     by_lines: bool,
 }
@@ -147,15 +155,18 @@ impl Scanner {
             seq: 0,
             buf: Vec::new(),
             parallel_min_bytes: PARALLEL_MIN_BYTES,
-            ranges: std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_THREADS),
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_THREADS),
+            ranges: None,
             by_lines: false,
         }
     }
 
-    /// Cuts files of at least `min_bytes` into `ranges` ranges parsed in parallel (by default
-    /// 64 MiB and one range per core, at most 8).
-    pub fn parallel(mut self, min_bytes: u64, ranges: usize) -> Self {
-        (self.parallel_min_bytes, self.ranges) = (min_bytes, ranges.max(1));
+    /// Scans on `threads` threads, and cuts files of at least `min_bytes` into `threads`
+    /// ranges (by default: one thread per core, at most 8; files from 32 MiB on, cut into
+    /// 16 MiB ranges).
+    pub fn parallel(mut self, min_bytes: u64, threads: usize) -> Self {
+        let threads = threads.clamp(1, MAX_THREADS);
+        (self.parallel_min_bytes, self.threads, self.ranges) = (min_bytes, threads, Some(threads));
         self
     }
 
@@ -173,162 +184,165 @@ impl Scanner {
         self
     }
 
-    /// Opens and reads one file. A large file is cut at record starts into one range per
-    /// core; the ranges are parsed in parallel and their events aggregated in file order, so
-    /// the report is the same as from one pass.
+    /// Reads one file (see [`Scanner::scan_paths`]).
     pub fn scan_path(&mut self, path: &Path) -> io::Result<()> {
-        let open = || {
-            std::fs::File::open(path)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
-        };
-        let mut file = open()?;
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let starts = if len >= self.parallel_min_bytes && self.ranges > 1 {
-            split_points(&mut file, len, self.ranges)?
-        } else {
-            Vec::new()
-        };
-        if starts.is_empty() {
-            return self.scan_reader(path, file);
-        }
-        file.seek(io::SeekFrom::Start(0))?;
-        let name = path.display().to_string();
-        let file_sym = self.report.aggregate.add_file(&name);
-        let (patterns, max, keep, by_lines) =
-            (self.patterns.clone(), self.max_line_bytes, self.keep_events, self.by_lines);
-        let mut buf = std::mem::take(&mut self.buf);
-        let mut ends: Vec<u64> = starts.iter().skip(1).copied().collect();
-        ends.push(u64::MAX); // the last range reads to the end, as a single pass would
-        let (first, rest) = std::thread::scope(|scope| -> io::Result<_> {
-            let workers: Vec<_> = starts[1..]
-                .iter()
-                .zip(&ends[1..])
-                .map(|(&from, &to)| {
-                    let patterns = patterns.clone();
-                    scope.spawn(move || -> io::Result<(Totals, Vec<LogEvent>)> {
-                        let mut file = open()?;
-                        file.seek(io::SeekFrom::Start(from))?;
-                        let mut events = Vec::new();
-                        let mut buf = Vec::new();
-                        let totals = scan_range(
-                            &patterns,
-                            max,
-                            from,
-                            file.take(to - from),
-                            &mut buf,
-                            by_lines,
-                            keep,
-                            &mut |mut e| {
-                                if !keep {
-                                    e.stack = Vec::new(); // the root cause is classified already
-                                }
-                                events.push(e);
-                            },
-                        )?;
-                        Ok((totals, events))
-                    })
-                })
-                .collect();
-            let mut sink = Sink {
-                aggregate: &mut self.report.aggregate,
-                kept: keep.then_some(&mut self.report.events),
-                name: &name,
-                file: file_sym,
-                seq: &mut self.seq,
-            };
-            let first =
-                scan_range(&patterns, max, 0, file.take(ends[0]), &mut buf, by_lines, keep, &mut |e| {
-                    sink.add(e)
-                })?;
-            let rest: Vec<io::Result<(Totals, Vec<LogEvent>)>> = workers
-                .into_iter()
-                .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect();
-            let mut totals = Vec::new();
-            for result in rest {
-                let (t, events) = result?;
-                for e in events {
-                    sink.add(e);
-                }
-                totals.push(t);
-            }
-            Ok((first, totals))
-        })?;
-        self.buf = buf;
-        let (mut lines, mut oversize, mut end, mut records) =
-            (first.lines, first.oversize, first.end, first.records);
-        for t in rest {
-            (lines, oversize, end, records) =
-                (lines + t.lines, oversize + t.oversize, t.end, records.max(t.records));
-        }
-        self.report.files.push(FileSummary {
-            path: path.to_path_buf(),
-            bytes: end,
-            lines,
-            oversize_lines: oversize,
-            records,
-        });
-        Ok(())
+        self.scan_paths(std::slice::from_ref(&path.to_path_buf()))
     }
 
-    /// Reads `paths` in order, two files at a time on two cores when there are several below
-    /// the size at which one file is cut into ranges: the second file's events wait in memory
-    /// (one file's worth) and are aggregated after the first's, so the report is the one of a
-    /// serial scan, and the first error is the one a serial scan would return.
+    /// Reads `paths` in order. The work is cut into units, each a small file or a range of a
+    /// large one cut at a record start; the threads take units in order as they become free
+    /// and this thread folds their events into the aggregate in file order, so the report
+    /// (and the kept events) are those of one serial pass, and the first error returned is
+    /// the one a serial scan would meet first. A thread runs at most [`AHEAD`] units per
+    /// thread ahead of the aggregation, so memory holds a few units' events, whatever the
+    /// size of the input.
     pub fn scan_paths(&mut self, paths: &[PathBuf]) -> io::Result<()> {
-        let min = self.parallel_min_bytes;
-        let small = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.len() < min);
-        let mut i = 0;
-        while i < paths.len() {
-            if self.ranges > 1 && i + 1 < paths.len() && small(&paths[i]) && small(&paths[i + 1]) {
-                self.scan_pair(&paths[i], &paths[i + 1])?;
-                i += 2;
-            } else {
-                self.scan_path(&paths[i])?;
-                i += 1;
-            }
+        let units = self.plan(paths)?;
+        if units.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        let threads = self.threads.min(units.len());
+        let work = Work {
+            units: &units,
+            paths,
+            next: AtomicUsize::new(0),
+            gate: Mutex::new(0),
+            advanced: Condvar::new(),
+        };
+        let mut buf = std::mem::take(&mut self.buf);
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, UnitOutcome)>();
+        let patterns = self.patterns.clone();
+        let scan = ScanSettings {
+            patterns: &patterns,
+            max_line_bytes: self.max_line_bytes,
+            by_lines: self.by_lines,
+            keep: self.keep_events,
+        };
+        let result = std::thread::scope(|scope| {
+            for _ in 1..threads {
+                let (tx, work) = (tx.clone(), &work);
+                scope.spawn(move || {
+                    let mut buf = Vec::new();
+                    while let Some(i) = work.take(threads) {
+                        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            scan.unit(work.paths, &work.units[i], &mut buf)
+                        }));
+                        if tx.send((i, outcome)).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            let mut pending: BTreeMap<usize, UnitOutcome> = BTreeMap::new();
+            let mut files = FileTotals::default();
+            let mut done = 0;
+            let result = loop {
+                while let Ok((i, outcome)) = rx.try_recv() {
+                    pending.insert(i, outcome);
+                }
+                if let Some(outcome) = pending.remove(&done) {
+                    let step = match outcome {
+                        Ok(scanned) => scanned.map(|s| self.fold(paths, &units[done], s, &mut files)),
+                        Err(panic) => {
+                            work.stop();
+                            std::panic::resume_unwind(panic)
+                        }
+                    };
+                    if let Err(e) = step {
+                        break Err(e);
+                    }
+                    done += 1;
+                    work.advance(done);
+                    if done == units.len() {
+                        break Ok(());
+                    }
+                } else if let Some(i) = work.take_now(done, threads) {
+                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        scan.unit(paths, &units[i], &mut buf)
+                    }));
+                    pending.insert(i, outcome);
+                } else {
+                    match rx.recv() {
+                        Ok((i, outcome)) => {
+                            pending.insert(i, outcome);
+                        }
+                        // Every worker ended without the unit this thread waits for: cannot
+                        // happen (a worker sends every unit it took), but never wait for ever.
+                        Err(_) => break Err(io::Error::other("scan-logs: a scanning thread ended early")),
+                    }
+                }
+            };
+            work.stop();
+            result
+        });
+        self.buf = buf;
+        result
     }
 
-    /// Scans `a` here and `b` on a second thread, then aggregates `b` after `a`.
-    fn scan_pair(&mut self, a: &Path, b: &Path) -> io::Result<()> {
-        let (patterns, max, keep, by_lines) =
-            (self.patterns.clone(), self.max_line_bytes, self.keep_events, self.by_lines);
-        let (first, second) = std::thread::scope(|scope| {
-            let worker = scope.spawn(move || -> io::Result<(Totals, Vec<LogEvent>)> {
-                let file = std::fs::File::open(b)
-                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", b.display())))?;
-                let (mut events, mut buf) = (Vec::new(), Vec::new());
-                let totals =
-                    scan_range(&patterns, max, 0, file, &mut buf, by_lines, keep, &mut |e| events.push(e))?;
-                Ok((totals, events))
-            });
-            let first = self.scan_path(a);
-            (first, worker.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-        });
-        first?;
-        let (totals, events) = second?;
-        let name = b.display().to_string();
-        let file = self.report.aggregate.add_file(&name);
+    /// The units of `paths`: a file below the parallel size is one unit, a larger one is cut
+    /// into ranges at record starts.
+    fn plan(&self, paths: &[PathBuf]) -> io::Result<Vec<Unit>> {
+        let mut units = Vec::new();
+        for (path, p) in paths.iter().enumerate() {
+            let whole = Unit { path, from: 0, to: None, first: true, last: true };
+            // Only a regular file can be cut (a pipe or a device is read as one unit).
+            let len = std::fs::metadata(p).ok().filter(|m| m.is_file()).map_or(0, |m| m.len());
+            let ranges =
+                self.ranges.unwrap_or_else(|| (len.div_ceil(RANGE_BYTES) as usize).max(self.threads));
+            if len == 0 || len < self.parallel_min_bytes || ranges < 2 {
+                units.push(whole);
+                continue;
+            }
+            let starts = match std::fs::File::open(p) {
+                Ok(mut file) => split_points(&mut file, len, ranges)?,
+                Err(_) => Vec::new(), // the scan reports it, in order
+            };
+            if starts.is_empty() {
+                units.push(whole);
+                continue;
+            }
+            for (k, &from) in starts.iter().enumerate() {
+                // The last range reads to the end, as a single pass would.
+                let to = starts.get(k + 1).copied();
+                units.push(Unit { path, from, to, first: k == 0, last: to.is_none() });
+            }
+        }
+        Ok(units)
+    }
+
+    /// Folds one scanned unit into the report, in order.
+    fn fold(&mut self, paths: &[PathBuf], unit: &Unit, scanned: Scanned, files: &mut FileTotals) {
+        let path = &paths[unit.path];
+        if unit.first {
+            let name = path.display().to_string();
+            files.sym = self.report.aggregate.add_file(&name);
+            files.name = name;
+            files.totals = Totals { end: 0, lines: 0, oversize: 0, records: 0 };
+        }
         let mut sink = Sink {
             aggregate: &mut self.report.aggregate,
-            kept: keep.then_some(&mut self.report.events),
-            name: &name,
-            file,
+            kept: self.keep_events.then_some(&mut self.report.events),
+            name: &files.name,
+            file: files.sym,
             seq: &mut self.seq,
         };
-        for e in events {
-            sink.add(e);
+        match scanned.events {
+            UnitEvents::Kept(events) => events.into_iter().for_each(|e| sink.add(e)),
+            UnitEvents::Packed(packed) => packed.views().for_each(|e| sink.add_view(&e)),
         }
-        self.report.files.push(FileSummary {
-            path: b.to_path_buf(),
-            bytes: totals.end,
-            lines: totals.lines,
-            oversize_lines: totals.oversize,
-            records: totals.records,
-        });
-        Ok(())
+        let (t, s) = (&mut files.totals, scanned.totals);
+        (t.end, t.lines, t.oversize, t.records) =
+            (s.end, t.lines + s.lines, t.oversize + s.oversize, t.records.max(s.records));
+        if unit.last {
+            self.report.files.push(FileSummary {
+                path: path.clone(),
+                bytes: t.end,
+                lines: t.lines,
+                oversize_lines: t.oversize,
+                records: t.records,
+            });
+        }
     }
 
     /// Reads one stream; `path` names it in the report.
@@ -372,12 +386,152 @@ impl Scanner {
     }
 }
 
-/// Files at least this large are cut into ranges parsed in parallel.
-const PARALLEL_MIN_BYTES: u64 = 64 << 20;
-/// At most this many ranges (threads) per file.
+/// Files at least this large are cut into ranges scanned in parallel.
+const PARALLEL_MIN_BYTES: u64 = 32 << 20;
+/// The size of a range of a cut file: small enough that the threads share out a large file
+/// evenly (a thread slowed by something else on the machine takes fewer ranges) and that the
+/// events of the ranges waiting to be folded in stay small.
+const RANGE_BYTES: u64 = 16 << 20;
+/// At most this many threads.
 const MAX_THREADS: usize = 8;
+/// How many units per thread a scanning thread may be ahead of the aggregation.
+const AHEAD: usize = 4;
+
+/// A piece of a scan: a whole file, or a range of one starting at a record start.
+struct Unit {
+    /// Index of its file in the paths.
+    path: usize,
+    from: u64,
+    /// Offset after its last byte; `None` to the end of the file.
+    to: Option<u64>,
+    /// The first (last) range of its file.
+    first: bool,
+    last: bool,
+}
+
+/// What a unit held: its totals and its events, in order.
+struct Scanned {
+    totals: Totals,
+    events: UnitEvents,
+}
+
+/// A unit's events: whole when the scan keeps them, else packed.
+enum UnitEvents {
+    Kept(Vec<LogEvent>),
+    Packed(PackedEvents),
+}
+
+/// A unit's result, or the panic of the thread that scanned it (raised again in order).
+type UnitOutcome = std::thread::Result<io::Result<Scanned>>;
+
+/// The file being folded in: its name, symbol and totals so far.
+#[derive(Default)]
+struct FileTotals {
+    name: String,
+    sym: u32,
+    totals: Totals,
+}
+
+/// The units of a scan and who takes which: units are taken in order; a worker waits while
+/// the unit it took is too far ahead of the aggregation.
+struct Work<'a> {
+    units: &'a [Unit],
+    paths: &'a [PathBuf],
+    next: AtomicUsize,
+    /// Units folded in so far (`usize::MAX` once the scan stops).
+    gate: Mutex<usize>,
+    advanced: Condvar,
+}
+
+impl Work<'_> {
+    /// The next unit for a worker, once the aggregation is close enough; `None` when every
+    /// unit is taken or the scan stopped.
+    fn take(&self, threads: usize) -> Option<usize> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        if i >= self.units.len() {
+            return None;
+        }
+        let mut done = self.gate.lock().unwrap_or_else(|p| p.into_inner());
+        while *done != usize::MAX && i >= *done + AHEAD * threads {
+            done = self.advanced.wait(done).unwrap_or_else(|p| p.into_inner());
+        }
+        (*done != usize::MAX).then_some(i)
+    }
+
+    /// The next unit for the aggregating thread, if one is left within reach (it never waits:
+    /// it is the one that moves the gate).
+    fn take_now(&self, done: usize, threads: usize) -> Option<usize> {
+        let mut i = self.next.load(Ordering::Relaxed);
+        while i < self.units.len() && i < done + AHEAD * threads {
+            match self.next.compare_exchange(i, i + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Some(i),
+                Err(now) => i = now,
+            }
+        }
+        None
+    }
+
+    fn advance(&self, done: usize) {
+        *self.gate.lock().unwrap_or_else(|p| p.into_inner()) = done;
+        self.advanced.notify_all();
+    }
+
+    /// Workers take no further unit.
+    fn stop(&self) {
+        self.next.store(self.units.len(), Ordering::Relaxed);
+        self.advance(usize::MAX);
+    }
+}
+
+/// What every unit of a scan is read with.
+#[derive(Clone, Copy)]
+struct ScanSettings<'a> {
+    patterns: &'a Arc<Patterns>,
+    max_line_bytes: usize,
+    by_lines: bool,
+    keep: bool,
+}
+
+impl ScanSettings<'_> {
+    /// Scans one unit into its events (packed unless they are kept: the root cause is
+    /// classified already, the aggregate reads no stack trace).
+    fn unit(&self, paths: &[PathBuf], unit: &Unit, buf: &mut Vec<u8>) -> io::Result<Scanned> {
+        let path = &paths[unit.path];
+        let mut file = std::fs::File::open(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        if unit.from > 0 {
+            file.seek(io::SeekFrom::Start(unit.from))?;
+        }
+        let (mut kept, mut packed) = (Vec::new(), PackedEvents::default());
+        let keep = self.keep;
+        let mut emit = |e: LogEvent| {
+            if keep {
+                kept.push(e);
+            } else {
+                packed.push(&e);
+            }
+        };
+        let (patterns, max, by_lines) = (self.patterns, self.max_line_bytes, self.by_lines);
+        let totals = match unit.to {
+            Some(to) => scan_range(
+                patterns,
+                max,
+                unit.from,
+                file.take(to - unit.from),
+                buf,
+                by_lines,
+                keep,
+                &mut emit,
+            ),
+            None => scan_range(patterns, max, unit.from, file, buf, by_lines, keep, &mut emit),
+        }?;
+        let events = if keep { UnitEvents::Kept(kept) } else { UnitEvents::Packed(packed) };
+        Ok(Scanned { totals, events })
+    }
+}
 
 /// What a range held.
+#[derive(Default)]
 struct Totals {
     /// Offset after its last byte.
     end: u64,
@@ -390,27 +544,37 @@ struct Totals {
 /// Where to cut a file of `len` bytes into `n` ranges: offsets of record starts (a timestamped
 /// line) near each `len * i / n`, beginning with 0. Empty if no cut was found.
 fn split_points(file: &mut std::fs::File, len: u64, n: usize) -> io::Result<Vec<u64>> {
-    const WINDOW: usize = 1 << 20;
+    // Most records are a line or a short stack trace: a record start is usually in the first
+    // few KiB; a window of 1 MiB is read only for a record longer than that.
+    const FIRST_WINDOW: usize = 64 << 10;
+    const MAX_WINDOW: usize = 1 << 20;
     let mut starts = vec![0u64];
-    let mut window = vec![0u8; WINDOW];
+    let mut window = vec![0u8; MAX_WINDOW];
     for i in 1..n as u64 {
         let target = len * i / n as u64;
         file.seek(io::SeekFrom::Start(target))?;
         let mut filled = 0;
-        while filled < WINDOW {
-            match file.read(&mut window[filled..]) {
-                Ok(0) => break,
-                Ok(k) => filled += k,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+        let mut want = FIRST_WINDOW;
+        let cut = loop {
+            while filled < want {
+                match file.read(&mut window[filled..want]) {
+                    Ok(0) => break,
+                    Ok(k) => filled += k,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
             }
-        }
-        let data = &window[..filled];
-        // A line start is a byte after a newline; the line must be complete in the window.
-        let cut = memchr::memchr_iter(b'\n', data).map(|nl| nl + 1).find(|&at| {
-            let line_end = memchr::memchr(b'\n', &data[at..]).map(|e| at + e);
-            line_end.is_some_and(|e| is_record_start(&data[at..e]))
-        });
+            let data = &window[..filled];
+            // A line start is a byte after a newline; the line must be complete in the window.
+            let cut = memchr::memchr_iter(b'\n', data).map(|nl| nl + 1).find(|&at| {
+                let line_end = memchr::memchr(b'\n', &data[at..]).map(|e| at + e);
+                line_end.is_some_and(|e| is_record_start(&data[at..e]))
+            });
+            if cut.is_some() || filled < want || want == MAX_WINDOW {
+                break cut;
+            }
+            want = MAX_WINDOW;
+        };
         match cut {
             Some(at) if target + at as u64 > *starts.last().unwrap_or(&0) => starts.push(target + at as u64),
             _ => {}
@@ -645,12 +809,136 @@ struct Sink<'a> {
 
 impl Sink<'_> {
     fn add(&mut self, mut event: LogEvent) {
-        self.aggregate.add(&event, self.file, *self.seq);
-        *self.seq += 1;
+        self.add_view(&EventView::of(&event));
         if let Some(kept) = self.kept.as_deref_mut() {
             event.file = self.name.to_string();
             kept.push(event);
         }
+    }
+
+    fn add_view(&mut self, event: &EventView<'_>) {
+        self.aggregate.add(event, self.file, *self.seq);
+        *self.seq += 1;
+    }
+}
+
+/// What the aggregate reads of an event, borrowed (from a [`LogEvent`] or a [`PackedEvents`]).
+struct EventView<'a> {
+    kind: &'a str,
+    logged_at: Option<&'a str>,
+    job_id: Option<&'a str>,
+    checkpoint_id: Option<u64>,
+    task: Option<&'a str>,
+    subtask: Option<u32>,
+    taskmanager: Option<&'a str>,
+    duration_ms: Option<u64>,
+    consecutive_failures: Option<u32>,
+    reason: Option<&'a str>,
+    detail: Option<&'a str>,
+    /// (category, exception, message)
+    root_cause: Option<(&'static str, &'a str, &'a str)>,
+}
+
+impl<'a> EventView<'a> {
+    fn of(e: &'a LogEvent) -> Self {
+        EventView {
+            kind: &e.kind,
+            logged_at: e.logged_at.as_deref(),
+            job_id: e.job_id.as_deref(),
+            checkpoint_id: e.checkpoint_id,
+            task: e.task.as_deref(),
+            subtask: e.subtask,
+            taskmanager: e.taskmanager.as_deref(),
+            duration_ms: e.duration_ms,
+            consecutive_failures: e.consecutive_failures,
+            reason: e.reason.as_deref(),
+            detail: e.detail.as_deref(),
+            root_cause: e.root_cause.as_ref().map(|c| (c.category, c.exception.as_str(), c.message.as_str())),
+        }
+    }
+}
+
+/// A unit's events as the aggregate reads them, their text in one string: what a scanning
+/// thread hands over when events are not kept. Each [`LogEvent`] is dropped on the thread that
+/// made it (its eight or so strings freed where they were allocated; with glibc's malloc, frees
+/// from another thread contend for the arena's lock), and one string and one vector cross over.
+#[derive(Default)]
+struct PackedEvents {
+    text: String,
+    events: Vec<PackedEvent>,
+}
+
+/// A piece of [`PackedEvents::text`]: (start, end); `NONE` is `None`.
+type Piece = (u32, u32);
+const NONE: Piece = (u32::MAX, 0);
+
+struct PackedEvent {
+    kind: Piece,
+    logged_at: Piece,
+    job_id: Piece,
+    task: Piece,
+    taskmanager: Piece,
+    reason: Piece,
+    detail: Piece,
+    cause: Option<(&'static str, Piece, Piece)>,
+    checkpoint_id: Option<u64>,
+    duration_ms: Option<u64>,
+    subtask: Option<u32>,
+    consecutive_failures: Option<u32>,
+}
+
+impl PackedEvents {
+    fn piece(&mut self, s: Option<&str>) -> Piece {
+        let Some(s) = s else { return NONE };
+        let start = self.text.len();
+        self.text.push_str(s);
+        // A unit is at most a file range read in one pass; offsets past 4 GiB of event text
+        // (never reached: a unit is 16 MiB) would only garble this unit's names, not panic.
+        (start as u32, self.text.len() as u32)
+    }
+
+    fn push(&mut self, e: &LogEvent) {
+        let event = PackedEvent {
+            kind: self.piece(Some(&e.kind)),
+            logged_at: self.piece(e.logged_at.as_deref()),
+            job_id: self.piece(e.job_id.as_deref()),
+            task: self.piece(e.task.as_deref()),
+            taskmanager: self.piece(e.taskmanager.as_deref()),
+            reason: self.piece(e.reason.as_deref()),
+            detail: self.piece(e.detail.as_deref()),
+            cause: e
+                .root_cause
+                .as_ref()
+                .map(|c| (c.category, self.piece(Some(&c.exception)), self.piece(Some(&c.message)))),
+            checkpoint_id: e.checkpoint_id,
+            duration_ms: e.duration_ms,
+            subtask: e.subtask,
+            consecutive_failures: e.consecutive_failures,
+        };
+        self.events.push(event);
+    }
+
+    fn get(&self, (start, end): Piece) -> Option<&str> {
+        (start != u32::MAX).then(|| self.text.get(start as usize..end as usize).unwrap_or_default())
+    }
+
+    fn views(&self) -> impl Iterator<Item = EventView<'_>> {
+        self.events.iter().map(|e| EventView {
+            kind: self.get(e.kind).unwrap_or_default(),
+            logged_at: self.get(e.logged_at),
+            job_id: self.get(e.job_id),
+            checkpoint_id: e.checkpoint_id,
+            task: self.get(e.task),
+            subtask: e.subtask,
+            taskmanager: self.get(e.taskmanager),
+            duration_ms: e.duration_ms,
+            consecutive_failures: e.consecutive_failures,
+            reason: self.get(e.reason),
+            detail: self.get(e.detail),
+            root_cause: e.cause.map(|(category, exception, message)| {
+                (category, self.get(exception).unwrap_or_default(), self.get(message).unwrap_or_default())
+            }),
+        })
     }
 }
 
@@ -862,26 +1150,26 @@ impl Aggregate {
         sym
     }
 
-    fn add(&mut self, e: &LogEvent, file: u32, seq: u64) {
-        match self.kinds.get_mut(e.kind.as_str()) {
+    fn add(&mut self, e: &EventView<'_>, file: u32, seq: u64) {
+        match self.kinds.get_mut(e.kind) {
             Some(n) => *n += 1,
             None => {
-                self.kinds.insert(e.kind.clone(), 1);
+                self.kinds.insert(e.kind.to_string(), 1);
             }
         }
-        let job = self.strings.intern(e.job_id.as_deref());
+        let job = self.strings.intern(e.job_id);
         if let (Some(id), true) = (e.checkpoint_id, job != 0) {
             let jobs = self.jobs_of_id.entry(id).or_default();
             if jobs.len() < 2 {
                 jobs.insert(job); // only "exactly one job" matters
             }
         }
-        let cause = e.root_cause.as_ref().map(|c| Cause {
-            category: c.category,
-            exception: self.strings.intern(Some(&c.exception)),
-            message: self.strings.intern(Some(&c.message)),
+        let cause = e.root_cause.map(|(category, exception, message)| Cause {
+            category,
+            exception: self.strings.intern(Some(exception)),
+            message: self.strings.intern(Some(message)),
         });
-        if let Some(c) = cause.filter(|_| counts_root_cause(&e.kind)) {
+        if let Some(c) = cause.filter(|_| counts_root_cause(e.kind)) {
             match e.checkpoint_id {
                 Some(id) => {
                     let known = self.checkpoint_causes.entry(id).or_default();
@@ -892,14 +1180,14 @@ impl Aggregate {
                 None => count_cause(&mut self.causes, c),
             }
         }
-        let kind = e.kind.as_str();
+        let kind = e.kind;
         if kind == "completed"
             && let Some(id) = e.checkpoint_id
         {
             self.completed.insert(id);
         }
         if BLOCKING_KINDS.contains(&kind) {
-            let task = self.strings.intern(Some(e.task.as_deref().unwrap_or("?")));
+            let task = self.strings.intern(Some(e.task.unwrap_or("?")));
             let kind_sym = self.strings.intern(Some(kind));
             let b = self.blocking.entry((task, e.subtask)).or_default();
             b.count += 1;
@@ -910,13 +1198,11 @@ impl Aggregate {
                 b.checkpoints.insert(id);
             }
             if e.taskmanager.is_some() {
-                b.taskmanager = self.strings.intern(e.taskmanager.as_deref());
+                b.taskmanager = self.strings.intern(e.taskmanager);
             }
         }
         if kind == "barrier_received" {
-            if let (Some(task), Some(channel), Some(id)) =
-                (e.task.as_deref(), e.detail.as_deref(), e.checkpoint_id)
-            {
+            if let (Some(task), Some(channel), Some(id)) = (e.task, e.detail, e.checkpoint_id) {
                 let task = (self.strings.intern(Some(task)), e.subtask);
                 let channel = self.strings.intern(Some(channel));
                 self.channels.entry(task).or_default().insert(channel);
@@ -943,13 +1229,13 @@ impl Aggregate {
             seq,
             kind: self.strings.intern(Some(kind)),
             file,
-            at: e.logged_at.as_deref().map(Box::from),
-            task: self.strings.intern(e.task.as_deref()),
+            at: e.logged_at.map(Box::from),
+            task: self.strings.intern(e.task),
             subtask: e.subtask,
-            taskmanager: self.strings.intern(e.taskmanager.as_deref()),
+            taskmanager: self.strings.intern(e.taskmanager),
             duration_ms: e.duration_ms,
             consecutive_failures: e.consecutive_failures,
-            reason: self.strings.intern(e.reason.as_deref()),
+            reason: self.strings.intern(e.reason),
             cause,
         };
         self.timeline_events += 1;
