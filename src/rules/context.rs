@@ -30,7 +30,7 @@
 //!   `shadow.stall` (seconds since a trigger the model expected and that did not come, once
 //!   that is past `shadow.stall_tolerance` at two polls in a row) and `shadow.stall_tolerance`
 //!   (the trigger jitter plus the longest observed lag from a trigger to the first poll that
-//!   showed the checkpoint plus one poll interval, seconds).
+//!   showed the checkpoint, at least 3 s until three are known, plus one poll interval, seconds).
 
 use std::collections::{BTreeMap, VecDeque};
 
