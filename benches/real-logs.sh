@@ -66,16 +66,18 @@ hyperfine -N --warmup 1 --runs "$RUNS" --output=pipe --export-json "$WORK/hyperf
   ${BEFORE:+-n scan-logs-before "$BEFORE scan-logs $CORPUS"} | tee "$WORK/hyperfine.txt" >&2
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-# One table: mean and min wall time, MB/s on the minimum, ratios of the minima against scan-logs (text).
+# One table: min and mean wall time, CPU time, MB/s on the minimum, and how many times faster
+# scan-logs (text) is, on the minima and on the means.
 python3 - "$WORK/hyperfine.json" "$size" <<'EOF'
 import json, sys
 res = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
 size = int(sys.argv[2])
-scan = res["scan-logs-text"]["min"]
-print("| command | min s | mean s | MB/s (min) | scan-logs (text) speed-up |")
-print("|---|---|---|---|---|")
+scan = res["scan-logs-text"]
+print("| command | min s | mean ± σ s | user + sys s (mean) | MB/s (min) | scan-logs (text) is … faster: min / mean |")
+print("|---|---|---|---|---|---|")
 for name, r in res.items():
-    print(f"| {name} | {r['min']:.3f} | {r['mean']:.3f} | {size / r['min'] / 1e6:.0f} | {r['min'] / scan:.2f}× |")
+    print(f"| {name} | {r['min']:.3f} | {r['mean']:.3f} ± {r['stddev']:.3f} | {r['user']:.3f} + {r['system']:.3f} "
+          f"| {size / r['min'] / 1e6:.0f} | {r['min'] / scan['min']:.2f}× / {r['mean'] / scan['mean']:.2f}× |")
 EOF
 
 if [ "${CALLGRIND:-0}" = 1 ]; then
