@@ -197,7 +197,7 @@ impl Scanner {
     /// thread ahead of the aggregation, so memory holds a few units' events, whatever the
     /// size of the input.
     pub fn scan_paths(&mut self, paths: &[PathBuf]) -> io::Result<()> {
-        let units = self.plan(paths)?;
+        let units = self.plan(paths);
         if units.is_empty() {
             return Ok(());
         }
@@ -282,7 +282,7 @@ impl Scanner {
 
     /// The units of `paths`: a file below the parallel size is one unit, a larger one is cut
     /// into ranges at record starts.
-    fn plan(&self, paths: &[PathBuf]) -> io::Result<Vec<Unit>> {
+    fn plan(&self, paths: &[PathBuf]) -> Vec<Unit> {
         let mut units = Vec::new();
         for (path, p) in paths.iter().enumerate() {
             let whole = Unit { path, from: 0, to: None, first: true, last: true };
@@ -294,10 +294,11 @@ impl Scanner {
                 units.push(whole);
                 continue;
             }
-            let starts = match std::fs::File::open(p) {
-                Ok(mut file) => split_points(&mut file, len, ranges)?,
-                Err(_) => Vec::new(), // the scan reports it, in order
-            };
+            // A file that cannot be opened or read here is scanned whole: the scan meets the
+            // error in its place, after the files before it, as a serial scan would.
+            let starts = std::fs::File::open(p)
+                .and_then(|mut file| split_points(&mut file, len, ranges))
+                .unwrap_or_default();
             if starts.is_empty() {
                 units.push(whole);
                 continue;
@@ -308,7 +309,7 @@ impl Scanner {
                 units.push(Unit { path, from, to, first: k == 0, last: to.is_none() });
             }
         }
-        Ok(units)
+        units
     }
 
     /// Folds one scanned unit into the report, in order.
