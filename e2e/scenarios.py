@@ -161,17 +161,24 @@ def watch(env, job, seconds, alerts=None):
     return seen
 
 
+def wait_ended(env, job):
+    """Waits (up to 15 s) until Flink answers that the job ended; returns its last state."""
+    state = None
+    for _ in range(30):
+        state = get_json(f"{env.a.rest}/jobs/{job}").get("state")
+        if state in ("CANCELED", "FAILED", "FINISHED"):
+            break
+        time.sleep(0.5)
+    return state
+
+
 def cancel_and_check(env, scenario, job):
     """Cancels the job; then no alert of it may stay active, nothing in progress, and the daemon's
     counts must equal Flink's final counts (the cancel fails the checkpoint in progress, and
     Flink's REST shows that a second or two later)."""
     env.flink("cancel", env.a.version, job)
     cancelled_at = time.time()
-    for _ in range(30):
-        state = get_json(f"{env.a.rest}/jobs/{job}").get("state")
-        if state in ("CANCELED", "FAILED", "FINISHED"):
-            break
-        time.sleep(0.5)
+    state = wait_ended(env, job)
     final, m, alerts, in_progress, got = None, None, None, None, None
     for _ in range(30):
         time.sleep(1)
@@ -772,10 +779,7 @@ persist_interval = "1s"
         job = env.flink("submit", a.version, "healthy", "--interval-ms", "1000", "--parallelism", "1")
         seen = watch(env, job, max(40, a.seconds))
         env.flink("cancel", a.version, job)
-        for _ in range(30):
-            if get_json(f"{a.rest}/jobs/{job}").get("state") in ("CANCELED", "FAILED", "FINISHED"):
-                break
-            time.sleep(0.5)
+        wait_ended(env, job)
         # The ended job's last poll comes within 15 s, its counts settle over 4 s more. Flink's
         # own answer is re-read each time: its REST caches checkpoint statistics for a few
         # seconds (rest.cache.checkpoint-statistics.timeout), so the first answer after the

@@ -224,10 +224,7 @@ impl Scanner {
                 scope.spawn(move || {
                     let mut buf = Vec::new();
                     while let Some(i) = work.take(threads) {
-                        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            scan.unit(work.paths, &work.units[i], &mut buf)
-                        }));
-                        if tx.send((i, outcome)).is_err() {
+                        if tx.send((i, scan.unit(work.paths, &work.units[i], &mut buf))).is_err() {
                             break;
                         }
                     }
@@ -258,10 +255,7 @@ impl Scanner {
                         break Ok(());
                     }
                 } else if let Some(i) = work.take_now(done, threads) {
-                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        scan.unit(paths, &units[i], &mut buf)
-                    }));
-                    pending.insert(i, outcome);
+                    pending.insert(i, scan.unit(paths, &units[i], &mut buf));
                 } else {
                     match rx.recv() {
                         Ok((i, outcome)) => {
@@ -319,7 +313,7 @@ impl Scanner {
             let name = path.display().to_string();
             files.sym = self.report.aggregate.add_file(&name);
             files.name = name;
-            files.totals = Totals { end: 0, lines: 0, oversize: 0, records: 0 };
+            files.totals = Totals::default();
         }
         let mut sink = Sink {
             aggregate: &mut self.report.aggregate,
@@ -494,9 +488,15 @@ struct ScanSettings<'a> {
 }
 
 impl ScanSettings<'_> {
+    /// Scans one unit; a panic is caught and handed over with the unit, to be raised again
+    /// where the unit's turn comes.
+    fn unit(&self, paths: &[PathBuf], unit: &Unit, buf: &mut Vec<u8>) -> UnitOutcome {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.scan(paths, unit, buf)))
+    }
+
     /// Scans one unit into its events (packed unless they are kept: the root cause is
     /// classified already, the aggregate reads no stack trace).
-    fn unit(&self, paths: &[PathBuf], unit: &Unit, buf: &mut Vec<u8>) -> io::Result<Scanned> {
+    fn scan(&self, paths: &[PathBuf], unit: &Unit, buf: &mut Vec<u8>) -> io::Result<Scanned> {
         let path = &paths[unit.path];
         let mut file = std::fs::File::open(path)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
@@ -509,7 +509,7 @@ impl ScanSettings<'_> {
             if keep {
                 kept.push(e);
             } else {
-                packed.push(&e);
+                packed.push(&EventView::of(&e));
             }
         };
         let (patterns, max, by_lines) = (self.patterns, self.max_line_bytes, self.by_lines);
@@ -898,19 +898,18 @@ impl PackedEvents {
         (start as u32, self.text.len() as u32)
     }
 
-    fn push(&mut self, e: &LogEvent) {
+    fn push(&mut self, e: &EventView<'_>) {
         let event = PackedEvent {
-            kind: self.piece(Some(&e.kind)),
-            logged_at: self.piece(e.logged_at.as_deref()),
-            job_id: self.piece(e.job_id.as_deref()),
-            task: self.piece(e.task.as_deref()),
-            taskmanager: self.piece(e.taskmanager.as_deref()),
-            reason: self.piece(e.reason.as_deref()),
-            detail: self.piece(e.detail.as_deref()),
-            cause: e
-                .root_cause
-                .as_ref()
-                .map(|c| (c.category, self.piece(Some(&c.exception)), self.piece(Some(&c.message)))),
+            kind: self.piece(Some(e.kind)),
+            logged_at: self.piece(e.logged_at),
+            job_id: self.piece(e.job_id),
+            task: self.piece(e.task),
+            taskmanager: self.piece(e.taskmanager),
+            reason: self.piece(e.reason),
+            detail: self.piece(e.detail),
+            cause: e.root_cause.map(|(category, exception, message)| {
+                (category, self.piece(Some(exception)), self.piece(Some(message)))
+            }),
             checkpoint_id: e.checkpoint_id,
             duration_ms: e.duration_ms,
             subtask: e.subtask,

@@ -24,6 +24,14 @@ impl Totals {
             CheckpointStatus::Failed => self.failed,
         }
     }
+
+    /// Adds `n` to the total for a status (saturating).
+    pub fn add(&mut self, status: CheckpointStatus, n: u64) {
+        match status {
+            CheckpointStatus::Completed => self.completed = self.completed.saturating_add(n),
+            CheckpointStatus::Failed => self.failed = self.failed.saturating_add(n),
+        }
+    }
 }
 
 /// The phase and size histograms of a job or operator.

@@ -58,19 +58,12 @@ fn marks_in<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<u64, Mark
     Ok(pairs.into_iter().collect())
 }
 
-fn add(totals: &mut Totals, status: CheckpointStatus, n: u64) {
-    match status {
-        CheckpointStatus::Completed => totals.completed = totals.completed.saturating_add(n),
-        CheckpointStatus::Failed => totals.failed = totals.failed.saturating_add(n),
-    }
-}
-
 impl Traced {
     /// A span counted checkpoint `id`.
     pub fn counted_by_span(&mut self, id: u64, status: CheckpointStatus) {
         let cause_pending = status == CheckpointStatus::Failed;
         self.marks.insert(id, Mark { status, reconciled: false, filled: false, cause_pending });
-        add(&mut self.by_trace, status, 1);
+        self.by_trace.add(status, 1);
         while self.marks.len() > MAX_MARKS {
             self.marks.pop_first();
         }
@@ -78,7 +71,7 @@ impl Traced {
 
     /// The poll counted a checkpoint itself.
     pub fn counted_by_rest(&mut self, status: CheckpointStatus) {
-        add(&mut self.by_rest, status, 1);
+        self.by_rest.add(status, 1);
     }
 
     /// Whether the poller should fetch the details of `id`: a span counted it and no poll has

@@ -20,6 +20,7 @@
 //! failed checkpoint no subtask acknowledged, e.g. one aborted at cancel: no end then).
 //! `JobInitialization` spans (a job's start or restore) are not checkpoints and are left out.
 
+use super::parse::is_record_start;
 use crate::observe::{CheckpointSpan, CheckpointStatus, SnapshotKind};
 use crate::time::Timestamp;
 
@@ -41,9 +42,7 @@ pub fn parse_line(line: &[u8]) -> Option<CheckpointSpan> {
 
 /// `2026-12-01 18:20:33,137` from the start of a log4j line.
 fn line_timestamp(prefix: &str) -> Option<String> {
-    let ts = prefix.get(..23)?;
-    let b = ts.as_bytes();
-    (b[4] == b'-' && b[10] == b' ' && b[13] == b':' && b[0].is_ascii_digit()).then(|| ts.to_string())
+    is_record_start(prefix.as_bytes()).then(|| prefix[..23].to_string())
 }
 
 /// Parses the text after `SimpleSpan{`.
