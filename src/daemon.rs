@@ -178,6 +178,67 @@ pub async fn start_sharded(
     shard: Option<Shard>,
 ) -> Result<Running, StartError> {
     let config = config.for_shard(shard);
+    log_shard(&config, shard);
+    let lock = lock_state_dir(&config.state.dir)?;
+    let saved = config.state.dir.join(persist::STATE_FILE).exists();
+    let mut state = load_state(&config.state.dir, window_of(&config));
+    // Discovery reads its files before the state is trimmed, so what was persisted about a
+    // discovered cluster is kept over a restart.
+    let mut discovery = config
+        .discovery
+        .enabled()
+        .then(|| Discovery::new(config.discovery.clone(), static_names(&config.clusters)));
+    let discovered = first_reading(&mut discovery, shard).await;
+    let clusters = all_clusters(&config.clusters, &discovered);
+    state.retain_clusters(&clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
+    log_start(&config, config_path.as_deref(), saved, &state);
+    let app = shared_state(&config, state);
+
+    let tls = crate::outputs::tls::load(&config.server).map_err(StartError::Tls)?;
+    let (listener, addr) = bind(config.server.listen).await?;
+
+    let mut pollers = Pollers::default();
+    pollers.sync(&clusters, &app)?;
+    let (discovery_task, discovered_rx) = spawn_discovery(discovery, &app);
+    let mut tailers = crate::sources::logs::tail::Tailers::default();
+    tailers.sync(&all_logs(&config, &discovered), &config.state.dir, &app).await;
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (server, tls_reloader, scheme) = serve(listener, tls, &config.server, &app, shutdown_rx.clone())?;
+    tracing::info!(%addr, scheme, clusters = clusters.len(), "checkpoint-sentinel listening");
+    // Certificates are watched like the config file: cert-manager rotates them in place.
+    let watched_server = tls_reloader.as_ref().map(|_| &config.server);
+    let (watcher, reload_rx) = watch_for_reloads(config_path.as_deref(), watched_server);
+
+    let (alerting_tx, alerting_rx) = watch::channel(config.clone());
+    let generator_url = config.alerting.external_url.clone().unwrap_or_else(|| format!("{scheme}://{addr}"));
+    let alert_task = tokio::spawn(alert_loop(app.clone(), alerting_rx, shutdown_rx.clone(), generator_url));
+
+    let supervisor = Supervisor {
+        app: app.clone(),
+        shard,
+        config_path,
+        state_dir: config.state.dir.clone(),
+        persist_every: config.state.persist_interval,
+        current: config,
+        pollers,
+        tailers,
+        discovery_task,
+        discovered_rx,
+        discovered,
+        tls_reloader,
+        alerting_tx,
+        alert_task,
+        server,
+        _watcher: watcher,
+        _lock: lock,
+    };
+    let task = tokio::spawn(supervisor.run(shutdown_rx, reload_rx));
+    Ok(Running { addr, app, shutdown: shutdown_tx, task })
+}
+
+/// One line when sharded: which replica this is and how many clusters it keeps.
+fn log_shard(config: &Config, shard: Option<Shard>) {
     if let Some(shard) = shard {
         tracing::info!(
             shard = shard.index,
@@ -186,25 +247,21 @@ pub async fn start_sharded(
             "sharded: watching the clusters this replica owns"
         );
     }
-    let window = window_of(&config);
-    let lock = lock_state_dir(&config.state.dir)?;
-    let saved = config.state.dir.join(persist::STATE_FILE).exists();
-    let mut state = load_state(&config.state.dir, window);
-    // Discovery reads its files before the state is trimmed, so what was persisted about a
-    // discovered cluster is kept over a restart.
-    let mut discovery = config
-        .discovery
-        .enabled()
-        .then(|| Discovery::new(config.discovery.clone(), static_names(&config.clusters)));
-    if let Some(d) = &mut discovery {
+}
+
+/// Starts `discovery`'s Kubernetes watch (it waits up to `initial_wait` for the first complete
+/// listing) and gives the clusters this replica polls of what was discovered so far.
+async fn first_reading(discovery: &mut Option<Discovery>, shard: Option<Shard>) -> Vec<ClusterConfig> {
+    if let Some(d) = discovery {
         d.start_kubernetes().await;
     }
-    let mut discovered =
-        discovery.as_ref().map(|d| shard_clusters(d.clusters.clone(), shard)).unwrap_or_default();
-    let clusters = all_clusters(&config.clusters, &discovered);
-    state.retain_clusters(&clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
-    log_start(&config, config_path.as_deref(), saved, &state);
-    let store = open_store(&config);
+    discovery.as_ref().map(|d| shard_clusters(d.clusters.clone(), shard)).unwrap_or_default()
+}
+
+/// The state shared by the daemon's tasks, with the checkpoint store when it opens (its outbox
+/// is filled only then) and the `[metrics]` settings.
+fn shared_state(config: &Config, mut state: State) -> Arc<AppState> {
+    let store = open_store(config);
     if store.is_some() {
         state.outbox.enable();
     }
@@ -213,147 +270,188 @@ pub async fn start_sharded(
     if let Some(store) = store {
         let _ = app.store.set(Arc::new(store));
     }
+    app
+}
 
-    let tls = crate::outputs::tls::load(&config.server).map_err(StartError::Tls)?;
-    let listener = tokio::net::TcpListener::bind(config.server.listen)
+/// The listener on `listen` and the address it got (the port, when `listen` asks for any).
+async fn bind(listen: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), StartError> {
+    let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
-    let addr =
-        listener.local_addr().map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
+        .map_err(|source| StartError::Listen { addr: listen, source })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen { addr: listen, source })?;
+    Ok((listener, addr))
+}
 
-    let mut pollers = Pollers::default();
-    pollers.sync(&clusters, &app)?;
-    let (mut discovery_task, mut discovered_rx) = spawn_discovery(discovery, &app);
-    let mut tailers = crate::sources::logs::tail::Tailers::default();
-    tailers.sync(&all_logs(&config, &discovered), &config.state.dir, &app).await;
-
-    let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
-    let access = config.server.access().map_err(StartError::Shard)?;
+/// Serves the HTTP API on `listener`, over TLS when `tls` is given, behind the configured
+/// access, until `shutdown`; the server task, the TLS reloader (with TLS) and the scheme.
+fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Option<crate::outputs::tls::Loaded>,
+    server: &crate::config::ServerConfig,
+    app: &Arc<AppState>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(JoinHandle<()>, Option<crate::outputs::tls::Reloader>, &'static str), StartError> {
+    let access = server.access().map_err(StartError::Shard)?;
     let http = crate::outputs::access::protect(
         &access,
-        config.server.tls_client_ca_file.is_some(),
+        server.tls_client_ca_file.is_some(),
         router(HttpState::new(app.clone())),
     );
-    let mut server_shutdown = shutdown_rx.clone();
     let graceful = async move {
-        let _ = server_shutdown.wait_for(|stop| *stop).await;
+        let _ = shutdown.wait_for(|stop| *stop).await;
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let (server, mut tls_reloader) = match tls {
+    Ok(match tls {
         Some(loaded) => {
             let (listener, reloader) = TlsListener::new(listener, loaded, app.listener.clone())
-                .map_err(|source| StartError::Listen { addr: config.server.listen, source })?;
+                .map_err(|source| StartError::Listen { addr: server.listen, source })?;
             let listener = Bounded::new(listener, app.listener.clone(), MAX_CONNECTIONS, Timeouts::default());
             let serve = axum::serve(listener, http.into_make_service_with_connect_info::<TlsPeer>())
                 .with_graceful_shutdown(graceful);
-            (spawn_server(serve, scheme), Some(reloader))
+            (spawn_server(serve, scheme), Some(reloader), scheme)
         }
         None => {
             let listener = Bounded::new(listener, app.listener.clone(), MAX_CONNECTIONS, Timeouts::default());
-            (spawn_server(axum::serve(listener, http).with_graceful_shutdown(graceful), scheme), None)
+            (spawn_server(axum::serve(listener, http).with_graceful_shutdown(graceful), scheme), None, scheme)
         }
-    };
-    tracing::info!(%addr, scheme, clusters = clusters.len(), "checkpoint-sentinel listening");
+    })
+}
 
-    let (reload_tx, mut reload_rx) = mpsc::channel::<()>(4);
-    // Certificates are watched like the config file: cert-manager rotates them in place.
+/// Asks for a reload when the config file or (given the running `[server]`) its TLS files
+/// change, and on SIGHUP; the watcher lives as long as it is kept.
+fn watch_for_reloads(
+    config_path: Option<&Path>,
+    tls_files_of: Option<&crate::config::ServerConfig>,
+) -> (Option<notify::RecommendedWatcher>, mpsc::Receiver<()>) {
+    let (reload_tx, reload_rx) = mpsc::channel::<()>(4);
+    let tls_files = tls_files_of
+        .into_iter()
+        .flat_map(|s| [&s.tls_cert_file, &s.tls_key_file, &s.tls_client_ca_file].into_iter().flatten());
     let watched: Vec<PathBuf> =
-        config_path
-            .iter()
-            .chain(tls_reloader.as_ref().map(|_| &config.server).into_iter().flat_map(|s| {
-                [&s.tls_cert_file, &s.tls_key_file, &s.tls_client_ca_file].into_iter().flatten()
-            }))
-            .cloned()
-            .collect();
+        config_path.into_iter().map(Path::to_path_buf).chain(tls_files.cloned()).collect();
     let watcher = watch_files(&watched, reload_tx.clone());
     #[cfg(unix)]
     spawn_sighup(reload_tx);
+    (watcher, reload_rx)
+}
 
-    let (alerting_tx, alerting_rx) = watch::channel(config.clone());
-    let generator_url = config.alerting.external_url.clone().unwrap_or_else(|| format!("{scheme}://{addr}"));
-    let alert_task = tokio::spawn(alert_loop(app.clone(), alerting_rx, shutdown_rx.clone(), generator_url));
+/// The daemon's main task once started: it owns the pollers, the tailers and discovery, keeps
+/// them in step with discovery and with reloads, persists the state and expires windows, and
+/// stops everything on shutdown.
+struct Supervisor {
+    app: Arc<AppState>,
+    shard: Option<Shard>,
+    config_path: Option<PathBuf>,
+    /// The state directory and how often it is written, as at start (a change needs a restart).
+    state_dir: PathBuf,
+    persist_every: Duration,
+    /// The running configuration: the one started with, then each accepted reload.
+    current: Config,
+    pollers: Pollers,
+    tailers: crate::sources::logs::tail::Tailers,
+    discovery_task: Option<JoinHandle<()>>,
+    discovered_rx: watch::Receiver<Vec<ClusterConfig>>,
+    /// The discovered clusters this replica polls.
+    discovered: Vec<ClusterConfig>,
+    tls_reloader: Option<crate::outputs::tls::Reloader>,
+    /// Hands each reloaded config to the rule loop.
+    alerting_tx: watch::Sender<Config>,
+    alert_task: JoinHandle<()>,
+    server: JoinHandle<()>,
+    /// The file watcher stops when dropped, and the state directory's lock is held while its
+    /// file is open: both live as long as this task.
+    _watcher: Option<notify::RecommendedWatcher>,
+    _lock: std::fs::File,
+}
 
-    let state_dir = config.state.dir.clone();
-    let persist_every = config.state.persist_interval;
-    let mut current = config;
-    let task_app = app.clone();
-    let task = tokio::spawn(async move {
-        let app = task_app;
-        // The watcher stops when dropped: it lives as long as this task, and so does the lock.
-        let _watcher = watcher;
-        let _lock = lock;
-        let mut persist_tick = tokio::time::interval(persist_every);
+impl Supervisor {
+    async fn run(mut self, mut shutdown_rx: watch::Receiver<bool>, mut reload_rx: mpsc::Receiver<()>) {
+        let mut persist_tick = tokio::time::interval(self.persist_every);
         let mut expire_tick = tokio::time::interval(EXPIRE_EVERY);
         let mut persisted_generation = u64::MAX;
         loop {
             tokio::select! {
                 changed = shutdown_rx.changed() => if changed.is_err() || *shutdown_rx.borrow() { break },
                 _ = persist_tick.tick() => {
-                    persisted_generation = persist_if_changed(&app, &state_dir, persisted_generation).await;
+                    persisted_generation = persist_if_changed(&self.app, &self.state_dir, persisted_generation).await;
                 }
                 _ = expire_tick.tick() => {
-                    app.state.write().unwrap_or_else(|e| e.into_inner()).expire(Timestamp::now());
+                    self.app.state.write().unwrap_or_else(|e| e.into_inner()).expire(Timestamp::now());
                 }
-                Ok(()) = discovered_rx.changed() => {
-                    discovered = shard_clusters(discovered_rx.borrow_and_update().clone(), shard);
-                    // Tailers first: a stopped tailer applies its last cycle, which must not
-                    // bring back the state of a cluster that is going.
-                    tailers.sync(&all_logs(&current, &discovered), &state_dir, &app).await;
-                    apply_clusters(&current.clusters, &discovered, &mut pollers, &app);
-                }
+                Ok(()) = self.discovered_rx.changed() => self.on_discovered().await,
                 Some(()) = reload_rx.recv() => {
                     // A file written in place shows up as several events, the first one while it
                     // is still empty (truncated): let the writes settle, then read it once.
                     tokio::time::sleep(RELOAD_SETTLE).await;
                     while reload_rx.try_recv().is_ok() {}
-                    // The running [server] section's files: a change of paths needs a restart.
-                    if let Some(tls) = &mut tls_reloader {
-                        tls.reload(&current.server);
-                    }
-                    if let Some(path) = &config_path {
-                        let before = (current.discovery.clone(), static_names(&current.clusters));
-                        reload(path, shard, &mut current, &discovered, &mut pollers, &app);
-                        // New discovery settings or [[clusters]] names (they win a name clash):
-                        // discovery starts over, and its first reading applies at once.
-                        if before != (current.discovery.clone(), static_names(&current.clusters)) {
-                            if let Some(task) = discovery_task.take() {
-                                task.abort();
-                            }
-                            let config = current.discovery.clone();
-                            let names = static_names(&current.clusters);
-                            let mut fresh = if config.enabled() {
-                                tokio::task::spawn_blocking(move || Discovery::new(config, names)).await.ok()
-                            } else {
-                                None
-                            };
-                            if let Some(d) = &mut fresh {
-                                d.start_kubernetes().await;
-                            }
-                            discovered = fresh.as_ref().map(|d| shard_clusters(d.clusters.clone(), shard)).unwrap_or_default();
-                            *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = None;
-                            (discovery_task, discovered_rx) = spawn_discovery(fresh, &app);
-                            apply_clusters(&current.clusters, &discovered, &mut pollers, &app);
-                        }
-                        tailers.sync(&all_logs(&current, &discovered), &state_dir, &app).await;
-                        let _ = alerting_tx.send(current.clone());
-                    }
+                    self.on_reload().await;
                 }
             }
         }
-        if let Some(task) = discovery_task.take() {
+        self.stop(persisted_generation).await;
+    }
+
+    /// Discovery found a different set of clusters: pollers and tailers for exactly these.
+    async fn on_discovered(&mut self) {
+        self.discovered = shard_clusters(self.discovered_rx.borrow_and_update().clone(), self.shard);
+        // Tailers first: a stopped tailer applies its last cycle, which must not bring back the
+        // state of a cluster that is going.
+        self.tailers.sync(&all_logs(&self.current, &self.discovered), &self.state_dir, &self.app).await;
+        apply_clusters(&self.current.clusters, &self.discovered, &mut self.pollers, &self.app);
+    }
+
+    /// SIGHUP or a changed file: the TLS files re-read, then the config file.
+    async fn on_reload(&mut self) {
+        // The running [server] section's files: a change of paths needs a restart.
+        if let Some(tls) = &mut self.tls_reloader {
+            tls.reload(&self.current.server);
+        }
+        let Some(path) = &self.config_path else { return };
+        let before = (self.current.discovery.clone(), static_names(&self.current.clusters));
+        reload(path, self.shard, &mut self.current, &self.discovered, &mut self.pollers, &self.app);
+        // New discovery settings or [[clusters]] names (they win a name clash): discovery
+        // starts over, and its first reading applies at once.
+        if before != (self.current.discovery.clone(), static_names(&self.current.clusters)) {
+            self.restart_discovery().await;
+        }
+        self.tailers.sync(&all_logs(&self.current, &self.discovered), &self.state_dir, &self.app).await;
+        let _ = self.alerting_tx.send(self.current.clone());
+    }
+
+    /// Discovery started over with the running settings, its first reading applied.
+    async fn restart_discovery(&mut self) {
+        if let Some(task) = self.discovery_task.take() {
             task.abort();
         }
-        pollers.stop_all();
-        tailers.stop_all().await;
-        let _ = alert_task.await;
+        let config = self.current.discovery.clone();
+        let names = static_names(&self.current.clusters);
+        let mut fresh = if config.enabled() {
+            tokio::task::spawn_blocking(move || Discovery::new(config, names)).await.ok()
+        } else {
+            None
+        };
+        self.discovered = first_reading(&mut fresh, self.shard).await;
+        *self.app.discovery.write().unwrap_or_else(|e| e.into_inner()) = None;
+        (self.discovery_task, self.discovered_rx) = spawn_discovery(fresh, &self.app);
+        apply_clusters(&self.current.clusters, &self.discovered, &mut self.pollers, &self.app);
+    }
+
+    /// Stops every task, lets open connections finish (for at most 10 s), and writes the state
+    /// one last time; the watcher and the lock go last, with `self`.
+    async fn stop(mut self, persisted_generation: u64) {
+        if let Some(task) = self.discovery_task.take() {
+            task.abort();
+        }
+        self.pollers.stop_all();
+        self.tailers.stop_all().await;
+        let _ = self.alert_task.await;
         // Graceful: open connections finish, but not for longer than this.
-        if tokio::time::timeout(Duration::from_secs(10), server).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(10), self.server).await.is_err() {
             tracing::warn!("connections still open after 10 s; stopping without them");
         }
-        persist_if_changed(&app, &state_dir, persisted_generation).await;
+        persist_if_changed(&self.app, &self.state_dir, persisted_generation).await;
         tracing::info!("checkpoint-sentinel stopped");
-    });
-    Ok(Running { addr, app, shutdown: shutdown_tx, task })
+    }
 }
 
 /// Runs the HTTP(S) server until its graceful shutdown; a failure is logged.

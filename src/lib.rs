@@ -13,6 +13,7 @@
 //! - [`rules`] — rule conditions and the alert state machine.
 //! - [`outputs`] — I/O out: `/metrics`, the JSON API, HTTP(S), access, Alertmanager.
 //! - [`app`] — state shared between the daemon's tasks.
+//! - [`outbound`] — what the daemon's outgoing HTTP requests share: credentials on a request.
 //! - [`daemon`] — wiring, reloads and shutdown.
 //! - [`telemetry`] — logging and build facts.
 //! - [`commands`] — the one-shot commands: `diagnose`, `simulate`, `scan-logs`, `demo`.
@@ -23,6 +24,7 @@ pub mod config;
 pub mod daemon;
 pub mod model;
 pub mod observe;
+pub mod outbound;
 pub mod outputs;
 pub mod preflight;
 pub mod rules;

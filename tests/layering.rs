@@ -380,7 +380,8 @@ fn layer(module: &str) -> &'static str {
         "config" => "config",
         "sources" => "sources",
         // preflight reads the machine (secret and TLS files, the state directory) at start.
-        "app" | "telemetry" | "preflight" => "runtime",
+        // outbound puts credentials on the requests of sources (Flink) and outputs (Alertmanager).
+        "app" | "telemetry" | "preflight" | "outbound" => "runtime",
         "outputs" => "outputs",
         "daemon" => "daemon",
         "commands" => "commands",

@@ -11,6 +11,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::config::Credentials;
+use crate::outbound::Authorize;
 use crate::rules::{Alert, AlertState};
 use crate::time::Timestamp;
 
@@ -209,7 +210,7 @@ impl Notifier {
             }
             let body = payload(&alerts, now, valid_for, &self.generator_url);
             let url = format!("{}/api/v2/alerts", target.url);
-            let request = self.credentials.authorize(self.http.post(&url)).json(&body);
+            let request = self.http.post(&url).authorize(&self.credentials).json(&body);
             let (count, resolved_sent) = (alerts.len(), target.undelivered.len());
             // Each post in a task of its own, bounded by the client's timeout.
             target.in_flight = Some(tokio::spawn(async move {

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 use crate::config::{ClusterConfig, Credentials};
+use crate::outbound::Authorize;
 use crate::sources::flink::dto;
 
 /// Why a request failed. `kind()` is a fixed label value; the text goes to the log only.
@@ -245,7 +246,7 @@ impl FlinkClient {
     }
 
     async fn get_optional<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, FetchError> {
-        let request = self.credentials.authorize(self.http.get(format!("{}{}", self.base, path)));
+        let request = self.http.get(format!("{}{}", self.base, path)).authorize(&self.credentials);
         // reqwest's messages name the URL, and with it a password in the URL: not in our logs.
         let classify = |e: reqwest::Error| {
             let e = e.without_url();

@@ -1,0 +1,94 @@
+//! `[[clusters]]`: one Flink JobManager's REST endpoint and how it is polled.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::credentials::{BasicAuth, Secret};
+use super::patterns::Pattern;
+use super::shard::Shard;
+
+/// One `[[clusters]]` entry: a Flink JobManager's REST endpoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// A short name, used as the `cluster` label.
+    pub name: String,
+    /// The JobManager's REST base URL, e.g. `http://127.0.0.1:8081`.
+    pub url: String,
+    /// How often to poll.
+    #[serde(with = "humantime_serde")]
+    pub poll_interval: Duration,
+    /// Timeout of each HTTP request.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// At most this many requests in flight to this cluster (jobs are polled concurrently).
+    /// The default, 8, is twice Flink's `rest.server.numThreads` (4): the JobManager answers
+    /// most requests from its caches in well under a millisecond, so over a network round trip
+    /// of milliseconds 8 in flight keep its 4 handler threads far from saturated while a round
+    /// of 1,000 jobs at 5 ms fits in about a second.
+    pub max_concurrent_requests: usize,
+    /// HTTP basic authentication.
+    pub basic_auth: Option<BasicAuth>,
+    /// A bearer token.
+    pub bearer_token: Option<Secret>,
+    /// A PEM file with extra CA certificates for HTTPS.
+    pub ca_file: Option<PathBuf>,
+    /// Regular expressions over job names: watch only matching jobs (empty: all).
+    pub include_jobs: Vec<Pattern>,
+    /// Regular expressions over job names: never watch matching jobs.
+    pub exclude_jobs: Vec<Pattern>,
+    /// A subtask that has not acknowledged an in-progress checkpoint after this share of the
+    /// checkpoint timeout is reported as a `barrier_missing` event (source `rest`).
+    pub pending_subtask_after: f64,
+    /// A REST answer larger than this many bytes is cut off and counted as an error
+    /// (`kind="too_large"`) instead of being read into memory.
+    pub max_response_bytes: u64,
+    /// At most this many jobs of the cluster are watched (the first in `/jobs/overview`'s
+    /// order, running ones first); the rest are counted in `checkpoint_sentinel_inputs_cut_total`.
+    pub max_jobs: usize,
+    /// At most this many newly finished checkpoints of a job have their details fetched in one
+    /// poll round (the newest); older ones are counted from Flink's counts.
+    pub max_history_per_poll: usize,
+    /// In a sharded deployment, share this cluster's jobs out between the replicas instead of
+    /// giving the whole cluster to one: every replica polls its overview and watches only the
+    /// jobs it owns by rendezvous hashing on (cluster, job id). For a session cluster with more
+    /// jobs than one replica should carry. No effect without sharding.
+    pub shard_jobs: bool,
+    /// Set by [`Config::for_shard`](super::Config::for_shard) /
+    /// [`shard_clusters`](super::shard_clusters), never read from a file: the shard
+    /// whose jobs this replica watches, when the cluster's jobs are shared out.
+    #[serde(skip)]
+    pub job_shard: Option<Shard>,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            name: String::new(),
+            url: String::new(),
+            poll_interval: Duration::from_secs(5),
+            timeout: Duration::from_secs(10),
+            max_concurrent_requests: 8,
+            basic_auth: None,
+            bearer_token: None,
+            ca_file: None,
+            include_jobs: Vec::new(),
+            exclude_jobs: Vec::new(),
+            pending_subtask_after: 0.5,
+            max_response_bytes: 16 * 1024 * 1024,
+            max_jobs: 2_000,
+            max_history_per_poll: 20,
+            shard_jobs: false,
+            job_shard: None,
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// A cluster with every other value at its default.
+    pub fn new(name: &str, url: &str) -> Self {
+        ClusterConfig { name: name.to_string(), url: url.to_string(), ..ClusterConfig::default() }
+    }
+}
