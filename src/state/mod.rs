@@ -17,7 +17,6 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointSpan, CheckpointStatus, ClusterPoll, FinishedCheckpoint,
     InProgressCheckpoint, JobKey, JobLoadReport, JobPoll, JobStatus, LogEvent, Observation, SnapshotKind,
-    job_has_ended,
 };
 use crate::shadow::Shadow;
 use crate::stats::{WindowSpec, WindowedHistogram};
@@ -440,7 +439,7 @@ impl JobState {
     /// those only a poll knows of that it saw younger than half their timeout (they may have
     /// completed since, unheard). Nothing for a job that ended.
     pub fn live_in_progress(&self, now: Timestamp) -> Vec<(u64, Timestamp)> {
-        if !can_checkpoint(self.job_state.as_str()) {
+        if !self.job_state.can_checkpoint() {
             return Vec::new();
         }
         let timeout_ms = self.settings.as_ref().and_then(|s| s.timeout_ms);
@@ -874,7 +873,7 @@ impl JobState {
             self.settings.clone_from(&poll.settings);
         }
         self.in_progress.clone_from(&poll.in_progress);
-        if job_has_ended(poll.job_state.as_str()) {
+        if poll.job_state.has_ended() {
             self.end();
         }
         self.in_progress_polled_at = poll.polled_at;
@@ -1084,17 +1083,6 @@ impl JobState {
             }
         }
     }
-}
-
-/// Job states on the way to an end or a restart, in which the coordinator has stopped.
-pub const STOPPING_JOB_STATES: [&str; 3] = ["CANCELLING", "FAILING", "RESTARTING"];
-
-/// Whether a checkpoint of a job in this state can be in progress. Not when the job has ended
-/// (`observe::job_has_ended`) and, on purpose a larger set, not while it is stopping either
-/// ([`STOPPING_JOB_STATES`]): its coordinator stopped (or restarts) and aborted whatever was
-/// pending.
-pub fn can_checkpoint(job_state: &str) -> bool {
-    !job_has_ended(job_state) && !STOPPING_JOB_STATES.contains(&job_state)
 }
 
 impl ClusterState {
@@ -1391,7 +1379,7 @@ impl State {
                     job.last_seen = now;
                     job.name.clone_from(&listed.name);
                     job.job_state.clone_from(&listed.state);
-                    if job_has_ended(listed.state.as_str()) {
+                    if listed.state.has_ended() {
                         job.end();
                     }
                 }
@@ -1404,18 +1392,6 @@ impl State {
 mod tests {
     use super::*;
 
-    #[test]
-    fn no_checkpoint_is_in_progress_once_a_job_ended_or_while_it_stops() {
-        let all = crate::observe::JobStatus::KNOWN;
-        let all = all.iter().map(crate::observe::JobStatus::as_str);
-        let ended: Vec<&str> = all.clone().filter(|s| job_has_ended(s)).collect();
-        assert_eq!(ended, ["FAILED", "CANCELED", "FINISHED", "SUSPENDED"]);
-        let not: Vec<&str> = all.clone().filter(|s| !can_checkpoint(s)).collect();
-        assert_eq!(
-            not,
-            ["FAILING", "FAILED", "CANCELLING", "CANCELED", "FINISHED", "RESTARTING", "SUSPENDED"]
-        );
-    }
     use crate::observe::{JobKey, OperatorCheckpoint, SubtaskCheckpoint};
 
     const WINDOW: WindowSpec = WindowSpec { window_ms: 3_600_000, slots: 6 };
