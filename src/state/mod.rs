@@ -3,6 +3,8 @@
 //! Pure: no I/O, no clock, no tokio. The poller and the tailer produce observations, the
 //! daemon applies them here, and the exporter, HTTP API and rules read the result.
 
+pub mod checkpoint_ids;
+pub mod failure_text;
 pub mod history;
 pub mod logs;
 pub mod outbox;
@@ -21,12 +23,11 @@ use crate::observe::{
 use crate::shadow::Shadow;
 use crate::stats::{WindowSpec, WindowedHistogram};
 use crate::time::Timestamp;
+use checkpoint_ids::logged_trigger_time;
+pub use checkpoint_ids::{FailureEvidence, LOGGED_CHECKPOINTS, LoggedCheckpoint, SEEN_IDS_CAPACITY, SeenIds};
+pub use failure_text::{is_shutdown_failure, is_stop_failure};
 use history::P95History;
 pub use record::{CheckpointRecord, Holdout, Phase, PhaseHistograms, Totals};
-
-/// How many finished checkpoint ids per job are remembered individually. Ids below the
-/// oldest remembered one count as seen, so memory per job stays bounded.
-pub const SEEN_IDS_CAPACITY: usize = 1024;
 
 /// How many consecutive polls Flink's counts must stay below what it said before (or its
 /// checkpoint ids stay restarted), with evidence of a new counting epoch, before the daemon
@@ -35,18 +36,6 @@ pub const EPOCH_CONFIRM_POLLS: u32 = 3;
 
 /// How many recent checkpoints per job are kept for the API and status page.
 pub const RECENT_CHECKPOINTS: usize = 32;
-
-/// Whether a failure message says the job was stopping (cancel, stop, suspend, failover): the
-/// coordinator aborted what was pending. Such a failure says nothing about the checkpoints, so
-/// it does not count as one of the job's consecutive failures (Flink's failure manager does not
-/// count it towards the tolerable failures either).
-pub fn is_stop_failure(message: Option<&str>) -> bool {
-    use crate::observe::FailureReason;
-    matches!(
-        message.and_then(FailureReason::from_message),
-        Some(FailureReason::CheckpointCoordinatorSuspend | FailureReason::CheckpointCoordinatorShutdown)
-    )
-}
 
 /// Everything the daemon knows about the clusters it watches.
 pub struct State {
@@ -105,123 +94,6 @@ pub struct SuspectRun {
     pub restored: bool,
     /// Whether the last poll of the run showed checkpoint ids that restarted.
     pub ids_restarted: bool,
-}
-
-/// The ids of finished checkpoints already counted, bounded in memory.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SeenIds {
-    /// Every id below this counts as seen.
-    pub floor: u64,
-    /// Seen ids at or above `floor`.
-    pub ids: BTreeSet<u64>,
-}
-
-impl SeenIds {
-    /// Whether `id` was counted already.
-    pub fn contains(&self, id: u64) -> bool {
-        id < self.floor || self.ids.contains(&id)
-    }
-
-    /// Marks `id` as counted; returns `true` if it was new.
-    pub fn insert(&mut self, id: u64) -> bool {
-        if self.contains(id) {
-            return false;
-        }
-        self.ids.insert(id);
-        while self.ids.len() > SEEN_IDS_CAPACITY {
-            if let Some(oldest) = self.ids.pop_first() {
-                // An id of u64::MAX stays remembered instead of wrapping the floor to 0.
-                match oldest.checked_add(1) {
-                    Some(floor) => self.floor = floor,
-                    None => {
-                        self.ids.insert(oldest);
-                        break;
-                    }
-                }
-            }
-        }
-        true
-    }
-}
-
-/// How many checkpoint ids per job the log trackers remember ([`JobState::logged`] and the ids
-/// of [`FailureEvidence`]); older ones are done with by the time 64 newer ones were triggered.
-pub const LOGGED_CHECKPOINTS: usize = 64;
-
-/// What a JobManager log line said about one checkpoint of a job, ahead of the next poll.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LoggedCheckpoint {
-    /// Trigger time, from `Triggering checkpoint N (…) @ <ms> for job J`.
-    pub triggered_at: Option<Timestamp>,
-    /// Whether a line said it completed, expired, was declined or failed.
-    pub finished: bool,
-    /// Whether its trigger line said it was a savepoint (`type=SavepointType{…}`).
-    pub savepoint: bool,
-    /// A line said it failed: `Some(true)` when the job was stopping (no checkpoint failure).
-    pub failed_stopping: Option<bool>,
-}
-
-/// Failed checkpoints the daemon knows of, from whichever source said so first: a JobManager
-/// log line (`expired`, `declined`, `failed` with a checkpoint id) or a poll that found it
-/// failed. Each id counts once; failures of a job that is shutting down (the coordinator
-/// suspending at cancel, tasks cancelled or not running) do not count: they are not a
-/// checkpoint problem.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct FailureEvidence {
-    /// Failed checkpoints counted, lifetime.
-    pub total: u64,
-    /// When the latest one was counted.
-    pub last_at: Option<Timestamp>,
-    /// The ids counted recently (at most [`LOGGED_CHECKPOINTS`]; below `floor` all count as
-    /// seen).
-    ids: BTreeSet<u64>,
-    floor: u64,
-}
-
-/// Phrases of a failure that comes from the job stopping or (re)starting rather than from the
-/// checkpoint: Flink's `CheckpointCoordinator.stopCheckpointScheduler` ("Checkpoint Coordinator
-/// is suspending."), its shutdown, a task cancelled, tasks not running yet.
-const SHUTDOWN_FAILURES: &[&str] = &[
-    "Checkpoint Coordinator is suspending",
-    "CheckpointCoordinator shutdown",
-    "Task received cancellation",
-    "not being executed at the moment",
-    "Not all required tasks are currently running",
-];
-
-/// Whether a failure text names the job stopping or not running rather than the checkpoint.
-pub fn is_shutdown_failure(text: &str) -> bool {
-    SHUTDOWN_FAILURES.iter().any(|p| text.contains(p))
-}
-
-impl FailureEvidence {
-    /// Whether checkpoint `id` was counted (ids below the remembered ones count as counted).
-    pub fn counted(&self, id: u64) -> bool {
-        id < self.floor || self.ids.contains(&id)
-    }
-
-    /// Counts checkpoint `id` as failed at `at` unless it was counted already; returns whether
-    /// it was new.
-    pub fn count(&mut self, id: u64, at: Timestamp) -> bool {
-        if id < self.floor || !self.ids.insert(id) {
-            return false;
-        }
-        while self.ids.len() > LOGGED_CHECKPOINTS {
-            if let Some(oldest) = self.ids.pop_first() {
-                self.floor = oldest + 1;
-            }
-        }
-        self.total += 1;
-        self.last_at = Some(at);
-        true
-    }
-}
-
-/// The trigger time a `Triggering checkpoint N (…) @ <ms> for job J` line states.
-fn logged_trigger_time(message: &str) -> Option<Timestamp> {
-    let (_, tail) = message.rsplit_once("@ ")?;
-    let digits: String = tail.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok().map(Timestamp)
 }
 
 /// The size histograms of a job.
@@ -1785,17 +1657,6 @@ mod tests {
                 last = now;
             }
         }
-    }
-
-    #[test]
-    fn remembered_ids_are_bounded() {
-        let mut seen = SeenIds::default();
-        for id in 0..5000 {
-            assert!(seen.insert(id));
-        }
-        assert_eq!(seen.ids.len(), SEEN_IDS_CAPACITY);
-        assert!((0..5000).all(|id| seen.contains(id)));
-        assert!(!seen.insert(17));
     }
 
     #[test]
