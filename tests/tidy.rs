@@ -38,6 +38,7 @@ const PURE: &[&str] = &[
     "src/stats.rs",
     "src/state/mod.rs",
     "src/state/checkpoint_ids.rs",
+    "src/state/cluster.rs",
     "src/state/failure_text.rs",
     "src/state/history.rs",
     "src/state/job.rs",

@@ -4,6 +4,7 @@
 //! daemon applies them here, and the exporter, HTTP API and rules read the result.
 
 pub mod checkpoint_ids;
+pub mod cluster;
 pub mod failure_text;
 pub mod history;
 pub mod job;
@@ -17,10 +18,11 @@ pub mod traced;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::observe::{CheckpointSpan, ClusterPoll, JobKey, LogEvent, Observation};
-use crate::stats::{WindowSpec, WindowedHistogram};
+use crate::observe::{ClusterPoll, JobKey, Observation};
+use crate::stats::WindowSpec;
 use crate::time::Timestamp;
 pub use checkpoint_ids::{FailureEvidence, LOGGED_CHECKPOINTS, LoggedCheckpoint, SEEN_IDS_CAPACITY, SeenIds};
+pub use cluster::{ClusterState, UNCLAIMED_SPANS};
 pub use failure_text::{is_shutdown_failure, is_stop_failure};
 pub use job::{EPOCH_CONFIRM_POLLS, JobState, OperatorState, RECENT_CHECKPOINTS, SizeHistograms, SuspectRun};
 pub use record::{CheckpointRecord, Holdout, Phase, PhaseHistograms, Totals};
@@ -35,59 +37,6 @@ pub struct State {
     model_due: BTreeSet<JobKey>,
     /// Checkpoints counted since the persister last wrote them to the store.
     pub outbox: outbox::Outbox,
-}
-
-/// One watched cluster.
-pub struct ClusterState {
-    /// Whether the last poll round reached the JobManager.
-    pub reachable: bool,
-    /// Whether any poll round has ever reached it (readiness).
-    pub answered_once: bool,
-    /// Flink's version, as reported by `/overview`.
-    pub flink_version: Option<String>,
-    /// Completed poll rounds.
-    pub polls_total: u64,
-    /// Poll errors by kind.
-    pub poll_errors: BTreeMap<&'static str, u64>,
-    /// Duration of the last poll round, ms.
-    pub last_poll_duration_ms: u64,
-    /// When the JobManager last answered.
-    pub last_success: Option<Timestamp>,
-    /// Durations of poll rounds.
-    pub poll_duration: WindowedHistogram,
-    /// Jobs by id.
-    pub jobs: BTreeMap<String, JobState>,
-    /// What its log files said.
-    pub logs: logs::LogState,
-    /// Checkpoint lines of jobs not polled yet (a job's first lines come before the poll that
-    /// lists it), handed to the job when it appears; at most [`UNCLAIMED_LOG_EVENTS`].
-    unclaimed: VecDeque<(LogEvent, Timestamp)>,
-    /// Checkpoint spans of jobs not polled yet, counted when the job's first poll lists it
-    /// (before that poll is applied); at most [`UNCLAIMED_SPANS`], persisted.
-    pub unclaimed_spans: VecDeque<CheckpointSpan>,
-}
-
-/// How many checkpoint spans of jobs not known yet a cluster keeps for them.
-pub const UNCLAIMED_SPANS: usize = 256;
-
-/// How many checkpoint lines of jobs not known yet a cluster keeps for them.
-const UNCLAIMED_LOG_EVENTS: usize = 256;
-
-impl ClusterState {
-    /// Hands a log event to the job it names, if that job is known.
-    fn observe_log_event(&mut self, event: &LogEvent, now: Timestamp) {
-        let Some(job_id) = event.job_id.as_deref() else { return };
-        match self.jobs.get_mut(job_id) {
-            Some(job) => job.observe_log_event(event, now),
-            None if event.checkpoint_id.is_some() && event.source == "log" => {
-                self.unclaimed.push_back((event.clone(), now));
-                if self.unclaimed.len() > UNCLAIMED_LOG_EVENTS {
-                    self.unclaimed.pop_front();
-                }
-            }
-            None => {}
-        }
-    }
 }
 
 impl State {
@@ -325,20 +274,7 @@ impl State {
 
     fn cluster_mut(&mut self, name: &str) -> &mut ClusterState {
         let window = self.window;
-        self.clusters.entry(name.to_string()).or_insert_with(|| ClusterState {
-            reachable: false,
-            answered_once: false,
-            flink_version: None,
-            polls_total: 0,
-            poll_errors: BTreeMap::new(),
-            last_poll_duration_ms: 0,
-            last_success: None,
-            poll_duration: WindowedHistogram::new(window),
-            jobs: BTreeMap::new(),
-            logs: logs::LogState::default(),
-            unclaimed: VecDeque::new(),
-            unclaimed_spans: VecDeque::new(),
-        })
+        self.clusters.entry(name.to_string()).or_insert_with(|| ClusterState::new(window))
     }
 
     fn apply_cluster_poll(&mut self, poll: &ClusterPoll, now: Timestamp) {
