@@ -178,6 +178,28 @@ impl JobStatus {
             JobStatus::Other(s) => s,
         }
     }
+
+    /// Whether the job has ended for good: Flink's globally terminal states (FINISHED,
+    /// CANCELED, FAILED) and SUSPENDED (the JobManager stopped without ending the job; it
+    /// checkpoints no more under this JobManager). The one definition of "the job has ended":
+    /// the poller's final polls, `State`, the rules, the API and `diagnose` all use it (a caller
+    /// that needs another set says so beside it and builds it from this one).
+    pub fn has_ended(&self) -> bool {
+        matches!(self, JobStatus::Finished | JobStatus::Canceled | JobStatus::Failed | JobStatus::Suspended)
+    }
+
+    /// Whether the job is on the way to an end or a restart: its checkpoint coordinator has
+    /// stopped.
+    pub fn is_stopping(&self) -> bool {
+        matches!(self, JobStatus::Cancelling | JobStatus::Failing | JobStatus::Restarting)
+    }
+
+    /// Whether a checkpoint of a job in this status can be in progress. Not when the job has
+    /// ended and, on purpose a larger set, not while it is stopping either: its coordinator
+    /// stopped (or restarts) and aborted whatever was pending.
+    pub fn can_checkpoint(&self) -> bool {
+        !self.has_ended() && !self.is_stopping()
+    }
 }
 
 impl From<&str> for JobStatus {
@@ -593,18 +615,6 @@ impl FailureReason {
     }
 }
 
-/// Job states after which the job never runs or checkpoints again: Flink's globally terminal
-/// states (FINISHED, CANCELED, FAILED) and SUSPENDED (the JobManager stopped without ending the
-/// job; it checkpoints no more under this JobManager). The one definition of "the job has
-/// ended": the poller's final polls, `State`, the rules, the API and `diagnose` all use it (a
-/// caller that needs another set says so beside it and builds it from this one).
-pub const ENDED_JOB_STATES: [&str; 4] = ["FINISHED", "CANCELED", "FAILED", "SUSPENDED"];
-
-/// Whether a job in this state (Flink's spelling) has ended for good: see [`ENDED_JOB_STATES`].
-pub fn job_has_ended(job_state: &str) -> bool {
-    ENDED_JOB_STATES.contains(&job_state)
-}
-
 /// How a checkpoint ended, in one word: `completed`, `expired`, `declined` or `failed` (the API's
 /// and `diagnose`'s outcome).
 pub fn outcome(status: CheckpointStatus, failure_message: Option<&str>) -> &'static str {
@@ -891,6 +901,47 @@ mod tests {
         assert_eq!(JobStatus::parse("RUNNING"), JobStatus::Running);
         assert_eq!(JobStatus::parse("CANCELED").as_str(), "CANCELED");
         assert_eq!(JobStatus::Reconciling.to_string(), "RECONCILING");
+    }
+
+    #[test]
+    fn every_flink_spelling_round_trips_through_the_status_and_its_json() {
+        // org.apache.flink.api.common.JobStatus, in the order of its enum.
+        let flink = [
+            "INITIALIZING",
+            "CREATED",
+            "RUNNING",
+            "FAILING",
+            "FAILED",
+            "CANCELLING",
+            "CANCELED",
+            "FINISHED",
+            "RESTARTING",
+            "SUSPENDED",
+            "RECONCILING",
+        ];
+        assert_eq!(JobStatus::KNOWN.map(|s| s.as_str().to_string()), flink.map(String::from));
+        for spelling in flink {
+            let json = format!("\"{spelling}\"");
+            let read: JobStatus = serde_json::from_str(&json).unwrap();
+            assert!(!matches!(read, JobStatus::Other(_)), "{spelling} is a known status");
+            assert_eq!(serde_json::to_string(&read).unwrap(), json);
+            assert_eq!(read.to_string(), spelling);
+        }
+    }
+
+    #[test]
+    fn no_checkpoint_is_in_progress_once_a_job_ended_or_while_it_stops() {
+        let named = |keep: fn(&JobStatus) -> bool| -> Vec<&str> {
+            JobStatus::KNOWN.iter().filter(|s| keep(s)).map(JobStatus::as_str).collect()
+        };
+        assert_eq!(named(JobStatus::has_ended), ["FAILED", "CANCELED", "FINISHED", "SUSPENDED"]);
+        assert_eq!(named(JobStatus::is_stopping), ["FAILING", "CANCELLING", "RESTARTING"]);
+        assert_eq!(
+            named(|s| !s.can_checkpoint()),
+            ["FAILING", "FAILED", "CANCELLING", "CANCELED", "FINISHED", "RESTARTING", "SUSPENDED"]
+        );
+        // A status Flink may add is taken for one that checkpoints, as before.
+        assert!(JobStatus::Other("WAITING_FOR_RESOURCES".into()).can_checkpoint());
     }
 
     #[test]

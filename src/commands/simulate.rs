@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::model::coordinator::{Binding, Coordinator, CoordinatorConfig, End, JobStatus, Outcome, Schedule};
+use crate::model::coordinator::{
+    Binding, Coordinator, CoordinatorConfig, CoordinatorStatus, End, Outcome, Schedule,
+};
 use crate::model::replay::{ReplayReport, dominant_binding, median, replay};
 use crate::observe::FailureReason;
 use crate::sources::flink::convert::merge_history;
@@ -255,7 +257,7 @@ pub fn what_if(config: CoordinatorConfig, outcomes: &[Outcome], count: usize, se
     };
     let bindings: Vec<Binding> = checkpoints.iter().map(|c| c.2).collect();
     let job_failed_at_ms = match model.status() {
-        JobStatus::Failed => model.drain_events().iter().find_map(|e| match e {
+        CoordinatorStatus::Failed => model.drain_events().iter().find_map(|e| match e {
             crate::model::coordinator::Event::JobFailed { at, .. } => Some(at.0),
             _ => None,
         }),

@@ -310,9 +310,11 @@ pub enum Event {
     },
 }
 
-/// The job's state as the coordinator sees it.
+/// The job's state as the model's coordinator sees it: the three of Flink's job statuses a
+/// simulated job passes through, with when a restarting one runs again (model-only; what a poll
+/// of Flink would report is [`CoordinatorStatus::observed`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum JobStatus {
+pub enum CoordinatorStatus {
     /// Running; checkpoints are scheduled.
     Running,
     /// Failed over; runs again at the given time.
@@ -321,22 +323,13 @@ pub enum JobStatus {
     Failed,
 }
 
-impl JobStatus {
-    /// Flink's name of the state.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobStatus::Running => "RUNNING",
-            JobStatus::Restarting(_) => "RESTARTING",
-            JobStatus::Failed => "FAILED",
-        }
-    }
-
+impl CoordinatorStatus {
     /// The same status in the observation vocabulary (what a poll of Flink would report).
     pub fn observed(self) -> crate::observe::JobStatus {
         match self {
-            JobStatus::Running => crate::observe::JobStatus::Running,
-            JobStatus::Restarting(_) => crate::observe::JobStatus::Restarting,
-            JobStatus::Failed => crate::observe::JobStatus::Failed,
+            CoordinatorStatus::Running => crate::observe::JobStatus::Running,
+            CoordinatorStatus::Restarting(_) => crate::observe::JobStatus::Restarting,
+            CoordinatorStatus::Failed => crate::observe::JobStatus::Failed,
         }
     }
 }
@@ -412,7 +405,7 @@ pub struct Coordinator {
     config: CoordinatorConfig,
     rng: SplitMix64,
     now: Timestamp,
-    status: JobStatus,
+    status: CoordinatorStatus,
     /// Next tick of the periodic trigger; `None` while the scheduler is stopped.
     next_tick: Option<Timestamp>,
     /// What a tick of the current schedule is attributed to.
@@ -429,7 +422,7 @@ pub struct Coordinator {
     checkpoints: VecDeque<PredictedCheckpoint>,
     events: Vec<Event>,
     /// Job status changes, for polls of the past.
-    status_changes: Vec<(Timestamp, JobStatus)>,
+    status_changes: Vec<(Timestamp, CoordinatorStatus)>,
     counts: CheckpointCounts,
     /// Counts of checkpoints no longer kept in `checkpoints`.
     dropped: CheckpointCounts,
@@ -455,7 +448,7 @@ impl Coordinator {
             config,
             rng: SplitMix64::new(seed),
             now: start,
-            status: JobStatus::Running,
+            status: CoordinatorStatus::Running,
             next_tick: None,
             tick_binding: Binding::Initial,
             queue: VecDeque::new(),
@@ -467,7 +460,7 @@ impl Coordinator {
             failures,
             checkpoints: VecDeque::new(),
             events: Vec::new(),
-            status_changes: vec![(start, JobStatus::Running)],
+            status_changes: vec![(start, CoordinatorStatus::Running)],
             counts: CheckpointCounts::default(),
             dropped: CheckpointCounts::default(),
             latest_restore: None,
@@ -494,7 +487,7 @@ impl Coordinator {
     }
 
     /// The job's state now.
-    pub fn status(&self) -> JobStatus {
+    pub fn status(&self) -> CoordinatorStatus {
         self.status
     }
 
@@ -619,7 +612,7 @@ impl Coordinator {
     /// `CheckpointRequestDecider.chooseRequestToExecute`; `freed_by` says what just freed a
     /// slot (for attributing the trigger time of a request that waited).
     fn choose_and_trigger(&mut self, freed_by: Option<Binding>, outcomes: &mut dyn Outcomes) {
-        if self.status != JobStatus::Running {
+        if self.status != CoordinatorStatus::Running {
             return;
         }
         let Some(head) = self.queue.front().copied() else { return };
@@ -770,8 +763,8 @@ impl Coordinator {
         let now = self.now;
         self.events.push(Event::JobFailed { at: now, reason });
         self.status = match self.config.restart_delay_ms {
-            Some(delay) => JobStatus::Restarting(now.plus_millis(delay as i64)),
-            None => JobStatus::Failed,
+            Some(delay) => CoordinatorStatus::Restarting(now.plus_millis(delay as i64)),
+            None => CoordinatorStatus::Failed,
         };
         self.status_changes.push((now, self.status));
         self.next_tick = None;
@@ -785,15 +778,15 @@ impl Coordinator {
                 outcomes,
             );
         }
-        if let JobStatus::Restarting(at) = self.status {
+        if let CoordinatorStatus::Restarting(at) = self.status {
             self.schedule(at, Timer::Restart);
         }
     }
 
     fn on_restart(&mut self) {
         let now = self.now;
-        self.status = JobStatus::Running;
-        self.status_changes.push((now, JobStatus::Running));
+        self.status = CoordinatorStatus::Running;
+        self.status_changes.push((now, CoordinatorStatus::Running));
         if let Some(id) = self.last_completed_id {
             self.counts.restored += 1;
             self.latest_restore = Some((Some(id), now));
@@ -803,13 +796,13 @@ impl Coordinator {
     }
 
     /// The job's state at `at` (which may be in the past).
-    pub fn status_at(&self, at: Timestamp) -> JobStatus {
+    pub fn status_at(&self, at: Timestamp) -> CoordinatorStatus {
         self.status_changes
             .iter()
             .rev()
             .find(|(t, _)| *t <= at)
             .map(|(_, s)| *s)
-            .unwrap_or(JobStatus::Running)
+            .unwrap_or(CoordinatorStatus::Running)
     }
 
     /// What `/jobs/:id/checkpoints` would have said at `at` (not after the model's clock), as
@@ -850,9 +843,12 @@ impl Coordinator {
         // Checkpoints dropped from memory ended before any kept one.
         counts.completed += self.dropped.completed;
         counts.failed += self.dropped.failed;
-        counts.restored =
-            self.status_changes.iter().skip(1).filter(|(t, s)| *t <= at && *s == JobStatus::Running).count()
-                as u64;
+        counts.restored = self
+            .status_changes
+            .iter()
+            .skip(1)
+            .filter(|(t, s)| *t <= at && *s == CoordinatorStatus::Running)
+            .count() as u64;
         finished.sort_by_key(|f| std::cmp::Reverse(f.id));
         finished.truncate(REST_HISTORY);
         finished.reverse();
@@ -1022,7 +1018,7 @@ mod tests {
         );
         assert_eq!(c.checkpoint(2).unwrap().end, Some(End::Completed(T0.plus_millis(1_500))));
         // Subsumption never counts: the job, with 0 tolerable failures, still runs.
-        assert_eq!(c.status(), JobStatus::Running);
+        assert_eq!(c.status(), CoordinatorStatus::Running);
     }
 
     #[test]
@@ -1081,7 +1077,7 @@ mod tests {
         let mut c = Coordinator::new(config, T0, Schedule::FirstTriggerAt(T0));
         let mut fail = |_, _| Outcome::Fail { after_ms: 20, reason: FailureReason::CheckpointAsyncException };
         c.run_until(T0.plus_millis(60_000), &mut fail);
-        assert_eq!(c.status(), JobStatus::Failed);
+        assert_eq!(c.status(), CoordinatorStatus::Failed);
         assert_eq!(c.checkpoints().count(), 3);
         let events = c.drain_events();
         let consecutive: Vec<u32> = events
@@ -1111,7 +1107,7 @@ mod tests {
         ];
         let mut it = plan.into_iter();
         c.run_checkpoints(6, &mut |_, _| it.next().unwrap_or(Outcome::Complete { duration_ms: 10 }));
-        assert_eq!(c.status(), JobStatus::Running);
+        assert_eq!(c.status(), CoordinatorStatus::Running);
         // Two counted failures in a row: 2 > 1 fails the job.
         let mut c = Coordinator::new(cfg(1_000, 0), T0, Schedule::FirstTriggerAt(T0));
         c.failures.tolerable = 1;
@@ -1123,7 +1119,7 @@ mod tests {
         c.run_until(T0.plus_millis(10_000), &mut |_, _| {
             it.next().unwrap_or(Outcome::Complete { duration_ms: 10 })
         });
-        assert_eq!(c.status(), JobStatus::Failed);
+        assert_eq!(c.status(), CoordinatorStatus::Failed);
     }
 
     #[test]
@@ -1156,7 +1152,7 @@ mod tests {
             after_ms: 1,
             reason: FailureReason::CheckpointExpired,
         });
-        assert_eq!(c.status(), JobStatus::Running);
+        assert_eq!(c.status(), CoordinatorStatus::Running);
     }
 
     #[test]
@@ -1171,7 +1167,7 @@ mod tests {
         ]
         .into_iter();
         c.run_checkpoints(3, &mut |_, _| it.next().unwrap_or(Outcome::Complete { duration_ms: 10 }));
-        assert_eq!(c.status(), JobStatus::Running);
+        assert_eq!(c.status(), CoordinatorStatus::Running);
         let failed_at = c.checkpoint(2).unwrap().finished_at().unwrap();
         let third = c.checkpoint(3).unwrap();
         assert!(third.triggered_at >= failed_at.plus_millis(3_000), "after the restart delay");
@@ -1179,7 +1175,7 @@ mod tests {
         let poll = c.job_poll(JobKey { cluster: "c".into(), job_id: "j".into() }, "job", c.now(), None);
         assert_eq!(poll.counts.restored, 1);
         assert_eq!(poll.latest_restore.map(|(id, _)| id), Some(Some(1)));
-        assert_eq!(c.status_at(failed_at.plus_millis(1)).as_str(), "RESTARTING");
+        assert!(matches!(c.status_at(failed_at.plus_millis(1)), CoordinatorStatus::Restarting(_)));
     }
 
     #[test]

@@ -838,8 +838,7 @@ pub fn job_health(
     }
     // An ended job's last failures are its history, not a present problem (and the failures a
     // cancel or stop causes, "Checkpoint Coordinator is suspending.", are not counted at all).
-    let failures =
-        if crate::observe::job_has_ended(j.job_state.as_str()) { 0 } else { j.consecutive_failures() };
+    let failures = if j.job_state.has_ended() { 0 } else { j.consecutive_failures() };
     if failures > 0 {
         let last = j.recent.back().map(|r| outcome(r)).unwrap_or("failed");
         let text = match (failures, last) {

@@ -235,11 +235,7 @@ impl Evaluator {
         for (cluster_name, cluster) in state.clusters() {
             // A job that ended (finished, cancelled, failed for good, suspended) no longer
             // checkpoints: its alerts end with it.
-            for (job_id, job) in cluster
-                .jobs
-                .iter()
-                .filter(|(_, j)| j.listed && !crate::observe::job_has_ended(j.job_state.as_str()))
-            {
+            for (job_id, job) in cluster.jobs.iter().filter(|(_, j)| j.listed && !j.job_state.has_ended()) {
                 let key = (cluster_name.clone(), job_id.clone());
                 evaluated.insert(key.clone());
                 let history = self.histories.entry(key.clone()).or_default();

@@ -310,7 +310,7 @@ impl Poller {
         slot: &mut Option<JobCache>,
     ) -> Result<Option<JobPoll>, FetchError> {
         let job_state = convert::job_status(job.state.as_deref());
-        let terminal = crate::observe::job_has_ended(job_state.as_str());
+        let terminal = job_state.has_ended();
         let cached = slot.as_ref();
         if cached.is_some_and(|c| c.final_poll_done && terminal) {
             return Ok(None);

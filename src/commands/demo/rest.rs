@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::commands::demo::cluster::{DemoCluster, DemoJob, HOLDOUT, RECORD_BYTES};
 use crate::model::alignment::vertex_id;
-use crate::model::coordinator::{End, JobStatus, Outcome, PredictedCheckpoint, REST_HISTORY};
+use crate::model::coordinator::{CoordinatorStatus, End, Outcome, PredictedCheckpoint, REST_HISTORY};
 use crate::observe::SubtaskCheckpoint;
 use crate::time::Timestamp;
 
@@ -50,7 +50,8 @@ fn with_job(cluster: &Shared, jid: &str, f: impl FnOnce(&DemoJob) -> Response) -
 
 async fn overview(State(cluster): State<Shared>) -> Response {
     let cluster = cluster.lock().unwrap_or_else(|e| e.into_inner());
-    let running = cluster.jobs.iter().filter(|j| j.coordinator.status() == JobStatus::Running).count();
+    let running =
+        cluster.jobs.iter().filter(|j| j.coordinator.status() == CoordinatorStatus::Running).count();
     Json(json!({
         "taskmanagers": 1,
         "slots-total": 4 * cluster.jobs.len().max(1),
@@ -75,7 +76,7 @@ async fn jobs_overview(State(cluster): State<Shared>) -> Response {
             json!({
                 "jid": j.id,
                 "name": j.name,
-                "state": j.coordinator.status().as_str(),
+                "state": j.coordinator.status().observed().as_str(),
                 "start-time": j.start.0,
                 "end-time": -1,
                 "duration": now.since(j.start),
@@ -93,7 +94,7 @@ async fn job(State(cluster): State<Shared>, Path(jid): Path<String>) -> Response
             .vertices
             .iter()
             .enumerate()
-            .map(|(v, spec)| json!({ "id": vertex_id(v), "name": spec.name, "parallelism": spec.parallelism, "status": j.coordinator.status().as_str() }))
+            .map(|(v, spec)| json!({ "id": vertex_id(v), "name": spec.name, "parallelism": spec.parallelism, "status": j.coordinator.status().observed().as_str() }))
             .collect();
         let nodes: Vec<Value> = j
             .graph
@@ -121,7 +122,7 @@ async fn job(State(cluster): State<Shared>, Path(jid): Path<String>) -> Response
         Json(json!({
             "jid": j.id,
             "name": j.name,
-            "state": j.coordinator.status().as_str(),
+            "state": j.coordinator.status().observed().as_str(),
             "start-time": j.start.0,
             "vertices": vertices,
             "plan": { "jid": j.id, "name": j.name, "type": "STREAMING", "nodes": nodes },
@@ -157,7 +158,7 @@ async fn vertex(State(cluster): State<Shared>, Path((jid, vid)): Path<(String, S
                 let records = |per_ms: f64| (per_ms * running_ms as f64 / RECORD_BYTES).round() as u64;
                 json!({
                     "subtask": i,
-                    "status": j.coordinator.status().as_str(),
+                    "status": j.coordinator.status().observed().as_str(),
                     "endpoint": "localhost:6121",
                     "taskmanager-id": "127.0.0.1:6122-demo01",
                     "start-time": j.start.0,

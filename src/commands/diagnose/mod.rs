@@ -92,11 +92,12 @@ pub enum DiagnoseError {
 }
 
 /// The jobs `diagnose` leaves out when no `--job` is given: those that have ended
-/// (`observe::job_has_ended`), except a SUSPENDED one. Its JobManager stopped without ending it
+/// (`JobStatus::has_ended`), except a SUSPENDED one. Its JobManager stopped without ending it
 /// (an HA failover, a shutdown), so it is still the cluster's job and is reported (as unhealthy:
 /// not RUNNING) rather than left out as finished.
 fn ended_for_diagnose(job_state: &str) -> bool {
-    crate::observe::job_has_ended(job_state) && job_state != "SUSPENDED"
+    let status = crate::observe::JobStatus::parse(job_state);
+    status.has_ended() && status != crate::observe::JobStatus::Suspended
 }
 
 /// Connects, fetches and analyses; returns the report.
