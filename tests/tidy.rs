@@ -51,6 +51,7 @@ const PURE: &[&str] = &[
     "src/sources/logs/parse/causes.rs",
     "src/sources/logs/parse/lines.rs",
     "src/rules",
+    "src/health",
 ];
 
 const FORBIDDEN: &[&str] =
