@@ -11,6 +11,7 @@
 //! - [`model`] — the reference model of Flink's checkpoint coordinator and barrier alignment.
 //! - [`shadow`] — the reference model run beside every job, explaining each deviation.
 //! - [`rules`] — rule conditions and the alert state machine.
+//! - [`health`] — is a job healthy, and which subtask holds its checkpoints up.
 //! - [`outputs`] — I/O out: `/metrics`, the JSON API, HTTP(S), access, Alertmanager.
 //! - [`app`] — state shared between the daemon's tasks.
 //! - [`outbound`] — what the daemon's outgoing HTTP requests share: credentials on a request.
@@ -22,6 +23,7 @@ pub mod app;
 pub mod commands;
 pub mod config;
 pub mod daemon;
+pub mod health;
 pub mod model;
 pub mod observe;
 pub mod outbound;

@@ -6,6 +6,7 @@
 
 use crate::common;
 
+use checkpoint_sentinel::health::Outcome;
 use std::time::Duration;
 
 use common::replay;
@@ -102,7 +103,7 @@ fn job_view(
 fn an_expired_checkpoint_names_the_subtask_that_never_acknowledged() {
     for version in ["2.3.0", "1.20.5", "1.14.6"] {
         let d = job_view(version, "expired", |_| {});
-        let expired: Vec<_> = d.checkpoints.iter().filter(|c| c.outcome == "expired").collect();
+        let expired: Vec<_> = d.checkpoints.iter().filter(|c| c.outcome == Outcome::Expired).collect();
         assert!(!expired.is_empty(), "{version}: no expired checkpoint");
         let mut with_details = 0;
         for c in expired {
@@ -125,8 +126,11 @@ fn an_expired_checkpoint_names_the_subtask_that_never_acknowledged() {
         }
         assert!(with_details >= 1, "{version}: no expired checkpoint with details");
         // A completed checkpoint still names the subtask that acknowledged last.
-        let done =
-            d.checkpoints.iter().rev().find(|c| c.outcome == "completed" && c.slowest_subtask.is_some());
+        let done = d
+            .checkpoints
+            .iter()
+            .rev()
+            .find(|c| c.outcome == Outcome::Completed && c.slowest_subtask.is_some());
         let s = done.unwrap().slowest_subtask.as_ref().unwrap();
         assert!(s.acknowledged && s.text.contains("acknowledged last, after"), "{version}: {s:?}");
     }
@@ -154,7 +158,7 @@ fn an_expired_checkpoint_fetched_at_expiry_names_the_pending_subtask() {
             }
         });
         let mut n = 0;
-        for c in d.checkpoints.iter().filter(|c| c.outcome == "expired") {
+        for c in d.checkpoints.iter().filter(|c| c.outcome == Outcome::Expired) {
             let Some(s) = &c.slowest_subtask else { continue };
             n += 1;
             println!("{version} #{}: {}", c.id, s.text);
@@ -172,7 +176,7 @@ fn a_declined_checkpoint_names_the_subtask_that_declined() {
     for version in ["2.3.0", "1.20.5", "1.14.6"] {
         let d = job_view(version, "declined", |_| {});
         let mut n = 0;
-        for c in d.checkpoints.iter().filter(|c| c.outcome != "completed") {
+        for c in d.checkpoints.iter().filter(|c| c.outcome != Outcome::Completed) {
             let Some(s) = &c.slowest_subtask else { continue };
             n += 1;
             println!("{version} #{} {}: {}", c.id, c.outcome, s.text);

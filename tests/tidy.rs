@@ -62,6 +62,7 @@ const PURE: &[&str] = &[
     "src/sources/logs/parse/lines.rs",
     "src/sources/logs/trace.rs",
     "src/rules",
+    "src/health",
 ];
 
 const FORBIDDEN: &[&str] =

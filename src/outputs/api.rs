@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::observe::FailureReason;
+use crate::health::{Outcome, is_of_job, label};
 use crate::observe::{CheckpointSettings, CheckpointStatus, JobStatus, LogEvent, SnapshotKind};
 use crate::rules::AlertsView;
-use crate::rules::{Alert, AlertState};
+use crate::rules::{Alert, AlertSeverity, AlertState};
 use crate::shadow::{Deviation, Explanation};
 use crate::state::{CheckpointRecord, ClusterState, JobState, Phase, PhaseHistograms, State};
 use crate::stats::Summary;
@@ -60,24 +60,7 @@ pub struct ClusterView {
     pub root_causes: BTreeMap<&'static str, u64>,
 }
 
-/// How a job is doing, worst first. The levels follow the alert states: an alert that fires
-/// makes `critical` or `warning` (its severity), one that is pending (its condition holds, not
-/// yet for its `for`) makes `pending`; `ok` only when nothing of the job is pending or firing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Health {
-    /// A critical alert fires, or the job is failing or restarting.
-    Critical,
-    /// A warning (or info) alert fires, the latest checkpoint failed, or the schedule stalls.
-    Warning,
-    /// An alert of the job is pending: its condition holds, it fires if it still holds after
-    /// the rule's `for`.
-    Pending,
-    /// Not enough known yet (no checkpoint seen, or the cluster does not answer).
-    Unknown,
-    /// Checkpoints complete and nothing is pending or firing.
-    Ok,
-}
+pub use crate::health::Health;
 
 /// `GET /api/v1/jobs`.
 #[derive(Clone, Debug, Serialize)]
@@ -155,7 +138,7 @@ pub struct AlertBrief {
     /// `alertname`.
     pub name: String,
     /// `critical`, `warning` or `info`.
-    pub severity: String,
+    pub severity: AlertSeverity,
     /// `blocking`, `timeout` or `failure`.
     pub class: String,
     /// The rendered summary.
@@ -172,7 +155,7 @@ pub struct CheckpointView {
     /// Checkpoint id.
     pub id: u64,
     /// `completed`, `expired`, `declined` or `failed`.
-    pub outcome: &'static str,
+    pub outcome: Outcome,
     /// `checkpoint`, `unaligned_checkpoint` or `savepoint`.
     pub kind: &'static str,
     /// Trigger time.
@@ -264,7 +247,7 @@ pub struct P95Point {
 #[derive(Clone, Debug, Serialize)]
 pub struct SettingsView {
     /// `exactly_once` or `at_least_once`.
-    pub mode: &'static str,
+    pub mode: CheckpointingMode,
     /// Interval (absent when periodic checkpoints are off).
     pub interval_ms: Option<u64>,
     /// Timeout.
@@ -281,6 +264,16 @@ pub struct SettingsView {
     pub aligned_checkpoint_timeout_ms: Option<u64>,
     /// State backend.
     pub state_backend: Option<String>,
+}
+
+/// The guarantee checkpoints give (`execution.checkpointing.mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointingMode {
+    /// Barriers are aligned (or unaligned): every record counted once in the state.
+    ExactlyOnce,
+    /// Barriers are not aligned: records after a barrier may be in the state twice on restore.
+    AtLeastOnce,
 }
 
 /// P50/P95/P99 of one phase.
@@ -617,7 +610,7 @@ pub fn job(
     let c = state.clusters().get(cluster)?;
     let j = c.jobs.get(job_id)?;
     let summary = job_summary(c, cluster, job_id, j, alerts, now);
-    let of_job = |a: &&Alert| label(a, "cluster") == cluster && label(a, "job_id") == job_id;
+    let of_job = |a: &&Alert| is_of_job(a, cluster, job_id);
     let explanation = j.shadow.explanation();
     Some(JobDetailView {
         now_ms: now.millis(),
@@ -750,10 +743,6 @@ fn job_of<'a>(e: &'a LogEvent, ring: &RingIndex<'a>) -> Option<&'a str> {
     })
 }
 
-fn label<'a>(alert: &'a Alert, name: &str) -> &'a str {
-    alert.labels.get(name).map_or("", String::as_str)
-}
-
 fn job_summary(
     c: &ClusterState,
     cluster: &str,
@@ -763,7 +752,7 @@ fn job_summary(
     now: Timestamp,
 ) -> JobSummaryView {
     let (health, health_reasons) = job_health(c, cluster, job_id, j, alerts);
-    let of_job = |a: &&Alert| label(a, "cluster") == cluster && label(a, "job_id") == job_id;
+    let of_job = |a: &&Alert| is_of_job(a, cluster, job_id);
     let briefs = |state: AlertState| -> Vec<AlertBrief> {
         alerts
             .active
@@ -772,7 +761,7 @@ fn job_summary(
             .filter(|a| a.state == state)
             .map(|a| AlertBrief {
                 name: a.name().to_string(),
-                severity: label(a, "severity").to_string(),
+                severity: crate::health::alert_severity(a),
                 class: label(a, "class").to_string(),
                 summary: a.annotations.get("summary").cloned().unwrap_or_default(),
                 fired_at_ms: a.fired_at.map(Timestamp::millis),
@@ -805,7 +794,7 @@ fn job_summary(
     }
 }
 
-/// A job's health and the reasons for it (see docs/api.md, "Health").
+/// A job's health and the reasons for it, as sentences ([`crate::health::job_health`]).
 pub fn job_health(
     c: &ClusterState,
     cluster: &str,
@@ -813,62 +802,13 @@ pub fn job_health(
     j: &JobState,
     alerts: &AlertsView,
 ) -> (Health, Vec<String>) {
-    let mut reasons = Vec::new();
-    let mut health = Health::Ok;
-    let mut worse = |h: Health, reason: String, reasons: &mut Vec<String>| {
-        health = health.min(h);
-        reasons.push(reason);
-    };
-    let of_job =
-        alerts.active.iter().filter(|a| label(a, "cluster") == cluster && label(a, "job_id") == job_id);
-    for a in of_job.clone().filter(|a| a.state == AlertState::Firing) {
-        let h = if label(a, "severity") == "critical" { Health::Critical } else { Health::Warning };
-        worse(h, format!("{} fires", a.name()), &mut reasons);
-    }
-    for a in of_job.filter(|a| a.state == AlertState::Pending) {
-        worse(Health::Pending, format!("{} is pending ({})", a.name(), label(a, "severity")), &mut reasons);
-    }
-    match &j.job_state {
-        JobStatus::Running
-        | JobStatus::Finished
-        | JobStatus::Canceled
-        | JobStatus::Created
-        | JobStatus::Initializing => {}
-        other => worse(Health::Critical, format!("job is {other}"), &mut reasons),
-    }
-    // An ended job's last failures are its history, not a present problem (and the failures a
-    // cancel or stop causes, "Checkpoint Coordinator is suspending.", are not counted at all).
-    let failures = if j.job_state.has_ended() { 0 } else { j.consecutive_failures() };
-    if failures > 0 {
-        let last = j.recent.back().map(|r| outcome(r)).unwrap_or("failed");
-        let text = match (failures, last) {
-            (1, _) => format!("the latest checkpoint {last}"),
-            (_, "failed") => format!("the latest {failures} checkpoints failed"),
-            _ => format!("the latest {failures} checkpoints failed (latest: {last})"),
-        };
-        worse(Health::Warning, text, &mut reasons);
-    }
-    if let Some(stall) = j.shadow.trigger.stalled_for_ms() {
-        worse(
-            Health::Warning,
-            format!(
-                "no checkpoint triggered for {} past the expected time",
-                crate::time::fmt_duration(stall)
-            ),
-            &mut reasons,
-        );
-    }
-    if !c.reachable {
-        worse(Health::Unknown, "the cluster does not answer".into(), &mut reasons);
-    } else if j.recent.is_empty() && j.totals() == Default::default() && reasons.is_empty() {
-        worse(Health::Unknown, "no checkpoint seen yet".into(), &mut reasons);
-    }
-    (health, reasons)
+    let (health, reasons) = crate::health::job_health(c, cluster, job_id, j, alerts);
+    (health, reasons.iter().map(ToString::to_string).collect())
 }
 
-/// `completed`, `expired`, `declined` or `failed` ([`crate::observe::outcome`]).
-pub fn outcome(r: &CheckpointRecord) -> &'static str {
-    crate::observe::outcome(r.status, r.failure_message.as_deref())
+/// `completed`, `expired`, `declined` or `failed`.
+pub fn outcome(r: &CheckpointRecord) -> Outcome {
+    Outcome::of(r.status, r.failure_message.as_deref())
 }
 
 fn kind(k: SnapshotKind) -> &'static str {
@@ -888,13 +828,7 @@ fn checkpoint_view(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Chec
         finished_at_ms: r.finished_at.millis(),
         end_to_end_ms: r.end_to_end_ms,
         elapsed_ms: r.finished_at.since(r.triggered_at),
-        phases_ms: r.max_phases_ms.map(|[start_delay, alignment, sync, async_]| PhaseValues {
-            end_to_end: r.end_to_end_ms,
-            start_delay: Some(start_delay),
-            alignment: Some(alignment),
-            sync: Some(sync),
-            async_: Some(async_),
-        }),
+        phases_ms: r.max_phases_ms.map(|p| phase_values(r.end_to_end_ms, p)),
         slowest_subtask: slowest_subtask(c, job_id, r),
         failure_message: r.failure_message.clone(),
     }
@@ -952,7 +886,7 @@ pub fn is_query_outcome(outcome: &str) -> bool {
 pub fn outcome_matches(r: &CheckpointRecord, wanted: &str) -> bool {
     match wanted {
         "failed_any" => r.status == CheckpointStatus::Failed,
-        other => outcome(r) == other,
+        other => outcome(r).as_str() == other,
     }
 }
 
@@ -988,151 +922,27 @@ fn phase_values(e2e: Option<u64>, [start_delay, alignment, sync, async_]: [u64; 
 
 /// The subtask that held checkpoint `r` up (see [`SlowestSubtask`]).
 fn slowest_subtask(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Option<SlowestSubtask> {
-    let fmt = crate::time::fmt_duration;
-    let outcome = outcome(r);
-    let of = r.acknowledged.map(|(n, m)| format!(" ({n} of {m} acknowledged)")).unwrap_or_default();
-    // Failed by a subtask (it declined, its own snapshot failed …) rather than by the
-    // coordinator (expired, a task failure …).
-    let by_a_subtask = r
-        .failure_message
-        .as_deref()
-        .and_then(FailureReason::from_message)
-        .is_some_and(FailureReason::failed_by_a_subtask);
-    // The subtask a log line of this checkpoint says declined it.
-    let decliner = by_a_subtask
-        .then(|| {
-            c.logs
-                .recent
-                .iter()
-                .rev()
-                .filter(|e| matches!(e.kind.as_str(), "declined" | "async_snapshot_failed"))
-                .filter(|e| e.checkpoint_id == Some(r.id))
-                .filter(|e| e.job_id.as_deref().is_none_or(|j| j == job_id))
-                .find_map(|e| Some((e.task.clone()?, e.subtask?)))
-        })
-        .flatten();
-    let view = |operator: &str, subtask: u32, e2e: Option<u64>, phases: Option<[u64; 4]>, text: String| {
-        Some(SlowestSubtask {
-            operator: operator.to_string(),
-            subtask,
-            acknowledged: r.status == CheckpointStatus::Completed,
-            end_to_end_ms: e2e,
-            phases_ms: phases.map(|p| phase_values(e2e, p)),
-            taskmanager: taskmanager_of(c, job_id, r.id, operator, subtask),
-            text,
-        })
-    };
-    if let Some((task, subtask)) = decliner {
-        // The log names the task as Flink does; the REST details' operator name when they agree.
-        let operator = r
-            .holdout
-            .as_ref()
-            .filter(|h| {
-                h.subtask == subtask && (task.starts_with(&h.operator) || h.operator.starts_with(&task))
-            })
-            .map_or(task, |h| h.operator.clone());
-        let text = format!("{operator} #{subtask} declined the checkpoint{of}");
-        return view(&operator, subtask, None, None, text);
-    }
-    if let Some(h) = &r.holdout {
-        let name = format!("{} #{}", h.operator, h.subtask);
-        // Others that acknowledged only after the checkpoint had failed.
-        let late_others = h.acknowledged_late - u32::from(h.late_ack_ms.is_some());
-        let of = match (r.acknowledged, late_others) {
-            (Some((n, m)), 0) => format!(" ({n} of {m} acknowledged)"),
-            (Some((n, m)), k) => format!(" ({n} of {m} acknowledged, {k} more only after it had failed)"),
-            (None, _) => String::new(),
-        };
-        let text = match h.late_ack_ms {
-            // Its acknowledgement came after the checkpoint had failed; its phases say why.
-            Some(late) => {
-                let [sd, al, sy, asy] = h.phases_ms;
-                let dominant = [("start delay", sd), ("alignment", al), ("sync", sy), ("async", asy)]
-                    .into_iter()
-                    .filter_map(|(phase, v)| Some((phase, v?)))
-                    .max_by_key(|(_, v)| *v)
-                    .map(|(phase, v)| format!("; its {phase} phase took {}", fmt(v)))
-                    .unwrap_or_default();
-                format!(
-                    "{name} never acknowledged before the checkpoint {outcome} after {}{of}: its \
-                     acknowledgement came {} after the trigger{dominant}",
-                    fmt(r.finished_at.since(r.triggered_at)),
-                    fmt(late),
-                )
-            }
-            // The only subtask that never acknowledged a checkpoint a subtask failed declined it.
-            None if by_a_subtask && h.never_acknowledged == 1 => {
-                format!("{name} declined the checkpoint{of}")
-            }
-            None if h.never_acknowledged > 1 => {
-                let more = h.never_acknowledged - 1;
-                let subtasks = if more == 1 { "subtask" } else { "subtasks" };
-                format!("{name} and {more} other {subtasks} never acknowledged{of}")
-            }
-            None => format!("{name} never acknowledged{of}"),
-        };
-        let [sd, al, sy, asy] = h.phases_ms;
-        let phases =
-            (h.late_ack_ms.is_some() || h.phases_ms.iter().any(Option::is_some)).then_some(PhaseValues {
-                end_to_end: h.late_ack_ms,
-                start_delay: sd,
-                alignment: al,
-                sync: sy,
-                async_: asy,
-            });
-        let mut v = view(&h.operator, h.subtask, h.late_ack_ms, None, text)?;
-        v.phases_ms = phases;
-        return Some(v);
-    }
-    let (operator, subtask, e2e) = r.slowest_subtask.as_ref()?;
-    let text = match r.status {
-        CheckpointStatus::Completed => {
-            format!("{operator} #{subtask} acknowledged last, after {}", fmt(*e2e))
-        }
-        // Every subtask acknowledged in time: the checkpoint failed after (in the coordinator).
-        CheckpointStatus::Failed if r.acknowledged.is_some_and(|(n, m)| n >= m) => {
-            format!("every subtask acknowledged{of}; {operator} #{subtask} was the last, after {}", fmt(*e2e))
-        }
-        // Details of only some subtasks: the one that held it up is not among them.
-        CheckpointStatus::Failed => format!(
-            "{operator} #{subtask} acknowledged last of the subtasks whose details were fetched, \
-             after {}{of}",
-            fmt(*e2e)
-        ),
-    };
-    let mut v = view(operator, *subtask, Some(*e2e), r.slowest_phases_ms, text)?;
-    v.acknowledged = true;
-    Some(v)
-}
-
-/// The TaskManager a log line of this checkpoint names for this subtask (where it was at that
-/// moment), else where the poller last saw the subtask run (Flink's per-subtask checkpoint
-/// statistics carry no location).
-fn taskmanager_of(
-    c: &ClusterState,
-    job_id: &str,
-    checkpoint_id: u64,
-    operator: &str,
-    subtask: u32,
-) -> Option<String> {
-    c.logs
-        .recent
-        .iter()
-        .rev()
-        .filter(|e| e.checkpoint_id == Some(checkpoint_id) && e.subtask == Some(subtask))
-        .filter(|e| e.job_id.as_deref().is_none_or(|j| j == job_id))
-        .filter(|e| {
-            e.task
-                .as_deref()
-                .is_none_or(|t| t == operator || operator.starts_with(t) || t.starts_with(operator))
-        })
-        .find_map(|e| e.taskmanager.clone())
-        .or_else(|| c.jobs.get(job_id)?.subtask_location(operator, subtask).map(str::to_string))
+    let culprit = crate::health::culprit::of_record(c, job_id, r)?;
+    Some(SlowestSubtask {
+        phases_ms: culprit.phases_ms.map(|[sd, al, sy, asy]| PhaseValues {
+            end_to_end: culprit.end_to_end_ms,
+            start_delay: sd,
+            alignment: al,
+            sync: sy,
+            async_: asy,
+        }),
+        operator: culprit.operator,
+        subtask: culprit.subtask,
+        acknowledged: culprit.acknowledged,
+        end_to_end_ms: culprit.end_to_end_ms,
+        taskmanager: culprit.taskmanager,
+        text: culprit.text,
+    })
 }
 
 fn settings_view(s: &CheckpointSettings) -> SettingsView {
     SettingsView {
-        mode: if s.exactly_once { "exactly_once" } else { "at_least_once" },
+        mode: if s.exactly_once { CheckpointingMode::ExactlyOnce } else { CheckpointingMode::AtLeastOnce },
         interval_ms: s.interval_ms,
         timeout_ms: s.timeout_ms,
         min_pause_ms: s.min_pause_ms,
@@ -1294,7 +1104,7 @@ mod tests {
         assert!(j.p95_ms.alignment.is_some_and(|v| v.abs_diff(700) <= 7), "{:?}", j.p95_ms);
         assert!(j.p95_ms.end_to_end.is_some_and(|v| v.abs_diff(900) <= 9));
         let last = j.last_checkpoint.as_ref().unwrap();
-        assert_eq!((last.id, last.outcome), (3, "completed"));
+        assert_eq!((last.id, last.outcome), (3, Outcome::Completed));
         let slowest = last.slowest_subtask.as_ref().unwrap();
         assert_eq!(
             (slowest.operator.as_str(), slowest.subtask, slowest.end_to_end_ms),
@@ -1314,7 +1124,7 @@ mod tests {
         assert_eq!(d.summary.health_reasons, vec!["the latest checkpoint expired".to_string()]);
         assert_eq!(
             d.checkpoints.iter().map(|c| c.outcome).collect::<Vec<_>>(),
-            ["completed", "completed", "expired"]
+            [Outcome::Completed, Outcome::Completed, Outcome::Expired]
         );
         assert!(d.phases.alignment.p95.is_some_and(|v| v.abs_diff(700) <= 7));
         assert_eq!(d.settings.as_ref().unwrap().interval_ms, Some(5_000));

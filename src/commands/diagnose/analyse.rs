@@ -4,10 +4,13 @@
 
 use std::collections::BTreeMap;
 
+use crate::health::culprit;
+use crate::health::{Outcome, Snapshot, snapshot_verdict};
 use crate::model::coordinator::CoordinatorConfig;
 use crate::model::replay::replay;
 use crate::observe::{
-    CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, JobStatus, SnapshotKind, SubtaskCheckpoint,
+    CheckpointSettings, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, SnapshotKind,
+    SubtaskCheckpoint,
 };
 use crate::rules::Class;
 use crate::shadow::Shadow;
@@ -54,22 +57,14 @@ const RUNBOOK_TOLERANCE: Doc = Doc {
     url: "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md#flinkcheckpointtolerancenearlyspent",
 };
 
-fn outcome(cp: &FinishedCheckpoint) -> &'static str {
-    crate::observe::outcome(cp.status, cp.failure_message.as_deref())
-}
+/// A load ratio at or over which a vertex counts as backpressured.
+const BACKPRESSURED: f64 = 0.5;
+/// A busy ratio at or over which a subtask downstream of a backpressured vertex is its bottleneck.
+const BUSY: f64 = 0.8;
 
-/// The phase of a subtask that took longest: (name, ms).
+/// The phase of a subtask that took longest: (name, ms), `("unknown", 0)` when none is known.
 fn dominant(st: &SubtaskCheckpoint) -> (&'static str, u64) {
-    [
-        ("start delay", st.start_delay_ms),
-        ("alignment", st.alignment_ms),
-        ("sync", st.sync_ms),
-        ("async", st.async_ms),
-    ]
-    .into_iter()
-    .filter_map(|(n, v)| Some((n, v?)))
-    .max_by_key(|(_, v)| *v)
-    .unwrap_or(("unknown", 0))
+    culprit::dominant_phase(culprit::phases(st)).unwrap_or(("unknown", 0))
 }
 
 /// The lower median, `None` when there is nothing to take it of.
@@ -77,36 +72,169 @@ fn median(v: Vec<u64>) -> Option<u64> {
     (!v.is_empty()).then(|| crate::model::replay::median(v))
 }
 
+/// What every finding reads: the fetched data, the settings, and where each subtask runs.
+struct Job<'a> {
+    d: &'a JobData,
+    settings: Option<CheckpointSettings>,
+    interval: Option<u64>,
+    timeout: Option<u64>,
+    /// Vertex id by operator name.
+    vertex_of: BTreeMap<&'a str, &'a str>,
+    /// The one TaskManager every subtask runs on, if there is one (then said once, not on every
+    /// line).
+    single_tm: Option<Location>,
+}
+
+impl<'a> Job<'a> {
+    fn new(d: &'a JobData) -> Self {
+        let settings = d.config.as_ref().map(convert::settings);
+        let vertex_of = d
+            .details
+            .iter()
+            .flat_map(|j| {
+                j.vertices.iter().map(|v| (v.name.as_deref().unwrap_or(v.id.as_str()), v.id.as_str()))
+            })
+            .collect();
+        let distinct: std::collections::BTreeSet<&Location> = d.locations.values().collect();
+        let single_tm = match distinct.into_iter().collect::<Vec<_>>().as_slice() {
+            [only] => Some((*only).clone()),
+            _ => None,
+        };
+        Job {
+            d,
+            interval: settings.as_ref().and_then(|s| s.interval_ms),
+            timeout: settings.as_ref().and_then(|s| s.timeout_ms),
+            settings,
+            vertex_of,
+            single_tm,
+        }
+    }
+
+    /// Where a subtask runs, when the REST API said.
+    fn location(&self, operator: &str, subtask: u32) -> Option<Location> {
+        self.vertex_of
+            .get(operator)
+            .and_then(|vid| self.d.locations.get(&(vid.to_string(), subtask)))
+            .cloned()
+    }
+
+    /// `operator #n`, with its TaskManager unless every subtask runs on the same one.
+    fn located(&self, operator: &str, subtask: u32) -> String {
+        match (self.location(operator, subtask), &self.single_tm) {
+            (Some(_), Some(_)) => format!("{operator} #{subtask}"),
+            (Some(l), None) => format!("{operator} #{subtask} on {}", l.text()),
+            (None, _) => format!("{operator} #{subtask} (TaskManager unknown: the REST API did not name it)"),
+        }
+    }
+
+    /// The finished checkpoints with per-subtask details, savepoints left out (triggered by
+    /// hand, other rules).
+    fn with_details(&self) -> Vec<&'a FinishedCheckpoint> {
+        self.d
+            .finished
+            .iter()
+            .filter(|cp| !cp.operators.is_empty() && cp.kind != SnapshotKind::Savepoint)
+            .collect()
+    }
+}
+
 /// The diagnosis of one job (pure).
 pub fn analyse(d: &JobData) -> JobReport {
-    let settings = d.config.as_ref().map(convert::settings);
-    let interval = settings.as_ref().and_then(|s| s.interval_ms);
-    let timeout = settings.as_ref().and_then(|s| s.timeout_ms);
+    let job = Job::new(d);
     let counts = d.stats.counts.as_ref().map(convert::counts).unwrap_or_default();
-    let vertex_of: BTreeMap<&str, &str> = d
-        .details
-        .iter()
-        .flat_map(|j| j.vertices.iter().map(|v| (v.name.as_deref().unwrap_or(v.id.as_str()), v.id.as_str())))
-        .collect();
-    let location = |operator: &str, subtask: u32| {
-        vertex_of.get(operator).and_then(|vid| d.locations.get(&(vid.to_string(), subtask))).cloned()
-    };
-    // One TaskManager for every subtask: said once, not on every line.
-    let distinct: std::collections::BTreeSet<&Location> = d.locations.values().collect();
-    let single_tm = match distinct.into_iter().collect::<Vec<_>>().as_slice() {
-        [only] => Some((*only).clone()),
-        _ => None,
-    };
-    let located = |operator: &str, subtask: u32| match (location(operator, subtask), &single_tm) {
-        (Some(_), Some(_)) => format!("{operator} #{subtask}"),
-        (Some(l), None) => format!("{operator} #{subtask} on {}", l.text()),
-        (None, _) => format!("{operator} #{subtask} (TaskManager unknown: the REST API did not name it)"),
-    };
+    let recent = recent(d);
+    let failures = failures(&job);
+    let top_alignment = top_subtasks(&job, |s| s.alignment_ms);
+    let top_start_delay = top_subtasks(&job, |s| s.start_delay_ms);
+    let blocking = blocking(&job);
+    let (load, bottleneck) = load(&job);
+    let (mut spacing, alignment_view) = shadow_view(&job, counts);
+    let classes = classes(&job, &failures, &top_alignment, &top_start_delay);
+    // The alignment engine's view matters when barriers are what is slow.
+    if classes.iter().any(|c| c.class == Class::Blocking) {
+        spacing.extend(alignment_view);
+    }
+    let (verdict, reasons) = snapshot_verdict(&Snapshot {
+        state: &d.state,
+        finished: &d.finished,
+        completed_total: counts.completed,
+        interval_ms: job.interval,
+        timeout_ms: job.timeout,
+        oldest_in_progress_ms: recent
+            .iter()
+            .filter(|r| r.status == "IN_PROGRESS")
+            .filter_map(|r| r.took_ms)
+            .max(),
+        top_alignment_ms: top_alignment.first().map(|a| a.value_ms),
+        top_start_delay_ms: top_start_delay.first().map(|s| s.value_ms),
+    });
+    let holder = holder(&job, bottleneck.as_deref(), &blocking);
+    let (causes, next) =
+        causes_and_next(&job, &classes, &failures, &top_alignment, bottleneck.is_some(), holder);
+    let next = if next.is_empty() { vec![nothing_found_next(verdict)] } else { next };
+    JobReport {
+        job_id: d.job_id.clone(),
+        name: d.name.clone(),
+        state: d.state.clone(),
+        verdict,
+        verdict_reasons: reasons.iter().map(ToString::to_string).collect(),
+        taskmanager: job.single_tm.clone(),
+        config: job.settings.as_ref().map(config_line),
+        counts: [counts.completed, counts.failed, counts.in_progress, counts.restored],
+        pending: pending(&job),
+        recent,
+        failures,
+        top_alignment,
+        top_start_delay,
+        blocking,
+        load,
+        classes,
+        causes,
+        spacing,
+        next,
+    }
+}
 
-    // 1. Recent statuses, newest first.
+/// Whether checkpoints are aligned or unaligned, as the config line says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Alignment {
+    Aligned,
+    Unaligned,
+}
+
+impl Alignment {
+    fn of(s: &CheckpointSettings) -> Alignment {
+        if s.unaligned { Alignment::Unaligned } else { Alignment::Aligned }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Alignment::Aligned => "aligned",
+            Alignment::Unaligned => "unaligned",
+        }
+    }
+}
+
+/// The checkpoint configuration in one line.
+fn config_line(s: &CheckpointSettings) -> String {
+    format!(
+        "{}, interval {}, timeout {}, min pause {}, max concurrent {}, tolerable failures {}, {}{}",
+        if s.exactly_once { "exactly once" } else { "at least once" },
+        s.interval_ms.map_or("off".into(), human_ms),
+        s.timeout_ms.map_or("?".into(), human_ms),
+        human_ms(s.min_pause_ms),
+        s.max_concurrent,
+        s.tolerable_failures.map_or("?".into(), |n| n.to_string()),
+        Alignment::of(s).as_str(),
+        s.state_backend.as_deref().map_or(String::new(), |b| format!(", {b}")),
+    )
+}
+
+/// Recent statuses, newest first.
+fn recent(d: &JobData) -> Vec<CheckpointLine> {
     let mut history: Vec<&dto::CheckpointStatistics> = d.stats.history.iter().collect();
     history.sort_by_key(|c| std::cmp::Reverse(c.id));
-    let recent: Vec<CheckpointLine> = history
+    history
         .iter()
         .map(|cp| {
             // Only the newest `--checkpoints` were fetched in detail; an older finished entry of
@@ -114,7 +242,7 @@ pub fn analyse(d: &JobData) -> JobReport {
             let finished =
                 d.finished.iter().find(|f| f.id == cp.id).cloned().or_else(|| convert::finished(cp, &[]));
             let status = match &finished {
-                Some(f) => outcome(f).to_uppercase(),
+                Some(f) => Outcome::of_checkpoint(f).as_str().to_uppercase(),
                 None => cp.status.clone().unwrap_or_default().to_uppercase(),
             };
             let took_ms = match &finished {
@@ -131,622 +259,555 @@ pub fn analyse(d: &JobData) -> JobReport {
                 acknowledged: (cp.num_acknowledged_subtasks.unwrap_or(0), cp.num_subtasks.unwrap_or(0)),
             }
         })
-        .collect();
+        .collect()
+}
 
-    // 2. Failures: what held them up or ended them, in one sentence each.
-    let failures: Vec<FailureLine> = d
+/// Failures: what held them up or ended them, in one sentence each.
+fn failures(job: &Job<'_>) -> Vec<FailureLine> {
+    job.d
         .finished
         .iter()
         .filter(|cp| cp.status == CheckpointStatus::Failed)
-        .map(|cp| {
-            let after = cp.finished_at.since(cp.triggered_at);
-            let mut held_by = Vec::new();
-            let mut never = Vec::new();
-            let mut late = Vec::new();
-            let mut total = 0u32;
-            for op in &cp.operators {
-                for st in &op.subtasks {
-                    total += 1;
-                    if !st.acknowledged {
-                        held_by.push(format!("{} never acknowledged", located(&op.name, st.index)));
-                        never.push((op.name.as_str(), st.index));
-                    } else if let Some(e2e) = st.end_to_end_ms.filter(|e| *e > after) {
-                        let (phase, ms) = dominant(st);
-                        let text = format!(
-                            "{} acknowledged {} after the trigger, {} too late; its {phase} took {}",
-                            located(&op.name, st.index),
-                            human_ms(e2e),
-                            human_ms(e2e - after),
-                            human_ms(ms)
-                        );
-                        held_by.push(text.clone());
-                        late.push(text);
-                    }
-                }
-            }
-            let outcome = outcome(cp);
-            // An expiry is held up by the late subtasks too; after an error, a subtask that
-            // acknowledged a moment later was not what ended it.
-            let late_counts = if outcome == "expired" { late.len() as u32 } else { 0 };
-            let acknowledged = if total > 0 {
-                (total - never.len() as u32 - late_counts, total)
-            } else {
-                (cp.num_acknowledged, cp.num_subtasks)
-            };
-            let summary = failure_summary(outcome, acknowledged, total > 0, &never, &late, &located);
-            FailureLine {
-                id: cp.id,
-                outcome,
-                after_ms: Some(after),
-                reason: cp.failure_message.clone(),
-                held_by,
-                acknowledged,
-                summary,
-            }
-        })
-        .collect();
+        .map(|cp| failure(job, cp))
+        .collect()
+}
 
-    let pending: Vec<String> = d
-        .pending
-        .iter()
-        .flat_map(|(id, vertices)| {
-            let names: BTreeMap<&str, &str> = vertex_of.iter().map(|(n, v)| (*v, *n)).collect();
-            vertices.iter().flat_map(move |(vid, subtasks)| {
-                let name = names.get(vid.as_str()).copied().unwrap_or(vid.as_str()).to_string();
-                subtasks.iter().map(move |s| (id, name.clone(), *s))
-            })
-        })
-        .fold(Vec::<(u64, Vec<String>)>::new(), |mut acc, (id, name, s)| {
-            match acc.last_mut() {
-                Some((last, list)) if last == id => list.push(located(&name, s)),
-                _ => acc.push((*id, vec![located(&name, s)])),
-            }
-            acc
-        })
-        .into_iter()
-        .map(|(id, list)| format!("checkpoint {id} in progress: {} not acknowledged yet", some_of(&list)))
-        .collect();
-
-    // 3. Top alignment and start delay: per subtask its longest over the recent checkpoints.
-    // Savepoints (triggered by hand, other rules) are not in the tables.
-    let with_details: Vec<&FinishedCheckpoint> = d
-        .finished
-        .iter()
-        .filter(|cp| !cp.operators.is_empty() && cp.kind != SnapshotKind::Savepoint)
-        .collect();
-    let culprit = |s: &SubtaskStat| {
-        let floor = interval.map_or(100, |iv| (iv / 10).max(100));
-        s.value_ms >= floor
-            && (s.siblings_median_ms.is_none_or(|m| s.value_ms >= 2 * m.max(1))
-                || interval.is_some_and(|iv| s.value_ms * 2 > iv))
-    };
-    let top = |phase: fn(&SubtaskCheckpoint) -> Option<u64>| {
-        let mut best: BTreeMap<(String, u32), SubtaskStat> = BTreeMap::new();
-        for cp in &with_details {
-            for op in &cp.operators {
-                for st in op.subtasks.iter().filter(|s| s.acknowledged) {
-                    let Some(v) = phase(st) else { continue };
-                    let key = (op.name.clone(), st.index);
-                    if best.get(&key).is_some_and(|b| b.value_ms >= v) {
-                        continue;
-                    }
-                    let siblings =
-                        op.subtasks.iter().filter(|o| o.index != st.index).filter_map(phase).collect();
-                    best.insert(
-                        key,
-                        SubtaskStat {
-                            operator: op.name.clone(),
-                            subtask: st.index,
-                            value_ms: v,
-                            checkpoint_id: cp.id,
-                            siblings_median_ms: median(siblings),
-                            location: location(&op.name, st.index),
-                        },
-                    );
-                }
-            }
+fn failure(job: &Job<'_>, cp: &FinishedCheckpoint) -> FailureLine {
+    let after = cp.finished_at.since(cp.triggered_at);
+    let mut held_by = Vec::new();
+    let mut never = Vec::new();
+    let mut late = Vec::new();
+    let mut total = 0u32;
+    for (op, st) in culprit::subtasks(cp) {
+        total += 1;
+        if !culprit::held(cp, st) {
+            continue;
         }
-        let mut all: Vec<SubtaskStat> = best.into_values().filter(culprit).collect();
-        all.sort_by_key(|s| std::cmp::Reverse(s.value_ms));
-        all.truncate(3);
-        all
-    };
-    let top_alignment = top(|s| s.alignment_ms);
-    let top_start_delay = top(|s| s.start_delay_ms);
-
-    // 4. Who acknowledged last.
-    let mut last_ack: BTreeMap<(String, u32), (usize, &'static str)> = BTreeMap::new();
-    for cp in with_details.iter().filter(|cp| cp.status == CheckpointStatus::Completed) {
-        let slowest = cp
-            .operators
-            .iter()
-            .flat_map(|op| op.subtasks.iter().map(move |st| (op, st)))
-            .filter(|(_, st)| st.acknowledged)
-            .max_by_key(|(_, st)| st.end_to_end_ms);
-        if let Some((op, st)) = slowest {
-            let e = last_ack.entry((op.name.clone(), st.index)).or_insert((0, "unknown"));
-            e.0 += 1;
-            e.1 = dominant(st).0;
+        if !st.acknowledged {
+            held_by.push(format!("{} never acknowledged", job.located(&op.name, st.index)));
+            never.push((op.name.as_str(), st.index));
+        } else if let Some(e2e) = st.end_to_end_ms {
+            let (phase, ms) = dominant(st);
+            let text = format!(
+                "{} acknowledged {} after the trigger, {} too late; its {phase} took {}",
+                job.located(&op.name, st.index),
+                human_ms(e2e),
+                human_ms(e2e - after),
+                human_ms(ms)
+            );
+            held_by.push(text.clone());
+            late.push(text);
         }
     }
-    let completed_with_details =
-        with_details.iter().filter(|cp| cp.status == CheckpointStatus::Completed).count();
+    let outcome = Outcome::of_checkpoint(cp);
+    // An expiry is held up by the late subtasks too; after an error, a subtask that
+    // acknowledged a moment later was not what ended it.
+    let late_counts = if outcome == Outcome::Expired { late.len() as u32 } else { 0 };
+    let acknowledged = if total > 0 {
+        (total - never.len() as u32 - late_counts, total)
+    } else {
+        (cp.num_acknowledged, cp.num_subtasks)
+    };
+    let summary = failure_summary(outcome, acknowledged, total > 0, &never, &late, job);
+    FailureLine {
+        id: cp.id,
+        outcome,
+        after_ms: Some(after),
+        reason: cp.failure_message.clone(),
+        held_by,
+        acknowledged,
+        summary,
+    }
+}
+
+/// Subtasks not acknowledged yet, one line per checkpoint in progress.
+fn pending(job: &Job<'_>) -> Vec<String> {
+    let names: BTreeMap<&str, &str> = job.vertex_of.iter().map(|(n, v)| (*v, *n)).collect();
+    job.d
+        .pending
+        .iter()
+        .map(|(id, vertices)| {
+            let list: Vec<String> = vertices
+                .iter()
+                .flat_map(|(vid, subtasks)| {
+                    let name = names.get(vid.as_str()).copied().unwrap_or(vid.as_str());
+                    subtasks.iter().map(move |s| job.located(name, *s))
+                })
+                .collect();
+            (id, list)
+        })
+        .filter(|(_, list)| !list.is_empty())
+        .map(|(id, list)| format!("checkpoint {id} in progress: {} not acknowledged yet", some_of(&list)))
+        .collect()
+}
+
+/// Whether a subtask's phase stands out: at least 100 ms and a tenth of the interval, and
+/// twice its siblings' median or over half the interval.
+fn stands_out(s: &SubtaskStat, interval: Option<u64>) -> bool {
+    let floor = interval.map_or(100, |iv| (iv / 10).max(100));
+    s.value_ms >= floor
+        && (s.siblings_median_ms.is_none_or(|m| s.value_ms >= 2 * m.max(1))
+            || interval.is_some_and(|iv| s.value_ms * 2 > iv))
+}
+
+/// The top three subtasks of a phase that stand out: per subtask its longest over the recent
+/// checkpoints.
+fn top_subtasks(job: &Job<'_>, phase: fn(&SubtaskCheckpoint) -> Option<u64>) -> Vec<SubtaskStat> {
+    let mut best: BTreeMap<(String, u32), SubtaskStat> = BTreeMap::new();
+    for cp in job.with_details() {
+        for op in &cp.operators {
+            for st in op.subtasks.iter().filter(|s| s.acknowledged) {
+                let Some(v) = phase(st) else { continue };
+                let key = (op.name.clone(), st.index);
+                if best.get(&key).is_some_and(|b| b.value_ms >= v) {
+                    continue;
+                }
+                let siblings = op.subtasks.iter().filter(|o| o.index != st.index).filter_map(phase).collect();
+                best.insert(
+                    key,
+                    SubtaskStat {
+                        operator: op.name.clone(),
+                        subtask: st.index,
+                        value_ms: v,
+                        checkpoint_id: cp.id,
+                        siblings_median_ms: median(siblings),
+                        location: job.location(&op.name, st.index),
+                    },
+                );
+            }
+        }
+    }
+    let mut all: Vec<SubtaskStat> = best.into_values().filter(|s| stands_out(s, job.interval)).collect();
+    all.sort_by_key(|s| std::cmp::Reverse(s.value_ms));
+    all.truncate(3);
+    all
+}
+
+/// Who acknowledged last in the completed checkpoints: the subtasks that did in at least a
+/// third of them, when those take long enough to matter.
+fn blocking(job: &Job<'_>) -> Vec<Blocking> {
+    let completed: Vec<&FinishedCheckpoint> =
+        job.with_details().into_iter().filter(|cp| cp.status == CheckpointStatus::Completed).collect();
+    let mut last_ack: BTreeMap<(String, u32), (usize, &'static str)> = BTreeMap::new();
+    for (op, st) in completed.iter().filter_map(|cp| culprit::last_acknowledger(cp)) {
+        let e = last_ack.entry((op.name.clone(), st.index)).or_insert((0, "unknown"));
+        e.0 += 1;
+        e.1 = dominant(st).0;
+    }
     let mut blocking: Vec<Blocking> = last_ack
         .into_iter()
         .map(|((operator, subtask), (times, dominant_phase))| Blocking {
-            location: location(&operator, subtask),
+            location: job.location(&operator, subtask),
             operator,
             subtask,
             times,
-            of: completed_with_details,
+            of: completed.len(),
             dominant_phase,
         })
         .collect();
     blocking.sort_by_key(|b| std::cmp::Reverse(b.times));
-    let slowest_completed = with_details
-        .iter()
-        .filter(|cp| cp.status == CheckpointStatus::Completed)
-        .filter_map(|cp| cp.end_to_end_ms)
-        .max()
-        .unwrap_or(0);
-    let matters = slowest_completed >= interval.map_or(1_000, |iv| (iv / 10).clamp(100, 1_000));
+    let slowest_completed = completed.iter().filter_map(|cp| cp.end_to_end_ms).max().unwrap_or(0);
+    let matters = slowest_completed >= job.interval.map_or(1_000, |iv| (iv / 10).clamp(100, 1_000));
     blocking.retain(|b| matters && b.times * 3 >= b.of);
     blocking.truncate(3);
+    blocking
+}
 
-    // Load: backpressured vertices and the busy subtasks downstream of them.
+/// Load: backpressured vertices and the busy subtasks downstream of them (the first of which is
+/// the bottleneck).
+fn load(job: &Job<'_>) -> (Vec<String>, Option<String>) {
     let mut load = Vec::new();
     let mut bottleneck: Option<String> = None;
-    if let Some(report) = &d.load {
-        let name_of = |vid: &str| {
-            report
-                .topology
-                .as_ref()
-                .and_then(|t| t.vertices.iter().find(|v| v.id == vid))
-                .map_or(vid.to_string(), |v| v.name.clone())
-        };
-        for v in &report.vertices {
-            let bp = v.subtasks.iter().filter_map(|s| s.backpressure_ratio).fold(0.0, f64::max);
-            if bp >= 0.5 {
-                load.push(format!(
-                    "{} is backpressured {:.0} % of the time",
-                    name_of(&v.vertex_id),
-                    bp * 100.0
-                ));
-            }
+    let Some(report) = &job.d.load else { return (load, bottleneck) };
+    let name_of = |vid: &str| {
+        report
+            .topology
+            .as_ref()
+            .and_then(|t| t.vertices.iter().find(|v| v.id == vid))
+            .map_or(vid.to_string(), |v| v.name.clone())
+    };
+    let max_backpressure = |v: &crate::observe::VertexLoad| {
+        v.subtasks.iter().filter_map(|s| s.backpressure_ratio).fold(0.0, f64::max)
+    };
+    for v in &report.vertices {
+        let bp = max_backpressure(v);
+        if bp >= BACKPRESSURED {
+            load.push(format!("{} is backpressured {:.0} % of the time", name_of(&v.vertex_id), bp * 100.0));
         }
-        if let Some(t) = &report.topology {
-            for e in &t.edges {
-                let up = report.vertices.iter().find(|v| v.vertex_id == e.from);
-                let down = report.vertices.iter().find(|v| v.vertex_id == e.to);
-                let (Some(up), Some(down)) = (up, down) else { continue };
-                let up_bp = up.subtasks.iter().filter_map(|s| s.backpressure_ratio).fold(0.0, f64::max);
-                if up_bp < 0.5 {
-                    continue;
-                }
-                for s in &down.subtasks {
-                    let busy = s.busy_ratio.unwrap_or(0.0);
-                    if busy >= 0.8 && s.backpressure_ratio.unwrap_or(0.0) < 0.5 {
-                        let siblings: Vec<String> = down
-                            .subtasks
-                            .iter()
-                            .filter(|o| o.index != s.index)
-                            .filter_map(|o| o.busy_ratio.map(|b| format!("#{} {:.0} %", o.index, b * 100.0)))
-                            .collect();
-                        let text = format!(
-                            "{} #{} is busy {:.0} % of the time (siblings: {}) while {} upstream waits on it: the bottleneck",
-                            name_of(&e.to),
-                            s.index,
-                            busy * 100.0,
-                            if siblings.is_empty() { "none".to_string() } else { siblings.join(", ") },
-                            name_of(&e.from)
-                        );
-                        if !load.contains(&text) {
-                            bottleneck.get_or_insert_with(|| located(&name_of(&e.to), s.index));
-                            load.push(text);
-                        }
-                    }
-                }
+    }
+    let Some(t) = &report.topology else { return (load, bottleneck) };
+    for e in &t.edges {
+        let up = report.vertices.iter().find(|v| v.vertex_id == e.from);
+        let down = report.vertices.iter().find(|v| v.vertex_id == e.to);
+        let (Some(up), Some(down)) = (up, down) else { continue };
+        if max_backpressure(up) < BACKPRESSURED {
+            continue;
+        }
+        let busy_and_free = |s: &&crate::observe::SubtaskLoad| {
+            s.busy_ratio.unwrap_or(0.0) >= BUSY && s.backpressure_ratio.unwrap_or(0.0) < BACKPRESSURED
+        };
+        for s in down.subtasks.iter().filter(busy_and_free) {
+            let busy = s.busy_ratio.unwrap_or(0.0);
+            let siblings: Vec<String> = down
+                .subtasks
+                .iter()
+                .filter(|o| o.index != s.index)
+                .filter_map(|o| o.busy_ratio.map(|b| format!("#{} {:.0} %", o.index, b * 100.0)))
+                .collect();
+            let text = format!(
+                "{} #{} is busy {:.0} % of the time (siblings: {}) while {} upstream waits on it: the bottleneck",
+                name_of(&e.to),
+                s.index,
+                busy * 100.0,
+                if siblings.is_empty() { "none".to_string() } else { siblings.join(", ") },
+                name_of(&e.from)
+            );
+            if !load.contains(&text) {
+                bottleneck.get_or_insert_with(|| job.located(&name_of(&e.to), s.index));
+                load.push(text);
             }
         }
     }
+    (load, bottleneck)
+}
 
-    // The shadow model over what was fetched: spacing, deviations, alignment holder.
+/// The shadow model over what was fetched: the spacing of the triggers (schedule, deviation,
+/// contradictions), and apart its view of alignment (shown when barriers are what is slow).
+fn shadow_view(job: &Job<'_>, counts: crate::observe::CheckpointCounts) -> (Vec<String>, Vec<String>) {
+    let d = job.d;
     let mut spacing = Vec::new();
     let mut alignment_view = Vec::new();
-    if let Some(settings) = &settings {
-        let mut shadow = Shadow::new();
-        shadow.trigger.set_flink_version(d.flink_version.as_deref());
-        if let Some(report) = &d.load {
-            shadow.observe_load(report);
-        }
-        let mut ordered = d.finished.clone();
-        ordered.sort_by_key(|cp| cp.id);
-        shadow.observe_poll(&JobPoll {
-            key: JobKey { cluster: "diagnose".into(), job_id: d.job_id.clone() },
-            job_name: d.name.clone(),
-            job_state: d.state.clone(),
-            polled_at: d.fetched_at,
-            counts,
-            settings: Some(settings.clone()),
-            in_progress: convert::in_progress(&d.stats.history),
-            finished: ordered,
-            latest_restore: None,
-        });
-        let ex = shadow.explanation();
-        match (ex.schedule, CoordinatorConfig::from_settings(settings)) {
-            (Some(s), _) => spacing.push(s),
-            (None, Some(config)) => {
-                let r = replay(config, &merge_history([&d.stats]));
-                if r.rows.len() >= 2 {
-                    spacing.push(crate::commands::simulate::explain(
-                        &r.config,
-                        r.effective_interval_ms,
-                        r.median_duration_ms,
-                        r.binding,
-                    ));
-                }
-            }
-            (None, None) => spacing.push("periodic checkpoints are off".into()),
-        }
-        spacing.extend(ex.last_unexplained.or(ex.last_deviation).map(|d| d.sentence));
-        alignment_view.extend(ex.alignment);
-        alignment_view.extend(ex.what_if);
-        spacing.extend(ex.contradictions);
+    let Some(settings) = &job.settings else { return (spacing, alignment_view) };
+    let mut shadow = Shadow::new();
+    shadow.trigger.set_flink_version(d.flink_version.as_deref());
+    if let Some(report) = &d.load {
+        shadow.observe_load(report);
     }
+    let mut ordered = d.finished.clone();
+    ordered.sort_by_key(|cp| cp.id);
+    shadow.observe_poll(&JobPoll {
+        key: JobKey { cluster: "diagnose".into(), job_id: d.job_id.clone() },
+        job_name: d.name.clone(),
+        job_state: d.state.clone(),
+        polled_at: d.fetched_at,
+        counts,
+        settings: Some(settings.clone()),
+        in_progress: convert::in_progress(&d.stats.history),
+        finished: ordered,
+        latest_restore: None,
+    });
+    let ex = shadow.explanation();
+    match (ex.schedule, CoordinatorConfig::from_settings(settings)) {
+        (Some(s), _) => spacing.push(s),
+        (None, Some(config)) => {
+            let r = replay(config, &merge_history([&d.stats]));
+            if r.rows.len() >= 2 {
+                spacing.push(crate::commands::simulate::explain(
+                    &r.config,
+                    r.effective_interval_ms,
+                    r.median_duration_ms,
+                    r.binding,
+                ));
+            }
+        }
+        (None, None) => spacing.push("periodic checkpoints are off".into()),
+    }
+    spacing.extend(ex.last_unexplained.or(ex.last_deviation).map(|d| d.sentence));
+    alignment_view.extend(ex.alignment);
+    alignment_view.extend(ex.what_if);
+    spacing.extend(ex.contradictions);
+    (spacing, alignment_view)
+}
 
-    // Classes: failure (an error), timeout (a slow snapshot), blocking (barriers stuck).
+/// The failure classes: failure (an error), timeout (a slow snapshot), blocking (barriers
+/// stuck), most important first.
+fn classes(
+    job: &Job<'_>,
+    failures: &[FailureLine],
+    top_alignment: &[SubtaskStat],
+    top_start_delay: &[SubtaskStat],
+) -> Vec<ClassFinding> {
     let mut classes: Vec<ClassFinding> = Vec::new();
-    let errors: Vec<&FailureLine> = failures.iter().filter(|f| f.outcome != "expired").collect();
-    if let Some(f) = errors.first() {
-        classes.push(ClassFinding {
-            class: Class::Failure,
+    classes.extend(failure_class(failures));
+    classes.extend(expiry_class(job));
+    slow_barrier_class(job, top_alignment, top_start_delay, &mut classes);
+    classes
+}
+
+/// `failure`: checkpoints that failed with an error.
+fn failure_class(failures: &[FailureLine]) -> Option<ClassFinding> {
+    let errors: Vec<&FailureLine> = failures.iter().filter(|f| f.outcome != Outcome::Expired).collect();
+    let f = errors.first()?;
+    Some(ClassFinding {
+        class: Class::Failure,
+        evidence: format!(
+            "{} checkpoint(s) failed with an error, e.g. {}: {}",
+            errors.len(),
+            f.id,
+            f.reason.as_deref().unwrap_or("no message")
+        ),
+    })
+}
+
+/// `timeout` or `blocking` for expired checkpoints: what the subtasks that held them up were
+/// doing.
+fn expiry_class(job: &Job<'_>) -> Option<ClassFinding> {
+    let expired: Vec<&FinishedCheckpoint> =
+        job.d.finished.iter().filter(|cp| Outcome::of_checkpoint(cp) == Outcome::Expired).collect();
+    if expired.is_empty() {
+        return None;
+    }
+    let (mut snapshot, mut barrier, mut unknown, mut no_details) = (0, 0, 0, 0);
+    for cp in &expired {
+        let holders: Vec<&SubtaskCheckpoint> = culprit::held_up(cp).map(|(_, st)| st).collect();
+        if holders.is_empty() {
+            unknown += 1;
+        }
+        if cp.operators.is_empty() {
+            no_details += 1;
+        }
+        for st in holders {
+            match dominant(st).0 {
+                "sync" | "async" => snapshot += 1,
+                "alignment" | "start delay" => barrier += 1,
+                _ => unknown += 1,
+            }
+        }
+    }
+    let n = expired.len();
+    let t = job.timeout.map_or("the timeout".to_string(), human_ms);
+    if snapshot >= barrier && snapshot > 0 {
+        Some(ClassFinding {
+            class: Class::Timeout,
             evidence: format!(
-                "{} checkpoint(s) failed with an error, e.g. {}: {}",
-                errors.len(),
-                f.id,
-                f.reason.as_deref().unwrap_or("no message")
+                "{n} checkpoint(s) expired at {t}; the subtasks that held them were in their snapshot (sync/async) phase, not waiting for barriers"
+            ),
+        })
+    } else if barrier > 0 {
+        Some(ClassFinding {
+            class: Class::Blocking,
+            evidence: format!(
+                "{n} checkpoint(s) expired at {t}; the subtasks that held them were waiting for barriers (alignment/start delay)"
+            ),
+        })
+    } else if unknown > 0 {
+        Some(ClassFinding {
+            class: Class::Timeout,
+            evidence: format!(
+                "{n} checkpoint(s) expired at {t}; {}, so blocking cannot be told from a slow snapshot",
+                if no_details == n {
+                    "Flink no longer has their per-subtask details"
+                } else {
+                    "the subtasks that held them never acknowledged, so Flink reports none of their phases"
+                }
+            ),
+        })
+    } else {
+        None
+    }
+}
+
+/// Barriers slow to get through (alignment or start delay over half the interval): blocking,
+/// unless a timeout explains it. Alignment is the cause when both are long (downstream start
+/// delay follows from it).
+fn slow_barrier_class(
+    job: &Job<'_>,
+    top_alignment: &[SubtaskStat],
+    top_start_delay: &[SubtaskStat],
+    classes: &mut Vec<ClassFinding>,
+) {
+    let Some(iv) = job.interval else { return };
+    let half = |s: &&SubtaskStat| s.value_ms * 2 > iv;
+    let what = match (top_alignment.first().filter(half), top_start_delay.first().filter(half)) {
+        (Some(a), _) => format!("alignment {}", human_ms(a.value_ms)),
+        (None, Some(s)) => format!("start delay {}", human_ms(s.value_ms)),
+        (None, None) => return,
+    };
+    if let Some(timeout_finding) = classes.iter_mut().find(|c| c.class == Class::Timeout) {
+        // A task thread stuck in a long synchronous snapshot takes the next barrier late too.
+        timeout_finding.evidence.push_str(&format!(
+            "; the {what} (over half the {} interval) of the checkpoints after them is the same task \
+             thread still busy in that snapshot",
+            human_ms(iv)
+        ));
+    } else if !classes.iter().any(|c| c.class == Class::Blocking) {
+        classes.push(ClassFinding {
+            class: Class::Blocking,
+            evidence: format!(
+                "barriers are slow to get through: {what} is over half the {} interval",
+                human_ms(iv)
             ),
         });
     }
-    let expired: Vec<&FinishedCheckpoint> = d.finished.iter().filter(|cp| outcome(cp) == "expired").collect();
-    if !expired.is_empty() {
-        // What the subtasks that held the expired checkpoints were doing.
-        let mut snapshot = 0;
-        let mut barrier = 0;
-        let mut unknown = 0;
-        let mut no_details = 0;
-        for cp in &expired {
-            let after = cp.finished_at.since(cp.triggered_at);
-            let holders: Vec<&SubtaskCheckpoint> = cp
-                .operators
-                .iter()
-                .flat_map(|op| &op.subtasks)
-                .filter(|st| !st.acknowledged || st.end_to_end_ms.is_some_and(|e| e > after))
-                .collect();
-            if holders.is_empty() {
-                unknown += 1;
-            }
-            if cp.operators.is_empty() {
-                no_details += 1;
-            }
-            for st in holders {
-                match dominant(st).0 {
-                    "sync" | "async" => snapshot += 1,
-                    "alignment" | "start delay" => barrier += 1,
-                    _ => unknown += 1,
-                }
-            }
-        }
-        let n = expired.len();
-        let t = timeout.map_or("the timeout".to_string(), human_ms);
-        if snapshot >= barrier && snapshot > 0 {
-            classes.push(ClassFinding {
-                class: Class::Timeout,
-                evidence: format!(
-                    "{n} checkpoint(s) expired at {t}; the subtasks that held them were in their snapshot (sync/async) phase, not waiting for barriers"
-                ),
-            });
-        } else if barrier > 0 {
-            classes.push(ClassFinding {
-                class: Class::Blocking,
-                evidence: format!(
-                    "{n} checkpoint(s) expired at {t}; the subtasks that held them were waiting for barriers (alignment/start delay)"
-                ),
-            });
-        } else if unknown > 0 {
-            classes.push(ClassFinding {
-                class: Class::Timeout,
-                evidence: format!(
-                    "{n} checkpoint(s) expired at {t}; {}, so blocking cannot be told from a slow snapshot",
-                    if no_details == n {
-                        "Flink no longer has their per-subtask details"
-                    } else {
-                        "the subtasks that held them never acknowledged, so Flink reports none of their phases"
-                    }
-                ),
-            });
-        }
-    }
-    // Alignment is the cause when both are long (downstream start delay follows from it).
-    let half = |s: &&SubtaskStat| interval.is_some_and(|iv| s.value_ms * 2 > iv);
-    let slow_barrier = match (top_alignment.first().filter(half), top_start_delay.first().filter(half)) {
-        (Some(a), _) => Some(format!("alignment {}", human_ms(a.value_ms))),
-        (None, Some(s)) => Some(format!("start delay {}", human_ms(s.value_ms))),
-        (None, None) => None,
-    };
-    if let (Some(what), Some(iv)) = (slow_barrier, interval) {
-        if let Some(timeout_finding) = classes.iter_mut().find(|c| c.class == Class::Timeout) {
-            // A task thread stuck in a long synchronous snapshot takes the next barrier late too.
-            timeout_finding.evidence.push_str(&format!(
-                "; the {what} (over half the {} interval) of the checkpoints after them is the same task \
-                 thread still busy in that snapshot",
-                human_ms(iv)
-            ));
-        } else if !classes.iter().any(|c| c.class == Class::Blocking) {
-            classes.push(ClassFinding {
-                class: Class::Blocking,
-                evidence: format!(
-                    "barriers are slow to get through: {what} is over half the {} interval",
-                    human_ms(iv)
-                ),
-            });
-        }
-    }
+}
 
-    // The alignment engine's view matters when barriers are what is slow.
-    if classes.iter().any(|c| c.class == Class::Blocking) {
-        spacing.extend(alignment_view);
-    }
-
-    // Verdict.
-    let mut verdict = Verdict::Healthy;
-    let mut reasons = Vec::new();
-    let mut set = |v: Verdict, reason: String, reasons: &mut Vec<String>| {
-        verdict = verdict.max(v);
-        reasons.push(reason);
-    };
-    if !matches!(d.state, JobStatus::Running | JobStatus::Finished) {
-        set(Verdict::Unhealthy, format!("the job is {}", d.state), &mut reasons);
-    }
-    let failed_n = d.finished.iter().filter(|cp| cp.status == CheckpointStatus::Failed).count();
-    if failed_n > 0 {
-        let exp = expired.len();
-        let text = match (exp, failed_n - exp) {
-            (e, 0) => format!("{e} of the last {} finished checkpoints expired", d.finished.len()),
-            (0, f) => format!("{f} of the last {} finished checkpoints failed", d.finished.len()),
-            (e, f) => {
-                format!("{e} expired and {f} failed of the last {} finished checkpoints", d.finished.len())
-            }
-        };
-        set(Verdict::Unhealthy, text, &mut reasons);
-    }
-    if counts.completed == 0 && interval.is_some() {
-        set(Verdict::Unhealthy, "no checkpoint has completed".into(), &mut reasons);
-    }
-    if let (Some(t), Some(oldest)) =
-        (timeout, recent.iter().filter(|r| r.status == "IN_PROGRESS").filter_map(|r| r.took_ms).max())
-        && oldest > t
-    {
-        set(
-            Verdict::Unhealthy,
-            format!("a checkpoint has been in progress for {}, past the timeout", human_ms(oldest)),
-            &mut reasons,
-        );
-    }
-    let completed: Vec<&FinishedCheckpoint> = d
+/// The subtask to look at: the one that alone held the newest failed checkpoint up, else the
+/// bottleneck, else the one that most often acknowledged last.
+fn holder(job: &Job<'_>, bottleneck: Option<&str>, blocking: &[Blocking]) -> Option<String> {
+    job.d
         .finished
         .iter()
-        .filter(|cp| cp.status == CheckpointStatus::Completed && cp.kind != SnapshotKind::Savepoint)
-        .collect();
-    let longest = completed.iter().filter_map(|cp| cp.end_to_end_ms).max();
-    if let (Some(t), Some(l)) = (timeout, longest)
-        && l * 2 > t
-    {
-        set(
-            Verdict::AtRisk,
-            format!(
-                "the longest recent completed checkpoint took {} of the {} timeout",
-                human_ms(l),
-                human_ms(t)
-            ),
-            &mut reasons,
-        );
-    }
-    if let (Some(iv), Some(a)) = (interval, top_alignment.first())
-        && a.value_ms * 2 > iv
-    {
-        set(
-            Verdict::AtRisk,
-            format!("alignment up to {} is over half the {} interval", human_ms(a.value_ms), human_ms(iv)),
-            &mut reasons,
-        );
-    }
-    if let (Some(iv), Some(s)) = (interval, top_start_delay.first())
-        && s.value_ms * 2 > iv
-    {
-        set(
-            Verdict::AtRisk,
-            format!("start delay up to {} is over half the {} interval", human_ms(s.value_ms), human_ms(iv)),
-            &mut reasons,
-        );
-    }
+        .find(|cp| cp.status == CheckpointStatus::Failed)
+        .and_then(culprit::sole_holder)
+        .map(|(op, st)| job.located(&op.name, st.index))
+        .or(bottleneck.map(str::to_string))
+        .or_else(|| blocking.first().map(|b| job.located(&b.operator, b.subtask)))
+}
 
-    // Likely causes and the next thing to check, by class.
+fn cause(c: &str, doc: Doc) -> Cause {
+    Cause { cause: c.to_string(), source: doc.title, url: doc.url }
+}
+
+/// Likely causes and the next thing to check, by class, then the spacing's own cause.
+fn causes_and_next(
+    job: &Job<'_>,
+    classes: &[ClassFinding],
+    failures: &[FailureLine],
+    top_alignment: &[SubtaskStat],
+    has_bottleneck: bool,
+    holder: Option<String>,
+) -> (Vec<Cause>, Vec<String>) {
     let mut causes = Vec::new();
     let mut next = Vec::new();
-    let cause = |c: &str, doc: Doc| Cause { cause: c.to_string(), source: doc.title, url: doc.url };
-    // The subtask that held the newest failed checkpoint up, if one did: when several never
-    // acknowledged, none of them stands out and naming the first would be a guess.
-    let failed_holder = d.finished.iter().find(|cp| cp.status == CheckpointStatus::Failed).and_then(|cp| {
-        let after = cp.finished_at.since(cp.triggered_at);
-        let holders: Vec<(String, u32)> = cp
-            .operators
-            .iter()
-            .flat_map(|op| {
-                op.subtasks
-                    .iter()
-                    .filter(move |st| !st.acknowledged || st.end_to_end_ms.is_some_and(|e| e > after))
-                    .map(move |st| (op.name.clone(), st.index))
-            })
-            .collect();
-        match holders.as_slice() {
-            [one] => Some(one.clone()),
-            _ => None,
-        }
-    });
-    let holder = failed_holder
-        .map(|(op, st)| located(&op, st))
-        .or(bottleneck.clone())
-        .or_else(|| blocking.first().map(|b| located(&b.operator, b.subtask)));
-    for finding in &classes {
+    for finding in classes {
         match finding.class {
-            Class::Failure => {
-                for f in &errors {
-                    let m = f.reason.as_deref().unwrap_or("");
-                    causes.push(failure_cause(m));
-                }
-                causes.dedup_by(|a, b| a.cause == b.cause);
-                next.push(
-                    "the TaskManager log around the failed checkpoint: the deepest `Caused by:` of its stack trace \
-                     (`checkpoint-sentinel scan-logs` on the JobManager and TaskManager logs classifies it)"
-                        .to_string(),
-                );
-            }
-            Class::Timeout => {
-                let phase = failures.iter().flat_map(|f| &f.held_by).find_map(|h| {
-                    ["sync", "async"].into_iter().find(|p| h.contains(&format!("its {p} took")))
-                });
-                match phase {
-                    Some("sync") => causes.push(cause(
-                        "the synchronous part of the snapshot is slow: the operator's snapshotState() (user code, a \
-                         blocking flush to an external system) or the state backend's synchronous part",
-                        MONITORING,
-                    )),
-                    _ => causes.push(cause(
-                        "writing the snapshot to checkpoint storage is slow: storage throughput or latency (HDFS/S3), \
-                         or a state that grew",
-                        LARGE_STATE,
-                    )),
-                }
-                causes.push(cause(
-                    "state too large or growing without TTL, so every snapshot takes longer",
-                    LARGE_STATE,
-                ));
-                if settings
-                    .as_ref()
-                    .and_then(|s| s.state_backend.as_deref())
-                    .is_some_and(|b| b.contains("RocksDB"))
-                {
-                    causes.push(cause(
-                        "RocksDB without incremental checkpoints, or a small block cache / write buffer",
-                        LARGE_STATE,
-                    ));
-                }
-                match &holder {
-                    Some(h) => next.push(format!(
-                        "what {h} does while it snapshots: its TaskManager log and a thread dump (jstack) during a checkpoint, \
-                         then its state size and the checkpoint storage's throughput; do not just raise the timeout \
-                         (Flink: Tuning Checkpoints and Large State)"
-                    )),
-                    None => next.push(
-                        "no single subtask stands out: the TaskManagers' logs and a thread dump (jstack) during a \
-                         checkpoint, then the state size and the checkpoint storage's throughput; do not just raise \
-                         the timeout (Flink: Tuning Checkpoints and Large State)"
-                            .to_string(),
-                    ),
-                }
-            }
+            Class::Failure => failure_causes(failures, &mut causes, &mut next),
+            Class::Timeout => timeout_causes(job, failures, holder.as_deref(), &mut causes, &mut next),
             Class::Blocking => {
-                causes.push(cause(
-                    "backpressure: barriers queue behind buffered records, so alignment and start delay grow together",
-                    UNDER_BACKPRESSURE,
-                ));
-                let skewed = top_alignment
-                    .first()
-                    .is_some_and(|a| a.siblings_median_ms.is_some_and(|m| a.value_ms > 4 * m.max(1)));
-                if skewed || bottleneck.is_some() {
-                    causes.push(cause(
-                        "data skew: one subtask (a hot key) lags its siblings and every checkpoint waits for it",
-                        BACK_PRESSURE,
-                    ));
-                }
-                causes.push(cause(
-                    "user code blocking the task thread (synchronous external calls, lock contention, heavy timers)",
-                    UNDER_BACKPRESSURE,
-                ));
-                if let Some(h) = &holder {
-                    next.push(format!(
-                        "the records in/out and busy time of {h} against its siblings (key skew) and the backpressure of the \
-                         operators upstream of it (Web UI BackPressure tab or GET /jobs/{}/vertices/<id>/backpressure); \
-                         if its CPU is low while its input buffers are full, a thread dump",
-                        d.job_id
-                    ));
-                }
-                if settings.as_ref().is_some_and(|s| s.exactly_once && !s.unaligned) {
-                    next.push(
-                        "once skew and backpressure are addressed and alignment is still too long: unaligned checkpoints \
-                         (Flink: Checkpointing under backpressure)"
-                            .to_string(),
-                    );
-                }
+                blocking_causes(job, top_alignment, has_bottleneck, holder.as_deref(), &mut causes, &mut next)
             }
         }
     }
-    if let Some(s) = &settings
-        && let (Some(iv), Some(observed)) = (s.interval_ms, median(observed_gaps(&d.stats)))
-        && observed > iv + iv / 2
-    {
+    causes.extend(spacing_cause(job));
+    (causes, next)
+}
+
+/// `failure`: the cause behind each error's message.
+fn failure_causes(failures: &[FailureLine], causes: &mut Vec<Cause>, next: &mut Vec<String>) {
+    for f in failures.iter().filter(|f| f.outcome != Outcome::Expired) {
+        causes.push(failure_cause(f.reason.as_deref().unwrap_or("")));
+    }
+    causes.dedup_by(|a, b| a.cause == b.cause);
+    next.push(
+        "the TaskManager log around the failed checkpoint: the deepest `Caused by:` of its stack trace \
+         (`checkpoint-sentinel scan-logs` on the JobManager and TaskManager logs classifies it)"
+            .to_string(),
+    );
+}
+
+/// `timeout`: the slow part of the snapshot, the state, and the subtask to look at.
+fn timeout_causes(
+    job: &Job<'_>,
+    failures: &[FailureLine],
+    holder: Option<&str>,
+    causes: &mut Vec<Cause>,
+    next: &mut Vec<String>,
+) {
+    let phase = failures
+        .iter()
+        .flat_map(|f| &f.held_by)
+        .find_map(|h| ["sync", "async"].into_iter().find(|p| h.contains(&format!("its {p} took"))));
+    match phase {
+        Some("sync") => causes.push(cause(
+            "the synchronous part of the snapshot is slow: the operator's snapshotState() (user code, a \
+             blocking flush to an external system) or the state backend's synchronous part",
+            MONITORING,
+        )),
+        _ => causes.push(cause(
+            "writing the snapshot to checkpoint storage is slow: storage throughput or latency (HDFS/S3), \
+             or a state that grew",
+            LARGE_STATE,
+        )),
+    }
+    causes.push(cause("state too large or growing without TTL, so every snapshot takes longer", LARGE_STATE));
+    if job.settings.as_ref().and_then(|s| s.state_backend.as_deref()).is_some_and(|b| b.contains("RocksDB")) {
         causes.push(cause(
+            "RocksDB without incremental checkpoints, or a small block cache / write buffer",
+            LARGE_STATE,
+        ));
+    }
+    match holder {
+        Some(h) => next.push(format!(
+            "what {h} does while it snapshots: its TaskManager log and a thread dump (jstack) during a checkpoint, \
+             then its state size and the checkpoint storage's throughput; do not just raise the timeout \
+             (Flink: Tuning Checkpoints and Large State)"
+        )),
+        None => next.push(
+            "no single subtask stands out: the TaskManagers' logs and a thread dump (jstack) during a \
+             checkpoint, then the state size and the checkpoint storage's throughput; do not just raise \
+             the timeout (Flink: Tuning Checkpoints and Large State)"
+                .to_string(),
+        ),
+    }
+}
+
+/// `blocking`: backpressure, skew, blocking user code, and what to compare.
+fn blocking_causes(
+    job: &Job<'_>,
+    top_alignment: &[SubtaskStat],
+    has_bottleneck: bool,
+    holder: Option<&str>,
+    causes: &mut Vec<Cause>,
+    next: &mut Vec<String>,
+) {
+    causes.push(cause(
+        "backpressure: barriers queue behind buffered records, so alignment and start delay grow together",
+        UNDER_BACKPRESSURE,
+    ));
+    let skewed = top_alignment
+        .first()
+        .is_some_and(|a| a.siblings_median_ms.is_some_and(|m| a.value_ms > 4 * m.max(1)));
+    if skewed || has_bottleneck {
+        causes.push(cause(
+            "data skew: one subtask (a hot key) lags its siblings and every checkpoint waits for it",
+            BACK_PRESSURE,
+        ));
+    }
+    causes.push(cause(
+        "user code blocking the task thread (synchronous external calls, lock contention, heavy timers)",
+        UNDER_BACKPRESSURE,
+    ));
+    if let Some(h) = holder {
+        next.push(format!(
+            "the records in/out and busy time of {h} against its siblings (key skew) and the backpressure of the \
+             operators upstream of it (Web UI BackPressure tab or GET /jobs/{}/vertices/<id>/backpressure); \
+             if its CPU is low while its input buffers are full, a thread dump",
+            job.d.job_id
+        ));
+    }
+    if job.settings.as_ref().is_some_and(|s| s.exactly_once && Alignment::of(s) == Alignment::Aligned) {
+        next.push(
+            "once skew and backpressure are addressed and alignment is still too long: unaligned checkpoints \
+             (Flink: Checkpointing under backpressure)"
+                .to_string(),
+        );
+    }
+}
+
+/// Checkpoints that come much later than the interval: min-pause or the concurrency limit.
+fn spacing_cause(job: &Job<'_>) -> Option<Cause> {
+    let iv = job.settings.as_ref()?.interval_ms?;
+    let observed = median(observed_gaps(&job.d.stats))?;
+    (observed > iv + iv / 2).then(|| {
+        cause(
             &format!(
                 "checkpoints come every {} although the interval is {}: min-pause or the concurrency limit holds the trigger",
                 human_ms(observed),
                 human_ms(iv)
             ),
             CONFIGURATION,
-        ));
-    }
-    if next.is_empty() {
-        next.push(if verdict == Verdict::Healthy {
-            "nothing now; keep an eye on the P95 checkpoint duration against the timeout".into()
-        } else {
-            "the slowest phase in the recent checkpoints' details (Web UI Checkpoints → Details) and the TaskManager log of the \
-             slowest subtask"
-                .into()
-        });
-    }
+        )
+    })
+}
 
-    JobReport {
-        job_id: d.job_id.clone(),
-        name: d.name.clone(),
-        state: d.state.clone(),
-        verdict,
-        verdict_reasons: reasons,
-        taskmanager: single_tm,
-        config: settings.as_ref().map(|s| {
-            format!(
-                "{}, interval {}, timeout {}, min pause {}, max concurrent {}, tolerable failures {}, {}{}",
-                if s.exactly_once { "exactly once" } else { "at least once" },
-                s.interval_ms.map_or("off".into(), human_ms),
-                s.timeout_ms.map_or("?".into(), human_ms),
-                human_ms(s.min_pause_ms),
-                s.max_concurrent,
-                s.tolerable_failures.map_or("?".into(), |n| n.to_string()),
-                if s.unaligned { "unaligned" } else { "aligned" },
-                s.state_backend.as_deref().map_or(String::new(), |b| format!(", {b}")),
-            )
-        }),
-        counts: [counts.completed, counts.failed, counts.in_progress, counts.restored],
-        recent,
-        failures,
-        pending,
-        top_alignment,
-        top_start_delay,
-        blocking,
-        load,
-        classes,
-        causes,
-        spacing,
-        next,
+/// What to check when no class was found.
+fn nothing_found_next(verdict: Verdict) -> String {
+    if verdict == Verdict::Healthy {
+        "nothing now; keep an eye on the P95 checkpoint duration against the timeout".into()
+    } else {
+        "the slowest phase in the recent checkpoints' details (Web UI Checkpoints → Details) and the TaskManager log of the \
+         slowest subtask"
+            .into()
     }
 }
 
@@ -764,20 +825,20 @@ fn some_of(list: &[String]) -> String {
 /// subtasks that explain it (the late or missing ones of an expiry; the one that did not
 /// acknowledge when an error ended it).
 fn failure_summary(
-    outcome: &str,
+    outcome: Outcome,
     (acked, total): (u32, u32),
     details: bool,
     never: &[(&str, u32)],
     late: &[String],
-    located: &dyn Fn(&str, u32) -> String,
+    job: &Job<'_>,
 ) -> String {
     if !details {
         return format!(
             "{acked} of {total} subtasks acknowledged; Flink no longer has its per-subtask details"
         );
     }
-    let never_named: Vec<String> = never.iter().map(|(op, st)| located(op, *st)).collect();
-    if outcome == "expired" {
+    let never_named: Vec<String> = never.iter().map(|(op, st)| job.located(op, *st)).collect();
+    if outcome == Outcome::Expired {
         let mut parts: Vec<String> = late.to_vec();
         match never_named.len() {
             0 => {}

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::health::Outcome;
 use crate::observe::{FinishedCheckpoint, JobLoadReport, JobStatus};
 use crate::rules::Class;
 use crate::sources::flink::dto;
@@ -60,17 +61,7 @@ impl Location {
     }
 }
 
-/// How a job is doing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Checkpoints complete well within their limits.
-    Healthy,
-    /// Checkpoints complete, but a phase uses over half the interval or timeout.
-    AtRisk,
-    /// Checkpoints fail or expire, the job is not running, or nothing completes.
-    Unhealthy,
-}
+pub use crate::health::Verdict;
 
 /// The whole report.
 #[derive(Clone, Debug, Serialize)]
@@ -157,7 +148,7 @@ pub struct FailureLine {
     /// Id.
     pub id: u64,
     /// `expired`, `declined` or `failed`.
-    pub outcome: &'static str,
+    pub outcome: Outcome,
     /// Trigger to failure.
     pub after_ms: Option<u64>,
     /// Flink's message.

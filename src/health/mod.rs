@@ -1,0 +1,488 @@
+//! Is this job healthy, and why: the one policy the API, the status page and `diagnose` read.
+//!
+//! Two views of the same question, each with its typed answer and its reasons (which carry
+//! their numbers and render as the sentences the surfaces show):
+//! - [`job_health`]: the daemon's view of a job it watches, led by the alerts of the rule
+//!   pack ([`Health`], [`Reason`]);
+//! - [`snapshot_verdict`]: a one-shot view from what the REST API returns now, with no history
+//!   and no alerts (`diagnose`), whose "at risk" thresholds are the built-in rules' own
+//!   ([`Verdict`], [`VerdictReason`]).
+//!
+//! Who held a checkpoint up is [`culprit`]. Pure: no I/O, no clock.
+
+pub mod culprit;
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::observe::{
+    CheckpointStatus, FailureReason, FinishedCheckpoint, JobStatus, SnapshotKind,
+};
+use crate::rules::expr::Context;
+use crate::rules::{Alert, AlertSeverity, AlertState, AlertsView};
+use crate::state::{ClusterState, JobState};
+use crate::time::{fmt_duration, human_ms};
+
+/// How a checkpoint ended: `completed`, `expired`, `declined` or `failed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Every subtask acknowledged and the coordinator finalised it.
+    Completed,
+    /// It ran out of time (`execution.checkpointing.timeout`).
+    Expired,
+    /// A task declined it.
+    Declined,
+    /// Any other failure.
+    Failed,
+}
+
+impl Outcome {
+    /// The outcome of a finished checkpoint from its status and Flink's failure message
+    /// (the same reading as [`crate::observe::outcome`]).
+    pub fn of(status: CheckpointStatus, failure_message: Option<&str>) -> Outcome {
+        match status {
+            CheckpointStatus::Completed => Outcome::Completed,
+            CheckpointStatus::Failed => match failure_message.and_then(FailureReason::from_message) {
+                Some(FailureReason::CheckpointExpired) => Outcome::Expired,
+                Some(FailureReason::CheckpointDeclined) => Outcome::Declined,
+                _ => Outcome::Failed,
+            },
+        }
+    }
+
+    /// The outcome of a checkpoint as the poller reports it.
+    pub fn of_checkpoint(cp: &FinishedCheckpoint) -> Outcome {
+        Outcome::of(cp.status, cp.failure_message.as_deref())
+    }
+
+    /// Its name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::Expired => "expired",
+            Outcome::Declined => "declined",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a job is doing, worst first. The levels follow the alert states: an alert that fires
+/// makes `critical` or `warning` (its severity), one that is pending (its condition holds, not
+/// yet for its `for`) makes `pending`; `ok` only when nothing of the job is pending or firing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Health {
+    /// A critical alert fires, or the job is failing or restarting.
+    Critical,
+    /// A warning (or info) alert fires, the latest checkpoint failed, or the schedule stalls.
+    Warning,
+    /// An alert of the job is pending: its condition holds, it fires if it still holds after
+    /// the rule's `for`.
+    Pending,
+    /// Not enough known yet (no checkpoint seen, or the cluster does not answer).
+    Unknown,
+    /// Checkpoints complete and nothing is pending or firing.
+    Ok,
+}
+
+/// Why a watched job is not [`Health::Ok`], with its numbers; displayed as one short sentence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// An alert of the job fires.
+    AlertFires {
+        /// `alertname`.
+        alert: String,
+    },
+    /// An alert of the job is pending.
+    AlertPending {
+        /// `alertname`.
+        alert: String,
+        /// Its `severity` label.
+        severity: String,
+    },
+    /// The job is neither running nor in a state that comes before or after running.
+    JobState(JobStatus),
+    /// The latest checkpoints failed, in a row.
+    LatestFailed {
+        /// How many in a row.
+        count: u64,
+        /// How the latest one ended.
+        latest: Outcome,
+    },
+    /// No checkpoint triggered past the time the shadow model expected one.
+    Stalled {
+        /// How long past, ms.
+        for_ms: u64,
+    },
+    /// The JobManager does not answer.
+    Unreachable,
+    /// Nothing counted yet.
+    NoCheckpointYet,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::AlertFires { alert } => write!(f, "{alert} fires"),
+            Reason::AlertPending { alert, severity } => write!(f, "{alert} is pending ({severity})"),
+            Reason::JobState(state) => write!(f, "job is {state}"),
+            Reason::LatestFailed { count: 1, latest } => write!(f, "the latest checkpoint {latest}"),
+            Reason::LatestFailed { count, latest: Outcome::Failed } => {
+                write!(f, "the latest {count} checkpoints failed")
+            }
+            Reason::LatestFailed { count, latest } => {
+                write!(f, "the latest {count} checkpoints failed (latest: {latest})")
+            }
+            Reason::Stalled { for_ms } => {
+                write!(f, "no checkpoint triggered for {} past the expected time", fmt_duration(*for_ms))
+            }
+            Reason::Unreachable => f.write_str("the cluster does not answer"),
+            Reason::NoCheckpointYet => f.write_str("no checkpoint seen yet"),
+        }
+    }
+}
+
+/// An alert's severity from its `severity` label; a label the pack does not use reads as
+/// `warning` (every alert the evaluator makes has one of the pack's).
+pub fn alert_severity(alert: &Alert) -> AlertSeverity {
+    match label(alert, "severity") {
+        "critical" => AlertSeverity::Critical,
+        "info" => AlertSeverity::Info,
+        _ => AlertSeverity::Warning,
+    }
+}
+
+/// A label of an alert, `""` when it has none.
+pub fn label<'a>(alert: &'a Alert, name: &str) -> &'a str {
+    alert.labels.get(name).map_or("", String::as_str)
+}
+
+/// Whether an alert is about this job.
+pub fn is_of_job(alert: &Alert, cluster: &str, job_id: &str) -> bool {
+    label(alert, "cluster") == cluster && label(alert, "job_id") == job_id
+}
+
+/// A watched job's health and the reasons for it (see docs/api.md, "Health"), worst first
+/// among equals in the order: alerts, job state, failures, schedule, what is unknown.
+pub fn job_health(
+    c: &ClusterState,
+    cluster: &str,
+    job_id: &str,
+    j: &JobState,
+    alerts: &AlertsView,
+) -> (Health, Vec<Reason>) {
+    let mut found: Vec<(Health, Reason)> = Vec::new();
+    let of_job = alerts.active.iter().filter(|a| is_of_job(a, cluster, job_id));
+    for a in of_job.clone().filter(|a| a.state == AlertState::Firing) {
+        let health = match alert_severity(a) {
+            AlertSeverity::Critical => Health::Critical,
+            _ => Health::Warning,
+        };
+        found.push((health, Reason::AlertFires { alert: a.name().to_string() }));
+    }
+    for a in of_job.filter(|a| a.state == AlertState::Pending) {
+        let reason =
+            Reason::AlertPending { alert: a.name().to_string(), severity: label(a, "severity").to_string() };
+        found.push((Health::Pending, reason));
+    }
+    found.extend(job_state_health(&j.job_state));
+    found.extend(failure_health(j));
+    if let Some(for_ms) = j.shadow.trigger.stalled_for_ms() {
+        found.push((Health::Warning, Reason::Stalled { for_ms }));
+    }
+    if !c.reachable {
+        found.push((Health::Unknown, Reason::Unreachable));
+    } else if j.recent.is_empty() && j.totals() == Default::default() && found.is_empty() {
+        found.push((Health::Unknown, Reason::NoCheckpointYet));
+    }
+    let health = found.iter().map(|(h, _)| *h).min().unwrap_or(Health::Ok);
+    (health, found.into_iter().map(|(_, r)| r).collect())
+}
+
+/// A job that is failing, restarting, suspended … is critical; one that runs, is starting or
+/// has ended as asked is not.
+fn job_state_health(state: &JobStatus) -> Option<(Health, Reason)> {
+    match state {
+        JobStatus::Running
+        | JobStatus::Finished
+        | JobStatus::Canceled
+        | JobStatus::Created
+        | JobStatus::Initializing => None,
+        other => Some((Health::Critical, Reason::JobState(other.clone()))),
+    }
+}
+
+/// The latest checkpoints failed in a row. An ended job's last failures are its history, not a
+/// present problem (and the failures a cancel or stop causes, "Checkpoint Coordinator is
+/// suspending.", are not counted at all).
+fn failure_health(j: &JobState) -> Option<(Health, Reason)> {
+    let count = if j.job_state.has_ended() { 0 } else { j.consecutive_failures() };
+    let latest =
+        j.recent.back().map_or(Outcome::Failed, |r| Outcome::of(r.status, r.failure_message.as_deref()));
+    (count > 0).then_some((Health::Warning, Reason::LatestFailed { count, latest }))
+}
+
+/// How a job is doing in a one-shot look at the REST API (`diagnose`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Checkpoints complete well within their limits.
+    Healthy,
+    /// Checkpoints complete, but a phase uses over half the interval or timeout.
+    AtRisk,
+    /// Checkpoints fail or expire, the job is not running, or nothing completes.
+    Unhealthy,
+}
+
+/// Why a one-shot [`Verdict`] is not healthy, with its numbers; displayed as one sentence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VerdictReason {
+    /// The job is not running.
+    NotRunning(JobStatus),
+    /// Some of the newest finished checkpoints failed.
+    Failed {
+        /// How many expired.
+        expired: usize,
+        /// How many failed otherwise.
+        failed: usize,
+        /// Of how many finished checkpoints looked at.
+        of: usize,
+    },
+    /// Checkpoints are on and none ever completed.
+    NeverCompleted,
+    /// A checkpoint has been in progress past the timeout.
+    InProgressPastTimeout {
+        /// For how long, ms.
+        for_ms: u64,
+    },
+    /// The longest recent completed checkpoint took over the share of the timeout that
+    /// `FlinkCheckpointDurationHigh` allows.
+    SlowCheckpoint {
+        /// Its duration, ms.
+        took_ms: u64,
+        /// The timeout, ms.
+        timeout_ms: u64,
+    },
+    /// A subtask's alignment took over the share of the interval that
+    /// `FlinkCheckpointAlignmentHigh` allows.
+    SlowAlignment {
+        /// The longest, ms.
+        ms: u64,
+        /// The interval, ms.
+        interval_ms: u64,
+    },
+    /// A subtask's start delay took over the share of the interval that
+    /// `FlinkCheckpointStartDelayHigh` allows.
+    SlowStartDelay {
+        /// The longest, ms.
+        ms: u64,
+        /// The interval, ms.
+        interval_ms: u64,
+    },
+}
+
+impl VerdictReason {
+    /// How bad it is.
+    pub fn verdict(&self) -> Verdict {
+        match self {
+            VerdictReason::NotRunning(_)
+            | VerdictReason::Failed { .. }
+            | VerdictReason::NeverCompleted
+            | VerdictReason::InProgressPastTimeout { .. } => Verdict::Unhealthy,
+            VerdictReason::SlowCheckpoint { .. }
+            | VerdictReason::SlowAlignment { .. }
+            | VerdictReason::SlowStartDelay { .. } => Verdict::AtRisk,
+        }
+    }
+}
+
+impl fmt::Display for VerdictReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VerdictReason::NotRunning(state) => write!(f, "the job is {state}"),
+            VerdictReason::Failed { expired, failed: 0, of } => {
+                write!(f, "{expired} of the last {of} finished checkpoints expired")
+            }
+            VerdictReason::Failed { expired: 0, failed, of } => {
+                write!(f, "{failed} of the last {of} finished checkpoints failed")
+            }
+            VerdictReason::Failed { expired, failed, of } => {
+                write!(f, "{expired} expired and {failed} failed of the last {of} finished checkpoints")
+            }
+            VerdictReason::NeverCompleted => f.write_str("no checkpoint has completed"),
+            VerdictReason::InProgressPastTimeout { for_ms } => {
+                write!(f, "a checkpoint has been in progress for {}, past the timeout", human_ms(*for_ms))
+            }
+            VerdictReason::SlowCheckpoint { took_ms, timeout_ms } => write!(
+                f,
+                "the longest recent completed checkpoint took {} of the {} timeout",
+                human_ms(*took_ms),
+                human_ms(*timeout_ms)
+            ),
+            VerdictReason::SlowAlignment { ms, interval_ms } => write!(
+                f,
+                "alignment up to {} is over half the {} interval",
+                human_ms(*ms),
+                human_ms(*interval_ms)
+            ),
+            VerdictReason::SlowStartDelay { ms, interval_ms } => write!(
+                f,
+                "start delay up to {} is over half the {} interval",
+                human_ms(*ms),
+                human_ms(*interval_ms)
+            ),
+        }
+    }
+}
+
+/// What a one-shot look at a job saw, for [`snapshot_verdict`].
+#[derive(Clone, Copy, Debug)]
+pub struct Snapshot<'a> {
+    /// The job's state.
+    pub state: &'a JobStatus,
+    /// The newest finished checkpoints, newest first.
+    pub finished: &'a [FinishedCheckpoint],
+    /// Flink's count of completed checkpoints.
+    pub completed_total: u64,
+    /// The configured interval (`None`: periodic checkpoints are off).
+    pub interval_ms: Option<u64>,
+    /// The configured timeout.
+    pub timeout_ms: Option<u64>,
+    /// The age of the oldest checkpoint in progress.
+    pub oldest_in_progress_ms: Option<u64>,
+    /// The longest alignment of a subtask that stands out.
+    pub top_alignment_ms: Option<u64>,
+    /// The longest start delay of a subtask that stands out.
+    pub top_start_delay_ms: Option<u64>,
+}
+
+/// The verdict of a one-shot look and its reasons, in the order: job state, failures, progress,
+/// then the at-risk checks of the built-in rules.
+pub fn snapshot_verdict(s: &Snapshot<'_>) -> (Verdict, Vec<VerdictReason>) {
+    let mut reasons = Vec::new();
+    if !matches!(s.state, JobStatus::Running | JobStatus::Finished) {
+        reasons.push(VerdictReason::NotRunning(s.state.clone()));
+    }
+    let failed: Vec<&FinishedCheckpoint> =
+        s.finished.iter().filter(|cp| cp.status == CheckpointStatus::Failed).collect();
+    if !failed.is_empty() {
+        let expired = failed.iter().filter(|cp| Outcome::of_checkpoint(cp) == Outcome::Expired).count();
+        reasons.push(VerdictReason::Failed { expired, failed: failed.len() - expired, of: s.finished.len() });
+    }
+    if s.completed_total == 0 && s.interval_ms.is_some() {
+        reasons.push(VerdictReason::NeverCompleted);
+    }
+    if let (Some(t), Some(oldest)) = (s.timeout_ms, s.oldest_in_progress_ms)
+        && oldest > t
+    {
+        reasons.push(VerdictReason::InProgressPastTimeout { for_ms: oldest });
+    }
+    let longest = s
+        .finished
+        .iter()
+        .filter(|cp| cp.status == CheckpointStatus::Completed && cp.kind != SnapshotKind::Savepoint)
+        .filter_map(|cp| cp.end_to_end_ms)
+        .max();
+    if let (Some(timeout_ms), Some(took_ms)) = (s.timeout_ms, longest)
+        && Threshold::DurationHigh.exceeded(took_ms, timeout_ms)
+    {
+        reasons.push(VerdictReason::SlowCheckpoint { took_ms, timeout_ms });
+    }
+    if let (Some(interval_ms), Some(ms)) = (s.interval_ms, s.top_alignment_ms)
+        && Threshold::AlignmentHigh.exceeded(ms, interval_ms)
+    {
+        reasons.push(VerdictReason::SlowAlignment { ms, interval_ms });
+    }
+    if let (Some(interval_ms), Some(ms)) = (s.interval_ms, s.top_start_delay_ms)
+        && Threshold::StartDelayHigh.exceeded(ms, interval_ms)
+    {
+        reasons.push(VerdictReason::SlowStartDelay { ms, interval_ms });
+    }
+    let verdict = reasons.iter().map(VerdictReason::verdict).max().unwrap_or(Verdict::Healthy);
+    (verdict, reasons)
+}
+
+/// A built-in rule that compares a phase with a share of a limit, read as a threshold: the rule
+/// pack's condition decides, so a one-shot look and the alerts draw the line in one place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Threshold {
+    /// `FlinkCheckpointDurationHigh`: the checkpoint duration against the timeout.
+    DurationHigh,
+    /// `FlinkCheckpointAlignmentHigh`: alignment against the interval.
+    AlignmentHigh,
+    /// `FlinkCheckpointStartDelayHigh`: start delay against the interval.
+    StartDelayHigh,
+}
+
+impl Threshold {
+    /// The rule, and the series its condition compares: (value, limit).
+    fn rule(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Threshold::DurationHigh => ("FlinkCheckpointDurationHigh", "duration.p95", "timeout"),
+            Threshold::AlignmentHigh => ("FlinkCheckpointAlignmentHigh", "alignment.p95", "interval"),
+            Threshold::StartDelayHigh => ("FlinkCheckpointStartDelayHigh", "start_delay.p95", "interval"),
+        }
+    }
+
+    /// Whether `value_ms` against `limit_ms` crosses the rule's threshold (its condition holds
+    /// for those two values).
+    pub fn exceeded(self, value_ms: u64, limit_ms: u64) -> bool {
+        let (name, value, limit) = self.rule();
+        let probe = Probe { values: [(value, value_ms as f64), (limit, limit_ms as f64)] };
+        crate::rules::builtin::condition(name).is_some_and(|c| c.eval(&probe).holds)
+    }
+}
+
+/// Two series with a value each, nothing else: what a threshold rule's condition reads.
+struct Probe {
+    values: [(&'static str, f64); 2],
+}
+
+impl Context for Probe {
+    fn value(&self, series: &str) -> Option<f64> {
+        self.values.iter().find(|(name, _)| *name == series).map(|(_, v)| *v)
+    }
+    fn increase(&self, _: &str, _: f64) -> Option<f64> {
+        None
+    }
+    fn ago(&self, _: &str, _: f64) -> Option<f64> {
+        None
+    }
+    fn knows(&self, series: &str) -> bool {
+        self.values.iter().any(|(name, _)| *name == series)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_thresholds_are_the_rule_packs_half() {
+        assert!(Threshold::DurationHigh.exceeded(5_001, 10_000));
+        assert!(!Threshold::DurationHigh.exceeded(5_000, 10_000));
+        assert!(Threshold::AlignmentHigh.exceeded(2_501, 5_000));
+        assert!(!Threshold::AlignmentHigh.exceeded(2_500, 5_000));
+        assert!(Threshold::StartDelayHigh.exceeded(1, 1));
+        assert!(!Threshold::StartDelayHigh.exceeded(0, 1));
+    }
+
+    #[test]
+    fn reasons_read_as_the_surfaces_said_them() {
+        let failed = Reason::LatestFailed { count: 3, latest: Outcome::Expired };
+        assert_eq!(failed.to_string(), "the latest 3 checkpoints failed (latest: expired)");
+        let one = Reason::LatestFailed { count: 1, latest: Outcome::Declined };
+        assert_eq!(one.to_string(), "the latest checkpoint declined");
+        let mixed = VerdictReason::Failed { expired: 2, failed: 1, of: 10 };
+        assert_eq!(mixed.to_string(), "2 expired and 1 failed of the last 10 finished checkpoints");
+        assert_eq!(mixed.verdict(), Verdict::Unhealthy);
+    }
+}
