@@ -930,6 +930,167 @@ mod tests {
         assert!(!fired.contains_key("FlinkCheckpointToleranceNearlySpent"), "tolerable 100: {fired:?}");
     }
 
+    fn scoped(scope: Scope, expr: &str, summary: &str) -> Rule {
+        Rule::new(RuleSpec {
+            name: "Scoped".into(),
+            scope,
+            summary: summary.into(),
+            description: String::new(),
+            ..spec(expr, 0)
+        })
+        .unwrap()
+    }
+
+    /// A poll round of cluster `c` that keeps its job list, with `errors`.
+    fn round(errors: Vec<&'static str>) -> Observation {
+        Observation::ClusterPolled(crate::observe::ClusterPoll {
+            cluster: "c".into(),
+            duration_ms: 1,
+            flink_version: None,
+            jobs: None,
+            reachable: errors.is_empty(),
+            errors,
+        })
+    }
+
+    #[test]
+    fn a_cluster_rule_fires_once_per_cluster_with_the_cluster_label_and_resolves() {
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        poll(&mut state, 0, 1, 0);
+        state.apply(&round(Vec::new()), Timestamp(0));
+        let rule = scoped(
+            Scope::Cluster,
+            "reachable == 0 and increase(poll_errors, 5m) >= 2",
+            "{{ cluster }} unreachable, {{ increase(poll_errors, 5m) }} errors, {{ jobs }} job(s)",
+        );
+        let mut ev = Evaluator::new(vec![rule]);
+        ev.evaluate(&state, Timestamp(0));
+        state.apply(&round(vec!["connect"]), Timestamp(10_000));
+        ev.evaluate(&state, Timestamp(10_000));
+        assert_eq!(ev.active().count(), 0, "one error is not two");
+        state.apply(&round(vec!["timeout"]), Timestamp(20_000));
+        ev.evaluate(&state, Timestamp(20_000));
+        let alerts: Vec<&Alert> = ev.active().collect();
+        assert_eq!(alerts.len(), 1, "one alert for the cluster, not one per job");
+        let labels: Vec<(&str, &str)> =
+            alerts[0].labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(
+            labels,
+            [
+                ("alertname", "Scoped"),
+                ("class", "failure"),
+                ("cluster", "c"),
+                ("severity", "warning"),
+                ("team", "data")
+            ]
+        );
+        assert_eq!(alerts[0].state, AlertState::Firing);
+        assert_eq!(alerts[0].annotations["summary"], "c unreachable, 2 errors, 1 job(s)");
+        state.apply(&round(Vec::new()), Timestamp(30_000));
+        let resolved = ev.evaluate(&state, Timestamp(30_000));
+        assert_eq!(resolved.len(), 1, "it resolves through the same path as a job's alert");
+        assert_eq!(ev.active().count(), 0);
+    }
+
+    #[test]
+    fn a_rule_reads_only_the_series_of_its_scope() {
+        let rule = |scope: Scope, expr: &str| Rule::new(RuleSpec { scope, ..spec(expr, 0) });
+        let error = rule(Scope::Cluster, "duration.p95 > 1s").unwrap_err().to_string();
+        assert!(error.contains("unknown series `duration.p95`"), "{error}");
+        assert!(rule(Scope::Job, "reachable == 0").is_err());
+        assert!(rule(Scope::TaskManager, "poll_errors > 0").is_err());
+        assert!(rule(Scope::TaskManager, "slowest_subtasks > 0 and jobs >= 1").is_ok());
+    }
+
+    #[test]
+    fn a_taskmanager_rule_fires_for_the_taskmanager_of_the_slowest_subtasks() {
+        use crate::observe::{
+            JobLoadReport, JobTopology, OperatorCheckpoint, SubtaskCheckpoint, TopologyVertex, VertexLoad,
+        };
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let subtask = |index, end_to_end_ms| SubtaskCheckpoint {
+            index,
+            acknowledged: true,
+            end_to_end_ms: Some(end_to_end_ms),
+            ..Default::default()
+        };
+        // Two checkpoints, each held up longest by subtask 1 of stateful-map.
+        let finished = (1..=2)
+            .map(|id| FinishedCheckpoint {
+                id,
+                status: CheckpointStatus::Completed,
+                kind: SnapshotKind::Checkpoint,
+                triggered_at: Timestamp(0),
+                finished_at: Timestamp(900),
+                end_to_end_ms: Some(900),
+                checkpointed_bytes: None,
+                full_state_bytes: None,
+                processed_bytes: None,
+                persisted_bytes: None,
+                num_subtasks: 2,
+                num_acknowledged: 2,
+                failure_message: None,
+                operators: vec![OperatorCheckpoint {
+                    vertex_id: "v".into(),
+                    name: "stateful-map".into(),
+                    subtasks: vec![subtask(0, 40), subtask(1, 900)],
+                }],
+            })
+            .collect();
+        let obs = Observation::JobPolled(JobPoll {
+            key: JobKey { cluster: "c".into(), job_id: "j".into() },
+            job_name: "orders".into(),
+            job_state: "RUNNING".into(),
+            polled_at: Timestamp(1_000),
+            counts: CheckpointCounts { completed: 2, failed: 0, in_progress: 0, restored: 0 },
+            settings: Some(CheckpointSettings { timeout_ms: Some(60_000), ..Default::default() }),
+            in_progress: Vec::new(),
+            finished,
+            latest_restore: None,
+        });
+        state.apply(&obs, Timestamp(1_000));
+        let rule = scoped(
+            Scope::TaskManager,
+            "slowest_subtasks >= 2",
+            "{{ taskmanager }} on {{ cluster }} ran the slowest subtask of {{ value }} checkpoints ({{ subtasks }} subtask(s) of {{ jobs }} job(s))",
+        );
+        let mut ev = Evaluator::new(vec![rule]);
+        ev.evaluate(&state, Timestamp(1_000));
+        assert_eq!(ev.active().count(), 0, "no TaskManager is known before a load fetch placed the subtasks");
+        let load = JobLoadReport {
+            key: JobKey { cluster: "c".into(), job_id: "j".into() },
+            measured_at: Timestamp(2_000),
+            topology: Some(JobTopology {
+                vertices: vec![TopologyVertex {
+                    id: "v".into(),
+                    name: "stateful-map".into(),
+                    parallelism: 2,
+                }],
+                edges: Vec::new(),
+            }),
+            vertices: vec![VertexLoad {
+                vertex_id: "v".into(),
+                subtasks: Vec::new(),
+                taskmanagers: vec![Some("tm-a (h:1)".into()), Some("tm-b (h:2)".into())],
+            }],
+        };
+        state.apply(&Observation::JobLoad(load), Timestamp(2_000));
+        ev.evaluate(&state, Timestamp(2_000));
+        let alerts: Vec<&Alert> = ev.active().collect();
+        assert_eq!(alerts.len(), 1, "tm-a ran no slowest subtask");
+        assert_eq!(alerts[0].labels["taskmanager"], "tm-b (h:2)");
+        assert_eq!(alerts[0].labels["cluster"], "c");
+        assert!(!alerts[0].labels.contains_key("job_id"));
+        assert_eq!(
+            alerts[0].annotations["summary"],
+            "tm-b (h:2) on c ran the slowest subtask of 2 checkpoints (1 subtask(s) of 1 job(s))"
+        );
+        // The job ends: its subtasks no longer place anything, and the alert resolves.
+        state.apply(&no_jobs_listed(), Timestamp(3_000));
+        assert_eq!(ev.evaluate(&state, Timestamp(3_000)).len(), 1);
+        assert_eq!(ev.active().count(), 0);
+    }
+
     #[test]
     fn durations_and_sizes_read_well() {
         assert_eq!(format_duration(0.045), "45ms");
