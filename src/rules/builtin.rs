@@ -72,17 +72,6 @@ const PACK: &[Spec] = &[
         description: "The P95 checkpoint start delay of job {{ job_name }} on {{ cluster }} is {{ value | duration }}, more than half the {{ interval | duration }} checkpoint interval: barriers queue behind backpressured data, or the TaskManagers are overloaded.",
     },
     Spec {
-        name: "FlinkCheckpointSyncHigh",
-        scope: Scope::Job,
-        expr: "sync.p95 > 0.5 * timeout",
-        for_s: 600,
-        keep_s: 0,
-        severity: AlertSeverity::Warning,
-        class: Class::Timeout,
-        summary: "The synchronous snapshot of {{ job_name }} takes over half the timeout",
-        description: "The slowest subtask's synchronous snapshot phase (P95) of job {{ job_name }} on {{ cluster }} is {{ value | duration }}, more than half of the {{ timeout | duration }} timeout.",
-    },
-    Spec {
         name: "FlinkCheckpointFailuresIncreasing",
         scope: Scope::Job,
         // Triggers that failed before the checkpoint got an id (tasks still deploying) are not
