@@ -36,6 +36,7 @@ mod preflight;
 mod reload;
 mod restart;
 mod restore;
+mod rule_checklist;
 mod rules_agree;
 mod scan_streaming;
 mod shadow;

@@ -1,54 +1,25 @@
 //! One source of truth for the rules: each Flink alert of the built-in pack
 //! (`src/rules/builtin.rs`) and of `alerts/flink-checkpoints.rules.yml` must express the same
-//! condition: the same series (through the table below from the built-in series to the exported
-//! metric and its label matchers), the same thresholds, the same windows, and the same `for`,
-//! `keep_firing_for`, severity and class. A change on one side only fails here.
+//! condition: the same series (through the Prometheus twin the series table,
+//! `src/rules/series.rs`, gives each built-in series), the same thresholds, the same windows, and
+//! the same `for`, `keep_firing_for`, severity and class. A change on one side only fails here.
+//! The series table's twins name exported metrics, and docs/metrics.md lists the table
+//! (`UPDATE_DOCS=1` rewrites it).
 
 use std::collections::BTreeSet;
 
+use checkpoint_sentinel::outputs::export::{Kind, METRICS};
 use checkpoint_sentinel::rules::builtin;
+use checkpoint_sentinel::rules::series::{self, SERIES, Scope};
 
-/// The exported metric (with its matchers) that carries a built-in series, plus the constants
-/// the series hides (`progress_window` = max(interval, timeout) × (tolerable + 2)).
-fn exported(series: &str) -> (&'static [&'static str], &'static [f64]) {
-    match series {
-        "duration.p95" => (&["flink_checkpoint_duration_seconds{quantile=\"0.95\"}"], &[]),
-        "alignment.p95" => (&["flink_checkpoint_alignment_duration_seconds{quantile=\"0.95\"}"], &[]),
-        "start_delay.p95" => (&["flink_checkpoint_start_delay_seconds{quantile=\"0.95\"}"], &[]),
-        "checkpointed_size.p50" => (&["flink_checkpoint_checkpointed_size_bytes{quantile=\"0.5\"}"], &[]),
-        "timeout" => (&["flink_checkpoint_timeout_seconds"], &[]),
-        "interval" => (&["flink_checkpoint_interval_seconds"], &[]),
-        "checkpoints.failed" => (&["flink_checkpoints_total{status=\"failed\"}"], &[]),
-        "checkpoints.total" => (&["flink_checkpoints_total"], &[]),
-        "checkpoints.failed_seen" => (&["flink_checkpoint_failures_seen_total"], &[]),
-        "checkpoints.trigger_failed" => (&["flink_checkpoint_trigger_failures_total"], &[]),
-        "running_without_checkpoint" => {
-            (&["flink_checkpoint_running_without_completed_since_timestamp_seconds"], &[])
-        }
-        "failing_for" => (&["flink_checkpoint_failing_since_timestamp_seconds"], &[]),
-        "restores" => (&["flink_checkpoint_restores_total"], &[]),
-        "savepoints.failed" => (&["flink_savepoints_total{status=\"failed\"}"], &[]),
-        "savepoints.completed" => (&["flink_savepoints_total{status=\"completed\"}"], &[]),
-        "in_progress_age" => (&["flink_checkpoint_oldest_in_progress_age_seconds"], &[]),
-        "consecutive_failures" => (&["flink_checkpoint_consecutive_failures"], &[]),
-        "tolerable_failures" => (&["flink_checkpoint_tolerable_failures"], &[]),
-        "since_last_completed" => (&["flink_checkpoint_last_completed_timestamp_seconds"], &[]),
-        "progress_window" => (
-            &[
-                "flink_checkpoint_interval_seconds",
-                "flink_checkpoint_timeout_seconds",
-                "flink_checkpoint_tolerable_failures",
-            ],
-            // max(interval, timeout) x (min(tolerable, 3) + 2)
-            &[2.0, 3.0],
-        ),
-        "log.expired" => (&["flink_checkpoint_log_events_total{kind=\"expired\"}"], &[]),
-        "log.declined" => (&["flink_checkpoint_log_events_total{kind=\"declined\"}"], &[]),
-        "log.barrier_missing" => (&["flink_checkpoint_log_events_total{kind=\"barrier_missing\"}"], &[]),
-        "shadow.unexplained" => (&["flink_checkpoint_deviations_total{explained=\"false\"}"], &[]),
-        "shadow.stall" => (&["flink_checkpoint_schedule_stall_seconds"], &[]),
-        other => panic!("built-in series {other} has no exported metric in this table: add it"),
-    }
+/// What the exported metrics say for a built-in series: its Prometheus twin from the series
+/// table (`rules::series`), read as PromQL (`progress_window`'s twin brings its constants 3
+/// and 2 along).
+fn exported(series: &str) -> Facts {
+    let twin = series::twin(Scope::Job, series).unwrap_or_else(|| {
+        panic!("built-in series {series} has no Prometheus twin in src/rules/series.rs: add one")
+    });
+    promql_facts(&twin)
 }
 
 /// What a condition refers to: metrics with matchers, numeric thresholds, windows (seconds).
@@ -127,9 +98,10 @@ fn builtin_facts(expr: &str) -> Facts {
                 continue;
             }
             last_word.clear();
-            let (metrics, constants) = exported(&word);
-            facts.series.extend(metrics.iter().map(|m| m.to_string()));
-            facts.numbers.extend(constants.iter().map(|n| number_key(*n)));
+            let twin = exported(&word);
+            facts.series.extend(twin.series);
+            facts.numbers.extend(twin.numbers);
+            facts.windows.extend(twin.windows);
         } else {
             match c {
                 '(' => open.push(std::mem::take(&mut last_word)),
@@ -324,5 +296,81 @@ fn the_comparison_sees_a_changed_threshold_series_or_window() {
         promql_facts(
             "max without (quantile) (flink_checkpoint_checkpointed_size_bytes{quantile=\"0.5\"}) > 100e6 and max without (quantile) (flink_checkpoint_checkpointed_size_bytes{quantile=\"0.5\"}) > 1.5 * max without (quantile) (flink_checkpoint_checkpointed_size_bytes{quantile=\"0.5\"} offset 1d)"
         )
+    );
+}
+
+/// The metric names a PromQL twin reads (a summary's `_count` is its family's).
+fn metric_names(promql: &str) -> Vec<String> {
+    let selectors = promql.split(|c: char| c == '{' || c == '}').step_by(2).collect::<Vec<_>>().join(" ");
+    selectors
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("flink_") || w.starts_with("checkpoint_sentinel_"))
+        .map(|name| {
+            let family = name.strip_suffix("_count").unwrap_or(name);
+            let summary = METRICS.iter().any(|m| m.name == family && m.kind == Kind::Summary);
+            if summary { family.to_string() } else { name.to_string() }
+        })
+        .collect()
+}
+
+#[test]
+fn every_prometheus_twin_reads_exported_metrics() {
+    let mut unknown = Vec::new();
+    for entry in SERIES {
+        for name in series::names(entry) {
+            let scope = entry.read.scope();
+            let Some(twin) = series::twin(scope, &name.replace("KIND", "expired")) else { continue };
+            let metrics = metric_names(&twin);
+            assert!(!metrics.is_empty(), "{name}: the twin `{twin}` reads no metric");
+            for metric in metrics {
+                if !METRICS.iter().any(|m| m.name == metric) {
+                    unknown.push(format!("{} {name}: `{metric}` is not exported", scope.as_str()));
+                }
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "twins in src/rules/series.rs name metrics that do not exist:\n{}",
+        unknown.join("\n")
+    );
+}
+
+const BEGIN: &str = "<!-- BEGIN RULE SERIES -->";
+const END: &str = "<!-- END RULE SERIES -->";
+
+/// The series list of docs/metrics.md, from the series table.
+fn series_table() -> String {
+    let mut out =
+        String::from("\n| scope | series | unit | meaning | Prometheus |\n| --- | --- | --- | --- | --- |\n");
+    for entry in SERIES {
+        let names = series::names(entry).iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" ");
+        // A summary's twin is its family (one quantile per statistic, `_count` for `.count`).
+        let twin = entry.prometheus.map_or("-".to_string(), |p| format!("`{}`", p.replace("{key}", "KIND")));
+        let scope = entry.read.scope();
+        out.push_str(&format!(
+            "| {} | {names} | {} | {} | {twin} |\n",
+            scope.as_str(),
+            entry.unit.as_str(),
+            entry.doc
+        ));
+    }
+    out
+}
+
+#[test]
+fn docs_list_every_rule_series() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/metrics.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let (head, rest) = doc.split_once(BEGIN).expect("begin marker of the rule series");
+    let (current, tail) = rest.split_once(END).expect("end marker of the rule series");
+    let wanted = series_table();
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(&path, format!("{head}{BEGIN}{wanted}{END}{tail}")).unwrap();
+        return;
+    }
+    assert_eq!(
+        current, wanted,
+        "docs/metrics.md's rule series are out of date: run UPDATE_DOCS=1 cargo test --test integration rules_agree::"
     );
 }

@@ -8,12 +8,14 @@
 
 use std::time::Duration;
 
-use super::{AlertSeverity, Class, RuleSpec};
+use super::{AlertSeverity, Class, RuleSpec, Scope};
 
 const RUNBOOK: &str = "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md";
 
 struct Spec {
     name: &'static str,
+    /// What it is evaluated for: each job, cluster or TaskManager.
+    scope: Scope,
     expr: &'static str,
     for_s: u64,
     /// `keep_firing_for`, seconds.
@@ -27,6 +29,7 @@ struct Spec {
 const PACK: &[Spec] = &[
     Spec {
         name: "FlinkCheckpointDurationHigh",
+        scope: Scope::Job,
         expr: "duration.p95 > 0.5 * timeout",
         for_s: 600,
         keep_s: 0,
@@ -37,6 +40,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointDurationRising",
+        scope: Scope::Job,
         expr: "duration.p95 > 1s and duration.p95 > 2 * ago(duration.p95, 1d)",
         for_s: 1800,
         keep_s: 0,
@@ -47,6 +51,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointAlignmentHigh",
+        scope: Scope::Job,
         expr: "alignment.p95 > 0.5 * interval",
         for_s: 600,
         keep_s: 0,
@@ -57,6 +62,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointStartDelayHigh",
+        scope: Scope::Job,
         expr: "start_delay.p95 > 0.5 * interval",
         for_s: 600,
         keep_s: 0,
@@ -67,6 +73,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointFailuresIncreasing",
+        scope: Scope::Job,
         // Triggers that failed before the checkpoint got an id (tasks still deploying) are not
         // failed checkpoints: every fresh job has one, and it kept this pending for minutes.
         // Savepoints are in Flink's counts too; a failed one is FlinkSavepointFailed's.
@@ -80,6 +87,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointNoProgress",
+        scope: Scope::Job,
         expr: "since_last_completed > progress_window",
         for_s: 60,
         keep_s: 0,
@@ -90,6 +98,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointNeverCompleted",
+        scope: Scope::Job,
         expr: "running_without_checkpoint > max(2 * max(interval, timeout), 5m)",
         for_s: 0,
         keep_s: 0,
@@ -100,6 +109,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointFailureStreak",
+        scope: Scope::Job,
         expr: "consecutive_failures >= 3 and failing_for >= 2 * interval",
         for_s: 0,
         keep_s: 0,
@@ -110,6 +120,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointAboutToExpire",
+        scope: Scope::Job,
         // `in_progress_age` is the oldest checkpoint in progress *now* (the poll's and the
         // log's, minus those the log said finished since and those past their timeout), so
         // this holds only between 80 % and 100 % of the timeout: before the expiry, never
@@ -125,6 +136,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointToleranceNearlySpent",
+        scope: Scope::Job,
         expr: "consecutive_failures > 0 and consecutive_failures >= 0.8 * tolerable_failures",
         for_s: 0,
         keep_s: 0,
@@ -135,6 +147,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkJobFrequentRestores",
+        scope: Scope::Job,
         expr: "increase(restores, 1h) > 3",
         for_s: 0,
         keep_s: 0,
@@ -145,6 +158,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkSavepointFailed",
+        scope: Scope::Job,
         expr: "increase(savepoints.failed, 1h) > 0",
         for_s: 0,
         keep_s: 0,
@@ -155,6 +169,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointSizeGrowing",
+        scope: Scope::Job,
         expr: "checkpointed_size.p50 > 100MB and checkpointed_size.p50 > 1.5 * ago(checkpointed_size.p50, 1d)",
         for_s: 3600,
         keep_s: 0,
@@ -165,6 +180,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointFailed",
+        scope: Scope::Job,
         // The first line that says a checkpoint expired, was declined or failed moves
         // `checkpoints.failed_seen` and wakes the rules: the alert reaches Alertmanager within
         // about a second of it, the poll confirming (and standing in when no log is tailed).
@@ -179,6 +195,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointExpiredBurst",
+        scope: Scope::Job,
         expr: "increase(log.expired, 10m) >= 3",
         for_s: 0,
         keep_s: 0,
@@ -189,6 +206,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointDeclinedBurst",
+        scope: Scope::Job,
         expr: "increase(log.declined, 10m) >= 3",
         for_s: 0,
         keep_s: 0,
@@ -199,6 +217,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointBarrierMissing",
+        scope: Scope::Job,
         expr: "increase(log.barrier_missing, 10m) > 0",
         for_s: 0,
         keep_s: 0,
@@ -209,6 +228,7 @@ const PACK: &[Spec] = &[
     },
     Spec {
         name: "FlinkCheckpointScheduleUnexplained",
+        scope: Scope::Job,
         expr: "increase(shadow.unexplained, 30m) > 0 or shadow.stall > 0",
         for_s: 0,
         keep_s: 0,
@@ -224,6 +244,7 @@ pub fn rules() -> Vec<RuleSpec> {
     PACK.iter()
         .map(|s| RuleSpec {
             name: s.name.to_string(),
+            scope: s.scope,
             expr: s.expr.to_string(),
             for_: Duration::from_secs(s.for_s),
             keep_firing_for: Duration::from_secs(s.keep_s),

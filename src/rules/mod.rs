@@ -7,16 +7,20 @@
 pub mod builtin;
 pub mod context;
 pub mod expr;
+pub mod series;
+pub mod subjects;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::state::State;
 use crate::time::Timestamp;
-use context::{JobContext, SeriesHistory};
+use context::{EvalContext, SeriesHistory, Subject};
 use expr::Condition;
+pub use series::Scope;
+use subjects::{ClusterView, JobView, TaskManagerView, evaluated_jobs, taskmanagers};
 
 /// How many resolved alerts are remembered for the API and status page.
 pub const HISTORY: usize = 256;
@@ -74,8 +78,12 @@ impl Class {
 pub struct RuleSpec {
     /// The alert name, e.g. `FlinkCheckpointDurationHigh`.
     pub name: String,
-    /// The condition, evaluated per job (see `rules::expr`).
+    /// The condition, evaluated per job, cluster or TaskManager as `scope` says (see
+    /// `rules::expr`, and `rules::series` for the series of each scope).
     pub expr: String,
+    /// What the rule is evaluated for: `job` (the default), `cluster` or `taskmanager`.
+    #[serde(default, skip_serializing_if = "Scope::is_job")]
+    pub scope: Scope,
     /// How long the condition must hold before the alert fires.
     #[serde(rename = "for", with = "humantime_serde", default)]
     pub for_: Duration,
@@ -110,7 +118,8 @@ pub struct Rule {
 impl Rule {
     /// Parses the rule's condition; the error names the problem and the column.
     pub fn new(spec: RuleSpec) -> Result<Rule, expr::ParseError> {
-        let condition = Condition::parse(&spec.expr, &context::is_known_series)?;
+        let scope = spec.scope;
+        let condition = Condition::parse(&spec.expr, &|name| series::is_known(scope, name))?;
         Ok(Rule { spec, condition })
     }
 
@@ -154,10 +163,11 @@ pub struct AlertsView {
     pub resolved: Vec<Alert>,
 }
 
-/// One alert instance: a rule for one job.
+/// One alert instance: a rule for one job, cluster or TaskManager.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Alert {
-    /// Identity: alertname, severity, class, cluster, job_id, job_name and the rule's labels.
+    /// Identity: alertname, severity, class, the subject's labels (`cluster`, and `job_id` and
+    /// `job_name` or `taskmanager`) and the rule's labels.
     pub labels: BTreeMap<String, String>,
     /// summary, description, runbook_url (rendered with the latest values).
     pub annotations: BTreeMap<String, String>,
@@ -180,30 +190,43 @@ impl Alert {
     }
 }
 
+/// An alert's identity: its labels without `job_name` (a renamed job keeps its alerts).
+type Identity = Vec<(String, String)>;
+
+/// What a rule is evaluated for: its scope, cluster, and the job id or TaskManager id (empty
+/// for a cluster).
+type Entity = (Scope, String, String);
+
 /// Evaluates rules over the state and keeps the alerts.
 pub struct Evaluator {
     rules: Vec<Rule>,
-    /// The `increase()`/`ago()` windows of all rules, derived once per rule set.
-    windows: Vec<(String, f64)>,
-    histories: HashMap<(String, String), SeriesHistory>,
-    active: BTreeMap<Vec<(String, String)>, Alert>,
+    /// Per scope, the `increase()`/`ago()` windows of its rules, derived once per rule set.
+    windows: HashMap<Scope, Vec<(String, f64)>>,
+    histories: HashMap<Entity, SeriesHistory>,
+    alerts: Alerts,
+}
+
+/// The alerts: active ones by identity, and the recently resolved.
+#[derive(Default)]
+struct Alerts {
+    active: BTreeMap<Identity, Alert>,
     /// When each active alert's condition last held.
-    last_held: HashMap<Vec<(String, String)>, Timestamp>,
+    last_held: HashMap<Identity, Timestamp>,
     history: VecDeque<Alert>,
+}
+
+/// What one evaluation saw: the alerts whose condition held and what was evaluated.
+#[derive(Default)]
+struct Round {
+    held: HashSet<Identity>,
+    evaluated: HashSet<Entity>,
 }
 
 impl Evaluator {
     /// An evaluator for `rules`.
     pub fn new(rules: Vec<Rule>) -> Self {
         let windows = windows_of(&rules);
-        Evaluator {
-            rules,
-            windows,
-            histories: HashMap::new(),
-            active: BTreeMap::new(),
-            last_held: HashMap::new(),
-            history: VecDeque::new(),
-        }
+        Evaluator { rules, windows, histories: HashMap::new(), alerts: Alerts::default() }
     }
 
     /// The rules.
@@ -219,136 +242,187 @@ impl Evaluator {
 
     /// Pending and firing alerts.
     pub fn active(&self) -> impl Iterator<Item = &Alert> {
-        self.active.values()
+        self.alerts.active.values()
     }
 
     /// Recently resolved alerts, oldest first.
     pub fn resolved(&self) -> impl Iterator<Item = &Alert> {
-        self.history.iter()
+        self.alerts.history.iter()
     }
 
-    /// Evaluates every rule for every listed job at `now`. Returns the alerts that resolved in
-    /// this evaluation (they must still be sent once with their end time).
+    /// Evaluates every rule for every job, cluster or TaskManager of its scope at `now`.
+    /// Returns the alerts that resolved in this evaluation (they must still be sent once with
+    /// their end time).
     pub fn evaluate(&mut self, state: &State, now: Timestamp) -> Vec<Alert> {
-        let mut held = std::collections::HashSet::new();
-        let mut evaluated = std::collections::HashSet::new();
+        let mut round = Round::default();
         for (cluster_name, cluster) in state.clusters() {
-            // A job that ended (finished, cancelled, failed for good, suspended) no longer
-            // checkpoints: its alerts end with it.
-            for (job_id, job) in cluster.jobs.iter().filter(|(_, j)| j.listed && !j.job_state.has_ended()) {
-                let key = (cluster_name.clone(), job_id.clone());
-                evaluated.insert(key.clone());
-                let history = self.histories.entry(key.clone()).or_default();
-                history.sample(job, job_id, Some(&cluster.logs), now, &self.windows);
-                let ctx = JobContext::new(job, job_id, Some(&cluster.logs), history, now);
-                for rule in &self.rules {
-                    let outcome = rule.condition().eval(&ctx);
-                    // Most rules hold for no job: labels only for those that do.
-                    if !outcome.holds {
-                        continue;
-                    }
-                    let mut labels = BTreeMap::new();
-                    labels.insert("alertname".to_string(), rule.spec.name.clone());
-                    labels.insert("severity".to_string(), rule.spec.severity.as_str().to_string());
-                    labels.insert("class".to_string(), rule.spec.class.as_str().to_string());
-                    labels.insert("cluster".to_string(), cluster_name.clone());
-                    labels.insert("job_id".to_string(), job_id.clone());
-                    labels.insert("job_name".to_string(), job.name.clone());
-                    for (k, v) in &rule.spec.labels {
-                        labels.entry(k.clone()).or_insert_with(|| v.clone());
-                    }
-                    let identity: Vec<(String, String)> = labels
-                        .iter()
-                        .filter(|(k, _)| *k != "job_name")
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect();
-                    held.insert(identity.clone());
-                    self.last_held.insert(identity.clone(), now);
-                    let annotations = BTreeMap::from([
-                        ("summary".to_string(), render(&rule.spec.summary, &labels, outcome.value, &ctx)),
-                        (
-                            "description".to_string(),
-                            render(&rule.spec.description, &labels, outcome.value, &ctx),
-                        ),
-                        ("runbook_url".to_string(), rule.spec.runbook_url.clone()),
-                    ]);
-                    let alert = self.active.entry(identity).or_insert_with(|| Alert {
-                        labels: labels.clone(),
-                        annotations: annotations.clone(),
-                        state: AlertState::Pending,
-                        active_since: now,
-                        fired_at: None,
-                        resolved_at: None,
-                        value: outcome.value,
-                    });
-                    alert.labels = labels;
-                    alert.annotations = annotations;
-                    alert.value = outcome.value;
-                    let held_for = now.since(alert.active_since);
-                    if alert.state == AlertState::Pending && held_for >= rule.spec.for_.as_millis() as u64 {
-                        alert.state = AlertState::Firing;
-                        alert.fired_at = Some(now);
-                    }
+            if self.windows.contains_key(&Scope::Cluster) {
+                let subject = Subject::Cluster(ClusterView { cluster, now });
+                let entity = (Scope::Cluster, cluster_name.clone(), String::new());
+                self.evaluate_subject(entity, subject, &[("cluster", cluster_name)], now, &mut round);
+            }
+            if self.windows.contains_key(&Scope::TaskManager) {
+                for (id, figures) in &taskmanagers(cluster) {
+                    let subject = Subject::TaskManager(TaskManagerView { id, figures, now });
+                    let entity = (Scope::TaskManager, cluster_name.clone(), id.clone());
+                    let labels = [("cluster", cluster_name.as_str()), ("taskmanager", id.as_str())];
+                    self.evaluate_subject(entity, subject, &labels, now, &mut round);
                 }
             }
-        }
-        // Alerts whose condition no longer holds (or whose job or rule is gone) end here:
-        // pending ones silently, firing ones as resolved.
-        let mut resolved = Vec::new();
-        let ended: Vec<_> = self
-            .active
-            .iter()
-            .filter(|(k, alert)| !held.contains(*k) && !self.keeps_firing(alert, now, &evaluated))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for identity in ended {
-            self.last_held.remove(&identity);
-            if let Some(mut alert) = self.active.remove(&identity).filter(|a| a.state == AlertState::Firing) {
-                {
-                    alert.state = AlertState::Resolved;
-                    alert.resolved_at = Some(now);
-                    resolved.push(alert.clone());
-                    self.history.push_back(alert);
-                    while self.history.len() > HISTORY {
-                        self.history.pop_front();
-                    }
-                }
+            if !self.windows.contains_key(&Scope::Job) {
+                continue;
+            }
+            for (job_id, job) in evaluated_jobs(cluster) {
+                let subject = Subject::Job(JobView { job, job_id, logs: Some(&cluster.logs), now });
+                let entity = (Scope::Job, cluster_name.clone(), job_id.clone());
+                let labels =
+                    [("cluster", cluster_name.as_str()), ("job_id", job_id), ("job_name", &job.name)];
+                self.evaluate_subject(entity, subject, &labels, now, &mut round);
             }
         }
-        self.histories.retain(|(cluster, job), _| {
-            state.clusters().get(cluster).is_some_and(|c| c.jobs.get(job).is_some_and(|j| j.listed))
+        let resolved = self.end_alerts(now, &round);
+        self.histories.retain(|(scope, cluster, id), _| match scope {
+            Scope::Job => {
+                state.clusters().get(cluster).is_some_and(|c| c.jobs.get(id).is_some_and(|j| j.listed))
+            }
+            Scope::Cluster => state.clusters().contains_key(cluster),
+            Scope::TaskManager => round.evaluated.contains(&(*scope, cluster.clone(), id.clone())),
         });
         resolved
     }
-}
 
-impl Evaluator {
-    /// Whether a firing alert whose condition no longer holds is within its rule's
-    /// `keep_firing_for`, its job still evaluated and its rule still there.
-    fn keeps_firing(
-        &self,
-        alert: &Alert,
+    /// Evaluates the rules of `subject`'s scope for it; `labels` name it (`cluster`, `job_id`, …).
+    fn evaluate_subject(
+        &mut self,
+        entity: Entity,
+        subject: Subject<'_>,
+        labels: &[(&str, &str)],
         now: Timestamp,
-        evaluated: &std::collections::HashSet<(String, String)>,
-    ) -> bool {
+        round: &mut Round,
+    ) {
+        let scope = entity.0;
+        round.evaluated.insert(entity.clone());
+        let history = self.histories.entry(entity).or_default();
+        history.sample(&subject, now, &self.windows[&scope]);
+        let ctx = EvalContext::new(subject, history, now);
+        for rule in self.rules.iter().filter(|r| r.spec.scope == scope) {
+            let outcome = rule.condition().eval(&ctx);
+            // Most rules hold for no job: labels only for those that do.
+            if outcome.holds {
+                self.alerts.hold(rule, labels, outcome.value, &ctx, now, &mut round.held);
+            }
+        }
+    }
+
+    /// Alerts whose condition no longer holds (or whose subject or rule is gone) end here:
+    /// pending ones silently, firing ones as resolved, which are returned.
+    fn end_alerts(&mut self, now: Timestamp, round: &Round) -> Vec<Alert> {
+        let ended: Vec<Identity> = self
+            .alerts
+            .active
+            .iter()
+            .filter(|(k, alert)| !round.held.contains(*k) && !self.keeps_firing(alert, now, &round.evaluated))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut resolved = Vec::new();
+        for identity in ended {
+            self.alerts.last_held.remove(&identity);
+            if let Some(mut alert) =
+                self.alerts.active.remove(&identity).filter(|a| a.state == AlertState::Firing)
+            {
+                alert.state = AlertState::Resolved;
+                alert.resolved_at = Some(now);
+                resolved.push(alert.clone());
+                self.alerts.history.push_back(alert);
+                while self.alerts.history.len() > HISTORY {
+                    self.alerts.history.pop_front();
+                }
+            }
+        }
+        resolved
+    }
+
+    /// Whether a firing alert whose condition no longer holds is within its rule's
+    /// `keep_firing_for`, its subject still evaluated and its rule still there.
+    fn keeps_firing(&self, alert: &Alert, now: Timestamp, evaluated: &HashSet<Entity>) -> bool {
         if alert.state != AlertState::Firing {
             return false;
         }
         let Some(rule) = self.rules.iter().find(|r| r.spec.name == alert.name()) else { return false };
         let keep = rule.spec.keep_firing_for.as_millis() as u64;
-        let job = (
-            alert.labels.get("cluster").cloned().unwrap_or_default(),
-            alert.labels.get("job_id").cloned().unwrap_or_default(),
-        );
-        let identity: Vec<(String, String)> = alert
-            .labels
-            .iter()
-            .filter(|(k, _)| *k != "job_name")
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let last = self.last_held.get(&identity).copied().unwrap_or(alert.active_since);
-        keep > 0 && evaluated.contains(&job) && now.since(last) < keep
+        let label = |name: &str| alert.labels.get(name).cloned().unwrap_or_default();
+        let scope = rule.spec.scope;
+        let id = match scope {
+            Scope::Job => label("job_id"),
+            Scope::Cluster => String::new(),
+            Scope::TaskManager => label("taskmanager"),
+        };
+        let last = self.alerts.last_held.get(&identity(&alert.labels)).copied().unwrap_or(alert.active_since);
+        keep > 0 && evaluated.contains(&(scope, label("cluster"), id)) && now.since(last) < keep
     }
+}
+
+impl Alerts {
+    /// `rule` holds for the subject `labels` name: its alert becomes pending, or stays active
+    /// with fresh annotations and value, and fires once it held for the rule's `for`.
+    fn hold(
+        &mut self,
+        rule: &Rule,
+        subject_labels: &[(&str, &str)],
+        value: Option<f64>,
+        ctx: &EvalContext<'_>,
+        now: Timestamp,
+        held: &mut HashSet<Identity>,
+    ) {
+        let mut labels = BTreeMap::new();
+        labels.insert("alertname".to_string(), rule.spec.name.clone());
+        labels.insert("severity".to_string(), rule.spec.severity.as_str().to_string());
+        labels.insert("class".to_string(), rule.spec.class.as_str().to_string());
+        for (k, v) in subject_labels {
+            labels.insert(k.to_string(), v.to_string());
+        }
+        for (k, v) in &rule.spec.labels {
+            labels.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        let identity = identity(&labels);
+        held.insert(identity.clone());
+        self.last_held.insert(identity.clone(), now);
+        let annotations = BTreeMap::from([
+            ("summary".to_string(), render(&rule.spec.summary, &labels, value, ctx)),
+            ("description".to_string(), render(&rule.spec.description, &labels, value, ctx)),
+            ("runbook_url".to_string(), rule.spec.runbook_url.clone()),
+        ]);
+        let alert = self.active.entry(identity).or_insert_with(|| Alert {
+            labels: labels.clone(),
+            annotations: annotations.clone(),
+            state: AlertState::Pending,
+            active_since: now,
+            fired_at: None,
+            resolved_at: None,
+            value,
+        });
+        alert.labels = labels;
+        alert.annotations = annotations;
+        alert.value = value;
+        let held_for = now.since(alert.active_since);
+        if alert.state == AlertState::Pending && held_for >= rule.spec.for_.as_millis() as u64 {
+            alert.state = AlertState::Firing;
+            alert.fired_at = Some(now);
+        }
+    }
+}
+
+fn identity(labels: &BTreeMap<String, String>) -> Identity {
+    labels.iter().filter(|(k, _)| *k != "job_name").map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// Per scope that has rules, the `(series, window)` of their `increase()` and `ago()` calls.
+fn windows_of(rules: &[Rule]) -> HashMap<Scope, Vec<(String, f64)>> {
+    let mut windows: HashMap<Scope, Vec<(String, f64)>> = HashMap::new();
+    for rule in rules {
+        windows.entry(rule.spec.scope).or_default().extend(rule.condition().windows());
+    }
+    windows
 }
 
 /// The steps, in 1/20ths of the timeout, at which the age of a checkpoint in progress wakes
@@ -377,10 +451,6 @@ pub fn next_age_wake(state: &State, now: Timestamp) -> Option<Timestamp> {
     next
 }
 
-fn windows_of(rules: &[Rule]) -> Vec<(String, f64)> {
-    rules.iter().flat_map(|r| r.condition().windows()).collect()
-}
-
 /// Fills `{{ name }}` placeholders: labels (`cluster`, `job_name`, …), `value`, any series
 /// (`duration.p95`) or a function of one (`increase(shadow.unexplained, 30m)`, computed as a
 /// condition computes it); a `| duration`, `| bytes` or `| percent` filter formats the number.
@@ -388,7 +458,7 @@ pub fn render(
     template: &str,
     labels: &BTreeMap<String, String>,
     value: Option<f64>,
-    ctx: &JobContext<'_>,
+    ctx: &dyn expr::Context,
 ) -> String {
     let mut out = String::new();
     let mut rest = template;
@@ -475,6 +545,7 @@ mod tests {
     fn spec(expr: &str, for_s: u64) -> RuleSpec {
         RuleSpec {
             name: "TestAlert".into(),
+            scope: Scope::Job,
             expr: expr.into(),
             for_: Duration::from_secs(for_s),
             keep_firing_for: Duration::ZERO,
@@ -857,6 +928,167 @@ mod tests {
         // The third expiry (at 210 s) is three failures in a row over more than two intervals.
         assert_eq!(fired.get("FlinkCheckpointFailureStreak"), Some(&210_000), "{fired:?}");
         assert!(!fired.contains_key("FlinkCheckpointToleranceNearlySpent"), "tolerable 100: {fired:?}");
+    }
+
+    fn scoped(scope: Scope, expr: &str, summary: &str) -> Rule {
+        Rule::new(RuleSpec {
+            name: "Scoped".into(),
+            scope,
+            summary: summary.into(),
+            description: String::new(),
+            ..spec(expr, 0)
+        })
+        .unwrap()
+    }
+
+    /// A poll round of cluster `c` that keeps its job list, with `errors`.
+    fn round(errors: Vec<&'static str>) -> Observation {
+        Observation::ClusterPolled(crate::observe::ClusterPoll {
+            cluster: "c".into(),
+            duration_ms: 1,
+            flink_version: None,
+            jobs: None,
+            reachable: errors.is_empty(),
+            errors,
+        })
+    }
+
+    #[test]
+    fn a_cluster_rule_fires_once_per_cluster_with_the_cluster_label_and_resolves() {
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        poll(&mut state, 0, 1, 0);
+        state.apply(&round(Vec::new()), Timestamp(0));
+        let rule = scoped(
+            Scope::Cluster,
+            "reachable == 0 and increase(poll_errors, 5m) >= 2",
+            "{{ cluster }} unreachable, {{ increase(poll_errors, 5m) }} errors, {{ jobs }} job(s)",
+        );
+        let mut ev = Evaluator::new(vec![rule]);
+        ev.evaluate(&state, Timestamp(0));
+        state.apply(&round(vec!["connect"]), Timestamp(10_000));
+        ev.evaluate(&state, Timestamp(10_000));
+        assert_eq!(ev.active().count(), 0, "one error is not two");
+        state.apply(&round(vec!["timeout"]), Timestamp(20_000));
+        ev.evaluate(&state, Timestamp(20_000));
+        let alerts: Vec<&Alert> = ev.active().collect();
+        assert_eq!(alerts.len(), 1, "one alert for the cluster, not one per job");
+        let labels: Vec<(&str, &str)> =
+            alerts[0].labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(
+            labels,
+            [
+                ("alertname", "Scoped"),
+                ("class", "failure"),
+                ("cluster", "c"),
+                ("severity", "warning"),
+                ("team", "data")
+            ]
+        );
+        assert_eq!(alerts[0].state, AlertState::Firing);
+        assert_eq!(alerts[0].annotations["summary"], "c unreachable, 2 errors, 1 job(s)");
+        state.apply(&round(Vec::new()), Timestamp(30_000));
+        let resolved = ev.evaluate(&state, Timestamp(30_000));
+        assert_eq!(resolved.len(), 1, "it resolves through the same path as a job's alert");
+        assert_eq!(ev.active().count(), 0);
+    }
+
+    #[test]
+    fn a_rule_reads_only_the_series_of_its_scope() {
+        let rule = |scope: Scope, expr: &str| Rule::new(RuleSpec { scope, ..spec(expr, 0) });
+        let error = rule(Scope::Cluster, "duration.p95 > 1s").unwrap_err().to_string();
+        assert!(error.contains("unknown series `duration.p95`"), "{error}");
+        assert!(rule(Scope::Job, "reachable == 0").is_err());
+        assert!(rule(Scope::TaskManager, "poll_errors > 0").is_err());
+        assert!(rule(Scope::TaskManager, "slowest_subtasks > 0 and jobs >= 1").is_ok());
+    }
+
+    #[test]
+    fn a_taskmanager_rule_fires_for_the_taskmanager_of_the_slowest_subtasks() {
+        use crate::observe::{
+            JobLoadReport, JobTopology, OperatorCheckpoint, SubtaskCheckpoint, TopologyVertex, VertexLoad,
+        };
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let subtask = |index, end_to_end_ms| SubtaskCheckpoint {
+            index,
+            acknowledged: true,
+            end_to_end_ms: Some(end_to_end_ms),
+            ..Default::default()
+        };
+        // Two checkpoints, each held up longest by subtask 1 of stateful-map.
+        let finished = (1..=2)
+            .map(|id| FinishedCheckpoint {
+                id,
+                status: CheckpointStatus::Completed,
+                kind: SnapshotKind::Checkpoint,
+                triggered_at: Timestamp(0),
+                finished_at: Timestamp(900),
+                end_to_end_ms: Some(900),
+                checkpointed_bytes: None,
+                full_state_bytes: None,
+                processed_bytes: None,
+                persisted_bytes: None,
+                num_subtasks: 2,
+                num_acknowledged: 2,
+                failure_message: None,
+                operators: vec![OperatorCheckpoint {
+                    vertex_id: "v".into(),
+                    name: "stateful-map".into(),
+                    subtasks: vec![subtask(0, 40), subtask(1, 900)],
+                }],
+            })
+            .collect();
+        let obs = Observation::JobPolled(JobPoll {
+            key: JobKey { cluster: "c".into(), job_id: "j".into() },
+            job_name: "orders".into(),
+            job_state: "RUNNING".into(),
+            polled_at: Timestamp(1_000),
+            counts: CheckpointCounts { completed: 2, failed: 0, in_progress: 0, restored: 0 },
+            settings: Some(CheckpointSettings { timeout_ms: Some(60_000), ..Default::default() }),
+            in_progress: Vec::new(),
+            finished,
+            latest_restore: None,
+        });
+        state.apply(&obs, Timestamp(1_000));
+        let rule = scoped(
+            Scope::TaskManager,
+            "slowest_subtasks >= 2",
+            "{{ taskmanager }} on {{ cluster }} ran the slowest subtask of {{ value }} checkpoints ({{ subtasks }} subtask(s) of {{ jobs }} job(s))",
+        );
+        let mut ev = Evaluator::new(vec![rule]);
+        ev.evaluate(&state, Timestamp(1_000));
+        assert_eq!(ev.active().count(), 0, "no TaskManager is known before a load fetch placed the subtasks");
+        let load = JobLoadReport {
+            key: JobKey { cluster: "c".into(), job_id: "j".into() },
+            measured_at: Timestamp(2_000),
+            topology: Some(JobTopology {
+                vertices: vec![TopologyVertex {
+                    id: "v".into(),
+                    name: "stateful-map".into(),
+                    parallelism: 2,
+                }],
+                edges: Vec::new(),
+            }),
+            vertices: vec![VertexLoad {
+                vertex_id: "v".into(),
+                subtasks: Vec::new(),
+                taskmanagers: vec![Some("tm-a (h:1)".into()), Some("tm-b (h:2)".into())],
+            }],
+        };
+        state.apply(&Observation::JobLoad(load), Timestamp(2_000));
+        ev.evaluate(&state, Timestamp(2_000));
+        let alerts: Vec<&Alert> = ev.active().collect();
+        assert_eq!(alerts.len(), 1, "tm-a ran no slowest subtask");
+        assert_eq!(alerts[0].labels["taskmanager"], "tm-b (h:2)");
+        assert_eq!(alerts[0].labels["cluster"], "c");
+        assert!(!alerts[0].labels.contains_key("job_id"));
+        assert_eq!(
+            alerts[0].annotations["summary"],
+            "tm-b (h:2) on c ran the slowest subtask of 2 checkpoints (1 subtask(s) of 1 job(s))"
+        );
+        // The job ends: its subtasks no longer place anything, and the alert resolves.
+        state.apply(&no_jobs_listed(), Timestamp(3_000));
+        assert_eq!(ev.evaluate(&state, Timestamp(3_000)).len(), 1);
+        assert_eq!(ev.active().count(), 0);
     }
 
     #[test]

@@ -1,0 +1,130 @@
+//! What a rule is evaluated for, as the series table's getters see it: a job, a cluster, or a
+//! TaskManager with the figures the state keeps of it (`taskmanagers`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::observe::CheckpointStatus;
+use crate::state::logs::LogState;
+use crate::state::{ClusterState, JobState};
+use crate::time::Timestamp;
+
+/// What a job-scope series reads: the job, its id, its cluster's log events, and the time.
+pub struct JobView<'a> {
+    /// The job.
+    pub job: &'a JobState,
+    /// Its id.
+    pub job_id: &'a str,
+    /// Its cluster's log events.
+    pub logs: Option<&'a LogState>,
+    /// The evaluation's time.
+    pub now: Timestamp,
+}
+
+impl JobView<'_> {
+    /// The job's log events of `kind`, from every source.
+    pub fn log_events(&self, kind: &str) -> f64 {
+        let Some(logs) = self.logs else { return 0.0 };
+        // Keyed by job first: a range, not a scan of every job's counters (a round over 1,000
+        // jobs would compare a million keys).
+        let from = (self.job_id.to_string(), kind.to_string(), "");
+        logs.events
+            .range(from..)
+            .take_while(|((job, k, _), _)| job == self.job_id && k == kind)
+            .map(|(_, n)| *n as f64)
+            .sum()
+    }
+
+    /// The job's trigger deviations that a coordinator rule explains, or that none does.
+    pub fn shadow_deviations(&self, explained: bool) -> f64 {
+        self.job
+            .shadow
+            .trigger
+            .deviation_counts()
+            .iter()
+            .filter(|(kind, _)| kind.explained() == explained)
+            .map(|(_, n)| *n as f64)
+            .sum()
+    }
+}
+
+/// What a cluster-scope series reads.
+pub struct ClusterView<'a> {
+    /// The cluster.
+    pub cluster: &'a ClusterState,
+    /// The evaluation's time.
+    pub now: Timestamp,
+}
+
+impl ClusterView<'_> {
+    /// Watched jobs that have not ended and failed a checkpoint since their last completed one.
+    pub fn failing_jobs(&self) -> usize {
+        evaluated_jobs(self.cluster).filter(|(_, job)| job.consecutive_failures() > 0).count()
+    }
+}
+
+/// What the state knows of one TaskManager, gathered from the cluster's watched jobs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TaskManagerFigures {
+    /// Subtasks placed on it at their job's last load fetch.
+    pub subtasks: u64,
+    /// Jobs with a subtask on it.
+    pub jobs: u64,
+    /// Recent completed checkpoints whose slowest subtask ran on it.
+    pub slowest_subtasks: u64,
+    /// Recent failed checkpoints whose holdout ran on it.
+    pub holdouts: u64,
+    /// Jobs whose latest restore's last subtask to start ran on it.
+    pub last_to_restore: u64,
+}
+
+/// The TaskManagers that run subtasks of the cluster's watched jobs (those job rules are
+/// evaluated for), by id, with their figures. A subtask is placed where the job's last load
+/// fetch saw it, as the API places a checkpoint's slowest subtask when no log line says more.
+pub fn taskmanagers(cluster: &ClusterState) -> BTreeMap<String, TaskManagerFigures> {
+    let mut figures: BTreeMap<String, TaskManagerFigures> = BTreeMap::new();
+    for (_, job) in evaluated_jobs(cluster) {
+        let mut on_job = BTreeSet::new();
+        for tm in job.subtask_locations.values().flatten().flatten() {
+            figures.entry(tm.clone()).or_default().subtasks += 1;
+            on_job.insert(tm.as_str());
+        }
+        for tm in on_job {
+            figures.entry(tm.to_string()).or_default().jobs += 1;
+        }
+        let mut count = |operator: &str, subtask: u32, field: fn(&mut TaskManagerFigures) -> &mut u64| {
+            if let Some(tm) = job.subtask_location(operator, subtask) {
+                *field(figures.entry(tm.to_string()).or_default()) += 1;
+            }
+        };
+        for record in &job.recent {
+            if let (CheckpointStatus::Completed, Some((operator, subtask, _))) =
+                (record.status, &record.slowest_subtask)
+            {
+                count(operator, *subtask, |f| &mut f.slowest_subtasks);
+            }
+            if let Some(holdout) = &record.holdout {
+                count(&holdout.operator, holdout.subtask, |f| &mut f.holdouts);
+            }
+        }
+        if let Some(last) = job.restores.latest().and_then(|r| r.last_subtask.as_ref()) {
+            count(&last.operator, last.subtask, |f| &mut f.last_to_restore);
+        }
+    }
+    figures
+}
+
+/// The jobs job rules are evaluated for: listed, and not ended (a job that finished, was
+/// cancelled, failed for good or was suspended no longer checkpoints).
+pub fn evaluated_jobs(cluster: &ClusterState) -> impl Iterator<Item = (&String, &JobState)> {
+    cluster.jobs.iter().filter(|(_, j)| j.listed && !j.job_state.has_ended())
+}
+
+/// What a TaskManager-scope series reads.
+pub struct TaskManagerView<'a> {
+    /// The TaskManager's id, as Flink names it.
+    pub id: &'a str,
+    /// What the state knows of it.
+    pub figures: &'a TaskManagerFigures,
+    /// The evaluation's time.
+    pub now: Timestamp,
+}
