@@ -304,6 +304,7 @@ async fn a_slowloris_connection_over_tls_is_closed_after_the_header_timeout() {
     let closed_after = loop {
         tokio::select! {
             read = tls.read(&mut buf) => if matches!(read, Ok(0) | Err(_)) { break started.elapsed() },
+            // Part of the scenario: one more header line every 500 ms, never the end.
             () = tokio::time::sleep(Duration::from_millis(500)) => {
                 if tls.write_all(b"X-Slow: 1\r\n").await.is_err() {
                     break started.elapsed();

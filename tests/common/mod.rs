@@ -19,6 +19,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::Value;
 
+/// Whether this run rewrites the goldens and the generated doc tables instead of comparing with
+/// them: `SENTINEL_BLESS=1`, the one bless variable of every golden.
+pub fn blessing() -> bool {
+    std::env::var_os("SENTINEL_BLESS").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
 /// The fixtures folder of this repository.
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
