@@ -1,5 +1,5 @@
 //! The demo's `/metrics` at a fixed seed and time, compared byte for byte with a checked-in
-//! golden (`tests/golden/demo-exposition.prom`, as node_exporter's
+//! golden (`tests/golden/demo/exposition.prom`, as node_exporter's
 //! `collector/fixtures/e2e-output.txt`): any change to a name, label, help text, order or value
 //! of the exposition shows up here. The state is built without a clock or a network: the demo
 //! model's jobs are advanced to given times and their polls applied as the poller would.
@@ -58,7 +58,7 @@ fn exposition() -> String {
 #[test]
 fn the_demo_exposition_at_a_fixed_seed_and_time_is_the_golden_byte_for_byte() {
     let got = exposition();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/demo-exposition.prom");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/demo/exposition.prom");
     if common::blessing() {
         std::fs::write(&path, &got).unwrap();
         return;
