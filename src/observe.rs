@@ -362,6 +362,71 @@ pub struct FinishedCheckpoint {
     pub operators: Vec<OperatorCheckpoint>,
 }
 
+/// A checkpoint built by hand (tests, benches): [`FinishedCheckpoint::completed`] gives a plain
+/// completed checkpoint, and the chained setters change what a case needs.
+impl FinishedCheckpoint {
+    /// Completed checkpoint `id`, triggered at `triggered_at`, acknowledged `end_to_end_ms` later;
+    /// no sizes, no subtasks, no operator details.
+    pub fn completed(id: u64, triggered_at: Timestamp, end_to_end_ms: u64) -> FinishedCheckpoint {
+        FinishedCheckpoint {
+            id,
+            status: CheckpointStatus::Completed,
+            kind: SnapshotKind::Checkpoint,
+            triggered_at,
+            finished_at: Timestamp(triggered_at.0 + end_to_end_ms as i64),
+            end_to_end_ms: Some(end_to_end_ms),
+            checkpointed_bytes: None,
+            full_state_bytes: None,
+            processed_bytes: None,
+            persisted_bytes: None,
+            num_subtasks: 0,
+            num_acknowledged: 0,
+            failure_message: None,
+            operators: Vec::new(),
+        }
+    }
+
+    /// Failed instead, with this message.
+    pub fn failed(mut self, message: &str) -> FinishedCheckpoint {
+        self.status = CheckpointStatus::Failed;
+        self.failure_message = Some(message.to_string());
+        self
+    }
+
+    /// A savepoint or unaligned checkpoint instead.
+    pub fn kind(mut self, kind: SnapshotKind) -> FinishedCheckpoint {
+        self.kind = kind;
+        self
+    }
+
+    /// Sizes: persisted this time and in full; nothing processed during alignment nor in flight.
+    pub fn sizes(mut self, checkpointed_bytes: u64, full_state_bytes: u64) -> FinishedCheckpoint {
+        self.checkpointed_bytes = Some(checkpointed_bytes);
+        self.full_state_bytes = Some(full_state_bytes);
+        self.processed_bytes = Some(0);
+        self.persisted_bytes = Some(0);
+        self
+    }
+
+    /// `acknowledged` of `subtasks` subtasks acknowledged.
+    pub fn acknowledged(mut self, acknowledged: u32, subtasks: u32) -> FinishedCheckpoint {
+        self.num_acknowledged = acknowledged;
+        self.num_subtasks = subtasks;
+        self
+    }
+
+    /// One more operator chain with these subtask details.
+    pub fn operator(
+        mut self,
+        vertex_id: &str,
+        name: &str,
+        subtasks: Vec<SubtaskCheckpoint>,
+    ) -> FinishedCheckpoint {
+        self.operators.push(OperatorCheckpoint { vertex_id: vertex_id.into(), name: name.into(), subtasks });
+        self
+    }
+}
+
 /// One operator chain (job vertex) of a checkpoint, with its subtasks.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OperatorCheckpoint {

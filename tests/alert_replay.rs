@@ -482,19 +482,19 @@ fn the_builtin_rules_on_every_capture_at_its_pace_fire_what_they_should_and_noth
 const BEGIN: &str = "<!-- BEGIN ALERT QUALITY -->\n";
 const END: &str = "\n<!-- END ALERT QUALITY -->";
 
-/// docs/alert-quality.md holds this run's table; `UPDATE_DOCS=1` rewrites it.
+/// docs/alert-quality.md holds this run's table; `SENTINEL_BLESS=1` rewrites it.
 fn check_doc(table: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/alert-quality.md");
     let doc = std::fs::read_to_string(&path).unwrap();
     let (head, rest) = doc.split_once(BEGIN).expect("begin marker");
     let (current, tail) = rest.split_once(END).expect("end marker");
-    if std::env::var_os("UPDATE_DOCS").is_some() {
+    if crate::common::blessing() {
         std::fs::write(&path, format!("{head}{BEGIN}{table}{END}{tail}")).unwrap();
         return;
     }
     assert_eq!(
         current, table,
-        "docs/alert-quality.md is out of date: run UPDATE_DOCS=1 cargo test --test integration alert_replay::"
+        "docs/alert-quality.md is out of date: run SENTINEL_BLESS=1 cargo test --test integration alert_replay::"
     );
 }
 

@@ -2,14 +2,14 @@
 //! the test) and resolve there; an Alertmanager outage while an alert fires loses nothing.
 
 use crate::common;
-use common::free_port;
+use common::port_for_another_program;
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use checkpoint_sentinel::config::Config;
-use common::{replay, sample};
+use common::{replay, sample, until};
 use serde_json::Value;
 
 /// A real Alertmanager on `port`, or `None` outside CI when the package is not installed.
@@ -41,20 +41,6 @@ async fn active(port: u16, name: &str) -> Option<Vec<Value>> {
     let response = reqwest::get(url).await.ok()?;
     let alerts: Vec<Value> = response.json().await.ok()?;
     Some(alerts.into_iter().filter(|a| a["status"]["state"] == "active").collect())
-}
-
-async fn until<F: std::future::Future<Output = bool>>(
-    what: &str,
-    seconds: u64,
-    mut check: impl FnMut() -> F,
-) {
-    for _ in 0..seconds * 10 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out after {seconds}s waiting for: {what}");
 }
 
 fn config(dir: &std::path::Path, flink: &str, am_port: u16, rule: &str) -> Config {
@@ -97,12 +83,20 @@ async fn daemon_alerts(addr: SocketAddr, state: &str) -> f64 {
     sample(&m, "checkpoint_sentinel_alerts", &labels).unwrap_or(0.0)
 }
 
+async fn send_errors(addr: SocketAddr) -> f64 {
+    let m = reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap();
+    m.lines()
+        .filter(|l| l.starts_with("checkpoint_sentinel_alertmanager_errors_total{"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_checkpoint_alert_fires_in_alertmanager_and_resolves() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let port = port_for_another_program();
     let Some(mut am) = alertmanager(port, dir.path()) else { return };
-    until("alertmanager ready", 20, || async { active(port, "none").await.is_some() }).await;
+    until("alertmanager ready", Duration::from_secs(20), || active(port, "none"), Option::is_some).await;
 
     // The expired scenario: checkpoints fail while the series plays; then Flink's counts stand
     // still and the 2 s increase drops to zero.
@@ -113,9 +107,12 @@ async fn an_expired_checkpoint_alert_fires_in_alertmanager_and_resolves() {
     )
     .await
     .unwrap();
-    until("the alert in Alertmanager", 30, || async {
-        active(port, "FlinkCheckpointFailuresSeen").await.is_some_and(|a| !a.is_empty())
-    })
+    until(
+        "the alert in Alertmanager",
+        Duration::from_secs(30),
+        || active(port, "FlinkCheckpointFailuresSeen"),
+        |a| a.as_ref().is_some_and(|a| !a.is_empty()),
+    )
     .await;
     let alerts = active(port, "FlinkCheckpointFailuresSeen").await.unwrap();
     let alert = &alerts[0];
@@ -125,9 +122,12 @@ async fn an_expired_checkpoint_alert_fires_in_alertmanager_and_resolves() {
     assert_eq!(alert["generatorURL"], "http://sentinel.example:9717/");
 
     flink.wait_for_polls(1).await;
-    until("the alert resolved in Alertmanager", 30, || async {
-        active(port, "FlinkCheckpointFailuresSeen").await.is_some_and(|a| a.is_empty())
-    })
+    until(
+        "the alert resolved in Alertmanager",
+        Duration::from_secs(30),
+        || active(port, "FlinkCheckpointFailuresSeen"),
+        |a| a.as_ref().is_some_and(|a| a.is_empty()),
+    )
     .await;
     daemon.shutdown().await;
     am.kill().unwrap();
@@ -137,7 +137,7 @@ async fn an_expired_checkpoint_alert_fires_in_alertmanager_and_resolves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_alert_firing_during_an_alertmanager_outage_arrives_once_it_is_back() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let port = port_for_another_program();
     let flink = replay("2.3.0", "declined").await;
     // Alertmanager is down when the alert starts firing.
     let daemon = checkpoint_sentinel::daemon::start(
@@ -147,13 +147,23 @@ async fn an_alert_firing_during_an_alertmanager_outage_arrives_once_it_is_back()
     .await
     .unwrap();
     let addr = daemon.addr;
-    until("the alert firing in the daemon", 30, || async { daemon_alerts(addr, "firing").await >= 1.0 })
+    until(
+        "the alert firing in the daemon",
+        Duration::from_secs(30),
+        || daemon_alerts(addr, "firing"),
+        |n| *n >= 1.0,
+    )
+    .await;
+    // The daemon tried to send it while Alertmanager was down.
+    until("a send failed during the outage", Duration::from_secs(30), || send_errors(addr), |n| *n >= 1.0)
         .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
     let Some(mut am) = alertmanager(port, dir.path()) else { return };
-    until("the alert in Alertmanager after its outage", 30, || async {
-        active(port, "FlinkCheckpointFailuresSeen").await.is_some_and(|a| !a.is_empty())
-    })
+    until(
+        "the alert in Alertmanager after its outage",
+        Duration::from_secs(30),
+        || active(port, "FlinkCheckpointFailuresSeen"),
+        |a| a.as_ref().is_some_and(|a| !a.is_empty()),
+    )
     .await;
     daemon.shutdown().await;
     am.kill().unwrap();

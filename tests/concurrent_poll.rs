@@ -13,7 +13,7 @@ use checkpoint_sentinel::config::ClusterConfig;
 use checkpoint_sentinel::sources::poller::Poller;
 use checkpoint_sentinel::state::State;
 use common::many::replay_many;
-use common::{sample, scrape};
+use common::{sample, scrape_until, until};
 
 const DELAY: Duration = Duration::from_millis(50);
 
@@ -50,12 +50,23 @@ async fn many_jobs_polled_concurrently_are_counted_exactly_once() {
     config.clusters[0].max_concurrent_requests = 6;
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
     server.wait_for_polls(2).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let metrics = scrape(daemon.addr).await;
-    daemon.shutdown().await;
-
     let s = server.scenario();
     let counts = s.last_counts();
+    let every_job_counted = |metrics: &str| {
+        server.job_ids().iter().enumerate().all(|(i, id)| {
+            let name = server.job_name(i);
+            ["completed", "failed"].iter().all(|status| {
+                let labels =
+                    [("cluster", "lab"), ("job_id", id.as_str()), ("job_name", &name), ("status", status)];
+                sample(metrics, "flink_checkpoints_total", &labels) == counts[*status].as_f64()
+            })
+        })
+    };
+    let metrics =
+        scrape_until(daemon.addr, "Flink's counts of every job", Duration::from_secs(30), every_job_counted)
+            .await;
+    daemon.shutdown().await;
+
     for (i, id) in server.job_ids().iter().enumerate() {
         let name = server.job_name(i);
         for status in ["completed", "failed"] {
@@ -81,11 +92,16 @@ async fn a_slow_cluster_does_not_delay_another() {
     slow_cluster.max_concurrent_requests = 1;
     config.clusters.push(slow_cluster);
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
-    // The slow cluster's first round needs /overview and /jobs/overview (2 s) before any job.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let fast_polls = fast.min_polls();
+    // The slow cluster's first round needs /overview and /jobs/overview (2 s) before any job:
+    // the fast cluster polls five rounds meanwhile.
+    let fast_polls = until(
+        "five rounds of the fast cluster",
+        Duration::from_secs(30),
+        || async { fast.min_polls() },
+        |n| *n >= 5,
+    )
+    .await;
     let slow_polls = slow.min_polls();
     daemon.shutdown().await;
-    assert_eq!(slow_polls, 0, "the slow cluster is still in its first round");
-    assert!(fast_polls >= 5, "the fast cluster went on polling: {fast_polls} rounds");
+    assert_eq!(slow_polls, 0, "the slow cluster is still in its first round after {fast_polls} fast ones");
 }

@@ -1,7 +1,9 @@
 //! The demo end to end: the model-driven cluster, served over the Flink-shaped REST API, is
 //! read by the real poller, and the daemon's /metrics lists every demo job within 10 s.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::common::{scrape_until, try_scrape, until};
 
 use checkpoint_sentinel::commands::demo::{DemoOptions, start};
 
@@ -16,29 +18,26 @@ async fn metrics_list_every_demo_job_within_10_s() {
     })
     .await
     .unwrap();
-    let url = format!("http://{}/metrics", demo.daemon.addr);
-    let started = Instant::now();
-    let mut body = String::new();
-    let mut missing: Vec<&str> = demo.jobs.iter().map(|(id, _)| id.as_str()).collect();
-    while started.elapsed() < Duration::from_secs(10) {
-        body = reqwest::get(&url).await.unwrap().text().await.unwrap();
-        missing.retain(|id| !body.contains(&format!("job_id=\"{id}\"")));
-        if missing.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    assert!(missing.is_empty(), "after {:?} still missing {missing:?}:\n{body}", started.elapsed());
+    let addr = demo.daemon.addr;
+    let ids: Vec<&str> = demo.jobs.iter().map(|(id, _)| id.as_str()).collect();
+    let listed = |body: &str| ids.iter().all(|id| body.contains(&format!("job_id=\"{id}\"")));
+    scrape_until(addr, "every demo job on /metrics", Duration::from_secs(10), listed).await;
     // Checkpoints with per-subtask phases arrive too (the healthy job checkpoints every 2 s),
     // and the JobManager log the tailer follows fills up.
     let sample = "flink_checkpoint_alignment_duration_seconds_count{";
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let mut log = String::new();
-    while Instant::now() < deadline && !(body.contains(sample) && log.contains("Completed checkpoint")) {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        body = reqwest::get(&url).await.unwrap().text().await.unwrap();
-        log = std::fs::read_to_string(&demo.log_file).unwrap_or_default();
-    }
+    let log_file = &demo.log_file;
+    let (body, log) = until(
+        "alignment on /metrics and a completed checkpoint in the log",
+        Duration::from_secs(15),
+        || async {
+            (
+                try_scrape(addr).await.unwrap_or_default(),
+                std::fs::read_to_string(log_file).unwrap_or_default(),
+            )
+        },
+        |(body, log)| body.contains(sample) && log.contains("Completed checkpoint"),
+    )
+    .await;
     assert!(body.contains(sample), "{body}");
     assert!(log.contains("Triggering checkpoint") && log.contains("Completed checkpoint"), "{log}");
     demo.shutdown().await;

@@ -5,7 +5,9 @@
 //! and the job detail carries the P95-per-phase series the status page charts and names the
 //! TaskManager of each checkpoint's slowest subtask.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::common::until;
 
 use checkpoint_sentinel::commands::demo::{DemoOptions, start};
 use serde_json::Value;
@@ -74,24 +76,29 @@ async fn every_demo_job_gets_the_explanation_its_scenario_implies() {
             }),
         ),
     ];
-    let deadline = Instant::now() + Duration::from_secs(40);
-    let mut pending: Vec<usize> = (0..checks.len()).collect();
-    let mut last = Vec::new();
-    while !pending.is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        last.clear();
-        let mut still = Vec::new();
-        for i in pending {
-            let (id, _, check) = &checks[i];
-            let shadow = explanation(&base, id).await;
-            if !check(&shadow) {
-                still.push(i);
-                last.push(shadow);
+    // Each check is met once; one met is not looked at again.
+    let pending = std::sync::Mutex::new((0..checks.len()).collect::<Vec<usize>>());
+    let (failed, last) = until(
+        "every demo job explained",
+        Duration::from_secs(40),
+        || async {
+            let mut still = Vec::new();
+            let mut last = Vec::new();
+            let looked_at = pending.lock().unwrap().clone();
+            for i in looked_at {
+                let (id, _, check) = &checks[i];
+                let shadow = explanation(&base, id).await;
+                if !check(&shadow) {
+                    still.push(i);
+                    last.push(shadow);
+                }
             }
-        }
-        pending = still;
-    }
-    let failed: Vec<&str> = pending.iter().map(|&i| checks[i].1).collect();
+            *pending.lock().unwrap() = still.clone();
+            (still.iter().map(|&i| checks[i].1).collect::<Vec<&str>>(), last)
+        },
+        |(failed, _)| failed.is_empty(),
+    )
+    .await;
     assert!(failed.is_empty(), "not explained: {failed:?}\n{last:#?}");
 
     // The backpressured job: the model's predicted alignment at the operator holding the
@@ -100,32 +107,30 @@ async fn every_demo_job_gets_the_explanation_its_scenario_implies() {
     // its vertices' load, the model saw no rates and predicted ~1 ms at subtask 1 against an
     // observed ~2.1 s at subtask 0.
     let bp = job("backpressured");
-    let mut seen;
-    let agreed = loop {
-        let (prediction, text) = {
-            let state = demo.daemon.app.state.read().unwrap();
-            let j = &state.clusters()["demo"].jobs[&bp];
-            let a = &j.shadow.alignment;
-            let holder = a.holder().cloned();
-            let observed = holder.as_ref().and_then(|h| a.observed_alignment_ms(&h.vertex_id));
-            let last = j.last_completed.as_ref().and_then(|r| r.slowest_subtask.clone());
-            ((holder, observed, last), j.shadow.explanation().alignment.unwrap_or_default())
-        };
-        seen = format!("{prediction:?}: {text}");
-        if let (Some(h), Some(observed), Some((op, subtask, _))) = prediction
-            && observed > 1_000
-        {
-            let off = (h.alignment_ms - observed as f64).abs() / observed as f64;
-            break h.name == "stateful-map"
-                && op == "stateful-map"
-                && h.slowest_subtask == subtask
-                && off <= 0.25;
-        }
-        if Instant::now() > deadline + Duration::from_secs(10) {
-            break false;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    // What the model predicts at the operator holding the barriers up, against the data: (the
+    // prediction's holder, its observed alignment, the slowest subtask of the last checkpoint)
+    // and the explanation's text.
+    let model_and_data = || async {
+        let state = demo.daemon.app.state.read().unwrap();
+        let j = &state.clusters()["demo"].jobs[&bp];
+        let a = &j.shadow.alignment;
+        let holder = a.holder().cloned();
+        let observed = holder.as_ref().and_then(|h| a.observed_alignment_ms(&h.vertex_id));
+        let last = j.last_completed.as_ref().and_then(|r| r.slowest_subtask.clone());
+        ((holder, observed, last), j.shadow.explanation().alignment.unwrap_or_default())
     };
+    let (prediction, text) = until(
+        "an observed alignment over 1 s on the backpressured job",
+        Duration::from_secs(50),
+        model_and_data,
+        |((_, observed, last), _)| last.is_some() && observed.is_some_and(|observed| observed > 1_000),
+    )
+    .await;
+    let seen = format!("{prediction:?}: {text}");
+    let (Some(h), Some(observed), Some((op, subtask, _))) = prediction else { unreachable!("measured") };
+    let off = (h.alignment_ms - observed as f64).abs() / observed as f64;
+    let agreed =
+        h.name == "stateful-map" && op == "stateful-map" && h.slowest_subtask == subtask && off <= 0.25;
     println!("backpressured: {seen}");
     assert!(agreed, "the model disagrees with the data on the backpressured job: {seen}");
     assert!(seen.contains("stateful-map holds the barriers up: its subtask 0 is the slowest"), "{seen}");
@@ -154,15 +159,16 @@ async fn every_demo_job_gets_the_explanation_its_scenario_implies() {
     // The status page's chart of P95 per phase over time: the healthy job's detail has a series
     // of points with every phase (one per poll that completed a checkpoint, at first).
     let url = format!("{base}/api/v1/jobs/demo/{}", job("healthy"));
-    let mut series = Value::Null;
-    while Instant::now() < deadline + Duration::from_secs(10) {
-        let detail: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
-        series = detail["p95_history"].clone();
-        if series.as_array().is_some_and(|s| s.len() >= 2) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let series = until(
+        "two points of the P95 history",
+        Duration::from_secs(50),
+        || async {
+            let detail: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+            detail["p95_history"].clone()
+        },
+        |series| series.as_array().is_some_and(|s| s.len() >= 2),
+    )
+    .await;
     let points = series.as_array().expect("p95_history is an array");
     assert!(points.len() >= 2, "{series:#}");
     let phases = ["end_to_end", "start_delay", "alignment", "sync", "async"];

@@ -7,7 +7,10 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{replay, sample, scrape};
+use common::{replay, sample, scrape, scrape_until, until};
+
+/// How long a scrape waits for what it checks.
+const WAIT: Duration = Duration::from_secs(15);
 
 fn counts(metrics: &str, cluster: &str, job_id: &str, job_name: &str) -> (Option<f64>, Option<f64>) {
     let with =
@@ -23,18 +26,6 @@ fn job_name(metrics: &str, cluster: &str) -> Option<String> {
         l.starts_with("flink_checkpoints_total{") && l.contains(&format!("cluster=\"{cluster}\""))
     })?;
     Some(line.split("job_name=\"").nth(1)?.split('"').next()?.to_string())
-}
-
-/// Scrapes until `done` holds for the metrics (at most 15 s).
-async fn until(addr: std::net::SocketAddr, what: &str, done: impl Fn(&str) -> bool) -> String {
-    for _ in 0..150 {
-        let metrics = scrape(addr).await;
-        if done(&metrics) {
-            return metrics;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what}: not within 15 s");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,7 +52,7 @@ async fn a_discovered_cluster_leaves_and_comes_back_without_double_counting() {
     let s = orders.scenario();
     let last = s.last_counts();
     let want = (last["completed"].as_f64(), last["failed"].as_f64());
-    let before = until(daemon.addr, "orders counted", |m| {
+    let before = scrape_until(daemon.addr, "orders counted", WAIT, |m| {
         job_name(m, "orders").is_some_and(|n| counts(m, "orders", &s.job_id, &n) == want)
     })
     .await;
@@ -72,7 +63,7 @@ async fn a_discovered_cluster_leaves_and_comes_back_without_double_counting() {
 
     // A file half-written or garbled: a warning and a count, the cluster stays.
     std::fs::write(&file, "[{\"targets\": [").unwrap();
-    let garbled = until(daemon.addr, "bad file counted", |m| {
+    let garbled = scrape_until(daemon.addr, "bad file counted", WAIT, |m| {
         sample(m, "checkpoint_sentinel_discovery_file_errors_total", &[("reason", "invalid")]) >= Some(1.0)
     })
     .await;
@@ -80,17 +71,30 @@ async fn a_discovered_cluster_leaves_and_comes_back_without_double_counting() {
 
     // Gone from the file: its series go, the static cluster's stay.
     std::fs::write(&file, "[]").unwrap();
-    let gone = until(daemon.addr, "orders removed", |m| !m.contains("cluster=\"orders\"")).await;
+    let gone = scrape_until(daemon.addr, "orders removed", WAIT, |m| !m.contains("cluster=\"orders\"")).await;
     assert_eq!(sample(&gone, "checkpoint_sentinel_discovered_clusters", &[]), Some(0.0));
     assert_eq!(counts(&gone, "lab", &lab.scenario().job_id, &lab_name), lab_counts);
     let served_while_gone = orders.polls_served();
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Four more rounds of the static cluster: the daemon went on polling, not the removed one.
+    let lab_served = lab.polls_served() + 4;
+    until(
+        "four more rounds of the static cluster",
+        WAIT,
+        || async { lab.polls_served() },
+        |n| *n >= lab_served,
+    )
+    .await;
     assert_eq!(orders.polls_served(), served_while_gone, "not polled once removed");
 
     // Back: Flink's counts again, not the old ones added to them.
     std::fs::write(&file, &listed).unwrap();
-    let back = until(daemon.addr, "orders back", |m| counts(m, "orders", &s.job_id, &name).0.is_some()).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let back =
+        scrape_until(daemon.addr, "orders back", WAIT, |m| counts(m, "orders", &s.job_id, &name).0.is_some())
+            .await;
+    // Three more polls of it, and its counts as the third left them.
+    let served_back = orders.polls_served() + 3;
+    until("three more polls of orders", WAIT, || async { orders.polls_served() }, |n| *n >= served_back)
+        .await;
     let after = scrape(daemon.addr).await;
     daemon.shutdown().await;
     assert_eq!(counts(&back, "orders", &s.job_id, &name), want, "restored with Flink's counts");
@@ -140,7 +144,7 @@ async fn a_discovered_clusters_logs_are_followed_from_the_defaults_template() {
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
 
     let lines = jm.lines().count() as f64;
-    let read = until(daemon.addr, "the JobManager log read", |m| {
+    let read = scrape_until(daemon.addr, "the JobManager log read", WAIT, |m| {
         sample(m, "checkpoint_sentinel_log_lines_total", &[("cluster", "orders")]) == Some(lines)
     })
     .await;
@@ -170,8 +174,11 @@ async fn a_discovered_clusters_logs_are_followed_from_the_defaults_template() {
             .count()
     };
     std::fs::write(&file, "# no clusters\n").unwrap();
-    until(daemon.addr, "orders removed", |m| of_orders(m) == 0).await;
+    scrape_until(daemon.addr, "orders removed", WAIT, |m| of_orders(m) == 0).await;
     std::fs::write(dir.join("a-jobmanager.log"), format!("{jm}{jm}")).unwrap();
+    // Part of the scenario, not a wait for something: a quiet period of five of the tailer's
+    // polls, in which a tailer left running would have read the lines just written (nothing
+    // happens that could be waited on instead).
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = scrape(daemon.addr).await;
     daemon.shutdown().await;

@@ -22,11 +22,27 @@ async fn a_cancelled_job_is_polled_until_its_counts_settle_then_left_alone() {
         // The stale answer, the settled one, the same again: then the counts stopped changing.
         server.wait_for_polls(3).await;
         // At a 100 ms poll the counts cannot stay the same for FINAL_SETTLE_MS (longer than
-        // Flink's REST cache) before MAX_FINAL_POLLS: the bound ends the polls here.
-        tokio::time::sleep(Duration::from_millis(100 * u64::from(MAX_FINAL_POLLS) + 1_000)).await;
-        let metrics = scrape(daemon.addr).await;
-        let served = server.polls_served();
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Flink's REST cache) before MAX_FINAL_POLLS: the bound ends the polls here. Ended once
+        // five rounds of the cluster went by without a poll of the job.
+        let last_change = std::sync::Mutex::new((0, 0.0));
+        let rounds_and_polls = || async {
+            let metrics = scrape(daemon.addr).await;
+            let rounds =
+                sample(&metrics, "checkpoint_sentinel_polls_total", &[("cluster", "lab")]).unwrap_or(0.0);
+            let served = server.polls_served();
+            let mut last = last_change.lock().unwrap();
+            if last.0 != served {
+                *last = (served, rounds);
+            }
+            (served, rounds - last.1, metrics)
+        };
+        let (served, _, metrics) = common::until(
+            "five rounds without a poll of the cancelled job",
+            Duration::from_secs(60),
+            rounds_and_polls,
+            |(served, quiet_rounds, _)| *served >= series + 3 && *quiet_rounds >= 5.0,
+        )
+        .await;
         let served_later = server.polls_served();
         daemon.shutdown().await;
 

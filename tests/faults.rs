@@ -13,7 +13,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use checkpoint_sentinel::config::{ClusterConfig, Config};
-use common::{replay, sample, scrape};
+use common::{replay, sample, scrape, scrape_until};
 
 /// What the proxy does to `/checkpoints` answers.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -44,6 +44,7 @@ async fn forward(State(p): State<Arc<Proxy>>, request: Request) -> Response {
             .into_response();
     }
     if is_checkpoints && fault == Fault::Slow {
+        // Part of the scenario: an answer slower than the cluster's timeout.
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
     // Only forward while the fault does not consume the request (a 500 must not advance the
@@ -95,7 +96,9 @@ async fn every_fault_is_counted_and_polling_goes_on() {
             .unwrap_or(0.0)
     };
 
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    let rounds = |m: &str| sample(m, "checkpoint_sentinel_polls_total", &[("cluster", "lab")]).unwrap_or(0.0);
+    let wait = Duration::from_secs(30);
+    scrape_until(daemon.addr, "two healthy rounds", wait, |m| rounds(m) >= 2.0).await;
     for (i, fault, kind) in [
         (1, Fault::Status500, "http_status"),
         (2, Fault::Truncated, "decode"),
@@ -105,18 +108,20 @@ async fn every_fault_is_counted_and_polling_goes_on() {
     ] {
         let before = errors(&metrics().await, kind);
         proxy.fault.store(i, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(if fault == Fault::Slow { 2500 } else { 500 })).await;
+        let what = format!("{fault:?} counted as {kind}");
+        let m = scrape_until(daemon.addr, &what, wait, |m| errors(m, kind) > before).await;
         proxy.fault.store(0, Ordering::SeqCst);
-        let m = metrics().await;
-        assert!(errors(&m, kind) > before, "{fault:?} not counted as {kind}");
         // The JobManager itself answered /overview all along: the cluster stays up.
         assert_eq!(sample(&m, "checkpoint_sentinel_flink_up", &[("cluster", "lab")]), Some(1.0), "{fault:?}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Two rounds after the fault, before the next one.
+        let after = rounds(&metrics().await) + 2.0;
+        scrape_until(daemon.addr, "two rounds after the fault", wait, |m| rounds(m) >= after).await;
     }
 
     // After the faults: the series plays to its end and the counts are Flink's.
-    upstream.wait_for_polls(2).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // One more round than the series and the two stale answers: the cluster's rounds follow
+    // one another, so the request of the third means the second's answer was applied.
+    upstream.wait_for_polls(3).await;
     let m = metrics().await;
     let s = upstream.scenario();
     let counts = s.last_counts();
@@ -148,13 +153,15 @@ async fn a_cluster_that_refuses_connections_is_down_and_backs_off() {
     let mut config = Config { clusters: vec![cluster], ..Config::default() };
     config.server.listen = "127.0.0.1:0".parse().unwrap();
     config.state.dir = dir.path().to_path_buf();
+    let started = std::time::Instant::now();
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let m = scrape(daemon.addr).await;
+    let polls = |m: &str| sample(m, "checkpoint_sentinel_polls_total", &[("cluster", "gone")]).unwrap_or(0.0);
+    let m = scrape_until(daemon.addr, "four rounds", Duration::from_secs(30), |m| polls(m) >= 4.0).await;
+    let took = started.elapsed();
     assert_eq!(sample(&m, "checkpoint_sentinel_flink_up", &[("cluster", "gone")]), Some(0.0));
-    let polls = sample(&m, "checkpoint_sentinel_polls_total", &[("cluster", "gone")]).unwrap();
-    // Without back-off 3 s at 100 ms would be ~30 rounds; with doubling waits it is a handful.
-    assert!((2.0..=8.0).contains(&polls), "{polls} rounds in 3 s");
+    // Without back-off four rounds at 100 ms take 0.3 s; with doubling waits (0.2, 0.4, 0.8 s)
+    // 1.4 s.
+    assert!(took >= Duration::from_millis(1_200), "{} rounds in {took:?}", polls(&m));
     let readyz = reqwest::get(format!("http://{}/readyz", daemon.addr)).await.unwrap();
     assert_eq!(readyz.status(), 503);
     daemon.shutdown().await;

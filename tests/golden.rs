@@ -26,9 +26,9 @@ async fn run(version: &str, scenario: &str) -> Run {
     let server = replay(version, scenario).await;
     let state = tempfile::tempdir().unwrap();
     let daemon = checkpoint_sentinel::daemon::start(config(&server.url, state.path()), None).await.unwrap();
-    server.wait_for_polls(2).await;
-    // One more round so the last answer is applied before we scrape.
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    // One more round than the series and the two stale answers: a cluster's rounds follow one
+    // another, so the request of the third means the second's answer was applied.
+    server.wait_for_polls(3).await;
     let metrics = scrape(daemon.addr).await;
     daemon.shutdown().await;
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -13,10 +13,6 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn blessing() -> bool {
-    std::env::var_os("SENTINEL_BLESS").is_some_and(|v| !v.is_empty() && v != "0")
-}
-
 /// (version, scenario) of every capture, sorted.
 fn captures() -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -44,7 +40,7 @@ fn run(args: &[String]) -> (i32, String) {
 
 /// Compares `got` with the golden file (or writes it when blessing); returns a complaint.
 fn compare(path: &Path, got: &str) -> Option<String> {
-    if blessing() {
+    if common::blessing() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, got).unwrap();
         return None;
@@ -163,7 +159,7 @@ fn the_golden_checks_can_fail() {
     assert!(!readable(Path::new("x"), "stateful-map (1/2)#0").is_empty());
     assert!(!readable(Path::new("x"), "see seed 000 §3.4").is_empty());
     assert!(readable(Path::new("x"), "stateful-map #0 on TaskManager tm-1").is_empty());
-    if !blessing() {
+    if !common::blessing() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("g.txt");
         std::fs::write(&file, "a\nb\n").unwrap();

@@ -235,6 +235,7 @@ impl Prober {
                 worst = worst.max(took);
                 probes += 1;
                 slow += usize::from(took >= Duration::from_secs(1));
+                // Part of the scenario: a probe every 100 ms, as a kubelet would.
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             (worst, probes, slow)
@@ -261,19 +262,6 @@ fn polls(m: &str, cluster: &str) -> f64 {
     sample(m, "checkpoint_sentinel_polls_total", &[("cluster", cluster)]).unwrap_or(0.0)
 }
 
-/// Waits until `check` holds on a scrape, up to `seconds`.
-async fn until_metrics(addr: SocketAddr, seconds: u64, what: &str, check: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    loop {
-        let m = scrape(addr).await;
-        if check(&m) {
-            return m;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallelism_1000_and_4e9_are_not_modelled_and_nothing_freezes() {
     let (url, _h) = start(Behaviour::Parallelism(vec![1_000, 4_000_000_000, 3])).await;
@@ -289,13 +277,13 @@ async fn parallelism_1000_and_4e9_are_not_modelled_and_nothing_freezes() {
             v["shadow"]["explanation"]["alignment"].as_str().map(str::to_string)
         }
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (mut big, mut huge) = (None, None);
-    while Instant::now() < deadline && (big.is_none() || huge.is_none()) {
-        big = explanation(0).await;
-        huge = explanation(1).await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let (big, huge) = common::until(
+        "both explanations",
+        Duration::from_secs(30),
+        || async { (explanation(0).await, explanation(1).await) },
+        |(big, huge)| big.is_some() && huge.is_some(),
+    )
+    .await;
     assert_eq!(
         big.as_deref(),
         Some(
@@ -306,9 +294,10 @@ async fn parallelism_1000_and_4e9_are_not_modelled_and_nothing_freezes() {
     assert!(huge.as_deref().is_some_and(|a| a.contains("parallelism 32768 exceeds")), "{huge:?}");
     // The job at parallelism 3 is within the budget: no such sentence.
     assert!(!explanation(2).await.is_some_and(|a| a.contains("not modelled")));
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let after = polls(&scrape(daemon.addr).await, "calm");
-    assert!(after >= before + 5.0, "the other cluster kept polling: {before} -> {after}");
+    common::scrape_until(daemon.addr, "five more polls of the other cluster", Duration::from_secs(30), |m| {
+        polls(m, "calm") >= before + 5.0
+    })
+    .await;
     prober.finish().await;
     daemon.shutdown().await;
 }
@@ -327,6 +316,7 @@ async fn watch_counter(addr: SocketAddr, seconds: u64, bound: f64) -> f64 {
             assert!(v <= bound, "{v} counted, Flink's count over its epochs is at most {bound}");
             last = v;
         }
+        // Part of the scenario: the counter is watched for the whole period, every 50 ms.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     last
@@ -400,7 +390,7 @@ async fn a_1_gb_answer_is_cut_off_at_the_limit() {
     let limit = 1u64 << 20;
     let (daemon, _calm) = daemon(&url, dir.path(), |c| c.clusters[1].max_response_bytes = limit).await;
     let prober = Prober::start(daemon.addr);
-    let m = until_metrics(daemon.addr, 20, "three answers cut", |m| {
+    let m = common::scrape_until(daemon.addr, "three answers cut", Duration::from_secs(20), |m| {
         sample(
             m,
             "checkpoint_sentinel_inputs_cut_total",
@@ -423,8 +413,11 @@ async fn a_1_gb_answer_is_cut_off_at_the_limit() {
     let sent = h.body_bytes_sent.load(Ordering::SeqCst);
     let per_answer = sent as f64 / (cut + 1.0);
     assert!(per_answer < 64.0 * 1024.0 * 1024.0, "{per_answer} bytes produced per answer for a 1 MiB limit");
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(polls(&scrape(daemon.addr).await, "calm") > 5.0, "the other cluster keeps polling");
+    let calm_polls = polls(&scrape(daemon.addr).await, "calm") + 5.0;
+    common::scrape_until(daemon.addr, "five more polls of the other cluster", Duration::from_secs(30), |m| {
+        polls(m, "calm") >= calm_polls
+    })
+    .await;
     prober.finish().await;
     daemon.shutdown().await;
 }
@@ -435,7 +428,7 @@ async fn fifty_thousand_jobs_are_cut_to_max_jobs() {
     let dir = tempfile::tempdir().unwrap();
     let (daemon, _calm) = daemon(&url, dir.path(), |c| c.clusters[1].max_jobs = 20).await;
     let prober = Prober::start(daemon.addr);
-    let m = until_metrics(daemon.addr, 30, "the cut jobs counted", |m| {
+    let m = common::scrape_until(daemon.addr, "the cut jobs counted", Duration::from_secs(30), |m| {
         sample(m, "checkpoint_sentinel_inputs_cut_total", &[("cluster", "hostile"), ("what", "jobs")])
             .is_some_and(|n| n >= 2.0 * 49_980.0)
     })
@@ -462,10 +455,8 @@ async fn ten_thousand_history_entries_cost_at_most_max_history_per_poll_requests
     // Each round parses the 10,000 entries (about 1 s in a debug build on busy cores): wait for
     // a few rounds rather than a fixed time.
     let started = Instant::now();
-    while h.checkpoint_polls.load(Ordering::SeqCst) < 4 {
-        assert!(started.elapsed() < Duration::from_secs(30), "the hostile cluster's rounds stalled");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let rounds = || async { h.checkpoint_polls.load(Ordering::SeqCst) };
+    common::until("four rounds of the hostile cluster", Duration::from_secs(30), rounds, |n| *n >= 4).await;
     let polls_served = h.checkpoint_polls.load(Ordering::SeqCst);
     let details = h.detail_requests.load(Ordering::SeqCst);
     eprintln!("{polls_served} rounds in {:?}", started.elapsed());
@@ -542,6 +533,7 @@ async fn slowloris(addr: SocketAddr) -> Duration {
     loop {
         tokio::select! {
             read = tcp.read(&mut buf) => if matches!(read, Ok(0) | Err(_)) { return started.elapsed() },
+            // Part of the scenario: one more header line every 200 ms, never the end.
             () = tokio::time::sleep(Duration::from_millis(200)) => {
                 if tcp.write_all(b"X-Slow: 1\r\n").await.is_err() {
                     return started.elapsed();
@@ -573,8 +565,8 @@ async fn the_connection_cap_holds_and_frees_up_after_the_timeouts() {
     let app = busy_app(1);
     let addr = serve_bounded(app.clone(), 8, short()).await;
     let attackers: Vec<_> = (0..8).map(|_| tokio::spawn(slowloris(addr))).collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(app.listener.connections.load(Ordering::SeqCst), 8);
+    let connections = || async { app.listener.connections.load(Ordering::SeqCst) };
+    common::until("8 slow connections", Duration::from_secs(10), connections, |n| *n == 8).await;
     let started = Instant::now();
     let answer = reqwest::get(format!("http://{addr}/healthz")).await.unwrap();
     let waited = started.elapsed();
@@ -599,7 +591,8 @@ async fn clients_that_never_read_metrics_do_not_hold_up_a_scrape() {
         tcp.write_all(b"GET /metrics HTTP/1.1\r\nHost: sentinel\r\n\r\n").await.unwrap();
         stalled.push(tcp);
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let connections = || async { app.listener.connections.load(Ordering::SeqCst) };
+    common::until("5 stalled connections", Duration::from_secs(10), connections, |n| *n >= 5).await;
     let prober = Prober::start(addr);
     let started = Instant::now();
     let body = reqwest::get(format!("http://{addr}/metrics")).await.unwrap().bytes().await.unwrap();
@@ -610,6 +603,7 @@ async fn clients_that_never_read_metrics_do_not_hold_up_a_scrape() {
         took < Duration::from_secs(5),
         "the scrape waited {took:?} (before: 10 s per stalled chunk each)"
     );
+    // Part of the scenario: the probes go on a second more beside the stalled clients.
     tokio::time::sleep(Duration::from_secs(1)).await;
     prober.finish().await;
     drop(stalled);
@@ -661,6 +655,7 @@ async fn a_hanging_alertmanager_does_not_delay_the_other() {
     let hang = Router::new().route(
         "/api/v2/alerts",
         post(|| async {
+            // Part of the scenario: this Alertmanager never answers.
             tokio::time::sleep(Duration::from_secs(600)).await;
             StatusCode::OK
         }),
@@ -721,15 +716,8 @@ runbook_url = "https://example.invalid/runbook"
     let config = checkpoint_sentinel::config::Config::load(&path).unwrap();
     let started = Instant::now();
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
-    let deadline = started + Duration::from_secs(15);
-    while received.lock().unwrap().len() < 4 {
-        assert!(
-            Instant::now() < deadline,
-            "the healthy Alertmanager got {} posts",
-            received.lock().unwrap().len()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let posts = || async { received.lock().unwrap().len() };
+    common::until("4 posts to the healthy Alertmanager", Duration::from_secs(15), posts, |n| *n >= 4).await;
     let times = received.lock().unwrap().clone();
     let first = times[0] - started;
     eprintln!(
@@ -839,9 +827,12 @@ async fn a_reload_with_no_clusters_is_refused_and_the_counts_stay() {
     // A mistake: the file loses its clusters for a few seconds.
     let without = with_cluster.split("[[clusters]]").next().unwrap().to_string();
     std::fs::write(&path, without).unwrap();
+    // Part of the scenario, not a wait for something: the file stays without clusters a while,
+    // and the series are kept all along (nothing marks that the daemon looked and kept them).
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(count(&scrape(daemon.addr).await), before, "the clusters' series were kept");
     std::fs::write(&path, &with_cluster).unwrap();
+    // The same, with the clusters back.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(count(&scrape(daemon.addr).await), before);
     daemon.shutdown().await;
@@ -868,7 +859,7 @@ async fn a_connection_reset_mid_body_is_a_transport_error_not_decode() {
     let mut config = common::watching(&url, Duration::from_millis(100), dir.path());
     config.clusters[0].timeout = Duration::from_secs(2);
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
-    let m = until_metrics(daemon.addr, 10, "a transport error", |m| {
+    let m = common::scrape_until(daemon.addr, "a transport error", Duration::from_secs(10), |m| {
         sample(m, "checkpoint_sentinel_poll_errors_total", &[("cluster", "lab"), ("kind", "transport")])
             .is_some_and(|n| n >= 1.0)
     })
@@ -902,21 +893,24 @@ async fn the_real_daemon_stays_under_200_mb_against_a_1_gb_body_and_parallelism_
         ),
     )
     .unwrap();
-    let port = common::free_port();
-    let daemon = common::spawn_daemon(&config, port);
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let started = Instant::now();
-    while reqwest::get(format!("http://{addr}/healthz")).await.is_err() {
-        assert!(started.elapsed() < Duration::from_secs(20), "the daemon did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let daemon = common::spawn_daemon(&config);
+    let addr = daemon.addr();
     let prober = Prober::start(addr);
     // Both at once: which cluster gets ahead depends on the machine's load.
-    let m = until_metrics(addr, 30, "three 1 GB answers cut and the wide cluster polled", |m| {
-        sample(m, "checkpoint_sentinel_inputs_cut_total", &[("cluster", "huge"), ("what", "response_bodies")])
+    let m = common::scrape_until(
+        addr,
+        "three 1 GB answers cut and the wide cluster polled",
+        Duration::from_secs(30),
+        |m| {
+            sample(
+                m,
+                "checkpoint_sentinel_inputs_cut_total",
+                &[("cluster", "huge"), ("what", "response_bodies")],
+            )
             .is_some_and(|n| n >= 3.0)
-            && polls(m, "wide") >= 3.0
-    })
+                && polls(m, "wide") >= 3.0
+        },
+    )
     .await;
     assert!(polls(&m, "wide") >= 3.0, "the wide cluster is polled");
     let url = format!("http://{addr}/api/v1/jobs/wide/{}", job_id(0));

@@ -10,6 +10,7 @@ mod alertmanager;
 mod cli_json;
 mod concurrent_poll;
 mod demo;
+mod demo_exposition;
 mod demo_shadow;
 mod diagnose;
 mod discovery;

@@ -333,6 +333,8 @@ fn serve(State(store): Shared, ns: Option<String>, plural: String, q: BTreeMap<S
                     if started.elapsed() >= timeout {
                         return None;
                     }
+                    // Part of the stub, not a wait in a test: how often the watch stream looks
+                    // for new events, as the API server pushes them.
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }

@@ -10,7 +10,10 @@ use crate::kube_stub::{KubeStub, Res, fixture};
 
 use std::time::Duration;
 
-use common::{replay, sample, scrape};
+use common::{replay, sample, scrape, scrape_until, until};
+
+/// How long a scrape waits for what it checks.
+const WAIT: Duration = Duration::from_secs(20);
 
 fn counts(metrics: &str, cluster: &str, job_id: &str) -> (Option<f64>, Option<f64>) {
     let find = |status: &str| {
@@ -23,21 +26,6 @@ fn counts(metrics: &str, cluster: &str, job_id: &str) -> (Option<f64>, Option<f6
         })
     };
     (find("completed"), find("failed"))
-}
-
-/// Scrapes until `done` holds for the metrics (at most 20 s).
-async fn until(addr: std::net::SocketAddr, what: &str, done: impl Fn(&str) -> bool) -> String {
-    for _ in 0..200 {
-        let metrics = scrape(addr).await;
-        if done(&metrics) {
-            return metrics;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!(
-        "{what}: not within 20 s:\n{}",
-        scrape(addr).await.lines().filter(|l| l.contains("kubernetes")).collect::<Vec<_>>().join("\n")
-    );
 }
 
 fn port_of(url: &str) -> u16 {
@@ -91,7 +79,7 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
         let last = s.last_counts();
         (last["completed"].as_f64(), last["failed"].as_f64())
     };
-    let first = until(daemon.addr, "both counted", |m| {
+    let first = scrape_until(daemon.addr, "both counted", WAIT, |m| {
         counts(m, "flink.orders", &o.job_id) == want(o) && counts(m, "flink.lab", &l.job_id) == want(l)
     })
     .await;
@@ -131,8 +119,7 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     assert_eq!(stub.lists(Res::Services), 1);
 
     // Watches that the server ended were resumed, not re-listed.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert!(stub.watches(Res::Services) >= 3, "resumed after each timeout: {}", stub.watches(Res::Services));
+    until("three watches of Services", WAIT, || async { stub.watches(Res::Services) }, |n| *n >= 3).await;
     assert_eq!(stub.lists(Res::Services), 1);
 
     // The watch breaks off; the Service is deleted meanwhile. The watcher resumes from the
@@ -141,7 +128,8 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     stub.drop_watches();
     stub.delete(Res::Services, "flink", "orders-rest");
     let t = std::time::Instant::now();
-    let gone = until(daemon.addr, "orders removed", |m| !m.contains("cluster=\"flink.orders\"")).await;
+    let gone =
+        scrape_until(daemon.addr, "orders removed", WAIT, |m| !m.contains("cluster=\"flink.orders\"")).await;
     eprintln!("kubernetes: dropped watch + delete -> series gone in {:?}", t.elapsed());
     assert_eq!(stub.lists(Res::Services), 1, "resumed, not listed again");
     assert!(stub.watches(Res::Services) > watches, "a new watch");
@@ -159,7 +147,9 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     );
     assert_eq!(counts(&gone, "flink.lab", &l.job_id), want(l), "lab untouched");
     let served_while_gone = orders.polls_served();
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Four more rounds of lab: the daemon went on polling, not the deleted cluster.
+    let lab_served = lab.polls_served() + 4;
+    until("four more rounds of lab", WAIT, || async { lab.polls_served() }, |n| *n >= lab_served).await;
     assert_eq!(orders.polls_served(), served_while_gone, "not polled once deleted");
 
     // Re-added, but the history is compacted past it: the resumed watch gets 410 Gone, the
@@ -171,7 +161,7 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
         write("DELETED", session_job.clone());
     });
     let t = std::time::Instant::now();
-    let back = until(daemon.addr, "orders back, the session job gone", |m| {
+    let back = scrape_until(daemon.addr, "orders back, the session job gone", WAIT, |m| {
         counts(m, "flink.orders", &o.job_id).0.is_some() && !m.contains("flinksessionjob/top-speed")
     })
     .await;
@@ -189,7 +179,9 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
         ) >= Some(1.0)
     );
     assert_eq!(counts(&back, "flink.orders", &o.job_id), want(o), "restored with Flink's counts");
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    let served_back = orders.polls_served() + 3;
+    until("three more polls of orders", WAIT, || async { orders.polls_served() }, |n| *n >= served_back)
+        .await;
     let after = scrape(daemon.addr).await;
     assert_eq!(counts(&after, "flink.orders", &o.job_id), want(o), "and not counted twice later");
     assert!(orders.polls_served() > served_while_gone, "polled again");
@@ -201,7 +193,9 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     suspended["status"]["lifecycleState"] = "SUSPENDED".into();
     suspended["status"]["jobManagerDeploymentStatus"] = "MISSING".into();
     stub.apply(suspended);
-    let off = until(daemon.addr, "lab removed", |m| counts(m, "flink.lab", &l.job_id).0.is_none()).await;
+    let off =
+        scrape_until(daemon.addr, "lab removed", WAIT, |m| counts(m, "flink.lab", &l.job_id).0.is_none())
+            .await;
     assert_eq!(sample(&off, "checkpoint_sentinel_kubernetes_discovered_clusters", &[]), Some(1.0));
     assert_eq!(counts(&off, "flink.orders", &o.job_id), want(o));
     assert!(stub.bookmarks_and_gone().0 >= 1, "bookmarks were sent and taken");
@@ -225,7 +219,7 @@ async fn an_unreachable_api_server_delays_the_start_by_initial_wait_only_and_is_
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(5), "started after {:?}", started.elapsed());
     // The static cluster is polled meanwhile; the failed lists are counted, nothing is synced.
-    let m = until(daemon.addr, "lists counted", |m| {
+    let m = scrape_until(daemon.addr, "lists counted", WAIT, |m| {
         sample(
             m,
             "checkpoint_sentinel_kubernetes_watch_errors_total",
@@ -264,7 +258,7 @@ async fn a_long_list_comes_in_pages_and_objects_past_max_objects_are_cut_and_cou
     k.url_template = "http://127.0.0.1:9/{service}".into();
     config.discovery.defaults.poll_interval = Duration::from_secs(60);
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
-    let m = until(daemon.addr, "listed", |m| {
+    let m = scrape_until(daemon.addr, "listed", WAIT, |m| {
         sample(m, "checkpoint_sentinel_kubernetes_synced", &[]) == Some(1.0)
     })
     .await;

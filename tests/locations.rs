@@ -21,21 +21,23 @@ async fn the_slowest_subtask_names_its_taskmanager_once_the_subtasks_are_deploye
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
     let url = format!("http://{}/api/v1/jobs/lab/{}", daemon.addr, server.scenario().job_id);
 
-    let mut named = None;
-    for _ in 0..300 {
+    let taskmanager = || async {
         let detail: Value = reqwest::get(&url).await.unwrap().json().await.unwrap_or(Value::Null);
         let tm = detail["checkpoints"]
             .as_array()
             .and_then(|c| c.last())
             .map(|c| c["slowest_subtask"]["taskmanager"].clone());
-        if let Some(Value::String(tm)) = tm {
-            named = Some((tm, server.polls_served(), server.vertex_requests()));
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        (tm, server.polls_served(), server.vertex_requests())
+    };
+    let (tm, polls, vertex_requests) = common::until(
+        "a TaskManager named for the slowest subtask",
+        Duration::from_secs(30),
+        taskmanager,
+        |(tm, _, _)| matches!(tm, Some(Value::String(_))),
+    )
+    .await;
     daemon.shutdown().await;
-    let (tm, polls, vertex_requests) = named.expect("no TaskManager named for the slowest subtask");
+    let Some(Value::String(tm)) = tm else { unreachable!("named") };
     assert_eq!(tm, "127.0.0.1:18125-6451c0 (localhost:18126)");
     // The unassigned answers were not kept, and the fetch after them came within a few poll
     // rounds, not after the usual LOAD_EVERY_POLLS (named after 17 polls here, 31 without the

@@ -125,6 +125,7 @@ fn storm(style: Style, glob: &str) -> Outcome {
                     calm.insert(i);
                     i += 1;
                 }
+                // Part of the scenario: bursts a few milliseconds apart.
                 thread::sleep(Duration::from_millis(7));
             }
             last_of_file.insert(i - 1);
@@ -149,6 +150,7 @@ fn storm(style: Style, glob: &str) -> Outcome {
     });
     while !writer.is_finished() {
         cycle(&mut core);
+        // Part of the scenario: the tailer's poll interval while the writer writes.
         thread::sleep(POLL);
     }
     let (calm, stormy, last_of_file) = writer.join().unwrap();

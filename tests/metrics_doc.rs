@@ -1,4 +1,4 @@
-//! docs/metrics.md lists exactly the metrics the exporter defines; `UPDATE_DOCS=1` rewrites it.
+//! docs/metrics.md lists exactly the metrics the exporter defines; `SENTINEL_BLESS=1` rewrites it.
 
 use checkpoint_sentinel::outputs::export::{Kind, METRICS};
 
@@ -26,13 +26,13 @@ fn docs_list_every_metric() {
     let (head, rest) = doc.split_once(BEGIN).expect("begin marker");
     let (current, tail) = rest.split_once(END).expect("end marker");
     let wanted = table();
-    if std::env::var_os("UPDATE_DOCS").is_some() {
+    if crate::common::blessing() {
         std::fs::write(&path, format!("{head}{BEGIN}{wanted}{END}{tail}")).unwrap();
         return;
     }
     assert_eq!(
         current, wanted,
-        "docs/metrics.md is out of date: run UPDATE_DOCS=1 cargo test --test integration metrics_doc::"
+        "docs/metrics.md is out of date: run SENTINEL_BLESS=1 cargo test --test integration metrics_doc::"
     );
 }
 

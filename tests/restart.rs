@@ -2,16 +2,12 @@
 //! twice, because the state is persisted atomically and re-applied idempotently.
 
 use crate::common;
-use common::{free_port, spawn_daemon};
+use common::spawn_daemon;
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{replay, sample};
-
-async fn scrape(port: u16) -> Option<String> {
-    let response = reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await.ok()?;
-    response.text().await.ok()
-}
+use common::{replay, sample, scrape_until, try_scrape, until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_and_restart_neither_loses_nor_double_counts() {
@@ -27,32 +23,39 @@ async fn kill_9_and_restart_neither_loses_nor_double_counts() {
         ),
     )
     .unwrap();
-    let port = free_port();
-    let mut first = spawn_daemon(&config, port);
+    let mut first = spawn_daemon(&config);
     // Let it count part of the series and persist it.
-    for _ in 0..200 {
-        if server.polls_served() >= 8 && dir.path().join("state/state.json").exists() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(server.polls_served() >= 8, "the daemon did not poll");
+    let state_file = dir.path().join("state/state.json");
+    until(
+        "8 polls and the state persisted",
+        Duration::from_secs(10),
+        || async { (server.polls_served(), state_file.exists()) },
+        |(polls, persisted)| *polls >= 8 && *persisted,
+    )
+    .await;
     first.kill().unwrap(); // SIGKILL: no shutdown hook runs.
     first.wait().unwrap();
     let served_before_restart = server.polls_served();
     assert!(served_before_restart < server.scenario().polls.len(), "killed too late to test anything");
 
-    let mut second = spawn_daemon(&config, port);
+    let mut second = spawn_daemon(&config);
     server.wait_for_polls(2).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    let metrics = scrape(port).await.expect("restarted daemon serves /metrics");
-    second.kill().unwrap();
-    second.wait().unwrap();
-
     let s = server.scenario();
     let job_name = "flink-lab-expired";
     let labels = [("cluster", "lab"), ("job_id", s.job_id.as_str()), ("job_name", job_name)];
     let counts = s.last_counts();
+    let expected = s.distinct_completed().len() as f64;
+    // Flink's counts and every completed checkpoint recorded: a checkpoint lost or counted twice
+    // never gets there.
+    let all_counted = |m: &str| {
+        sample(m, "flink_checkpoints_total", &[labels[0], labels[1], labels[2], ("status", "completed")])
+            == counts["completed"].as_f64()
+            && sample(m, "flink_checkpoint_duration_seconds_count", &labels) == Some(expected)
+    };
+    let metrics =
+        scrape_until(second.addr(), "the whole series counted", Duration::from_secs(30), all_counted).await;
+    second.kill().unwrap();
+    second.wait().unwrap();
     for status in ["completed", "failed"] {
         let got = sample(
             &metrics,
@@ -61,7 +64,6 @@ async fn kill_9_and_restart_neither_loses_nor_double_counts() {
         );
         assert_eq!(got, Some(counts[status].as_u64().unwrap() as f64), "{status}");
     }
-    let expected = s.distinct_completed().len() as f64;
     let got = sample(&metrics, "flink_checkpoint_duration_seconds_count", &labels);
     assert_eq!(got, Some(expected), "every completed checkpoint recorded exactly once across the kill");
 }
@@ -83,21 +85,20 @@ fn jobmanager_line(i: u64) -> String {
     }
 }
 
-/// Reads the log-event counters and the recent-events ring of a running daemon.
-async fn log_counts(port: u16) -> Option<(u64, u64, Vec<u64>)> {
-    let metrics = scrape(port).await?;
+/// Reads the log-event counters, the bytes of the log not read yet and the recent-events ring of
+/// a running daemon.
+async fn log_counts(addr: SocketAddr) -> Option<(u64, u64, u64, Vec<u64>)> {
+    let metrics = try_scrape(addr).await?;
     let count = |kind| {
         let labels = [("cluster", "lab"), ("job_id", JOB), ("kind", kind), ("source", "log")];
         sample(&metrics, "flink_checkpoint_log_events_total", &labels).map_or(0, |v| v as u64)
     };
-    let events: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{port}/api/v1/events?limit=256"))
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
+    let lag = sample(&metrics, "checkpoint_sentinel_log_lag_bytes", &[("cluster", "lab")])
+        .map_or(u64::MAX, |v| v as u64);
+    let events: serde_json::Value =
+        reqwest::get(format!("http://{addr}/api/v1/events?limit=256")).await.ok()?.json().await.ok()?;
     let ring = events["events"].as_array()?.iter().filter_map(|e| e["checkpoint_id"].as_u64()).collect();
-    Some((count("expired"), count("declined"), ring))
+    Some((count("expired"), count("declined"), lag, ring))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,14 +107,16 @@ async fn kill_9_while_a_log_is_written_counts_every_line_exactly_once() {
     let log = dir.path().join("flink-root-standalonesession-0-vm.log");
     std::fs::write(&log, "").unwrap();
     let config = dir.path().join("sentinel.toml");
-    // Nothing listens at the cluster's URL: the poller fails, the tailer is what is tested.
+    // Nobody answers at the cluster's URL (a port bound for the test, never accepted on): the
+    // poller fails, the tailer is what is tested.
+    let no_flink = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     std::fs::write(
         &config,
         format!(
             "[[clusters]]\nname = \"lab\"\nurl = \"http://127.0.0.1:{}\"\npoll_interval = \"1s\"\n\
              [[logs]]\ncluster = \"lab\"\npaths = [\"{}\"]\nstart_at = \"beginning\"\npoll_interval = \"50ms\"\nflush_after = \"50ms\"\n\
              [state]\ndir = \"{}\"\npersist_interval = \"70ms\"\n",
-            free_port(),
+            no_flink.local_addr().unwrap().port(),
             log.display(),
             dir.path().join("state").display()
         ),
@@ -136,45 +139,45 @@ async fn kill_9_while_a_log_is_written_counts_every_line_exactly_once() {
                     file.write_all(jobmanager_line(n).as_bytes()).unwrap();
                     n += 1;
                 }
+                // Part of the scenario: bursts of five lines, a few milliseconds apart.
                 std::thread::sleep(Duration::from_millis(4));
             }
             n
         })
     };
 
-    let port = free_port();
     let kills = 6;
     for _ in 0..kills {
-        let mut daemon = spawn_daemon(&config, port);
-        // Kill at a random moment: before, between or during tailer reads and state writes.
+        let mut daemon = spawn_daemon(&config);
+        // Part of the scenario: kill at a random moment, before, between or during tailer reads
+        // and state writes.
         tokio::time::sleep(Duration::from_millis(rng.between(150, 700))).await;
         assert!(daemon.try_wait().unwrap().is_none(), "the daemon exited by itself");
         daemon.kill().unwrap(); // SIGKILL: no shutdown hook runs.
         daemon.wait().unwrap();
+        // Part of the scenario: the log grows while no daemon runs.
         tokio::time::sleep(Duration::from_millis(rng.between(0, 100))).await;
     }
-    let mut daemon = spawn_daemon(&config, port);
+    let mut daemon = spawn_daemon(&config);
+    // Part of the scenario: the last daemon reads while the log still grows.
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let written = writer.join().unwrap();
     assert!(written > 1000, "the writer wrote only {written} lines");
     let (want_expired, want_declined) = (written.div_ceil(2), written / 2);
 
-    // Wait until the daemon has read everything, then a little longer so a line counted twice
-    // would show up.
-    let mut last = None;
-    for _ in 0..300 {
-        last = log_counts(port).await;
-        if last.as_ref().is_some_and(|(e, d, _)| e + d >= written) {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            last = log_counts(port).await;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // Wait until the daemon has read the whole log (nothing left to read, so a line counted
+    // twice would already show).
+    let last = until(
+        "every line read",
+        Duration::from_secs(15),
+        || log_counts(daemon.addr()),
+        |counts| counts.as_ref().is_some_and(|(e, d, lag, _)| e + d >= written && *lag == 0),
+    )
+    .await;
     daemon.kill().unwrap();
     daemon.wait().unwrap();
-    let (expired, declined, ring) = last.expect("the daemon serves /metrics and /api/v1/events");
+    let (expired, declined, _, ring) = last.expect("the daemon serves /metrics and /api/v1/events");
     assert_eq!(
         (expired, declined),
         (want_expired, want_declined),

@@ -55,8 +55,9 @@ async fn every_job_of_a_shared_cluster_is_watched_by_exactly_one_replica_and_cou
         config
     })
     .await;
-    server.wait_for_polls(2).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // One more round than the series and the two stale answers: a job's polls follow one
+    // another, so the request of the third means the second's answer was applied.
+    server.wait_for_polls(3).await;
     let mut scrapes = Vec::new();
     for d in &daemons {
         scrapes.push(scrape(d.addr).await);
@@ -124,14 +125,32 @@ async fn discovered_clusters_are_split_between_the_replicas_by_name() {
         config
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    let scrape_all = || async {
+        let mut scrapes = Vec::new();
+        for d in &daemons {
+            scrapes.push(scrape(d.addr).await);
+        }
+        scrapes
+    };
+    let up =
+        |metrics: &str, name: &str| sample(metrics, "checkpoint_sentinel_flink_up", &[("cluster", name)]);
+    let every_cluster_polled = |scrapes: &Vec<String>| {
+        scrapes.iter().all(|m| sample(m, "checkpoint_sentinel_discovered_clusters", &[]) == Some(12.0))
+            && names.iter().all(|name| scrapes.iter().any(|m| up(m, name).is_some()))
+    };
+    let scrapes = common::until(
+        "every cluster polled by a replica",
+        Duration::from_secs(30),
+        scrape_all,
+        every_cluster_polled,
+    )
+    .await;
     let mut owners: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (r, d) in daemons.iter().enumerate() {
-        let metrics = scrape(d.addr).await;
+    for (r, metrics) in scrapes.iter().enumerate() {
         // Discovery reads every file on every replica; each keeps the clusters it owns.
-        assert_eq!(sample(&metrics, "checkpoint_sentinel_discovered_clusters", &[]), Some(12.0));
+        assert_eq!(sample(metrics, "checkpoint_sentinel_discovered_clusters", &[]), Some(12.0));
         for name in &names {
-            if sample(&metrics, "checkpoint_sentinel_flink_up", &[("cluster", name)]).is_some() {
+            if up(metrics, name).is_some() {
                 owners.entry(name).or_default().push(r);
             }
         }

@@ -8,8 +8,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use checkpoint_sentinel::app::AppState;
 use checkpoint_sentinel::observe::{
-    CheckpointCounts, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, Observation, OperatorCheckpoint,
-    SnapshotKind, SubtaskCheckpoint,
+    CheckpointCounts, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, Observation, SnapshotKind,
+    SubtaskCheckpoint,
 };
 use checkpoint_sentinel::outputs::http::{HttpState, router};
 use checkpoint_sentinel::sources::flink::{convert, dto};
@@ -26,39 +26,25 @@ const T0: i64 = 1_795_000_000_000;
 const BOUNDS: Bounds = Bounds { max_age: Duration::from_secs(30 * 86_400), max_records: 1_000_000 };
 
 fn checkpoint(id: u64, status: CheckpointStatus, kind: SnapshotKind) -> FinishedCheckpoint {
-    let triggered = T0 + id as i64 * 10_000;
-    FinishedCheckpoint {
-        id,
-        status,
-        kind,
-        triggered_at: Timestamp(triggered),
-        finished_at: Timestamp(triggered + 500),
-        end_to_end_ms: Some(500),
-        checkpointed_bytes: Some(4096),
-        full_state_bytes: Some(8192),
-        processed_bytes: Some(0),
-        persisted_bytes: Some(0),
-        num_subtasks: 2,
-        num_acknowledged: if status == CheckpointStatus::Completed { 2 } else { 1 },
-        failure_message: (status == CheckpointStatus::Failed)
-            .then(|| "Checkpoint expired before completing.".to_string()),
-        operators: vec![OperatorCheckpoint {
-            vertex_id: "v1".into(),
-            name: "map".into(),
-            subtasks: (0..2)
-                .map(|i| SubtaskCheckpoint {
-                    index: i,
-                    acknowledged: status == CheckpointStatus::Completed || i == 0,
-                    end_to_end_ms: Some(400 + 100 * i as u64),
-                    start_delay_ms: Some(5),
-                    alignment_ms: Some(10),
-                    sync_ms: Some(20),
-                    async_ms: Some(300),
-                    ..SubtaskCheckpoint::default()
-                })
-                .collect(),
-        }],
-    }
+    let completed = status == CheckpointStatus::Completed;
+    let subtasks = (0..2)
+        .map(|i| SubtaskCheckpoint {
+            index: i,
+            acknowledged: completed || i == 0,
+            end_to_end_ms: Some(400 + 100 * i as u64),
+            start_delay_ms: Some(5),
+            alignment_ms: Some(10),
+            sync_ms: Some(20),
+            async_ms: Some(300),
+            ..SubtaskCheckpoint::default()
+        })
+        .collect();
+    let checkpoint = FinishedCheckpoint::completed(id, Timestamp(T0 + id as i64 * 10_000), 500)
+        .kind(kind)
+        .sizes(4096, 8192)
+        .acknowledged(if completed { 2 } else { 1 }, 2)
+        .operator("v1", "map", subtasks);
+    if completed { checkpoint } else { checkpoint.failed("Checkpoint expired before completing.") }
 }
 
 fn completed(id: u64) -> FinishedCheckpoint {
@@ -363,8 +349,8 @@ fn the_builtin_pack_fires_on_a_failed_savepoint_and_not_on_a_completed_one() {
 }
 
 /// The store's ids of a job, through the real daemon's API.
-async fn stored_ids(port: u16, job_id: &str) -> Option<Vec<u64>> {
-    let url = format!("http://127.0.0.1:{port}/api/v1/jobs/lab/{job_id}/checkpoints?limit=10000");
+async fn stored_ids(addr: std::net::SocketAddr, job_id: &str) -> Option<Vec<u64>> {
+    let url = format!("http://{addr}/api/v1/jobs/lab/{job_id}/checkpoints?limit=10000");
     let body: serde_json::Value = reqwest::get(url).await.ok()?.json().await.ok()?;
     Some(body["checkpoints"].as_array()?.iter().filter_map(|c| c["id"].as_u64()).collect())
 }
@@ -383,15 +369,15 @@ async fn the_real_daemon_killed_with_sigkill_keeps_every_checkpoint_once_in_the_
         ),
     )
     .unwrap();
-    let port = common::free_port();
-    let mut first = common::spawn_daemon(&config, port);
-    for _ in 0..400 {
-        if server.polls_served() >= 8 && dir.path().join("state/state.json").exists() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(server.polls_served() >= 8, "the daemon did not poll");
+    let mut first = common::spawn_daemon(&config);
+    let state_file = dir.path().join("state/state.json");
+    common::until(
+        "8 polls and the state persisted",
+        Duration::from_secs(10),
+        || async { (server.polls_served(), state_file.exists()) },
+        |(polls, persisted)| *polls >= 8 && *persisted,
+    )
+    .await;
     first.kill().unwrap(); // SIGKILL: no shutdown hook runs.
     first.wait().unwrap();
     assert!(server.polls_served() < server.scenario().polls.len(), "killed too late to test anything");
@@ -406,17 +392,16 @@ async fn the_real_daemon_killed_with_sigkill_keeps_every_checkpoint_once_in_the_
         }
     }
     let expected: Vec<u64> = expected.into_iter().collect();
-    let mut second = common::spawn_daemon(&config, port);
-    let mut ids = None;
-    for _ in 0..200 {
-        ids = stored_ids(port, &s.job_id).await;
-        if ids.as_ref().is_some_and(|ids| ids.len() >= expected.len())
-            && server.polls_served() >= s.polls.len()
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let second = common::spawn_daemon(&config);
+    let ids = common::until(
+        "the whole series polled and stored",
+        Duration::from_secs(10),
+        || async { (stored_ids(second.addr(), &s.job_id).await, server.polls_served()) },
+        |(ids, polls)| ids.as_ref().is_some_and(|ids| ids.len() >= expected.len()) && *polls >= s.polls.len(),
+    )
+    .await
+    .0;
+    let mut second = second;
     second.kill().unwrap();
     second.wait().unwrap();
     let mut ids = ids.expect("the restarted daemon serves the history API");

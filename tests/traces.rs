@@ -224,36 +224,21 @@ fn spans(ids: impl IntoIterator<Item = u64>) -> Observation {
 
 /// What the poller brings for a checkpoint: its details (one subtask with its phases).
 fn polled(id: u64) -> FinishedCheckpoint {
-    use checkpoint_sentinel::observe::{OperatorCheckpoint, SubtaskCheckpoint};
-    FinishedCheckpoint {
-        id,
-        status: CheckpointStatus::Completed,
-        kind: SnapshotKind::Checkpoint,
-        triggered_at: Timestamp(id as i64 * 1000),
-        finished_at: Timestamp(id as i64 * 1000 + 40),
+    use checkpoint_sentinel::observe::SubtaskCheckpoint;
+    let subtask = SubtaskCheckpoint {
+        index: 0,
+        acknowledged: true,
         end_to_end_ms: Some(40),
-        checkpointed_bytes: Some(100),
-        full_state_bytes: Some(1000),
-        processed_bytes: Some(0),
-        persisted_bytes: Some(0),
-        num_subtasks: 1,
-        num_acknowledged: 1,
-        failure_message: None,
-        operators: vec![OperatorCheckpoint {
-            vertex_id: "v".into(),
-            name: "map".into(),
-            subtasks: vec![SubtaskCheckpoint {
-                index: 0,
-                acknowledged: true,
-                end_to_end_ms: Some(40),
-                start_delay_ms: Some(1),
-                alignment_ms: Some(2),
-                sync_ms: Some(3),
-                async_ms: Some(4),
-                ..SubtaskCheckpoint::default()
-            }],
-        }],
-    }
+        start_delay_ms: Some(1),
+        alignment_ms: Some(2),
+        sync_ms: Some(3),
+        async_ms: Some(4),
+        ..SubtaskCheckpoint::default()
+    };
+    FinishedCheckpoint::completed(id, Timestamp(id as i64 * 1000), 40)
+        .sizes(100, 1000)
+        .acknowledged(1, 1)
+        .operator("v", "map", vec![subtask])
 }
 
 /// Flink's answer after checkpoint `newest` (all completed): counts, and its history of ten

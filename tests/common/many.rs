@@ -84,13 +84,8 @@ impl ManyServer {
     /// Waits until every job was served the whole series plus `extra` more polls.
     pub async fn wait_for_polls(&self, extra: usize) {
         let target = self.state.scenario.polls.len() + extra;
-        for _ in 0..1200 {
-            if self.min_polls() >= target {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("only {} of {target} polls served to the least polled job", self.min_polls());
+        let what = format!("{target} polls served to the least polled job");
+        super::until(&what, Duration::from_secs(60), || async { self.min_polls() }, |n| *n >= target).await;
     }
 }
 
@@ -130,6 +125,7 @@ type S = State<Arc<Many>>;
 async fn slow(State(s): S, request: Request, next: Next) -> Response {
     let now = s.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     s.max_in_flight.fetch_max(now, Ordering::SeqCst);
+    // Part of the scenario: the stub answers slowly on purpose.
     tokio::time::sleep(s.delay).await;
     let response = next.run(request).await;
     s.in_flight.fetch_sub(1, Ordering::SeqCst);

@@ -19,6 +19,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::Value;
 
+/// Whether this run rewrites the goldens and the generated doc tables instead of comparing with
+/// them: `SENTINEL_BLESS=1`, the one bless variable of every golden.
+pub fn blessing() -> bool {
+    std::env::var_os("SENTINEL_BLESS").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
 /// The fixtures folder of this repository.
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -148,13 +154,9 @@ impl ReplayServer {
     /// Waits until the whole series was served plus `extra` more polls.
     pub async fn wait_for_polls(&self, extra: usize) {
         let target = self.state.scenario.polls.len() + extra;
-        for _ in 0..600 {
-            if self.polls_served() >= target {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        panic!("only {} of {target} polls served", self.polls_served());
+        let what = format!("{target} polls served");
+        until(&what, std::time::Duration::from_secs(30), || async { self.polls_served() }, |n| *n >= target)
+            .await;
     }
 }
 
@@ -342,6 +344,67 @@ pub async fn scrape(addr: SocketAddr) -> String {
     reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap()
 }
 
+/// The daemon's `/metrics` at `addr`, or `None` while it does not answer.
+pub async fn try_scrape(addr: SocketAddr) -> Option<String> {
+    reqwest::get(format!("http://{addr}/metrics")).await.ok()?.text().await.ok()
+}
+
+/// How often [`until`] looks again: a poll of the condition, not a wait for time to pass.
+const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Observes with `observe` until `done` holds for what it saw, and returns that. After `timeout`
+/// it panics with `what` it waited for and the last value it saw. A sync condition is an
+/// `async` block around it.
+pub async fn until<V: std::fmt::Debug, F: std::future::Future<Output = V>>(
+    what: &str,
+    timeout: std::time::Duration,
+    mut observe: impl FnMut() -> F,
+    done: impl Fn(&V) -> bool,
+) -> V {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let seen = observe().await;
+        if done(&seen) {
+            return seen;
+        }
+        if std::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}; last seen: {seen:#?}");
+        }
+        tokio::time::sleep(LOOK_AGAIN).await;
+    }
+}
+
+/// [`until`] from a thread outside the runtime: the condition is sync.
+pub fn until_blocking<V: std::fmt::Debug>(
+    what: &str,
+    timeout: std::time::Duration,
+    mut observe: impl FnMut() -> V,
+    done: impl Fn(&V) -> bool,
+) -> V {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let seen = observe();
+        if done(&seen) {
+            return seen;
+        }
+        if std::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}; last seen: {seen:#?}");
+        }
+        std::thread::sleep(LOOK_AGAIN);
+    }
+}
+
+/// Scrapes `/metrics` at `addr` until `done` holds for it (see [`until`]), and returns it.
+pub async fn scrape_until(
+    addr: SocketAddr,
+    what: &str,
+    timeout: std::time::Duration,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let seen = until(what, timeout, || try_scrape(addr), |m| m.as_deref().is_some_and(&done)).await;
+    seen.unwrap_or_default()
+}
+
 /// Parses Prometheus text: the value of the sample with exactly this name and these labels.
 pub fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     metrics.lines().filter(|l| !l.starts_with('#')).find_map(|line| {
@@ -496,28 +559,51 @@ impl Scenario {
     }
 }
 
-/// A port nobody listens on right now.
-pub fn free_port() -> u16 {
+/// The daemon binary running `config`, quiet, on a port the daemon chose itself (`--listen
+/// 127.0.0.1:0`, so no port is released and raced for): its address comes from its
+/// "listening" log line. Killed when dropped, so a failing assertion does not leave it running.
+pub fn spawn_daemon(config: &Path) -> Daemon {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
+        .args(["run", "--config"])
+        .arg(config)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("SENTINEL_LOG", "warn,checkpoint_sentinel::daemon=info")
+        .env("SENTINEL_LOG_FORMAT", "json")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut daemon = Daemon(child, None);
+    let addr = lines.by_ref().map_while(Result::ok).find_map(|line| {
+        let record: Value = serde_json::from_str(&line).ok()?;
+        (record["message"] == "checkpoint-sentinel listening")
+            .then(|| record["addr"].as_str()?.parse().ok())
+            .flatten()
+    });
+    // Its stderr read to the end, so the daemon never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    daemon.1 =
+        Some(addr.unwrap_or_else(|| panic!("the daemon exited before listening: {:?}", daemon.0.try_wait())));
+    daemon
+}
+
+/// A port for another program that binds it itself (Alertmanager): bound and released here, so
+/// racy; the daemon itself never needs one ([`spawn_daemon`], `daemon::start` take port 0).
+pub fn port_for_another_program() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// The daemon binary running `config`, listening on `port`, quiet. Killed when dropped, so a
-/// failing assertion does not leave it running.
-pub fn spawn_daemon(config: &Path, port: u16) -> Daemon {
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
-        .args(["run", "--config"])
-        .arg(config)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("SENTINEL_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    Daemon(child)
-}
+/// A daemon process of a test (see [`spawn_daemon`]) and the address it listens on.
+pub struct Daemon(pub std::process::Child, Option<SocketAddr>);
 
-/// A daemon process of a test (see [`spawn_daemon`]).
-pub struct Daemon(pub std::process::Child);
+impl Daemon {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.1.expect("listening")
+    }
+}
 
 impl std::ops::Deref for Daemon {
     type Target = std::process::Child;
