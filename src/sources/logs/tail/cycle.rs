@@ -236,9 +236,11 @@ impl TailCore {
         self.next_seq
     }
 
-    /// Looks at the files and reads what is new; returns the events, in file order.
-    pub fn cycle(&mut self, now: Instant) -> Vec<LogEvent> {
-        let wall = Timestamp::now();
+    /// Looks at the files and reads what is new; returns the events, in file order. `now`
+    /// times the quiet periods (`flush_after`, `drop_after`); `wall` is when the files are
+    /// listed, kept with the positions: a file written after it appeared while the tailer was
+    /// down.
+    pub fn cycle(&mut self, now: Instant, wall: Timestamp) -> Vec<LogEvent> {
         let mut events = Vec::new();
         // Read before listing: a file whose creation was reported by now is in this listing,
         // unless it is gone already.

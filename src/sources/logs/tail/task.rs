@@ -18,6 +18,7 @@ use crate::config::LogConfig;
 use crate::observe::{Observation, TailerReport};
 use crate::sources::logs::offsets::{self, TailerPositions};
 use crate::sources::logs::parse::{Patterns, UserPattern};
+use crate::time::Timestamp;
 
 /// A stopping tailer gets this long to apply its last cycle; then shutdown goes on without it.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -205,7 +206,7 @@ async fn run(
 /// One cycle at the clock's time, its events, positions, cut files and counters applied to
 /// `app` (the counters when they changed since `previous`). Blocking: file reads.
 fn cycle_and_apply(mut c: TailCore, app: &AppState, previous: &TailerReport) -> (TailCore, TailerReport) {
-    let events = c.cycle(Instant::now());
+    let events = c.cycle(Instant::now(), Timestamp::now());
     // The events and the positions after them go into the state as one observation:
     // whatever snapshot of the state is persisted holds both or neither.
     if c.take_moved() || !events.is_empty() || c.has_spans() {
