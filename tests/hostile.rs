@@ -764,7 +764,7 @@ fn a_symlink_loop_under_a_double_star_glob_is_not_followed() {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut core = TailCore::new(options, Patterns::builtin(), None);
-        core.cycle(std::time::Instant::now());
+        core.cycle(std::time::Instant::now(), checkpoint_sentinel::time::Timestamp::now());
         let _ = tx.send(core.report().files);
     });
     let files = rx.recv_timeout(Duration::from_secs(10)).expect("a cycle over the loop never ended");
@@ -780,10 +780,10 @@ fn files_past_max_files_are_left_out_and_counted_once() {
             .unwrap();
     }
     let mut core = TailCore::new(tail_options(dir.path(), "*.log", 50), Patterns::builtin(), None);
-    core.cycle(std::time::Instant::now());
+    core.cycle(std::time::Instant::now(), checkpoint_sentinel::time::Timestamp::now());
     assert_eq!(core.report().files, 50, "at most max_files open");
     assert_eq!(core.take_files_cut(), 250);
-    core.cycle(std::time::Instant::now());
+    core.cycle(std::time::Instant::now(), checkpoint_sentinel::time::Timestamp::now());
     assert_eq!(core.take_files_cut(), 0, "each left-out file is counted once");
     assert_eq!(core.report().files, 50);
 }

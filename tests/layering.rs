@@ -459,7 +459,7 @@ fn the_graph_sees_the_imports_it_must() {
     let g = graph();
     let has = |from: &str, to: &str| g.get(from).is_some_and(|t| t.contains(to));
     assert!(has("daemon", "app"), "a `use crate::…` edge");
-    assert!(has("sources::logs::tail", "sources::logs::parse"), "a `use super::…` edge");
+    assert!(has("sources::logs::tail::cycle", "sources::logs::tail::follow"), "a `use super::…` edge");
     assert!(has("commands::demo::rest", "commands::demo::cluster"), "a `crate::…` use edge");
     assert!(has("commands::demo", "commands::demo::cluster"), "a relative child-module edge");
     assert!(has("sources::poller", "sources::flink::client"), "a `crate::…` path edge");

@@ -109,7 +109,11 @@ fn storm(style: Style, glob: &str) -> Outcome {
     assert!(core.watch(None), "file events are needed to count files no cycle saw");
     let mut read = Vec::new();
     let mut cycle = |core: &mut TailCore| {
-        read.extend(core.cycle(Instant::now()).into_iter().map(|e| e.checkpoint_id.unwrap()));
+        read.extend(
+            core.cycle(Instant::now(), checkpoint_sentinel::time::Timestamp::now())
+                .into_iter()
+                .map(|e| e.checkpoint_id.unwrap()),
+        );
     };
     cycle(&mut core);
 

@@ -115,7 +115,7 @@ fn tail(rel: &str) -> Vec<LogRead> {
     let mut core = TailCore::new(options, Patterns::builtin(), None);
     let mut reads = Vec::new();
     loop {
-        let events = core.cycle(Instant::now());
+        let events = core.cycle(Instant::now(), checkpoint_sentinel::time::Timestamp::now());
         let read = core.read(events);
         let done = !core.more && read.events.is_empty() && read.spans.is_empty();
         reads.push(read);
