@@ -70,7 +70,6 @@ impl<'a> BorrowedEvent<'a> {
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
 /// Strings seen more than once (tasks, TaskManagers, reasons, channels, jobs), stored once.
-
 #[derive(Debug, Default)]
 struct Interner {
     ids: FastMap<Box<str>, u32>,

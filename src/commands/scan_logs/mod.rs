@@ -5,9 +5,9 @@
 //! whole buffer finds the built-in needles ([`Patterns::find_needles`]), and only the lines
 //! that carry one (plus the stack trace of a line that produced an event) reach the record
 //! parser. Lines that match nothing cost the newline search and a comparison. Events are folded
-//! into an aggregate (`aggregate.rs`) as they come, in a compact form (interned strings, no stack traces),
-//! so memory grows with the number of checkpoint events, not with the size of the input, and
-//! every per-checkpoint collection is capped.
+//! into an aggregate (`aggregate.rs`) as they come, in a compact form (interned strings, no
+//! stack traces), so memory grows with the number of checkpoint events, not with the size of
+//! the input, and every per-checkpoint collection is capped.
 //!
 //! Several files, or a large one cut into ranges at record starts, are scanned on one thread
 //! per core ([`Scanner::scan_paths`]); the events are folded in in file order, so the report is
