@@ -298,6 +298,8 @@ fn secret_problems(
     }
 }
 
+// Here rather than in discovery.rs: the defaults are checked as the cluster they make, through
+// `Config::problems`, and discovery.rs sits below `Config` (it is one of its sections).
 impl DiscoveryConfig {
     /// Every problem with the values, each naming its key.
     pub fn problems(&self, problems: &mut Vec<String>) {
