@@ -301,7 +301,7 @@ fn the_comparison_sees_a_changed_threshold_series_or_window() {
 
 /// The metric names a PromQL twin reads (a summary's `_count` is its family's).
 fn metric_names(promql: &str) -> Vec<String> {
-    let selectors = promql.split(|c: char| c == '{' || c == '}').step_by(2).collect::<Vec<_>>().join(" ");
+    let selectors = promql.split(['{', '}']).step_by(2).collect::<Vec<_>>().join(" ");
     selectors
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .filter(|w| w.starts_with("flink_") || w.starts_with("checkpoint_sentinel_"))

@@ -489,7 +489,6 @@ fn progress_window(v: &JobView<'_>) -> Option<f64> {
 /// uncapped window was 102 × max(interval, timeout), 17 h with a 10-minute timeout.
 pub const PROGRESS_TOLERABLE_CAP: u32 = 3;
 
-#[allow(clippy::too_many_arguments)]
 const fn summary(
     name: &'static str,
     unit: Unit,
