@@ -350,7 +350,7 @@ pub async fn try_scrape(addr: SocketAddr) -> Option<String> {
 }
 
 /// How often [`until`] looks again: a poll of the condition, not a wait for time to pass.
-const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_millis(20);
+const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Observes with `observe` until `done` holds for what it saw, and returns that. After `timeout`
 /// it panics with `what` it waited for and the last value it saw. A sync condition is an
