@@ -135,14 +135,21 @@ impl Clock {
 /// What the writer thread sees of the tailer: how many cycles it ran and the files it follows
 /// (open) after the latest.
 #[derive(Clone, Default)]
-struct Followed(Arc<(Mutex<(u64, Vec<FilePosition>)>, Condvar)>);
+struct Followed(Arc<(Mutex<Seen>, Condvar)>);
+
+/// The tailer's cycles so far, and the files it follows after the latest.
+#[derive(Default)]
+struct Seen {
+    cycles: u64,
+    files: Vec<FilePosition>,
+}
 
 impl Followed {
     fn update(&self, core: &TailCore) {
         let (seen, changed) = &*self.0;
         let mut seen = seen.lock().unwrap();
-        seen.0 += 1;
-        seen.1 = core.positions().files;
+        seen.cycles += 1;
+        seen.files = core.positions().files;
         changed.notify_all();
     }
 
@@ -151,7 +158,7 @@ impl Followed {
         let (seen, changed) = &*self.0;
         let seen = seen.lock().unwrap();
         let (seen, timeout) =
-            changed.wait_timeout_while(seen, PATIENCE, |(cycles, files)| !done(*cycles, files)).unwrap();
+            changed.wait_timeout_while(seen, PATIENCE, |seen| !done(seen.cycles, &seen.files)).unwrap();
         drop(seen);
         assert!(!timeout.timed_out(), "waited {PATIENCE:?} for the tailer to {what}");
     }
@@ -173,7 +180,7 @@ impl Followed {
     /// Waits until the tailer ran a whole cycle that started after this call: it looked at what
     /// was written before.
     fn wait_for_a_look(&self) {
-        let from = self.0.0.lock().unwrap().0;
+        let from = self.0.0.lock().unwrap().cycles;
         // The first cycle to end may have begun before the call; the second began after it.
         self.wait_until("cycle twice", |cycles, _| cycles >= from + 2);
     }

@@ -41,19 +41,38 @@ pub(super) fn render_operators(state: &State, out: &mut impl Sink, phase: Phase)
     }
 }
 
+/// A job's identifying labels: cluster, job id, job name.
+type JobLabels<'a> = [(&'a str, &'a str); 3];
+
 /// Every series of one listed job but its operators' summaries; returns how many of its values
 /// (its operators' too) were clamped into the histograms' range.
 pub(super) fn render_job(out: &mut impl Sink, c: &str, job_id: &str, job: &JobState, now: Timestamp) -> u64 {
-    let mut clamped = 0u64;
     let labels = [("cluster", c), ("job_id", job_id), ("job_name", job.name.as_str())];
     out.push(
         family!("flink_job_info"),
         &[labels[0], labels[1], labels[2], ("state", job.job_state.as_str())],
         Value::Number(1.0),
     );
+    let mut clamped = render_summaries(out, &labels, job);
+    render_counts(out, &labels, job);
+    render_savepoints(out, &labels, job);
+    render_restores(out, &labels, job);
+    render_progress(out, &labels, job, now);
+    render_settings(out, &labels, job);
+    render_shadow(out, &labels, job);
+    // The operators' summaries are parts of their own (`render_operators`).
+    for operator in job.operators.values() {
+        clamped += operator.phases.iter().into_iter().map(|(_, h)| h.out_of_range()).sum::<u64>();
+    }
+    clamped
+}
+
+/// The phase and size summaries; returns how many of their values were clamped.
+fn render_summaries(out: &mut impl Sink, labels: &JobLabels, job: &JobState) -> u64 {
+    let mut clamped = 0u64;
     for (phase, histogram) in job.phases.iter() {
         clamped += histogram.out_of_range();
-        out.push(phase_metric(phase, false), &labels, Value::Summary(histogram.summary(), MS));
+        out.push(phase_metric(phase, false), labels, Value::Summary(histogram.summary(), MS));
     }
     for (name, histogram) in [
         (family!("flink_checkpoint_checkpointed_size_bytes"), &job.sizes.checkpointed),
@@ -62,8 +81,13 @@ pub(super) fn render_job(out: &mut impl Sink, c: &str, job_id: &str, job: &JobSt
         (family!("flink_checkpoint_persisted_data_bytes"), &job.sizes.persisted),
     ] {
         clamped += histogram.out_of_range();
-        out.push(name, &labels, Value::Summary(histogram.summary(), BYTES));
+        out.push(name, labels, Value::Summary(histogram.summary(), BYTES));
     }
+    clamped
+}
+
+/// Checkpoints by status: counted, unobserved, and observed by each source.
+fn render_counts(out: &mut impl Sink, labels: &JobLabels, job: &JobState) {
     let totals = job.totals();
     for status in [CheckpointStatus::Completed, CheckpointStatus::Failed] {
         let with_status = [labels[0], labels[1], labels[2], ("status", status.as_str())];
@@ -81,6 +105,10 @@ pub(super) fn render_job(out: &mut impl Sink, c: &str, job_id: &str, job: &JobSt
             );
         }
     }
+}
+
+/// Savepoints: counts, and the last one's times.
+fn render_savepoints(out: &mut impl Sink, labels: &JobLabels, job: &JobState) {
     for status in [CheckpointStatus::Completed, CheckpointStatus::Failed] {
         out.push(
             family!("flink_savepoints_total"),
@@ -91,23 +119,27 @@ pub(super) fn render_job(out: &mut impl Sink, c: &str, job_id: &str, job: &JobSt
     if let Some(at) = job.savepoints.last_completed_at {
         out.push(
             family!("flink_savepoint_last_completed_timestamp_seconds"),
-            &labels,
+            labels,
             Value::Number(at.seconds()),
         );
     }
     if let Some(ms) = job.savepoints.last_duration_ms {
-        out.push(family!("flink_savepoint_last_duration_seconds"), &labels, seconds(ms));
+        out.push(family!("flink_savepoint_last_duration_seconds"), labels, seconds(ms));
     }
     if let Some(at) = job.savepoints.last_failed_at {
         out.push(
             family!("flink_savepoint_last_failed_timestamp_seconds"),
-            &labels,
+            labels,
             Value::Number(at.seconds()),
         );
     }
+}
+
+/// Restores: Flink's count, ours by origin, and the latest one.
+fn render_restores(out: &mut impl Sink, labels: &JobLabels, job: &JobState) {
     out.push(
         family!("flink_checkpoint_restores_total"),
-        &labels,
+        labels,
         Value::Number(job.flink_counts.restored as f64),
     );
     let restores = &job.restores;
@@ -121,97 +153,95 @@ pub(super) fn render_job(out: &mut impl Sink, c: &str, job_id: &str, job: &JobSt
     if let Some(latest) = restores.latest() {
         out.push(
             family!("flink_job_last_restore_timestamp_seconds"),
-            &labels,
+            labels,
             Value::Number(latest.from.restored_at.seconds()),
         );
         if let Some(id) = latest.from.checkpoint_id {
-            out.push(family!("flink_job_last_restore_checkpoint_id"), &labels, Value::Number(id as f64));
+            out.push(family!("flink_job_last_restore_checkpoint_id"), labels, Value::Number(id as f64));
         }
     }
     if let Some(timed) = restores.last_measured() {
         if let Some(ms) = timed.duration_ms {
-            out.push(family!("flink_job_last_restore_duration_seconds"), &labels, seconds(ms));
+            out.push(family!("flink_job_last_restore_duration_seconds"), labels, seconds(ms));
         }
         if let Some(ms) = timed.downtime_ms {
-            out.push(family!("flink_job_last_restore_downtime_seconds"), &labels, seconds(ms));
+            out.push(family!("flink_job_last_restore_downtime_seconds"), labels, seconds(ms));
         }
     }
-    out.push(family!("flink_checkpoints_in_progress"), &labels, Value::Number(job.in_progress.len() as f64));
+}
+
+/// Checkpoints in progress and failing: gauges, ages, and the times of the last of each.
+fn render_progress(out: &mut impl Sink, labels: &JobLabels, job: &JobState, now: Timestamp) {
+    out.push(family!("flink_checkpoints_in_progress"), labels, Value::Number(job.in_progress.len() as f64));
     out.push(
         family!("flink_checkpoint_consecutive_failures"),
-        &labels,
+        labels,
         Value::Number(job.consecutive_failures() as f64),
     );
     out.push(
         family!("flink_checkpoint_failures_seen_total"),
-        &labels,
+        labels,
         Value::Number(job.failures.total as f64),
     );
     let oldest = job.live_in_progress(now).iter().map(|(_, at)| now.since(*at)).max().unwrap_or(0);
-    out.push(family!("flink_checkpoint_oldest_in_progress_age_seconds"), &labels, seconds(oldest));
+    out.push(family!("flink_checkpoint_oldest_in_progress_age_seconds"), labels, seconds(oldest));
     out.push(
         family!("flink_checkpoint_trigger_failures_total"),
-        &labels,
+        labels,
         Value::Number(job.failed_without_id as f64),
     );
     if let Some(since) = job.running_without_checkpoint_ms(now).and(job.running_since) {
         out.push(
             family!("flink_checkpoint_running_without_completed_since_timestamp_seconds"),
-            &labels,
+            labels,
             Value::Number(since.seconds()),
         );
     }
     if let Some(since) = job.failing_since.filter(|_| job.consecutive_failures() > 0) {
         out.push(
             family!("flink_checkpoint_failing_since_timestamp_seconds"),
-            &labels,
+            labels,
             Value::Number(since.seconds()),
         );
     }
     if let Some(last) = &job.last_completed {
         out.push(
             family!("flink_checkpoint_last_completed_timestamp_seconds"),
-            &labels,
+            labels,
             Value::Number(last.finished_at.seconds()),
         );
     }
     if let Some(last) = &job.last_failed {
         out.push(
             family!("flink_checkpoint_last_failed_timestamp_seconds"),
-            &labels,
+            labels,
             Value::Number(last.finished_at.seconds()),
         );
     }
-    if let Some(settings) = &job.settings {
-        if let Some(interval) = settings.interval_ms {
-            out.push(family!("flink_checkpoint_interval_seconds"), &labels, seconds(interval));
-        }
-        if let Some(timeout) = settings.timeout_ms {
-            out.push(family!("flink_checkpoint_timeout_seconds"), &labels, seconds(timeout));
-        }
-        out.push(family!("flink_checkpoint_min_pause_seconds"), &labels, seconds(settings.min_pause_ms));
-        out.push(
-            family!("flink_checkpoint_max_concurrent"),
-            &labels,
-            Value::Number(f64::from(settings.max_concurrent)),
-        );
-        if let Some(tolerable) = settings.tolerable_failures {
-            out.push(
-                family!("flink_checkpoint_tolerable_failures"),
-                &labels,
-                Value::Number(f64::from(tolerable)),
-            );
-        }
-    }
-    render_shadow(out, &labels, job);
-    // The operators' summaries are parts of their own (`render_operators`).
-    for operator in job.operators.values() {
-        clamped += operator.phases.iter().into_iter().map(|(_, h)| h.out_of_range()).sum::<u64>();
-    }
-    clamped
 }
 
-fn render_shadow(out: &mut impl Sink, labels: &[(&str, &str); 3], job: &JobState) {
+/// The job's checkpoint configuration, once known.
+fn render_settings(out: &mut impl Sink, labels: &JobLabels, job: &JobState) {
+    let Some(settings) = &job.settings else { return };
+    if let Some(interval) = settings.interval_ms {
+        out.push(family!("flink_checkpoint_interval_seconds"), labels, seconds(interval));
+    }
+    if let Some(timeout) = settings.timeout_ms {
+        out.push(family!("flink_checkpoint_timeout_seconds"), labels, seconds(timeout));
+    }
+    out.push(family!("flink_checkpoint_min_pause_seconds"), labels, seconds(settings.min_pause_ms));
+    out.push(
+        family!("flink_checkpoint_max_concurrent"),
+        labels,
+        Value::Number(f64::from(settings.max_concurrent)),
+    );
+    if let Some(tolerable) = settings.tolerable_failures {
+        out.push(family!("flink_checkpoint_tolerable_failures"), labels, Value::Number(f64::from(tolerable)));
+    }
+}
+
+/// The trigger shadow's series: intervals, stall, deviations.
+fn render_shadow(out: &mut impl Sink, labels: &JobLabels, job: &JobState) {
     let trigger = &job.shadow.trigger;
     if let Some(ms) = trigger.expected_interval_ms() {
         out.push(family!("flink_checkpoint_expected_interval_seconds"), labels, seconds(ms));
