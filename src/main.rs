@@ -119,97 +119,119 @@ fn main() -> ExitCode {
             rest_delay,
         }),
         Command::Demo { listen, jobs, seed, .. } => run_demo(listen, jobs, seed),
-        Command::Diagnose(args) => {
-            let runtime = match runtime(1) {
-                Ok(r) => r,
-                Err(code) => return code,
-            };
-            ExitCode::from(runtime.block_on(checkpoint_sentinel::commands::diagnose::run(&args)))
+        Command::Diagnose(args) => run_diagnose(&args),
+        Command::Simulate(args) => run_simulate(&args),
+        Command::ScanLogs { format, max_line_bytes, files } => run_scan_logs(format, max_line_bytes, &files),
+        Command::CheckConfig { config } => run_check_config(&config),
+        Command::Run { config: path, listen } => run_daemon(path, listen),
+    }
+}
+
+fn run_diagnose(args: &checkpoint_sentinel::commands::diagnose::DiagnoseArgs) -> ExitCode {
+    let runtime = match runtime(1) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    ExitCode::from(runtime.block_on(checkpoint_sentinel::commands::diagnose::run(args)))
+}
+
+fn run_simulate(args: &checkpoint_sentinel::commands::simulate::SimulateArgs) -> ExitCode {
+    match checkpoint_sentinel::commands::simulate::run(args) {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
         }
-        Command::Simulate(args) => match checkpoint_sentinel::commands::simulate::run(&args) {
-            Ok(out) => {
-                print!("{out}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(2)
-            }
-        },
-        Command::ScanLogs { format, max_line_bytes, files } => {
-            let patterns = checkpoint_sentinel::sources::logs::parse::Patterns::builtin();
-            match checkpoint_sentinel::commands::scan_logs::scan_paths_streaming(
-                &files,
-                &patterns,
-                max_line_bytes,
-            ) {
-                Ok(report) => {
-                    match format {
-                        ScanFormat::Text => print!("{}", report.to_text()),
-                        ScanFormat::Json => {
-                            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-                            if let Err(e) = report.write_json(&mut out).and_then(|()| {
-                                use std::io::Write as _;
-                                writeln!(out)?;
-                                out.flush()
-                            }) {
-                                eprintln!("error: {e}");
-                                return ExitCode::FAILURE;
-                            }
-                        }
-                    }
-                    let strangers = report.not_flink_logs();
-                    if strangers.is_empty() {
-                        ExitCode::SUCCESS
-                    } else {
-                        for f in strangers {
-                            eprintln!(
-                                "warning: {} is not a Flink log (no line starts with a log4j timestamp)",
-                                f.path.display()
-                            );
-                        }
-                        ExitCode::from(3)
-                    }
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
         }
-        Command::CheckConfig { config } => match load_checked(&config) {
-            Ok(c) => {
-                print!("{}", c.to_masked_toml());
-                eprintln!("{}: ok", config.display());
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(2)
-            }
-        },
-        Command::Run { config: path, listen } => {
-            let mut config = match load_checked(&path) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            if let Some(addr) = listen {
-                config.server.listen = addr;
-            }
-            let runtime = match runtime(2) {
-                Ok(r) => r,
-                Err(code) => return code,
-            };
-            match runtime.block_on(checkpoint_sentinel::daemon::run(config, Some(path))) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+    }
+}
+
+/// `scan-logs`: the report on stdout; exit code 3 (after a warning per file) when a file is
+/// not a Flink log.
+fn run_scan_logs(format: ScanFormat, max_line_bytes: usize, files: &[PathBuf]) -> ExitCode {
+    let patterns = checkpoint_sentinel::sources::logs::parse::Patterns::builtin();
+    let report = match checkpoint_sentinel::commands::scan_logs::scan_paths_streaming(
+        files,
+        &patterns,
+        max_line_bytes,
+    ) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = print_scan_report(&report, format) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    let strangers = report.not_flink_logs();
+    if strangers.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    for f in strangers {
+        eprintln!("warning: {} is not a Flink log (no line starts with a log4j timestamp)", f.path.display());
+    }
+    ExitCode::from(3)
+}
+
+/// Writes the scan report to stdout in `format`.
+fn print_scan_report(
+    report: &checkpoint_sentinel::commands::scan_logs::ScanReport,
+    format: ScanFormat,
+) -> std::io::Result<()> {
+    match format {
+        ScanFormat::Text => {
+            print!("{}", report.to_text());
+            Ok(())
+        }
+        ScanFormat::Json => {
+            use std::io::Write as _;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            report.write_json(&mut out)?;
+            writeln!(out)?;
+            out.flush()
+        }
+    }
+}
+
+fn run_check_config(config: &std::path::Path) -> ExitCode {
+    match load_checked(config) {
+        Ok(c) => {
+            print!("{}", c.to_masked_toml());
+            eprintln!("{}: ok", config.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `run`: the daemon, on `listen` when given instead of `server.listen`.
+fn run_daemon(path: PathBuf, listen: Option<SocketAddr>) -> ExitCode {
+    let mut config = match load_checked(&path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(addr) = listen {
+        config.server.listen = addr;
+    }
+    let runtime = match runtime(2) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    match runtime.block_on(checkpoint_sentinel::daemon::run(config, Some(path))) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
         }
     }
 }

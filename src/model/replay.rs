@@ -115,52 +115,105 @@ pub fn replay(config: CoordinatorConfig, observed: &[ObservedCheckpoint]) -> Rep
     let tolerance = (config.base_interval() / 2) as i64;
     let filler = Outcome::Complete { duration_ms: median_duration_ms };
 
-    let mut cursor = 0usize;
-    let mut pairs: Vec<(u64, usize)> = Vec::new(); // (model id, observed index)
-    let mut unpaired = Vec::new();
-    let mut unobserved = 0usize;
-    let mut outcomes = |model_id: u64, at: Timestamp| -> Outcome {
-        while cursor < observed.len() && observed[cursor].triggered_at.0 < at.0 - tolerance {
-            unpaired.push(observed[cursor].id);
-            cursor += 1;
-        }
-        if cursor < observed.len() && observed[cursor].triggered_at.0 <= at.0 + tolerance {
-            let o = observed[cursor];
-            pairs.push((model_id, cursor));
-            cursor += 1;
-            match (o.status, o.duration_ms) {
-                (Some(CheckpointStatus::Completed), Some(d)) => Outcome::Complete { duration_ms: d },
-                (Some(CheckpointStatus::Failed), _)
-                    if o.failure == Some(FailureReason::CheckpointExpired) =>
-                {
-                    Outcome::Hang
-                }
-                (Some(CheckpointStatus::Failed), d) => Outcome::Fail {
-                    after_ms: d.unwrap_or(0),
-                    reason: o.failure.unwrap_or(FailureReason::CheckpointDeclined),
-                },
-                _ => filler,
-            }
-        } else {
-            unobserved += 1;
-            filler
-        }
-    };
+    let mut pairing = Pairing::default();
+    let mut model = lifted_model(&config, first.triggered_at);
+    model.run_until(last_trigger.plus_millis(tolerance), &mut |model_id: u64, at: Timestamp| {
+        pairing.outcome_at(&observed, model_id, at, tolerance, filler)
+    });
+    pairing.unpaired.extend(observed[pairing.cursor..].iter().map(|o| o.id));
 
-    let mut model = Coordinator::new(
+    let rows = paired_rows(&model, &pairing.pairs, &observed);
+    let triggers: Vec<i64> = model.checkpoints().map(|c| c.triggered_at.0).collect();
+    let gaps: Vec<u64> = triggers.windows(2).map(|w| (w[1] - w[0]).max(0) as u64).collect();
+    let bindings: Vec<Binding> = model.checkpoints().map(|c| c.binding).collect();
+    ReplayReport {
+        config,
+        median_abs_deviation_ms: median(rows.iter().map(|r| r.deviation_ms.unsigned_abs()).collect()),
+        effective_interval_ms: median(gaps),
+        median_duration_ms,
+        binding: dominant_binding(&bindings),
+        rows,
+        unpaired_observed: pairing.unpaired,
+        unobserved_predicted: pairing.unobserved,
+    }
+}
+
+/// The model of `config` from the first observed trigger on. A replay reproduces the schedule;
+/// the job's tolerable-failure limit is not what is being checked here (the observed job
+/// evidently kept running), so it is lifted.
+fn lifted_model(config: &CoordinatorConfig, first_trigger: Timestamp) -> Coordinator {
+    Coordinator::new(
         CoordinatorConfig {
             tolerable_failures: crate::model::coordinator::UNLIMITED_TOLERABLE,
             ..config.clone()
         },
-        first.triggered_at,
-        Schedule::FirstTriggerAt(first.triggered_at),
-    );
-    // A replay reproduces the schedule; the job's tolerable-failure limit is not what is being
-    // checked here (the observed job evidently kept running), so it is lifted.
-    model.run_until(last_trigger.plus_millis(tolerance), &mut outcomes);
-    unpaired.extend(observed[cursor..].iter().map(|o| o.id));
+        first_trigger,
+        Schedule::FirstTriggerAt(first_trigger),
+    )
+}
 
-    let rows: Vec<ReplayRow> = pairs
+/// The pairing of model checkpoints with observed ones, built as the model triggers them.
+#[derive(Default)]
+struct Pairing {
+    /// The next observed checkpoint not yet paired or passed.
+    cursor: usize,
+    /// (model id, observed index).
+    pairs: Vec<(u64, usize)>,
+    /// Observed ids no model checkpoint came near.
+    unpaired: Vec<u64>,
+    /// Model checkpoints with no observation.
+    unobserved: usize,
+}
+
+impl Pairing {
+    /// The outcome of the model's checkpoint `model_id` triggered at `at`: the observed one
+    /// within `tolerance` of it (observed ones passed by are unpaired), else `filler`.
+    fn outcome_at(
+        &mut self,
+        observed: &[&ObservedCheckpoint],
+        model_id: u64,
+        at: Timestamp,
+        tolerance: i64,
+        filler: Outcome,
+    ) -> Outcome {
+        while self.cursor < observed.len() && observed[self.cursor].triggered_at.0 < at.0 - tolerance {
+            self.unpaired.push(observed[self.cursor].id);
+            self.cursor += 1;
+        }
+        if self.cursor < observed.len() && observed[self.cursor].triggered_at.0 <= at.0 + tolerance {
+            let o = observed[self.cursor];
+            self.pairs.push((model_id, self.cursor));
+            self.cursor += 1;
+            observed_outcome(o, filler)
+        } else {
+            self.unobserved += 1;
+            filler
+        }
+    }
+}
+
+/// What an observed checkpoint's end means to the model (`filler` when it says too little).
+fn observed_outcome(o: &ObservedCheckpoint, filler: Outcome) -> Outcome {
+    match (o.status, o.duration_ms) {
+        (Some(CheckpointStatus::Completed), Some(d)) => Outcome::Complete { duration_ms: d },
+        (Some(CheckpointStatus::Failed), _) if o.failure == Some(FailureReason::CheckpointExpired) => {
+            Outcome::Hang
+        }
+        (Some(CheckpointStatus::Failed), d) => Outcome::Fail {
+            after_ms: d.unwrap_or(0),
+            reason: o.failure.unwrap_or(FailureReason::CheckpointDeclined),
+        },
+        _ => filler,
+    }
+}
+
+/// One row per paired checkpoint: observed next to predicted trigger.
+fn paired_rows(
+    model: &Coordinator,
+    pairs: &[(u64, usize)],
+    observed: &[&ObservedCheckpoint],
+) -> Vec<ReplayRow> {
+    pairs
         .iter()
         .filter_map(|&(model_id, i)| {
             let predicted = model.checkpoint(model_id)?;
@@ -174,20 +227,7 @@ pub fn replay(config: CoordinatorConfig, observed: &[ObservedCheckpoint]) -> Rep
                 binding: predicted.binding,
             })
         })
-        .collect();
-    let triggers: Vec<i64> = model.checkpoints().map(|c| c.triggered_at.0).collect();
-    let gaps: Vec<u64> = triggers.windows(2).map(|w| (w[1] - w[0]).max(0) as u64).collect();
-    let bindings: Vec<Binding> = model.checkpoints().map(|c| c.binding).collect();
-    ReplayReport {
-        config,
-        median_abs_deviation_ms: median(rows.iter().map(|r| r.deviation_ms.unsigned_abs()).collect()),
-        effective_interval_ms: median(gaps),
-        median_duration_ms,
-        binding: dominant_binding(&bindings),
-        rows,
-        unpaired_observed: unpaired,
-        unobserved_predicted: unobserved,
-    }
+        .collect()
 }
 
 #[cfg(test)]

@@ -132,101 +132,25 @@ pub fn build_graph(topology: &JobTopology, load: &[VertexLoad]) -> Option<Shadow
     for v in &topology.vertices {
         load_of(&v.id)?;
     }
-    let is_source = |id: &str| !topology.edges.iter().any(|e| e.to == id);
-    // The slowest subtask of the job: the most busy non-source subtask.
-    let mut rotation = 0u32;
-    let mut busiest = -1.0f64;
-    for v in topology.vertices.iter().filter(|v| !is_source(&v.id)) {
-        for st in &load_of(&v.id)?.subtasks {
-            let busy = st.busy_ratio.unwrap_or(0.0) + st.records_in_per_s.unwrap_or(0.0) * 1e-9;
-            if busy > busiest {
-                busiest = busy;
-                rotation = st.index;
-            }
-        }
-    }
-    let real = |sim: u32, p: u32| (sim + rotation) % p.max(1);
+    let rotation = busiest_subtask(topology, load)?;
     let mut vertices = Vec::new();
     let mut saturated = Vec::new();
     for v in &topology.vertices {
         let l = load_of(&v.id)?;
-        let p = v.parallelism.max(1);
-        let sub = |sim: u32| l.subtasks.iter().find(|s| s.index == real(sim, p));
-        saturated.push((0..p).map(|i| sub(i).and_then(|s| s.busy_ratio).is_some_and(|b| b >= 0.5)).collect());
-        let mean = |f: &dyn Fn(&crate::observe::SubtaskLoad) -> Option<f64>| {
-            let values: Vec<f64> = l.subtasks.iter().filter_map(f).collect();
-            (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
-        };
-        if is_source(&v.id) {
-            let bpr = mean(&|s| s.bytes_per_record_out).unwrap_or(100.0);
-            let rate = mean(&|s| s.records_out_per_s).unwrap_or(0.0) * bpr / 1000.0;
-            vertices.push(VertexSpec {
-                name: v.name.clone(),
-                parallelism: p,
-                source_rate: Some(rate.clamp(0.001, 10_000.0)),
-                process_rate: 0.0,
-                hot_slowdown: 1.0,
-                state_bytes: 0,
-            });
+        saturated.push(saturated_subtasks(v, l, rotation));
+        vertices.push(if is_source(topology, &v.id) {
+            source_spec(v, l)
         } else {
-            let bpr = mean(&|s| s.bytes_per_record_in).unwrap_or(100.0);
-            let capacity = |sim: u32| {
-                let s = sub(sim)?;
-                let rate = s.records_in_per_s? * bpr / 1000.0;
-                (rate > 0.0).then(|| (rate / s.busy_ratio.unwrap_or(1.0).max(0.01)).min(100_000.0))
-            };
-            let hot = capacity(0).unwrap_or(100_000.0);
-            let peers: Vec<f64> = (1..p).filter_map(capacity).collect();
-            let base = if peers.is_empty() { hot } else { peers.iter().sum::<f64>() / peers.len() as f64 };
-            vertices.push(VertexSpec {
-                name: v.name.clone(),
-                parallelism: p,
-                source_rate: None,
-                process_rate: base.max(0.001),
-                hot_slowdown: (base / hot.max(0.001)).max(1.0),
-                state_bytes: 0,
-            });
-        }
+            operator_spec(v, l, rotation)
+        });
     }
     let index = |id: &str| topology.vertices.iter().position(|v| v.id == id);
     let mut edges = Vec::new();
     for e in &topology.edges {
         let (Some(from), Some(to)) = (index(&e.from), index(&e.to)) else { continue };
         let down = &topology.vertices[to];
-        let p = down.parallelism.max(1);
-        let partitioner = match e.ship_strategy.to_ascii_uppercase().as_str() {
-            "FORWARD" => Partitioner::Forward,
-            "HASH" => {
-                let l = load_of(&down.id)?;
-                let rate = |sim: u32| {
-                    l.subtasks
-                        .iter()
-                        .find(|s| s.index == real(sim, p))
-                        .and_then(|s| s.records_in_per_s)
-                        .unwrap_or(0.0)
-                };
-                let total: f64 = (0..p).map(rate).sum();
-                let hot_share = if p > 1 && total > 0.0 {
-                    let share = rate(0) / total;
-                    ((p as f64 * share - 1.0) / (p as f64 - 1.0)).clamp(0.0, 1.0)
-                } else {
-                    0.0
-                };
-                Partitioner::Hash { hot_share }
-            }
-            _ => Partitioner::Rebalance,
-        };
-        let up = load_of(&e.from)?;
-        let bp: Vec<f64> = up.subtasks.iter().filter_map(|s| s.backpressure_ratio).collect();
-        let backpressured = !bp.is_empty() && bp.iter().sum::<f64>() / bp.len() as f64 >= 0.5;
-        let backlog_bytes = if backpressured {
-            let usage: Vec<f64> = up.subtasks.iter().filter_map(|s| s.out_pool_usage).collect();
-            let usage = if usage.is_empty() { 1.0 } else { usage.iter().sum::<f64>() / usage.len() as f64 };
-            let pool = p as f64 * 2.0 + 8.0;
-            (unread_buffers(usage * pool) * BUFFER_BYTES as f64).round() as u64
-        } else {
-            0
-        };
+        let partitioner = partitioner(&e.ship_strategy, down, || load_of(&down.id), rotation)?;
+        let backlog_bytes = backlog_bytes(load_of(&e.from)?, down.parallelism.max(1));
         edges.push(EdgeSpec { from, to, partitioner, backlog_bytes });
     }
     Some(ShadowGraph {
@@ -235,6 +159,142 @@ pub fn build_graph(topology: &JobTopology, load: &[VertexLoad]) -> Option<Shadow
         rotation,
         saturated,
     })
+}
+
+/// Whether a vertex is a source: no edge leads into it.
+fn is_source(topology: &JobTopology, id: &str) -> bool {
+    !topology.edges.iter().any(|e| e.to == id)
+}
+
+/// Flink's index of engine subtask `sim` of a vertex with parallelism `p`.
+fn real_index(sim: u32, rotation: u32, p: u32) -> u32 {
+    (sim + rotation) % p.max(1)
+}
+
+/// The index of the slowest subtask of the job, the most busy non-source subtask (0 when there
+/// is none): the engine's subtasks are rotated by it so that it is the hot subtask, index 0.
+/// `None` when a vertex has no load.
+fn busiest_subtask(topology: &JobTopology, load: &[VertexLoad]) -> Option<u32> {
+    let mut rotation = 0u32;
+    let mut busiest = -1.0f64;
+    for v in topology.vertices.iter().filter(|v| !is_source(topology, &v.id)) {
+        for st in &load.iter().find(|l| l.vertex_id == v.id)?.subtasks {
+            // The input rate breaks ties between equally busy subtasks.
+            let busy = st.busy_ratio.unwrap_or(0.0) + st.records_in_per_s.unwrap_or(0.0) * 1e-9;
+            if busy > busiest {
+                busiest = busy;
+                rotation = st.index;
+            }
+        }
+    }
+    Some(rotation)
+}
+
+/// The measured load of engine subtask `sim` of `v`.
+fn engine_subtask<'a>(
+    v: &crate::observe::TopologyVertex,
+    l: &'a VertexLoad,
+    rotation: u32,
+    sim: u32,
+) -> Option<&'a crate::observe::SubtaskLoad> {
+    let p = v.parallelism.max(1);
+    l.subtasks.iter().find(|s| s.index == real_index(sim, rotation, p))
+}
+
+/// Per engine subtask of `v`: whether the real subtask is saturated (busy ≥ 50 %).
+fn saturated_subtasks(v: &crate::observe::TopologyVertex, l: &VertexLoad, rotation: u32) -> Vec<bool> {
+    let p = v.parallelism.max(1);
+    (0..p)
+        .map(|i| engine_subtask(v, l, rotation, i).and_then(|s| s.busy_ratio).is_some_and(|b| b >= 0.5))
+        .collect()
+}
+
+/// The mean of a measure over the subtasks that have it.
+fn mean_over(l: &VertexLoad, f: &dyn Fn(&crate::observe::SubtaskLoad) -> Option<f64>) -> Option<f64> {
+    let values: Vec<f64> = l.subtasks.iter().filter_map(f).collect();
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+/// A source emits at its measured output rate, in KB/s.
+fn source_spec(v: &crate::observe::TopologyVertex, l: &VertexLoad) -> VertexSpec {
+    let bpr = mean_over(l, &|s| s.bytes_per_record_out).unwrap_or(100.0);
+    let rate = mean_over(l, &|s| s.records_out_per_s).unwrap_or(0.0) * bpr / 1000.0;
+    VertexSpec {
+        name: v.name.clone(),
+        parallelism: v.parallelism.max(1),
+        source_rate: Some(rate.clamp(0.001, 10_000.0)),
+        process_rate: 0.0,
+        hot_slowdown: 1.0,
+        state_bytes: 0,
+    }
+}
+
+/// An operator processes at its peers' capacity (input rate over busy ratio, KB/s); its hot
+/// subtask (engine index 0) is slower by the ratio of its own capacity to theirs.
+fn operator_spec(v: &crate::observe::TopologyVertex, l: &VertexLoad, rotation: u32) -> VertexSpec {
+    let p = v.parallelism.max(1);
+    let bpr = mean_over(l, &|s| s.bytes_per_record_in).unwrap_or(100.0);
+    let capacity = |sim: u32| {
+        let s = engine_subtask(v, l, rotation, sim)?;
+        let rate = s.records_in_per_s? * bpr / 1000.0;
+        (rate > 0.0).then(|| (rate / s.busy_ratio.unwrap_or(1.0).max(0.01)).min(100_000.0))
+    };
+    let hot = capacity(0).unwrap_or(100_000.0);
+    let peers: Vec<f64> = (1..p).filter_map(capacity).collect();
+    let base = if peers.is_empty() { hot } else { peers.iter().sum::<f64>() / peers.len() as f64 };
+    VertexSpec {
+        name: v.name.clone(),
+        parallelism: p,
+        source_rate: None,
+        process_rate: base.max(0.001),
+        hot_slowdown: (base / hot.max(0.001)).max(1.0),
+        state_bytes: 0,
+    }
+}
+
+/// The engine's partitioner for an edge into `down`. A hash edge's hot share follows from how
+/// the downstream input rates are split (`down_load` is only needed then; `None` when it is
+/// missing).
+fn partitioner<'a>(
+    ship_strategy: &str,
+    down: &crate::observe::TopologyVertex,
+    down_load: impl FnOnce() -> Option<&'a VertexLoad>,
+    rotation: u32,
+) -> Option<Partitioner> {
+    Some(match ship_strategy.to_ascii_uppercase().as_str() {
+        "FORWARD" => Partitioner::Forward,
+        "HASH" => {
+            let l = down_load()?;
+            let p = down.parallelism.max(1);
+            let rate = |sim: u32| {
+                engine_subtask(down, l, rotation, sim).and_then(|s| s.records_in_per_s).unwrap_or(0.0)
+            };
+            let total: f64 = (0..p).map(rate).sum();
+            let hot_share = if p > 1 && total > 0.0 {
+                let share = rate(0) / total;
+                ((p as f64 * share - 1.0) / (p as f64 - 1.0)).clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            Partitioner::Hash { hot_share }
+        }
+        _ => Partitioner::Rebalance,
+    })
+}
+
+/// The backlog per channel an edge out of `up` starts with: the unread part of its used
+/// output buffers when `up` is back-pressured (see [`unread_buffers`]), else none. `p` is
+/// the downstream parallelism (Flink's pool is 2 buffers per subpartition + 8 floating).
+fn backlog_bytes(up: &VertexLoad, p: u32) -> u64 {
+    let bp: Vec<f64> = up.subtasks.iter().filter_map(|s| s.backpressure_ratio).collect();
+    let backpressured = !bp.is_empty() && bp.iter().sum::<f64>() / bp.len() as f64 >= 0.5;
+    if !backpressured {
+        return 0;
+    }
+    let usage: Vec<f64> = up.subtasks.iter().filter_map(|s| s.out_pool_usage).collect();
+    let usage = if usage.is_empty() { 1.0 } else { usage.iter().sum::<f64>() / usage.len() as f64 };
+    let pool = p as f64 * 2.0 + 8.0;
+    (unread_buffers(usage * pool) * BUFFER_BYTES as f64).round() as u64
 }
 
 /// The engine's prediction for one operator (its slowest subtask).

@@ -216,6 +216,29 @@ fn means_failover(reason: FailureReason) -> bool {
     )
 }
 
+/// The model prediction nearest to an observed trigger.
+struct Nearest {
+    /// |deviation|, ms.
+    abs: u64,
+    /// Observed minus predicted trigger time, ms.
+    dev: i64,
+    predicted: Timestamp,
+    binding: Binding,
+    /// Checkpoints assumed to have gone by unobserved before this one.
+    unseen: usize,
+    /// Trigger time of the anchor the prediction was replayed from.
+    anchor_time: Timestamp,
+}
+
+/// Whether `c` is off where the configured interval alone puts its trigger: the
+/// (unseen + 1)-th tick of the anchor's fixed-rate grid after the previous checkpoint.
+fn off_naive_grid(c: &Seen, prev: &Seen, nearest: &Nearest, interval: u64, tol: u64) -> bool {
+    let anchor_time = nearest.anchor_time;
+    let ticks_before = (prev.triggered_at.since(anchor_time) + tol) / interval;
+    let naive = anchor_time.plus_millis(((ticks_before + 1 + nearest.unseen as u64) * interval) as i64);
+    c.triggered_at.0.abs_diff(naive.0) > tol
+}
+
 /// The model's trigger times for the checkpoints after `known` (which start at an anchor: a
 /// trigger on a tick of the schedule). The first `extra` are filled with `filler_ms`
 /// completions (checkpoints that went by unobserved).
@@ -587,42 +610,75 @@ impl TriggerShadow {
         let interval = config.interval_ms.max(1);
         let tol = tolerance_ms(config.base_interval());
         if let Some(mark) = self.restart.filter(|m| c.triggered_at >= m.after) {
-            self.restart = None;
-            let tolerable = config.tolerable_failures;
-            let (kind, cause) = if mark.consecutive_failures > tolerable && tolerable != UNLIMITED_TOLERABLE {
-                (
-                    DeviationKind::TolerableFailures,
-                    format!(
-                        "the job restarted after {} consecutive failed checkpoints exceeded \
-                         tolerable-failed-checkpoints {tolerable}",
-                        mark.consecutive_failures
-                    ),
-                )
-            } else {
-                (
-                    DeviationKind::JobRestart,
-                    "the job restarted in between and its checkpoint scheduler started again".to_string(),
-                )
-            };
-            if gap.abs_diff(interval) > tol {
-                let sentence = format!(
-                    "checkpoint {} came {} after checkpoint {}, not {}: {cause}",
-                    c.id,
-                    fmt_duration(gap),
-                    prev.id,
-                    fmt_duration(interval)
-                );
-                self.push(Deviation {
-                    checkpoint_id: c.id,
-                    at: c.triggered_at,
-                    kind,
-                    explained: true,
-                    sentence,
-                });
-            }
+            self.explain_restart(mark, &config, &c, &prev, gap, interval, tol);
             self.anchor_at(c);
             return None;
         }
+        let Some(nearest) = self.nearest_prediction(&config, &c, &prev) else {
+            self.anchor_at(c);
+            return None;
+        };
+        let matched = nearest.abs <= tol;
+        let expected_gap = nearest.predicted.since(prev.triggered_at);
+        let deviates = off_naive_grid(&c, &prev, &nearest, interval, tol);
+        let kind = deviates.then(|| self.attribute(&config, &c, &prev, &nearest, matched));
+        if let Some(kind) = kind {
+            let sentence =
+                self.sentence(kind, &c, &prev, gap, expected_gap, nearest.dev, nearest.binding, &config);
+            self.push_deviation_of(kind, &c, sentence);
+        }
+        self.remember_comparison(gap, expected_gap, &nearest, matched);
+        self.move_anchor(&c, &prev, &nearest, matched);
+        self.last = Some(c);
+        Some(nearest.abs)
+    }
+
+    /// The first checkpoint after a restart: the scheduler started again, so its gap is
+    /// explained by the restart (or by the failure budget that caused it) when it is off.
+    #[allow(clippy::too_many_arguments)]
+    fn explain_restart(
+        &mut self,
+        mark: RestartMark,
+        config: &CoordinatorConfig,
+        c: &Seen,
+        prev: &Seen,
+        gap: u64,
+        interval: u64,
+        tol: u64,
+    ) {
+        self.restart = None;
+        let tolerable = config.tolerable_failures;
+        let (kind, cause) = if mark.consecutive_failures > tolerable && tolerable != UNLIMITED_TOLERABLE {
+            (
+                DeviationKind::TolerableFailures,
+                format!(
+                    "the job restarted after {} consecutive failed checkpoints exceeded \
+                     tolerable-failed-checkpoints {tolerable}",
+                    mark.consecutive_failures
+                ),
+            )
+        } else {
+            (
+                DeviationKind::JobRestart,
+                "the job restarted in between and its checkpoint scheduler started again".to_string(),
+            )
+        };
+        if gap.abs_diff(interval) > tol {
+            let sentence = format!(
+                "checkpoint {} came {} after checkpoint {}, not {}: {cause}",
+                c.id,
+                fmt_duration(gap),
+                prev.id,
+                fmt_duration(interval)
+            );
+            self.push(Deviation { checkpoint_id: c.id, at: c.triggered_at, kind, explained: true, sentence });
+        }
+    }
+
+    /// The model prediction nearest to `c`'s trigger, over the candidate anchors (the schedule
+    /// anchor and, when the grid may have moved, the previous checkpoint) and over the number
+    /// of checkpoints that may have gone by unobserved in between.
+    fn nearest_prediction(&self, config: &CoordinatorConfig, c: &Seen, prev: &Seen) -> Option<Nearest> {
         let missing = c.id.saturating_sub(prev.id + 1) as usize;
         let savepoints_between =
             self.savepoints.iter().filter(|(id, ..)| *id > prev.id && *id < c.id).count();
@@ -636,32 +692,38 @@ impl TriggerShadow {
         if self.grid_uncertain || anchors.is_empty() {
             anchors.push(vec![prev.clone()]);
         }
-        // (|dev|, dev, predicted, binding, unseen, anchor time)
-        let mut best: Option<(u64, i64, Timestamp, Binding, usize, Timestamp)> = None;
+        let mut best: Option<Nearest> = None;
         for known in &anchors {
-            let predictions = run_model(&config, known, unseen_max, filler);
+            let predictions = run_model(config, known, unseen_max, filler);
             for (k, (t, b)) in predictions.into_iter().enumerate() {
                 let dev = c.triggered_at.0 - t.0;
-                if best.is_none_or(|(abs, ..)| dev.unsigned_abs() < abs) {
-                    best = Some((dev.unsigned_abs(), dev, t, b, k, known[0].triggered_at));
+                if best.as_ref().is_none_or(|n| dev.unsigned_abs() < n.abs) {
+                    best = Some(Nearest {
+                        abs: dev.unsigned_abs(),
+                        dev,
+                        predicted: t,
+                        binding: b,
+                        unseen: k,
+                        anchor_time: known[0].triggered_at,
+                    });
                 }
             }
         }
-        let Some((abs, dev, predicted, binding, unseen, anchor_time)) = best else {
-            self.anchor_at(c);
-            return None;
-        };
-        let matched = abs <= tol;
-        // Where the configured interval alone puts the trigger: the (unseen + 1)-th tick of the
-        // anchor's fixed-rate grid after the previous checkpoint.
-        let ticks_before = (prev.triggered_at.since(anchor_time) + tol) / interval;
-        let naive = anchor_time.plus_millis(((ticks_before + 1 + unseen as u64) * interval) as i64);
-        let deviates = c.triggered_at.0.abs_diff(naive.0) > tol;
-        let expected_gap = predicted.since(prev.triggered_at);
-        let kind = if !deviates {
-            None
-        } else if matched {
-            Some(match binding {
+        best
+    }
+
+    /// What a deviating trigger is attributed to: the rule the model says bound it when the
+    /// model agrees, else a savepoint in between, a late trigger or a manual one.
+    fn attribute(
+        &self,
+        config: &CoordinatorConfig,
+        c: &Seen,
+        prev: &Seen,
+        nearest: &Nearest,
+        matched: bool,
+    ) -> DeviationKind {
+        if matched {
+            match nearest.binding {
                 Binding::MinPause => DeviationKind::MinPause,
                 Binding::MaxConcurrent if config.max_concurrent > 1 => DeviationKind::MaxConcurrent,
                 Binding::MaxConcurrent => DeviationKind::LongCheckpoint,
@@ -669,58 +731,69 @@ impl TriggerShadow {
                 Binding::Interval | Binding::Initial => {
                     self.last_displacement.unwrap_or(DeviationKind::LongCheckpoint)
                 }
-            })
-        } else if dev > 0 {
+            }
+        } else if nearest.dev > 0 {
             let savepoint = self
                 .savepoints
                 .iter()
-                .any(|(_, t, f)| *t > prev.triggered_at && *t < c.triggered_at && *f > predicted);
-            Some(if savepoint { DeviationKind::Savepoint } else { DeviationKind::LateTrigger })
+                .any(|(_, t, f)| *t > prev.triggered_at && *t < c.triggered_at && *f > nearest.predicted);
+            if savepoint { DeviationKind::Savepoint } else { DeviationKind::LateTrigger }
         } else {
-            Some(DeviationKind::ManualTrigger)
-        };
-        if let Some(kind) = kind {
-            let sentence = self.sentence(kind, &c, &prev, gap, expected_gap, dev, binding, &config);
-            if matches!(
-                kind,
-                DeviationKind::MinPause
-                    | DeviationKind::LongCheckpoint
-                    | DeviationKind::MaxConcurrent
-                    | DeviationKind::Timeout
-            ) {
-                self.last_displacement = Some(kind);
-            }
-            self.push(Deviation {
-                checkpoint_id: c.id,
-                at: c.triggered_at,
-                kind,
-                explained: kind.explained(),
-                sentence,
-            });
+            DeviationKind::ManualTrigger
         }
+    }
+
+    /// Records a deviation of `c`; a displacement by a rule is remembered so that the
+    /// checkpoints still on the displaced grid after it are attributed to the same rule.
+    fn push_deviation_of(&mut self, kind: DeviationKind, c: &Seen, sentence: String) {
+        if matches!(
+            kind,
+            DeviationKind::MinPause
+                | DeviationKind::LongCheckpoint
+                | DeviationKind::MaxConcurrent
+                | DeviationKind::Timeout
+        ) {
+            self.last_displacement = Some(kind);
+        }
+        self.push(Deviation {
+            checkpoint_id: c.id,
+            at: c.triggered_at,
+            kind,
+            explained: kind.explained(),
+            sentence,
+        });
+    }
+
+    /// Keeps the comparison for the interval medians and the dominant rule (gaps only when no
+    /// checkpoint went by unobserved in between, so they are gaps between neighbours).
+    fn remember_comparison(&mut self, gap: u64, expected_gap: u64, nearest: &Nearest, matched: bool) {
+        let unseen = nearest.unseen;
         self.recent.push_back(Comparison {
             observed_gap_ms: (unseen == 0).then_some(gap),
             expected_gap_ms: (unseen == 0 && matched).then_some(expected_gap),
-            binding: matched.then_some(binding),
+            binding: matched.then_some(nearest.binding),
         });
         if self.recent.len() > RECENT {
             self.recent.pop_front();
         }
-        // Move the anchor.
-        let on_tick = matches!(binding, Binding::Interval | Binding::MinPause | Binding::Initial);
+    }
+
+    /// Moves the schedule anchor: to `c` when it sat on a tick (or the replay grows too long,
+    /// or checkpoints went unseen), else `c` joins the checkpoints replayed from the anchor.
+    fn move_anchor(&mut self, c: &Seen, prev: &Seen, nearest: &Nearest, matched: bool) {
+        let unseen = nearest.unseen;
+        let on_tick = matches!(nearest.binding, Binding::Interval | Binding::MinPause | Binding::Initial);
         if (matched && on_tick) || unseen > 0 || self.since_anchor.len() >= MAX_SINCE_ANCHOR {
             self.since_anchor = vec![c.clone()];
             self.grid_uncertain = unseen > 0 && !matched;
         } else {
-            if matched && self.since_anchor.first().map(|s| s.triggered_at) != Some(anchor_time) {
+            if matched && self.since_anchor.first().map(|s| s.triggered_at) != Some(nearest.anchor_time) {
                 // Matched from the previous checkpoint: the schedule moved there.
                 self.since_anchor = vec![prev.clone()];
             }
             self.since_anchor.push(c.clone());
             self.grid_uncertain = !matched;
         }
-        self.last = Some(c);
-        Some(abs)
     }
 
     fn anchor_at(&mut self, c: Seen) {

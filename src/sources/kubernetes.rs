@@ -587,78 +587,11 @@ pub fn spawn(
 }
 
 async fn run(config: KubernetesConfig, scheme: String, tx: watch::Sender<View>) {
-    // Every kind in every namespace (or in all namespaces) is one watch.
-    let scopes: Vec<Option<String>> = if config.namespaces.is_empty() {
-        vec![None]
-    } else {
-        config.namespaces.iter().cloned().map(Some).collect()
-    };
-    let watches: Vec<(Kind, Option<String>)> =
-        kinds(&config).into_iter().flat_map(|k| scopes.iter().map(move |s| (k, s.clone()))).collect();
+    let watches = watch_list(&config);
     let mut objects = Objects::new(watches.iter().map(|(k, _)| *k), config.max_objects);
-    let publish = |objects: &Objects| {
-        let view = objects.view(&config.url_template, &scheme);
-        tx.send_if_modified(|old| {
-            let changed = *old != view;
-            *old = view;
-            changed
-        });
-    };
-
-    // The client: retried with a growing pause (a missing kubeconfig or service account is a
-    // configuration problem the operator fixes while the daemon runs).
-    let mut pause = Duration::from_secs(1);
-    let client = loop {
-        let attempt = tokio::time::timeout(config.request_timeout * 3, client(&config)).await;
-        match attempt.unwrap_or_else(|_| Err("timed out".into())) {
-            Ok(c) => break c,
-            Err(e) => {
-                tracing::warn!("Kubernetes discovery: no API client, retrying in {pause:?}: {e}");
-                objects.client_error();
-                publish(&objects);
-                tokio::select! {
-                    () = tokio::time::sleep(pause) => {}
-                    () = tx.closed() => return,
-                }
-                pause = (pause * 2).min(Duration::from_secs(60));
-            }
-        }
-    };
-
-    let streams = watches.iter().enumerate().map(|(i, (kind, ns))| {
-        let resource = kind.api_resource();
-        let selector = if *kind == Kind::Service { &config.service_selector } else { &config.label_selector };
-        let mut wc = watcher::Config::default().timeout(config.watch_timeout.as_secs().max(1) as u32);
-        if !selector.trim().is_empty() {
-            wc = wc.labels(selector.trim());
-        }
-        let api: Api<DynamicObject> = match ns {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-            None => Api::all_with(client.clone(), &resource),
-        };
-        watcher(api, wc)
-            .map(|r| match r {
-                Ok(e) => Ok(Some(e)),
-                Err(watcher::Error::WatchError(status)) if status.code == 410 => Ok(None),
-                Err(e) => Err(e),
-            })
-            .default_backoff()
-            .map(move |event| (i, event))
-            .boxed()
-    });
-    let mut events = futures_util::stream::select_all(streams);
-    let rest_port = config.rest_port;
-    let found = move |kind: Kind, obj: &DynamicObject| -> Option<Found> {
-        match kind {
-            Kind::Service => {
-                let svc: Service =
-                    serde_json::to_value(obj).ok().and_then(|v| serde_json::from_value(v).ok())?;
-                from_service(&svc, "rest")
-            }
-            Kind::FlinkDeployment => from_flink_deployment(obj, rest_port),
-            Kind::FlinkSessionJob => from_session_job(obj, rest_port),
-        }
-    };
+    let publish = |objects: &Objects| publish_view(objects, &config, &scheme, &tx);
+    let Some(client) = connect(&config, &mut objects, &publish, &tx).await else { return };
+    let mut events = futures_util::stream::select_all(watch_streams(&config, &client, &watches));
     publish(&objects);
     loop {
         // A watch waits for the API server's next event by design; each request under it has
@@ -670,39 +603,7 @@ async fn run(config: KubernetesConfig, scheme: String, tx: watch::Sender<View>) 
         let Some(mut event) = next else { return };
         // Take every event already there before publishing once.
         loop {
-            let (i, result) = event;
-            let kind = watches[i].0;
-            match result {
-                Ok(Some(watcher::Event::Init)) => objects.apply(i, Change::Init),
-                Ok(Some(watcher::Event::InitApply(obj))) => {
-                    objects.apply(i, Change::InitApply(key_of(&obj.metadata), found(kind, &obj)))
-                }
-                Ok(Some(watcher::Event::InitDone)) => objects.apply(i, Change::InitDone),
-                Ok(Some(watcher::Event::Apply(obj))) => {
-                    objects.apply(i, Change::Apply(key_of(&obj.metadata), found(kind, &obj)))
-                }
-                Ok(Some(watcher::Event::Delete(obj))) => {
-                    objects.apply(i, Change::Delete(key_of(&obj.metadata)))
-                }
-                Ok(None) => {
-                    let scope = watches[i].1.as_deref().unwrap_or("(all namespaces)");
-                    tracing::info!(
-                        kind = kind.plural(),
-                        namespace = scope,
-                        "Kubernetes watch expired (410 Gone); listing again"
-                    );
-                    objects.error(i, 4);
-                }
-                Err(e) => {
-                    let scope = watches[i].1.as_deref().unwrap_or("(all namespaces)");
-                    tracing::warn!(
-                        kind = kind.plural(),
-                        namespace = scope,
-                        "Kubernetes watch failed, retrying: {e}"
-                    );
-                    objects.error(i, reason(&e));
-                }
-            }
+            apply_event(&mut objects, &watches, event, config.rest_port);
             match events.next().now_or_never() {
                 Some(Some(e)) => event = e,
                 Some(None) => return,
@@ -710,6 +611,131 @@ async fn run(config: KubernetesConfig, scheme: String, tx: watch::Sender<View>) 
             }
         }
         publish(&objects);
+    }
+}
+
+/// The watches to run: every kind in every namespace (or in all namespaces) is one watch.
+fn watch_list(config: &KubernetesConfig) -> Vec<(Kind, Option<String>)> {
+    let scopes: Vec<Option<String>> = if config.namespaces.is_empty() {
+        vec![None]
+    } else {
+        config.namespaces.iter().cloned().map(Some).collect()
+    };
+    kinds(config).into_iter().flat_map(|k| scopes.iter().map(move |s| (k, s.clone()))).collect()
+}
+
+/// Sends the current view to the receivers, waking them only when it changed.
+fn publish_view(objects: &Objects, config: &KubernetesConfig, scheme: &str, tx: &watch::Sender<View>) {
+    let view = objects.view(&config.url_template, scheme);
+    tx.send_if_modified(|old| {
+        let changed = *old != view;
+        *old = view;
+        changed
+    });
+}
+
+/// The client: retried with a growing pause (a missing kubeconfig or service account is a
+/// configuration problem the operator fixes while the daemon runs). `None` when the receiver
+/// went away while waiting.
+async fn connect(
+    config: &KubernetesConfig,
+    objects: &mut Objects,
+    publish: &impl Fn(&Objects),
+    tx: &watch::Sender<View>,
+) -> Option<kube::Client> {
+    let mut pause = Duration::from_secs(1);
+    loop {
+        let attempt = tokio::time::timeout(config.request_timeout * 3, client(config)).await;
+        match attempt.unwrap_or_else(|_| Err("timed out".into())) {
+            Ok(c) => return Some(c),
+            Err(e) => {
+                tracing::warn!("Kubernetes discovery: no API client, retrying in {pause:?}: {e}");
+                objects.client_error();
+                publish(objects);
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = tx.closed() => return None,
+                }
+                pause = (pause * 2).min(Duration::from_secs(60));
+            }
+        }
+    }
+}
+
+/// One watcher stream per watch, its items tagged with the watch's index.
+fn watch_streams(
+    config: &KubernetesConfig,
+    client: &kube::Client,
+    watches: &[(Kind, Option<String>)],
+) -> Vec<futures_util::stream::BoxStream<'static, Event>> {
+    watches
+        .iter()
+        .enumerate()
+        .map(|(i, (kind, ns))| {
+            let resource = kind.api_resource();
+            let selector =
+                if *kind == Kind::Service { &config.service_selector } else { &config.label_selector };
+            let mut wc = watcher::Config::default().timeout(config.watch_timeout.as_secs().max(1) as u32);
+            if !selector.trim().is_empty() {
+                wc = wc.labels(selector.trim());
+            }
+            let api: Api<DynamicObject> = match ns {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+                None => Api::all_with(client.clone(), &resource),
+            };
+            watcher(api, wc)
+                .map(|r| match r {
+                    Ok(e) => Ok(Some(e)),
+                    Err(watcher::Error::WatchError(status)) if status.code == 410 => Ok(None),
+                    Err(e) => Err(e),
+                })
+                .default_backoff()
+                .map(move |event| (i, event))
+                .boxed()
+        })
+        .collect()
+}
+
+/// The cluster an object of `kind` names, if any.
+fn found_in(kind: Kind, obj: &DynamicObject, rest_port: u16) -> Option<Found> {
+    match kind {
+        Kind::Service => {
+            let svc: Service = serde_json::to_value(obj).ok().and_then(|v| serde_json::from_value(v).ok())?;
+            from_service(&svc, "rest")
+        }
+        Kind::FlinkDeployment => from_flink_deployment(obj, rest_port),
+        Kind::FlinkSessionJob => from_session_job(obj, rest_port),
+    }
+}
+
+/// Applies one watch event to the objects (logging the watch's expiries and failures).
+fn apply_event(objects: &mut Objects, watches: &[(Kind, Option<String>)], event: Event, rest_port: u16) {
+    let (i, result) = event;
+    let kind = watches[i].0;
+    match result {
+        Ok(Some(watcher::Event::Init)) => objects.apply(i, Change::Init),
+        Ok(Some(watcher::Event::InitApply(obj))) => {
+            objects.apply(i, Change::InitApply(key_of(&obj.metadata), found_in(kind, &obj, rest_port)))
+        }
+        Ok(Some(watcher::Event::InitDone)) => objects.apply(i, Change::InitDone),
+        Ok(Some(watcher::Event::Apply(obj))) => {
+            objects.apply(i, Change::Apply(key_of(&obj.metadata), found_in(kind, &obj, rest_port)))
+        }
+        Ok(Some(watcher::Event::Delete(obj))) => objects.apply(i, Change::Delete(key_of(&obj.metadata))),
+        Ok(None) => {
+            let scope = watches[i].1.as_deref().unwrap_or("(all namespaces)");
+            tracing::info!(
+                kind = kind.plural(),
+                namespace = scope,
+                "Kubernetes watch expired (410 Gone); listing again"
+            );
+            objects.error(i, 4);
+        }
+        Err(e) => {
+            let scope = watches[i].1.as_deref().unwrap_or("(all namespaces)");
+            tracing::warn!(kind = kind.plural(), namespace = scope, "Kubernetes watch failed, retrying: {e}");
+            objects.error(i, reason(&e));
+        }
     }
 }
 

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::config::ClusterConfig;
-use crate::observe::{JobKey, JobLoadReport};
+use crate::observe::{FinishedCheckpoint, JobKey, JobLoadReport};
 use crate::sources::flink::client::{FetchError, FlinkClient};
 use crate::sources::flink::{convert, dto};
 use crate::time::Timestamp;
@@ -143,16 +143,48 @@ pub async fn fetch(
     let details = client.job(id).await.ok();
     // Ages of checkpoints in progress are measured on the JobManager's clock when it gives one.
     let fetched_at = details.as_ref().and_then(|d| d.now).map_or_else(Timestamp::now, Timestamp);
-    let names: BTreeMap<String, String> = details
+    let names = vertex_names(details.as_ref());
+    let mut history: Vec<&dto::CheckpointStatistics> = stats.history.iter().collect();
+    history.sort_by_key(|c| std::cmp::Reverse(c.id));
+    let finished = fetch_finished(client, id, &history, &names, checkpoints).await;
+    let pending = fetch_pending(client, id, &history, &names).await;
+    let (locations, load) = fetch_locations_and_load(client, id, details.as_ref(), fetched_at).await;
+    Ok(JobData {
+        job_id: id.to_string(),
+        name: job.name.clone().unwrap_or_default(),
+        state: crate::sources::flink::convert::job_status(job.state.as_deref()),
+        flink_version,
+        details,
+        config,
+        stats,
+        finished,
+        pending,
+        locations,
+        load,
+        fetched_at,
+    })
+}
+
+/// Vertex id to its name (the id when it has none).
+fn vertex_names(details: Option<&dto::JobDetails>) -> BTreeMap<String, String> {
+    details
         .iter()
         .flat_map(|d| {
             d.vertices.iter().map(|v| (v.id.clone(), v.name.clone().unwrap_or_else(|| v.id.clone())))
         })
-        .collect();
-    let mut history: Vec<&dto::CheckpointStatistics> = stats.history.iter().collect();
-    history.sort_by_key(|c| std::cmp::Reverse(c.id));
+        .collect()
+}
+
+/// The newest `checkpoints` finished checkpoints of `history` (newest first), with their
+/// per-subtask details (vertices whose details cannot be fetched are left out).
+async fn fetch_finished(
+    client: &FlinkClient,
+    id: &str,
+    history: &[&dto::CheckpointStatistics],
+    names: &BTreeMap<String, String>,
+    checkpoints: usize,
+) -> Vec<FinishedCheckpoint> {
     let mut finished = Vec::new();
-    let mut pending = BTreeMap::new();
     for cp in history.iter().filter(|cp| convert::status(cp).is_some()).take(checkpoints) {
         let mut per_vertex = Vec::new();
         for vid in names.keys() {
@@ -166,6 +198,18 @@ pub async fn fetch(
             .collect();
         finished.extend(convert::finished(cp, &views));
     }
+    finished
+}
+
+/// Per checkpoint in progress: the vertices with subtasks that have not acknowledged it, and
+/// their indexes.
+async fn fetch_pending(
+    client: &FlinkClient,
+    id: &str,
+    history: &[&dto::CheckpointStatistics],
+    names: &BTreeMap<String, String>,
+) -> BTreeMap<u64, Vec<(String, Vec<u32>)>> {
+    let mut pending = BTreeMap::new();
     for cp in history.iter().filter(|cp| convert::status(cp).is_none()) {
         let mut per_vertex = Vec::new();
         for vid in names.keys() {
@@ -179,21 +223,24 @@ pub async fn fetch(
         }
         pending.insert(cp.id, per_vertex);
     }
+    pending
+}
+
+/// Where each subtask runs and the job's load (per vertex: subtasks, back-pressure, load
+/// metrics), vertex by vertex; `None` load when nothing about it could be fetched.
+async fn fetch_locations_and_load(
+    client: &FlinkClient,
+    id: &str,
+    details: Option<&dto::JobDetails>,
+    fetched_at: Timestamp,
+) -> (BTreeMap<(String, u32), Location>, Option<JobLoadReport>) {
     let mut locations = BTreeMap::new();
     let mut vertices = Vec::new();
-    let topology = details.as_ref().and_then(convert::topology);
+    let topology = details.and_then(convert::topology);
     for v in details.iter().flat_map(|d| &d.vertices) {
         let parallelism = v.parallelism.unwrap_or(1).clamp(1, 64);
         let vertex = client.vertex(id, &v.id).await.ok().flatten();
-        for st in vertex.iter().flat_map(|d| &d.subtasks) {
-            let location = Location {
-                taskmanager_id: st.taskmanager_id.clone(),
-                host: st.endpoint.clone().or_else(|| st.host.clone()),
-            };
-            if location.taskmanager_id.is_some() || location.host.is_some() {
-                locations.insert((v.id.clone(), st.subtask), location);
-            }
-        }
+        record_locations(&mut locations, &v.id, vertex.as_ref());
         let backpressure = client.vertex_backpressure(id, &v.id).await.ok().flatten();
         let ids: Vec<String> = (0..parallelism)
             .flat_map(|i| convert::LOAD_METRICS.iter().map(move |m| format!("{i}.{m}")))
@@ -215,20 +262,24 @@ pub async fn fetch(
         topology,
         vertices,
     });
-    Ok(JobData {
-        job_id: id.to_string(),
-        name: job.name.clone().unwrap_or_default(),
-        state: crate::sources::flink::convert::job_status(job.state.as_deref()),
-        flink_version,
-        details,
-        config,
-        stats,
-        finished,
-        pending,
-        locations,
-        load,
-        fetched_at,
-    })
+    (locations, load)
+}
+
+/// Adds the TaskManager and host of each subtask of `vertex` that says where it runs.
+fn record_locations(
+    locations: &mut BTreeMap<(String, u32), Location>,
+    vertex_id: &str,
+    vertex: Option<&dto::VertexDetails>,
+) {
+    for st in vertex.iter().flat_map(|d| &d.subtasks) {
+        let location = Location {
+            taskmanager_id: st.taskmanager_id.clone(),
+            host: st.endpoint.clone().or_else(|| st.host.clone()),
+        };
+        if location.taskmanager_id.is_some() || location.host.is_some() {
+            locations.insert((vertex_id.to_string(), st.subtask), location);
+        }
+    }
 }
 
 /// 0 when every job is healthy, 1 when one is unhealthy, 3 when the worst is at risk.
