@@ -7,7 +7,7 @@
 //! per-subtask details the REST API returns (`diagnose`). Pure: no I/O, no clock.
 
 use crate::observe::{
-    CheckpointStatus, FailureReason, FinishedCheckpoint, OperatorCheckpoint, SubtaskCheckpoint,
+    CheckpointStatus, FailureReason, FinishedCheckpoint, LogKind, OperatorCheckpoint, SubtaskCheckpoint,
 };
 use crate::state::{CheckpointRecord, ClusterState, Holdout};
 use crate::time::fmt_duration;
@@ -107,7 +107,7 @@ fn decliner(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Option<(Str
         .recent
         .iter()
         .rev()
-        .filter(|e| matches!(e.kind.as_str(), "declined" | "async_snapshot_failed"))
+        .filter(|e| matches!(e.kind, LogKind::Declined | LogKind::AsyncSnapshotFailed))
         .filter(|e| e.checkpoint_id == Some(r.id))
         .filter(|e| e.job_id.as_deref().is_none_or(|j| j == job_id))
         .find_map(|e| Some((e.task.clone()?, e.subtask?)))

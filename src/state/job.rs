@@ -13,7 +13,7 @@ use super::record::{CheckpointRecord, Holdout, PhaseHistograms, Totals};
 use super::{outbox, restore, traced};
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointSpan, CheckpointStatus, FinishedCheckpoint,
-    InProgressCheckpoint, JobLoadReport, JobPoll, JobStatus, LogEvent, SnapshotKind,
+    InProgressCheckpoint, JobLoadReport, JobPoll, JobStatus, LogEvent, LogKind, SnapshotKind,
 };
 use crate::shadow::Shadow;
 use crate::stats::{WindowSpec, WindowedHistogram};
@@ -295,13 +295,13 @@ impl JobState {
             return;
         }
         let Some(id) = event.checkpoint_id else { return };
-        let failed = match event.kind.as_str() {
-            "triggered" | "completed" => false,
-            "expired" | "declined" | "failed" => true,
+        let failed = match event.kind {
+            LogKind::Triggered | LogKind::Completed => false,
+            LogKind::Expired | LogKind::Declined | LogKind::Failed => true,
             _ => return,
         };
         let entry = self.logged.entry(id).or_default();
-        if event.kind == "triggered" {
+        if event.kind == LogKind::Triggered {
             entry.triggered_at = logged_trigger_time(&event.message).or(entry.triggered_at);
             entry.savepoint |= event.detail.as_deref().is_some_and(|d| d.contains("Savepoint"));
         } else {
