@@ -865,16 +865,53 @@ impl FailureReason {
     }
 }
 
-/// How a checkpoint ended, in one word: `completed`, `expired`, `declined` or `failed` (the API's
-/// and `diagnose`'s outcome).
-pub fn outcome(status: CheckpointStatus, failure_message: Option<&str>) -> &'static str {
-    match status {
-        CheckpointStatus::Completed => "completed",
-        CheckpointStatus::Failed => match failure_message.and_then(FailureReason::from_message) {
-            Some(FailureReason::CheckpointExpired) => "expired",
-            Some(FailureReason::CheckpointDeclined) => "declined",
-            _ => "failed",
-        },
+/// How a checkpoint ended: `completed`, `expired`, `declined` or `failed` (the API's and
+/// `diagnose`'s outcome).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Every subtask acknowledged and the coordinator finalised it.
+    Completed,
+    /// It ran out of time (`execution.checkpointing.timeout`).
+    Expired,
+    /// A task declined it.
+    Declined,
+    /// Any other failure.
+    Failed,
+}
+
+impl Outcome {
+    /// The outcome of a finished checkpoint from its status and Flink's failure message.
+    pub fn of(status: CheckpointStatus, failure_message: Option<&str>) -> Outcome {
+        match status {
+            CheckpointStatus::Completed => Outcome::Completed,
+            CheckpointStatus::Failed => match failure_message.and_then(FailureReason::from_message) {
+                Some(FailureReason::CheckpointExpired) => Outcome::Expired,
+                Some(FailureReason::CheckpointDeclined) => Outcome::Declined,
+                _ => Outcome::Failed,
+            },
+        }
+    }
+
+    /// The outcome of a checkpoint as the poller reports it.
+    pub fn of_checkpoint(cp: &FinishedCheckpoint) -> Outcome {
+        Outcome::of(cp.status, cp.failure_message.as_deref())
+    }
+
+    /// Its name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::Expired => "expired",
+            Outcome::Declined => "declined",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
