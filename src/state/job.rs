@@ -9,7 +9,7 @@ use super::checkpoint_ids::{
 };
 use super::failure_text::{is_shutdown_failure, is_stop_failure};
 use super::history::P95History;
-use super::record::{CheckpointRecord, Holdout, PhaseHistograms, Totals};
+use super::record::{CheckpointRecord, Holdout, PhaseHistograms, Totals, held_up};
 use super::{outbox, restore, traced};
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointSpan, CheckpointStatus, FinishedCheckpoint,
@@ -166,18 +166,12 @@ enum Streak {
 /// the vertices as Flink does, sources first). `None` without per-subtask details, or when every
 /// subtask with details acknowledged in time.
 fn holdout(checkpoint: &FinishedCheckpoint) -> Option<Holdout> {
-    use crate::observe::FailureReason;
-    use crate::observe::{OperatorCheckpoint, SubtaskCheckpoint};
+    use crate::observe::{FailureReason, OperatorCheckpoint, SubtaskCheckpoint};
     let lifetime = checkpoint.finished_at.since(checkpoint.triggered_at);
     let late = |st: &SubtaskCheckpoint| {
         if st.acknowledged { st.end_to_end_ms.filter(|e| *e > lifetime) } else { None }
     };
-    let held: Vec<(&OperatorCheckpoint, &SubtaskCheckpoint)> = checkpoint
-        .operators
-        .iter()
-        .flat_map(|op| op.subtasks.iter().map(move |st| (op, st)))
-        .filter(|(_, st)| !st.acknowledged || late(st).is_some())
-        .collect();
+    let held: Vec<(&OperatorCheckpoint, &SubtaskCheckpoint)> = held_up(checkpoint).collect();
     let by_a_subtask = checkpoint
         .failure_message
         .as_deref()
