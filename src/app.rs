@@ -3,7 +3,7 @@
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-use crate::observe::{EventSeverity, Observation};
+use crate::observe::{EventSeverity, LogKind, Observation};
 use crate::outputs::listener::{CLOSE_REASONS, ListenerStats, TLS_HANDSHAKE_ERRORS};
 use crate::rules::{AlertState, AlertsView};
 use crate::state::State;
@@ -178,7 +178,7 @@ impl AppState {
         }
         let started = match observation {
             Observation::JobPolled(poll) => !poll.in_progress.is_empty(),
-            _ => events.iter().any(|e| e.kind == "triggered"),
+            _ => events.iter().any(|e| e.kind == LogKind::Triggered),
         };
         if started {
             self.checkpoint_started.notify_one();

@@ -488,17 +488,202 @@ pub struct RootCause {
     pub message: String,
 }
 
+/// What a log event is: one of the kinds the built-in patterns recognise, or the kind of a
+/// `[[logs.patterns]]` entry. Written as its name (the state file, the API, the `kind` label);
+/// equal, hashed and ordered by that name, so a user pattern named like a built-in kind is
+/// that kind.
+#[derive(Clone, Debug)]
+pub enum LogKind {
+    /// The coordinator triggered a checkpoint.
+    Triggered,
+    /// A checkpoint completed.
+    Completed,
+    /// A checkpoint expired before completing.
+    Expired,
+    /// A task declined a checkpoint.
+    Declined,
+    /// The coordinator failed a checkpoint.
+    Failed,
+    /// A checkpoint could not be triggered.
+    TriggerFailed,
+    /// The job failed: too many checkpoints failed in a row.
+    TolerableExceeded,
+    /// A task acknowledged a checkpoint that had expired already.
+    LateMessage,
+    /// A newer barrier overtook the current checkpoint.
+    BarrierOvertaken,
+    /// An input ended before the current checkpoint completed.
+    EndOfPartition,
+    /// A subtask waited long between its barriers and its snapshot.
+    ExecutionDelay,
+    /// The asynchronous part of a snapshot failed.
+    AsyncSnapshotFailed,
+    /// The synchronous part of a snapshot failed.
+    SyncSnapshotFailed,
+    /// The job restored from a checkpoint or savepoint.
+    Restored,
+    /// A subtask received a barrier on a channel (DEBUG).
+    BarrierReceived,
+    /// A subtask waited for a barrier that did not come.
+    BarrierMissing,
+    /// A subtask has not acknowledged though everything downstream has: it is in its
+    /// snapshot (synthesised from the REST API, never matched in a log).
+    SnapshotSlow,
+    /// A subtask with nothing downstream has not acknowledged (from the REST API).
+    SubtaskPending,
+    /// A `[[logs.patterns]]` kind (never a built-in name: [`LogKind::from_name`] sees to it).
+    User(String),
+}
+
+impl LogKind {
+    /// Every kind the built-in log patterns recognise, in the order reports list them.
+    pub const BUILTIN: [LogKind; 16] = [
+        LogKind::Triggered,
+        LogKind::Completed,
+        LogKind::Expired,
+        LogKind::Declined,
+        LogKind::Failed,
+        LogKind::TriggerFailed,
+        LogKind::TolerableExceeded,
+        LogKind::LateMessage,
+        LogKind::BarrierOvertaken,
+        LogKind::EndOfPartition,
+        LogKind::ExecutionDelay,
+        LogKind::AsyncSnapshotFailed,
+        LogKind::SyncSnapshotFailed,
+        LogKind::Restored,
+        LogKind::BarrierReceived,
+        LogKind::BarrierMissing,
+    ];
+
+    /// The kinds only the poller synthesises, from what the REST API shows.
+    pub const FROM_REST: [LogKind; 2] = [LogKind::SnapshotSlow, LogKind::SubtaskPending];
+
+    /// The kind of that name: a built-in one, or a user pattern's.
+    pub fn from_name(name: &str) -> LogKind {
+        LogKind::BUILTIN
+            .iter()
+            .chain(&LogKind::FROM_REST)
+            .find(|k| k.as_str() == name)
+            .cloned()
+            .unwrap_or_else(|| LogKind::User(name.to_string()))
+    }
+
+    /// Its name, as written.
+    pub fn as_str(&self) -> &str {
+        match self {
+            LogKind::Triggered => "triggered",
+            LogKind::Completed => "completed",
+            LogKind::Expired => "expired",
+            LogKind::Declined => "declined",
+            LogKind::Failed => "failed",
+            LogKind::TriggerFailed => "trigger_failed",
+            LogKind::TolerableExceeded => "tolerable_exceeded",
+            LogKind::LateMessage => "late_message",
+            LogKind::BarrierOvertaken => "barrier_overtaken",
+            LogKind::EndOfPartition => "end_of_partition",
+            LogKind::ExecutionDelay => "execution_delay",
+            LogKind::AsyncSnapshotFailed => "async_snapshot_failed",
+            LogKind::SyncSnapshotFailed => "sync_snapshot_failed",
+            LogKind::Restored => "restored",
+            LogKind::BarrierReceived => "barrier_received",
+            LogKind::BarrierMissing => "barrier_missing",
+            LogKind::SnapshotSlow => "snapshot_slow",
+            LogKind::SubtaskPending => "subtask_pending",
+            LogKind::User(name) => name,
+        }
+    }
+
+    /// Whether it happens on every healthy checkpoint (triggered, completed, a barrier received).
+    pub fn is_routine(&self) -> bool {
+        matches!(self, LogKind::Triggered | LogKind::Completed | LogKind::BarrierReceived)
+    }
+}
+
+impl PartialEq for LogKind {
+    fn eq(&self, other: &LogKind) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for LogKind {}
+
+impl std::hash::Hash for LogKind {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialOrd for LogKind {
+    fn partial_cmp(&self, other: &LogKind) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for LogKind {
+    fn cmp(&self, other: &LogKind) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::fmt::Display for LogKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for LogKind {
+    fn eq(&self, name: &str) -> bool {
+        self.as_str() == name
+    }
+}
+
+impl PartialEq<&str> for LogKind {
+    fn eq(&self, name: &&str) -> bool {
+        self.as_str() == *name
+    }
+}
+
+impl From<String> for LogKind {
+    fn from(name: String) -> LogKind {
+        LogKind::from_name(&name)
+    }
+}
+
+impl From<&str> for LogKind {
+    fn from(name: &str) -> LogKind {
+        LogKind::from_name(name)
+    }
+}
+
+impl std::str::FromStr for LogKind {
+    type Err = std::convert::Infallible;
+
+    fn from_str(name: &str) -> Result<LogKind, Self::Err> {
+        Ok(LogKind::from_name(name))
+    }
+}
+
+impl serde::Serialize for LogKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for LogKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<LogKind, D::Error> {
+        <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)
+            .map(|name| LogKind::from_name(&name))
+    }
+}
+
 /// One checkpoint event recognised in a Flink log line (with the stack trace that followed it).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LogEvent {
     /// The configured cluster the log belongs to.
     pub cluster: String,
-    /// `triggered`, `completed`, `expired`, `declined`, `failed`, `barrier_missing`, … or a
-    /// user pattern's kind. Still a `String` matched against literals (about 20 places in
-    /// state, shadow, api, app, scan-logs and the matcher): an enum of the built-in kinds with
-    /// `User(String)` for `[[logs.patterns]]` ones is wanted, but it crosses the matcher, the
-    /// state file and the `kind` label at once, so it is a change of its own (issue 17, not done).
-    pub kind: String,
+    /// What it is: a built-in kind or a `[[logs.patterns]]` one.
+    pub kind: LogKind,
     /// `log` for a log line, `rest` for an event synthesised from the REST API.
     #[serde(deserialize_with = "event_source")]
     pub source: FixedLabel,
@@ -680,16 +865,53 @@ impl FailureReason {
     }
 }
 
-/// How a checkpoint ended, in one word: `completed`, `expired`, `declined` or `failed` (the API's
-/// and `diagnose`'s outcome).
-pub fn outcome(status: CheckpointStatus, failure_message: Option<&str>) -> &'static str {
-    match status {
-        CheckpointStatus::Completed => "completed",
-        CheckpointStatus::Failed => match failure_message.and_then(FailureReason::from_message) {
-            Some(FailureReason::CheckpointExpired) => "expired",
-            Some(FailureReason::CheckpointDeclined) => "declined",
-            _ => "failed",
-        },
+/// How a checkpoint ended: `completed`, `expired`, `declined` or `failed` (the API's and
+/// `diagnose`'s outcome).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Every subtask acknowledged and the coordinator finalised it.
+    Completed,
+    /// It ran out of time (`execution.checkpointing.timeout`).
+    Expired,
+    /// A task declined it.
+    Declined,
+    /// Any other failure.
+    Failed,
+}
+
+impl Outcome {
+    /// The outcome of a finished checkpoint from its status and Flink's failure message.
+    pub fn of(status: CheckpointStatus, failure_message: Option<&str>) -> Outcome {
+        match status {
+            CheckpointStatus::Completed => Outcome::Completed,
+            CheckpointStatus::Failed => match failure_message.and_then(FailureReason::from_message) {
+                Some(FailureReason::CheckpointExpired) => Outcome::Expired,
+                Some(FailureReason::CheckpointDeclined) => Outcome::Declined,
+                _ => Outcome::Failed,
+            },
+        }
+    }
+
+    /// The outcome of a checkpoint as the poller reports it.
+    pub fn of_checkpoint(cp: &FinishedCheckpoint) -> Outcome {
+        Outcome::of(cp.status, cp.failure_message.as_deref())
+    }
+
+    /// Its name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::Expired => "expired",
+            Outcome::Declined => "declined",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -697,7 +919,7 @@ pub fn outcome(status: CheckpointStatus, failure_message: Option<&str>) -> &'sta
 /// "Exceeded checkpoint tolerable failure threshold" is a consequence: its causes were counted
 /// with the checkpoints that failed.
 pub fn counts_root_cause(kind: &str) -> bool {
-    kind != "tolerable_exceeded"
+    kind != LogKind::TolerableExceeded.as_str()
 }
 
 /// Every category a root cause can get (the label values of the root-cause metric).
@@ -823,7 +1045,7 @@ pub struct CheckpointSpan {
 impl LogEvent {
     /// An event of `kind` from a log line (`source` "log"), with nothing but its message known;
     /// the recogniser and the poller fill in what they extract.
-    pub fn new(kind: String, severity: EventSeverity, message: String) -> LogEvent {
+    pub fn new(kind: LogKind, severity: EventSeverity, message: String) -> LogEvent {
         LogEvent {
             cluster: String::new(),
             kind,

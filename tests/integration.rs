@@ -25,6 +25,7 @@ mod kube_stub;
 mod kubernetes;
 mod layering;
 mod locations;
+mod log_kinds;
 mod logs_fixtures;
 mod logs_storm;
 mod logs_tail;

@@ -465,9 +465,10 @@ async fn the_daemon_task_applies_events_and_positions_to_the_state() {
     tailers.sync(std::slice::from_ref(&config), &dir.path().join("state"), &app).await;
     let count = |kind: &str| {
         let state = app.state.read().unwrap();
-        state.clusters().get("c").map_or(0, |c| {
-            c.logs.events.get(&(JOB.to_string(), kind.to_string(), "log")).copied().unwrap_or(0)
-        })
+        state
+            .clusters()
+            .get("c")
+            .map_or(0, |c| c.logs.events.get(&(JOB.to_string(), kind.into(), "log")).copied().unwrap_or(0))
     };
     // The task cycles on its own clock: the test can only look until the state shows the events.
     let deadline = Instant::now() + PATIENCE;

@@ -7,8 +7,9 @@
 //! per-subtask details the REST API returns (`diagnose`). Pure: no I/O, no clock.
 
 use crate::observe::{
-    CheckpointStatus, FailureReason, FinishedCheckpoint, OperatorCheckpoint, SubtaskCheckpoint,
+    CheckpointStatus, FailureReason, FinishedCheckpoint, LogKind, OperatorCheckpoint, SubtaskCheckpoint,
 };
+pub use crate::state::record::{held, held_up, subtasks};
 use crate::state::{CheckpointRecord, ClusterState, Holdout};
 use crate::time::fmt_duration;
 
@@ -47,18 +48,6 @@ pub fn dominant_phase(phases: [Option<u64>; 4]) -> Option<(&'static str, u64)> {
     PHASES.into_iter().zip(phases).filter_map(|(name, v)| Some((name, v?))).max_by_key(|(_, v)| *v)
 }
 
-/// Whether a subtask held a failed checkpoint up: it never acknowledged, or its acknowledgement
-/// came only after the checkpoint had failed.
-pub fn held(cp: &FinishedCheckpoint, st: &SubtaskCheckpoint) -> bool {
-    let lifetime = cp.finished_at.since(cp.triggered_at);
-    !st.acknowledged || st.end_to_end_ms.is_some_and(|e| e > lifetime)
-}
-
-/// Every subtask that held a failed checkpoint up ([`held`]), in the details' order.
-pub fn held_up(cp: &FinishedCheckpoint) -> impl Iterator<Item = (&OperatorCheckpoint, &SubtaskCheckpoint)> {
-    subtasks(cp).filter(move |(_, st)| held(cp, st))
-}
-
 /// The one subtask that held a failed checkpoint up, when exactly one did: when several
 /// never acknowledged, none of them stands out and naming the first would be a guess.
 pub fn sole_holder(cp: &FinishedCheckpoint) -> Option<(&OperatorCheckpoint, &SubtaskCheckpoint)> {
@@ -70,11 +59,6 @@ pub fn sole_holder(cp: &FinishedCheckpoint) -> Option<(&OperatorCheckpoint, &Sub
 /// The subtask that acknowledged last (the last among equals in the details' order).
 pub fn last_acknowledger(cp: &FinishedCheckpoint) -> Option<(&OperatorCheckpoint, &SubtaskCheckpoint)> {
     subtasks(cp).filter(|(_, st)| st.acknowledged).max_by_key(|(_, st)| st.end_to_end_ms)
-}
-
-/// Every subtask of a checkpoint's details, with its operator, in the details' order.
-pub fn subtasks(cp: &FinishedCheckpoint) -> impl Iterator<Item = (&OperatorCheckpoint, &SubtaskCheckpoint)> {
-    cp.operators.iter().flat_map(|op| op.subtasks.iter().map(move |st| (op, st)))
 }
 
 /// The subtask that held checkpoint `r` of job `job_id` up (see the module's rule), with its
@@ -107,7 +91,7 @@ fn decliner(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Option<(Str
         .recent
         .iter()
         .rev()
-        .filter(|e| matches!(e.kind.as_str(), "declined" | "async_snapshot_failed"))
+        .filter(|e| matches!(e.kind, LogKind::Declined | LogKind::AsyncSnapshotFailed))
         .filter(|e| e.checkpoint_id == Some(r.id))
         .filter(|e| e.job_id.as_deref().is_none_or(|j| j == job_id))
         .find_map(|e| Some((e.task.clone()?, e.subtask?)))

@@ -16,61 +16,13 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::observe::{CheckpointStatus, FailureReason, FinishedCheckpoint, JobStatus, SnapshotKind};
+use crate::observe::{CheckpointStatus, FinishedCheckpoint, JobStatus, SnapshotKind};
 use crate::rules::expr::Context;
 use crate::rules::{Alert, AlertSeverity, AlertState, AlertsView};
 use crate::state::{ClusterState, JobState};
 use crate::time::{fmt_duration, human_ms};
 
-/// How a checkpoint ended: `completed`, `expired`, `declined` or `failed`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Outcome {
-    /// Every subtask acknowledged and the coordinator finalised it.
-    Completed,
-    /// It ran out of time (`execution.checkpointing.timeout`).
-    Expired,
-    /// A task declined it.
-    Declined,
-    /// Any other failure.
-    Failed,
-}
-
-impl Outcome {
-    /// The outcome of a finished checkpoint from its status and Flink's failure message
-    /// (the same reading as [`crate::observe::outcome`]).
-    pub fn of(status: CheckpointStatus, failure_message: Option<&str>) -> Outcome {
-        match status {
-            CheckpointStatus::Completed => Outcome::Completed,
-            CheckpointStatus::Failed => match failure_message.and_then(FailureReason::from_message) {
-                Some(FailureReason::CheckpointExpired) => Outcome::Expired,
-                Some(FailureReason::CheckpointDeclined) => Outcome::Declined,
-                _ => Outcome::Failed,
-            },
-        }
-    }
-
-    /// The outcome of a checkpoint as the poller reports it.
-    pub fn of_checkpoint(cp: &FinishedCheckpoint) -> Outcome {
-        Outcome::of(cp.status, cp.failure_message.as_deref())
-    }
-
-    /// Its name, as serialized.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Completed => "completed",
-            Outcome::Expired => "expired",
-            Outcome::Declined => "declined",
-            Outcome::Failed => "failed",
-        }
-    }
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::observe::Outcome;
 
 /// How a job is doing, worst first. The levels follow the alert states: an alert that fires
 /// makes `critical` or `warning` (its severity), one that is pending (its condition holds, not

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::health::{Outcome, is_of_job, label};
-use crate::observe::{CheckpointSettings, CheckpointStatus, JobStatus, LogEvent, SnapshotKind};
+use crate::observe::{CheckpointSettings, CheckpointStatus, JobStatus, LogEvent, LogKind, SnapshotKind};
 use crate::rules::AlertsView;
 use crate::rules::{Alert, AlertSeverity, AlertState};
 use crate::shadow::{Deviation, Explanation};
@@ -503,7 +503,7 @@ impl From<&Alert> for AlertView {
 #[derive(Clone, Debug, Serialize)]
 pub struct EventView {
     /// `expired`, `declined`, `failed`, `barrier_missing`, …
-    pub kind: String,
+    pub kind: LogKind,
     /// `info`, `warning` or `error`.
     pub severity: crate::observe::EventSeverity,
     /// `log` or `rest`.
@@ -721,8 +721,8 @@ fn jobs_by_checkpoint<'a>(events: impl IntoIterator<Item = &'a LogEvent>) -> Rin
                 set.insert(job);
             }
         }
-        if let (Some(task), "async_snapshot_failed" | "sync_snapshot_failed") =
-            (e.task.as_deref(), e.kind.as_str())
+        if let (Some(task), LogKind::AsyncSnapshotFailed | LogKind::SyncSnapshotFailed) =
+            (e.task.as_deref(), &e.kind)
         {
             let set = index.tasks.entry(id).or_default();
             if set.len() < 2 {
@@ -981,11 +981,13 @@ fn p95s(p: &PhaseHistograms) -> PhaseValues {
 fn event_view(e: &LogEvent, ring: &RingIndex<'_>) -> EventView {
     // A decline that names no task (1.13/1.14 without its trace) takes the one operator the
     // TaskManager's snapshot failure of the same checkpoint names.
-    let (task, subtask) = match (&e.task, e.kind.as_str(), e.checkpoint_id) {
-        (None, "declined", Some(id)) => match ring.tasks.get(&id).map(|t| t.iter().collect::<Vec<_>>()) {
-            Some(only) if only.len() == 1 => (Some(only[0].0.to_string()), only[0].1),
-            _ => (None, e.subtask),
-        },
+    let (task, subtask) = match (&e.task, &e.kind, e.checkpoint_id) {
+        (None, LogKind::Declined, Some(id)) => {
+            match ring.tasks.get(&id).map(|t| t.iter().collect::<Vec<_>>()) {
+                Some(only) if only.len() == 1 => (Some(only[0].0.to_string()), only[0].1),
+                _ => (None, e.subtask),
+            }
+        }
         _ => (e.task.clone(), e.subtask),
     };
     EventView {

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::observe::CheckpointStatus;
+use crate::observe::{CheckpointStatus, LogKind};
 use crate::state::logs::LogState;
 use crate::state::{ClusterState, JobState};
 use crate::time::Timestamp;
@@ -26,10 +26,10 @@ impl JobView<'_> {
         let Some(logs) = self.logs else { return 0.0 };
         // Keyed by job first: a range, not a scan of every job's counters (a round over 1,000
         // jobs would compare a million keys).
-        let from = (self.job_id.to_string(), kind.to_string(), "");
+        let from = (self.job_id.to_string(), LogKind::from_name(kind), "");
         logs.events
             .range(from..)
-            .take_while(|((job, k, _), _)| job == self.job_id && k == kind)
+            .take_while(|((job, k, _), _)| job == self.job_id && k.as_str() == kind)
             .map(|(_, n)| *n as f64)
             .sum()
     }

@@ -87,6 +87,7 @@ pub fn mode(settings: &CheckpointSettings) -> Mode {
     }
 }
 
+/// The mode's name, as the API writes it.
 fn mode_name(mode: Mode) -> &'static str {
     match mode {
         Mode::Aligned => "aligned",
@@ -94,6 +95,10 @@ fn mode_name(mode: Mode) -> &'static str {
         Mode::AlignedWithTimeout { .. } => "aligned with timeout",
         Mode::AtLeastOnce => "at-least-once",
     }
+}
+
+fn serialize_mode<S: serde::Serializer>(mode: &Mode, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(mode_name(*mode))
 }
 
 /// A graph ready for the engine, with the way back to Flink's ids and subtask indices.
@@ -317,8 +322,9 @@ pub struct OperatorPrediction {
 /// One run of the engine, summarised.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Prediction {
-    /// The mode it ran in.
-    pub mode: &'static str,
+    /// The mode it ran in (written as its name).
+    #[serde(serialize_with = "serialize_mode")]
+    pub mode: Mode,
     /// Per operator, in the topology's order.
     pub operators: Vec<OperatorPrediction>,
     /// Index of the operator holding the barriers up.
@@ -371,7 +377,7 @@ fn summarise(sg: &ShadowGraph, result: &AlignmentResult, mode: Mode) -> Predicti
         .map(|s| s.persisted_bytes)
         .sum();
     Prediction {
-        mode: mode_name(mode),
+        mode,
         operators,
         holder,
         persisted_bytes: if persisted_saturated > 0 { persisted_saturated } else { persisted_all },
@@ -631,7 +637,7 @@ impl AlignmentShadow {
     pub fn what_if_numbers(&self) -> Option<(f64, f64, u64)> {
         let (c, a) = (self.configured.as_ref()?, self.alternative.as_ref()?);
         let holder = c.holder?;
-        let (aligned, unaligned) = if c.mode == "unaligned" { (a, c) } else { (c, a) };
+        let (aligned, unaligned) = if c.mode == Mode::Unaligned { (a, c) } else { (c, a) };
         Some((
             aligned.operators[holder].alignment_ms,
             unaligned.operators[holder].alignment_ms,
@@ -681,7 +687,7 @@ impl AlignmentShadow {
     pub fn what_if(&self) -> Option<String> {
         let (aligned, unaligned, persisted) = self.what_if_numbers()?;
         let mb = persisted as f64 / 1_000_000.0;
-        let configured_unaligned = self.configured.as_ref().is_some_and(|c| c.mode == "unaligned");
+        let configured_unaligned = self.configured.as_ref().is_some_and(|c| c.mode == Mode::Unaligned);
         // Nothing to gain: the barriers align within a few ms either way.
         if aligned < NOTABLE_MS && self.nothing_held_up() {
             return Some(if configured_unaligned {

@@ -17,7 +17,7 @@ use tokio::sync::Semaphore;
 use crate::app::AppState;
 use crate::config::{ClusterConfig, Pattern};
 use crate::observe::{
-    ClusterPoll, EventSeverity, JobKey, JobPoll, JobStatus, JobSummary, LogEvent, Observation,
+    ClusterPoll, EventSeverity, JobKey, JobPoll, JobStatus, JobSummary, LogEvent, LogKind, Observation,
 };
 use crate::sources::flink::client::{ClientBuildError, FetchError, FlinkClient};
 use crate::sources::flink::{convert, dto};
@@ -571,25 +571,25 @@ impl Poller {
                         hosts[&vid].iter().find(|s| s.subtask == index).and_then(convert::taskmanager_of);
                     let (kind, message) = match phase {
                         PendingPhase::Snapshot => (
-                            "snapshot_slow",
+                            LogKind::SnapshotSlow,
                             format!(
                                 "{name} (subtask {index}) has not acknowledged checkpoint {id} after {waited} ms (timeout {timeout_ms} ms) although every subtask downstream of it has: it passed the barrier on and is in its synchronous or asynchronous snapshot, not waiting for barriers"
                             ),
                         ),
                         PendingPhase::Unknown => (
-                            "subtask_pending",
+                            LogKind::SubtaskPending,
                             format!(
                                 "{name} (subtask {index}) has not acknowledged checkpoint {id} after {waited} ms (timeout {timeout_ms} ms); its inputs sent their barriers, and with no subtask downstream of it nothing tells whether it is still aligning or in its snapshot"
                             ),
                         ),
                         _ => (
-                            "barrier_missing",
+                            LogKind::BarrierMissing,
                             format!(
                                 "{name} (subtask {index}) has not acknowledged checkpoint {id} after {waited} ms (timeout {timeout_ms} ms), and the subtasks downstream of it are still waiting for its barrier"
                             ),
                         ),
                     };
-                    let mut event = LogEvent::new(kind.to_string(), EventSeverity::Warning, message);
+                    let mut event = LogEvent::new(kind, EventSeverity::Warning, message);
                     event.cluster = self.config.name.clone();
                     event.source = "rest";
                     event.job_id = Some(job_id.to_string());

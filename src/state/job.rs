@@ -9,11 +9,11 @@ use super::checkpoint_ids::{
 };
 use super::failure_text::{is_shutdown_failure, is_stop_failure};
 use super::history::P95History;
-use super::record::{CheckpointRecord, Holdout, PhaseHistograms, Totals};
+use super::record::{CheckpointRecord, Holdout, PhaseHistograms, Totals, held_up};
 use super::{outbox, restore, traced};
 use crate::observe::{
     CheckpointCounts, CheckpointSettings, CheckpointSpan, CheckpointStatus, FinishedCheckpoint,
-    InProgressCheckpoint, JobLoadReport, JobPoll, JobStatus, LogEvent, SnapshotKind,
+    InProgressCheckpoint, JobLoadReport, JobPoll, JobStatus, LogEvent, LogKind, SnapshotKind,
 };
 use crate::shadow::Shadow;
 use crate::stats::{WindowSpec, WindowedHistogram};
@@ -166,18 +166,12 @@ enum Streak {
 /// the vertices as Flink does, sources first). `None` without per-subtask details, or when every
 /// subtask with details acknowledged in time.
 fn holdout(checkpoint: &FinishedCheckpoint) -> Option<Holdout> {
-    use crate::observe::FailureReason;
-    use crate::observe::{OperatorCheckpoint, SubtaskCheckpoint};
+    use crate::observe::{FailureReason, OperatorCheckpoint, SubtaskCheckpoint};
     let lifetime = checkpoint.finished_at.since(checkpoint.triggered_at);
     let late = |st: &SubtaskCheckpoint| {
         if st.acknowledged { st.end_to_end_ms.filter(|e| *e > lifetime) } else { None }
     };
-    let held: Vec<(&OperatorCheckpoint, &SubtaskCheckpoint)> = checkpoint
-        .operators
-        .iter()
-        .flat_map(|op| op.subtasks.iter().map(move |st| (op, st)))
-        .filter(|(_, st)| !st.acknowledged || late(st).is_some())
-        .collect();
+    let held: Vec<(&OperatorCheckpoint, &SubtaskCheckpoint)> = held_up(checkpoint).collect();
     let by_a_subtask = checkpoint
         .failure_message
         .as_deref()
@@ -295,13 +289,13 @@ impl JobState {
             return;
         }
         let Some(id) = event.checkpoint_id else { return };
-        let failed = match event.kind.as_str() {
-            "triggered" | "completed" => false,
-            "expired" | "declined" | "failed" => true,
+        let failed = match event.kind {
+            LogKind::Triggered | LogKind::Completed => false,
+            LogKind::Expired | LogKind::Declined | LogKind::Failed => true,
             _ => return,
         };
         let entry = self.logged.entry(id).or_default();
-        if event.kind == "triggered" {
+        if event.kind == LogKind::Triggered {
             entry.triggered_at = logged_trigger_time(&event.message).or(entry.triggered_at);
             entry.savepoint |= event.detail.as_deref().is_some_and(|d| d.contains("Savepoint"));
         } else {

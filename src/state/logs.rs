@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::observe::counts_root_cause;
-use crate::observe::{LogEvent, LogRead, TailerPositions, TailerReport};
+use crate::observe::{LogEvent, LogKind, LogRead, TailerPositions, TailerReport};
 
 /// How many recent log events per cluster are kept for the API and status page.
 pub const RECENT_LOG_EVENTS: usize = 256;
@@ -22,15 +22,11 @@ pub const MAX_LOG_JOB_IDS: usize = 1_000;
 /// How many (checkpoint id, cause) pairs are remembered to count each cause once per checkpoint.
 const COUNTED_CAUSES: usize = 256;
 
-/// Kinds that happen on every healthy checkpoint: counted, but kept out of the recent ring so it
-/// holds what an operator wants to see.
-const ROUTINE: &[&str] = &["triggered", "completed", "barrier_received"];
-
 /// Log-derived knowledge of one cluster.
 #[derive(Default)]
 pub struct LogState {
     /// Events by (job id or "", kind, source).
-    pub events: BTreeMap<(String, String, &'static str), u64>,
+    pub events: BTreeMap<(String, LogKind, &'static str), u64>,
     /// Root causes by category.
     pub root_causes: BTreeMap<&'static str, u64>,
     /// Recent non-routine events, oldest first.
@@ -68,7 +64,7 @@ impl LogState {
         }
         let key = (job, event.kind.clone(), event.source);
         *self.events.entry(key).or_insert(0) += 1;
-        if let Some(cause) = event.root_cause.as_ref().filter(|_| counts_root_cause(&event.kind)) {
+        if let Some(cause) = event.root_cause.as_ref().filter(|_| counts_root_cause(event.kind.as_str())) {
             // One failure shows up as several records with the same stack (the JobManager's
             // decline and failure-manager lines, the TaskManager's own line): count the cause
             // once per checkpoint. Events without a checkpoint id count each time.
@@ -87,7 +83,9 @@ impl LogState {
                 *self.root_causes.entry(cause.category).or_insert(0) += 1;
             }
         }
-        if !ROUTINE.contains(&event.kind.as_str()) {
+        // Routine kinds are counted, but kept out of the recent ring so it holds what an
+        // operator wants to see.
+        if !event.kind.is_routine() {
             self.recent.push_back(event.clone());
             while self.recent.len() > RECENT_LOG_EVENTS {
                 self.recent.pop_front();
@@ -151,7 +149,7 @@ mod tests {
         s.apply_event(&event("failed", Some(3), Some("io_error")));
         s.apply_event(&event("failed", Some(4), Some("io_error")));
         s.apply_event(&event("completed", Some(5), None));
-        assert_eq!(s.events[&("j".to_string(), "failed".to_string(), "log")], 2);
+        assert_eq!(s.events[&("j".to_string(), LogKind::Failed, "log")], 2);
         assert_eq!(s.root_causes["io_error"], 2);
         assert_eq!(s.recent.len(), 3, "completed is routine");
     }
@@ -167,12 +165,12 @@ mod tests {
         let jobs: BTreeSet<&str> = s.events.keys().map(|(j, _, _)| j.as_str()).collect();
         assert_eq!(jobs.len(), MAX_LOG_JOB_IDS + 1, "1,000 job ids and the no-job series");
         assert_eq!(s.job_ids_cut, 500);
-        assert_eq!(s.events[&(String::new(), "expired".to_string(), "log")], 500);
+        assert_eq!(s.events[&(String::new(), LogKind::Expired, "log")], 500);
         // A known job id keeps counting in its own series.
         let mut e = event("expired", None, None);
         e.job_id = Some(format!("{:032x}", 3));
         s.apply_event(&e);
-        assert_eq!(s.events[&(format!("{:032x}", 3), "expired".to_string(), "log")], 2);
+        assert_eq!(s.events[&(format!("{:032x}", 3), LogKind::Expired, "log")], 2);
     }
 
     #[test]

@@ -19,7 +19,8 @@ use super::{
     SizeHistograms, State, Totals,
 };
 use crate::observe::{
-    CheckpointCounts, CheckpointSpan, JobStatus, LogEvent, TailerPositions, intern_cause, intern_source,
+    CheckpointCounts, CheckpointSpan, JobStatus, LogEvent, LogKind, TailerPositions, intern_cause,
+    intern_source,
 };
 use crate::stats::{PersistedHistogram, WindowSpec, WindowedHistogram};
 use crate::time::Timestamp;
@@ -90,7 +91,7 @@ fn logs_out(logs: &LogState, unclaimed_spans: &VecDeque<CheckpointSpan>) -> Pers
         events: logs
             .events
             .iter()
-            .map(|((job, kind, source), n)| (job.clone(), kind.clone(), source.to_string(), *n))
+            .map(|((job, kind, source), n)| (job.clone(), kind.to_string(), source.to_string(), *n))
             .collect(),
         root_causes: logs.root_causes.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
         counted_causes: logs.counted_causes.iter().map(|(id, c)| (*id, c.to_string())).collect(),
@@ -102,7 +103,7 @@ fn logs_out(logs: &LogState, unclaimed_spans: &VecDeque<CheckpointSpan>) -> Pers
 fn logs_in(persisted: PersistedLogs, logs: &mut LogState, unclaimed_spans: &mut VecDeque<CheckpointSpan>) {
     *unclaimed_spans = persisted.unclaimed_spans.into();
     for (job, kind, source, n) in persisted.events {
-        *logs.events.entry((job, kind, intern_source(&source))).or_insert(0) += n;
+        *logs.events.entry((job, LogKind::from_name(&kind), intern_source(&source))).or_insert(0) += n;
     }
     for (cause, n) in persisted.root_causes {
         *logs.root_causes.entry(intern_cause(&cause)).or_insert(0) += n;
@@ -370,7 +371,7 @@ mod tests {
         let mut restored = restore(WINDOW, serde_json::from_slice(&bytes).unwrap());
 
         let logs = &restored.clusters()["c"].logs;
-        let key = |source| ("j".to_string(), "declined".to_string(), source);
+        let key = |source| ("j".to_string(), LogKind::Declined, source);
         assert_eq!(logs.events[&key("log")], 2);
         assert_eq!(logs.events[&key("rest")], 1);
         assert_eq!(logs.root_causes["disk_full"], 1);

@@ -1,9 +1,12 @@
 //! The record types shared by the state's files: the lifetime `Totals`, a job's or operator's
 //! `PhaseHistograms` by `Phase`, and the `CheckpointRecord` (with its `Holdout`) kept for the API,
-//! the store and the outbox. Pure data: `mod.rs`, `history`, `outbox` and `traced` all use
+//! the store and the outbox, and the rule of who held a failed checkpoint up (which `job` and
+//! `health::culprit` share). Pure: `mod.rs`, `history`, `outbox` and `traced` all use
 //! them, and this file uses none of them (no cycle between the state's files).
 
-use crate::observe::{CheckpointStatus, SnapshotKind};
+use crate::observe::{
+    CheckpointStatus, FinishedCheckpoint, OperatorCheckpoint, SnapshotKind, SubtaskCheckpoint,
+};
 use crate::stats::{WindowSpec, WindowedHistogram};
 use crate::time::Timestamp;
 
@@ -154,4 +157,21 @@ pub struct Holdout {
     pub never_acknowledged: u32,
     /// Subtasks that acknowledged only after the checkpoint had failed (this one included, if).
     pub acknowledged_late: u32,
+}
+
+/// Whether a subtask held a failed checkpoint up: it never acknowledged, or its acknowledgement
+/// came only after the checkpoint had failed.
+pub fn held(cp: &FinishedCheckpoint, st: &SubtaskCheckpoint) -> bool {
+    let lifetime = cp.finished_at.since(cp.triggered_at);
+    !st.acknowledged || st.end_to_end_ms.is_some_and(|e| e > lifetime)
+}
+
+/// Every subtask that held a failed checkpoint up ([`held`]), in the details' order.
+pub fn held_up(cp: &FinishedCheckpoint) -> impl Iterator<Item = (&OperatorCheckpoint, &SubtaskCheckpoint)> {
+    subtasks(cp).filter(move |(_, st)| held(cp, st))
+}
+
+/// Every subtask of a checkpoint's details, with its operator, in the details' order.
+pub fn subtasks(cp: &FinishedCheckpoint) -> impl Iterator<Item = (&OperatorCheckpoint, &SubtaskCheckpoint)> {
+    cp.operators.iter().flat_map(|op| op.subtasks.iter().map(move |st| (op, st)))
 }

@@ -330,7 +330,7 @@ impl Patterns {
 }
 
 fn blank(kind: String, severity: Severity, message: &str) -> LogEvent {
-    LogEvent::new(kind, severity, bounded(message))
+    LogEvent::new(kind.into(), severity, bounded(message))
 }
 
 fn bounded(text: &str) -> String {

@@ -47,7 +47,7 @@ pub(super) struct BorrowedEvent<'a> {
 impl<'a> BorrowedEvent<'a> {
     pub(super) fn of(e: &'a LogEvent) -> Self {
         BorrowedEvent {
-            kind: &e.kind,
+            kind: e.kind.as_str(),
             logged_at: e.logged_at.as_deref(),
             job_id: e.job_id.as_deref(),
             checkpoint_id: e.checkpoint_id,

@@ -7,7 +7,7 @@
 
 use super::fields::refine;
 use super::{EventSeverity, blank, bounded};
-use crate::observe::LogEvent;
+use crate::observe::{LogEvent, LogKind};
 
 /// `s` split after its leading ASCII digits (at least one).
 fn digits(s: &str) -> Option<(&str, &str)> {
@@ -21,8 +21,8 @@ fn job(s: &str) -> Option<(&str, &str)> {
     id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)).then(|| (id, &s[32..]))
 }
 
-fn event(kind: &str, severity: EventSeverity, message: &str, id: &str, job: &str) -> LogEvent {
-    let mut e = blank(kind.to_string(), severity, message);
+fn event(kind: LogKind, severity: EventSeverity, message: &str, id: &str, job: &str) -> LogEvent {
+    let mut e = blank(kind, severity, message);
     e.checkpoint_id = id.parse().ok();
     e.job_id = Some(job.to_string());
     e
@@ -56,7 +56,7 @@ fn triggered(message: &str) -> Option<LogEvent> {
     let middle = head[..head.len() - at_digits].strip_suffix("@ ")?;
     let detail =
         if middle.is_empty() { None } else { Some(middle.strip_prefix("(type=")?.strip_suffix(") ")?) };
-    let mut e = event("triggered", EventSeverity::Info, message, id, job);
+    let mut e = event(LogKind::Triggered, EventSeverity::Info, message, id, job);
     e.detail = detail.filter(|d| !d.is_empty()).map(bounded);
     Some(e)
 }
@@ -86,7 +86,7 @@ fn completed(message: &str) -> Option<LogEvent> {
     if !(rest.is_empty() || rest == ".") {
         return None;
     }
-    let mut e = event("completed", EventSeverity::Info, message, id, job);
+    let mut e = event(LogKind::Completed, EventSeverity::Info, message, id, job);
     e.bytes = bytes.parse().ok();
     e.duration_ms = dur.parse().ok();
     Some(e)
@@ -101,7 +101,7 @@ fn expired(message: &str) -> Option<LogEvent> {
     if !(rest.is_empty() || rest == ".") {
         return None;
     }
-    Some(event("expired", EventSeverity::Warning, message, id, job))
+    Some(event(LogKind::Expired, EventSeverity::Warning, message, id, job))
 }
 
 /// `^(?P<task>.+?)(?: \((?P<attempt>[0-9a-f_]+)\))?: Received barrier from channel
@@ -136,7 +136,7 @@ pub(super) fn barrier_received(message: &str) -> Option<LogEvent> {
     if task.is_empty() {
         return None;
     }
-    let mut e = blank("barrier_received".to_string(), EventSeverity::Info, message);
+    let mut e = blank(LogKind::BarrierReceived, EventSeverity::Info, message);
     e.checkpoint_id = id.parse().ok();
     e.task = Some(task.to_string());
     e.detail = Some(bounded(detail));
@@ -180,7 +180,7 @@ pub(super) fn async_snapshot_failed(message: &str) -> Parsed {
     if id.is_empty() || task.is_empty() {
         return Parsed::AskRegex;
     }
-    let mut e = blank("async_snapshot_failed".to_string(), EventSeverity::Warning, message);
+    let mut e = blank(LogKind::AsyncSnapshotFailed, EventSeverity::Warning, message);
     e.checkpoint_id = id.parse().ok();
     e.task = Some(task.to_string());
     refine(&mut e);
@@ -201,7 +201,7 @@ fn failed(message: &str) -> Option<LogEvent> {
     if rest != " consecutive failed attempts so far)" {
         return None;
     }
-    let mut e = event("failed", EventSeverity::Warning, message, id, job);
+    let mut e = event(LogKind::Failed, EventSeverity::Warning, message, id, job);
     e.consecutive_failures = n.parse::<u64>().ok().and_then(|n| u32::try_from(n).ok());
     Some(e)
 }

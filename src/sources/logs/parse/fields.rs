@@ -1,7 +1,7 @@
 //! The fields of a recognised line: a task name split into the operator and its 0-based
 //! subtask, and an event's fields made uniform across Flink versions (`refine`).
 
-use crate::observe::LogEvent;
+use crate::observe::{LogEvent, LogKind};
 
 /// The 0-based subtask index of a task name like `Map -> Sink (3/8)#0`.
 pub fn subtask_of(task: &str) -> Option<u32> {
@@ -45,7 +45,7 @@ pub(super) fn refine(event: &mut LogEvent) {
             event.task = Some(name.to_string());
         }
     }
-    if event.kind == "trigger_failed"
+    if event.kind == LogKind::TriggerFailed
         && let Some((_, why)) = event.reason.as_deref().and_then(|r| r.split_once("Failure reason: "))
     {
         event.reason = Some(why.trim_end_matches('.').to_string() + ".");

@@ -26,7 +26,7 @@ pub use lines::{Header, LineSplitter, is_record_start, split_header};
 pub use patterns::{BUILTIN_KINDS, LineNeedles, Patterns, UserPattern, line_needles};
 pub use records::RecordParser;
 
-use crate::observe::{EventSeverity, LogEvent};
+use crate::observe::{EventSeverity, LogEvent, LogKind};
 
 /// Stack lines kept per event (the root cause is found in all of them).
 pub const MAX_STACK_LINES: usize = 40;
@@ -37,7 +37,7 @@ const MAX_TEXT: usize = 512;
 /// in a log message of its own.
 const TOLERABLE: &str = "Exceeded checkpoint tolerable failure threshold";
 
-fn blank(kind: String, severity: EventSeverity, message: &str) -> LogEvent {
+fn blank(kind: LogKind, severity: EventSeverity, message: &str) -> LogEvent {
     LogEvent::new(kind, severity, bounded(message))
 }
 

@@ -9,27 +9,10 @@ use regex::{Captures, Regex};
 
 use super::fields::refine;
 use super::{TOLERABLE, blank, bounded, fast};
-use crate::observe::{EventSeverity, LogEvent};
+use crate::observe::{EventSeverity, LogEvent, LogKind};
 
 /// Every built-in kind, in the order reports list them.
-pub const BUILTIN_KINDS: &[&str] = &[
-    "triggered",
-    "completed",
-    "expired",
-    "declined",
-    "failed",
-    "trigger_failed",
-    "tolerable_exceeded",
-    "late_message",
-    "barrier_overtaken",
-    "end_of_partition",
-    "execution_delay",
-    "async_snapshot_failed",
-    "sync_snapshot_failed",
-    "restored",
-    "barrier_received",
-    "barrier_missing",
-];
+pub const BUILTIN_KINDS: &[LogKind] = &LogKind::BUILTIN;
 
 /// A user pattern from the config (`[[logs.patterns]]`), already validated.
 #[derive(Clone, Debug)]
@@ -39,13 +22,13 @@ pub struct UserPattern {
     /// Matched against the message part of timestamped lines.
     pub regex: Regex,
     /// The event kind it produces.
-    pub kind: String,
+    pub kind: LogKind,
     /// Its severity.
     pub severity: EventSeverity,
 }
 
 struct Builtin {
-    kind: &'static str,
+    kind: LogKind,
     severity: EventSeverity,
     regex: Regex,
 }
@@ -141,106 +124,106 @@ enum BufferSearch {
 
 /// (needle, kind, severity, regex over the message). A line reaches a regex only if it
 /// contains the needle, so lines that match nothing cost one multi-literal scan.
-const BUILTINS: &[(&str, &str, EventSeverity, &str)] = &[
+const BUILTINS: &[(&str, LogKind, EventSeverity, &str)] = &[
     (
         "Triggering checkpoint ",
-        "triggered",
+        LogKind::Triggered,
         EventSeverity::Info,
         r"^Triggering checkpoint (?P<id>\d+) (?:\(type=(?P<detail>.*)\) )?@ (?P<at>\d+) for job (?P<job>[0-9a-f]{32})\.?$",
     ),
     (
         "Completed checkpoint ",
-        "completed",
+        LogKind::Completed,
         EventSeverity::Info,
         r"^Completed checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32}) \((?P<bytes>\d+) bytes(?:, checkpointDuration=(?P<dur>\d+) ms(?:, finalizationTime=\d+ ms)?| in (?P<dur_old>\d+) ms)\)\.?$",
     ),
     (
         "expired before completing",
-        "expired",
+        LogKind::Expired,
         EventSeverity::Warning,
         r"^Checkpoint (?P<id>\d+) of job (?P<job>[0-9a-f]{32}) expired before completing\.?$",
     ),
     (
         "Decline checkpoint ",
-        "declined",
+        LogKind::Declined,
         EventSeverity::Warning,
         r"^Decline checkpoint (?P<id>\d+) by task (?P<attempt>\S+) of job (?P<job>[0-9a-f]{32})(?: at (?P<tm>.+?))?\.?$",
     ),
     (
         "Failed to trigger or complete checkpoint",
-        "failed",
+        LogKind::Failed,
         EventSeverity::Warning,
         r"^Failed to trigger or complete checkpoint (?P<id>-?\d+|\S+) for job (?P<job>[0-9a-f]{32})\. \((?P<n>\d+) consecutive failed attempts so far\)$",
     ),
     (
         "Failed to trigger checkpoint for job",
-        "trigger_failed",
+        LogKind::TriggerFailed,
         EventSeverity::Warning,
         r"^Failed to trigger checkpoint for job (?P<job>[0-9a-f]{32}) since (?P<reason>.*)$",
     ),
     (
         "Triggering Checkpoint ",
-        "trigger_failed",
+        LogKind::TriggerFailed,
         EventSeverity::Warning,
         r"^Triggering Checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32}) failed due to (?P<reason>.*)$",
     ),
     (
         "Received late message for now expired",
-        "late_message",
+        LogKind::LateMessage,
         EventSeverity::Warning,
         r"^Received late message for now expired checkpoint attempt (?P<id>\d+) from task (?P<attempt>\S+) of job (?P<job>[0-9a-f]{32})(?: at (?P<tm>.+?))?\.?$",
     ),
     (
         "before completing current checkpoint",
-        "barrier_overtaken",
+        LogKind::BarrierOvertaken,
         EventSeverity::Warning,
         r"^(?P<task>.+): Received checkpoint barrier for checkpoint (?P<detail>\d+) before completing current checkpoint (?P<id>\d+)\. Skipping current checkpoint\.?$",
     ),
     (
         "before completing current checkpoint",
-        "end_of_partition",
+        LogKind::EndOfPartition,
         EventSeverity::Warning,
         r"^(?P<task>.+): Received EndOfPartition\(-1\) before completing current checkpoint (?P<id>\d+)\. Skipping current checkpoint\.?$",
     ),
     (
         "to executing it exceeded threshold",
-        "execution_delay",
+        LogKind::ExecutionDelay,
         EventSeverity::Warning,
         r"^Time from receiving all checkpoint barriers/RPC (?:for checkpoint (?P<id>\d+) )?to executing it exceeded threshold: (?P<dur>\d+) ?ms\.?$",
     ),
     (
         "asynchronous part of checkpoint",
-        "async_snapshot_failed",
+        LogKind::AsyncSnapshotFailed,
         EventSeverity::Warning,
         r"^(?P<task>.+) - asynchronous part of checkpoint (?P<id>\d+) could not be completed\.?$",
     ),
     (
         "Could not complete snapshot ",
-        "sync_snapshot_failed",
+        LogKind::SyncSnapshotFailed,
         EventSeverity::Warning,
         r"^Could not complete snapshot (?P<id>\d+) for operator (?P<task>.+?)\.(?: Failure reason: (?P<reason>.*))?$",
     ),
     (
         "Restoring job ",
-        "restored",
+        LogKind::Restored,
         EventSeverity::Info,
         r"^Restoring job (?P<job>[0-9a-f]{32}) from (?P<detail>(?:(?:Checkpoint|Savepoint) (?P<id>\d+))?.*?)\.?$",
     ),
     (
         "Received barrier from channel",
-        "barrier_received",
+        LogKind::BarrierReceived,
         EventSeverity::Info,
         r"^(?P<task>.+?)(?: \((?P<attempt>[0-9a-f_]+)\))?: Received barrier from channel (?P<detail>.+) @ (?P<id>\d+)\.?$",
     ),
     (
         "Did not receive barrier from",
-        "barrier_missing",
+        LogKind::BarrierMissing,
         EventSeverity::Warning,
         r"Did not receive barrier from (?:source: )?(?P<task>.+?) \(subtask: (?P<subtask>\d+)\) after (?P<dur>\d+) ?ms",
     ),
     (
         TOLERABLE,
-        "tolerable_exceeded",
+        LogKind::TolerableExceeded,
         EventSeverity::Error,
         r"^(?:[\w.$]+: )?Exceeded checkpoint tolerable failure threshold\.?(?: The latest checkpoint failed due to (?P<reason>.+?), view the)?",
     ),
@@ -253,7 +236,7 @@ impl Patterns {
         let builtins: Vec<Builtin> = BUILTINS
             .iter()
             .map(|(_, kind, severity, re)| Builtin {
-                kind,
+                kind: kind.clone(),
                 severity: *severity,
                 regex: Regex::new(re).expect("built-in patterns compile"),
             })
@@ -395,13 +378,13 @@ impl Patterns {
         }
         candidates[..n].sort_unstable();
         if fast && n == 1 {
-            let kind = self.builtins[candidates[0]].kind;
-            if kind == "barrier_received"
+            let kind = &self.builtins[candidates[0]].kind;
+            if *kind == LogKind::BarrierReceived
                 && let Some(event) = fast::barrier_received(message)
             {
                 return Some(event);
             }
-            if kind == "async_snapshot_failed" {
+            if *kind == LogKind::AsyncSnapshotFailed {
                 match fast::async_snapshot_failed(message) {
                     fast::Parsed::Event(event) => return Some(*event),
                     fast::Parsed::NoMatch => return None,
@@ -412,7 +395,7 @@ impl Patterns {
         for &i in &candidates[..n] {
             let b = &self.builtins[i];
             if let Some(caps) = b.regex.captures(message) {
-                let mut event = blank(b.kind.to_string(), b.severity, message);
+                let mut event = blank(b.kind.clone(), b.severity, message);
                 fill(&caps, &mut event);
                 refine(&mut event);
                 return Some(event);
@@ -424,9 +407,9 @@ impl Patterns {
     /// The `tolerable_exceeded` event if an exception line carries that failure.
     pub(super) fn tolerable(&self, exception_line: &str) -> Option<LogEvent> {
         memchr::memmem::find(exception_line.as_bytes(), TOLERABLE.as_bytes())?;
-        let b = self.builtins.iter().find(|b| b.kind == "tolerable_exceeded")?;
+        let b = self.builtins.iter().find(|b| b.kind == LogKind::TolerableExceeded)?;
         let caps = b.regex.captures(exception_line)?;
-        let mut event = blank(b.kind.to_string(), b.severity, exception_line);
+        let mut event = blank(b.kind.clone(), b.severity, exception_line);
         fill(&caps, &mut event);
         Some(event)
     }

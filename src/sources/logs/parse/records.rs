@@ -9,7 +9,7 @@ use super::fields::split_task;
 use super::lines::{is_record_start, split_header, text_of};
 use super::patterns::{LineNeedles, Patterns};
 use super::{MAX_STACK_LINES, bounded, push_bounded};
-use crate::observe::{LogEvent, RootCause};
+use crate::observe::{LogEvent, LogKind, RootCause};
 
 /// The operator a stack trace names: `… for operator stateful-map (1/2)#0.` (Flink's
 /// "Could not materialize checkpoint", "Could not perform checkpoint", "Could not complete
@@ -285,7 +285,7 @@ impl RecordParser {
             event.logged_at =
                 Some(if i == last { std::mem::take(&mut logged_at) } else { logged_at.clone() });
             if event.reason.is_none()
-                && matches!(event.kind.as_str(), "declined" | "failed" | "async_snapshot_failed")
+                && matches!(event.kind, LogKind::Declined | LogKind::Failed | LogKind::AsyncSnapshotFailed)
             {
                 event.reason = first
                     .as_ref()
@@ -296,7 +296,7 @@ impl RecordParser {
             // A JobManager line names the task by an attempt id (plain hex up to 1.14, with the
             // vertex id from 1.15); the trace it carries names the operator and the subtask.
             if let Some((name, subtask)) = &operator
-                && matches!(event.kind.as_str(), "declined" | "late_message")
+                && matches!(event.kind, LogKind::Declined | LogKind::LateMessage)
                 && event.task.as_deref().is_none_or(is_vertex_id)
             {
                 if let Some(vertex) = event.task.take() {

@@ -15,7 +15,7 @@ use super::cycle::{TailCore, TailOptions};
 use super::list::fixed_prefix;
 use crate::app::AppState;
 use crate::config::LogConfig;
-use crate::observe::{Observation, TailerReport};
+use crate::observe::{LogKind, Observation, TailerReport};
 use crate::sources::logs::offsets::{self, TailerPositions};
 use crate::sources::logs::parse::{Patterns, UserPattern};
 use crate::time::Timestamp;
@@ -34,7 +34,7 @@ pub fn user_patterns(config: &LogConfig) -> Vec<UserPattern> {
             Ok(regex) => Some(UserPattern {
                 name: p.name.clone(),
                 regex: regex.clone(),
-                kind: p.kind.clone(),
+                kind: LogKind::from_name(&p.kind),
                 severity: p.severity,
             }),
             Err(e) => {
