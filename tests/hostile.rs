@@ -554,9 +554,11 @@ async fn slowloris_connections_are_closed_after_the_header_timeout() {
     for a in attackers {
         longest = longest.max(a.await.unwrap());
     }
-    // Each was closed about 1 s after its first byte (plus the last 200 ms dribble).
-    assert!(longest < Duration::from_secs(4), "the last one was closed after {longest:?}");
-    assert!(app.listener.closed[0].load(Ordering::SeqCst) >= 300);
+    // Each was closed by the header timeout (1 s after its first byte here), counted as such:
+    // the count, not the time it took on a loaded machine, is the check (`slowloris` gives up
+    // after 30 s, the sanity bound).
+    eprintln!("300 slowloris connections, the last closed after {longest:?}");
+    assert!(app.listener.closed[0].load(Ordering::SeqCst) >= 300, "closed by the header timeout");
     prober.finish().await;
 }
 
@@ -568,11 +570,18 @@ async fn the_connection_cap_holds_and_frees_up_after_the_timeouts() {
     let connections = || async { app.listener.connections.load(Ordering::SeqCst) };
     common::until("8 slow connections", Duration::from_secs(10), connections, |n| *n == 8).await;
     let started = Instant::now();
-    let answer = reqwest::get(format!("http://{addr}/healthz")).await.unwrap();
+    // 30 s: a sanity bound only (the slow ones are closed after the 1 s header timeout).
+    let answer =
+        tokio::time::timeout(Duration::from_secs(30), reqwest::get(format!("http://{addr}/healthz")))
+            .await
+            .expect("served once a slot is free")
+            .unwrap();
     let waited = started.elapsed();
     assert_eq!(answer.status(), 200);
-    // It waited for a slot: the cap held until the header timeout closed the slow ones.
-    assert!(waited >= Duration::from_millis(400) && waited < Duration::from_secs(3), "{waited:?}");
+    // It waited for a slot: the cap held until the header timeout closed a slow one. (A lower
+    // bound: a loaded machine only makes it longer.)
+    assert!(waited >= Duration::from_millis(400), "served after {waited:?}, before a slot was free");
+    assert!(app.listener.closed[0].load(Ordering::SeqCst) >= 1, "a slot freed by the header timeout");
     for a in attackers {
         a.await.unwrap();
     }
@@ -599,8 +608,10 @@ async fn clients_that_never_read_metrics_do_not_hold_up_a_scrape() {
     let took = started.elapsed();
     eprintln!("a {size}-byte scrape with 5 stalled clients: {took:?}");
     assert!(body.len() > size / 2 && body.ends_with(b"\n"));
+    // A generous bound, for a debug build on a loaded machine: a scrape that waited for the
+    // stalled clients took 10 s per stalled chunk each (49.7 s before issue 15).
     assert!(
-        took < Duration::from_secs(5),
+        took < Duration::from_secs(25),
         "the scrape waited {took:?} (before: 10 s per stalled chunk each)"
     );
     // Part of the scenario: the probes go on a second more beside the stalled clients.
@@ -784,9 +795,11 @@ runbook_url = "https://example.invalid/runbook"
         times[1] - times[0]
     );
     // It fires once the replay shows a failed checkpoint (a few polls) and is re-sent every
-    // second, while the other post hangs for its 20 s timeout.
-    assert!(first < Duration::from_secs(6), "{first:?}");
-    assert!(times[3] - times[0] < Duration::from_secs(6), "resends held up: {times:?}");
+    // second, while the other post hangs for its 20 s timeout. The bounds are generous (a
+    // loaded machine), below what waiting for the hanging post would take: 20 s for the first,
+    // 60 s for three resends.
+    assert!(first < Duration::from_secs(15), "{first:?}");
+    assert!(times[3] - times[0] < Duration::from_secs(15), "resends held up: {times:?}");
     daemon.shutdown().await;
 }
 
