@@ -4,12 +4,13 @@
 # prometheus-alertmanager (latency).
 #
 #   benches/run.sh                  # everything
-#   ONLY=scan benches/run.sh        # one part: scan | poll | sidecar | latency | rounds
+#   ONLY=scan benches/run.sh        # one part: scan | poll | sidecar | latency | rounds | scrapes
 #
 # Environment: CARGO_TARGET_DIR (default target), WORK (default /tmp/sentinel-perf),
 # LOG_MB (default 512), POLL_SECONDS (default 60, the CPU sampling window),
 # ROUND_SECONDS (default 120, the window of `rounds`), DELAYS (default "5ms 0ms", the delays
-# `rounds` adds to every REST answer), PORT_BASE (default 18100, the ports of `rounds`).
+# `rounds` adds to every REST answer), PORT_BASE (default 18100, the ports of `rounds`),
+# SCRAPES (default 1000, the concurrent scrapes of `scrapes`).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +22,7 @@ ONLY=${ONLY:-all}
 ROUND_SECONDS=${ROUND_SECONDS:-120}
 DELAYS=${DELAYS:-5ms 0ms}
 PORT_BASE=${PORT_BASE:-18100}
+SCRAPES=${SCRAPES:-1000}
 BIN=$TARGET/release/checkpoint-sentinel
 mkdir -p "$WORK"
 ROWS=()
@@ -126,6 +128,32 @@ measure_rounds() {
   python3 "$ROOT/benches/rounds.py" "$dir/samples.jsonl" "$c0" "$c1" "$rss" "$hwm" "$delay" | tee "$dir/result.txt"
 }
 
+# SCRAPES concurrent /metrics scrapes of a daemon watching 10 simulated jobs (issue 15's
+# budget, moved here from tests/hostile.rs, which keeps only that every scrape is answered).
+measure_scrapes() {
+  local flink_port=$1 daemon_port=$2
+  local dir=$WORK/scrapes
+  rm -rf "$dir" && mkdir -p "$dir"
+  "$BIN" demo --no-daemon --jobs 10 --interval-scale 30 --flink-listen "127.0.0.1:$flink_port" \
+    --log-file "$dir/log/jm.log" >"$dir/sim.out" 2>&1 &
+  local sim=$!
+  PIDS+=("$sim")
+  wait_http "http://127.0.0.1:$flink_port/overview"
+  printf '[server]\nlisten = "127.0.0.1:%s"\n[state]\ndir = "%s/state"\n[[clusters]]\nname = "perf"\nurl = "http://127.0.0.1:%s"\npoll_interval = "10s"\n' \
+    "$daemon_port" "$dir" "$flink_port" >"$dir/sentinel.toml"
+  "$BIN" run --config "$dir/sentinel.toml" >"$dir/daemon.out" 2>&1 &
+  local daemon=$!
+  PIDS+=("$daemon")
+  wait_http "http://127.0.0.1:$daemon_port/readyz"
+  for _ in $(seq 1 100); do
+    [ "$(curl -fs "http://127.0.0.1:$daemon_port/metrics" | grep -c '^flink_checkpoints_total{')" -ge 20 ] && break
+    sleep 0.2
+  done
+  python3 "$ROOT/benches/scrapes.py" "127.0.0.1:$daemon_port" "$SCRAPES" | tee "$dir/result.txt"
+  kill "$daemon" "$sim" 2>/dev/null || true
+  wait "$daemon" "$sim" 2>/dev/null || true
+}
+
 if [ "$ONLY" = all ] || [ "$ONLY" = scan ]; then
   LOG=$WORK/flink-${LOG_MB}m.log
   [ -s "$LOG" ] || python3 "$ROOT/benches/gen-flink-log.py" "$LOG" "$LOG_MB"
@@ -178,6 +206,11 @@ if [ "$ONLY" = all ] || [ "$ONLY" = rounds ]; then
     row "poll round, 1,000 jobs, +$delay per request" "P50 < 2 s at 5 ms" "$(cut -d: -f2- "$WORK/rounds-$delay/result.txt")" "/api/v1/clusters every 0.5 s over ${ROUND_SECONDS} s"
     i=$((i + 1))
   done
+fi
+
+if [ "$ONLY" = all ] || [ "$ONLY" = scrapes ]; then
+  measure_scrapes 18083 19719
+  row "$SCRAPES concurrent /metrics scrapes, 10 jobs" "P50 < 8 s" "$(cut -d: -f2- "$WORK/scrapes/result.txt")" "benches/scrapes.py"
 fi
 
 if [ "$ONLY" = all ] || [ "$ONLY" = latency ]; then

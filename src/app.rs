@@ -299,9 +299,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_poll_that_finds_a_failed_checkpoint_wakes_the_rules() {
-        use crate::observe::{
-            CheckpointCounts, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, SnapshotKind,
-        };
+        use crate::observe::{CheckpointCounts, FinishedCheckpoint, JobKey, JobPoll};
         let app = AppState::new(State::new(WindowSpec { window_ms: 60_000, slots: 6 }));
         let wait = Duration::from_millis(50);
         let poll = |finished: Vec<FinishedCheckpoint>| {
@@ -320,22 +318,9 @@ mod tests {
         app.apply(&poll(Vec::new()));
         let woken = tokio::time::timeout(wait, app.log_events_arrived.notified()).await.is_ok();
         assert!(!woken, "nothing failed");
-        let failed = FinishedCheckpoint {
-            id: 3,
-            status: CheckpointStatus::Failed,
-            kind: SnapshotKind::Checkpoint,
-            triggered_at: Timestamp(0),
-            finished_at: Timestamp(900),
-            end_to_end_ms: None,
-            checkpointed_bytes: None,
-            full_state_bytes: None,
-            processed_bytes: None,
-            persisted_bytes: None,
-            num_subtasks: 2,
-            num_acknowledged: 1,
-            failure_message: Some("Checkpoint expired before completing.".into()),
-            operators: Vec::new(),
-        };
+        let failed = FinishedCheckpoint::completed(3, Timestamp(0), 900)
+            .failed("Checkpoint expired before completing.")
+            .acknowledged(1, 2);
         app.apply(&poll(vec![failed]));
         let woken = tokio::time::timeout(wait, app.log_events_arrived.notified()).await.is_ok();
         assert!(woken, "a failure no log line reported");

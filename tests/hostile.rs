@@ -554,9 +554,11 @@ async fn slowloris_connections_are_closed_after_the_header_timeout() {
     for a in attackers {
         longest = longest.max(a.await.unwrap());
     }
-    // Each was closed about 1 s after its first byte (plus the last 200 ms dribble).
-    assert!(longest < Duration::from_secs(4), "the last one was closed after {longest:?}");
-    assert!(app.listener.closed[0].load(Ordering::SeqCst) >= 300);
+    // Each was closed by the header timeout (1 s after its first byte here), counted as such:
+    // the count, not the time it took on a loaded machine, is the check (`slowloris` gives up
+    // after 30 s, the sanity bound).
+    eprintln!("300 slowloris connections, the last closed after {longest:?}");
+    assert!(app.listener.closed[0].load(Ordering::SeqCst) >= 300, "closed by the header timeout");
     prober.finish().await;
 }
 
@@ -568,11 +570,18 @@ async fn the_connection_cap_holds_and_frees_up_after_the_timeouts() {
     let connections = || async { app.listener.connections.load(Ordering::SeqCst) };
     common::until("8 slow connections", Duration::from_secs(10), connections, |n| *n == 8).await;
     let started = Instant::now();
-    let answer = reqwest::get(format!("http://{addr}/healthz")).await.unwrap();
+    // 30 s: a sanity bound only (the slow ones are closed after the 1 s header timeout).
+    let answer =
+        tokio::time::timeout(Duration::from_secs(30), reqwest::get(format!("http://{addr}/healthz")))
+            .await
+            .expect("served once a slot is free")
+            .unwrap();
     let waited = started.elapsed();
     assert_eq!(answer.status(), 200);
-    // It waited for a slot: the cap held until the header timeout closed the slow ones.
-    assert!(waited >= Duration::from_millis(400) && waited < Duration::from_secs(3), "{waited:?}");
+    // It waited for a slot: the cap held until the header timeout closed a slow one. (A lower
+    // bound: a loaded machine only makes it longer.)
+    assert!(waited >= Duration::from_millis(400), "served after {waited:?}, before a slot was free");
+    assert!(app.listener.closed[0].load(Ordering::SeqCst) >= 1, "a slot freed by the header timeout");
     for a in attackers {
         a.await.unwrap();
     }
@@ -599,8 +608,10 @@ async fn clients_that_never_read_metrics_do_not_hold_up_a_scrape() {
     let took = started.elapsed();
     eprintln!("a {size}-byte scrape with 5 stalled clients: {took:?}");
     assert!(body.len() > size / 2 && body.ends_with(b"\n"));
+    // A generous bound, for a debug build on a loaded machine: a scrape that waited for the
+    // stalled clients took 10 s per stalled chunk each (49.7 s before issue 15).
     assert!(
-        took < Duration::from_secs(5),
+        took < Duration::from_secs(25),
         "the scrape waited {took:?} (before: 10 s per stalled chunk each)"
     );
     // Part of the scenario: the probes go on a second more beside the stalled clients.
@@ -624,29 +635,88 @@ async fn a_thousand_concurrent_scrapes_all_answer() {
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(1_024);
     let n = 1_000.min(soft.saturating_sub(256) / 2);
-    let started = Instant::now();
+    let jobs: Vec<String> = (0..10).map(job_id).collect();
+    let jobs = Arc::new(jobs);
+    let resets = Arc::new(AtomicUsize::new(0));
     let scrapes: Vec<_> = (0..n)
         .map(|_| {
-            let client = client.clone();
+            let (client, jobs, resets) = (client.clone(), jobs.clone(), resets.clone());
             tokio::spawn(async move {
-                let t = Instant::now();
-                let body =
-                    client.get(format!("http://{addr}/metrics")).send().await.unwrap().bytes().await.unwrap();
-                assert!(body.ends_with(b"\n"));
-                t.elapsed()
+                let body = scrape_retrying_resets(&client, addr, &resets).await;
+                if let Err(wrong) = complete_exposition(&body, &jobs) {
+                    panic!("{wrong}: {} bytes", body.len());
+                }
             })
         })
         .collect();
-    let mut took = Vec::new();
     for s in scrapes {
-        took.push(s.await.unwrap());
+        s.await.unwrap();
     }
-    took.sort();
-    let (p50, max) = (took[n / 2], took[n - 1]);
-    eprintln!("{n} concurrent scrapes: P50 {p50:?}, max {max:?}, all in {:?}", started.elapsed());
-    // Every scrape answered; the median bound is loose for a debug build on shared cores
-    // (measured 2.2 s and 3.9 s; issue 15: 9.9 s).
-    assert!(p50 < Duration::from_secs(8), "P50 {p50:?}");
+    // Connections beyond the cap wait in the kernel's accept queue (listener.rs); only those
+    // can be reset, when that queue overflows. The latency budget of these scrapes (issue 15:
+    // P50 9.9 s before the shared render) is benches/run.sh's `scrapes` row, not this test's.
+    let resets = resets.load(Ordering::SeqCst);
+    eprintln!("{n} concurrent scrapes all answered, {resets} retried after a reset");
+    assert!(resets <= n.saturating_sub(512), "{resets} resets with {n} scrapes and 512 connection slots");
+}
+
+/// Connection attempts per scrape: a reset before any answer is retried this many times less one.
+const SCRAPE_ATTEMPTS: usize = 4;
+
+/// `/metrics` at `addr`. A connection reset by the peer before any answer is retried (at most
+/// [`SCRAPE_ATTEMPTS`] in all) and counted in `resets`: the listener leaves connections beyond its
+/// cap in the kernel's accept queue, which on a loaded machine may overflow and reset one
+/// (seen once in a full `cargo test` run). Any other failure fails the scrape.
+async fn scrape_retrying_resets(client: &reqwest::Client, addr: SocketAddr, resets: &AtomicUsize) -> String {
+    for attempt in 1.. {
+        let answer = match client.get(format!("http://{addr}/metrics")).send().await {
+            Err(e) if attempt < SCRAPE_ATTEMPTS && was_reset(&e) => {
+                resets.fetch_add(1, Ordering::SeqCst);
+                continue;
+            }
+            sent => sent.unwrap(),
+        };
+        assert_eq!(answer.status(), 200);
+        return answer.text().await.unwrap();
+    }
+    unreachable!("the last attempt returns or panics")
+}
+
+/// Whether an error is a connection reset by the peer, anywhere in its chain of causes.
+fn was_reset(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionReset)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// Whether `body` is a whole exposition: every line a comment or a series with a number, the
+/// last one ended, and every job's checkpoint counters in it.
+fn complete_exposition(body: &str, jobs: &[String]) -> Result<(), String> {
+    if !body.ends_with('\n') {
+        return Err("the last line is cut".into());
+    }
+    for line in body.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let value = line.rsplit_once(' ').map(|(_, v)| v).unwrap_or("");
+        if !matches!(value, "+Inf" | "-Inf" | "NaN") && value.parse::<f64>().is_err() {
+            return Err(format!("not a series: {line:?}"));
+        }
+    }
+    for job in jobs {
+        let counted = body
+            .lines()
+            .any(|l| l.starts_with("flink_checkpoints_total{") && l.contains(&format!("job_id=\"{job}\"")));
+        if !counted {
+            return Err(format!("no flink_checkpoints_total of job {job}"));
+        }
+    }
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -725,9 +795,11 @@ runbook_url = "https://example.invalid/runbook"
         times[1] - times[0]
     );
     // It fires once the replay shows a failed checkpoint (a few polls) and is re-sent every
-    // second, while the other post hangs for its 20 s timeout.
-    assert!(first < Duration::from_secs(6), "{first:?}");
-    assert!(times[3] - times[0] < Duration::from_secs(6), "resends held up: {times:?}");
+    // second, while the other post hangs for its 20 s timeout. The bounds are generous (a
+    // loaded machine), below what waiting for the hanging post would take: 20 s for the first,
+    // 60 s for three resends.
+    assert!(first < Duration::from_secs(15), "{first:?}");
+    assert!(times[3] - times[0] < Duration::from_secs(15), "resends held up: {times:?}");
     daemon.shutdown().await;
 }
 

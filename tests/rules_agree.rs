@@ -4,9 +4,11 @@
 //! `src/rules/series.rs`, gives each built-in series), the same thresholds, the same windows, and
 //! the same `for`, `keep_firing_for`, severity and class. A change on one side only fails here.
 //! The series table's twins name exported metrics, and docs/metrics.md lists the table
-//! (`UPDATE_DOCS=1` rewrites it).
+//! (`SENTINEL_BLESS=1`, the one bless variable, rewrites it).
 
 use std::collections::BTreeSet;
+
+use crate::common;
 
 use checkpoint_sentinel::outputs::export::{Kind, METRICS};
 use checkpoint_sentinel::rules::builtin;
@@ -365,12 +367,12 @@ fn docs_list_every_rule_series() {
     let (head, rest) = doc.split_once(BEGIN).expect("begin marker of the rule series");
     let (current, tail) = rest.split_once(END).expect("end marker of the rule series");
     let wanted = series_table();
-    if std::env::var_os("UPDATE_DOCS").is_some() {
+    if common::blessing() {
         std::fs::write(&path, format!("{head}{BEGIN}{wanted}{END}{tail}")).unwrap();
         return;
     }
     assert_eq!(
         current, wanted,
-        "docs/metrics.md's rule series are out of date: run UPDATE_DOCS=1 cargo test --test integration rules_agree::"
+        "docs/metrics.md's rule series are out of date: run SENTINEL_BLESS=1 cargo test --test integration rules_agree::"
     );
 }

@@ -313,9 +313,11 @@ async fn a_slowloris_connection_over_tls_is_closed_after_the_header_timeout() {
         }
         assert!(started.elapsed() < Duration::from_secs(30), "never closed (before issue 15: none was)");
     };
-    // listener::HEADER_READ_TIMEOUT is 10 s.
+    // listener::HEADER_READ_TIMEOUT is 10 s: not before (a lower bound holds on a loaded
+    // machine); the upper one is generous, a sanity bound below the loop's 30 s (nothing else
+    // closes a connection that sends a byte every 500 ms).
     assert!(
-        closed_after >= Duration::from_secs(9) && closed_after < Duration::from_secs(13),
+        closed_after >= Duration::from_secs(9) && closed_after < Duration::from_secs(25),
         "closed after {closed_after:?}"
     );
     daemon.shutdown().await;

@@ -1012,43 +1012,30 @@ mod tests {
     use super::*;
     use crate::observe::{
         CheckpointCounts, ClusterPoll, FinishedCheckpoint, JobKey, JobPoll, JobSummary, Observation,
-        OperatorCheckpoint, SubtaskCheckpoint,
+        SubtaskCheckpoint,
     };
     use crate::stats::WindowSpec;
 
     fn checkpoint(id: u64, failed: bool) -> FinishedCheckpoint {
         let t = 1_000_000 + id as i64 * 5_000;
-        FinishedCheckpoint {
-            id,
-            status: if failed { CheckpointStatus::Failed } else { CheckpointStatus::Completed },
-            kind: SnapshotKind::Checkpoint,
-            triggered_at: Timestamp(t),
-            finished_at: Timestamp(t + if failed { 4_000 } else { 900 }),
-            end_to_end_ms: Some(if failed { 4_000 } else { 900 }),
-            checkpointed_bytes: Some(10),
-            full_state_bytes: Some(10),
-            processed_bytes: Some(0),
-            persisted_bytes: Some(0),
-            num_subtasks: 2,
-            num_acknowledged: if failed { 1 } else { 2 },
-            failure_message: failed.then(|| "Checkpoint expired before completing.".to_string()),
-            operators: vec![OperatorCheckpoint {
-                vertex_id: "v".into(),
-                name: "stateful-map".into(),
-                subtasks: (0..2)
-                    .map(|i| SubtaskCheckpoint {
-                        index: i,
-                        acknowledged: true,
-                        end_to_end_ms: Some(100 + 800 * u64::from(i)),
-                        start_delay_ms: Some(5),
-                        alignment_ms: Some(700 * u64::from(i)),
-                        sync_ms: Some(1),
-                        async_ms: Some(3),
-                        ..SubtaskCheckpoint::default()
-                    })
-                    .collect(),
-            }],
-        }
+        let end_to_end_ms = if failed { 4_000 } else { 900 };
+        let subtasks = (0..2)
+            .map(|i| SubtaskCheckpoint {
+                index: i,
+                acknowledged: true,
+                end_to_end_ms: Some(100 + 800 * u64::from(i)),
+                start_delay_ms: Some(5),
+                alignment_ms: Some(700 * u64::from(i)),
+                sync_ms: Some(1),
+                async_ms: Some(3),
+                ..SubtaskCheckpoint::default()
+            })
+            .collect();
+        let checkpoint = FinishedCheckpoint::completed(id, Timestamp(t), end_to_end_ms)
+            .sizes(10, 10)
+            .acknowledged(if failed { 1 } else { 2 }, 2)
+            .operator("v", "stateful-map", subtasks);
+        if failed { checkpoint.failed("Checkpoint expired before completing.") } else { checkpoint }
     }
 
     fn state(last_failed: bool) -> State {

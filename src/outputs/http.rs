@@ -388,9 +388,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_status_page_and_the_json_api_answer_from_the_state() {
-        use crate::observe::{
-            CheckpointCounts, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, SnapshotKind,
-        };
+        use crate::observe::{CheckpointCounts, FinishedCheckpoint, JobKey, JobPoll};
         let (app, router) = app();
         let (status, page) = get(&router, "/").await;
         assert_eq!(status, StatusCode::OK);
@@ -399,22 +397,9 @@ mod tests {
             page.contains(r#"<script id="initial" type="application/json">{"#),
             "no first view in the page"
         );
-        let finished = FinishedCheckpoint {
-            id: 7,
-            status: CheckpointStatus::Failed,
-            kind: SnapshotKind::Checkpoint,
-            triggered_at: Timestamp(1_000),
-            finished_at: Timestamp(61_000),
-            end_to_end_ms: None,
-            checkpointed_bytes: None,
-            full_state_bytes: None,
-            processed_bytes: None,
-            persisted_bytes: None,
-            num_subtasks: 2,
-            num_acknowledged: 1,
-            failure_message: Some("Checkpoint expired before completing.".into()),
-            operators: Vec::new(),
-        };
+        let finished = FinishedCheckpoint::completed(7, Timestamp(1_000), 60_000)
+            .failed("Checkpoint expired before completing.")
+            .acknowledged(1, 2);
         app.apply(&Observation::JobPolled(JobPoll {
             key: JobKey { cluster: "prod".into(), job_id: "abc".into() },
             job_name: "orders".into(),

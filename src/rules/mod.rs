@@ -536,8 +536,7 @@ pub fn format_bytes(bytes: f64) -> String {
 mod tests {
     use super::*;
     use crate::observe::{
-        CheckpointCounts, CheckpointSettings, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll,
-        Observation, SnapshotKind,
+        CheckpointCounts, CheckpointSettings, FinishedCheckpoint, JobKey, JobPoll, Observation,
     };
     use crate::rules::builtin;
     use crate::stats::WindowSpec;
@@ -560,22 +559,7 @@ mod tests {
 
     fn poll(state: &mut State, at: i64, completed: u64, failed: u64) {
         let finished = (1..=completed)
-            .map(|id| FinishedCheckpoint {
-                id,
-                status: CheckpointStatus::Completed,
-                kind: SnapshotKind::Checkpoint,
-                triggered_at: Timestamp(0),
-                finished_at: Timestamp(45),
-                end_to_end_ms: Some(45),
-                checkpointed_bytes: None,
-                full_state_bytes: None,
-                processed_bytes: None,
-                persisted_bytes: None,
-                num_subtasks: 1,
-                num_acknowledged: 1,
-                failure_message: None,
-                operators: Vec::new(),
-            })
+            .map(|id| FinishedCheckpoint::completed(id, Timestamp(0), 45).acknowledged(1, 1))
             .collect();
         let obs = Observation::JobPolled(JobPoll {
             key: JobKey { cluster: "c".into(), job_id: "j".into() },
@@ -864,21 +848,10 @@ mod tests {
             let trigger = |n: i64| 10_000 + (n - 1) * 70_000;
             let expired: Vec<FinishedCheckpoint> = (1..)
                 .take_while(|&n| trigger(n) + 60_000 <= at)
-                .map(|n| FinishedCheckpoint {
-                    id: n as u64,
-                    status: CheckpointStatus::Failed,
-                    kind: SnapshotKind::Checkpoint,
-                    triggered_at: Timestamp(trigger(n)),
-                    finished_at: Timestamp(trigger(n) + 60_000),
-                    end_to_end_ms: None,
-                    checkpointed_bytes: None,
-                    full_state_bytes: None,
-                    processed_bytes: None,
-                    persisted_bytes: None,
-                    num_subtasks: 2,
-                    num_acknowledged: 1,
-                    failure_message: Some("Checkpoint expired before completing.".into()),
-                    operators: Vec::new(),
+                .map(|n| {
+                    FinishedCheckpoint::completed(n as u64, Timestamp(trigger(n)), 60_000)
+                        .failed("Checkpoint expired before completing.")
+                        .acknowledged(1, 2)
                 })
                 .collect();
             let next = expired.len() as i64 + 1;
@@ -1004,9 +977,7 @@ mod tests {
 
     #[test]
     fn a_taskmanager_rule_fires_for_the_taskmanager_of_the_slowest_subtasks() {
-        use crate::observe::{
-            JobLoadReport, JobTopology, OperatorCheckpoint, SubtaskCheckpoint, TopologyVertex, VertexLoad,
-        };
+        use crate::observe::{JobLoadReport, JobTopology, SubtaskCheckpoint, TopologyVertex, VertexLoad};
         let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
         let subtask = |index, end_to_end_ms| SubtaskCheckpoint {
             index,
@@ -1016,25 +987,12 @@ mod tests {
         };
         // Two checkpoints, each held up longest by subtask 1 of stateful-map.
         let finished = (1..=2)
-            .map(|id| FinishedCheckpoint {
-                id,
-                status: CheckpointStatus::Completed,
-                kind: SnapshotKind::Checkpoint,
-                triggered_at: Timestamp(0),
-                finished_at: Timestamp(900),
-                end_to_end_ms: Some(900),
-                checkpointed_bytes: None,
-                full_state_bytes: None,
-                processed_bytes: None,
-                persisted_bytes: None,
-                num_subtasks: 2,
-                num_acknowledged: 2,
-                failure_message: None,
-                operators: vec![OperatorCheckpoint {
-                    vertex_id: "v".into(),
-                    name: "stateful-map".into(),
-                    subtasks: vec![subtask(0, 40), subtask(1, 900)],
-                }],
+            .map(|id| {
+                FinishedCheckpoint::completed(id, Timestamp(0), 900).acknowledged(2, 2).operator(
+                    "v",
+                    "stateful-map",
+                    vec![subtask(0, 40), subtask(1, 900)],
+                )
             })
             .collect();
         let obs = Observation::JobPolled(JobPoll {

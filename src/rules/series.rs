@@ -3,7 +3,7 @@
 //!
 //! The one list of series names: the evaluator's known series (`is_known`), the values a rule
 //! reads (`context::Subject::value`), the series list of docs/metrics.md (checked by
-//! `tests/rules_agree.rs`, `UPDATE_DOCS=1` rewrites it) and `rules_agree`'s mapping from a
+//! `tests/rules_agree.rs`, `SENTINEL_BLESS=1` rewrites it) and `rules_agree`'s mapping from a
 //! built-in series to the exported metrics (`twin`) all come from [`SERIES`]. A new series is one
 //! entry here. Values are in base units: seconds, bytes, counts.
 

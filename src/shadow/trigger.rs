@@ -1080,22 +1080,9 @@ mod tests {
         let mut in_progress = Vec::new();
         for &(id, t) in &triggers {
             if t + DURATION + lag(id) <= at {
-                finished.push(FinishedCheckpoint {
-                    id,
-                    status: CheckpointStatus::Completed,
-                    kind: SnapshotKind::Checkpoint,
-                    triggered_at: Timestamp(t),
-                    finished_at: Timestamp(t + DURATION),
-                    end_to_end_ms: Some(DURATION as u64),
-                    checkpointed_bytes: None,
-                    full_state_bytes: None,
-                    processed_bytes: None,
-                    persisted_bytes: None,
-                    num_subtasks: 1,
-                    num_acknowledged: 1,
-                    failure_message: None,
-                    operators: Vec::new(),
-                });
+                finished.push(
+                    FinishedCheckpoint::completed(id, Timestamp(t), DURATION as u64).acknowledged(1, 1),
+                );
             } else {
                 in_progress.push(InProgressCheckpoint {
                     id,

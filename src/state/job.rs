@@ -900,42 +900,32 @@ pub(super) mod tests {
     use crate::state::record::Phase;
     use crate::state::{SEEN_IDS_CAPACITY, State, persist};
 
-    use crate::observe::{JobKey, OperatorCheckpoint, SubtaskCheckpoint};
+    use crate::observe::{JobKey, SubtaskCheckpoint};
 
     pub(in crate::state) const WINDOW: WindowSpec = WindowSpec { window_ms: 3_600_000, slots: 6 };
 
     pub(in crate::state) fn completed(id: u64, e2e: u64) -> FinishedCheckpoint {
-        FinishedCheckpoint {
-            id,
-            status: CheckpointStatus::Completed,
-            kind: SnapshotKind::Checkpoint,
-            triggered_at: Timestamp(id as i64 * 1000),
-            finished_at: Timestamp(id as i64 * 1000 + e2e as i64),
-            end_to_end_ms: Some(e2e),
-            checkpointed_bytes: Some(100),
-            full_state_bytes: Some(100),
-            processed_bytes: Some(0),
-            persisted_bytes: Some(0),
-            num_subtasks: 2,
-            num_acknowledged: 2,
-            failure_message: None,
-            operators: vec![OperatorCheckpoint {
-                vertex_id: "v1".into(),
-                name: "map".into(),
-                subtasks: (0..2)
-                    .map(|i| SubtaskCheckpoint {
-                        index: i,
-                        acknowledged: true,
-                        end_to_end_ms: Some(e2e - i as u64),
-                        alignment_ms: Some(10 * (i as u64 + 1)),
-                        start_delay_ms: Some(1),
-                        sync_ms: Some(2),
-                        async_ms: Some(3),
-                        ..SubtaskCheckpoint::default()
-                    })
-                    .collect(),
-            }],
-        }
+        checkpoint_at(id, Timestamp(id as i64 * 1000), e2e)
+    }
+
+    /// Completed checkpoint `id` triggered at `triggered_at`, sized, with one two-subtask chain.
+    fn checkpoint_at(id: u64, triggered_at: Timestamp, e2e: u64) -> FinishedCheckpoint {
+        let subtasks = (0..2)
+            .map(|i| SubtaskCheckpoint {
+                index: i,
+                acknowledged: true,
+                end_to_end_ms: Some(e2e - i as u64),
+                alignment_ms: Some(10 * (i as u64 + 1)),
+                start_delay_ms: Some(1),
+                sync_ms: Some(2),
+                async_ms: Some(3),
+                ..SubtaskCheckpoint::default()
+            })
+            .collect();
+        FinishedCheckpoint::completed(id, triggered_at, e2e)
+            .sizes(100, 100)
+            .acknowledged(2, 2)
+            .operator("v1", "map", subtasks)
     }
 
     pub(in crate::state) fn poll(
@@ -1132,11 +1122,7 @@ pub(super) mod tests {
 
     /// A completed checkpoint `id` triggered at `at` ms.
     fn completed_at(id: u64, at: i64) -> FinishedCheckpoint {
-        FinishedCheckpoint {
-            triggered_at: Timestamp(at),
-            finished_at: Timestamp(at + 50),
-            ..completed(id, 50)
-        }
+        checkpoint_at(id, Timestamp(at), 50)
     }
 
     #[test]
@@ -1305,12 +1291,7 @@ pub(super) mod tests {
     }
 
     fn failed(id: u64, message: &str) -> FinishedCheckpoint {
-        FinishedCheckpoint {
-            status: CheckpointStatus::Failed,
-            failure_message: Some(message.into()),
-            end_to_end_ms: None,
-            ..completed(id, 50)
-        }
+        completed(id, 50).failed(message)
     }
 
     fn job_poll(

@@ -1,13 +1,16 @@
 //! A replay server for many jobs behind a slow network: every job replays the same captured
 //! scenario (its own step through `rest/poll/`), under its own id and name, and every request
 //! is answered after an injected delay. It counts requests, the most it had in flight at once,
-//! and how often each (job, checkpoint) had its details asked for.
+//! and how often each (job, checkpoint) had its details asked for. Its gate holds answers back on
+//! demand: until a number of job requests are in flight at once (so a test sees the concurrency a
+//! poller reaches, whatever the machine's load), or every answer until the test releases them (a
+//! cluster that does not answer for as long as a test needs).
 #![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,6 +20,7 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::get;
 use serde_json::Value;
+use tokio::sync::Notify;
 
 use super::{Scenario, read_json};
 
@@ -30,7 +34,24 @@ struct Many {
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     details: Mutex<HashMap<(String, u64), usize>>,
+    gate: Gate,
 }
+
+/// Holds answers back while closed. See [`ManyServer::hold_until_in_flight`] and
+/// [`ManyServer::hold_everything`].
+#[derive(Default)]
+struct Gate {
+    closed: AtomicBool,
+    /// Opens by itself when this many requests are in flight at once; 0: only `release` opens it.
+    opens_at_in_flight: AtomicUsize,
+    /// Whether `/overview` and `/jobs/overview` wait too (they come one at a time, first in a round).
+    holds_listing: AtomicBool,
+    opened: Notify,
+}
+
+/// How long a held job request waits for the in-flight count before the gate gives up and opens:
+/// a poller that never reaches the count fails the test's assertion on it instead of hanging.
+const GATE_PATIENCE: Duration = Duration::from_secs(30);
 
 /// A running many-jobs replay server.
 pub struct ManyServer {
@@ -63,6 +84,32 @@ impl ManyServer {
     /// The most requests that were in flight at once.
     pub fn max_in_flight(&self) -> usize {
         self.state.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Forgets the most requests in flight so far: [`ManyServer::max_in_flight`] counts from now.
+    pub fn reset_max_in_flight(&self) {
+        self.state.max_in_flight.store(self.state.in_flight.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    /// Closes the gate for job requests: each waits until `in_flight` requests are in flight at
+    /// once, then the gate stays open (until closed again) and every waiting one goes on. After
+    /// [`GATE_PATIENCE`] without that many, it opens anyway.
+    pub fn hold_until_in_flight(&self, in_flight: usize) {
+        self.state.gate.opens_at_in_flight.store(in_flight, Ordering::SeqCst);
+        self.state.gate.holds_listing.store(false, Ordering::SeqCst);
+        self.state.gate.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// Closes the gate for every request, until [`ManyServer::release`].
+    pub fn hold_everything(&self) {
+        self.state.gate.opens_at_in_flight.store(0, Ordering::SeqCst);
+        self.state.gate.holds_listing.store(true, Ordering::SeqCst);
+        self.state.gate.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// Opens the gate: every held request goes on.
+    pub fn release(&self) {
+        self.state.gate.open();
     }
 
     /// `/checkpoints` answers served to the job least polled.
@@ -102,6 +149,7 @@ pub async fn replay_many(version: &str, name: &str, jobs: usize, delay: Duration
         in_flight: AtomicUsize::new(0),
         max_in_flight: AtomicUsize::new(0),
         details: Mutex::new(HashMap::new()),
+        gate: Gate::default(),
     });
     let app = Router::new()
         .route("/overview", get(overview))
@@ -125,12 +173,44 @@ type S = State<Arc<Many>>;
 async fn slow(State(s): S, request: Request, next: Next) -> Response {
     let now = s.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     s.max_in_flight.fetch_max(now, Ordering::SeqCst);
+    s.gate.pass(now, request.uri().path()).await;
     // Part of the scenario: the stub answers slowly on purpose.
     tokio::time::sleep(s.delay).await;
     let response = next.run(request).await;
     s.in_flight.fetch_sub(1, Ordering::SeqCst);
     s.requests.fetch_add(1, Ordering::SeqCst);
     response
+}
+
+impl Gate {
+    /// Waits while the gate is closed for this request; the request that brings the in-flight
+    /// count to the gate's number opens it.
+    async fn pass(&self, in_flight: usize, path: &str) {
+        if matches!(path, "/overview" | "/jobs/overview") && !self.holds_listing.load(Ordering::SeqCst) {
+            return;
+        }
+        // Registered before looking at the gate, so an opening in between is not missed.
+        let opened = self.opened.notified();
+        tokio::pin!(opened);
+        opened.as_mut().enable();
+        if !self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        match self.opens_at_in_flight.load(Ordering::SeqCst) {
+            0 => opened.await,
+            n if in_flight >= n => self.open(),
+            _ => {
+                if tokio::time::timeout(GATE_PATIENCE, opened).await.is_err() {
+                    self.open();
+                }
+            }
+        }
+    }
+
+    fn open(&self) {
+        self.closed.store(false, Ordering::SeqCst);
+        self.opened.notify_waiters();
+    }
 }
 
 fn rest(s: &Many, name: &str) -> PathBuf {

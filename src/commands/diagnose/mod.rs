@@ -361,7 +361,7 @@ mod tests {
         let left_out: Vec<&str> = all.clone().filter(|s| ended_for_diagnose(s)).collect();
         assert_eq!(left_out, ["FAILED", "CANCELED", "FINISHED"]);
     }
-    use crate::observe::OperatorCheckpoint;
+
     use crate::observe::{CheckpointStatus, FinishedCheckpoint, SnapshotKind, SubtaskCheckpoint};
 
     fn job(history: serde_json::Value, finished: Vec<FinishedCheckpoint>) -> JobData {
@@ -417,22 +417,14 @@ mod tests {
         status: CheckpointStatus,
         subtasks: Vec<SubtaskCheckpoint>,
     ) -> FinishedCheckpoint {
-        FinishedCheckpoint {
-            id,
-            status,
-            kind,
-            triggered_at: Timestamp(id as i64 * 10_000),
-            finished_at: Timestamp(id as i64 * 10_000 + 30),
-            end_to_end_ms: Some(30),
-            checkpointed_bytes: None,
-            full_state_bytes: None,
-            processed_bytes: None,
-            persisted_bytes: None,
-            num_subtasks: subtasks.len() as u32,
-            num_acknowledged: subtasks.iter().filter(|s| s.acknowledged).count() as u32,
-            failure_message: (status == CheckpointStatus::Failed)
-                .then(|| "Asynchronous task checkpoint failed.".into()),
-            operators: vec![OperatorCheckpoint { vertex_id: "v".into(), name: "map".into(), subtasks }],
+        let acknowledged = subtasks.iter().filter(|s| s.acknowledged).count() as u32;
+        let checkpoint = FinishedCheckpoint::completed(id, Timestamp(id as i64 * 10_000), 30)
+            .kind(kind)
+            .acknowledged(acknowledged, subtasks.len() as u32)
+            .operator("v", "map", subtasks);
+        match status {
+            CheckpointStatus::Failed => checkpoint.failed("Asynchronous task checkpoint failed."),
+            CheckpointStatus::Completed => checkpoint,
         }
     }
 
