@@ -128,8 +128,16 @@ async fn clusters_follow_services_and_flink_deployments_through_drops_and_410() 
     stub.drop_watches();
     stub.delete(Res::Services, "flink", "orders-rest");
     let t = std::time::Instant::now();
-    let gone =
-        scrape_until(daemon.addr, "orders removed", WAIT, |m| !m.contains("cluster=\"flink.orders\"")).await;
+    // The series going and the broken watch being counted are two steps: wait for both.
+    let gone = scrape_until(daemon.addr, "orders removed and the broken watch counted", WAIT, |m| {
+        !m.contains("cluster=\"flink.orders\"")
+            && sample(
+                m,
+                "checkpoint_sentinel_kubernetes_watch_errors_total",
+                &[("kind", "services"), ("reason", "watch_stream")],
+            ) >= Some(1.0)
+    })
+    .await;
     eprintln!("kubernetes: dropped watch + delete -> series gone in {:?}", t.elapsed());
     assert_eq!(stub.lists(Res::Services), 1, "resumed, not listed again");
     assert!(stub.watches(Res::Services) > watches, "a new watch");
