@@ -20,6 +20,7 @@ mod faults;
 mod fixtures_parse;
 mod golden;
 mod golden_text;
+mod history_backlog;
 mod hostile;
 mod kube_stub;
 mod kubernetes;

@@ -1089,6 +1089,7 @@ mod tests {
                 in_progress: Vec::new(),
                 finished,
                 latest_restore: None,
+                deferred: Default::default(),
             }),
             Timestamp(1_016_000),
         );
@@ -1151,6 +1152,7 @@ mod tests {
                 in_progress: Vec::new(),
                 finished: vec![stop],
                 latest_restore: None,
+                deferred: Default::default(),
             }),
             Timestamp(1_030_000),
         );
@@ -1179,6 +1181,7 @@ mod tests {
                 in_progress: Vec::new(),
                 finished: vec![slow],
                 latest_restore: None,
+                deferred: Default::default(),
             }),
             Timestamp(1_031_000),
         );
@@ -1277,6 +1280,7 @@ mod tests {
                     in_progress: Vec::new(),
                     finished: vec![cp.clone()],
                     latest_restore: None,
+                    deferred: Default::default(),
                 }),
                 Timestamp(1_020_000),
             );

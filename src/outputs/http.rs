@@ -425,6 +425,7 @@ mod tests {
             in_progress: Vec::new(),
             finished: vec![finished],
             latest_restore: None,
+            deferred: Default::default(),
         }));
         // The page carries the jobs as the API shows them, with "<" escaped inside its script.
         let (_, page) = get(&router, "/").await;

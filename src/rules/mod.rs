@@ -587,6 +587,7 @@ mod tests {
             in_progress: Vec::new(),
             finished,
             latest_restore: None,
+            deferred: Default::default(),
         });
         state.apply(&obs, Timestamp(at));
     }
@@ -714,6 +715,7 @@ mod tests {
             }],
             finished: Vec::new(),
             latest_restore: None,
+            deferred: Default::default(),
         });
         state.apply(&obs, Timestamp(at + after));
     }
@@ -906,6 +908,7 @@ mod tests {
                 in_progress,
                 finished: expired,
                 latest_restore: None,
+                deferred: Default::default(),
             });
             state.apply(&obs, Timestamp(at));
             ev.evaluate(&state, Timestamp(at));
@@ -1047,6 +1050,7 @@ mod tests {
             in_progress: Vec::new(),
             finished,
             latest_restore: None,
+            deferred: Default::default(),
         });
         state.apply(&obs, Timestamp(1_000));
         let rule = scoped(

@@ -1047,6 +1047,7 @@ mod tests {
             in_progress,
             finished,
             latest_restore: None,
+            deferred: Default::default(),
         }
     }
 
