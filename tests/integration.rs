@@ -7,6 +7,7 @@ mod common;
 
 mod alert_replay;
 mod alertmanager;
+mod api_errors;
 mod cli_json;
 mod concurrent_poll;
 mod demo;
