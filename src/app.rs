@@ -313,6 +313,7 @@ mod tests {
                 in_progress: Vec::new(),
                 finished,
                 latest_restore: None,
+                deferred: Default::default(),
             })
         };
         app.apply(&poll(Vec::new()));

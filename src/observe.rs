@@ -327,6 +327,18 @@ pub struct JobPoll {
     pub finished: Vec<FinishedCheckpoint>,
     /// The latest restore, if any: (checkpoint id, when).
     pub latest_restore: Option<(Option<u64>, Timestamp)>,
+    /// Finished checkpoints Flink still lists whose details the poller left for a later round
+    /// (more new ones than `max_history_per_poll`): not in `finished`, and not unobserved.
+    pub deferred: Deferred,
+}
+
+/// Finished checkpoints of a poll left for a later round, by status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Deferred {
+    /// Completed ones.
+    pub completed: u64,
+    /// Failed ones.
+    pub failed: u64,
 }
 
 /// A completed or failed checkpoint with everything known about it.

@@ -69,6 +69,7 @@ fn every_real_failure_is_counted_once_from_the_log_and_shutdowns_not_at_all() {
                 in_progress: Vec::new(),
                 finished: Vec::new(),
                 latest_restore: None,
+                deferred: Default::default(),
             };
             state.apply(&Observation::JobPolled(poll), Timestamp(0));
             let mut events = events;

@@ -7,6 +7,7 @@ mod common;
 
 mod alert_replay;
 mod alertmanager;
+mod api_errors;
 mod cli_json;
 mod concurrent_poll;
 mod demo;
@@ -20,6 +21,7 @@ mod faults;
 mod fixtures_parse;
 mod golden;
 mod golden_text;
+mod history_backlog;
 mod hostile;
 mod kube_stub;
 mod kubernetes;

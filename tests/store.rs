@@ -77,6 +77,7 @@ fn poll(finished: Vec<FinishedCheckpoint>) -> Observation {
         in_progress: Vec::new(),
         finished,
         latest_restore: None,
+        deferred: Default::default(),
     })
 }
 

@@ -136,6 +136,7 @@ fn job_poll(job: &str, at: i64, counts: CheckpointCounts, finished: Vec<Finished
         in_progress: Vec::new(),
         finished,
         latest_restore: None,
+        deferred: Default::default(),
     })
 }
 

@@ -49,7 +49,8 @@ pub struct ClusterConfig {
     /// order, running ones first); the rest are counted in `checkpoint_sentinel_inputs_cut_total`.
     pub max_jobs: usize,
     /// At most this many newly finished checkpoints of a job have their details fetched in one
-    /// poll round (the newest); older ones are counted from Flink's counts.
+    /// poll round (the newest); the others in later rounds while Flink still lists them
+    /// (`sources::poller`, deferral).
     pub max_history_per_poll: usize,
     /// In a sharded deployment, share this cluster's jobs out between the replicas instead of
     /// giving the whole cluster to one: every replica polls its overview and watches only the

@@ -862,6 +862,7 @@ impl Coordinator {
             in_progress,
             finished,
             latest_restore: self.latest_restore.filter(|(_, t)| *t <= at),
+            deferred: Default::default(),
         }
     }
 }

@@ -1078,6 +1078,7 @@ mod tests {
                 in_progress: Vec::new(),
                 finished,
                 latest_restore: None,
+                deferred: Default::default(),
             }),
             Timestamp(1_016_000),
         );
@@ -1140,6 +1141,7 @@ mod tests {
                 in_progress: Vec::new(),
                 finished: vec![stop],
                 latest_restore: None,
+                deferred: Default::default(),
             }),
             Timestamp(1_030_000),
         );
@@ -1168,6 +1170,7 @@ mod tests {
                 in_progress: Vec::new(),
                 finished: vec![slow],
                 latest_restore: None,
+                deferred: Default::default(),
             }),
             Timestamp(1_031_000),
         );
@@ -1266,6 +1269,7 @@ mod tests {
                     in_progress: Vec::new(),
                     finished: vec![cp.clone()],
                     latest_restore: None,
+                    deferred: Default::default(),
                 }),
                 Timestamp(1_020_000),
             );

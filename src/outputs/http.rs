@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Path, Query, State as Extract};
+use axum::extract::{FromRequestParts, State as Extract};
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -45,7 +46,52 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/v1/jobs/{cluster}/{job_id}", get(api_job))
         .route("/api/v1/jobs/{cluster}/{job_id}/checkpoints", get(api_checkpoints))
         .route("/api/v1/events", get(api_events))
+        .fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+}
+
+/// An API error: `{"error": message}` with its status, as every error of the API answers.
+fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, axum::Json(serde_json::json!({ "error": message.into() }))).into_response()
+}
+
+/// A path that no route serves.
+async fn no_route(uri: axum::http::Uri) -> Response {
+    json_error(StatusCode::NOT_FOUND, format!("no route {}", uri.path()))
+}
+
+/// A route asked with a method it does not serve (only GET is served).
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    json_error(StatusCode::METHOD_NOT_ALLOWED, format!("{method} {}: only GET is served", uri.path()))
+}
+
+/// axum's `Path`, rejected with a JSON error body instead of axum's plain text.
+struct Path<T>(T);
+
+impl<T: serde::de::DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Path<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(Path(value)),
+            Err(rejection) => Err(json_error(rejection.status(), rejection.body_text())),
+        }
+    }
+}
+
+/// axum's `Query`, rejected with a JSON error body instead of axum's plain text.
+struct Query<T>(T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(Query(value)),
+            Err(rejection) => Err(json_error(rejection.status(), rejection.body_text())),
+        }
+    }
 }
 
 /// The status page: one static file that reads the JSON API.
@@ -127,7 +173,7 @@ struct CheckpointsQuery {
 const DEFAULT_HISTORY_LIMIT: usize = 1000;
 
 fn bad_request(message: String) -> Response {
-    (StatusCode::BAD_REQUEST, axum::Json(serde_json::json!({ "error": message }))).into_response()
+    json_error(StatusCode::BAD_REQUEST, message)
 }
 
 /// The store's records of one job: read on a blocking thread, off the state lock; the view is
@@ -410,6 +456,7 @@ mod tests {
             in_progress: Vec::new(),
             finished: vec![finished],
             latest_restore: None,
+            deferred: Default::default(),
         }));
         // The page carries the jobs as the API shows them, with "<" escaped inside its script.
         let (_, page) = get(&router, "/").await;

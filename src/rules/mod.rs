@@ -571,6 +571,7 @@ mod tests {
             in_progress: Vec::new(),
             finished,
             latest_restore: None,
+            deferred: Default::default(),
         });
         state.apply(&obs, Timestamp(at));
     }
@@ -698,6 +699,7 @@ mod tests {
             }],
             finished: Vec::new(),
             latest_restore: None,
+            deferred: Default::default(),
         });
         state.apply(&obs, Timestamp(at + after));
     }
@@ -879,6 +881,7 @@ mod tests {
                 in_progress,
                 finished: expired,
                 latest_restore: None,
+                deferred: Default::default(),
             });
             state.apply(&obs, Timestamp(at));
             ev.evaluate(&state, Timestamp(at));
@@ -1005,6 +1008,7 @@ mod tests {
             in_progress: Vec::new(),
             finished,
             latest_restore: None,
+            deferred: Default::default(),
         });
         state.apply(&obs, Timestamp(1_000));
         let rule = scoped(

@@ -1107,6 +1107,7 @@ mod tests {
             in_progress,
             finished,
             latest_restore: None,
+            deferred: Default::default(),
         }
     }
 

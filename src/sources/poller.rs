@@ -17,7 +17,8 @@ use tokio::sync::Semaphore;
 use crate::app::AppState;
 use crate::config::{ClusterConfig, Pattern};
 use crate::observe::{
-    ClusterPoll, EventSeverity, JobKey, JobPoll, JobStatus, JobSummary, LogEvent, LogKind, Observation,
+    CheckpointStatus, ClusterPoll, Deferred, EventSeverity, FinishedCheckpoint, JobKey, JobPoll, JobStatus,
+    JobSummary, LogEvent, LogKind, Observation,
 };
 use crate::sources::flink::client::{ClientBuildError, FetchError, FlinkClient};
 use crate::sources::flink::{convert, dto};
@@ -102,12 +103,32 @@ struct JobCache {
     /// The restore being timed (Flink's restore time), how often its subtasks were fetched, and
     /// the round from which they are due again.
     restore: Option<(Timestamp, u32, u64)>,
+    /// Finished checkpoints Flink listed whose details were left for a later round (over
+    /// `max_history_per_poll`), as its history told them: a deferred one that Flink no longer
+    /// lists is counted from this, without its per-subtask details, instead of going by
+    /// unobserved. At most [`MAX_DEFERRED_REMEMBERED`], the newest.
+    deferred: std::collections::BTreeMap<u64, FinishedCheckpoint>,
 }
+
+/// How many deferred checkpoints per job the poller remembers from Flink's history. Beyond
+/// this (a first poll of a job whose history holds thousands), the oldest are counted from
+/// Flink's counts once it forgets them (unobserved), as before there was a deferral.
+pub const MAX_DEFERRED_REMEMBERED: usize = 1024;
 
 /// A restore's subtasks are fetched again after at most this many rounds while not all of
 /// them run: Flink's timestamps say when each entered RUNNING, so a later look loses no
 /// precision, and a restore of hours costs a few requests per minute, not per poll.
 const RESTORE_RECHECK_MAX_ROUNDS: u64 = 30;
+
+/// A job's unseen history entries split by [`Poller::defer_beyond_limit`].
+struct Backlog {
+    /// Ids whose details are fetched this round.
+    fetch_now: Vec<u64>,
+    /// Deferred checkpoints Flink no longer lists, as its history told them.
+    forgotten: Vec<FinishedCheckpoint>,
+    /// Listed ones left for a later round.
+    deferred: Deferred,
+}
 
 /// Polls one cluster.
 pub struct Poller {
@@ -333,6 +354,7 @@ impl Poller {
             if config.is_none() {
                 tracing::info!(cluster = %self.config.name, job = %job.jid, "checkpointing is disabled for this job; not watching it");
             }
+            let deferred = slot.take().map(|c| c.deferred).unwrap_or_default();
             *slot = Some(JobCache {
                 state: job_state.clone(),
                 settings: Some(config.as_ref().map(convert::settings)),
@@ -346,6 +368,7 @@ impl Poller {
                 location_retries: LOCATION_RETRIES,
                 reported_pending: Default::default(),
                 restore: None,
+                deferred,
             });
         }
         let cache = slot.as_ref().expect("inserted above");
@@ -360,26 +383,19 @@ impl Poller {
             .filter(|cp| convert::status(cp).is_some())
             .map(|cp| (cp.id, Timestamp(cp.trigger_timestamp.unwrap_or(0))))
             .collect();
-        let mut unseen = {
+        let unseen = {
             let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
             state.unseen_entries(&self.config.name, &job.jid, &finished_ids)
         };
-        // The newest max_history_per_poll get their details this round, the others in later
-        // rounds (while Flink still has them; else they are counted from its counts). Before,
-        // 10,000 entries were 30,000 requests in one round.
-        if unseen.len() > self.config.max_history_per_poll {
-            unseen.sort_unstable_by(|a, b| b.cmp(a));
-            let deferred = unseen.len() - self.config.max_history_per_poll;
-            unseen.truncate(self.config.max_history_per_poll);
-            self.app.count_cut(&self.config.name, "history_entries", deferred as u64);
-        }
+        let cache = slot.as_mut().expect("inserted above");
+        let backlog = self.defer_beyond_limit(cache, &stats.history, unseen);
+        let (unseen, mut finished) = (backlog.fetch_now, backlog.forgotten);
         // The details of the new checkpoints are fetched concurrently (the semaphore bounds the
         // requests) and taken in the order of `unseen`.
         let fetched = futures_util::future::join_all(
             unseen.into_iter().map(|id| async move { (id, self.checkpoint_vertices(&job.jid, id).await) }),
         )
         .await;
-        let mut finished = Vec::new();
         for (id, vertices) in fetched {
             let Some(entry) = stats.history.iter().find(|cp| cp.id == id) else { continue };
             let vertices = match vertices {
@@ -452,7 +468,44 @@ impl Poller {
             in_progress: convert::in_progress(&stats.history),
             finished,
             latest_restore,
+            deferred: backlog.deferred,
         }))
+    }
+
+    /// Which of a job's unseen history entries get their details this round: the newest
+    /// `max_history_per_poll` (before, 10,000 entries were 30,000 requests in one round). The
+    /// others wait for later rounds while Flink lists them (counted in the poll's `deferred`,
+    /// so not as unobserved); the ones Flink forgot before their turn came are counted from
+    /// what its history said of them, without per-subtask details.
+    fn defer_beyond_limit(
+        &self,
+        cache: &mut JobCache,
+        history: &[dto::CheckpointStatistics],
+        mut unseen: Vec<u64>,
+    ) -> Backlog {
+        let listed: HashMap<u64, &dto::CheckpointStatistics> = history.iter().map(|cp| (cp.id, cp)).collect();
+        let remembered = std::mem::take(&mut cache.deferred);
+        let forgotten: Vec<FinishedCheckpoint> =
+            remembered.into_values().filter(|cp| !listed.contains_key(&cp.id)).collect();
+        let mut deferred = Deferred::default();
+        if unseen.len() > self.config.max_history_per_poll {
+            unseen.sort_unstable_by(|a, b| b.cmp(a));
+            let later = unseen.split_off(self.config.max_history_per_poll);
+            self.app.count_cut(&self.config.name, "history_entries", later.len() as u64);
+            for (rank, id) in later.iter().enumerate() {
+                let Some(checkpoint) = listed.get(id).and_then(|e| convert::finished(e, &[])) else {
+                    continue;
+                };
+                match checkpoint.status {
+                    CheckpointStatus::Completed => deferred.completed += 1,
+                    CheckpointStatus::Failed => deferred.failed += 1,
+                }
+                if rank < MAX_DEFERRED_REMEMBERED {
+                    cache.deferred.insert(*id, checkpoint);
+                }
+            }
+        }
+        Backlog { fetch_now: unseen, forgotten, deferred }
     }
 
     /// A job's latest restore with, when they answer, its `RESTARTING` time and every subtask's

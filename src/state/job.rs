@@ -86,6 +86,10 @@ pub struct JobState {
     pub suspect: SuspectRun,
     /// Checkpoints counted from Flink's counts without their own details.
     pub unobserved: Totals,
+    /// Finished checkpoints the last poll left for a later round while Flink still lists them
+    /// (`JobPoll::deferred`): in Flink's counts already, neither counted nor unobserved yet.
+    /// Not persisted: after a restart the poller starts its deferral afresh.
+    pub deferred: Totals,
     /// Finished checkpoint ids already counted.
     pub seen: SeenIds,
     /// Checkpoints in progress at the last poll.
@@ -204,6 +208,7 @@ impl JobState {
             newest: None,
             suspect: SuspectRun::default(),
             unobserved: Totals::default(),
+            deferred: Totals::default(),
             seen: SeenIds::default(),
             in_progress: Vec::new(),
             in_progress_polled_at: now,
@@ -563,6 +568,7 @@ impl JobState {
             self.earlier_incarnations.failed =
                 self.earlier_incarnations.failed.saturating_add(self.flink_counts.failed);
             self.flink_counts = CheckpointCounts::default();
+            self.deferred = Totals::default();
             // Trigger failures are told from Flink's total and the ids of the new epoch.
             self.total_and_max_id = None;
             if self.suspect.ids_restarted {
@@ -610,6 +616,13 @@ impl JobState {
         }
         let delta_completed = counts.completed.saturating_sub(self.flink_counts.completed);
         let delta_failed = counts.failed.saturating_sub(self.flink_counts.failed);
+        // The checkpoints behind the rise that are no longer waiting for a later round: the
+        // rise, plus what the previous poll deferred, less what this one defers.
+        let released = Totals {
+            completed: (delta_completed + self.deferred.completed).saturating_sub(poll.deferred.completed),
+            failed: (delta_failed + self.deferred.failed).saturating_sub(poll.deferred.failed),
+        };
+        self.deferred = Totals { completed: poll.deferred.completed, failed: poll.deferred.failed };
         // Each checkpoint with an id advances the ids by one and Flink's total by one; a trigger
         // that failed before it got an id adds to the total (as failed) only.
         let total = counts.completed.saturating_add(counts.failed).saturating_add(counts.in_progress);
@@ -633,15 +646,16 @@ impl JobState {
         .min(delta_failed);
         self.failed_without_id = self.failed_without_id.saturating_add(without_id);
         self.total_and_max_id = Some((total, max_id));
-        // Checkpoints spans counted since earlier polls are behind as much of the rise of
-        // Flink's counts as they reach; only the rest went by unobserved.
+        // Checkpoints spans counted since earlier polls are behind as much of the released rise
+        // of Flink's counts as they reach; only the rest went by unobserved (Flink no longer
+        // lists them: a deferred one is not unobserved until then).
         let by_spans = self.traced.reconcile(Totals {
-            completed: delta_completed.saturating_sub(newly_seen.completed),
-            failed: delta_failed.saturating_sub(newly_seen.failed),
+            completed: released.completed.saturating_sub(newly_seen.completed),
+            failed: released.failed.saturating_sub(newly_seen.failed),
         });
         self.traced.prune(poll.finished.iter().map(|cp| cp.id).min());
-        let unseen_completed = delta_completed.saturating_sub(newly_seen.completed + by_spans.completed);
-        let unseen_failed = delta_failed.saturating_sub(newly_seen.failed + by_spans.failed);
+        let unseen_completed = released.completed.saturating_sub(newly_seen.completed + by_spans.completed);
+        let unseen_failed = released.failed.saturating_sub(newly_seen.failed + by_spans.failed);
         let unseen_failed_with_id = unseen_failed.saturating_sub(without_id);
         if unseen_completed > 0 {
             // A checkpoint completed between polls without its details: the run of failures
@@ -943,6 +957,7 @@ pub(super) mod tests {
             in_progress: Vec::new(),
             finished,
             latest_restore: None,
+            deferred: Default::default(),
         })
     }
 
@@ -1324,6 +1339,7 @@ pub(super) mod tests {
                 .collect(),
             finished,
             latest_restore: None,
+            deferred: Default::default(),
         })
     }
 

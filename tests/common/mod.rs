@@ -513,6 +513,7 @@ impl Scenario {
                         .as_ref()
                         .and_then(|l| l.restored.as_ref())
                         .and_then(|r| r.restore_timestamp.map(|t| (r.id, Timestamp(t)))),
+                    deferred: Default::default(),
                 }
             })
             .collect()

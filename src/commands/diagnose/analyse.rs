@@ -495,6 +495,7 @@ fn shadow_view(job: &Job<'_>, counts: crate::observe::CheckpointCounts) -> (Vec<
         in_progress: convert::in_progress(&d.stats.history),
         finished: ordered,
         latest_restore: None,
+        deferred: Default::default(),
     });
     let ex = shadow.explanation();
     match (ex.schedule, CoordinatorConfig::from_settings(settings)) {
