@@ -16,9 +16,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::observe::{
-    CheckpointStatus, FailureReason, FinishedCheckpoint, JobStatus, SnapshotKind,
-};
+use crate::observe::{CheckpointStatus, FailureReason, FinishedCheckpoint, JobStatus, SnapshotKind};
 use crate::rules::expr::Context;
 use crate::rules::{Alert, AlertSeverity, AlertState, AlertsView};
 use crate::state::{ClusterState, JobState};
