@@ -100,7 +100,7 @@ pub struct Outbox {
 
 /// Checkpoints of one job the outbox dropped, as ranges of ids.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DroppedRanges {
+pub struct DroppedRange {
     /// The cluster's name.
     pub cluster: String,
     /// The job id.
@@ -109,7 +109,7 @@ pub struct DroppedRanges {
     pub ranges: Vec<(u64, u64)>,
 }
 
-impl DroppedRanges {
+impl DroppedRange {
     /// `257–1097, 1200` (as the log line says it).
     pub fn describe(&self) -> String {
         self.ranges
@@ -220,10 +220,10 @@ impl Outbox {
     }
 
     /// The checkpoints dropped since the last call, per job, as id ranges.
-    pub fn take_dropped(&mut self) -> Vec<DroppedRanges> {
+    pub fn take_dropped(&mut self) -> Vec<DroppedRange> {
         std::mem::take(&mut self.dropped_ids)
             .into_iter()
-            .map(|((cluster, job_id), ids)| DroppedRanges { cluster, job_id, ranges: ranges_of(ids) })
+            .map(|((cluster, job_id), ids)| DroppedRange { cluster, job_id, ranges: ranges_of(ids) })
             .collect()
     }
 

@@ -240,6 +240,13 @@ fn open_db(path: &Path, faults: &Arc<DiskFaults>) -> Result<Database, OpenFailur
         txn.open_table(RESTORES)?;
         txn.open_table(RESTORES_BY_TIME)?;
         txn.commit()?;
+        // redb checks pages only when it must recover from a crash: a file damaged while the
+        // daemon was stopped (a garbled page) would otherwise panic later, in some write. The
+        // check reads the whole file once (about a second per 100 MB), at open only.
+        let mut db = db;
+        if !db.check_integrity()? {
+            tracing::warn!(file = %path.display(), "the checkpoint store was damaged and redb repaired it");
+        }
         Ok(db)
     });
     match opened {
