@@ -10,9 +10,8 @@ use checkpoint_sentinel::app::AppState;
 use checkpoint_sentinel::daemon::persist_if_changed;
 use checkpoint_sentinel::state::persist;
 use checkpoint_sentinel::state::store::{DiskFaults, Store};
-use checkpoint_sentinel::time::Timestamp;
 
-use crate::store::{BOUNDS, T0, WINDOW, all, completed, poll, state_with_outbox};
+use crate::store::{BOUNDS, WINDOW, all, completed, poll, state_with_outbox};
 
 /// A daemon's shared state over a store in `dir` on a disk with `faults`.
 fn app_on(dir: &Path, faults: Arc<DiskFaults>) -> (Arc<AppState>, Arc<Store>) {
@@ -185,5 +184,4 @@ async fn a_real_full_tmpfs_freed_again_loses_no_checkpoint() {
     })
     .await;
     assert_eq!(all(&store), (1..=last).collect::<Vec<_>>(), "every id once, none missing");
-    let _ = T0;
 }
