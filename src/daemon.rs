@@ -86,6 +86,50 @@ fn lock_state_dir(dir: &Path) -> Result<std::fs::File, StartError> {
     }
 }
 
+/// The state directory's lock, held, with the (device, inode) of the directory and of the lock
+/// file when it was taken: a directory removed or replaced under the daemon (its lock file
+/// with it) would let a second daemon start on it, so each persist round looks again.
+struct StateDirLock {
+    dir: PathBuf,
+    /// Held while open.
+    _file: std::fs::File,
+    ids: [Option<(u64, u64)>; 2],
+}
+
+/// The (device, inode) of `path`, `None` if there is none.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+impl StateDirLock {
+    fn take(dir: &Path) -> Result<StateDirLock, StartError> {
+        let file = lock_state_dir(dir)?;
+        let ids = [identity(dir), identity(&dir.join(LOCK_FILE))];
+        Ok(StateDirLock { dir: dir.to_path_buf(), _file: file, ids })
+    }
+
+    /// Whether the directory or its lock file is not the one locked any more: then, loudly,
+    /// the directory is made again and the lock taken again (the caller writes everything it
+    /// holds). A second daemon that got there first is logged; this one keeps the old lock.
+    fn retake_if_replaced(&mut self) -> bool {
+        let now = [identity(&self.dir), identity(&self.dir.join(LOCK_FILE))];
+        if now == self.ids {
+            return false;
+        }
+        tracing::error!(
+            dir = %self.dir.display(),
+            "THE STATE DIRECTORY WAS REMOVED OR REPLACED while running: making it again, taking its lock \
+             again and writing the state and the checkpoint store anew"
+        );
+        match StateDirLock::take(&self.dir) {
+            Ok(fresh) => *self = fresh,
+            Err(e) => tracing::error!("cannot lock the state directory again: {e}"),
+        }
+        true
+    }
+}
+
 /// A running daemon.
 pub struct Running {
     /// The address the HTTP server listens on.
@@ -183,7 +227,7 @@ pub async fn start_sharded(
 ) -> Result<Running, StartError> {
     let config = config.for_shard(shard);
     log_shard(&config, shard);
-    let lock = lock_state_dir(&config.state.dir)?;
+    let lock = StateDirLock::take(&config.state.dir)?;
     let saved = config.state.dir.join(persist::STATE_FILE).exists();
     let mut state = load_state(&config.state.dir, window_of(&config));
     // Discovery reads its files before the state is trimmed, so what was persisted about a
@@ -235,7 +279,7 @@ pub async fn start_sharded(
         alert_task,
         server,
         _watcher: watcher,
-        _lock: lock,
+        lock,
     };
     let task = tokio::spawn(supervisor.run(shutdown_rx, reload_rx));
     Ok(Running { addr, app, shutdown: shutdown_tx, task })
@@ -371,7 +415,7 @@ struct Supervisor {
     /// The file watcher stops when dropped, and the state directory's lock is held while its
     /// file is open: both live as long as this task.
     _watcher: Option<notify::RecommendedWatcher>,
-    _lock: std::fs::File,
+    lock: StateDirLock,
 }
 
 impl Supervisor {
@@ -383,6 +427,14 @@ impl Supervisor {
             tokio::select! {
                 changed = shutdown_rx.changed() => if changed.is_err() || *shutdown_rx.borrow() { break },
                 _ = persist_tick.tick() => {
+                    if self.lock.retake_if_replaced() {
+                        // Everything again: the state file (any generation), and the store
+                        // notices its file is gone and writes a new one with all it held.
+                        persisted_generation = u64::MAX;
+                        if let Some(store) = self.app.store.get() {
+                            store.follow_file(Timestamp::now());
+                        }
+                    }
                     persisted_generation = persist_if_changed(&self.app, &self.state_dir, persisted_generation).await;
                 }
                 _ = expire_tick.tick() => {

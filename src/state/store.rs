@@ -350,6 +350,16 @@ impl Store {
         self.inner.read().unwrap_or_else(|e| e.into_inner()).failing.clone()
     }
 
+    /// Writes a new file with everything the open one held if the file at the path is not the
+    /// open one (it, or its directory, was removed or replaced): redb would write on into the
+    /// deleted file, lost at the next start.
+    pub fn follow_file(&self, now: Timestamp) {
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if inner.db.is_some() && file_id(&self.path) != inner.file_id {
+            self.rewrite_replaced(&mut inner, now);
+        }
+    }
+
     /// Opens the file into `inner` (moving a damaged one aside first).
     fn open_into(&self, inner: &mut Inner, now: Timestamp) -> Result<(), String> {
         if let Some(dir) = self.path.parent() {
