@@ -1008,21 +1008,19 @@ pub async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation
     }
 }
 
+/// A batch written, or refused with the records to put back.
+type StoreOutcome = Result<
+    crate::state::store::Written,
+    (
+        crate::state::store::StoreError,
+        Vec<crate::state::outbox::Outboxed>,
+        Vec<crate::state::outbox::OutboxedRestore>,
+    ),
+>;
+
 /// What the store did with a batch: counted, or the batch back into the outbox (the state
 /// snapshot written beside it holds it too).
-fn note_store(
-    app: &AppState,
-    stored: Option<
-        Result<
-            crate::state::store::Written,
-            (
-                crate::state::store::StoreError,
-                Vec<crate::state::outbox::Outboxed>,
-                Vec<crate::state::outbox::OutboxedRestore>,
-            ),
-        >,
-    >,
-) {
+fn note_store(app: &AppState, stored: Option<StoreOutcome>) {
     match stored {
         None => {}
         Some(Ok(w)) => {

@@ -4,8 +4,10 @@
 //! An I/O edge like `state::persist`: a redb database (`state.dir/checkpoints.redb`) with one
 //! record per (cluster, job id, trigger time, checkpoint id). The key makes writes idempotent:
 //! the persister writes a batch *before* the state snapshot that marks its checkpoints counted,
-//! so a `kill -9` between the two makes the restarted daemon count them again and write the
-//! same keys again, one record each (never a loss, never a duplicate). The trigger time in the
+//! and a batch the store refuses goes into that snapshot's outbox section instead, so every
+//! counted checkpoint is in the store or in the state file; a `kill -9` in between makes the
+//! restarted daemon write the same keys again, one record each (never a loss, never a
+//! duplicate). The trigger time in the
 //! key keeps apart two checkpoints with the same id (a job whose ids start again at 1 after a
 //! restart without HA) and orders a job's records by time for range queries.
 
