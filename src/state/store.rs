@@ -11,6 +11,10 @@
 //! key keeps apart two checkpoints with the same id (a job whose ids start again at 1 after a
 //! restart without HA) and orders a job's records by time for range queries.
 
+// redb's own error is 160 bytes; it is returned once per failed write or read (a cold path),
+// and boxing it would lose `?` from redb's many error types.
+#![allow(clippy::result_large_err)]
+
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
