@@ -18,6 +18,8 @@ pub struct AppState {
     pub generation: AtomicU64,
     persist_errors: AtomicU64,
     last_persisted_ms: AtomicI64,
+    /// Why the last state write failed, `None` when it worked (for `/readyz`).
+    persist_problem: RwLock<Option<String>>,
     /// The latest alert evaluation, for metrics and the API.
     pub alerts: RwLock<AlertsView>,
     /// Delivery counters per Alertmanager, after each delivery round.
@@ -105,6 +107,12 @@ pub struct StoreCounters {
     pub pruned: u64,
     /// Failed writes.
     pub errors: u64,
+    /// Damaged files moved aside.
+    pub files_set_aside: u64,
+    /// Whether the last write (or open) failed.
+    pub failing: bool,
+    /// Records waiting in the outbox for the store.
+    pub waiting: u64,
 }
 
 impl AppState {
@@ -117,6 +125,7 @@ impl AppState {
             generation: AtomicU64::new(0),
             persist_errors: AtomicU64::new(0),
             last_persisted_ms: AtomicI64::new(0),
+            persist_problem: RwLock::new(None),
             alerts: RwLock::new(AlertsView::default()),
             alertmanagers: RwLock::default(),
             log_events_arrived: tokio::sync::Notify::new(),
@@ -195,14 +204,36 @@ impl AppState {
         *cuts.entry((cluster.to_string(), what)).or_insert(0) += n;
     }
 
-    /// Records the outcome of a state write.
-    pub fn persisted(&self, result: Result<Timestamp, ()>) {
+    /// Records the outcome of a state write (the error's text when it failed).
+    pub fn persisted(&self, result: Result<Timestamp, String>) {
+        let mut problem = self.persist_problem.write().unwrap_or_else(|e| e.into_inner());
         match result {
-            Ok(at) => self.last_persisted_ms.store(at.millis(), Ordering::Relaxed),
-            Err(()) => {
+            Ok(at) => {
+                self.last_persisted_ms.store(at.millis(), Ordering::Relaxed);
+                *problem = None;
+            }
+            Err(why) => {
                 self.persist_errors.fetch_add(1, Ordering::Relaxed);
+                *problem = Some(why);
             }
         }
+    }
+
+    /// What keeps the daemon from writing what it must keep: the state file's last error, the
+    /// checkpoint store's failure (with since when). Empty when both are written.
+    pub fn write_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Some(why) = self.persist_problem.read().unwrap_or_else(|e| e.into_inner()).clone() {
+            problems.push(format!("the state file cannot be written: {why}"));
+        }
+        if let Some(failing) = self.store.get().and_then(|s| s.failing()) {
+            problems.push(format!(
+                "the checkpoint store cannot be written since {}: {}",
+                crate::time::log_time(failing.since),
+                failing.reason
+            ));
+        }
+        problems
     }
 
     /// The daemon's own counters.
@@ -244,10 +275,14 @@ impl AppState {
                 }
             }
         }
-        let store = self.store.get().map(|_| StoreCounters {
+        let waiting = self.state.read().unwrap_or_else(|e| e.into_inner()).outbox.len() as u64;
+        let store = self.store.get().map(|store| StoreCounters {
             records: self.store_stats.records.load(Ordering::Relaxed),
             pruned: self.store_stats.pruned.load(Ordering::Relaxed),
             errors: self.store_stats.errors.load(Ordering::Relaxed),
+            files_set_aside: store.files_set_aside(),
+            failing: store.failing().is_some(),
+            waiting,
         });
         DaemonStats {
             http_connections: listener.connections.load(Ordering::Relaxed),

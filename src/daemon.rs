@@ -86,6 +86,50 @@ fn lock_state_dir(dir: &Path) -> Result<std::fs::File, StartError> {
     }
 }
 
+/// The state directory's lock, held, with the (device, inode) of the directory and of the lock
+/// file when it was taken: a directory removed or replaced under the daemon (its lock file
+/// with it) would let a second daemon start on it, so each persist round looks again.
+struct StateDirLock {
+    dir: PathBuf,
+    /// Held while open.
+    _file: std::fs::File,
+    ids: [Option<(u64, u64)>; 2],
+}
+
+/// The (device, inode) of `path`, `None` if there is none.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+impl StateDirLock {
+    fn take(dir: &Path) -> Result<StateDirLock, StartError> {
+        let file = lock_state_dir(dir)?;
+        let ids = [identity(dir), identity(&dir.join(LOCK_FILE))];
+        Ok(StateDirLock { dir: dir.to_path_buf(), _file: file, ids })
+    }
+
+    /// Whether the directory or its lock file is not the one locked any more: then, loudly,
+    /// the directory is made again and the lock taken again (the caller writes everything it
+    /// holds). A second daemon that got there first is logged; this one keeps the old lock.
+    fn retake_if_replaced(&mut self) -> bool {
+        let now = [identity(&self.dir), identity(&self.dir.join(LOCK_FILE))];
+        if now == self.ids {
+            return false;
+        }
+        tracing::error!(
+            dir = %self.dir.display(),
+            "THE STATE DIRECTORY WAS REMOVED OR REPLACED while running: making it again, taking its lock \
+             again and writing the state and the checkpoint store anew"
+        );
+        match StateDirLock::take(&self.dir) {
+            Ok(fresh) => *self = fresh,
+            Err(e) => tracing::error!("cannot lock the state directory again: {e}"),
+        }
+        true
+    }
+}
+
 /// A running daemon.
 pub struct Running {
     /// The address the HTTP server listens on.
@@ -149,17 +193,21 @@ fn log_start(config: &Config, config_path: Option<&Path>, saved: bool, state: &S
     );
 }
 
-/// Opens the checkpoint store, when enabled. One that cannot be opened is logged and left
-/// out (the daemon watches on without history), never a reason to refuse to start.
+/// Opens the checkpoint store, when enabled. A damaged file is moved aside by the store; one
+/// that cannot be opened at all is logged and opened again by the persister's writes (with
+/// back-off; the records wait in the outbox and the state file meanwhile), never a reason to
+/// refuse to start.
 fn open_store(config: &Config) -> Option<crate::state::store::Store> {
+    use crate::state::store::Store;
     if !config.store.enabled {
         return None;
     }
-    match crate::state::store::Store::open(&config.state.dir, config.store.bounds()) {
+    let bounds = config.store.bounds();
+    match Store::open(&config.state.dir, bounds) {
         Ok(store) => Some(store),
         Err(e) => {
-            tracing::error!("cannot open the checkpoint store, running without it: {e}");
-            None
+            tracing::error!("cannot open the checkpoint store, trying again with the next state write: {e}");
+            Some(Store::closed(&config.state.dir, bounds, Default::default()))
         }
     }
 }
@@ -179,7 +227,7 @@ pub async fn start_sharded(
 ) -> Result<Running, StartError> {
     let config = config.for_shard(shard);
     log_shard(&config, shard);
-    let lock = lock_state_dir(&config.state.dir)?;
+    let lock = StateDirLock::take(&config.state.dir)?;
     let saved = config.state.dir.join(persist::STATE_FILE).exists();
     let mut state = load_state(&config.state.dir, window_of(&config));
     // Discovery reads its files before the state is trimmed, so what was persisted about a
@@ -231,7 +279,7 @@ pub async fn start_sharded(
         alert_task,
         server,
         _watcher: watcher,
-        _lock: lock,
+        lock,
     };
     let task = tokio::spawn(supervisor.run(shutdown_rx, reload_rx));
     Ok(Running { addr, app, shutdown: shutdown_tx, task })
@@ -264,6 +312,12 @@ fn shared_state(config: &Config, mut state: State) -> Arc<AppState> {
     let store = open_store(config);
     if store.is_some() {
         state.outbox.enable();
+    } else if !state.outbox.is_empty() {
+        tracing::warn!(
+            records = state.outbox.len(),
+            "the saved state holds records for the checkpoint store, which is off: they are not written"
+        );
+        state.outbox.disable();
     }
     let app = Arc::new(AppState::new(state));
     *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = config.metrics.clone();
@@ -361,7 +415,7 @@ struct Supervisor {
     /// The file watcher stops when dropped, and the state directory's lock is held while its
     /// file is open: both live as long as this task.
     _watcher: Option<notify::RecommendedWatcher>,
-    _lock: std::fs::File,
+    lock: StateDirLock,
 }
 
 impl Supervisor {
@@ -373,6 +427,14 @@ impl Supervisor {
             tokio::select! {
                 changed = shutdown_rx.changed() => if changed.is_err() || *shutdown_rx.borrow() { break },
                 _ = persist_tick.tick() => {
+                    if self.lock.retake_if_replaced() {
+                        // Everything again: the state file (any generation), and the store
+                        // notices its file is gone and writes a new one with all it held.
+                        persisted_generation = u64::MAX;
+                        if let Some(store) = self.app.store.get() {
+                            store.follow_file(Timestamp::now());
+                        }
+                    }
                     persisted_generation = persist_if_changed(&self.app, &self.state_dir, persisted_generation).await;
                 }
                 _ = expire_tick.tick() => {
@@ -885,88 +947,109 @@ impl Pollers {
 /// Writes the checkpoint store and then the state, if the state changed since
 /// `last_generation` (or records wait for the store); returns the generation written.
 ///
-/// The order makes the store exactly-once across a `kill -9`: the snapshot is taken first and
-/// the outbox drained after it, so every checkpoint the snapshot marks counted has its record
-/// in this batch or an earlier one; the batch is committed before the snapshot is renamed into
-/// place. A crash in between leaves the old snapshot, the restarted daemon counts those
-/// checkpoints again and writes the same keys again: one record each. A failed store write
-/// puts the records back and skips the state write, so no snapshot ever runs ahead of the store.
-async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation: u64) -> u64 {
+/// Exactly-once across a `kill -9`: the snapshot and the batch for the store are taken under
+/// one lock, so the snapshot's outbox section holds exactly the records of the checkpoints it
+/// marks counted that are not in the store yet. When the store takes the batch, that section
+/// is emptied before the snapshot is written; when it does not (a full disk, a read-only file,
+/// a store in back-off), the snapshot keeps them and the outbox gets them back. Either way the
+/// state file is written: it never waits on a failing store, and every checkpoint it counts is
+/// in the store or in it. A restart restores that section into the outbox; writing a record the
+/// store already has is the same key, one record.
+pub async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation: u64) -> u64 {
     let generation = app.generation.load(Ordering::Acquire);
     let store = app.store.get().cloned();
     let waiting = store.is_some() && !app.state.read().unwrap_or_else(|e| e.into_inner()).outbox.is_empty();
     if generation == last_generation && !waiting {
         return last_generation;
     }
-    let snapshot = {
-        let state = app.state.read().unwrap_or_else(|e| e.into_inner());
-        persist::snapshot(&state)
-    };
-    let (records, restores) = match store {
-        Some(_) => {
-            let mut state = app.state.write().unwrap_or_else(|e| e.into_inner());
-            (state.outbox.take(), state.outbox.take_restores())
+    let (mut snapshot, records, restores) = {
+        let mut state = app.state.write().unwrap_or_else(|e| e.into_inner());
+        let snapshot = persist::snapshot(&state);
+        log_dropped(&state.outbox.take_dropped());
+        match store {
+            Some(_) => (snapshot, state.outbox.take(), state.outbox.take_restores()),
+            None => (snapshot, Vec::new(), Vec::new()),
         }
-        None => (Vec::new(), Vec::new()),
     };
     let dir = dir.to_path_buf();
-    let written = tokio::task::spawn_blocking(move || {
-        let stored = match (&store, records.is_empty() && restores.is_empty()) {
-            (Some(store), false) => match store.write_all(&records, &restores, Timestamp::now()) {
-                Ok(w) => Some(w),
-                Err(e) => return Err(PersistStep::Store(e, records, restores)),
-            },
+    let done = tokio::task::spawn_blocking(move || {
+        let stored = match &store {
+            Some(store) if !(records.is_empty() && restores.is_empty()) => {
+                match store.write_all(&records, &restores, Timestamp::now()) {
+                    Ok(written) => {
+                        snapshot.clear_outbox();
+                        Some(Ok(written))
+                    }
+                    Err(e) => Some(Err((e, records, restores))),
+                }
+            }
             _ => None,
         };
-        persist::write_atomic(&dir, &persist::to_bytes(&snapshot))
-            .map_err(|e| PersistStep::State(e, stored))?;
-        Ok(stored)
+        let state = persist::write_atomic(&dir, &persist::to_bytes(&snapshot));
+        (stored, state)
     })
     .await;
-    let note_store = |w: Option<crate::state::store::Written>| {
-        if let Some(w) = w {
-            app.store_stats.records.store(w.records, Ordering::Relaxed);
-            app.store_stats.pruned.fetch_add(w.pruned, Ordering::Relaxed);
-        }
+    let Ok((stored, state)) = done else {
+        tracing::error!("cannot persist state: the writer panicked");
+        app.persisted(Err("the writer panicked".to_string()));
+        return last_generation;
     };
-    match written {
-        Ok(Ok(stored)) => {
-            note_store(stored);
+    note_store(app, stored);
+    match state {
+        Ok(()) => {
             app.persisted(Ok(Timestamp::now()));
             generation
         }
-        Ok(Err(PersistStep::Store(e, records, restores))) => {
-            tracing::error!("cannot write the checkpoint store (the state waits for it): {e}");
-            app.store_stats.errors.fetch_add(1, Ordering::Relaxed);
-            let mut state = app.state.write().unwrap_or_else(|e| e.into_inner());
-            state.outbox.put_back(records);
-            state.outbox.put_back_restores(restores);
-            drop(state);
-            app.persisted(Err(()));
-            last_generation
-        }
-        Ok(Err(PersistStep::State(e, stored))) => {
-            note_store(stored);
-            tracing::error!("cannot persist state: {e}");
-            app.persisted(Err(()));
-            last_generation
-        }
         Err(e) => {
             tracing::error!("cannot persist state: {e}");
-            app.persisted(Err(()));
+            app.persisted(Err(e.to_string()));
             last_generation
         }
     }
 }
 
-/// Which write of [`persist_if_changed`] failed.
-enum PersistStep {
-    /// The store's: nothing was written; the records go back into the outbox.
-    Store(
+/// A batch written, or refused with the records to put back.
+type StoreOutcome = Result<
+    crate::state::store::Written,
+    (
         crate::state::store::StoreError,
         Vec<crate::state::outbox::Outboxed>,
         Vec<crate::state::outbox::OutboxedRestore>,
     ),
-    /// The state file's, after the store took its records.
-    State(persist::PersistError, Option<crate::state::store::Written>),
+>;
+
+/// What the store did with a batch: counted, or the batch back into the outbox (the state
+/// snapshot written beside it holds it too).
+fn note_store(app: &AppState, stored: Option<StoreOutcome>) {
+    match stored {
+        None => {}
+        Some(Ok(w)) => {
+            app.store_stats.records.store(w.records, Ordering::Relaxed);
+            app.store_stats.pruned.fetch_add(w.pruned, Ordering::Relaxed);
+        }
+        Some(Err((e, records, restores))) => {
+            let waiting = records.len() + restores.len();
+            tracing::error!(
+                waiting,
+                "cannot write the checkpoint store; the records wait in the outbox and in the state file: {e}"
+            );
+            app.store_stats.errors.fetch_add(1, Ordering::Relaxed);
+            let mut state = app.state.write().unwrap_or_else(|e| e.into_inner());
+            state.outbox.put_back(records);
+            state.outbox.put_back_restores(restores);
+        }
+    }
+}
+
+/// One line per job whose records the full outbox dropped, naming the checkpoint ids.
+fn log_dropped(dropped: &[crate::state::outbox::DroppedRange]) {
+    for job in dropped {
+        tracing::error!(
+            cluster = %job.cluster,
+            job_id = %job.job_id,
+            "job {}: checkpoints {} dropped: the checkpoint store kept failing and its outbox is full",
+            job.job_id,
+            job.describe()
+        );
+    }
 }

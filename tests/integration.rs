@@ -15,6 +15,7 @@ mod demo_exposition;
 mod demo_shadow;
 mod diagnose;
 mod discovery;
+mod disk_faults;
 mod ended_jobs;
 mod failure_evidence;
 mod faults;

@@ -13,7 +13,7 @@ use checkpoint_sentinel::observe::{
 };
 use checkpoint_sentinel::outputs::http::{HttpState, router};
 use checkpoint_sentinel::sources::flink::{convert, dto};
-use checkpoint_sentinel::state::store::{Bounds, Query, Store};
+use checkpoint_sentinel::state::store::{Bounds, Query, STORE_FILE, Store};
 use checkpoint_sentinel::state::{State, persist};
 use checkpoint_sentinel::stats::WindowSpec;
 use checkpoint_sentinel::time::Timestamp;
@@ -21,9 +21,10 @@ use tower::ServiceExt;
 
 use crate::common;
 
-const WINDOW: WindowSpec = WindowSpec { window_ms: 3_600_000, slots: 6 };
-const T0: i64 = 1_795_000_000_000;
-const BOUNDS: Bounds = Bounds { max_age: Duration::from_secs(30 * 86_400), max_records: 1_000_000 };
+pub(crate) const WINDOW: WindowSpec = WindowSpec { window_ms: 3_600_000, slots: 6 };
+pub(crate) const T0: i64 = 1_795_000_000_000;
+pub(crate) const BOUNDS: Bounds =
+    Bounds { max_age: Duration::from_secs(30 * 86_400), max_records: 1_000_000 };
 
 fn checkpoint(id: u64, status: CheckpointStatus, kind: SnapshotKind) -> FinishedCheckpoint {
     let completed = status == CheckpointStatus::Completed;
@@ -47,7 +48,7 @@ fn checkpoint(id: u64, status: CheckpointStatus, kind: SnapshotKind) -> Finished
     if completed { checkpoint } else { checkpoint.failed("Checkpoint expired before completing.") }
 }
 
-fn completed(id: u64) -> FinishedCheckpoint {
+pub(crate) fn completed(id: u64) -> FinishedCheckpoint {
     checkpoint(id, CheckpointStatus::Completed, SnapshotKind::Checkpoint)
 }
 
@@ -64,7 +65,7 @@ fn poll_after(history: &[FinishedCheckpoint], end: usize) -> Observation {
 }
 
 /// A poll whose history holds `finished` (Flink's ten), with counts up to the newest.
-fn poll(finished: Vec<FinishedCheckpoint>) -> Observation {
+pub(crate) fn poll(finished: Vec<FinishedCheckpoint>) -> Observation {
     let newest = finished.iter().map(|c| c.id).max().unwrap_or(0);
     let failed = finished.iter().filter(|c| c.status == CheckpointStatus::Failed).count() as u64;
     Observation::JobPolled(JobPoll {
@@ -81,13 +82,13 @@ fn poll(finished: Vec<FinishedCheckpoint>) -> Observation {
     })
 }
 
-fn state_with_outbox() -> State {
+pub(crate) fn state_with_outbox() -> State {
     let mut state = State::new(WINDOW);
     state.outbox.enable();
     state
 }
 
-fn all(store: &Store) -> Vec<u64> {
+pub(crate) fn all(store: &Store) -> Vec<u64> {
     let q = Query { limit: 10_000, ..Query::default() };
     store.query("c", "j", &q, |_| true).unwrap().0.iter().map(|r| r.record.id).collect()
 }
@@ -99,8 +100,11 @@ fn a_crash_between_the_store_write_and_the_state_write_neither_loses_nor_duplica
     let mut state = state_with_outbox();
     // Round 1 persisted as the daemon does: records, then the snapshot.
     state.apply(&poll((1..=3).map(completed).collect()), Timestamp(T0 + 40_000));
-    let snapshot_1 = persist::to_bytes(&persist::snapshot(&state));
+    let mut snapshot_1 = persist::snapshot(&state);
     store.write(&state.outbox.take(), Timestamp(T0 + 40_000)).unwrap();
+    // In the store now: the snapshot no longer carries them (as the daemon's persister does).
+    snapshot_1.clear_outbox();
+    let snapshot_1 = persist::to_bytes(&snapshot_1);
     // Round 2: its records reach the store, then the daemon dies (kill -9) before the state
     // file is renamed into place: the state on disk is still round 1's.
     state.apply(&poll((1..=6).map(completed).collect()), Timestamp(T0 + 70_000));
@@ -408,4 +412,80 @@ async fn the_real_daemon_killed_with_sigkill_keeps_every_checkpoint_once_in_the_
     let mut ids = ids.expect("the restarted daemon serves the history API");
     ids.sort_unstable();
     assert_eq!(ids, expected, "every finished checkpoint of the series once, none twice");
+}
+
+/// A store of checkpoints 1..=`n` in `dir`, closed again; the file's length.
+fn filled_store(dir: &std::path::Path, n: u64) -> u64 {
+    let store = Store::open(dir, BOUNDS).unwrap();
+    let mut state = state_with_outbox();
+    for last in (10..=n).step_by(10) {
+        state.apply(&poll(((last - 9)..=last).map(completed).collect()), Timestamp(T0));
+        store.write(&state.outbox.take(), Timestamp(T0 + last as i64 * 10_000)).unwrap();
+    }
+    assert_eq!(store.len().unwrap(), n);
+    drop(store);
+    std::fs::metadata(dir.join(STORE_FILE)).unwrap().len()
+}
+
+/// The files moved aside in `dir`.
+fn set_aside(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("{STORE_FILE}.corrupt-")))
+        .collect()
+}
+
+/// Opens the damaged store in `dir` (no panic), checks the file was moved aside, and stores
+/// new checkpoints 2001..=2010 in the new one: exactly those.
+fn opens_sets_aside_and_stores_anew(dir: &std::path::Path) {
+    let store = Store::open(dir, BOUNDS).expect("a damaged file is no reason to fail");
+    assert_eq!(store.files_set_aside(), 1);
+    assert_eq!(set_aside(dir).len(), 1, "{:?}", set_aside(dir));
+    let mut state = state_with_outbox();
+    state.apply(&poll((2001..=2010).map(completed).collect()), Timestamp(T0));
+    store.write(&state.outbox.take(), Timestamp(T0 + 2011 * 10_000)).unwrap();
+    assert_eq!(all(&store), (2001..=2010).collect::<Vec<_>>());
+    assert!(store.failing().is_none());
+}
+
+fn truncate(path: &std::path::Path, len: u64) {
+    std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(len).unwrap();
+}
+
+#[test]
+fn a_store_file_truncated_by_a_page_is_moved_aside_and_a_new_one_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let len = filled_store(dir.path(), 2000);
+    // `truncate -s -4096`: redb 2.6 asserted in page_manager.rs:243, every start exited 101.
+    truncate(&dir.path().join(STORE_FILE), len - 4096);
+    opens_sets_aside_and_stores_anew(dir.path());
+}
+
+#[test]
+fn a_store_file_truncated_to_half_is_moved_aside_and_a_new_one_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let len = filled_store(dir.path(), 2000);
+    truncate(&dir.path().join(STORE_FILE), len / 2);
+    opens_sets_aside_and_stores_anew(dir.path());
+}
+
+#[test]
+fn a_store_file_with_garbled_pages_is_moved_aside_and_a_new_one_started() {
+    use std::io::{Seek, SeekFrom, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let len = filled_store(dir.path(), 2000);
+    // Random pages in the middle overwritten (redb 2.6 panicked in btree.rs:797 on them).
+    let mut file = std::fs::OpenOptions::new().write(true).open(dir.path().join(STORE_FILE)).unwrap();
+    let pages = len / 4096;
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..8 {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        let page = 2 + (seed >> 33) % (pages - 4);
+        let garbage: Vec<u8> = (0..4096u64).map(|i| (seed.rotate_left(i as u32 % 64) ^ i) as u8).collect();
+        file.seek(SeekFrom::Start(page * 4096)).unwrap();
+        file.write_all(&garbage).unwrap();
+    }
+    drop(file);
+    opens_sets_aside_and_stores_anew(dir.path());
 }

@@ -378,11 +378,15 @@ async fn readyz(Extract(state): Extract<HttpState>) -> Response {
         let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
         s.clusters().iter().filter(|(_, c)| !c.answered_once).map(|(n, _)| n.clone()).collect()
     };
-    if waiting.is_empty() {
+    // A daemon that cannot keep what it counts is not ready either: the reason is in the body.
+    let mut reasons = state.app.write_problems();
+    if !waiting.is_empty() {
+        reasons.insert(0, format!("waiting for the first answer of: {}", waiting.join(", ")));
+    }
+    if reasons.is_empty() {
         (StatusCode::OK, "ready\n").into_response()
     } else {
-        let body = format!("waiting for the first answer of: {}\n", waiting.join(", "));
-        (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+        (StatusCode::SERVICE_UNAVAILABLE, format!("{}\n", reasons.join("\n"))).into_response()
     }
 }
 

@@ -60,7 +60,7 @@ impl StoredCheckpoint {
 }
 
 /// A record with the job it belongs to.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Outboxed {
     /// The cluster's name.
     pub cluster: String,
@@ -72,7 +72,7 @@ pub struct Outboxed {
 
 /// A restore with the job it belongs to (written again, same key, whenever it changes: counted,
 /// then timed).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OutboxedRestore {
     /// The cluster's name.
     pub cluster: String,
@@ -82,20 +82,67 @@ pub struct OutboxedRestore {
     pub record: super::restore::RestoreRecord,
 }
 
-/// Records counted since the persister last drained them. Off (records are not kept) unless
-/// the daemon has a store to write them to.
+/// Records counted since the persister last drained them, and those the store could not take
+/// yet. Off (records are not kept) unless the daemon has a store to write them to.
+///
+/// The state snapshot carries what waits here (`persist`), so a restart during a store outage
+/// loses nothing the outbox held. Beyond [`OUTBOX_CAPACITY`] the oldest are dropped: counted,
+/// and their checkpoint ids kept as ranges per job for the log ([`Outbox::take_dropped`]).
 #[derive(Debug, Default)]
 pub struct Outbox {
     enabled: bool,
     records: Vec<Outboxed>,
     restores: Vec<OutboxedRestore>,
     dropped: u64,
+    /// Ids dropped since the last [`Outbox::take_dropped`], per (cluster, job id).
+    dropped_ids: std::collections::BTreeMap<(String, String), Vec<u64>>,
+}
+
+/// Checkpoints of one job the outbox dropped, as ranges of ids.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DroppedRange {
+    /// The cluster's name.
+    pub cluster: String,
+    /// The job id.
+    pub job_id: String,
+    /// Inclusive id ranges, ascending.
+    pub ranges: Vec<(u64, u64)>,
+}
+
+impl DroppedRange {
+    /// `257–1097, 1200` (as the log line says it).
+    pub fn describe(&self) -> String {
+        self.ranges
+            .iter()
+            .map(|(lo, hi)| if lo == hi { lo.to_string() } else { format!("{lo}–{hi}") })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Sorted ids as inclusive ranges of consecutive ids.
+fn ranges_of(mut ids: Vec<u64>) -> Vec<(u64, u64)> {
+    ids.sort_unstable();
+    ids.dedup();
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    for id in ids {
+        match ranges.last_mut() {
+            Some((_, hi)) if *hi + 1 == id => *hi = id,
+            _ => ranges.push((id, id)),
+        }
+    }
+    ranges
 }
 
 impl Outbox {
     /// Starts keeping records.
     pub fn enable(&mut self) {
         self.enabled = true;
+    }
+
+    /// Stops keeping records and forgets those waiting (the store is off).
+    pub fn disable(&mut self) {
+        *self = Outbox::default();
     }
 
     /// Adds a job's newly counted records.
@@ -108,11 +155,7 @@ impl Outbox {
             job_id: job_id.to_string(),
             checkpoint,
         }));
-        if self.records.len() > OUTBOX_CAPACITY {
-            let excess = self.records.len() - OUTBOX_CAPACITY;
-            self.records.drain(..excess);
-            self.dropped += excess as u64;
-        }
+        self.bound_records();
     }
 
     /// Takes every waiting record, oldest first.
@@ -158,15 +201,30 @@ impl Outbox {
         }
     }
 
+    /// Drops the oldest records beyond the capacity, noting their ids.
+    fn bound_records(&mut self) {
+        if self.records.len() > OUTBOX_CAPACITY {
+            let excess = self.records.len() - OUTBOX_CAPACITY;
+            for r in self.records.drain(..excess) {
+                self.dropped_ids.entry((r.cluster, r.job_id)).or_default().push(r.checkpoint.record.id);
+            }
+            self.dropped += excess as u64;
+        }
+    }
+
     /// Puts records the store could not take back in front, to be written next time.
     pub fn put_back(&mut self, mut records: Vec<Outboxed>) {
         records.append(&mut self.records);
         self.records = records;
-        if self.records.len() > OUTBOX_CAPACITY {
-            let excess = self.records.len() - OUTBOX_CAPACITY;
-            self.records.drain(..excess);
-            self.dropped += excess as u64;
-        }
+        self.bound_records();
+    }
+
+    /// The checkpoints dropped since the last call, per job, as id ranges.
+    pub fn take_dropped(&mut self) -> Vec<DroppedRange> {
+        std::mem::take(&mut self.dropped_ids)
+            .into_iter()
+            .map(|((cluster, job_id), ids)| DroppedRange { cluster, job_id, ranges: ranges_of(ids) })
+            .collect()
     }
 
     /// Records dropped because the outbox was full.
@@ -182,6 +240,18 @@ impl Outbox {
     /// Whether no record (checkpoint or restore) waits.
     pub fn is_empty(&self) -> bool {
         self.records.is_empty() && self.restores.is_empty()
+    }
+
+    /// What waits, for the state snapshot: records, restores and the count dropped so far.
+    pub fn waiting(&self) -> (Vec<Outboxed>, Vec<OutboxedRestore>, u64) {
+        (self.records.clone(), self.restores.clone(), self.dropped)
+    }
+
+    /// Puts back what a snapshot held (a restart during a store outage), before anything new.
+    pub fn restore_waiting(&mut self, records: Vec<Outboxed>, restores: Vec<OutboxedRestore>, dropped: u64) {
+        self.put_back(records);
+        self.put_back_restores(restores);
+        self.dropped += dropped;
     }
 }
 
@@ -221,5 +291,52 @@ impl SavepointStats {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::{CheckpointStatus, SnapshotKind};
+
+    fn stored(id: u64) -> StoredCheckpoint {
+        let record = CheckpointRecord {
+            id,
+            status: CheckpointStatus::Completed,
+            kind: SnapshotKind::Checkpoint,
+            triggered_at: Timestamp(id as i64),
+            finished_at: Timestamp(id as i64 + 1),
+            end_to_end_ms: None,
+            max_phases_ms: None,
+            slowest_subtask: None,
+            slowest_phases_ms: None,
+            failure_message: None,
+            acknowledged: None,
+            holdout: None,
+        };
+        StoredCheckpoint {
+            record,
+            checkpointed_bytes: None,
+            full_state_bytes: None,
+            processed_bytes: None,
+            persisted_bytes: None,
+            taskmanager: None,
+        }
+    }
+
+    #[test]
+    fn an_overflowing_outbox_names_the_ids_it_dropped_as_ranges() {
+        let mut outbox = Outbox::default();
+        outbox.enable();
+        let n = OUTBOX_CAPACITY as u64 + 841;
+        outbox.extend("c", "j", (257..257 + n).map(stored).collect());
+        assert_eq!(outbox.len(), OUTBOX_CAPACITY);
+        assert_eq!(outbox.dropped(), 841);
+        let dropped = outbox.take_dropped();
+        assert_eq!(dropped.len(), 1);
+        assert_eq!(dropped[0].ranges, [(257, 1097)]);
+        assert_eq!(dropped[0].describe(), "257–1097");
+        assert!(outbox.take_dropped().is_empty(), "each drop is told once");
+        assert_eq!(ranges_of(vec![5, 3, 4, 9, 11, 10]), [(3, 5), (9, 11)]);
     }
 }

@@ -63,7 +63,37 @@ pub enum PersistedState {
         /// earlier versions ignore it.
         #[serde(default)]
         logs: BTreeMap<String, PersistedLogs>,
+        /// Records counted but not yet in the checkpoint store (it was failing). Added within
+        /// version 1: files written before have none, and earlier versions ignore it.
+        #[serde(default)]
+        outbox: PersistedOutbox,
     },
+}
+
+/// What waited for the checkpoint store when the snapshot was taken: with it, every checkpoint
+/// the snapshot marks counted is in the store or here, so a restart during a store outage
+/// (even `kill -9`) writes them later. Writing one twice is the same key: one record.
+#[derive(Default, Serialize, Deserialize)]
+pub struct PersistedOutbox {
+    records: Vec<super::outbox::Outboxed>,
+    restores: Vec<super::outbox::OutboxedRestore>,
+    /// Records the outbox dropped (full) so far.
+    dropped: u64,
+}
+
+impl PersistedState {
+    /// Records the snapshot holds for the store.
+    pub fn outbox_len(&self) -> usize {
+        let PersistedState::V1 { outbox, .. } = self;
+        outbox.records.len() + outbox.restores.len()
+    }
+
+    /// Forgets the records for the store: they are in it now.
+    pub fn clear_outbox(&mut self) {
+        let PersistedState::V1 { outbox, .. } = self;
+        outbox.records.clear();
+        outbox.restores.clear();
+    }
 }
 
 /// One cluster's durable log knowledge: counters, the recent ring and the read positions
@@ -218,13 +248,15 @@ pub fn snapshot(state: &State) -> PersistedState {
         .iter()
         .map(|(name, cluster)| (name.clone(), logs_out(&cluster.logs, &cluster.unclaimed_spans)))
         .collect();
-    PersistedState::V1 { clusters, logs }
+    let (records, restores, dropped) = state.outbox.waiting();
+    PersistedState::V1 { clusters, logs, outbox: PersistedOutbox { records, restores, dropped } }
 }
 
 /// Rebuilds state from a snapshot. Jobs start as not listed until a poll lists them again.
 pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
     let mut state = State::new(window);
-    let PersistedState::V1 { clusters, logs } = persisted;
+    let PersistedState::V1 { clusters, logs, outbox } = persisted;
+    state.outbox.restore_waiting(outbox.records, outbox.restores, outbox.dropped);
     for (name, persisted) in logs {
         let cluster = state.cluster_mut(&name);
         logs_in(persisted, &mut cluster.logs, &mut cluster.unclaimed_spans);

@@ -184,6 +184,17 @@ fn render_store(out: &mut impl Sink, state: &State, store: StoreCounters) {
         &[],
         Value::Number(state.outbox.dropped() as f64),
     );
+    out.push(
+        family!("checkpoint_sentinel_store_files_set_aside_total"),
+        &[],
+        Value::Number(store.files_set_aside as f64),
+    );
+    out.push(
+        family!("checkpoint_sentinel_store_failing"),
+        &[],
+        Value::Number(u8::from(store.failing) as f64),
+    );
+    out.push(family!("checkpoint_sentinel_store_waiting_records"), &[], Value::Number(store.waiting as f64));
 }
 
 /// The daemon's HTTP connections: open now, and closed by reason.

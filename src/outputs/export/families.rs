@@ -543,13 +543,31 @@ pub const METRICS: &[MetricDef] = &[
         "checkpoint_sentinel_store_write_errors_total",
         Counter,
         &[],
-        "Failed writes of the checkpoint store; the records are kept and written with the next state write, which waits for them."
+        "Failed writes (and re-opens) of the checkpoint store; the records wait in its outbox and in the state file, and are written once the store heals."
     ),
     metric!(
         "checkpoint_sentinel_store_dropped_records_total",
         Counter,
         &[],
-        "Records dropped unwritten because the store kept failing and its queue was full."
+        "Records dropped unwritten because the store kept failing and its queue was full (the log names the checkpoint ids)."
+    ),
+    metric!(
+        "checkpoint_sentinel_store_files_set_aside_total",
+        Counter,
+        &[],
+        "Damaged checkpoint store files moved aside (checkpoints.redb.corrupt-<UTC time>) and replaced by a new store."
+    ),
+    metric!(
+        "checkpoint_sentinel_store_failing",
+        Gauge,
+        &[],
+        "1 while the checkpoint store cannot be written (it is re-opened with back-off), else 0."
+    ),
+    metric!(
+        "checkpoint_sentinel_store_waiting_records",
+        Gauge,
+        &[],
+        "Records waiting in the outbox (and the state file) for the checkpoint store."
     ),
     metric!(
         "checkpoint_sentinel_state_persist_errors_total",

@@ -58,7 +58,14 @@ fn busy_state(jobs: usize, minutes: i64) -> (State, DaemonStats, Timestamp) {
     event.job_id = Some(format!("{:032x}", 0));
     state.apply(&Observation::LogEvents(vec![event]), end);
     let daemon = DaemonStats {
-        store: Some(crate::app::StoreCounters { records: 40, pruned: 3, errors: 1 }),
+        store: Some(crate::app::StoreCounters {
+            records: 40,
+            pruned: 3,
+            errors: 1,
+            files_set_aside: 1,
+            failing: true,
+            waiting: 7,
+        }),
         persist_errors: 2,
         last_persisted: Some(end),
         alerts: vec![crate::app::RuleAlerts {
