@@ -64,8 +64,9 @@ pub enum PersistedState {
         #[serde(default)]
         logs: BTreeMap<String, PersistedLogs>,
         /// Records counted but not yet in the checkpoint store (it was failing). Added within
-        /// version 1: files written before have none, and earlier versions ignore it.
-        #[serde(default)]
+        /// version 1: files written before have none, and earlier versions ignore it. Left out
+        /// while nothing waits, so a file with nothing waiting is as an earlier build wrote it.
+        #[serde(default, skip_serializing_if = "PersistedOutbox::is_empty")]
         outbox: PersistedOutbox,
     },
 }
@@ -79,6 +80,12 @@ pub struct PersistedOutbox {
     restores: Vec<super::outbox::OutboxedRestore>,
     /// Records the outbox dropped (full) so far.
     dropped: u64,
+}
+
+impl PersistedOutbox {
+    fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.restores.is_empty() && self.dropped == 0
+    }
 }
 
 impl PersistedState {
