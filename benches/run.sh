@@ -92,6 +92,24 @@ EOF
   wait "$daemon" "$sim" 2>/dev/null || true
 }
 
+# Starts the simulated cluster (demo --no-daemon with the given extra arguments) and a daemon
+# polling it every 10 s, both into DIR, and waits until both answer; sets SIM and DAEMON.
+start_sim_and_daemon() {
+  local dir=$1 flink_port=$2 daemon_port=$3
+  shift 3
+  "$BIN" demo --no-daemon "$@" --interval-scale 30 --flink-listen "127.0.0.1:$flink_port" \
+    --log-file "$dir/log/jm.log" >"$dir/sim.out" 2>&1 &
+  SIM=$!
+  PIDS+=("$SIM")
+  wait_http "http://127.0.0.1:$flink_port/overview"
+  printf '[server]\nlisten = "127.0.0.1:%s"\n[state]\ndir = "%s/state"\n[[clusters]]\nname = "perf"\nurl = "http://127.0.0.1:%s"\npoll_interval = "10s"\n' \
+    "$daemon_port" "$dir" "$flink_port" >"$dir/sentinel.toml"
+  "$BIN" run --config "$dir/sentinel.toml" >"$dir/daemon.out" 2>&1 &
+  DAEMON=$!
+  PIDS+=("$DAEMON")
+  wait_http "http://127.0.0.1:$daemon_port/readyz"
+}
+
 # Poll rounds of 1,000 simulated jobs behind a network delay ($1, added by the simulator before
 # every REST answer): the simulator and a daemon polling it every 10 s (no log tailing); after
 # a 30 s warm-up (first sight of every job), the duration of every round over ROUND_SECONDS
@@ -100,17 +118,8 @@ measure_rounds() {
   local delay=$1 flink_port=$2 daemon_port=$3
   local dir=$WORK/rounds-$delay
   rm -rf "$dir" && mkdir -p "$dir"
-  "$BIN" demo --no-daemon --jobs 1000 --interval-scale 30 --rest-delay "$delay" \
-    --flink-listen "127.0.0.1:$flink_port" --log-file "$dir/log/jm.log" >"$dir/sim.out" 2>&1 &
-  local sim=$!
-  PIDS+=("$sim")
-  wait_http "http://127.0.0.1:$flink_port/overview"
-  printf '[server]\nlisten = "127.0.0.1:%s"\n[state]\ndir = "%s/state"\n[[clusters]]\nname = "perf"\nurl = "http://127.0.0.1:%s"\npoll_interval = "10s"\n' \
-    "$daemon_port" "$dir" "$flink_port" >"$dir/sentinel.toml"
-  "$BIN" run --config "$dir/sentinel.toml" >"$dir/daemon.out" 2>&1 &
-  local daemon=$!
-  PIDS+=("$daemon")
-  wait_http "http://127.0.0.1:$daemon_port/readyz"
+  start_sim_and_daemon "$dir" "$flink_port" "$daemon_port" --jobs 1000 --rest-delay "$delay"
+  local sim=$SIM daemon=$DAEMON
   sleep 30
   local c0 c1 end
   c0=$(cpu_seconds "$daemon")
@@ -134,17 +143,8 @@ measure_scrapes() {
   local flink_port=$1 daemon_port=$2
   local dir=$WORK/scrapes
   rm -rf "$dir" && mkdir -p "$dir"
-  "$BIN" demo --no-daemon --jobs 10 --interval-scale 30 --flink-listen "127.0.0.1:$flink_port" \
-    --log-file "$dir/log/jm.log" >"$dir/sim.out" 2>&1 &
-  local sim=$!
-  PIDS+=("$sim")
-  wait_http "http://127.0.0.1:$flink_port/overview"
-  printf '[server]\nlisten = "127.0.0.1:%s"\n[state]\ndir = "%s/state"\n[[clusters]]\nname = "perf"\nurl = "http://127.0.0.1:%s"\npoll_interval = "10s"\n' \
-    "$daemon_port" "$dir" "$flink_port" >"$dir/sentinel.toml"
-  "$BIN" run --config "$dir/sentinel.toml" >"$dir/daemon.out" 2>&1 &
-  local daemon=$!
-  PIDS+=("$daemon")
-  wait_http "http://127.0.0.1:$daemon_port/readyz"
+  start_sim_and_daemon "$dir" "$flink_port" "$daemon_port" --jobs 10
+  local sim=$SIM daemon=$DAEMON
   for _ in $(seq 1 100); do
     [ "$(curl -fs "http://127.0.0.1:$daemon_port/metrics" | grep -c '^flink_checkpoints_total{')" -ge 20 ] && break
     sleep 0.2
