@@ -34,7 +34,7 @@ fn every_file_says_what_it_is_for() {
 
 /// The pure core: no network, no filesystem, no clock, no async runtime (ARCHITECTURE.md).
 const PURE: &[&str] = &[
-    "src/observe.rs",
+    "src/observe",
     "src/stats.rs",
     "src/state/mod.rs",
     "src/state/checkpoint_ids.rs",
