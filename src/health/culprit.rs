@@ -34,8 +34,34 @@ pub struct Culprit {
     pub phases_ms: Option<[Option<u64>; 4]>,
     /// Its TaskManager at that moment, as far as known ([`taskmanager_of`]).
     pub taskmanager: Option<String>,
+    /// How it held the checkpoint up.
+    pub role: Role,
+    /// Other subtasks that never acknowledged either (of a failed checkpoint).
+    pub others_unacknowledged: u32,
     /// The same in one plain sentence.
     pub text: String,
+}
+
+/// How a [`Culprit`] held its checkpoint up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// It acknowledged last: of a completed checkpoint, or of a failed one that every subtask
+    /// (or every subtask whose details are known) acknowledged in time.
+    AcknowledgedLast,
+    /// It acknowledged only after the checkpoint had failed.
+    AcknowledgedLate,
+    /// It never acknowledged.
+    NeverAcknowledged,
+    /// It declined the checkpoint.
+    Declined,
+}
+
+impl Role {
+    /// Whether it kept a failed checkpoint from completing (not just the last in time).
+    pub fn held_it_up(self) -> bool {
+        self != Role::AcknowledgedLast
+    }
 }
 
 /// A subtask's phases ([`PHASES`]).
@@ -118,6 +144,8 @@ fn declined(r: &CheckpointRecord, task: String, subtask: u32) -> Culprit {
         end_to_end_ms: None,
         phases_ms: None,
         taskmanager: None,
+        role: Role::Declined,
+        others_unacknowledged: 0,
         text,
     }
 }
@@ -157,6 +185,11 @@ fn held_out(r: &CheckpointRecord, h: &Holdout, by_a_subtask: bool) -> Culprit {
         None => format!("{name} never acknowledged{of}"),
     };
     let known = h.late_ack_ms.is_some() || h.phases_ms.iter().any(Option::is_some);
+    let role = match h.late_ack_ms {
+        Some(_) => Role::AcknowledgedLate,
+        None if by_a_subtask && h.never_acknowledged == 1 => Role::Declined,
+        None => Role::NeverAcknowledged,
+    };
     Culprit {
         operator: h.operator.clone(),
         subtask: h.subtask,
@@ -164,6 +197,8 @@ fn held_out(r: &CheckpointRecord, h: &Holdout, by_a_subtask: bool) -> Culprit {
         end_to_end_ms: h.late_ack_ms,
         phases_ms: known.then_some(h.phases_ms),
         taskmanager: None,
+        role,
+        others_unacknowledged: h.never_acknowledged.saturating_sub(u32::from(h.late_ack_ms.is_none())),
         text,
     }
 }
@@ -196,6 +231,8 @@ fn acknowledged_last(r: &CheckpointRecord) -> Option<Culprit> {
         end_to_end_ms: Some(*e2e),
         phases_ms: r.slowest_phases_ms.map(|p| p.map(Some)),
         taskmanager: None,
+        role: Role::AcknowledgedLast,
+        others_unacknowledged: 0,
         text,
     })
 }

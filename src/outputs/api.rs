@@ -67,9 +67,13 @@ pub use crate::health::Health;
 pub struct JobsResponse {
     /// The server's time.
     pub now_ms: i64,
-    /// Every known job, by cluster and name.
+    /// One line per cluster: how many of its jobs are not ok, and the worst.
+    pub headlines: Vec<ClusterHeadline>,
+    /// Every known job, worst first ([`jobs`]).
     pub jobs: Vec<JobSummaryView>,
 }
+
+pub use super::answer::{Answer, ClusterHeadline, RecentOutcomes, WindowCulprit};
 
 /// A job in the jobs table.
 #[derive(Clone, Debug, Serialize)]
@@ -88,6 +92,10 @@ pub struct JobSummaryView {
     pub health: Health,
     /// Why it is not `ok`, one short sentence each.
     pub health_reasons: Vec<String>,
+    /// What is wrong, where, the class and the next step; `null` when it is ok.
+    pub answer: Option<Answer>,
+    /// How its recent checkpoints ended (the ones its page lists).
+    pub recent_outcomes: RecentOutcomes,
     /// The newest finished checkpoint (completed or failed).
     pub last_checkpoint: Option<CheckpointView>,
     /// When the newest completed checkpoint completed.
@@ -186,6 +194,9 @@ pub struct SlowestSubtask {
     pub subtask: u32,
     /// Whether it acknowledged before the checkpoint completed or failed.
     pub acknowledged: bool,
+    /// How it held the checkpoint up: `acknowledged_last`, `acknowledged_late`,
+    /// `never_acknowledged` or `declined`.
+    pub role: crate::health::culprit::Role,
     /// Its acknowledgement − trigger (for a subtask of a failed checkpoint, an acknowledgement
     /// that came only after the checkpoint had failed); `null` when it never acknowledged.
     pub end_to_end_ms: Option<u64>,
@@ -219,6 +230,9 @@ pub struct JobDetailView {
     pub operators: Vec<OperatorView>,
     /// Recent finished checkpoints, oldest first.
     pub checkpoints: Vec<CheckpointView>,
+    /// The subtask that held those checkpoints up: of the newest failed one the subtask that
+    /// did not acknowledge it, else the one that acknowledged latest.
+    pub slowest_in_window: Option<WindowCulprit>,
     /// Checkpoints in progress at the last poll.
     pub checkpoints_in_progress: Vec<InProgressView>,
     /// The latest restore.
@@ -472,14 +486,17 @@ pub struct JobAlerts {
     pub resolved: Vec<AlertView>,
 }
 
-/// An alert as the API shows it: the alert's own fields plus its times under the API's
-/// convention (epoch ms, `…_at_ms`). `active_since`, `fired_at` and `resolved_at` (the same
-/// epoch ms) are kept for v1 clients and deprecated.
+/// An alert as the API shows it, its times under the API's convention (epoch ms, `…_at_ms`).
 #[derive(Clone, Debug, Serialize)]
 pub struct AlertView {
-    /// The alert.
-    #[serde(flatten)]
-    pub alert: Alert,
+    /// Identity: `alertname`, `severity`, `class`, the subject's labels.
+    pub labels: BTreeMap<String, String>,
+    /// `summary`, `description`, `runbook_url`.
+    pub annotations: BTreeMap<String, String>,
+    /// `pending`, `firing` or `resolved`.
+    pub state: AlertState,
+    /// The latest value of the condition's left side.
+    pub value: Option<f64>,
     /// Since when the condition holds, epoch ms.
     pub active_at_ms: i64,
     /// When it started firing, epoch ms.
@@ -491,10 +508,13 @@ pub struct AlertView {
 impl From<&Alert> for AlertView {
     fn from(alert: &Alert) -> Self {
         AlertView {
+            labels: alert.labels.clone(),
+            annotations: alert.annotations.clone(),
+            state: alert.state,
+            value: alert.value,
             active_at_ms: alert.active_since.millis(),
             fired_at_ms: alert.fired_at.map(Timestamp::millis),
             resolved_at_ms: alert.resolved_at.map(Timestamp::millis),
-            alert: alert.clone(),
         }
     }
 }
@@ -587,7 +607,8 @@ pub fn clusters(state: &State, alerts: &AlertsView, now: Timestamp) -> ClustersR
     ClustersResponse { now_ms: now.millis(), clusters }
 }
 
-/// `GET /api/v1/jobs`: every known job, sorted by cluster, then name.
+/// `GET /api/v1/jobs`: every known job, worst first: by the severity of its firing alerts,
+/// then its health, then by name (and cluster, job id); and a headline per cluster.
 pub fn jobs(state: &State, alerts: &AlertsView, now: Timestamp) -> JobsResponse {
     let mut jobs: Vec<JobSummaryView> = state
         .clusters()
@@ -595,8 +616,23 @@ pub fn jobs(state: &State, alerts: &AlertsView, now: Timestamp) -> JobsResponse 
         .flat_map(|(name, c)| c.jobs.iter().map(move |(id, j)| (name, c, id, j)))
         .map(|(name, c, id, j)| job_summary(c, name, id, j, alerts, now))
         .collect();
-    jobs.sort_by(|a, b| (&a.cluster, &a.name, &a.job_id).cmp(&(&b.cluster, &b.name, &b.job_id)));
-    JobsResponse { now_ms: now.millis(), jobs }
+    jobs.sort_by_cached_key(|j| {
+        let firing = j.firing_alerts.iter().map(|a| a.severity).min();
+        (firing.is_none(), firing, j.health, j.name.clone(), j.cluster.clone(), j.job_id.clone())
+    });
+    let headlines = state
+        .clusters()
+        .iter()
+        .map(|(name, c)| {
+            let of_cluster: Vec<(&str, &str, Health)> = jobs
+                .iter()
+                .filter(|j| &j.cluster == name && j.listed)
+                .map(|j| (j.job_id.as_str(), j.name.as_str(), j.health))
+                .collect();
+            super::answer::cluster_headline(name, c.reachable, &of_cluster)
+        })
+        .collect();
+    JobsResponse { now_ms: now.millis(), headlines, jobs }
 }
 
 /// `GET /api/v1/jobs/{cluster}/{job_id}`; `None` when the job is unknown.
@@ -640,6 +676,7 @@ pub fn job(
             })
             .collect(),
         checkpoints: j.recent.iter().map(|r| checkpoint_view(c, job_id, r)).collect(),
+        slowest_in_window: super::answer::window_culprit(c, job_id, j),
         checkpoints_in_progress: j
             .in_progress
             .iter()
@@ -751,8 +788,10 @@ fn job_summary(
     alerts: &AlertsView,
     now: Timestamp,
 ) -> JobSummaryView {
-    let (health, health_reasons) = job_health(c, cluster, job_id, j, alerts);
+    let (health, reasons) = crate::health::job_health(c, cluster, job_id, j, alerts);
     let of_job = |a: &&Alert| is_of_job(a, cluster, job_id);
+    let job_alerts: Vec<&Alert> = alerts.active.iter().filter(of_job).collect();
+    let answer = super::answer::job_answer(c, job_id, j, (health, &reasons), &job_alerts);
     let briefs = |state: AlertState| -> Vec<AlertBrief> {
         alerts
             .active
@@ -777,7 +816,9 @@ fn job_summary(
         state: j.job_state.clone(),
         listed: j.listed,
         health,
-        health_reasons,
+        health_reasons: reasons.iter().map(ToString::to_string).collect(),
+        answer,
+        recent_outcomes: RecentOutcomes::of_job(j),
         last_checkpoint: j.recent.back().map(|r| checkpoint_view(c, job_id, r)),
         last_completed_at_ms: j.last_completed.as_ref().map(|r| r.finished_at.millis()),
         in_progress: j.in_progress.len(),
@@ -934,6 +975,7 @@ fn slowest_subtask(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Opti
         operator: culprit.operator,
         subtask: culprit.subtask,
         acknowledged: culprit.acknowledged,
+        role: culprit.role,
         end_to_end_ms: culprit.end_to_end_ms,
         taskmanager: culprit.taskmanager,
         text: culprit.text,
@@ -1294,6 +1336,202 @@ mod tests {
         );
     }
 
+    /// Applies one poll of job `id` with these finished checkpoints and Flink's counts so far.
+    fn poll_job(
+        s: &mut State,
+        id: &str,
+        name: &str,
+        finished: Vec<FinishedCheckpoint>,
+        (completed, failed): (u64, u64),
+        at: i64,
+    ) {
+        s.apply(
+            &Observation::JobPolled(JobPoll {
+                key: JobKey { cluster: "prod".into(), job_id: id.into() },
+                job_name: name.into(),
+                job_state: "RUNNING".into(),
+                polled_at: Timestamp(at),
+                counts: CheckpointCounts { completed, failed, in_progress: 0, restored: 0 },
+                settings: Some(CheckpointSettings {
+                    exactly_once: true,
+                    interval_ms: Some(5_000),
+                    timeout_ms: Some(4_000),
+                    max_concurrent: 1,
+                    ..CheckpointSettings::default()
+                }),
+                in_progress: Vec::new(),
+                finished,
+                latest_restore: None,
+                deferred: Default::default(),
+            }),
+            Timestamp(at),
+        );
+    }
+
+    /// Checkpoint `id` expired: subtask 0 never acknowledged it, subtask 1 did after 900 ms.
+    fn expired(id: u64) -> FinishedCheckpoint {
+        let mut cp = checkpoint(id, true);
+        cp.operators[0].subtasks[0] = SubtaskCheckpoint { index: 0, ..SubtaskCheckpoint::default() };
+        cp
+    }
+
+    /// The issue's case: the completed checkpoints' last acknowledger (#1) is fast; an expired
+    /// checkpoint that #0 never acknowledged is what held the job up, and the window, the
+    /// counts and the answer say so, with the numbers.
+    #[test]
+    fn the_window_names_the_subtask_that_never_acknowledged_an_expired_checkpoint() {
+        use crate::health::culprit::Role;
+        let mut s = state(false);
+        poll_job(&mut s, "j1", "orders", vec![expired(4), checkpoint(5, false)], (4, 1), 1_031_000);
+        let d = job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_031_000)).unwrap();
+        let w = d.slowest_in_window.clone().unwrap();
+        assert_eq!(w.text, "stateful-map #0 never acknowledged checkpoint 4 (expired after 4.0 s)");
+        assert_eq!(
+            (w.checkpoint_id, w.role, w.subtask, w.held_up),
+            (4, Role::NeverAcknowledged, 0, Some((1, 1)))
+        );
+        assert_eq!(d.checkpoints[3].slowest_subtask.as_ref().unwrap().role, Role::NeverAcknowledged);
+        assert_eq!(
+            d.summary.recent_outcomes,
+            RecentOutcomes { of: 5, completed: 4, expired: 1, declined: 0, failed: 0 }
+        );
+        // The job completed since, so it is ok and the table shows no answer, only the counts.
+        assert_eq!((d.summary.health, d.summary.answer.is_none()), (Health::Ok, true));
+
+        // A second expiry, the latest: warning, and the answer leads with the counts and the
+        // subtask that held both up, and a next step that names it.
+        poll_job(&mut s, "j1", "orders", vec![expired(6)], (4, 2), 1_036_000);
+        let r = jobs(&s, &AlertsView::default(), Timestamp(1_036_000));
+        let a = r.jobs[0].answer.clone().unwrap();
+        assert_eq!(a.what, "2 of the last 6 checkpoints expired (timeout 4.0 s)");
+        assert_eq!(
+            a.where_.as_deref(),
+            Some(
+                "stateful-map #0 never acknowledged checkpoint 6 (expired after 4.0 s); it held up 2 of the 2 failed checkpoints"
+            )
+        );
+        assert_eq!(a.class, Some(crate::rules::Class::Timeout));
+        assert!(
+            a.next_step.starts_with("See what stateful-map #0 does while it snapshots"),
+            "{}",
+            a.next_step
+        );
+        let json = serde_json::to_value(&r.jobs[0]).unwrap();
+        assert_eq!(json["answer"]["where"].as_str(), a.where_.as_deref());
+        assert_eq!(json["recent_outcomes"]["expired"], 2);
+        assert_eq!(r.headlines[0].text, "prod: its one job, orders, is not ok (1 warning)");
+
+        // With only completed checkpoints the window names the one that acknowledged latest.
+        let d = job(&state(false), &AlertsView::default(), "prod", "j1", Timestamp(1_016_000)).unwrap();
+        assert_eq!(
+            d.slowest_in_window.unwrap().text,
+            "stateful-map #1 acknowledged checkpoint 3 last, after 900 ms"
+        );
+    }
+
+    /// A decline names the subtask that declined; a late acknowledgement says when it came.
+    #[test]
+    fn the_window_says_how_a_subtask_held_a_failed_checkpoint_up() {
+        let mut s = state(false);
+        let mut late = expired(4);
+        late.operators[0].subtasks[0] = SubtaskCheckpoint {
+            index: 0,
+            acknowledged: true,
+            end_to_end_ms: Some(6_000),
+            sync_ms: Some(5_900),
+            ..SubtaskCheckpoint::default()
+        };
+        poll_job(&mut s, "j1", "orders", vec![late], (3, 1), 1_031_000);
+        let w =
+            job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_031_000)).unwrap().slowest_in_window;
+        assert_eq!(
+            w.unwrap().text,
+            "stateful-map #0 never acknowledged checkpoint 4 before it expired after 4.0 s; its \
+             acknowledgement came 6.0 s after the trigger"
+        );
+        let mut declined = expired(5);
+        declined.failure_message = Some("Checkpoint was declined.".into());
+        poll_job(&mut s, "j1", "orders", vec![declined], (3, 2), 1_036_000);
+        let w =
+            job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_036_000)).unwrap().slowest_in_window;
+        let w = w.unwrap();
+        assert_eq!(w.text, "stateful-map #0 declined checkpoint 5 (declined after 4.0 s)");
+        assert_eq!(w.held_up, Some((2, 2)));
+    }
+
+    fn alert_of(job_id: &str, name: &str, severity: &str, state: AlertState) -> Alert {
+        let mut a = alert(name, severity, state);
+        a.labels.insert("job_id".into(), job_id.into());
+        a
+    }
+
+    /// The jobs table is worst first: firing critical, firing warning, then by health (a failed
+    /// latest checkpoint, pending), ok last; by name among equals. The headline counts them.
+    #[test]
+    fn the_jobs_come_worst_first_with_a_headline_per_cluster() {
+        let mut s = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let names = [
+            ("j1", "a-ok"),
+            ("j2", "b-pending"),
+            ("j3", "c-critical"),
+            ("j4", "d-failing"),
+            ("j5", "e-warning"),
+        ];
+        s.apply(
+            &Observation::ClusterPolled(ClusterPoll {
+                cluster: "prod".into(),
+                duration_ms: 3,
+                flink_version: Some("2.3.0".into()),
+                jobs: Some(
+                    names
+                        .iter()
+                        .map(|(id, name)| JobSummary {
+                            job_id: id.to_string(),
+                            name: name.to_string(),
+                            state: "RUNNING".into(),
+                        })
+                        .collect(),
+                ),
+                errors: Vec::new(),
+                reachable: true,
+            }),
+            Timestamp(1_016_000),
+        );
+        for (id, name) in names {
+            let failing = id == "j4";
+            let counts = if failing { (1, 1) } else { (2, 0) };
+            poll_job(&mut s, id, name, vec![checkpoint(1, false), checkpoint(2, failing)], counts, 1_016_000);
+        }
+        let view = AlertsView {
+            active: vec![
+                alert_of("j2", "FlinkCheckpointAlignmentHigh", "warning", AlertState::Pending),
+                alert_of("j3", "FlinkCheckpointNoProgress", "critical", AlertState::Firing),
+                alert_of("j5", "FlinkCheckpointDurationHigh", "warning", AlertState::Firing),
+            ],
+            ..AlertsView::default()
+        };
+        let r = jobs(&s, &view, Timestamp(1_016_000));
+        let order: Vec<&str> = r.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(order, ["c-critical", "e-warning", "d-failing", "b-pending", "a-ok"]);
+        assert_eq!(r.headlines.len(), 1);
+        assert_eq!(
+            r.headlines[0].text,
+            "prod: 4 of 5 jobs are not ok (1 critical, 2 warning, 1 pending); the worst is c-critical"
+        );
+        assert_eq!(r.headlines[0].worst_job_id.as_deref(), Some("j3"));
+        // Each answer leads with what is wrong: the alert's summary, or the failure counts.
+        let answer = |name: &str| r.jobs.iter().find(|j| j.name == name).unwrap().answer.clone();
+        assert_eq!(answer("c-critical").unwrap().what, "FlinkCheckpointNoProgress summary");
+        assert_eq!(answer("b-pending").unwrap().what, "FlinkCheckpointAlignmentHigh summary (pending)");
+        let failing = answer("d-failing").unwrap();
+        assert_eq!(failing.what, "1 of the last 2 checkpoints expired (timeout 4.0 s)");
+        assert!(answer("a-ok").is_none());
+        // Nothing wrong: the headline says so.
+        let calm = jobs(&s, &AlertsView::default(), Timestamp(1_016_000));
+        assert_eq!(calm.jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>()[0], "d-failing");
+        assert_eq!(calm.headlines[0].text, "prod: 1 of 5 jobs is not ok (1 warning): d-failing");
+    }
+
     fn alert(name: &str, severity: &str, state: AlertState) -> Alert {
         let labels: BTreeMap<String, String> = [
             ("alertname", name),
@@ -1380,12 +1618,18 @@ mod tests {
         assert_eq!(r.jobs[0].firing_alerts[0].summary, "checkpoints fail");
         let d = job(&s, &view, "prod", "j1", Timestamp(1_016_000)).unwrap();
         assert_eq!(d.alerts.active.len(), 1);
-        // The API's convention (epoch ms, `…_at_ms`), with the v1 names kept beside it.
+        // The API's convention (epoch ms, `…_at_ms`) only: the deprecated names are gone.
         let json = serde_json::to_value(&d.alerts.active[0]).unwrap();
         assert_eq!((json["active_at_ms"].as_i64(), json["fired_at_ms"].as_i64()), (Some(0), Some(1)));
         assert!(json["resolved_at_ms"].is_null() && json.get("resolved_at_ms").is_some());
-        assert_eq!((json["active_since"].as_i64(), json["fired_at"].as_i64()), (Some(0), Some(1)));
+        for gone in ["active_since", "fired_at", "resolved_at"] {
+            assert!(json.get(gone).is_none(), "{gone} in {json}");
+        }
+        assert_eq!((json["state"].as_str(), json["value"].as_f64()), (Some("firing"), Some(1.0)));
         assert_eq!(json["labels"]["alertname"], "FlinkCheckpointsFailing");
+        let detail = serde_json::to_value(&d).unwrap();
+        assert!(detail["shadow"]["explanation"].get("expected_next_trigger").is_none());
+        assert!(detail["shadow"]["explanation"].get("expected_next_trigger_at_ms").is_some());
     }
 
     /// A TaskManager line names no job; it belongs to the one job whose JobManager lines name

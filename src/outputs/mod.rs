@@ -11,6 +11,7 @@
 
 pub mod access;
 pub mod alerting;
+pub mod answer;
 pub mod api;
 pub mod export;
 pub mod http;

@@ -15,7 +15,6 @@ pub mod trigger;
 
 use crate::model::coordinator::Binding;
 use crate::observe::{JobLoadReport, JobPoll};
-use crate::time::Timestamp;
 
 pub use trigger::{Deviation, DeviationKind};
 
@@ -31,9 +30,6 @@ pub struct Explanation {
     pub observed_interval_ms: Option<u64>,
     /// Median gap the model expected, ms.
     pub expected_interval_ms: Option<u64>,
-    /// When the model expects the next trigger. Deprecated name: read
-    /// `expected_next_trigger_at_ms` (the same epoch ms under the API's `…_at_ms` convention).
-    pub expected_next_trigger: Option<Timestamp>,
     /// When the model expects the next trigger, epoch ms.
     pub expected_next_trigger_at_ms: Option<i64>,
     /// A stall in progress: no trigger although one was expected this long ago.
@@ -91,7 +87,6 @@ impl Shadow {
             rule: t.dominant_rule().map(Binding::as_str),
             observed_interval_ms: t.observed_interval_ms(),
             expected_interval_ms: t.expected_interval_ms(),
-            expected_next_trigger: t.expected_next().map(|(at, _)| at),
             expected_next_trigger_at_ms: t.expected_next().map(|(at, _)| at.millis()),
             stall: t.stalled_for_ms().map(|ms| {
                 format!(

@@ -1,0 +1,416 @@
+//! The answer first, for the status page and the JSON API: per job what is wrong, where
+//! (operator, subtask, TaskManager), the failure class and the one next step; the subtask that
+//! held the job's recent checkpoints up; how they ended; and one headline per cluster.
+//!
+//! Pure views of the state, like `api`: no I/O, no clock. The sentences carry the numbers they
+//! rest on, and "where" is said only when one subtask stands out.
+
+use serde::Serialize;
+
+use crate::health::culprit::{self, Culprit, Role};
+use crate::health::{Health, Outcome, Reason, label};
+use crate::observe::{CheckpointStatus, SnapshotKind};
+use crate::rules::{Alert, AlertState, Class};
+use crate::state::{CheckpointRecord, ClusterState, JobState, is_stop_failure};
+use crate::time::fmt_duration;
+
+/// How the job's recent finished checkpoints ended (the ones its page lists; savepoints and the
+/// failures a cancel or stop causes are left out).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RecentOutcomes {
+    /// Checkpoints counted.
+    pub of: u64,
+    /// Completed.
+    pub completed: u64,
+    /// Expired (ran into the timeout).
+    pub expired: u64,
+    /// Declined by a task.
+    pub declined: u64,
+    /// Failed otherwise.
+    pub failed: u64,
+}
+
+impl RecentOutcomes {
+    /// The counts over the job's recent checkpoints.
+    pub fn of_job(j: &JobState) -> Self {
+        let mut n = RecentOutcomes::default();
+        for r in j.recent.iter().filter(|r| counts(r)) {
+            n.of += 1;
+            match outcome(r) {
+                Outcome::Completed => n.completed += 1,
+                Outcome::Expired => n.expired += 1,
+                Outcome::Declined => n.declined += 1,
+                Outcome::Failed => n.failed += 1,
+            }
+        }
+        n
+    }
+
+    /// Failed ones, of any kind.
+    pub fn failures(&self) -> u64 {
+        self.expired + self.declined + self.failed
+    }
+
+    /// "6 of the last 19 checkpoints expired"; `None` when none failed.
+    pub fn sentence(&self) -> Option<String> {
+        let (n, of) = (self.failures(), self.of);
+        let parts: Vec<String> =
+            [(self.expired, "expired"), (self.declined, "declined"), (self.failed, "failed")]
+                .into_iter()
+                .filter(|(k, _)| *k > 0)
+                .map(|(k, what)| format!("{k} {what}"))
+                .collect();
+        let how = match parts.as_slice() {
+            [] => return None,
+            [_] if self.expired > 0 => "expired".to_string(),
+            [_] if self.declined > 0 => "were declined".to_string(),
+            [_] => "failed".to_string(),
+            _ => format!("failed ({})", parts.join(", ")),
+        };
+        Some(format!("{n} of the last {of} checkpoints {how}"))
+    }
+}
+
+/// Whether a recent record counts among the job's checkpoints.
+fn counts(r: &CheckpointRecord) -> bool {
+    r.kind != SnapshotKind::Savepoint && !is_stop_failure(r.failure_message.as_deref())
+}
+
+fn outcome(r: &CheckpointRecord) -> Outcome {
+    Outcome::of(r.status, r.failure_message.as_deref())
+}
+
+/// The subtask that held the job's recent checkpoints up: of the newest failed checkpoint the
+/// one that did not acknowledge (never, late, or declined), else of the completed ones the one
+/// that acknowledged latest.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WindowCulprit {
+    /// The checkpoint it held up.
+    pub checkpoint_id: u64,
+    /// How that checkpoint ended.
+    pub outcome: Outcome,
+    /// The operator chain's name.
+    pub operator: String,
+    /// The subtask index (0-based).
+    pub subtask: u32,
+    /// How it held the checkpoint up.
+    pub role: Role,
+    /// Its acknowledgement − trigger; `null` when it never acknowledged.
+    pub end_to_end_ms: Option<u64>,
+    /// Its TaskManager, as far as known.
+    pub taskmanager: Option<String>,
+    /// Of the failed checkpoints counted, how many this subtask held up, and of how many.
+    pub held_up: Option<(u64, u64)>,
+    /// The same in one sentence, e.g. "stateful-map #0 never acknowledged checkpoint 4
+    /// (expired after 4.0 s), on 127.0.0.1:6122-demo01 (localhost:6121)".
+    pub text: String,
+}
+
+/// The subtask that held the recent checkpoints of job `job_id` up ([`WindowCulprit`]).
+pub fn window_culprit(c: &ClusterState, job_id: &str, j: &JobState) -> Option<WindowCulprit> {
+    let culprits: Vec<(&CheckpointRecord, Culprit)> = j
+        .recent
+        .iter()
+        .filter(|r| counts(r))
+        .filter_map(|r| Some((r, culprit::of_record(c, job_id, r)?)))
+        .collect();
+    let failed: Vec<&(&CheckpointRecord, Culprit)> =
+        culprits.iter().filter(|(r, _)| r.status == CheckpointStatus::Failed).collect();
+    let held = failed.iter().rev().find(|(_, cu)| cu.role.held_it_up());
+    let (r, cu, held_up) = match held {
+        Some((r, cu)) => {
+            let same = |x: &&&(&CheckpointRecord, Culprit)| {
+                x.1.role.held_it_up() && x.1.operator == cu.operator && x.1.subtask == cu.subtask
+            };
+            let of = j.recent.iter().filter(|r| counts(r) && r.status == CheckpointStatus::Failed).count();
+            (*r, cu, Some((failed.iter().filter(same).count() as u64, of as u64)))
+        }
+        None => {
+            let (r, cu) = culprits
+                .iter()
+                .filter(|(r, _)| r.status == CheckpointStatus::Completed)
+                .max_by_key(|(r, cu)| (cu.end_to_end_ms, r.id))?;
+            (*r, cu, None)
+        }
+    };
+    let text = culprit_sentence(r, cu);
+    Some(WindowCulprit {
+        checkpoint_id: r.id,
+        outcome: outcome(r),
+        operator: cu.operator.clone(),
+        subtask: cu.subtask,
+        role: cu.role,
+        end_to_end_ms: cu.end_to_end_ms,
+        taskmanager: cu.taskmanager.clone(),
+        held_up,
+        text,
+    })
+}
+
+/// What a culprit did to its checkpoint, naming it: "stateful-map #0 never acknowledged
+/// checkpoint 4 (expired after 4.0 s), on tm-1".
+fn culprit_sentence(r: &CheckpointRecord, cu: &Culprit) -> String {
+    let fmt = fmt_duration;
+    let (id, outcome, lived) = (r.id, outcome(r), fmt(r.finished_at.since(r.triggered_at)));
+    let name = match cu.others_unacknowledged {
+        0 => format!("{} #{}", cu.operator, cu.subtask),
+        1 => format!("{} #{} and 1 other subtask", cu.operator, cu.subtask),
+        k => format!("{} #{} and {k} other subtasks", cu.operator, cu.subtask),
+    };
+    let mut text = match (cu.role, cu.end_to_end_ms) {
+        (Role::NeverAcknowledged, _) => {
+            format!("{name} never acknowledged checkpoint {id} ({outcome} after {lived})")
+        }
+        (Role::AcknowledgedLate, Some(late)) => format!(
+            "{name} never acknowledged checkpoint {id} before it {outcome} after {lived}; its acknowledgement \
+             came {} after the trigger",
+            fmt(late)
+        ),
+        (Role::AcknowledgedLate, None) => {
+            format!("{name} never acknowledged checkpoint {id} before it {outcome} after {lived}")
+        }
+        (Role::Declined, _) => format!("{name} declined checkpoint {id} ({outcome} after {lived})"),
+        (Role::AcknowledgedLast, e2e) => {
+            format!("{name} acknowledged checkpoint {id} last, after {}", e2e.map_or("?".into(), fmt))
+        }
+    };
+    if let Some(tm) = &cu.taskmanager {
+        text.push_str(&format!(", on {tm}"));
+    }
+    text
+}
+
+/// The answer for one job that is not ok: what is wrong, where, the class, the next step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Answer {
+    /// What is wrong, in one sentence with its numbers.
+    pub what: String,
+    /// Where: the subtask that held the checkpoints up and its TaskManager, in one sentence;
+    /// `null` when no one subtask stands out.
+    #[serde(rename = "where")]
+    pub where_: Option<String>,
+    /// That subtask, when one stands out.
+    pub culprit: Option<WindowCulprit>,
+    /// `blocking`, `timeout` or `failure`; `null` when it is none of these (a cluster that
+    /// does not answer, no checkpoint yet).
+    pub class: Option<Class>,
+    /// The one next step.
+    pub next_step: String,
+    /// The runbook section of the worst alert of the job.
+    pub runbook_url: Option<String>,
+}
+
+/// The answer for a job of health `health` with `reasons` ([`crate::health::job_health`]) and
+/// its pending and firing `alerts`; `None` when it is ok.
+pub fn job_answer(
+    c: &ClusterState,
+    job_id: &str,
+    j: &JobState,
+    (health, reasons): (Health, &[Reason]),
+    alerts: &[&Alert],
+) -> Option<Answer> {
+    if health == Health::Ok {
+        return None;
+    }
+    let mut alerts: Vec<&Alert> = alerts.to_vec();
+    // Firing before pending, then by severity.
+    alerts.sort_by_key(|a| {
+        (a.state != AlertState::Firing, crate::health::alert_severity(a), a.name().to_string())
+    });
+    let worst = alerts.first().copied();
+    let counts = RecentOutcomes::of_job(j);
+    let alert_class = worst.and_then(|a| class_of(label(a, "class")));
+    let failing = counts.failures() > 0
+        && (j.consecutive_failures() > 0 || matches!(alert_class, Some(Class::Failure | Class::Timeout)));
+    let job_state = reasons.iter().find_map(|r| match r {
+        Reason::JobState(s) => Some(s.to_string()),
+        _ => None,
+    });
+    let mut what: Vec<String> = Vec::new();
+    what.extend(job_state.as_ref().map(|s| format!("the job is {s}")));
+    if failing && let Some(mut s) = counts.sentence() {
+        if counts.expired > 0
+            && let Some(t) = j.settings.as_ref().and_then(|s| s.timeout_ms)
+        {
+            s.push_str(&format!(" (timeout {})", fmt_duration(t)));
+        }
+        let streak = j.consecutive_failures();
+        if streak > 1 && streak < counts.failures() {
+            s.push_str(&format!(", the latest {streak} in a row"));
+        }
+        what.push(s);
+    }
+    if what.is_empty() {
+        match worst {
+            Some(a) => {
+                let summary = a.annotations.get("summary").cloned().unwrap_or_else(|| a.name().to_string());
+                what.push(if a.state == AlertState::Firing {
+                    summary
+                } else {
+                    format!("{summary} (pending)")
+                });
+            }
+            None => what.extend(reasons.first().map(ToString::to_string)),
+        }
+    }
+    let what = capitalized(&what.join("; "));
+    let culprit = window_culprit(c, job_id, j).filter(|w| stands_out(w, j, failing));
+    let class = alert_class.or(if failing {
+        Some(if counts.expired * 2 >= counts.failures() { Class::Timeout } else { Class::Failure })
+    } else if job_state.is_some() || reasons.iter().any(|r| matches!(r, Reason::Stalled { .. })) {
+        Some(Class::Failure)
+    } else {
+        None
+    });
+    let where_ = culprit.as_ref().map(|w| match w.held_up {
+        Some((k, of)) if of > 1 => format!("{}; it held up {k} of the {of} failed checkpoints", w.text),
+        _ => w.text.clone(),
+    });
+    let next_step = next_step(class, culprit.as_ref(), job_state.is_some(), reasons);
+    let runbook_url = worst.and_then(|a| a.annotations.get("runbook_url").cloned());
+    Some(Answer { what, where_, culprit, class, next_step, runbook_url })
+}
+
+/// Whether the window's culprit is worth naming: it held a failed checkpoint up, or it
+/// acknowledged last in most of the recent completed checkpoints (at least three).
+fn stands_out(w: &WindowCulprit, j: &JobState, failing: bool) -> bool {
+    if w.held_up.is_some() {
+        return failing;
+    }
+    let completed: Vec<&(String, u32, u64)> = j
+        .recent
+        .iter()
+        .filter(|r| counts(r) && r.status == CheckpointStatus::Completed)
+        .filter_map(|r| r.slowest_subtask.as_ref())
+        .collect();
+    let same = completed.iter().filter(|(op, st, _)| *op == w.operator && *st == w.subtask).count();
+    same >= 3 && same * 2 > completed.len()
+}
+
+fn class_of(label: &str) -> Option<Class> {
+    match label {
+        "blocking" => Some(Class::Blocking),
+        "timeout" => Some(Class::Timeout),
+        "failure" => Some(Class::Failure),
+        _ => None,
+    }
+}
+
+fn capitalized(s: &str) -> String {
+    let mut chars = s.chars();
+    chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
+}
+
+/// The one next step, by class, naming the subtask when one stands out.
+fn next_step(
+    class: Option<Class>,
+    culprit: Option<&WindowCulprit>,
+    job_state: bool,
+    reasons: &[Reason],
+) -> String {
+    let who = culprit.map(|w| match &w.taskmanager {
+        Some(tm) => format!("{} #{} (on {tm})", w.operator, w.subtask),
+        None => format!("{} #{}", w.operator, w.subtask),
+    });
+    if reasons.iter().any(|r| matches!(r, Reason::Unreachable)) {
+        return "Check that the JobManager is up and that the daemon reaches its REST address; until it \
+                answers, what is shown is its last answer."
+            .to_string();
+    }
+    match (class, who) {
+        (Some(Class::Timeout), Some(who)) => format!(
+            "See what {who} does while it snapshots: its TaskManager log and a thread dump during a \
+             checkpoint, then its state size and the checkpoint storage's throughput. Raising the \
+             timeout only hides it."
+        ),
+        (Some(Class::Timeout), None) => "No single subtask stands out: the TaskManagers' logs and a thread dump \
+                                         during a checkpoint, then the state size and the checkpoint storage's \
+                                         throughput. Raising the timeout only hides it."
+            .to_string(),
+        (Some(Class::Failure), Some(who)) if culprit.is_some_and(|w| w.role.held_it_up()) => format!(
+            "Read the deepest \"Caused by:\" in the TaskManager log of {who} around checkpoint {} \
+             (checkpoint-sentinel scan-logs classifies it){}.",
+            culprit.map_or(0, |w| w.checkpoint_id),
+            if job_state { ", and the job's exception history for why it fails over" } else { "" }
+        ),
+        (Some(Class::Failure), _) if job_state => "Read why the job fails over: the JobManager log and the job's \
+                                                   exception history (Flink web UI, Exceptions)."
+            .to_string(),
+        (Some(Class::Failure), _) if reasons.iter().any(|r| matches!(r, Reason::Stalled { .. })) => {
+            "Look at the JobManager: its log and a thread dump (a GC pause, overload or a stalled checkpoint \
+             coordinator)."
+                .to_string()
+        }
+        (Some(Class::Failure), _) => "Read the failure reasons of the checkpoints below and the deepest \"Caused \
+                                      by:\" in the TaskManager logs (checkpoint-sentinel scan-logs classifies \
+                                      them)."
+            .to_string(),
+        (Some(Class::Blocking), who) => format!(
+            "Find where the backpressure starts: the busy and backpressured operators downstream of {} \
+             (Flink web UI, BackPressure), and whether its input is skewed. Unaligned checkpoints let \
+             barriers overtake the queued records.",
+            who.unwrap_or_else(|| "the slowest subtasks".to_string())
+        ),
+        (None, _) => "Wait for the first checkpoint; if none comes, check that checkpointing is enabled \
+                      (execution.checkpointing.interval)."
+            .to_string(),
+    }
+}
+
+/// One cluster's headline: how many of its jobs are not ok, and which is worst.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ClusterHeadline {
+    /// The cluster.
+    pub cluster: String,
+    /// The line, e.g. "demo: 3 of 5 jobs are not ok (1 critical, 1 warning, 1 pending); the
+    /// worst is demo-failing-4".
+    pub text: String,
+    /// The worst job's id, when one is not ok: its row (first of the cluster's in `jobs`)
+    /// carries its answer.
+    pub worst_job_id: Option<String>,
+}
+
+/// The headline of `cluster`, from its jobs' (id, name, health), worst first.
+pub fn cluster_headline(cluster: &str, reachable: bool, jobs: &[(&str, &str, Health)]) -> ClusterHeadline {
+    let not_ok: Vec<&(&str, &str, Health)> = jobs.iter().filter(|(_, _, h)| *h != Health::Ok).collect();
+    let n = jobs.len();
+    let worst = not_ok.first();
+    let text = if !reachable {
+        format!("{cluster}: the JobManager does not answer; what is shown is from its last answer")
+    } else if n == 0 {
+        format!("{cluster}: no jobs yet")
+    } else if let Some((_, name, _)) = worst {
+        let mut levels: Vec<String> = Vec::new();
+        for level in [Health::Critical, Health::Warning, Health::Pending, Health::Unknown] {
+            let k = not_ok.iter().filter(|(_, _, h)| *h == level).count();
+            if k > 0 {
+                levels.push(format!("{k} {}", health_word(level)));
+            }
+        }
+        let levels = levels.join(", ");
+        match (n, not_ok.len()) {
+            (1, _) => format!("{cluster}: its one job, {name}, is not ok ({levels})"),
+            (_, 1) => format!("{cluster}: 1 of {n} jobs is not ok ({levels}): {name}"),
+            (_, k) => format!("{cluster}: {k} of {n} jobs are not ok ({levels}); the worst is {name}"),
+        }
+    } else if n == 1 {
+        format!("{cluster}: its one job is ok")
+    } else {
+        format!("{cluster}: all {n} jobs are ok")
+    };
+    ClusterHeadline {
+        cluster: cluster.to_string(),
+        text,
+        worst_job_id: worst.map(|(id, _, _)| id.to_string()),
+    }
+}
+
+fn health_word(h: Health) -> &'static str {
+    match h {
+        Health::Critical => "critical",
+        Health::Warning => "warning",
+        Health::Pending => "pending",
+        Health::Unknown => "unknown",
+        Health::Ok => "ok",
+    }
+}
