@@ -99,8 +99,12 @@ pub struct WindowCulprit {
     pub end_to_end_ms: Option<u64>,
     /// Its TaskManager, as far as known.
     pub taskmanager: Option<String>,
-    /// Of the failed checkpoints counted, how many this subtask held up, and of how many.
+    /// Of the failed checkpoints counted, how many this subtask held up, and of how many;
+    /// `null` when none failed.
     pub held_up: Option<(u64, u64)>,
+    /// When none failed: of the completed checkpoints counted, in how many it acknowledged
+    /// last, and of how many.
+    pub last_in: Option<(u64, u64)>,
     /// The same in one sentence, e.g. "stateful-map #0 never acknowledged checkpoint 4
     /// (expired after 4.0 s), on 127.0.0.1:6122-demo01 (localhost:6121)".
     pub text: String,
@@ -117,20 +121,27 @@ pub fn window_culprit(c: &ClusterState, job_id: &str, j: &JobState) -> Option<Wi
     let failed: Vec<&(&CheckpointRecord, Culprit)> =
         culprits.iter().filter(|(r, _)| r.status == CheckpointStatus::Failed).collect();
     let held = failed.iter().rev().find(|(_, cu)| cu.role.held_it_up());
-    let (r, cu, held_up) = match held {
+    let (r, cu, held_up, last_in) = match held {
         Some((r, cu)) => {
             let same = |x: &&&(&CheckpointRecord, Culprit)| {
                 x.1.role.held_it_up() && x.1.operator == cu.operator && x.1.subtask == cu.subtask
             };
             let of = j.recent.iter().filter(|r| counts(r) && r.status == CheckpointStatus::Failed).count();
-            (*r, cu, Some((failed.iter().filter(same).count() as u64, of as u64)))
+            (*r, cu, Some((failed.iter().filter(same).count() as u64, of as u64)), None)
         }
         None => {
             let (r, cu) = culprits
                 .iter()
                 .filter(|(r, _)| r.status == CheckpointStatus::Completed)
                 .max_by_key(|(r, cu)| (cu.end_to_end_ms, r.id))?;
-            (*r, cu, None)
+            let completed: Vec<&(String, u32, u64)> = j
+                .recent
+                .iter()
+                .filter(|r| counts(r) && r.status == CheckpointStatus::Completed)
+                .filter_map(|r| r.slowest_subtask.as_ref())
+                .collect();
+            let same = completed.iter().filter(|(op, st, _)| *op == cu.operator && *st == cu.subtask).count();
+            (*r, cu, None, Some((same as u64, completed.len() as u64)))
         }
     };
     let text = culprit_sentence(r, cu);
@@ -143,6 +154,7 @@ pub fn window_culprit(c: &ClusterState, job_id: &str, j: &JobState) -> Option<Wi
         end_to_end_ms: cu.end_to_end_ms,
         taskmanager: cu.taskmanager.clone(),
         held_up,
+        last_in,
         text,
     })
 }
@@ -254,7 +266,7 @@ pub fn job_answer(
         }
     }
     let what = capitalized(&what.join("; "));
-    let culprit = window_culprit(c, job_id, j).filter(|w| stands_out(w, j, failing));
+    let culprit = window_culprit(c, job_id, j).filter(|w| stands_out(w, failing));
     let class = alert_class.or(if failing {
         Some(if counts.expired * 2 >= counts.failures() { Class::Timeout } else { Class::Failure })
     } else if job_state.is_some() || reasons.iter().any(|r| matches!(r, Reason::Stalled { .. })) {
@@ -262,8 +274,17 @@ pub fn job_answer(
     } else {
         None
     });
-    let where_ = culprit.as_ref().map(|w| match w.held_up {
-        Some((k, of)) if of > 1 => format!("{}; it held up {k} of the {of} failed checkpoints", w.text),
+    let where_ = culprit.as_ref().map(|w| match (w.held_up, w.last_in) {
+        (Some((k, of)), _) if of > 1 => format!("{}; it held up {k} of the {of} failed checkpoints", w.text),
+        (None, Some((k, of))) => {
+            let tm = w.taskmanager.as_ref().map(|tm| format!(", on {tm}")).unwrap_or_default();
+            let longest =
+                w.end_to_end_ms.map(|ms| format!(", up to {}", fmt_duration(ms))).unwrap_or_default();
+            format!(
+                "{} #{} acknowledged last in {k} of the last {of} completed checkpoints{longest}{tm}",
+                w.operator, w.subtask
+            )
+        }
         _ => w.text.clone(),
     });
     let next_step = next_step(class, culprit.as_ref(), job_state.is_some(), reasons);
@@ -271,20 +292,15 @@ pub fn job_answer(
     Some(Answer { what, where_, culprit, class, next_step, runbook_url })
 }
 
-/// Whether the window's culprit is worth naming: it held a failed checkpoint up, or it
-/// acknowledged last in most of the recent completed checkpoints (at least three).
-fn stands_out(w: &WindowCulprit, j: &JobState, failing: bool) -> bool {
-    if w.held_up.is_some() {
-        return failing;
+/// Whether the window's culprit is worth naming: it held a failed checkpoint up while
+/// checkpoints fail, or it acknowledged last in most of the recent completed checkpoints (at
+/// least three).
+fn stands_out(w: &WindowCulprit, failing: bool) -> bool {
+    match (w.held_up, w.last_in) {
+        (Some(_), _) => failing,
+        (None, Some((k, of))) => k >= 3 && k * 2 > of,
+        (None, None) => false,
     }
-    let completed: Vec<&(String, u32, u64)> = j
-        .recent
-        .iter()
-        .filter(|r| counts(r) && r.status == CheckpointStatus::Completed)
-        .filter_map(|r| r.slowest_subtask.as_ref())
-        .collect();
-    let same = completed.iter().filter(|(op, st, _)| *op == w.operator && *st == w.subtask).count();
-    same >= 3 && same * 2 > completed.len()
 }
 
 fn class_of(label: &str) -> Option<Class> {

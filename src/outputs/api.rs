@@ -1421,12 +1421,24 @@ mod tests {
         assert_eq!(json["recent_outcomes"]["expired"], 2);
         assert_eq!(r.headlines[0].text, "prod: its one job, orders, is not ok (1 warning)");
 
-        // With only completed checkpoints the window names the one that acknowledged latest.
-        let d = job(&state(false), &AlertsView::default(), "prod", "j1", Timestamp(1_016_000)).unwrap();
+        // With only completed checkpoints the window names the one that acknowledged latest;
+        // the answer of a job with a pending alert names it when it was last in most of them.
+        let s = state(false);
+        let d = job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_016_000)).unwrap();
+        let w = d.slowest_in_window.unwrap();
+        assert_eq!(w.text, "stateful-map #1 acknowledged checkpoint 3 last, after 900 ms");
+        assert_eq!((w.held_up, w.last_in), (None, Some((3, 3))));
+        let view = AlertsView {
+            active: vec![alert("FlinkCheckpointAlignmentHigh", "warning", AlertState::Pending)],
+            ..AlertsView::default()
+        };
+        let a = jobs(&s, &view, Timestamp(1_016_000)).jobs[0].answer.clone().unwrap();
         assert_eq!(
-            d.slowest_in_window.unwrap().text,
-            "stateful-map #1 acknowledged checkpoint 3 last, after 900 ms"
+            a.where_.as_deref(),
+            Some("stateful-map #1 acknowledged last in 3 of the last 3 completed checkpoints, up to 900 ms")
         );
+        assert!(a.next_step.starts_with("Find where the backpressure starts"), "{}", a.next_step);
+        assert!(a.next_step.contains("downstream of stateful-map #1"), "{}", a.next_step);
     }
 
     /// A decline names the subtask that declined; a late acknowledgement says when it came.
@@ -1522,7 +1534,11 @@ mod tests {
         // Each answer leads with what is wrong: the alert's summary, or the failure counts.
         let answer = |name: &str| r.jobs.iter().find(|j| j.name == name).unwrap().answer.clone();
         assert_eq!(answer("c-critical").unwrap().what, "FlinkCheckpointNoProgress summary");
-        assert_eq!(answer("b-pending").unwrap().what, "FlinkCheckpointAlignmentHigh summary (pending)");
+        let pending = answer("b-pending").unwrap();
+        assert_eq!(pending.what, "FlinkCheckpointAlignmentHigh summary (pending)");
+        assert_eq!(pending.class, Some(crate::rules::Class::Blocking));
+        // Subtask 1 acknowledged last in both checkpoints: too few to say it stands out.
+        assert_eq!((pending.where_, pending.culprit.map(|w| w.last_in)), (None, None));
         let failing = answer("d-failing").unwrap();
         assert_eq!(failing.what, "1 of the last 2 checkpoints expired (timeout 4.0 s)");
         assert!(answer("a-ok").is_none());
