@@ -47,7 +47,8 @@ impl ThreadDumpsConfig {
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         if !(self.expiry_share > 0.0 && self.expiry_share < 1.0) {
-            problems.push(format!("thread_dumps.expiry_share: {}: expected between 0 and 1", self.expiry_share));
+            problems
+                .push(format!("thread_dumps.expiry_share: {}: expected between 0 and 1", self.expiry_share));
         }
         if self.min_interval < Duration::from_secs(10) {
             problems.push("thread_dumps.min_interval: expected at least 10s".to_string());
@@ -69,7 +70,11 @@ mod tests {
     #[test]
     fn the_defaults_pass_and_a_share_out_of_range_does_not() {
         assert!(ThreadDumpsConfig::default().problems().is_empty());
-        let bad = ThreadDumpsConfig { expiry_share: 1.2, min_interval: Duration::from_secs(1), ..Default::default() };
+        let bad = ThreadDumpsConfig {
+            expiry_share: 1.2,
+            min_interval: Duration::from_secs(1),
+            ..Default::default()
+        };
         assert_eq!(bad.problems().len(), 2);
     }
 }

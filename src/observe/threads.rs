@@ -182,6 +182,25 @@ impl ThreadSample {
     pub fn user(&self) -> Option<&Frame> {
         self.frames.get(self.user_frame?)
     }
+
+    /// One line: `blocked in: class.method(File.java:42) on tm-1 (thread Map (1/2)#0)`; without
+    /// a user frame, the innermost frame and why no user frame is named.
+    pub fn text(&self) -> String {
+        let thread = self.thread.as_deref().map_or(String::new(), |t| format!(" (thread {t})"));
+        let state = self.state.map_or(String::new(), |s| format!(", {}", s.as_str()));
+        match (self.user(), self.frames.first()) {
+            (Some(user), _) => format!("blocked in: {} on {}{thread}{state}", user.text(), self.taskmanager),
+            (None, Some(top)) => {
+                let why = if self.stopped_early {
+                    "no frame of the user's code among the frames Flink returned (the stack was cut)"
+                } else {
+                    "only Flink and JDK frames"
+                };
+                format!("in: {} on {}{thread}{state}: {why}", top.text(), self.taskmanager)
+            }
+            (None, None) => format!("no stack of the thread on {}{thread}", self.taskmanager),
+        }
+    }
 }
 
 /// A thread sample for a job, as a source reports it.

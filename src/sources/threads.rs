@@ -90,7 +90,14 @@ impl Looker {
     /// A looker for `config`'s cluster, reporting into `app`.
     pub fn new(config: ClusterConfig, app: Arc<AppState>) -> Result<Self, ClientBuildError> {
         let client = FlinkClient::new(&config)?;
-        Ok(Looker { config, client, app, last_look: HashMap::new(), looked: BTreeSet::new(), flame_graph_off: false })
+        Ok(Looker {
+            config,
+            client,
+            app,
+            last_look: HashMap::new(),
+            looked: BTreeSet::new(),
+            flame_graph_off: false,
+        })
     }
 
     /// Looks whenever a checkpoint is about to expire, forever.
@@ -104,7 +111,10 @@ impl Looker {
             let (due, version) = {
                 let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
                 let Some(cluster) = state.clusters().get(&self.config.name) else { continue };
-                (due(cluster, Timestamp::now(), settings.expiry_share, &self.looked), cluster.flink_version.clone())
+                (
+                    due(cluster, Timestamp::now(), settings.expiry_share, &self.looked),
+                    cluster.flink_version.clone(),
+                )
             };
             for d in due.into_iter().take(LOOKS_PER_TICK) {
                 if self.looked.len() >= LOOKED_CAPACITY {
@@ -122,7 +132,11 @@ impl Looker {
         let Some(pending) = self.pending(d, timeout).await else { return };
         let cluster = self.config.name.clone();
         let now = Instant::now();
-        if self.last_look.get(&pending.taskmanager).is_some_and(|at| now.duration_since(*at) < settings.min_interval) {
+        if self
+            .last_look
+            .get(&pending.taskmanager)
+            .is_some_and(|at| now.duration_since(*at) < settings.min_interval)
+        {
             self.app.count_thread_dump(&cluster, "rate_limited");
             return;
         }
@@ -164,18 +178,30 @@ impl Looker {
                 let at = job.subtask_location(&operator, subtask)?;
                 Some(at.split(" (").next().unwrap_or(at).to_string())
             })?;
-            return Some(Pending { vertex_id: v.id.clone(), operator, parallelism: v.parallelism, subtask, taskmanager });
+            return Some(Pending {
+                vertex_id: v.id.clone(),
+                operator,
+                parallelism: v.parallelism,
+                subtask,
+                taskmanager,
+            });
         }
         None
     }
 
     /// Flink's flame graph of the subtask; `None` (to fall back to a dump) when it is off.
-    async fn flame_graph(&mut self, d: &Due, p: &Pending, settings: &ThreadDumpsConfig) -> Option<ThreadSample> {
+    async fn flame_graph(
+        &mut self,
+        d: &Due,
+        p: &Pending,
+        settings: &ThreadDumpsConfig,
+    ) -> Option<ThreadSample> {
         let deadline = Instant::now() + settings.timeout;
         let cluster = self.config.name.clone();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let fetch = self.client.flame_graph(&d.job_id, &p.vertex_id, p.subtask, settings.max_response_bytes);
+            let fetch =
+                self.client.flame_graph(&d.job_id, &p.vertex_id, p.subtask, settings.max_response_bytes);
             let graph = match self.request(left, fetch).await {
                 Ok(Some(graph)) => graph,
                 Ok(None) => return None,
@@ -218,7 +244,12 @@ impl Looker {
     }
 
     /// The TaskManager's thread dump, reduced to the subtask's task thread.
-    async fn thread_dump(&mut self, d: &Due, p: &Pending, settings: &ThreadDumpsConfig) -> Option<ThreadSample> {
+    async fn thread_dump(
+        &mut self,
+        d: &Due,
+        p: &Pending,
+        settings: &ThreadDumpsConfig,
+    ) -> Option<ThreadSample> {
         let cluster = self.config.name.clone();
         let fetch = self.client.thread_dump(&p.taskmanager, settings.max_response_bytes);
         let dump = match self.request(settings.timeout, fetch).await {
@@ -232,7 +263,8 @@ impl Looker {
                 return None;
             }
         };
-        let Some((name, thread)) = threads::find_task_thread(&dump, &p.operator, p.subtask, p.parallelism) else {
+        let Some((name, thread)) = threads::find_task_thread(&dump, &p.operator, p.subtask, p.parallelism)
+        else {
             self.app.count_thread_dump(&cluster, "thread_not_found");
             return None;
         };

@@ -471,6 +471,12 @@ impl JobState {
         self.subtask_locations.get(operator)?.get(subtask as usize)?.as_deref()
     }
 
+    /// Whether the thread samples say the user's code holds a subtask's thread at `now`
+    /// (`super::threads`): until a checkpoint completes after the latest sample.
+    pub fn blocked_thread(&self, now: Timestamp) -> Option<super::threads::Blocked<'_>> {
+        self.threads.blocked(self.last_completed.as_ref().map(|r| r.finished_at), now)
+    }
+
     /// Failed checkpoints since the last completed one (Flink's consecutive-failure count as
     /// far as the daemon saw the checkpoints; failures of a job that was stopping excluded). A
     /// running count: not limited to the recent ring.

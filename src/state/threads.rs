@@ -80,11 +80,17 @@ impl ThreadSamples {
     pub fn blocked(&self, last_completed_at: Option<Timestamp>, now: Timestamp) -> Option<Blocked<'_>> {
         let latest = self.recent.back()?;
         let frame = latest.user()?.method_text();
-        if now.since(latest.taken_at) > VERDICT_HOLD_MS || last_completed_at.is_some_and(|c| c > latest.taken_at) {
+        if now.since(latest.taken_at) > VERDICT_HOLD_MS
+            || last_completed_at.is_some_and(|c| c > latest.taken_at)
+        {
             return None;
         }
         let consecutive = match (latest.source, latest.hits) {
-            (SampleSource::FlameGraph, Some((hits, of))) if of >= CONSECUTIVE && f64::from(hits) >= FLAME_SHARE * f64::from(of) => of,
+            (SampleSource::FlameGraph, Some((hits, of)))
+                if of >= CONSECUTIVE && f64::from(hits) >= FLAME_SHARE * f64::from(of) =>
+            {
+                of
+            }
             _ => self
                 .recent
                 .iter()
@@ -105,7 +111,12 @@ mod tests {
     fn sample(at: i64, method: &str) -> ThreadSample {
         let frames = vec![
             Frame { class: "java.lang.Thread".into(), method: "sleep".into(), file: None, line: None },
-            Frame { class: "my.Job$Map".into(), method: method.into(), file: Some("Job.java".into()), line: Some(9) },
+            Frame {
+                class: "my.Job$Map".into(),
+                method: method.into(),
+                file: Some("Job.java".into()),
+                line: Some(9),
+            },
         ];
         ThreadSample {
             checkpoint_id: at as u64,
@@ -131,7 +142,11 @@ mod tests {
         t.push(sample(600_000, "map"));
         let b = t.blocked(None, Timestamp(700_000)).unwrap();
         assert_eq!((b.consecutive, b.frame().as_str()), (2, "my.Job$Map.map"));
-        assert_eq!(t.blocked(Some(Timestamp(650_000)), Timestamp(700_000)), None, "a checkpoint completed since");
+        assert_eq!(
+            t.blocked(Some(Timestamp(650_000)), Timestamp(700_000)),
+            None,
+            "a checkpoint completed since"
+        );
         assert_eq!(t.blocked(None, Timestamp(600_000 + VERDICT_HOLD_MS as i64 + 1)), None, "too old");
         t.push(sample(900_000, "flatMap"));
         assert_eq!(t.blocked(None, Timestamp(900_001)), None, "another frame starts a new run");
@@ -147,7 +162,11 @@ mod tests {
         assert_eq!(t.blocked(None, Timestamp(1_000)).map(|b| b.consecutive), Some(100));
         s.hits = Some((50, 100));
         t.push(s);
-        assert_eq!(t.blocked(None, Timestamp(1_000)).map(|b| b.consecutive), Some(2), "falls back to the samples");
+        assert_eq!(
+            t.blocked(None, Timestamp(1_000)).map(|b| b.consecutive),
+            Some(2),
+            "falls back to the samples"
+        );
     }
 
     #[test]
@@ -158,11 +177,12 @@ mod tests {
         }
         assert_eq!(t.recent().count(), SAMPLES_PER_JOB);
         let mut deep = sample(42, "map");
-        deep.frames = (0..30).map(|_| deep.frames[0].clone()).chain([deep.frames[1].clone()]).collect();
-        deep.user_frame = Some(30);
+        let (jdk, user) = (deep.frames[0].clone(), deep.frames[1].clone());
+        deep.frames = [vec![jdk.clone(); 20], vec![user], vec![jdk; 20]].concat();
+        deep.user_frame = Some(20);
         t.push(deep);
         let kept = t.for_record(42).unwrap();
-        assert_eq!((kept.frames.len(), kept.stopped_early), (31, true));
-        assert!(t.for_record(7).is_none());
+        assert_eq!((kept.frames.len(), kept.stopped_early), (21, true), "down to the user's frame");
+        assert!(t.for_record(2).is_none(), "dropped from the ring");
     }
 }

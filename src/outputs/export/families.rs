@@ -169,6 +169,12 @@ pub const METRICS: &[MetricDef] = &[
         "Age of the oldest checkpoint in progress at scrape time (now minus its trigger time): those the log saw triggered and those the last poll saw, without those the log said finished since, those past their timeout, and those only a poll saw and younger than half their timeout then (they may have completed unheard); 0 when none."
     ),
     metric!(
+        "flink_checkpoint_blocked_by_user_code",
+        Gauge,
+        &["cluster", "job_id", "job_name", "operator", "subtask", "taskmanager", "frame"],
+        "1 while the thread of the subtask holding a job's checkpoint up sat in the same frame of the user's code (frame: class.method) in consecutive samples and no checkpoint completed since (docs/thread-dumps.md); absent otherwise. At most one series per job at a time."
+    ),
+    metric!(
         "flink_checkpoint_trigger_failures_total",
         Counter,
         JOB,

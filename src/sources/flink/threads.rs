@@ -117,12 +117,14 @@ pub fn find_task_thread<'a>(
         .iter()
         .filter_map(|t| {
             let name = t.thread_name.as_deref()?;
-            let text = t.stringified.as_deref().filter(|_| is_task_thread(name, vertex, subtask, parallelism))?;
+            let text =
+                t.stringified.as_deref().filter(|_| is_task_thread(name, vertex, subtask, parallelism))?;
             Some((name, parse_thread(text)))
         })
         .collect();
     let in_user_code = found.iter().position(|(_, t)| first_user_frame(&t.frames).is_some());
-    let pick = in_user_code.or_else(|| found.iter().position(|(n, _)| !n.starts_with("Legacy Source Thread")));
+    let pick =
+        in_user_code.or_else(|| found.iter().position(|(n, _)| !n.starts_with("Legacy Source Thread")));
     Some(found.swap_remove(pick.unwrap_or(0).min(found.len().checked_sub(1)?)))
 }
 
@@ -209,7 +211,8 @@ pub fn read_flame_graph(graph: &FlameGraph) -> FlameAnswer {
     }
     // Innermost first, as a dump prints it.
     path.reverse();
-    let stopped_early = path.len() > MAX_FRAMES || path.last().is_none_or(|outer| !is_thread_start(&outer.name));
+    let stopped_early =
+        path.len() > MAX_FRAMES || path.last().is_none_or(|outer| !is_thread_start(&outer.name));
     path.truncate(MAX_FRAMES);
     let frames: Vec<Frame> = path.iter().filter_map(|n| flame_frame(&n.name)).collect();
     let hits = first_user_frame(&frames).map_or(path.first().map_or(0, |n| n.value), |i| path[i].value);
@@ -254,10 +257,17 @@ mod tests {
 
     #[test]
     fn frames_keep_lambda_classes_and_lose_loaders_and_modules() {
-        let f = parse_frame("org.apache.flink.X$$Lambda$773/0x00000001007f84a0.accept(Unknown Source)").unwrap();
-        assert_eq!((f.class.as_str(), f.method.as_str(), f.file), ("org.apache.flink.X$$Lambda$773/0x00000001007f84a0", "accept", None));
+        let f =
+            parse_frame("org.apache.flink.X$$Lambda$773/0x00000001007f84a0.accept(Unknown Source)").unwrap();
+        assert_eq!(
+            (f.class.as_str(), f.method.as_str(), f.file),
+            ("org.apache.flink.X$$Lambda$773/0x00000001007f84a0", "accept", None)
+        );
         let f = parse_frame("app//Top$$Lambda$1/0x1.run(Top.java)").unwrap();
-        assert_eq!((f.class.as_str(), f.file.as_deref(), f.line), ("Top$$Lambda$1/0x1", Some("Top.java"), None));
+        assert_eq!(
+            (f.class.as_str(), f.file.as_deref(), f.line),
+            ("Top$$Lambda$1/0x1", Some("Top.java"), None)
+        );
         let f = parse_frame("java.base/java.lang.Object.wait(Object.java:338)").unwrap();
         assert_eq!((f.class.as_str(), f.line), ("java.lang.Object", Some(338)));
         assert_eq!(parse_frame("garbage"), None);
@@ -284,21 +294,22 @@ mod tests {
 
     #[test]
     fn a_flame_graph_gives_its_heaviest_stack_or_says_why_not() {
-        let graph = |v: serde_json::Value| read_flame_graph(&serde_json::from_value::<FlameGraph>(v).unwrap());
+        let graph =
+            |v: serde_json::Value| read_flame_graph(&serde_json::from_value::<FlameGraph>(v).unwrap());
         assert_eq!(graph(serde_json::json!({"endTimestamp": -2, "data": null})), FlameAnswer::Disabled);
         assert_eq!(graph(serde_json::json!({"endTimestamp": -3})), FlameAnswer::Waiting);
         assert_eq!(graph(serde_json::json!({"endTimestamp": -1, "data": null})), FlameAnswer::Nothing);
-        let answer = graph(serde_json::json!({"endTimestamp": 1, "data": {"name": "root", "value": 10, "children": [
+        let answer =
+            graph(serde_json::json!({"endTimestamp": 1, "data": {"name": "root", "value": 10, "children": [
             {"name": "java.lang.Thread.run:840", "value": 10, "children": [
                 {"name": "sentinel.e2e.ScenarioJob$BlockingMap.map:87", "value": 9, "children": [
                     {"name": "java.lang.Thread.sleep:-2", "value": 9, "children": []}]},
                 {"name": "org.apache.flink.Other.idle:1", "value": 1, "children": []}]}]}}));
         let FlameAnswer::Stack { frames, stopped_early, hits, of } = answer else { panic!("{answer:?}") };
-        assert_eq!(frames.iter().map(Frame::method_text).collect::<Vec<_>>(), [
-            "java.lang.Thread.sleep",
-            "sentinel.e2e.ScenarioJob$BlockingMap.map",
-            "java.lang.Thread.run"
-        ]);
+        assert_eq!(
+            frames.iter().map(Frame::method_text).collect::<Vec<_>>(),
+            ["java.lang.Thread.sleep", "sentinel.e2e.ScenarioJob$BlockingMap.map", "java.lang.Thread.run"]
+        );
         assert_eq!((frames[0].line, frames[1].line), (None, Some(87)));
         assert_eq!((stopped_early, hits, of), (false, 9, 10));
     }
