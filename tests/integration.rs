@@ -47,6 +47,7 @@ mod scan_streaming;
 mod shadow;
 mod sharding;
 mod store;
+mod thread_fixtures;
 mod tidy;
 mod tls;
 mod traces;

@@ -128,12 +128,14 @@ pub fn find_task_thread<'a>(
     Some(found.swap_remove(pick.unwrap_or(0).min(found.len().checked_sub(1)?)))
 }
 
-/// Reads Java's printing of one thread: `"name" Id=N STATE [on …] …`, then `\tat frame` lines,
+/// Reads Java's printing of one thread: `"name" [daemon] [prio=5] Id=N STATE [on …] …`, then `\tat frame` lines,
 /// `\t- locked …` lines (skipped) and a `\t...` line when the stack was cut.
 pub fn parse_thread(text: &str) -> ParsedThread {
     let mut lines = text.lines();
+    // `"name" Id=7 STATE …` (Flink 1.17+); Java's own text before that has `daemon prio=5`
+    // between the name and the id.
     let state = lines.next().and_then(|first| {
-        let after_id = &first[first.rfind("\" Id=")? + 5..];
+        let after_id = &first[first.rfind(" Id=")? + 4..];
         let (_, rest) = after_id.split_once(' ')?;
         ThreadState::parse(rest.split_whitespace().next()?)
     });
