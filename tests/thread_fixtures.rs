@@ -32,7 +32,10 @@ fn the_blocked_task_thread_is_found_in_every_versions_dump_with_its_user_frame()
             assert_eq!(name, "blocking-map (1/2)#0", "{version}");
             assert_eq!(thread.state, Some(ThreadState::TimedWaiting), "{version}");
             let user = first_user_frame(&thread.frames).map(|i| &thread.frames[i]).expect(version);
-            assert_eq!(user.text(), "sentinel.e2e.ScenarioJob$BlockingMap.holdTheThread(ScenarioJob.java:366)");
+            assert_eq!(
+                user.text(),
+                "sentinel.e2e.ScenarioJob$BlockingMap.holdTheThread(ScenarioJob.java:366)"
+            );
             assert_eq!(thread.frames[0].method_text(), "java.lang.Thread.sleep", "{version}");
             // Java's own text (before 1.17) stops at 8 frames; Flink's copy at
             // cluster.thread-dump.stacktrace-max-depth (50), deeper than this stack.

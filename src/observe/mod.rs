@@ -42,6 +42,15 @@ pub enum Observation {
     ThreadSampled(ThreadReport),
 }
 
+/// A thread sample for a job, as the thread looker reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadReport {
+    /// Which job.
+    pub key: JobKey,
+    /// The sample.
+    pub sample: ThreadSample,
+}
+
 /// What a job last restored from (`latest.restored` of `/checkpoints`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RestoredFrom {

@@ -3,7 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::JobKey;
 use crate::time::Timestamp;
 
 /// Frames kept of one stack (Flink's own default depth is 50; a deeper stack is cut here and
@@ -201,15 +200,6 @@ impl ThreadSample {
             (None, None) => format!("no stack of the thread on {}{thread}", self.taskmanager),
         }
     }
-}
-
-/// A thread sample for a job, as a source reports it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ThreadReport {
-    /// Which job.
-    pub key: JobKey,
-    /// The sample.
-    pub sample: ThreadSample,
 }
 
 #[cfg(test)]

@@ -316,7 +316,7 @@ pub const SERIES: &[Series] = &[
     job(
         "blocked_by_user_code",
         Unit::Flag,
-        "1 while the thread of the subtask holding a checkpoint up sat in the same frame of the user's code in consecutive samples (docs/thread-dumps.md) and no checkpoint completed since, else 0. A rule reading it names the subtask (operator, subtask, taskmanager labels) and the frame ({{ frame }}).",
+        "1 while the thread of the subtask holding a checkpoint up sat in the same frame of the user's code in consecutive samples (docs/thread-dumps.md) and no checkpoint completed since, else 0. A rule reading it gets operator, subtask and taskmanager labels, and frame, frame_at, thread, samples and checkpoint for its text.",
         |v| Some(f64::from(u8::from(v.job.blocked_thread(v.now).is_some()))),
         Some("flink_checkpoint_blocked_by_user_code"),
     ),

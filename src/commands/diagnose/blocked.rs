@@ -28,7 +28,8 @@ pub async fn fetch(client: &FlinkClient, data: &JobData) -> Option<ThreadSample>
         Some((v, *subtasks.first()?))
     })?;
     let taskmanager = data.locations.get(&(vertex.id.clone(), subtask))?.taskmanager_id.clone()?;
-    let dump = tokio::time::timeout(TIMEOUT, client.thread_dump(&taskmanager, MAX_BYTES)).await.ok()?.ok()??;
+    let dump =
+        tokio::time::timeout(TIMEOUT, client.thread_dump(&taskmanager, MAX_BYTES)).await.ok()?.ok()??;
     let operator = vertex.name.clone().unwrap_or_else(|| vertex.id.clone());
     let (name, thread) = threads::find_task_thread(&dump, &operator, subtask, vertex.parallelism)?;
     Some(ThreadSample {
