@@ -48,6 +48,7 @@ mod shadow;
 mod sharding;
 mod store;
 mod thread_fixtures;
+mod thread_looker;
 mod tidy;
 mod tls;
 mod traces;
