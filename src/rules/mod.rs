@@ -314,7 +314,7 @@ impl Evaluator {
             if outcome.holds {
                 let none = Detail::default();
                 let detail = if detail.read_by(rule) { detail } else { &none };
-                self.alerts.hold(rule, labels, detail, outcome.value, &ctx, now, &mut round.held);
+                self.alerts.hold(rule, (labels, detail), outcome.value, &ctx, now, &mut round.held);
             }
         }
     }
@@ -368,13 +368,13 @@ impl Evaluator {
 }
 
 impl Alerts {
-    /// `rule` holds for the subject `labels` name: its alert becomes pending, or stays active
+    /// `rule` holds for the subject its labels name (with the [`Detail`] of the series it
+    /// reads): its alert becomes pending, or stays active
     /// with fresh annotations and value, and fires once it held for the rule's `for`.
     fn hold(
         &mut self,
         rule: &Rule,
-        subject_labels: &[(&str, &str)],
-        detail: &Detail,
+        (subject_labels, detail): (&[(&str, &str)], &Detail),
         value: Option<f64>,
         ctx: &EvalContext<'_>,
         now: Timestamp,
