@@ -75,11 +75,14 @@ impl ThreadSamples {
 
     /// The verdict at `now`, given when the job's last checkpoint completed: the latest sample
     /// is in the user's code, younger than [`VERDICT_HOLD_MS`], no checkpoint completed since,
-    /// and the same subtask's samples before it sat in the same frame ([`CONSECUTIVE`] in a
-    /// row), or it is a flame graph with [`FLAME_SHARE`] of at least two samples there.
+    /// and the same subtask's samples before it sat in the same frame, method and line
+    /// ([`CONSECUTIVE`] in a row), or it is a flame graph with [`FLAME_SHARE`] of at least two
+    /// samples there (its nodes are lines already).
     pub fn blocked(&self, last_completed_at: Option<Timestamp>, now: Timestamp) -> Option<Blocked<'_>> {
         let latest = self.recent.back()?;
-        let frame = latest.user()?.method_text();
+        // The same line, not only the same method: a thread parked in a call sits on one line,
+        // while busy code that merely is slow moves between lines (and is not "blocked").
+        let frame = latest.user()?.text();
         if now.since(latest.taken_at) > VERDICT_HOLD_MS
             || last_completed_at.is_some_and(|c| c > latest.taken_at)
         {
@@ -96,7 +99,7 @@ impl ThreadSamples {
                 .iter()
                 .rev()
                 .filter(|s| s.operator == latest.operator && s.subtask == latest.subtask)
-                .take_while(|s| s.user().is_some_and(|f| f.method_text() == frame))
+                .take_while(|s| s.user().is_some_and(|f| f.text() == frame))
                 .count() as u32,
         };
         (consecutive >= CONSECUTIVE).then_some(Blocked { sample: latest, consecutive })
@@ -148,6 +151,10 @@ mod tests {
             "a checkpoint completed since"
         );
         assert_eq!(t.blocked(None, Timestamp(600_000 + VERDICT_HOLD_MS as i64 + 1)), None, "too old");
+        let mut moved = sample(800_000, "map");
+        moved.frames[1].line = Some(10);
+        t.push(moved);
+        assert_eq!(t.blocked(None, Timestamp(800_001)), None, "busy code moves between lines: not blocked");
         t.push(sample(900_000, "flatMap"));
         assert_eq!(t.blocked(None, Timestamp(900_001)), None, "another frame starts a new run");
     }
