@@ -35,8 +35,12 @@ pub struct AppState {
     pub listener: std::sync::Arc<ListenerStats>,
     /// What the bounds on outside input cut, per (cluster, what): see [`AppState::count_cut`].
     inputs_cut: std::sync::Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
+    /// Thread dumps and flame graphs asked for, per (cluster, outcome): [`AppState::count_thread_dump`].
+    thread_looks: std::sync::Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
     /// What `/metrics` exports (`[metrics]`), set at start and on reload.
     pub metrics: RwLock<crate::config::MetricsConfig>,
+    /// `[thread_dumps]`, set at start and on reload; each cluster's looker reads it per round.
+    pub thread_dumps: RwLock<crate::config::ThreadDumpsConfig>,
     /// The checkpoint store, when `[store] enabled` and it opened.
     pub store: std::sync::OnceLock<std::sync::Arc<crate::state::store::Store>>,
     /// The store's counters.
@@ -77,6 +81,8 @@ pub struct DaemonStats {
     pub http_closed: [(&'static str, u64); 2],
     /// What the bounds on outside input cut, per (cluster, what).
     pub inputs_cut: Vec<(String, &'static str, u64)>,
+    /// Thread dumps and flame graphs, per (cluster, outcome).
+    pub thread_dumps: Vec<(String, &'static str, u64)>,
     /// The process's CPU, memory, descriptors and threads (Linux only).
     pub process: Option<crate::outputs::process::ProcessStats>,
     /// What to export: per-operator series or not, which quantiles (`[metrics]`).
@@ -132,7 +138,9 @@ impl AppState {
             checkpoint_started: tokio::sync::Notify::new(),
             listener: Default::default(),
             inputs_cut: Default::default(),
+            thread_looks: Default::default(),
             metrics: RwLock::default(),
+            thread_dumps: RwLock::default(),
             store: std::sync::OnceLock::new(),
             store_stats: StoreStats::default(),
             discovery: RwLock::new(None),
@@ -182,7 +190,8 @@ impl AppState {
             Observation::LogRead(read) => read.events.as_slice(),
             _ => &[],
         };
-        if poll_found_failure || events.iter().any(|e| e.severity >= EventSeverity::Warning) {
+        let sampled = matches!(observation, Observation::ThreadSampled(_));
+        if poll_found_failure || sampled || events.iter().any(|e| e.severity >= EventSeverity::Warning) {
             self.log_events_arrived.notify_one();
         }
         let started = match observation {
@@ -202,6 +211,13 @@ impl AppState {
         }
         let mut cuts = self.inputs_cut.lock().unwrap_or_else(|e| e.into_inner());
         *cuts.entry((cluster.to_string(), what)).or_insert(0) += n;
+    }
+
+    /// Counts one look at a subtask's thread (`outcome`: one of the labels of
+    /// `checkpoint_sentinel_thread_dumps_total`).
+    pub fn count_thread_dump(&self, cluster: &str, outcome: &'static str) {
+        let mut counts = self.thread_looks.lock().unwrap_or_else(|e| e.into_inner());
+        *counts.entry((cluster.to_string(), outcome)).or_insert(0) += 1;
     }
 
     /// Records the outcome of a state write (the error's text when it failed).
@@ -290,6 +306,13 @@ impl AppState {
                 (CLOSE_REASONS[i], listener.closed[i].load(Ordering::Relaxed))
             }),
             inputs_cut,
+            thread_dumps: self
+                .thread_looks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .map(|((cluster, outcome), n)| (cluster.clone(), *outcome, *n))
+                .collect(),
             store,
             tls_handshake_errors,
             persist_errors: self.persist_errors.load(Ordering::Relaxed),

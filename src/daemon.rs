@@ -321,6 +321,7 @@ fn shared_state(config: &Config, mut state: State) -> Arc<AppState> {
     }
     let app = Arc::new(AppState::new(state));
     *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = config.metrics.clone();
+    *app.thread_dumps.write().unwrap_or_else(|e| e.into_inner()) = config.thread_dumps.clone();
     if let Some(store) = store {
         let _ = app.store.set(Arc::new(store));
     }
@@ -673,6 +674,7 @@ fn reload(
     current.alerting = new.alerting;
     current.rules = new.rules;
     *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = new.metrics.clone();
+    *app.thread_dumps.write().unwrap_or_else(|e| e.into_inner()) = new.thread_dumps.clone();
     current.metrics = new.metrics;
 }
 
@@ -906,7 +908,8 @@ fn evaluate(
 /// The running pollers, by cluster name, with the config each was started with.
 #[derive(Default)]
 struct Pollers {
-    running: HashMap<String, (ClusterConfig, JoinHandle<()>)>,
+    /// Per cluster: its config, its poller and its thread looker (`sources::threads`).
+    running: HashMap<String, (ClusterConfig, JoinHandle<()>, JoinHandle<()>)>,
 }
 
 impl Pollers {
@@ -915,31 +918,35 @@ impl Pollers {
     fn sync(&mut self, clusters: &[ClusterConfig], app: &Arc<AppState>) -> Result<(), StartError> {
         let mut fresh = Vec::new();
         for c in clusters {
-            if self.running.get(&c.name).is_some_and(|(old, _)| old == c) {
+            if self.running.get(&c.name).is_some_and(|(old, _, _)| old == c) {
                 continue;
             }
-            fresh.push((c.clone(), Poller::new(c.clone(), app.clone())?));
+            let looker = crate::sources::threads::Looker::new(c.clone(), app.clone())?;
+            fresh.push((c.clone(), Poller::new(c.clone(), app.clone())?, looker));
         }
-        self.running.retain(|name, (_, handle)| {
+        self.running.retain(|name, (_, handle, looker)| {
             let keep =
-                clusters.iter().any(|c| &c.name == name) && !fresh.iter().any(|(c, _)| &c.name == name);
+                clusters.iter().any(|c| &c.name == name) && !fresh.iter().any(|(c, _, _)| &c.name == name);
             if !keep {
                 handle.abort();
+                looker.abort();
                 tracing::info!(cluster = %name, "stopped polling");
             }
             keep
         });
-        for (c, poller) in fresh {
+        for (c, poller, looker) in fresh {
             tracing::info!(cluster = %c.name, url = %crate::config::redact_url(&c.url), "polling");
             let handle = tokio::spawn(poller.run());
-            self.running.insert(c.name.clone(), (c, handle));
+            let looker = tokio::spawn(looker.run());
+            self.running.insert(c.name.clone(), (c, handle, looker));
         }
         Ok(())
     }
 
     fn stop_all(&mut self) {
-        for (_, (_, handle)) in self.running.drain() {
+        for (_, (_, handle, looker)) in self.running.drain() {
             handle.abort();
+            looker.abort();
         }
     }
 }

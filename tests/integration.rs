@@ -47,6 +47,8 @@ mod scan_streaming;
 mod shadow;
 mod sharding;
 mod store;
+mod thread_fixtures;
+mod thread_looker;
 mod tidy;
 mod tls;
 mod traces;

@@ -26,6 +26,7 @@ impl Config {
         self.log_problems(&mut problems);
         self.metrics_problems(&mut problems);
         self.discovery.problems(&mut problems);
+        problems.extend(self.thread_dumps.problems());
         problems
     }
 

@@ -20,6 +20,7 @@ mod logs;
 mod patterns;
 mod rules;
 mod shard;
+mod thread_dumps;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -35,6 +36,7 @@ pub use logs::{LogConfig, LogPatternConfig, StartAt};
 pub use patterns::Pattern;
 pub use rules::ConfiguredRule;
 pub use shard::Shard;
+pub use thread_dumps::ThreadDumpsConfig;
 
 /// The whole configuration.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -61,6 +63,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Clusters found in files (Prometheus `file_sd`), beside the `[[clusters]]` entries.
     pub discovery: DiscoveryConfig,
+    /// Looking at the thread of a subtask that holds a checkpoint about to expire.
+    pub thread_dumps: ThreadDumpsConfig,
 }
 
 /// `[metrics]`: per-operator series or not, and the quantiles of every summary.

@@ -7,7 +7,9 @@
 use crate::time::Timestamp;
 
 mod log;
+mod threads;
 pub use log::*;
+pub use threads::*;
 
 /// Identifies a job within a cluster.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -36,6 +38,17 @@ pub enum Observation {
     JobLoad(JobLoadReport),
     /// A job's latest restore and, when fetched, when its subtasks were running again.
     Restore(RestoreReport),
+    /// The stack of a subtask that held an in-progress checkpoint up (`sources::threads`).
+    ThreadSampled(ThreadReport),
+}
+
+/// A thread sample for a job, as the thread looker reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadReport {
+    /// Which job.
+    pub key: JobKey,
+    /// The sample.
+    pub sample: ThreadSample,
 }
 
 /// What a job last restored from (`latest.restored` of `/checkpoints`).

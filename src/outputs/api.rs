@@ -181,6 +181,72 @@ pub struct CheckpointView {
     pub slowest_subtask: Option<SlowestSubtask>,
     /// Why it failed, as Flink words it.
     pub failure_message: Option<String>,
+    /// The stack of the subtask that held it up, when one was sampled while it was in progress
+    /// (`[thread_dumps]`, docs/thread-dumps.md); `null` otherwise.
+    pub blocked_thread: Option<BlockedThreadView>,
+}
+
+/// The task thread of the subtask that held a checkpoint up, as sampled.
+#[derive(Clone, Debug, Serialize)]
+pub struct BlockedThreadView {
+    /// The operator chain (job vertex) name.
+    pub operator: String,
+    /// The subtask index (0-based).
+    pub subtask: u32,
+    /// The TaskManager's id.
+    pub taskmanager: String,
+    /// The thread's name (`null` from a flame graph).
+    pub thread: Option<String>,
+    /// `RUNNABLE`, `BLOCKED`, `WAITING`, `TIMED_WAITING` (`null` from a flame graph).
+    pub state: Option<&'static str>,
+    /// When it was taken.
+    pub taken_at_ms: i64,
+    /// `thread_dump` or `flame_graph`.
+    pub source: &'static str,
+    /// The top frames, innermost first; the user's frame is marked.
+    pub frames: Vec<FrameView>,
+    /// The first frame outside Flink and the JDK, `class.method(File.java:42)`.
+    pub user_frame: Option<String>,
+    /// Whether the stack stopped before its end (`cluster.thread-dump.stacktrace-max-depth`,
+    /// 8 frames before Flink 1.17): a user frame may lie below.
+    pub stopped_early: bool,
+    /// Of a flame graph, the samples in its user frame and all: `[hits, of]`.
+    pub hits: Option<(u32, u32)>,
+    /// The same in one line (`blocked in: … on tm-1 (thread …)`).
+    pub text: String,
+}
+
+/// One frame of a [`BlockedThreadView`].
+#[derive(Clone, Debug, Serialize)]
+pub struct FrameView {
+    /// `class.method(File.java:42)`.
+    pub text: String,
+    /// Whether it is the user's frame.
+    pub user: bool,
+}
+
+/// The API's view of a thread sample.
+pub fn blocked_thread_view(s: &crate::observe::ThreadSample) -> BlockedThreadView {
+    BlockedThreadView {
+        operator: s.operator.clone(),
+        subtask: s.subtask,
+        taskmanager: s.taskmanager.clone(),
+        thread: s.thread.clone(),
+        state: s.state.map(|st| st.as_str()),
+        taken_at_ms: s.taken_at.millis(),
+        source: s.source.as_str(),
+        frames: s
+            .frames
+            .iter()
+            .take(crate::state::threads::RECORD_FRAMES.max(s.user_frame.map_or(0, |u| u + 1)))
+            .enumerate()
+            .map(|(i, f)| FrameView { text: f.text(), user: s.user_frame == Some(i) })
+            .collect(),
+        user_frame: s.user().map(|f| f.text()),
+        stopped_early: s.stopped_early,
+        hits: s.hits,
+        text: s.text(),
+    }
 }
 
 /// The subtask that held a checkpoint up: for a completed checkpoint the one that acknowledged
@@ -341,6 +407,8 @@ pub struct InProgressView {
     pub num_subtasks: u32,
     /// Subtasks that acknowledged.
     pub num_acknowledged: u32,
+    /// The stack of the subtask holding it up, when sampled ([`BlockedThreadView`]).
+    pub blocked_thread: Option<BlockedThreadView>,
 }
 
 /// A restore.
@@ -685,6 +753,7 @@ pub fn job(
                 triggered_at_ms: p.triggered_at.millis(),
                 num_subtasks: p.num_subtasks,
                 num_acknowledged: p.num_acknowledged,
+                blocked_thread: j.threads.for_record(p.id).as_ref().map(blocked_thread_view),
             })
             .collect(),
         latest_restore: latest_restore_view(j),
@@ -872,6 +941,12 @@ fn checkpoint_view(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Chec
         phases_ms: r.max_phases_ms.map(|p| phase_values(r.end_to_end_ms, p)),
         slowest_subtask: slowest_subtask(c, job_id, r),
         failure_message: r.failure_message.clone(),
+        blocked_thread: r
+            .blocked_thread
+            .clone()
+            .or_else(|| c.jobs.get(job_id)?.threads.for_record(r.id))
+            .as_ref()
+            .map(blocked_thread_view),
     }
 }
 

@@ -157,6 +157,17 @@ const PACK: &[Spec] = &[
         description: "Job {{ job_name }} on {{ cluster }} keeps failing over and restoring from its latest checkpoint.",
     },
     Spec {
+        name: "FlinkCheckpointBlockedByUserCode",
+        scope: Scope::Job,
+        expr: "blocked_by_user_code > 0",
+        for_s: 0,
+        keep_s: 0,
+        severity: AlertSeverity::Critical,
+        class: Class::Blocking,
+        summary: "User code holds {{ operator }} #{{ subtask }} of {{ job_name }}: its checkpoints cannot complete",
+        description: "The task thread of {{ operator }} #{{ subtask }} of job {{ job_name }} on {{ cluster }} (TaskManager {{ taskmanager }}) sat in {{ frame }} in {{ samples }} samples in a row while checkpoint {{ checkpoint }} waited for it to acknowledge ({{ frame_at }}, thread {{ thread }}). The barrier cannot pass until that user code returns: look for a blocking call, a lock or a sleep there.",
+    },
+    Spec {
         name: "FlinkSavepointFailed",
         scope: Scope::Job,
         expr: "increase(savepoints.failed, 1h) > 0",

@@ -259,14 +259,15 @@ impl Evaluator {
             if self.windows.contains_key(&Scope::Cluster) {
                 let subject = Subject::Cluster(ClusterView { cluster, now });
                 let entity = (Scope::Cluster, cluster_name.clone(), String::new());
-                self.evaluate_subject(entity, subject, &[("cluster", cluster_name)], now, &mut round);
+                let labels = [("cluster", cluster_name.as_str())];
+                self.evaluate_subject(entity, subject, &labels, &Detail::default(), now, &mut round);
             }
             if self.windows.contains_key(&Scope::TaskManager) {
                 for (id, figures) in &taskmanagers(cluster) {
                     let subject = Subject::TaskManager(TaskManagerView { id, figures, now });
                     let entity = (Scope::TaskManager, cluster_name.clone(), id.clone());
                     let labels = [("cluster", cluster_name.as_str()), ("taskmanager", id.as_str())];
-                    self.evaluate_subject(entity, subject, &labels, now, &mut round);
+                    self.evaluate_subject(entity, subject, &labels, &Detail::default(), now, &mut round);
                 }
             }
             if !self.windows.contains_key(&Scope::Job) {
@@ -277,7 +278,8 @@ impl Evaluator {
                 let entity = (Scope::Job, cluster_name.clone(), job_id.clone());
                 let labels =
                     [("cluster", cluster_name.as_str()), ("job_id", job_id), ("job_name", &job.name)];
-                self.evaluate_subject(entity, subject, &labels, now, &mut round);
+                let detail = Detail::blocked_thread(job, now);
+                self.evaluate_subject(entity, subject, &labels, &detail, now, &mut round);
             }
         }
         let resolved = self.end_alerts(now, &round);
@@ -297,6 +299,7 @@ impl Evaluator {
         entity: Entity,
         subject: Subject<'_>,
         labels: &[(&str, &str)],
+        detail: &Detail,
         now: Timestamp,
         round: &mut Round,
     ) {
@@ -309,7 +312,9 @@ impl Evaluator {
             let outcome = rule.condition().eval(&ctx);
             // Most rules hold for no job: labels only for those that do.
             if outcome.holds {
-                self.alerts.hold(rule, labels, outcome.value, &ctx, now, &mut round.held);
+                let none = Detail::default();
+                let detail = if detail.read_by(rule) { detail } else { &none };
+                self.alerts.hold(rule, (labels, detail), outcome.value, &ctx, now, &mut round.held);
             }
         }
     }
@@ -363,12 +368,13 @@ impl Evaluator {
 }
 
 impl Alerts {
-    /// `rule` holds for the subject `labels` name: its alert becomes pending, or stays active
+    /// `rule` holds for the subject its labels name (with the [`Detail`] of the series it
+    /// reads): its alert becomes pending, or stays active
     /// with fresh annotations and value, and fires once it held for the rule's `for`.
     fn hold(
         &mut self,
         rule: &Rule,
-        subject_labels: &[(&str, &str)],
+        (subject_labels, detail): (&[(&str, &str)], &Detail),
         value: Option<f64>,
         ctx: &EvalContext<'_>,
         now: Timestamp,
@@ -381,15 +387,23 @@ impl Alerts {
         for (k, v) in subject_labels {
             labels.insert(k.to_string(), v.to_string());
         }
+        for (k, v) in &detail.labels {
+            labels.insert(k.to_string(), v.clone());
+        }
         for (k, v) in &rule.spec.labels {
             labels.entry(k.clone()).or_insert_with(|| v.clone());
         }
         let identity = identity(&labels);
         held.insert(identity.clone());
         self.last_held.insert(identity.clone(), now);
+        // The detail's texts fill placeholders without being labels (no new identity).
+        let mut named = labels.clone();
+        for (k, v) in &detail.texts {
+            named.entry(k.to_string()).or_insert_with(|| v.clone());
+        }
         let annotations = BTreeMap::from([
-            ("summary".to_string(), render(&rule.spec.summary, &labels, value, ctx)),
-            ("description".to_string(), render(&rule.spec.description, &labels, value, ctx)),
+            ("summary".to_string(), render(&rule.spec.summary, &named, value, ctx)),
+            ("description".to_string(), render(&rule.spec.description, &named, value, ctx)),
             ("runbook_url".to_string(), rule.spec.runbook_url.clone()),
         ]);
         let alert = self.active.entry(identity).or_insert_with(|| Alert {
@@ -409,6 +423,47 @@ impl Alerts {
             alert.state = AlertState::Firing;
             alert.fired_at = Some(now);
         }
+    }
+}
+
+/// What an alert of a job says beyond the job when its rule reads a series about one subtask
+/// ([`DETAIL_SERIES`]): labels (bounded: one subtask per job at a time) and texts for its
+/// annotations.
+#[derive(Debug, Default)]
+struct Detail {
+    labels: Vec<(&'static str, String)>,
+    texts: Vec<(&'static str, String)>,
+}
+
+/// The series whose rules name the subtask behind them.
+const DETAIL_SERIES: &[&str] = &["blocked_by_user_code"];
+
+impl Detail {
+    /// The subtask whose thread sits in the user's code (`state::threads`): `operator`,
+    /// `subtask`, `taskmanager` labels; `frame` (`class.method`), `frame_at` (with its file and
+    /// line), `thread`, `samples` and `checkpoint` texts.
+    fn blocked_thread(job: &crate::state::JobState, now: Timestamp) -> Detail {
+        let Some(b) = job.blocked_thread(now) else { return Detail::default() };
+        let s = b.sample;
+        Detail {
+            labels: vec![
+                ("operator", s.operator.clone()),
+                ("subtask", s.subtask.to_string()),
+                ("taskmanager", s.taskmanager.clone()),
+            ],
+            texts: vec![
+                ("frame", b.frame()),
+                ("frame_at", s.user().map(|f| f.text()).unwrap_or_default()),
+                ("thread", s.thread.clone().unwrap_or_else(|| "the task thread".to_string())),
+                ("samples", b.consecutive.to_string()),
+                ("checkpoint", s.checkpoint_id.to_string()),
+            ],
+        }
+    }
+
+    fn read_by(&self, rule: &Rule) -> bool {
+        !self.labels.is_empty()
+            && rule.condition().series().iter().any(|s| DETAIL_SERIES.contains(&s.as_str()))
     }
 }
 
@@ -1060,5 +1115,68 @@ mod tests {
         assert_eq!(format_duration(75.0), "1m 15s");
         assert_eq!(format_duration(7300.0), "2h 1m");
         assert_eq!(format_bytes(1536.0), "1.5 KiB");
+    }
+
+    #[test]
+    fn user_code_in_the_same_frame_twice_fires_naming_the_subtask_and_the_frame() {
+        use crate::observe::{Frame, SampleSource, ThreadReport, ThreadSample};
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        poll(&mut state, 1_000, 1, 0);
+        let sample = |at: i64, id: u64| {
+            let frame = |class: &str, method: &str, line: Option<u32>| Frame {
+                class: class.into(),
+                method: method.into(),
+                file: line.map(|_| "ScenarioJob.java".to_string()),
+                line,
+            };
+            Observation::ThreadSampled(ThreadReport {
+                key: JobKey { cluster: "c".into(), job_id: "j".into() },
+                sample: ThreadSample {
+                    checkpoint_id: id,
+                    operator: "Map".into(),
+                    subtask: 0,
+                    taskmanager: "tm-1".into(),
+                    thread: Some("Map (1/2)#0".into()),
+                    taken_at: Timestamp(at),
+                    state: None,
+                    frames: vec![
+                        frame("java.lang.Thread", "sleep", None),
+                        frame("sentinel.e2e.ScenarioJob$BlockingMap", "map", Some(87)),
+                    ],
+                    user_frame: Some(1),
+                    stopped_early: false,
+                    source: SampleSource::ThreadDump,
+                    hits: None,
+                },
+            })
+        };
+        let mut ev = Evaluator::new(vec![builtin("FlinkCheckpointBlockedByUserCode")]);
+        state.apply(&sample(10_000, 2), Timestamp(10_000));
+        ev.evaluate(&state, Timestamp(10_000));
+        assert_eq!(ev.active().count(), 0, "one sample is not a verdict");
+        state.apply(&sample(20_000, 3), Timestamp(20_000));
+        ev.evaluate(&state, Timestamp(20_000));
+        let alert = ev.active().next().expect("two samples in the same frame");
+        assert_eq!(alert.state, AlertState::Firing);
+        let label = |k: &str| alert.labels.get(k).map(String::as_str);
+        assert_eq!(
+            (label("operator"), label("subtask"), label("taskmanager"), label("frame")),
+            (Some("Map"), Some("0"), Some("tm-1"), None)
+        );
+        let description = &alert.annotations["description"];
+        assert!(
+            description.contains("sat in sentinel.e2e.ScenarioJob$BlockingMap.map in 2 samples"),
+            "{description}"
+        );
+        assert!(
+            description.contains(
+                "(sentinel.e2e.ScenarioJob$BlockingMap.map(ScenarioJob.java:87), thread Map (1/2)#0)"
+            ),
+            "{description}"
+        );
+        // No sample since for longer than the verdict holds (state::threads tests the other end:
+        // a checkpoint completing).
+        let later = 20_000 + crate::state::threads::VERDICT_HOLD_MS as i64 + 1;
+        assert_eq!(ev.evaluate(&state, Timestamp(later)).len(), 1);
     }
 }

@@ -314,6 +314,13 @@ pub const SERIES: &[Series] = &[
         Some("time() - flink_checkpoint_failing_since_timestamp_seconds"),
     ),
     job(
+        "blocked_by_user_code",
+        Unit::Flag,
+        "1 while the thread of the subtask holding a checkpoint up sat in the same frame of the user's code in consecutive samples (docs/thread-dumps.md) and no checkpoint completed since, else 0. A rule reading it gets operator, subtask and taskmanager labels, and frame, frame_at, thread, samples and checkpoint for its text.",
+        |v| Some(f64::from(u8::from(v.job.blocked_thread(v.now).is_some()))),
+        Some("flink_checkpoint_blocked_by_user_code"),
+    ),
+    job(
         "interval",
         Unit::Seconds,
         "Configured checkpoint interval; no value when periodic checkpoints are off.",

@@ -13,3 +13,4 @@ pub mod kubernetes;
 pub mod logs;
 pub mod poller;
 pub mod target;
+pub mod threads;

@@ -119,6 +119,8 @@ pub struct JobState {
     /// Where each operator's subtasks ran (by operator name, then subtask index) when the
     /// poller last fetched the job's load; rebuilt from observations, not persisted.
     pub subtask_locations: BTreeMap<String, Vec<Option<String>>>,
+    /// The last thread samples of subtasks that held a checkpoint up (bounded, not persisted).
+    pub threads: super::threads::ThreadSamples,
     /// Failed checkpoints since the last completed one (a running count, not bounded by the
     /// recent ring; failures of a stopping job do not count).
     consecutive_failures: u64,
@@ -228,6 +230,7 @@ impl JobState {
             shadow: Shadow::new(),
             trigger_deviation: WindowedHistogram::new(window),
             subtask_locations: BTreeMap::new(),
+            threads: super::threads::ThreadSamples::default(),
             savepoints: outbox::SavepointStats::default(),
             restores: restore::RestoreStats::default(),
             outbox: Vec::new(),
@@ -466,6 +469,12 @@ impl JobState {
     /// Where a subtask of an operator ran at the last load fetch.
     pub fn subtask_location(&self, operator: &str, subtask: u32) -> Option<&str> {
         self.subtask_locations.get(operator)?.get(subtask as usize)?.as_deref()
+    }
+
+    /// Whether the thread samples say the user's code holds a subtask's thread at `now`
+    /// (`super::threads`): until a checkpoint completes after the latest sample.
+    pub fn blocked_thread(&self, now: Timestamp) -> Option<super::threads::Blocked<'_>> {
+        self.threads.blocked(self.last_completed.as_ref().map(|r| r.finished_at), now)
     }
 
     /// Failed checkpoints since the last completed one (Flink's consecutive-failure count as
@@ -757,6 +766,7 @@ impl JobState {
             acknowledged: (checkpoint.num_subtasks > 0)
                 .then_some((checkpoint.num_acknowledged, checkpoint.num_subtasks)),
             holdout,
+            blocked_thread: self.threads.for_record(checkpoint.id),
         };
         (record, max_phases)
     }

@@ -14,6 +14,7 @@ pub mod persist;
 pub mod record;
 pub mod restore;
 pub mod store;
+pub mod threads;
 pub mod traced;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -209,6 +210,15 @@ impl State {
                     job.restores.observe(report);
                     let changed = std::mem::take(&mut job.restores.changed);
                     self.outbox.extend_restores(&report.key.cluster, &report.key.job_id, changed);
+                }
+            }
+            Observation::ThreadSampled(report) => {
+                let job = self
+                    .clusters
+                    .get_mut(&report.key.cluster)
+                    .and_then(|c| c.jobs.get_mut(&report.key.job_id));
+                if let Some(job) = job {
+                    job.threads.push(report.sample.clone());
                 }
             }
         }

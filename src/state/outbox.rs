@@ -313,6 +313,7 @@ mod tests {
             failure_message: None,
             acknowledged: None,
             holdout: None,
+            blocked_thread: None,
         };
         StoredCheckpoint {
             record,

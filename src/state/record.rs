@@ -139,6 +139,10 @@ pub struct CheckpointRecord {
     /// when the per-subtask details could not be fetched.
     #[serde(default)]
     pub holdout: Option<Holdout>,
+    /// The stack of the subtask that held it up, when one was sampled while it was in progress
+    /// (`[thread_dumps]`); left out of the JSON when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_thread: Option<crate::observe::ThreadSample>,
 }
 
 /// The subtask that held a failed checkpoint up.

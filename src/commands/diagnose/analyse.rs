@@ -182,6 +182,7 @@ pub fn analyse(d: &JobData) -> JobReport {
         config: job.settings.as_ref().map(config_line),
         counts: [counts.completed, counts.failed, counts.in_progress, counts.restored],
         pending: pending(&job),
+        blocked_thread: d.blocked_thread.as_ref().map(super::blocked::line),
         recent,
         failures,
         top_alignment,

@@ -11,9 +11,10 @@
 //! cluster cannot be diagnosed).
 //!
 //! Files: this one (arguments, fetching, exit code), [`report`] (the data and the report),
-//! [`analyse`] (pure analysis), [`text`] (the text output).
+//! [`analyse`] (pure analysis), [`text`] (the text output), [`blocked`] (the blocked thread).
 
 pub mod analyse;
+pub mod blocked;
 pub mod report;
 pub mod text;
 
@@ -149,7 +150,7 @@ pub async fn fetch(
     let finished = fetch_finished(client, id, &history, &names, checkpoints).await;
     let pending = fetch_pending(client, id, &history, &names).await;
     let (locations, load) = fetch_locations_and_load(client, id, details.as_ref(), fetched_at).await;
-    Ok(JobData {
+    let mut data = JobData {
         job_id: id.to_string(),
         name: job.name.clone().unwrap_or_default(),
         state: crate::sources::flink::convert::job_status(job.state.as_deref()),
@@ -162,7 +163,10 @@ pub async fn fetch(
         locations,
         load,
         fetched_at,
-    })
+        blocked_thread: None,
+    };
+    data.blocked_thread = blocked::fetch(client, &data).await;
+    Ok(data)
 }
 
 /// Vertex id to its name (the id when it has none).
@@ -378,6 +382,7 @@ mod tests {
             locations: BTreeMap::new(),
             load: None,
             fetched_at: Timestamp(100_000),
+            blocked_thread: None,
         }
     }
 

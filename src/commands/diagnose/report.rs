@@ -39,6 +39,8 @@ pub struct JobData {
     pub load: Option<JobLoadReport>,
     /// When the data was fetched (the JobManager's clock from `/jobs/:id` when it has one).
     pub fetched_at: Timestamp,
+    /// The stack of the first pending subtask of a checkpoint in progress ([`super::blocked`]).
+    pub blocked_thread: Option<crate::observe::ThreadSample>,
 }
 
 /// Where a subtask runs.
@@ -102,6 +104,10 @@ pub struct JobReport {
     pub failures: Vec<FailureLine>,
     /// Subtasks not acknowledged yet in checkpoints still in progress.
     pub pending: Vec<String>,
+    /// Where the first of them is held: `Checkpoint 7, blocking-map #0: blocked in:
+    /// class.method(File.java:42) on <tm> (thread <name>)` (left out when not looked at).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked_thread: Option<String>,
     /// The longest alignments (per subtask, its longest over the recent checkpoints), only
     /// culprits: at least 100 ms and a tenth of the interval, and twice its siblings' median or
     /// over half the interval. Savepoints are left out.

@@ -43,6 +43,9 @@ pub fn to_text(report: &Report) -> String {
         verdict(&mut o, j);
         recent_table(&mut o, j);
         failures(&mut o, j);
+        if let Some(text) = super::blocked::text(j) {
+            o.line(text);
+        }
         o.line("");
         phase_tables(&mut o, j);
         blocking(&mut o, j);

@@ -58,6 +58,13 @@ pub(super) fn render_tail(out: &mut impl Sink, state: &State, daemon: &DaemonSta
             Value::Number(*n as f64),
         );
     }
+    for (cluster, outcome, n) in &daemon.thread_dumps {
+        out.push(
+            family!("checkpoint_sentinel_thread_dumps_total"),
+            &[("cluster", cluster), ("outcome", outcome)],
+            Value::Number(*n as f64),
+        );
+    }
     render_persistence(out, daemon);
 }
 

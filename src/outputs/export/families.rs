@@ -169,6 +169,12 @@ pub const METRICS: &[MetricDef] = &[
         "Age of the oldest checkpoint in progress at scrape time (now minus its trigger time): those the log saw triggered and those the last poll saw, without those the log said finished since, those past their timeout, and those only a poll saw and younger than half their timeout then (they may have completed unheard); 0 when none."
     ),
     metric!(
+        "flink_checkpoint_blocked_by_user_code",
+        Gauge,
+        &["cluster", "job_id", "job_name", "operator", "subtask", "taskmanager", "frame"],
+        "1 while the thread of the subtask holding a job's checkpoint up sat in the same frame of the user's code (frame: class.method) in consecutive samples and no checkpoint completed since (docs/thread-dumps.md); absent otherwise. At most one series per job at a time."
+    ),
+    metric!(
         "flink_checkpoint_trigger_failures_total",
         Counter,
         JOB,
@@ -402,7 +408,13 @@ pub const METRICS: &[MetricDef] = &[
         "checkpoint_sentinel_inputs_cut_total",
         Counter,
         &["cluster", "what"],
-        "What the daemon's bounds on outside input cut (docs/reliability.md, \"Bounds\"), by what: response_bodies (REST answers over the size limit), jobs (jobs over max_jobs), history_entries (finished checkpoints whose details were deferred to a later round: over max_history_per_poll), log_files (files over max_files of a [[logs]] entry), log_job_ids (log series of job ids over the limit)."
+        "What the daemon's bounds on outside input cut (docs/reliability.md, \"Bounds\"), by what: response_bodies (REST answers over the size limit), jobs (jobs over max_jobs), history_entries (finished checkpoints whose details were deferred to a later round: over max_history_per_poll), log_files (files over max_files of a [[logs]] entry), log_job_ids (log series of job ids over the limit), thread_dumps (thread-dump or flame-graph answers over [thread_dumps] max_response_bytes)."
+    ),
+    metric!(
+        "checkpoint_sentinel_thread_dumps_total",
+        Counter,
+        &["cluster", "outcome"],
+        "Looks at the thread of a subtask that held a checkpoint about to expire (docs/thread-dumps.md), by outcome: taken (a TaskManager thread dump with the task thread), sampled (Flink's flame graph of the subtask), thread_not_found (the dump had no thread of that subtask), rate_limited (skipped: the TaskManager was dumped less than min_interval ago), timeout, too_large (over max_response_bytes), error (any other failed request)."
     ),
     metric!(
         "checkpoint_sentinel_flink_up",

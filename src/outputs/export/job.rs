@@ -185,6 +185,21 @@ fn render_progress(out: &mut impl Sink, labels: &JobLabels, job: &JobState, now:
     );
     let oldest = job.live_in_progress(now).iter().map(|(_, at)| now.since(*at)).max().unwrap_or(0);
     out.push(family!("flink_checkpoint_oldest_in_progress_age_seconds"), labels, seconds(oldest));
+    if let Some(blocked) = job.blocked_thread(now) {
+        // One series per job at most, only while the verdict holds; the frame is a label because
+        // Prometheus has no other way to carry it into the alert.
+        let s = blocked.sample;
+        let subtask = s.subtask.to_string();
+        let frame = blocked.frame();
+        let extra = [
+            ("operator", s.operator.as_str()),
+            ("subtask", subtask.as_str()),
+            ("taskmanager", s.taskmanager.as_str()),
+            ("frame", frame.as_str()),
+        ];
+        let all: Vec<(&str, &str)> = labels.iter().copied().chain(extra).collect();
+        out.push(family!("flink_checkpoint_blocked_by_user_code"), &all, Value::Number(1.0));
+    }
     out.push(
         family!("flink_checkpoint_trigger_failures_total"),
         labels,

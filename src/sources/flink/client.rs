@@ -238,6 +238,30 @@ impl FlinkClient {
         .await
     }
 
+    /// `GET /taskmanagers/:tm/thread-dump`, in lite mode (`?mode=lite`, fewer lock details;
+    /// versions without the parameter ignore it); `None` when the TaskManager is gone (404).
+    /// Read up to `limit` bytes.
+    pub async fn thread_dump(
+        &self,
+        taskmanager_id: &str,
+        limit: u64,
+    ) -> Result<Option<super::threads::ThreadDump>, FetchError> {
+        self.get_capped(&format!("/taskmanagers/{taskmanager_id}/thread-dump?mode=lite"), limit).await
+    }
+
+    /// `GET /jobs/:id/vertices/:vertex/flamegraph?type=full&subtaskindex=N` (the subtask's own
+    /// samples from 1.17; merged over the vertex before); `None` when unknown (404).
+    pub async fn flame_graph(
+        &self,
+        job_id: &str,
+        vertex_id: &str,
+        subtask: u32,
+        limit: u64,
+    ) -> Result<Option<super::threads::FlameGraph>, FetchError> {
+        let path = format!("/jobs/{job_id}/vertices/{vertex_id}/flamegraph?type=full&subtaskindex={subtask}");
+        self.get_capped(&path, limit).await
+    }
+
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, FetchError> {
         match self.get_optional(path).await? {
             Some(value) => Ok(value),
@@ -246,6 +270,10 @@ impl FlinkClient {
     }
 
     async fn get_optional<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, FetchError> {
+        self.get_capped(path, self.max_response_bytes).await
+    }
+
+    async fn get_capped<T: DeserializeOwned>(&self, path: &str, limit: u64) -> Result<Option<T>, FetchError> {
         let request = self.http.get(format!("{}{}", self.base, path)).authorize(&self.credentials);
         // reqwest's messages name the URL, and with it a password in the URL: not in our logs.
         let classify = |e: reqwest::Error| {
@@ -268,7 +296,6 @@ impl FlinkClient {
         }
         // Read chunk by chunk up to the limit: a 1 GB answer is cut off at the limit, never
         // held (before: 2.27 GB peak RSS).
-        let limit = self.max_response_bytes;
         if response.content_length().is_some_and(|n| n > limit) {
             return Err(FetchError::TooLarge { path: path.to_string(), limit });
         }

@@ -1,5 +1,7 @@
-//! Everything that knows Flink's REST API: wire models, their conversion, and the HTTP client.
+//! Everything that knows Flink's REST API: wire models, their conversion, the HTTP client and
+//! the reading of thread dumps and flame graphs.
 
 pub mod client;
 pub mod convert;
 pub mod dto;
+pub mod threads;
