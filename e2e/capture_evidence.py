@@ -22,10 +22,10 @@ OUTDIR layout:
   poll/NNN-tm-metrics.json                            /taskmanagers/:tm/metrics?get=<Status.*>
   thread-dump-NNN.json               /taskmanagers/:tm/thread-dump (scenario `blocked`: two, while held)
   flamegraph-<vertex>-<type>[-subtask-0].json         on_cpu | off_cpu | full (when enabled)
-  final/...                          overview, job, configs, checkpoints + details of the checkpoints
+  rest/...                           overview, job, configs, checkpoints + details of the checkpoints
                                      that failed or are in progress, and the first/latest/slowest completed,
                                      metric lists and values, backpressure, taskmanagers
-  logs/jobmanager.log, logs/taskmanager.log           the bytes written while the job ran
+  logs/flink-<user>-{standalonesession,taskexecutor}-0-<host>.log   the bytes written while the job ran
 """
 import json
 import os
@@ -214,13 +214,15 @@ def main():
                   vertices[-1][0])
 
     # metric names available per vertex (they appear once the metric fetcher ran: up to ~10 s)
-    sub_names, tm_names = {}, []
+    sub_names, tm_names, tm_agg = {}, [], []
     for _ in range(30):
         for vid, _, _ in vertices:
             _, lst, _, _ = c.get(f"/jobs/{jid}/vertices/{vid}/subtasks/metrics")
             sub_names[vid] = [n for n in names(lst) if SUBTASK_METRICS.match(n)]
         _, lst, _, _ = c.get(f"/taskmanagers/{tm}/metrics")
         tm_names = [n for n in names(lst) if TM_METRICS.match(n)]
+        # Flink 1.14 answers [] to an aggregated ?get= naming one metric it does not have
+        tm_agg = [n for n in TM_AGG_METRICS if n in names(lst)]
         if tm_names and all(sub_names.values()):
             break
         time.sleep(1)
@@ -251,7 +253,7 @@ def main():
                     c.save(f"{tag}-{short[vid]}-subtask-{i}-metrics.json",
                            f"/jobs/{jid}/vertices/{vid}/subtasks/{i}/metrics" + q(sub_names.get(vid, [])[:MAX_GET]))
         c.save(f"{tag}-taskmanagers-metrics.json",
-               "/taskmanagers/metrics" + q(TM_AGG_METRICS, agg=True) + "&taskmanagers=" + urllib.parse.quote(tm))
+               "/taskmanagers/metrics" + q(tm_agg, agg=True) + "&taskmanagers=" + urllib.parse.quote(tm))
         for part, ns in enumerate(chunks(tm_names, MAX_GET)):
             sfx = f"-{part}" if part else ""
             c.save(f"{tag}-tm-metrics{sfx}.json", f"/taskmanagers/{tm}/metrics" + q(ns))
@@ -276,7 +278,7 @@ def main():
             flames[typ] = {"status": st, "bytes": size, "has_data": bool((data or {}).get("data"))}
         c.save(f"flamegraph-{short[target]}-full-subtask-0.json",
                f"/jobs/{jid}/vertices/{target}/flamegraph?type=full&subtaskindex=0")
-    f = "final/"
+    f = "rest/"
     for vid, _, par in vertices:
         c.save(f"{f}backpressure-{short[vid]}.json", f"/jobs/{jid}/vertices/{vid}/backpressure")
     time.sleep(2)
@@ -308,8 +310,8 @@ def main():
     flink("cancel", version, jid)
     time.sleep(1)
     os.makedirs(os.path.join(out, "logs"), exist_ok=True)
-    for kind, (path, before) in logs_before.items():
-        with open(path, "rb") as src, open(os.path.join(out, "logs", f"{kind}.log"), "wb") as dst:
+    for kind, (path, before) in logs_before.items():  # Flink's own file names (the log tests key on them)
+        with open(path, "rb") as src, open(os.path.join(out, "logs", os.path.basename(path)), "wb") as dst:
             src.seek(before)
             dst.write(src.read(4_000_000))
     with open(os.path.join(out, "scenario.json"), "w") as fh:

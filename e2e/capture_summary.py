@@ -75,7 +75,7 @@ def summarize(d):
         f"{v['name']} (p={v['parallelism']})" for v in sc.get("vertices", [])))
     dur = (sc.get("captured_until_ms", 0) - sc.get("submitted_ms", 0)) / 1000
     out.append(f"- captured for {dur:.0f} s, {sc.get('polls')} polls every {sc.get('poll_s')} s")
-    cps = load(os.path.join(d, "final", "checkpoints.json")) or {}
+    cps = load(os.path.join(d, "rest", "checkpoints.json")) or {}
     hist = cps.get("history", [])
     out.append(f"- final checkpoint counts: `{json.dumps(cps.get('counts'))}`")
     out.append("- history (id status end_to_end_ms state_size): " + "; ".join(
@@ -112,7 +112,7 @@ def summarize(d):
     done = [h for h in hist if h.get("status") == "COMPLETED"]
     if done:
         cid = done[0]["id"]
-        for f in sorted(glob.glob(os.path.join(d, "final", "checkpoint-details", f"checkpoint-{cid}-subtasks-*.json"))):
+        for f in sorted(glob.glob(os.path.join(d, "rest", "checkpoint-details", f"checkpoint-{cid}-subtasks-*.json"))):
             doc = load(f) or {}
             sizes = [s.get("state_size", s.get("checkpointed_size")) for s in doc.get("subtasks", [])]
             sizes = [x for x in sizes if isinstance(x, (int, float))]
