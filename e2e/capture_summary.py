@@ -51,7 +51,8 @@ def metric_map(doc):
 
 
 def gc_share(d):
-    """GC time share between the first and last TaskManager metric polls that changed."""
+    """The TaskManager's GC time (sum over collectors, ms) at each poll: (first, last, the polls where
+    it had moved: Flink's metric fetcher refreshes every ~10 s, so polls repeat values)."""
     rows = []
     for f in sorted(glob.glob(os.path.join(d, "poll", "*-tm-metrics*.json"))):
         m = metric_map(load(f))
@@ -61,7 +62,6 @@ def gc_share(d):
             rows.append((f, sum(gc), m))
     if len(rows) < 2:
         return None
-    idx = load(os.path.join(d, "index.tsv")) if False else None  # noqa: F841 (times come from file order)
     first, last = rows[0], rows[-1]
     changed = [r for r in rows if r[1] != first[1]]
     return first, last, changed
