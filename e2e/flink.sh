@@ -300,10 +300,16 @@ scenario_args() {
     minpause)     echo "--interval-ms 2000 --min-pause-ms 5000" ;;
     failover)     echo "--interval-ms 3000 --fail-after-s 35 --restart-delay-ms 3000" ;;
     tolerable-exceeded) echo "--interval-ms 2000 --snapshot-decline-every 1 --tolerable 2 --restart-attempts 2 --restart-delay-ms 2000" ;;
+    # Evidence from the TaskManagers (issue 27): a task thread held by user code past the checkpoint
+    # timeout; a TaskManager heap kept ~70 % full with old objects dying in it; keyed state skewed
+    # onto stateful-map subtask 0 of 4.
+    blocked)      echo "--interval-ms 3000 --timeout-ms 10000 --tolerable 1000 --block-ms 40000 --block-after-s 8 --block-pause-ms 8000" ;;
+    gc)           echo "--interval-ms 3000 --timeout-ms 10000 --tolerable 1000 --gc-retain-pct 70 --gc-churn-mb 100 --payload-bytes 1024" ;;
+    skew)         echo "--interval-ms 3000 --parallelism 4 --skew-keys 0.9 --payload-bytes 512" ;;
     *) return 1 ;;
   esac
 }
-SCENARIOS="healthy expired declined backpressure unaligned minpause failover tolerable-exceeded"
+SCENARIOS="healthy expired declined backpressure unaligned minpause failover tolerable-exceeded blocked gc skew"
 
 cmd_scenarios() {
   local s

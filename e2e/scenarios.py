@@ -35,6 +35,19 @@ Prometheus' API, and runs `checkpoint-sentinel diagnose` against Flink itself:
             Flink's, checkpoint_sentinel_checkpoints_observed_total by source adds up to them,
             none unobserved, the store holds each id once, end-to-end durations equal Flink's
   prometheus  a real Prometheus scraped the daemon and answers for flink_checkpoints_total
+  blocked   a blocking-map subtask holds its task thread (Thread.sleep in
+            sentinel.e2e.ScenarioJob$BlockingMap.holdTheThread) past the 10 s checkpoint timeout;
+            Flink's own thread dump shows the frame while the checkpoint is pending on that subtask;
+            the daemon names the frame in the FlinkCheckpointBlockedByUserCode alert at
+            Alertmanager, in the checkpoints' blocked_thread in the API and in `diagnose`
+  gc        stateful-map keeps ~70 % of the TaskManager heap reachable and replaces 100 MiB/s of it:
+            Flink's GC counters show the TaskManager spending most of its time in GC and the
+            checkpoints expire; the daemon's failed or slow checkpoints carry evidence.text with
+            the GC share (a percent, near Flink's), and flink_taskmanager_gc_time_ratio is exported
+  skew      90 % of the distinct keys hash to stateful-map subtask 0 of 4: Flink's per-subtask
+            state sizes are skewed (max/median well above 3, max on #0); the daemon exports
+            flink_checkpoint_state_skew_ratio{operator="stateful-map"} near Flink's ratio and names
+            "stateful-map #0" in the API and in a skew alert at Alertmanager
 
 After each scenario's job is cancelled (healthy, expired, declined, backpressure): no alert of
 the job stays pending or firing, nothing stays in progress, and the daemon's counts equal
@@ -50,6 +63,7 @@ import math
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -439,6 +453,242 @@ def backpressure(env):
           f"checkpoints {looked[-1] if looked else '-'}..{looked[0] if looked else '-'}: {hot[1]} #{hot[2]} {hot[0]} ms "
           f"on {tm_of.get((hot[1], hot[2]))}")
     cancel_and_check(env, "backpressure", job)
+
+
+# ---------------------------------------------------------------- evidence from the TaskManagers
+BLOCKING_FRAME = "sentinel.e2e.ScenarioJob$BlockingMap.holdTheThread"
+BLOCKING_METHOD = "holdTheThread"
+
+# The lowest Flink version each evidence scenario applies to (and why); older versions are skipped.
+APPLIES_FROM = {
+    # /taskmanagers/:tm/thread-dump and the vertex flame graph (1.13+); the job compiles for 1.14+
+    "blocked": (1, 14),
+    # Status.JVM.GarbageCollector.* and /taskmanagers/metrics exist in every version; the job: 1.14+
+    "gc": (1, 14),
+    # per-subtask state sizes in /checkpoints/details/:id/subtasks/:vid; the job: 1.14+
+    "skew": (1, 14),
+}
+
+
+def applies(scenario, version):
+    want = APPLIES_FROM.get(scenario)
+    have = tuple(int(x) for x in re.findall(r"\d+", version)[:2])
+    return want is None or have >= want
+
+
+def vertex_named(env, job, name):
+    for _ in range(30):
+        vs = get_json(f"{env.a.rest}/jobs/{job}").get("vertices", [])
+        v = next((v for v in vs if v["name"] == name), None)
+        if v and v.get("status") == "RUNNING":
+            return v
+        time.sleep(1)
+    raise RuntimeError(f"vertex {name} of job {job} not running after 30 s")
+
+
+def taskmanager_of(env, job, vertex, index):
+    for st in get_json(f"{env.a.rest}/jobs/{job}/vertices/{vertex['id']}")["subtasks"]:
+        if st["subtask"] == index:
+            return st.get("taskmanager-id")
+    return None
+
+
+def pending_on(env, job, vertex, index):
+    """The id of the checkpoint in progress whose subtask `index` of `vertex` has not acknowledged, or None."""
+    for h in env.checkpoints(job).get("history", []):
+        if h.get("status") != "IN_PROGRESS":
+            continue
+        try:
+            sts = get_json(f"{env.a.rest}/jobs/{job}/checkpoints/details/{h['id']}/subtasks/{vertex['id']}")["subtasks"]
+        except Exception:
+            continue
+        if any(st["index"] == index and st.get("status") != "completed" for st in sts):
+            return h["id"]
+    return None
+
+
+def flink_thread(env, tm, thread_prefix):
+    """Flink's own thread dump of TaskManager `tm`: (stack text of the first thread whose name starts
+    with thread_prefix, milliseconds the dump took)."""
+    started = time.time()
+    dump = get_json(f"{env.a.rest}/taskmanagers/{urllib.parse.quote(tm, safe='')}/thread-dump")
+    took = (time.time() - started) * 1000
+    for t in dump.get("threadInfos", []):
+        if t.get("threadName", "").startswith(thread_prefix):
+            return t.get("stringifiedThreadInfo", ""), took
+    return "", took
+
+
+def first_user_frame(stack):
+    for line in stack.splitlines():
+        line = line.strip()
+        if line.startswith("at "):
+            frame = line[3:].split("/")[-1]
+            if not frame.startswith(("java.", "jdk.", "sun.", "org.apache.flink.")):
+                return frame
+    return None
+
+
+def alert_matching(env, job, predicate, seconds):
+    """Waits up to `seconds` for an active alert of `job` at Alertmanager that satisfies predicate."""
+    end = time.time() + seconds
+    seen = []
+    while time.time() < end:
+        alerts = get_json(f"{env.a.alertmanager}/api/v2/alerts")
+        seen = [a for a in alerts if a["labels"].get("job_id") == job and a["status"]["state"] == "active"]
+        hit = next((a for a in seen if predicate(a)), None)
+        if hit:
+            return hit, seen
+        time.sleep(1)
+    return None, seen
+
+
+def blocked(env):
+    job = env.flink("submit", env.a.version, "blocked")
+    vertex = vertex_named(env, job, "blocking-map")
+    tm = taskmanager_of(env, job, vertex, 0)
+    # Flink's truth: a checkpoint pending on blocking-map #0 while its thread sits in holdTheThread.
+    truth, cid, took = None, None, None
+    end = time.time() + 90
+    while time.time() < end and not truth:
+        cid = pending_on(env, job, vertex, 0)
+        if cid is not None:
+            stack, took = flink_thread(env, tm, f"blocking-map (1/{vertex['parallelism']})")
+            if first_user_frame(stack) and BLOCKING_FRAME in first_user_frame(stack):
+                truth = stack
+        if not truth:
+            time.sleep(1)
+    frame = first_user_frame(truth or "")
+    check("blocked: Flink's thread dump shows blocking-map #0 held in the job's frame while a checkpoint waits on it",
+          truth is not None,
+          f"checkpoint {cid} pending on blocking-map #0 on {tm}; first frame outside Flink and the JDK: {frame}; "
+          f"the dump took {took or 0:.0f} ms" if truth else "not seen within 90 s")
+    if truth:
+        # diagnose looks when a checkpoint is pending; give it one well on its way to the timeout
+        trig = next((h.get("trigger_timestamp") for h in env.checkpoints(job).get("history", []) if h["id"] == cid), None)
+        if trig:
+            time.sleep(max(0.0, 5 - (time.time() * 1000 - trig) / 1000))
+        diag_code, text, _, report = run_diagnose(env, job)
+        check("blocked: diagnose run live names the blocking method", BLOCKING_METHOD in text,
+              f"exit {diag_code}; " + next((l.strip() for l in text.splitlines() if BLOCKING_METHOD in l),
+                                           "no line names " + BLOCKING_METHOD))
+    hit, seen = alert_matching(env, job, lambda a: a["labels"].get("alertname") == "FlinkCheckpointBlockedByUserCode"
+                               and "BlockingMap" in a["annotations"].get("description", "")
+                               and BLOCKING_METHOD in a["annotations"].get("description", ""), 120)
+    check("blocked: FlinkCheckpointBlockedByUserCode at Alertmanager names the blocking class and method", hit is not None,
+          f"description: {hit['annotations'].get('description')!r}" if hit else
+          f"active alerts of the job: {sorted({a['labels'].get('alertname') for a in seen}) or 'none'}")
+    api = env.daemon_job(job)
+    named = [cp for cp in api.get("checkpoints", []) if BLOCKING_METHOD in json.dumps(cp.get("blocked_thread"))]
+    check("blocked: the API's checkpoints carry blocked_thread naming the frame", bool(named),
+          f"checkpoint {named[-1].get('id')}: blocked_thread {json.dumps(named[-1].get('blocked_thread'))[:300]}" if named
+          else f"{len(api.get('checkpoints', []))} checkpoints, none with blocked_thread naming {BLOCKING_METHOD}")
+    cancel_and_check(env, "blocked", job)
+
+
+def gc_share(env, tm, seconds):
+    """Flink's own GC share of TaskManager `tm` over `seconds`: (share 0..1, heap used, heap max)
+    from the Status.JVM.GarbageCollector.<collector>.Time counters (ms)."""
+    def read():
+        q = urllib.parse.quote(tm, safe="")
+        names = [m["id"] for m in get_json(f"{env.a.rest}/taskmanagers/{q}/metrics")
+                 if re.match(r"Status\.JVM\.GarbageCollector\.[^.]+\.Time$", m["id"]) and ".All." not in m["id"]]
+        names += ["Status.JVM.Memory.Heap.Used", "Status.JVM.Memory.Heap.Max"]
+        vals = {m["id"]: float(m["value"]) for m in
+                get_json(f"{env.a.rest}/taskmanagers/{q}/metrics?get=" + ",".join(names))}
+        gc = sum(v for k, v in vals.items() if k.endswith(".Time"))
+        return time.time(), gc, vals.get("Status.JVM.Memory.Heap.Used"), vals.get("Status.JVM.Memory.Heap.Max")
+    t0, gc0, _, _ = read()
+    time.sleep(seconds)
+    t1, gc1, used, mx = read()
+    return (gc1 - gc0) / 1000 / (t1 - t0), used, mx
+
+
+def gc(env):
+    job = env.flink("submit", env.a.version, "gc")
+    vertex = vertex_named(env, job, "stateful-map")
+    tm = taskmanager_of(env, job, vertex, 0)
+    time.sleep(15)  # the retained set builds up, then Flink's metric fetcher (10 s) catches up
+    share, used, mx = gc_share(env, tm, 30)
+    seen = watch(env, job, 10)
+    failed = sorted(i for i, h in seen.items() if h["status"] == "FAILED")
+    check("gc: Flink's counters show the TaskManager mostly in GC and checkpoints failing",
+          share >= 0.3 and bool(failed),
+          f"{tm}: GC {share * 100:.0f} % of 30 s, heap {used / 2**20:.0f} of {mx / 2**20:.0f} MiB; "
+          f"failed checkpoints seen: {failed}")
+    m = env.metrics()
+    ratios = samples(m, "flink_taskmanager_gc_time_ratio")
+    check("gc: flink_taskmanager_gc_time_ratio is exported, near Flink's share",
+          bool(ratios) and abs(max(ratios) - share) <= 0.3,
+          f"exported {ratios}, Flink's GC share over 30 s {share:.2f}")
+    with_gc = []
+    for _ in range(30):
+        api = env.daemon_job(job)
+        bad = [cp for cp in api.get("checkpoints", []) if cp.get("outcome") != "completed"]
+        with_gc = [cp for cp in bad if re.search(r"GC", ((cp.get("evidence") or {}).get("text") or ""))
+                   and re.search(r"\d+(\.\d+)? ?%", (cp.get("evidence") or {}).get("text") or "")]
+        if with_gc:
+            break
+        time.sleep(2)
+    text = (with_gc[-1].get("evidence") or {}).get("text", "") if with_gc else ""
+    pct = [float(x) for x in re.findall(r"GC (\d+(?:\.\d+)?) ?%", text)]
+    check("gc: failed or slow checkpoints carry the GC share of their culprit's TaskManager",
+          bool(with_gc) and (not pct or abs(pct[0] / 100 - share) <= 0.3),
+          f"checkpoint {with_gc[-1].get('id')}: {text!r}; Flink's GC share {share * 100:.0f} %" if with_gc
+          else "no failed/slow checkpoint with evidence.text naming GC and a percent")
+    cancel_and_check(env, "gc", job)
+
+
+def skew_mentions(api):
+    """Every part of the daemon's job document about skew: the values of keys naming skew, and the
+    strings mentioning it, each as JSON text."""
+    out = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if "skew" in k.lower():
+                    out.append(json.dumps(v))
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+        elif isinstance(node, str) and "skew" in node.lower().replace("sentinel-e2e-skew", ""):  # not the job's name
+            out.append(node)
+    walk(api)
+    return out
+
+
+def skew(env):
+    job = env.flink("submit", env.a.version, "skew")
+    vertex = vertex_named(env, job, "stateful-map")
+    watch(env, job, env.a.seconds)
+    cps = env.checkpoints(job)
+    done = [h for h in cps.get("history", []) if h.get("status") == "COMPLETED"]
+    sizes = []
+    if done:
+        sts = get_json(f"{env.a.rest}/jobs/{job}/checkpoints/details/{done[0]['id']}/subtasks/{vertex['id']}")["subtasks"]
+        sizes = [st.get("state_size") or 0 for st in sorted(sts, key=lambda st: st["index"])]
+    median = statistics.median(sizes) if sizes else 0
+    flink_ratio = max(sizes) / median if median else 0
+    check("skew: Flink's per-subtask state sizes of stateful-map are skewed onto #0",
+          flink_ratio > 3 and sizes.index(max(sizes)) == 0,
+          f"checkpoint {done[0]['id'] if done else '-'}: state sizes {sizes}, max/median {flink_ratio:.1f}")
+    m = env.metrics()
+    ratio = one(m, "flink_checkpoint_state_skew_ratio", job_id=job, operator="stateful-map")
+    check("skew: flink_checkpoint_state_skew_ratio{operator=stateful-map} is above 3 and near Flink's",
+          ratio is not None and ratio > 3 and 0.5 <= ratio / flink_ratio <= 2,
+          f"exported {ratio}, Flink's max/median {flink_ratio:.1f}")
+    said = skew_mentions(env.daemon_job(job))
+    named = [t for t in said if "stateful-map #0" in t or re.search(r'"stateful-map".*"(hot_)?subtask": 0\b', t)]
+    check("skew: the API names the hot subtask", bool(named),
+          named[0][:300] if named else f"what the job's API says about skew: {said[:3] or 'nothing'}")
+    hit, seen = alert_matching(env, job, lambda a: "skew" in a["labels"].get("alertname", "").lower()
+                               and "#0" in json.dumps(a["annotations"]), 30)
+    check("skew: a skew alert at Alertmanager names the hot subtask", hit is not None,
+          f"{hit['labels']['alertname']}: {hit['annotations'].get('description')!r}" if hit else
+          f"active alerts of the job: {sorted({a['labels'].get('alertname') for a in seen}) or 'none'}")
+    cancel_and_check(env, "skew", job)
 
 
 def failover(env):
@@ -873,8 +1123,13 @@ def main():
     ap.add_argument("--only", nargs="*")
     a = ap.parse_args()
     env = Env(a)
-    for scenario in (healthy, expired, declined, backpressure, failover, restore_savepoint, store, savepoint, traces, prometheus):
+    for scenario in (healthy, expired, declined, backpressure, failover, restore_savepoint, store, savepoint, traces,
+                     blocked, gc, skew, prometheus):
         if a.only and scenario.__name__ not in a.only:
+            continue
+        if not applies(scenario.__name__, a.version):
+            print(f"--- {scenario.__name__}: skipped on Flink {a.version} (applies from "
+                  f"{'.'.join(map(str, APPLIES_FROM[scenario.__name__]))})", flush=True)
             continue
         print(f"--- {scenario.__name__} (Flink {a.version})", flush=True)
         started = time.time()

@@ -1,15 +1,18 @@
 // ScenarioJob: the Flink job that checkpoint-sentinel's end-to-end harness (e2e/flink.sh) runs on a
 // real local Flink cluster, so the daemon sees real checkpoint statistics and real JM/TM log lines:
 // healthy checkpoints, expired ones (slow snapshot), declined ones (async snapshot failure),
-// backpressure with long barrier alignment, min-pause spacing, task failover.
+// backpressure with long barrier alignment, min-pause spacing, task failover; and, for the evidence
+// the daemon gathers from the TaskManagers: a task thread held by user code (blocked), a
+// TaskManager under GC pressure (gc) and keyed state skewed onto subtask 0 (skew).
 // Adapted from the flink-lab reference job (not needed at run time). One source file that compiles unchanged with
-// `javac --release 11` against the lib/*.jar of Flink 1.20.x and 2.x: API differences between
+// `javac --release 11` against the lib/*.jar of Flink 1.14.x, 1.17.x, 1.20.x and 2.x: API differences between
 // the versions are bridged by reflection, and checkpoint settings are passed as configuration
 // keys instead of CheckpointConfig calls.
 //
 // Topology:
 //   fast-source (fromSequence, throttled by a chained map)  \
-//   [slow-source (optional, --slow-rate > 0)]                 > union -> keyBy -> stateful-map -> discarding-sink
+//   [slow-source (optional, --slow-rate > 0)]                 > union -> keyBy -> stateful-map [-> blocking-map] -> discarding-sink
+//   (blocking-map only with --block-ms > 0)
 //
 // All knobs are "--name value" command-line arguments (a repeated name: the last one wins);
 // see usage() below. e2e/flink.sh maps scenario names to these arguments.
@@ -78,7 +81,17 @@ public class ScenarioJob {
             "  --restart-attempts N            fixed-delay restart attempts (5)",
             "  --restart-delay-ms MS           fixed-delay restart delay (3000)",
             "  --state-backend NAME            hashmap|rocksdb (default: not set -> cluster default, hashmap)",
-            "  --incremental true|false        incremental checkpoints (rocksdb only; default: not set)");
+            "  --incremental true|false        incremental checkpoints (rocksdb only; default: not set)",
+            "  --block-ms MS                   blocked: a blocking-map vertex after stateful-map holds the task thread of",
+            "                                  subtask --inject-subtask for MS (BlockingMap.holdTheThread) (0 = no blocking-map)",
+            "  --block-after-s S               ... first hold S seconds after the first record (10)",
+            "  --block-pause-ms MS             ... then runs MS between two holds (5000)",
+            "  --gc-retain-pct P               gc: stateful-map subtasks together keep P % of the TaskManager's max heap",
+            "                                  reachable (0 = off)",
+            "  --gc-churn-mb N                 ... and replace N MiB/s per subtask of that retained data, so old objects",
+            "                                  die and the old generation must be collected (0)",
+            "  --skew-keys F                   skew: fraction F of the distinct keys (and of the records) whose key group",
+            "                                  belongs to stateful-map subtask 0 (0.0 = off; sets max parallelism 128)");
     }
 
     public static void main(String[] argv) throws Exception {
@@ -115,6 +128,7 @@ public class ScenarioJob {
         c.put("pipeline.name", name);
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(Configuration.fromMap(c));
         env.setParallelism(par);
+        if (a.containsKey("skew-keys")) env.setMaxParallelism(SKEW_MAX_PARALLELISM);
 
         Params p = new Params(a);
         DataStream<Ev> in = env.fromSequence(0, Long.MAX_VALUE).name("fast-source").uid("fast-source")
@@ -125,6 +139,9 @@ public class ScenarioJob {
             in = in.union(slow);
         }
         DataStream<Ev> out = in.keyBy(new KeyOf()).map(new StatefulMap(p)).name("stateful-map").uid("stateful-map");
+        if (p.blockMs > 0) {
+            out = out.map(new BlockingMap(p)).name("blocking-map").uid("blocking-map").disableChaining();
+        }
         discard(out).name("discarding-sink").uid("discarding-sink").disableChaining();
         LOG.info("sentinel-e2e: submitting job '{}' with checkpoint config {} and params {}", name, c, a);
         env.execute(name);
@@ -155,11 +172,23 @@ public class ScenarioJob {
         }
     }
 
+    static final int SKEW_MAX_PARALLELISM = 128;
+
     static final class Params implements java.io.Serializable {
         final long rate, slowRate, procMicros, hotProcMicros, snapSleepMs, failAfterS;
         final int payload, maxKeys, snapSleepEvery, snapFailEvery, snapDeclineEvery, injectSubtask;
         final double skew;
+        final int parallelism;
+        final long blockMs, blockAfterS, blockPauseMs;
+        final double gcRetainPct, gcChurnMb, skewKeys;
         Params(Map<String, String> a) {
+            parallelism = Integer.parseInt(a.getOrDefault("parallelism", "2"));
+            blockMs = Long.parseLong(a.getOrDefault("block-ms", "0"));
+            blockAfterS = Long.parseLong(a.getOrDefault("block-after-s", "10"));
+            blockPauseMs = Long.parseLong(a.getOrDefault("block-pause-ms", "5000"));
+            gcRetainPct = Double.parseDouble(a.getOrDefault("gc-retain-pct", "0"));
+            gcChurnMb = Double.parseDouble(a.getOrDefault("gc-churn-mb", "0"));
+            skewKeys = Double.parseDouble(a.getOrDefault("skew-keys", "0"));
             rate = Long.parseLong(a.getOrDefault("rate", "500"));
             slowRate = Long.parseLong(a.getOrDefault("slow-rate", "0"));
             payload = Integer.parseInt(a.getOrDefault("payload-bytes", "64"));
@@ -180,6 +209,7 @@ public class ScenarioJob {
     public static final class Throttle extends RichMapFunction<Long, Ev> {
         final long rate; final Params p; final int stream;
         transient long start, n; transient String pad; transient java.util.Random rnd;
+        transient long[] hotKeys, coldKeys;
         Throttle(long rate, Params p, int stream) { this.rate = rate; this.p = p; this.stream = stream; }
         @Override public Ev map(Long ignored) throws Exception {
             if (pad == null) {
@@ -193,9 +223,28 @@ public class ScenarioJob {
                 long now = System.nanoTime();
                 if (due > now + 200_000) LockSupport.parkNanos(due - now);
             }
+            if (p.skewKeys > 0) return new Ev(skewedKey(), n, pad);
             long space = Math.min(p.maxKeys, 100 + n / 20);
             long key = (p.skew > 0 && rnd.nextDouble() < p.skew) ? 0L : 1 + (n * 7919 + stream) % space;
             return new Ev(key, n, pad);
+        }
+
+        /** skew: keys 1..max-keys whose key group Flink assigns to stateful-map subtask 0 ("hot"),
+         *  and only as many of the others as make the hot ones a fraction skew-keys of all distinct keys. */
+        long skewedKey() {
+            if (hotKeys == null) {
+                java.util.List<Long> hot = new java.util.ArrayList<>(), cold = new java.util.ArrayList<>();
+                for (long k = 1; k <= p.maxKeys; k++) {
+                    int op = org.apache.flink.runtime.state.KeyGroupRangeAssignment.assignKeyToParallelOperator(
+                            k, SKEW_MAX_PARALLELISM, p.parallelism);
+                    (op == 0 ? hot : cold).add(k);
+                }
+                int coldWanted = (int) Math.max(1, Math.round(hot.size() * (1 - p.skewKeys) / p.skewKeys));
+                hotKeys = hot.stream().mapToLong(Long::longValue).toArray();
+                coldKeys = cold.stream().limit(coldWanted).mapToLong(Long::longValue).toArray();
+            }
+            long i = n * 7919 + stream;
+            return rnd.nextDouble() < p.skewKeys ? hotKeys[(int) (i % hotKeys.length)] : coldKeys[(int) (i % coldKeys.length)];
         }
     }
 
@@ -231,6 +280,7 @@ public class ScenarioJob {
         transient ValueState<Long> count; transient ValueState<String> last;
         transient ListState<Long> processedState, poisonState; transient long processed; transient boolean restored;
         transient long startNanos, debtNanos; transient Integer subtask; // transient: null after deserialization
+        transient GarbageMaker garbage;
         StatefulMap(Params p) { this.p = p; }
 
         @Override public void initializeState(FunctionInitializationContext ctx) throws Exception {
@@ -268,6 +318,10 @@ public class ScenarioJob {
                 startNanos = System.nanoTime();
             }
             processed++;
+            if (p.gcRetainPct > 0) {
+                if (garbage == null) garbage = new GarbageMaker(p);
+                garbage.churn();
+            }
             if (p.failAfterS > 0 && !restored && sub() == 0
                     && System.nanoTime() - startNanos > p.failAfterS * 1_000_000_000L) {
                 LOG.warn("sentinel-e2e: injecting processing failure after {} records", processed);
@@ -282,6 +336,66 @@ public class ScenarioJob {
             count.update(c == null ? 1L : c + 1);
             last.update(e.f2);
             return e;
+        }
+    }
+
+    /** blocked: stands for user code that waits on something slow (a remote call, a lock) on the task
+     *  thread. While it holds the thread, the checkpoint barrier waits behind the record in hand, so
+     *  the checkpoint stays pending on this subtask until it expires; a thread dump of the
+     *  TaskManager shows holdTheThread as the first frame outside Flink and the JDK. */
+    public static final class BlockingMap extends RichMapFunction<Ev, Ev> {
+        final Params p;
+        transient long nextHoldNanos; transient Integer subtask;
+        BlockingMap(Params p) { this.p = p; }
+
+        @Override public Ev map(Ev e) throws Exception {
+            if (subtask == null) {
+                subtask = taskInfo(getRuntimeContext(), "getIndexOfThisSubtask");
+                nextHoldNanos = System.nanoTime() + p.blockAfterS * 1_000_000_000L;
+            }
+            boolean me = p.injectSubtask < 0 || p.injectSubtask == subtask;
+            if (me && System.nanoTime() >= nextHoldNanos) {
+                LOG.warn("sentinel-e2e: blocking-map subtask {} holds the task thread for {} ms", subtask, p.blockMs);
+                holdTheThread(p.blockMs);
+                nextHoldNanos = System.nanoTime() + p.blockPauseMs * 1_000_000L;
+            }
+            return e;
+        }
+
+        void holdTheThread(long ms) throws InterruptedException {
+            Thread.sleep(ms); // interrupted (and so released) when Flink cancels the task
+        }
+    }
+
+    /** gc: keeps a share of the JVM's max heap reachable (split over the stateful-map subtasks) and
+     *  keeps replacing random pieces of it, so old objects die in the old generation and the
+     *  collector has to run mixed/full collections over a nearly full heap. Held by the function
+     *  instance, so it becomes garbage when the job is cancelled. */
+    static final class GarbageMaker {
+        static final int CHUNK = 16 * 1024; // below G1's humongous threshold for small heaps
+        final byte[][] retained;
+        final double churnBytesPerNano;
+        final java.util.Random rnd = new java.util.Random(42);
+        int filled; long lastNanos = System.nanoTime(); double churnDebt;
+
+        GarbageMaker(Params p) {
+            long target = (long) (Runtime.getRuntime().maxMemory() * p.gcRetainPct / 100 / Math.max(1, p.parallelism));
+            retained = new byte[(int) Math.max(1, target / CHUNK)][];
+            churnBytesPerNano = p.gcChurnMb * 1024 * 1024 / 1e9;
+            LOG.info("sentinel-e2e: gc pressure: retaining {} MiB in this subtask (max heap {} MiB), churn {} MiB/s",
+                    target >> 20, Runtime.getRuntime().maxMemory() >> 20, p.gcChurnMb);
+        }
+
+        void churn() {
+            // fill up to 4 MiB per record, so the retained set builds up over a few seconds
+            for (int i = 0; i < 256 && filled < retained.length; i++) retained[filled++] = new byte[CHUNK];
+            long now = System.nanoTime();
+            churnDebt += (now - lastNanos) * churnBytesPerNano;
+            lastNanos = now;
+            while (churnDebt >= CHUNK && filled > 0) {
+                retained[rnd.nextInt(filled)] = new byte[CHUNK];
+                churnDebt -= CHUNK;
+            }
         }
     }
 }
