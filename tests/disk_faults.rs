@@ -1,5 +1,6 @@
 //! The disk under the state directory fails: a full disk freed again (injected, and a real
-//! 4 MB tmpfs when the machine lets us mount one), a `kill -9` during the outage, a state
+//! 4 MB tmpfs when the machine lets us mount one), a store file made immutable (`chattr +i`,
+//! where the machine lets us) and writable again, a `kill -9` during the outage, a state
 //! directory removed while running. Each case ends with the store's ids against Flink's.
 
 use std::path::Path;
@@ -184,4 +185,69 @@ async fn a_real_full_tmpfs_freed_again_loses_no_checkpoint() {
     })
     .await;
     assert_eq!(all(&store), (1..=last).collect::<Vec<_>>(), "every id once, none missing");
+}
+
+/// A file made immutable (`chattr +i`), made writable again when released or dropped; `None`
+/// (and a message) where that is not possible (not root, or a file system without the flag).
+struct Immutable(std::path::PathBuf);
+
+impl Immutable {
+    fn set(file: &Path) -> Option<Immutable> {
+        let status = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(file)
+            .stderr(std::process::Stdio::null())
+            .status();
+        match status {
+            Ok(s) if s.success() => Some(Immutable(file.to_path_buf())),
+            _ => {
+                eprintln!(
+                    "SKIPPED: cannot chattr +i here (not root, no chattr, or a file system without it)"
+                );
+                None
+            }
+        }
+    }
+
+    fn release(self) {}
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr").arg("-i").arg(&self.0).status();
+    }
+}
+
+#[tokio::test]
+async fn a_store_file_made_immutable_and_writable_again_loses_no_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, store) = app_on(dir.path(), Arc::default());
+    flink_shows(&app, 10);
+    persist_if_changed(&app, dir.path(), u64::MAX).await;
+    assert_eq!(all(&store), (1..=10).collect::<Vec<_>>());
+
+    let Some(immutable) = Immutable::set(&dir.path().join("checkpoints.redb")) else { return };
+    for last in (20..=60).step_by(10) {
+        flink_shows(&app, last);
+        persist_if_changed(&app, dir.path(), u64::MAX).await;
+        // The state file (beside it, in a writable directory) is written with what waits.
+        assert_eq!(state_file_outbox(dir.path()), last as usize - 10);
+    }
+    let failing = store.failing().expect("an immutable file takes no write");
+    eprintln!("chattr +i: the store fails with: {}", failing.reason);
+    let facts = app.daemon_facts(&app.state.read().unwrap());
+    assert_eq!(
+        (facts.store_failing, facts.store_waiting_records),
+        (Some(true), Some(50)),
+        "what the alert reads"
+    );
+
+    immutable.release();
+    persist_until(&app, dir.path(), || {
+        store.failing().is_none() && app.state.read().unwrap().outbox.is_empty()
+    })
+    .await;
+    assert_eq!(all(&store), (1..=60).collect::<Vec<_>>(), "every id once, none missing");
+    assert_eq!(state_file_outbox(dir.path()), 0);
+    assert!(app.write_problems().is_empty());
 }
