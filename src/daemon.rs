@@ -981,10 +981,10 @@ impl Pollers {
 /// `last_generation` (or records wait for the store); returns the generation written.
 ///
 /// Exactly-once across a `kill -9`: the snapshot and the batch for the store are taken under
-/// one lock, so the snapshot's outbox section holds exactly the records of the checkpoints it
-/// marks counted that are not in the store yet. When the store takes the batch, that section
-/// is emptied before the snapshot is written; when it does not (a full disk, a read-only file,
-/// a store in back-off), the snapshot keeps them and the outbox gets them back. Either way the
+/// one lock, so the batch holds exactly the records of the checkpoints the snapshot marks
+/// counted that are not in the store yet. When the store takes the batch, the snapshot is
+/// written without them; when it does not (a full disk, a read-only file, a store in
+/// back-off), the snapshot holds them and the outbox gets them back. Either way the
 /// state file is written: it never waits on a failing store, and every checkpoint it counts is
 /// in the store or in it. A restart restores that section into the outbox; writing a record the
 /// store already has is the same key, one record.
@@ -995,25 +995,28 @@ pub async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation
     if generation == last_generation && !waiting {
         return last_generation;
     }
+    // The batch is taken out first (moved, not copied), so the snapshot under the lock copies
+    // no waiting record: with 50,000 waiting that copy was most of the lock's hold. The batch
+    // joins the snapshot only if the store does not take it (below, outside the lock).
     let (mut snapshot, records, restores) = {
         let mut state = app.state.write().unwrap_or_else(|e| e.into_inner());
-        let snapshot = persist::snapshot(&state);
         log_dropped(&state.outbox.take_dropped());
-        match store {
-            Some(_) => (snapshot, state.outbox.take(), state.outbox.take_restores()),
-            None => (snapshot, Vec::new(), Vec::new()),
-        }
+        let (records, restores) = match store {
+            Some(_) => (state.outbox.take(), state.outbox.take_restores()),
+            None => (Vec::new(), Vec::new()),
+        };
+        (persist::snapshot(&state), records, restores)
     };
     let dir = dir.to_path_buf();
     let done = tokio::task::spawn_blocking(move || {
         let stored = match &store {
             Some(store) if !(records.is_empty() && restores.is_empty()) => {
                 match store.write_all(&records, &restores, Timestamp::now()) {
-                    Ok(written) => {
-                        snapshot.clear_outbox();
-                        Some(Ok(written))
+                    Ok(written) => Some(Ok(written)),
+                    Err(e) => {
+                        snapshot.hold_for_store(records.clone(), restores.clone());
+                        Some(Err((e, records, restores)))
                     }
-                    Err(e) => Some(Err((e, records, restores))),
                 }
             }
             _ => None,

@@ -12,7 +12,7 @@ use checkpoint_sentinel::daemon::persist_if_changed;
 use checkpoint_sentinel::state::persist;
 use checkpoint_sentinel::state::store::{DiskFaults, Store};
 
-use crate::store::{BOUNDS, WINDOW, all, completed, poll, state_with_outbox};
+use crate::store::{BOUNDS, T0, WINDOW, all, completed, poll, state_with_outbox};
 
 /// A daemon's shared state over a store in `dir` on a disk with `faults`.
 fn app_on(dir: &Path, faults: Arc<DiskFaults>) -> (Arc<AppState>, Arc<Store>) {
@@ -250,4 +250,52 @@ async fn a_store_file_made_immutable_and_writable_again_loses_no_checkpoint() {
     assert_eq!(all(&store), (1..=60).collect::<Vec<_>>(), "every id once, none missing");
     assert_eq!(state_file_outbox(dir.path()), 0);
     assert!(app.write_problems().is_empty());
+}
+
+/// What the persister does under the state's write lock with 50,000 records waiting (the
+/// outbox's bound): the snapshot with the records copied into it (the build before) against
+/// the records moved out first and the snapshot without them (now). Ignored: it prints a figure.
+/// `cargo test --test integration -- disk_faults::the_lock_hold --ignored --nocapture`
+#[test]
+#[ignore]
+fn the_lock_hold_of_a_snapshot_with_50000_waiting_records() {
+    use checkpoint_sentinel::time::Timestamp;
+    let mut state = state_with_outbox();
+    for end in (10..=50_000u64).step_by(10) {
+        let at = Timestamp(T0 + end as i64 * 10_000 + 2_000);
+        state.apply(&poll((end - 9..=end).map(completed).collect()), at);
+    }
+    assert_eq!(state.outbox.len(), 50_000);
+    let median = |mut runs: Vec<Duration>| {
+        runs.sort();
+        runs[runs.len() / 2]
+    };
+    let copied = median(
+        (0..7)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                let snapshot = persist::snapshot(&state);
+                let took = started.elapsed();
+                assert_eq!(snapshot.outbox_len(), 50_000);
+                took
+            })
+            .collect(),
+    );
+    let moved = median(
+        (0..7)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                let records = state.outbox.take();
+                let snapshot = persist::snapshot(&state);
+                let took = started.elapsed();
+                assert_eq!(snapshot.outbox_len(), 0);
+                state.outbox.put_back(records);
+                took
+            })
+            .collect(),
+    );
+    eprintln!(
+        "write lock held for the snapshot, 50,000 waiting: copied {copied:?}, moved out first {moved:?}"
+    );
+    assert!(moved < copied);
 }

@@ -101,6 +101,20 @@ impl PersistedState {
         outbox.records.clear();
         outbox.restores.clear();
     }
+
+    /// Holds `records` and `restores` for the store, in front of what the snapshot held: those
+    /// the persister took out of the outbox before the snapshot and the store did not take.
+    pub fn hold_for_store(
+        &mut self,
+        mut records: Vec<super::outbox::Outboxed>,
+        mut restores: Vec<super::outbox::OutboxedRestore>,
+    ) {
+        let PersistedState::V1 { outbox, .. } = self;
+        records.append(&mut outbox.records);
+        restores.append(&mut outbox.restores);
+        outbox.records = records;
+        outbox.restores = restores;
+    }
 }
 
 /// One cluster's durable log knowledge: counters, the recent ring and the read positions
