@@ -36,9 +36,9 @@ async fn idle_client(addr: SocketAddr, stop: Arc<AtomicBool>) {
         };
         // Until the daemon closes it (its header timeout) or the flood stops.
         while !stop.load(Ordering::Relaxed) {
-            match tokio::time::timeout(Duration::from_millis(500), tcp.read(&mut buf)).await {
-                Ok(Ok(0) | Err(_)) => break,
-                _ => {}
+            let read = tokio::time::timeout(Duration::from_millis(500), tcp.read(&mut buf)).await;
+            if let Ok(Ok(0) | Err(_)) = read {
+                break;
             }
         }
     }
