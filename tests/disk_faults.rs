@@ -299,3 +299,42 @@ fn the_lock_hold_of_a_snapshot_with_50000_waiting_records() {
     );
     assert!(moved < copied);
 }
+
+/// The real daemon, its rules and persister at their defaults (state written every 5 s, rules
+/// every 15 s): `CheckpointSentinelStoreFailing` of the built-in pack fires within a minute of
+/// the store's first refused write (a store file made immutable at start).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_built_in_store_alert_fires_within_a_minute_of_the_first_refused_write() {
+    let server = crate::common::replay("2.3.0", "expired").await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::common::watching(&server.url, Duration::from_millis(500), dir.path());
+    let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
+    let Some(immutable) = Immutable::set(&dir.path().join("checkpoints.redb")) else {
+        daemon.shutdown().await;
+        return;
+    };
+    let store = daemon.app.store.get().expect("the store is on by default").clone();
+    let failing = crate::common::until(
+        "the store's first refused write",
+        Duration::from_secs(30),
+        || async { store.failing() },
+        Option::is_some,
+    )
+    .await
+    .unwrap();
+    let failed_at = std::time::Instant::now();
+    let firing = || async {
+        let view = daemon.app.alerts.read().unwrap();
+        view.active.iter().any(|a| {
+            a.name() == "CheckpointSentinelStoreFailing"
+                && a.state == checkpoint_sentinel::rules::AlertState::Firing
+        })
+    };
+    crate::common::until("CheckpointSentinelStoreFailing firing", Duration::from_secs(75), firing, |f| *f)
+        .await;
+    let took = failed_at.elapsed();
+    eprintln!("store failing ({}); the built-in alert fired {took:?} later", failing.reason);
+    assert!(took < Duration::from_secs(60), "fired {took:?} after the first refused write");
+    immutable.release();
+    daemon.shutdown().await;
+}
