@@ -9,7 +9,8 @@ what kubernetes-validate can see (run by .ci/validate-deploy.sh, once per test v
   * config.toml in the ConfigMap parses as TOML, and `checkpoint-sentinel check-config` accepts
     it when a binary is given (--binary; the TLS files it names are replaced by a throwaway
     certificate made with the openssl CLI, since the daemon reads them at load);
-  * with tls.enabled: HTTPS probes, the TLS Secret mounted where config.toml's [server]
+  * the probes on the probe port (`probes`, plain HTTP) unless probePort is 0;
+  * with tls.enabled: HTTPS probes (with probePort 0), the TLS Secret mounted where config.toml's [server]
     tls_* keys point, appProtocol https on the Service, scheme https on the ServiceMonitor;
     without it: none of that;
   * the PrometheusRule's groups equal alerts/flink-checkpoints.rules.yml (after taking out the
@@ -138,6 +139,8 @@ def main(argv):
     mode = values.get("mode", "deployment")
     sharded = values.get("sharding", {}).get("enabled", False)
     tls = (values.get("tls") or {}).get("enabled", False)
+    # The chart's default (values.yaml) unless the test values say otherwise; 0 is off.
+    probe_port = values.get("probePort", 9718)
     by_kind = {}
     for d in docs:
         by_kind.setdefault(d["kind"], []).append(d)
@@ -177,10 +180,18 @@ def main(argv):
             for path in ("/etc/checkpoint-sentinel", "/var/lib/checkpoint-sentinel"):
                 if path not in mounts:
                     finding(f"{where}: nothing mounted at {path}")
+            ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}
+            if probe_port and ports.get("probes") != probe_port:
+                finding(f"{where}: no container port `probes` {probe_port} (probePort)")
             for probe in ("livenessProbe", "readinessProbe"):
-                scheme = c.get(probe, {}).get("httpGet", {}).get("scheme", "HTTP")
-                if scheme != ("HTTPS" if tls else "HTTP"):
-                    finding(f"{where}: {probe} scheme {scheme} with tls.enabled {tls}")
+                get = c.get(probe, {}).get("httpGet", {})
+                scheme = get.get("scheme", "HTTP")
+                # The probe port serves plain HTTP whatever the main port does.
+                want = "HTTPS" if tls and not probe_port else "HTTP"
+                if get and scheme != want:
+                    finding(f"{where}: {probe} scheme {scheme} with tls.enabled {tls}, probePort {probe_port}")
+                if get and get.get("port") != ("probes" if probe_port else "sentinel"):
+                    finding(f"{where}: {probe} on port {get.get('port')} with probePort {probe_port}")
             if tls and TLS_DIR not in mounts:
                 finding(f"{where}: tls.enabled but nothing mounted at {TLS_DIR}")
         if tls:

@@ -252,6 +252,19 @@ impl AppState {
         problems
     }
 
+    /// What the daemon-scope rules read: the store's and the state file's health, with the
+    /// outbox's figures from `state` (the caller holds its lock).
+    pub fn daemon_facts(&self, state: &State) -> crate::rules::DaemonFacts {
+        let store = self.store.get();
+        crate::rules::DaemonFacts {
+            store_failing: store.map(|s| s.failing().is_some()),
+            store_waiting_records: store.map(|_| state.outbox.len() as u64),
+            store_dropped_records: state.outbox.dropped(),
+            state_persist_errors: self.persist_errors.load(Ordering::Relaxed),
+            state_persist_failing: self.persist_problem.read().unwrap_or_else(|e| e.into_inner()).is_some(),
+        }
+    }
+
     /// The daemon's own counters.
     pub fn daemon_stats(&self) -> DaemonStats {
         let last = self.last_persisted_ms.load(Ordering::Relaxed);

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use crate::app::AppState;
 use crate::config::{ClusterConfig, Config, Credentials, Shard, shard_clusters};
 use crate::outputs::http::{HttpState, router};
-use crate::outputs::listener::{Bounded, MAX_CONNECTIONS, Timeouts};
+use crate::outputs::listener::{Bounded, MAX_CONNECTIONS, PROBE_MAX_CONNECTIONS, PROBE_TIMEOUTS, Timeouts};
 use crate::outputs::tls::{TlsListener, TlsPeer};
 use crate::sources::discovery::Discovery;
 use crate::sources::poller::Poller;
@@ -134,6 +134,8 @@ impl StateDirLock {
 pub struct Running {
     /// The address the HTTP server listens on.
     pub addr: SocketAddr,
+    /// The probe port's address, when `[server] probe_listen` is set.
+    pub probe_addr: Option<SocketAddr>,
     /// The shared state (for tests and one-shot commands).
     pub app: Arc<AppState>,
     shutdown: watch::Sender<bool>,
@@ -244,6 +246,11 @@ pub async fn start_sharded(
 
     let tls = crate::outputs::tls::load(&config.server).map_err(StartError::Tls)?;
     let (listener, addr) = bind(config.server.listen).await?;
+    let probes = match config.server.probe_listen {
+        Some(listen) => Some(bind(listen).await?),
+        None => None,
+    };
+    let probe_addr = probes.as_ref().map(|(_, addr)| *addr);
 
     let mut pollers = Pollers::default();
     pollers.sync(&clusters, &app)?;
@@ -252,8 +259,9 @@ pub async fn start_sharded(
     tailers.sync(&all_logs(&config, &discovered), &config.state.dir, &app).await;
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let (server, tls_reloader, scheme) = serve(listener, tls, &config.server, &app, shutdown_rx.clone())?;
-    tracing::info!(%addr, scheme, clusters = clusters.len(), "checkpoint-sentinel listening");
+    let listeners = (listener, probes.map(|(l, _)| l));
+    let (server, tls_reloader, scheme) = serve(listeners, tls, &config.server, &app, shutdown_rx.clone())?;
+    tracing::info!(%addr, ?probe_addr, scheme, clusters = clusters.len(), "checkpoint-sentinel listening");
     // Certificates are watched like the config file: cert-manager rotates them in place.
     let watched_server = tls_reloader.as_ref().map(|_| &config.server);
     let (watcher, reload_rx) = watch_for_reloads(config_path.as_deref(), watched_server);
@@ -282,7 +290,7 @@ pub async fn start_sharded(
         lock,
     };
     let task = tokio::spawn(supervisor.run(shutdown_rx, reload_rx));
-    Ok(Running { addr, app, shutdown: shutdown_tx, task })
+    Ok(Running { addr, probe_addr, app, shutdown: shutdown_tx, task })
 }
 
 /// One line when sharded: which replica this is and how many clusters it keeps.
@@ -337,39 +345,64 @@ async fn bind(listen: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr
     Ok((listener, addr))
 }
 
-/// Serves the HTTP API on `listener`, over TLS when `tls` is given, behind the configured
-/// access, until `shutdown`; the server task, the TLS reloader (with TLS) and the scheme.
+/// Serves the HTTP API on the first listener, over TLS when `tls` is given, behind the
+/// configured access, and the probes alone on the second (the probe port), until `shutdown`;
+/// the server task (both servers), the TLS reloader (with TLS) and the scheme.
 fn serve(
-    listener: tokio::net::TcpListener,
+    (listener, probe_listener): (tokio::net::TcpListener, Option<tokio::net::TcpListener>),
     tls: Option<crate::outputs::tls::Loaded>,
     server: &crate::config::ServerConfig,
     app: &Arc<AppState>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(JoinHandle<()>, Option<crate::outputs::tls::Reloader>, &'static str), StartError> {
     let access = server.access().map_err(StartError::Shard)?;
-    let http = crate::outputs::access::protect(
-        &access,
-        server.tls_client_ca_file.is_some(),
-        router(HttpState::new(app.clone())),
-    );
+    let handlers = HttpState::new(app.clone());
+    let probes = probe_listener.map(|l| serve_probes(l, handlers.clone(), shutdown.clone()));
+    let http =
+        crate::outputs::access::protect(&access, server.tls_client_ca_file.is_some(), router(handlers));
     let graceful = async move {
         let _ = shutdown.wait_for(|stop| *stop).await;
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    Ok(match tls {
+    let (main, reloader) = match tls {
         Some(loaded) => {
             let (listener, reloader) = TlsListener::new(listener, loaded, app.listener.clone())
                 .map_err(|source| StartError::Listen { addr: server.listen, source })?;
             let listener = Bounded::new(listener, app.listener.clone(), MAX_CONNECTIONS, Timeouts::default());
             let serve = axum::serve(listener, http.into_make_service_with_connect_info::<TlsPeer>())
                 .with_graceful_shutdown(graceful);
-            (spawn_server(serve, scheme), Some(reloader), scheme)
+            (spawn_server(serve, scheme), Some(reloader))
         }
         None => {
             let listener = Bounded::new(listener, app.listener.clone(), MAX_CONNECTIONS, Timeouts::default());
-            (spawn_server(axum::serve(listener, http).with_graceful_shutdown(graceful), scheme), None, scheme)
+            (spawn_server(axum::serve(listener, http).with_graceful_shutdown(graceful), scheme), None)
         }
-    })
+    };
+    let both = tokio::spawn(async move {
+        let _ = main.await;
+        if let Some(probes) = probes {
+            let _ = probes.await;
+        }
+    });
+    Ok((both, reloader, scheme))
+}
+
+/// Serves /healthz and /readyz alone on the probe port (`[server] probe_listen`): plain HTTP,
+/// no credentials (as on the main port), on connection slots of its own with short timeouts,
+/// so that a kubelet's probe is answered while the main port is at its cap. Its connections
+/// are counted apart (not exported: `checkpoint_sentinel_http_connections` is the main port's).
+fn serve_probes(
+    listener: tokio::net::TcpListener,
+    handlers: HttpState,
+    mut shutdown: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    let stats = Arc::new(crate::outputs::listener::ListenerStats::default());
+    let listener = Bounded::new(listener, stats, PROBE_MAX_CONNECTIONS, PROBE_TIMEOUTS);
+    let graceful = async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    };
+    let probes = crate::outputs::http::probe_router(handlers);
+    spawn_server(axum::serve(listener, probes).with_graceful_shutdown(graceful), "probe")
 }
 
 /// Asks for a reload when the config file or (given the running `[server]`) its TLS files
@@ -890,7 +923,7 @@ fn evaluate(
     let now = Timestamp::now();
     let resolved = {
         let state = app.state.read().unwrap_or_else(|e| e.into_inner());
-        evaluator.evaluate(&state, now)
+        evaluator.evaluate_with(&state, &app.daemon_facts(&state), now)
     };
     let active: Vec<crate::rules::Alert> = evaluator.active().cloned().collect();
     let firing: Vec<crate::rules::Alert> =
@@ -955,10 +988,10 @@ impl Pollers {
 /// `last_generation` (or records wait for the store); returns the generation written.
 ///
 /// Exactly-once across a `kill -9`: the snapshot and the batch for the store are taken under
-/// one lock, so the snapshot's outbox section holds exactly the records of the checkpoints it
-/// marks counted that are not in the store yet. When the store takes the batch, that section
-/// is emptied before the snapshot is written; when it does not (a full disk, a read-only file,
-/// a store in back-off), the snapshot keeps them and the outbox gets them back. Either way the
+/// one lock, so the batch holds exactly the records of the checkpoints the snapshot marks
+/// counted that are not in the store yet. When the store takes the batch, the snapshot is
+/// written without them; when it does not (a full disk, a read-only file, a store in
+/// back-off), the snapshot holds them and the outbox gets them back. Either way the
 /// state file is written: it never waits on a failing store, and every checkpoint it counts is
 /// in the store or in it. A restart restores that section into the outbox; writing a record the
 /// store already has is the same key, one record.
@@ -969,25 +1002,28 @@ pub async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation
     if generation == last_generation && !waiting {
         return last_generation;
     }
+    // The batch is taken out first (moved, not copied), so the snapshot under the lock copies
+    // no waiting record: with 50,000 waiting that copy was most of the lock's hold. The batch
+    // joins the snapshot only if the store does not take it (below, outside the lock).
     let (mut snapshot, records, restores) = {
         let mut state = app.state.write().unwrap_or_else(|e| e.into_inner());
-        let snapshot = persist::snapshot(&state);
         log_dropped(&state.outbox.take_dropped());
-        match store {
-            Some(_) => (snapshot, state.outbox.take(), state.outbox.take_restores()),
-            None => (snapshot, Vec::new(), Vec::new()),
-        }
+        let (records, restores) = match store {
+            Some(_) => (state.outbox.take(), state.outbox.take_restores()),
+            None => (Vec::new(), Vec::new()),
+        };
+        (persist::snapshot(&state), records, restores)
     };
     let dir = dir.to_path_buf();
     let done = tokio::task::spawn_blocking(move || {
         let stored = match &store {
             Some(store) if !(records.is_empty() && restores.is_empty()) => {
                 match store.write_all(&records, &restores, Timestamp::now()) {
-                    Ok(written) => {
-                        snapshot.clear_outbox();
-                        Some(Ok(written))
+                    Ok(written) => Some(Ok(written)),
+                    Err(e) => {
+                        snapshot.hold_for_store(records.clone(), restores.clone());
+                        Some(Err((e, records, restores)))
                     }
-                    Err(e) => Some(Err((e, records, restores))),
                 }
             }
             _ => None,

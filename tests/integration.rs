@@ -38,6 +38,7 @@ mod model_alignment_cut;
 mod model_replay;
 mod pending_subtasks;
 mod preflight;
+mod probe_port;
 mod reload;
 mod restart;
 mod restore;

@@ -17,8 +17,8 @@ use checkpoint_sentinel::rules::series::{self, SERIES, Scope};
 /// What the exported metrics say for a built-in series: its Prometheus twin from the series
 /// table (`rules::series`), read as PromQL (`progress_window`'s twin brings its constants 3
 /// and 2 along).
-fn exported(series: &str) -> Facts {
-    let twin = series::twin(Scope::Job, series).unwrap_or_else(|| {
+fn exported(scope: Scope, series: &str) -> Facts {
+    let twin = series::twin(scope, series).unwrap_or_else(|| {
         panic!("built-in series {series} has no Prometheus twin in src/rules/series.rs: add one")
     });
     promql_facts(&twin)
@@ -48,8 +48,8 @@ fn seconds(text: &str) -> u64 {
     }
 }
 
-/// The facts of a built-in condition (`rules::expr` syntax).
-fn builtin_facts(expr: &str) -> Facts {
+/// The facts of a built-in condition (`rules::expr` syntax) of a rule of `scope`.
+fn builtin_facts(scope: Scope, expr: &str) -> Facts {
     let mut facts = Facts::default();
     let chars: Vec<char> = expr.chars().collect();
     let mut i = 0;
@@ -100,7 +100,7 @@ fn builtin_facts(expr: &str) -> Facts {
                 continue;
             }
             last_word.clear();
-            let twin = exported(&word);
+            let twin = exported(scope, &word);
             facts.series.extend(twin.series);
             facts.numbers.extend(twin.numbers);
             facts.windows.extend(twin.windows);
@@ -159,7 +159,7 @@ fn promql_facts(expr: &str) -> Facts {
                     }
                     i += 1;
                 }
-                w if w.starts_with("flink_") => {
+                w if w.starts_with("flink_") || w.starts_with("checkpoint_sentinel_") => {
                     let mut selector = word.clone();
                     if chars.get(i) == Some(&'{') {
                         let end = i + chars[i..].iter().position(|c| *c == '}').unwrap();
@@ -247,7 +247,7 @@ fn every_flink_alert_has_the_same_condition_in_the_pack_and_the_rule_file() {
             differences.push(format!("{}: not in alerts/flink-checkpoints.rules.yml", rule.name));
             continue;
         };
-        let ours = builtin_facts(&rule.expr);
+        let ours = builtin_facts(rule.scope, &rule.expr);
         // The built-in evaluator does not evaluate ended jobs at all; in PromQL the same is a
         // clause that drops them (`unless on (cluster, job_id) flink_job_info{state=~…}`).
         let prom = promql_facts(strip_ended_jobs(&theirs.expr));
@@ -276,23 +276,27 @@ fn every_flink_alert_has_the_same_condition_in_the_pack_and_the_rule_file() {
 
 #[test]
 fn the_comparison_sees_a_changed_threshold_series_or_window() {
-    let base = builtin_facts("in_progress_age > 0.8 * timeout");
+    let base = builtin_facts(Scope::Job, "in_progress_age > 0.8 * timeout");
     assert_eq!(
         base,
         promql_facts(
             "flink_checkpoint_oldest_in_progress_age_seconds > on (cluster, job_id) group_left () 0.8 * flink_checkpoint_timeout_seconds"
         )
     );
-    assert_ne!(base, builtin_facts("in_progress_age > 0.9 * timeout"));
-    assert_ne!(base, builtin_facts("in_progress_age > 0.8 * interval"));
+    assert_ne!(base, builtin_facts(Scope::Job, "in_progress_age > 0.9 * timeout"));
+    assert_ne!(base, builtin_facts(Scope::Job, "in_progress_age > 0.8 * interval"));
+    let store = builtin_facts(Scope::Daemon, "store_failing > 0");
+    assert_eq!(store, promql_facts("checkpoint_sentinel_store_failing > 0"));
+    assert_ne!(store, promql_facts("checkpoint_sentinel_store_waiting_records > 0"));
     assert_ne!(
-        builtin_facts("increase(log.expired, 10m) >= 3"),
+        builtin_facts(Scope::Job, "increase(log.expired, 10m) >= 3"),
         promql_facts(
             "sum without (source) (increase(flink_checkpoint_log_events_total{kind=\"expired\"}[5m])) >= 3"
         )
     );
     assert_eq!(
         builtin_facts(
+            Scope::Job,
             "checkpointed_size.p50 > 100MB and checkpointed_size.p50 > 1.5 * ago(checkpointed_size.p50, 1d)"
         ),
         promql_facts(

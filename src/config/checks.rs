@@ -37,6 +37,14 @@ impl Config {
         if let Err(problem) = self.server.tls_files() {
             problems.push(problem);
         }
+        if let Some(probe) = self.server.probe_listen
+            && probe == self.server.listen
+            && probe.port() != 0
+        {
+            problems.push(format!(
+                "server.probe_listen: {probe} is server.listen too; give the probes a port of their own"
+            ));
+        }
     }
 
     /// `[alerting]`: Alertmanager URLs, the external URL, intervals, secrets.

@@ -140,6 +140,9 @@ impl Default for AlertingConfig {
 pub struct ServerConfig {
     /// Address the HTTP server listens on.
     pub listen: SocketAddr,
+    /// A second, plain-HTTP address that serves only /healthz and /readyz, with connection
+    /// slots of its own: Kubernetes probes pointed at it are answered when `listen` is full.
+    pub probe_listen: Option<SocketAddr>,
     /// Require `Authorization: Bearer <token>` (except on /healthz and /readyz).
     pub bearer_token: Option<Secret>,
     /// Require HTTP basic authentication (except on /healthz and /readyz).
@@ -157,6 +160,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9717)),
+            probe_listen: None,
             bearer_token: None,
             basic_auth: None,
             tls_cert_file: None,

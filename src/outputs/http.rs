@@ -1,5 +1,5 @@
 //! The HTTP server: `/metrics`, `/healthz`, `/readyz`, the status page at `/` and the JSON API
-//! under `/api/v1/` (views in `api`), as a function of shared state.
+//! under `/api/v1/` (views in `api`), as a function of shared state; the probe port's routes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +46,17 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/v1/jobs/{cluster}/{job_id}", get(api_job))
         .route("/api/v1/jobs/{cluster}/{job_id}/checkpoints", get(api_checkpoints))
         .route("/api/v1/events", get(api_events))
+        .fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+/// The probe port's routes (`[server] probe_listen`): /healthz and /readyz, nothing else, so
+/// that the port's own connection slots serve only probes.
+pub fn probe_router(state: HttpState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)

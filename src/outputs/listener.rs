@@ -29,6 +29,14 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// client that stopped reading its response) for this long is closed.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Connections served at once on the probe port (`[server] probe_listen`), which serves only
+/// /healthz and /readyz: a kubelet opens one or two at a time.
+pub const PROBE_MAX_CONNECTIONS: usize = 64;
+/// The probe port's timeouts: a probe sends its request at once and is answered in
+/// microseconds, so a connection that does neither gives its slot back quickly.
+pub const PROBE_TIMEOUTS: Timeouts =
+    Timeouts { header_read: Duration::from_secs(2), idle: Duration::from_secs(5) };
+
 /// Why the daemon closed a connection ([`ListenerStats::closed`]).
 pub const CLOSE_REASONS: [&str; 2] = ["header_timeout", "idle_timeout"];
 

@@ -2,9 +2,11 @@
 //! thresholds, each switchable off by name.
 //!
 //! They mirror the Flink alerts of `alerts/flink-checkpoints.rules.yml` (the same alerts for
-//! Prometheus; `tests/tidy.rs` keeps the two sets equal), so an operator gets the same names,
-//! labels and runbook sections from either path. The file's `CheckpointSentinel*` alerts about
-//! the daemon itself are Prometheus-only.
+//! Prometheus; `tests/rules_agree.rs` keeps the two sets equal), so an operator gets the same
+//! names, labels and runbook sections from either path. Of the file's `CheckpointSentinel*`
+//! alerts about the daemon itself only `CheckpointSentinelStoreFailing` is here too (the daemon
+//! scope): a failing disk does not keep the daemon from reaching its Alertmanager, and the alert
+//! should come within a minute even without Prometheus. The others are Prometheus-only.
 
 use std::time::Duration;
 
@@ -247,6 +249,19 @@ const PACK: &[Spec] = &[
         class: Class::Failure,
         summary: "Checkpoints of {{ job_name }} trigger off the schedule Flink's rules predict",
         description: "Checkpoints of job {{ job_name }} on {{ cluster }} trigger off the schedule the reference model of Flink's checkpoint coordinator predicts: {{ increase(shadow.unexplained, 30m) }} trigger deviation(s) in the last 30 minutes that no rule explains; the expected next trigger is {{ shadow.stall | duration }} overdue with no checkpoint running (0ms when it is not; a missing trigger counts as a stall past {{ shadow.stall_tolerance | duration }}, the trigger jitter plus the REST answer's observed lag (at least 3s until three lags are known) plus one poll interval, at two polls in a row). Causes: a coordinator stall, JobManager overload or GC pause, a clock jump.",
+    },
+    Spec {
+        name: "CheckpointSentinelStoreFailing",
+        scope: Scope::Daemon,
+        // Firing 30 s after the first refused write: the persister tries every 5 s and the
+        // rules run every 15 s, so within a minute of the disk failing.
+        expr: "store_failing > 0",
+        for_s: 30,
+        keep_s: 0,
+        severity: AlertSeverity::Critical,
+        class: Class::Failure,
+        summary: "checkpoint-sentinel cannot write its checkpoint store",
+        description: "checkpoint-sentinel has not been able to write its checkpoint store for 30 seconds; {{ store_waiting_records }} records wait in its outbox and state file and are written once the store takes writes again. Beyond the outbox's bound they are dropped ({{ store_dropped_records }} so far), and the log names their checkpoint ids.",
     },
 ];
 

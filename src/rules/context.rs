@@ -1,11 +1,11 @@
-//! The evaluation context of a rule for one job, cluster or TaskManager: its series' values
-//! through the series table (`series::SERIES`), and the short history `increase()`/`ago()` need.
+//! The evaluation context of a rule for one job, cluster, TaskManager or the daemon: its series'
+//! values through the series table (`series::SERIES`), and the history `increase()`/`ago()` need.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use super::expr::Context;
 use super::series::{self, Member, Read, Scope};
-pub use super::subjects::{ClusterView, JobView, TaskManagerView};
+pub use super::subjects::{ClusterView, DaemonView, JobView, TaskManagerView};
 use crate::time::Timestamp;
 
 pub use super::series::PROGRESS_TOLERABLE_CAP;
@@ -23,6 +23,8 @@ pub enum Subject<'a> {
     Cluster(ClusterView<'a>),
     /// A TaskManager.
     TaskManager(TaskManagerView<'a>),
+    /// The daemon itself.
+    Daemon(DaemonView<'a>),
 }
 
 impl Subject<'_> {
@@ -32,6 +34,7 @@ impl Subject<'_> {
             Subject::Job(_) => Scope::Job,
             Subject::Cluster(_) => Scope::Cluster,
             Subject::TaskManager(_) => Scope::TaskManager,
+            Subject::Daemon(_) => Scope::Daemon,
         }
     }
 
@@ -54,6 +57,7 @@ impl Subject<'_> {
             },
             (Read::Cluster(read), Subject::Cluster(v)) => read(v),
             (Read::TaskManager(read), Subject::TaskManager(v)) => read(v),
+            (Read::Daemon(read), Subject::Daemon(v)) => read(v),
             _ => None,
         }
     }

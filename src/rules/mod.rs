@@ -1,8 +1,9 @@
 //! Rules: conditions over what the daemon knows, and the alert state machine they drive.
 //!
-//! Pure: `Evaluator::evaluate(&State, now)` reads the state, keeps the little history that
-//! `increase()` and `ago()` need, and moves each alert through
-//! inactive → pending → firing → resolved. Sending to Alertmanager is `alerting`'s job.
+//! Pure: `Evaluator::evaluate(&State, now)` reads the state (`evaluate_with` also the daemon's
+//! own facts, `DaemonFacts`), keeps the little history that `increase()` and `ago()` need, and
+//! moves each alert through inactive → pending → firing → resolved. Sending to Alertmanager is
+//! `alerting`'s job.
 
 pub mod builtin;
 pub mod context;
@@ -20,7 +21,8 @@ use crate::time::Timestamp;
 use context::{EvalContext, SeriesHistory, Subject};
 use expr::Condition;
 pub use series::Scope;
-use subjects::{ClusterView, JobView, TaskManagerView, evaluated_jobs, taskmanagers};
+pub use subjects::DaemonFacts;
+use subjects::{ClusterView, DaemonView, JobView, TaskManagerView, evaluated_jobs, taskmanagers};
 
 /// How many resolved alerts are remembered for the API and status page.
 pub const HISTORY: usize = 256;
@@ -250,11 +252,22 @@ impl Evaluator {
         self.alerts.history.iter()
     }
 
-    /// Evaluates every rule for every job, cluster or TaskManager of its scope at `now`.
+    /// Evaluates every rule for every job, cluster or TaskManager of its scope at `now`, and
+    /// the daemon's rules over a daemon without a store whose state file is written.
     /// Returns the alerts that resolved in this evaluation (they must still be sent once with
     /// their end time).
     pub fn evaluate(&mut self, state: &State, now: Timestamp) -> Vec<Alert> {
+        self.evaluate_with(state, &DaemonFacts::default(), now)
+    }
+
+    /// [`Evaluator::evaluate`], the daemon-scope rules reading `facts`.
+    pub fn evaluate_with(&mut self, state: &State, facts: &DaemonFacts, now: Timestamp) -> Vec<Alert> {
         let mut round = Round::default();
+        if self.windows.contains_key(&Scope::Daemon) {
+            let subject = Subject::Daemon(DaemonView { facts, now });
+            let entity = (Scope::Daemon, String::new(), String::new());
+            self.evaluate_subject(entity, subject, &[], now, &mut round);
+        }
         for (cluster_name, cluster) in state.clusters() {
             if self.windows.contains_key(&Scope::Cluster) {
                 let subject = Subject::Cluster(ClusterView { cluster, now });
@@ -289,6 +302,7 @@ impl Evaluator {
             }
             Scope::Cluster => state.clusters().contains_key(cluster),
             Scope::TaskManager => round.evaluated.contains(&(*scope, cluster.clone(), id.clone())),
+            Scope::Daemon => true,
         });
         resolved
     }
@@ -359,7 +373,7 @@ impl Evaluator {
         let scope = rule.spec.scope;
         let id = match scope {
             Scope::Job => label("job_id"),
-            Scope::Cluster => String::new(),
+            Scope::Cluster | Scope::Daemon => String::new(),
             Scope::TaskManager => label("taskmanager"),
         };
         let last = self.alerts.last_held.get(&identity(&alert.labels)).copied().unwrap_or(alert.active_since);
@@ -1105,6 +1119,33 @@ mod tests {
         // The job ends: its subtasks no longer place anything, and the alert resolves.
         state.apply(&no_jobs_listed(), Timestamp(3_000));
         assert_eq!(ev.evaluate(&state, Timestamp(3_000)).len(), 1);
+        assert_eq!(ev.active().count(), 0);
+    }
+
+    #[test]
+    fn the_builtin_store_alert_fires_30_seconds_after_the_store_fails_and_resolves_when_it_heals() {
+        let rule = builtin::compiled().iter().find(|r| r.spec.name == "CheckpointSentinelStoreFailing");
+        let mut ev = Evaluator::new(vec![rule.unwrap().clone()]);
+        let state = State::new(WindowSpec { window_ms: 60_000, slots: 6 });
+        let healthy =
+            DaemonFacts { store_failing: Some(false), store_waiting_records: Some(0), ..Default::default() };
+        let failing =
+            DaemonFacts { store_failing: Some(true), store_waiting_records: Some(40), ..healthy.clone() };
+        ev.evaluate_with(&state, &healthy, Timestamp(0));
+        assert_eq!(ev.active().count(), 0);
+        ev.evaluate(&state, Timestamp(5_000));
+        assert_eq!(ev.active().count(), 0, "without a store there is nothing to fail");
+        ev.evaluate_with(&state, &failing, Timestamp(15_000));
+        assert_eq!(ev.active().next().map(|a| a.state), Some(AlertState::Pending));
+        ev.evaluate_with(&state, &failing, Timestamp(45_000));
+        let alert = ev.active().next().unwrap();
+        assert_eq!((alert.state, alert.fired_at), (AlertState::Firing, Some(Timestamp(45_000))));
+        let labels: Vec<&str> = alert.labels.keys().map(String::as_str).collect();
+        assert_eq!(labels, ["alertname", "class", "severity"], "one alert per daemon");
+        assert!(alert.annotations["description"].contains("; 40 records wait in its outbox"));
+        assert!(alert.annotations["description"].contains("(0 so far)"));
+        let resolved = ev.evaluate_with(&state, &healthy, Timestamp(60_000));
+        assert_eq!(resolved.len(), 1);
         assert_eq!(ev.active().count(), 0);
     }
 

@@ -1,4 +1,4 @@
-//! The series table: every series a rule can read, per scope (job, cluster, TaskManager), with
+//! The series table: every series a rule can read, per scope (job, cluster, TaskManager, daemon), with
 //! its unit, its meaning, how it is read from the state and its Prometheus twin.
 //!
 //! The one list of series names: the evaluator's known series (`is_known`), the values a rule
@@ -12,13 +12,14 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use super::subjects::{ClusterView, JobView, TaskManagerView};
+use super::subjects::{ClusterView, DaemonView, JobView, TaskManagerView};
 use crate::state::JobState;
 use crate::stats::WindowedHistogram;
 
-/// What a rule is evaluated for: each job (the default), each cluster, or each TaskManager
-/// that runs a subtask of a watched job. The scope decides the series a rule reads and the
-/// labels of its alerts (`cluster`, `job_id`, `job_name`; `cluster`; `cluster`, `taskmanager`).
+/// What a rule is evaluated for: each job (the default), each cluster, each TaskManager that
+/// runs a subtask of a watched job, or the daemon itself. The scope decides the series a rule
+/// reads and the labels of its alerts (`cluster`, `job_id`, `job_name`; `cluster`; `cluster`,
+/// `taskmanager`; none for the daemon, one alert per daemon).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
@@ -29,11 +30,13 @@ pub enum Scope {
     Cluster,
     /// Each TaskManager that runs a subtask of a watched job, as the last load fetch placed it.
     TaskManager,
+    /// The daemon itself: its checkpoint store and state file.
+    Daemon,
 }
 
 impl Scope {
     /// Every scope, in the order the docs list them.
-    pub const ALL: [Scope; 3] = [Scope::Job, Scope::Cluster, Scope::TaskManager];
+    pub const ALL: [Scope; 4] = [Scope::Job, Scope::Cluster, Scope::TaskManager, Scope::Daemon];
 
     /// The name in a rule (`scope = "cluster"`) and in the docs.
     pub fn as_str(self) -> &'static str {
@@ -41,6 +44,7 @@ impl Scope {
             Scope::Job => "job",
             Scope::Cluster => "cluster",
             Scope::TaskManager => "taskmanager",
+            Scope::Daemon => "daemon",
         }
     }
 
@@ -96,6 +100,8 @@ pub enum Read {
     Cluster(fn(&ClusterView<'_>) -> Option<f64>),
     /// One value of a TaskManager.
     TaskManager(fn(&TaskManagerView<'_>) -> Option<f64>),
+    /// One value of the daemon.
+    Daemon(fn(&DaemonView<'_>) -> Option<f64>),
 }
 
 impl Read {
@@ -105,6 +111,7 @@ impl Read {
             Read::Job(_) | Read::JobSummary { .. } | Read::JobKeyed(_) => Scope::Job,
             Read::Cluster(_) => Scope::Cluster,
             Read::TaskManager(_) => Scope::TaskManager,
+            Read::Daemon(_) => Scope::Daemon,
         }
     }
 }
@@ -483,6 +490,41 @@ pub const SERIES: &[Series] = &[
         "Jobs whose latest restore waited longest for a subtask on it (the last subtask to start running).",
         |v| Some(v.figures.last_to_restore as f64),
     ),
+    daemon(
+        "store_failing",
+        Unit::Flag,
+        "1 while the checkpoint store cannot be written (it is re-opened with back-off), else 0; no value without a store.",
+        |v| v.facts.store_failing.map(|f| f64::from(u8::from(f))),
+        Some("checkpoint_sentinel_store_failing"),
+    ),
+    daemon(
+        "store_waiting_records",
+        Unit::Count,
+        "Records waiting in the outbox (and the state file) for the checkpoint store; no value without a store.",
+        |v| v.facts.store_waiting_records.map(|n| n as f64),
+        Some("checkpoint_sentinel_store_waiting_records"),
+    ),
+    daemon(
+        "store_dropped_records",
+        Unit::Count,
+        "Records dropped unwritten because the store kept failing and its outbox was full (a counter).",
+        |v| Some(v.facts.store_dropped_records as f64),
+        Some("checkpoint_sentinel_store_dropped_records_total"),
+    ),
+    daemon(
+        "state_persist_errors",
+        Unit::Count,
+        "Failed writes of the state file (a counter).",
+        |v| Some(v.facts.state_persist_errors as f64),
+        Some("checkpoint_sentinel_state_persist_errors_total"),
+    ),
+    daemon(
+        "state_persist_failing",
+        Unit::Flag,
+        "1 while the last write of the state file failed, else 0.",
+        |v| Some(f64::from(u8::from(v.facts.state_persist_failing))),
+        None,
+    ),
 ];
 
 fn progress_window(v: &JobView<'_>) -> Option<f64> {
@@ -542,6 +584,16 @@ const fn taskmanager(
     read: fn(&TaskManagerView<'_>) -> Option<f64>,
 ) -> Series {
     Series { name, unit, doc, read: Read::TaskManager(read), prometheus: None }
+}
+
+const fn daemon(
+    name: &'static str,
+    unit: Unit,
+    doc: &'static str,
+    read: fn(&DaemonView<'_>) -> Option<f64>,
+    prometheus: Option<&'static str>,
+) -> Series {
+    Series { name, unit, doc, read: Read::Daemon(read), prometheus }
 }
 
 /// Which member of a series' family a name selects.
@@ -643,6 +695,8 @@ mod tests {
         assert_eq!(member(Scope::TaskManager, "jobs"), Some(("jobs", Member::Whole)));
         assert_eq!(member(Scope::Cluster, "duration.p95"), None, "a job series is not a cluster's");
         assert_eq!(member(Scope::Job, "reachable"), None);
+        assert_eq!(member(Scope::Daemon, "store_failing"), Some(("store_failing", Member::Whole)));
+        assert_eq!(member(Scope::Job, "store_failing"), None, "a daemon series is not a job's");
     }
 
     #[test]

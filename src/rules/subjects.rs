@@ -1,5 +1,6 @@
-//! What a rule is evaluated for, as the series table's getters see it: a job, a cluster, or a
-//! TaskManager with the figures the state keeps of it (`taskmanagers`).
+//! What a rule is evaluated for, as the series table's getters see it: a job, a cluster, a
+//! TaskManager with the figures the state keeps of it (`taskmanagers`), or the daemon itself
+//! (`DaemonFacts`, handed in as plain data).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -125,6 +126,31 @@ pub struct TaskManagerView<'a> {
     pub id: &'a str,
     /// What the state knows of it.
     pub figures: &'a TaskManagerFigures,
+    /// The evaluation's time.
+    pub now: Timestamp,
+}
+
+/// What the daemon knows of its own persistence, for the rules of the daemon scope. Plain data
+/// the daemon gathers from its counters (the rules read no runtime); the default is a daemon
+/// without a store that writes its state file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DaemonFacts {
+    /// Whether the checkpoint store refuses writes now; `None` when no store is open.
+    pub store_failing: Option<bool>,
+    /// Records waiting in the outbox for the store; `None` when no store is open.
+    pub store_waiting_records: Option<u64>,
+    /// Records the full outbox dropped unwritten (a counter).
+    pub store_dropped_records: u64,
+    /// Failed writes of the state file (a counter).
+    pub state_persist_errors: u64,
+    /// Whether the last write of the state file failed.
+    pub state_persist_failing: bool,
+}
+
+/// What a daemon-scope series reads.
+pub struct DaemonView<'a> {
+    /// The daemon's facts.
+    pub facts: &'a DaemonFacts,
     /// The evaluation's time.
     pub now: Timestamp,
 }

@@ -11,8 +11,11 @@
 //!
 //! Bounds: at most `max_files` files, each at most `max_file_bytes`, and at most `max_clusters`
 //! discovered clusters (the rest are cut, counted in
-//! `checkpoint_sentinel_discovery_targets_dropped`). A file that cannot be read or parsed is a
-//! warning and `checkpoint_sentinel_discovery_file_errors_total`; what it gave before is kept.
+//! `checkpoint_sentinel_discovery_targets_dropped{reason="limit"}`). A file is read group by
+//! group (`file_sd`), keeping at most `max_clusters` of its targets, so what a reading holds
+//! follows the target cap, not the file's size; a file whose size, times, device and inode have
+//! not changed is not read again. A file that cannot be read or parsed is a warning and
+//! `checkpoint_sentinel_discovery_file_errors_total`; what it gave before is kept.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -22,123 +25,12 @@ use tokio::sync::{mpsc, watch};
 
 use crate::config::{ClusterConfig, DiscoveryConfig};
 
-/// The format of a `file_sd` file, by its extension as Prometheus decides it: `.yml` and
-/// `.yaml` are YAML, anything else JSON.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// A JSON list of groups.
-    Json,
-    /// A YAML list of groups (the same shape).
-    Yaml,
-}
-
-impl Format {
-    /// The format of the file at `path`.
-    pub fn of(path: &Path) -> Format {
-        match path.extension().and_then(|e| e.to_str()) {
-            Some(e) if e.eq_ignore_ascii_case("yml") || e.eq_ignore_ascii_case("yaml") => Format::Yaml,
-            _ => Format::Json,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Format::Json => "JSON",
-            Format::Yaml => "YAML",
-        }
-    }
-}
-
+pub use super::file_sd::{Format, name_of, parse_as};
 pub use super::target::Target;
 
 /// Parses one JSON file's contents into its targets; `scheme` for targets without one.
 pub fn parse(text: &str, scheme: &str) -> Result<Vec<Target>, String> {
     parse_as(text, Format::Json, scheme)
-}
-
-/// What a group of a `file_sd` file must be, for error messages.
-const GROUP_SHAPE: &str = "{targets: [\"host:port\", …], labels: {name: value, …}} (labels optional)";
-
-/// Parses one file's contents in `format` into its targets; `scheme` for targets without one.
-/// Both formats are read into one generic value first and checked group by group, so a
-/// mistake is named the same way in either: the entry (0-based), the key and what was
-/// expected; a syntax error keeps the parser's line and column.
-pub fn parse_as(text: &str, format: Format, scheme: &str) -> Result<Vec<Target>, String> {
-    use serde_json::Value;
-    let value: Value = match format {
-        Format::Json => serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?,
-        Format::Yaml => match serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {e}"))? {
-            // An empty YAML document (or only comments) is no groups, as Prometheus reads it.
-            Value::Null => Value::Array(Vec::new()),
-            v => v,
-        },
-    };
-    let Value::Array(groups) = value else {
-        return Err(format!("expected a {} list of groups, each {}", format.name(), GROUP_SHAPE));
-    };
-    let mut out = Vec::new();
-    for (i, group) in groups.iter().enumerate() {
-        let Value::Object(group) = group else {
-            return Err(format!("entry {i}: expected {GROUP_SHAPE}"));
-        };
-        // Other keys are ignored (as Prometheus does for JSON), unless `targets` is missing:
-        // then a key like `target` is a mistake, not an extension.
-        if !group.contains_key("targets")
-            && let Some(key) = group.keys().find(|k| k.as_str() != "labels")
-        {
-            return Err(format!("entry {i}: unknown key `{key}` and no `targets`: expected {GROUP_SHAPE}"));
-        }
-        let targets: Vec<&str> = match group.get("targets") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(ts)) => ts
-                .iter()
-                .enumerate()
-                .map(|(j, t)| {
-                    t.as_str().filter(|t| !t.trim().is_empty()).ok_or_else(|| {
-                        format!("entry {i}: targets[{j}]: expected a non-empty string \"host:port\", got {t}")
-                    })
-                })
-                .collect::<Result<_, _>>()?,
-            Some(other) => {
-                return Err(format!("entry {i}: targets: expected a list of strings, got {other}"));
-            }
-        };
-        let mut labels = BTreeMap::new();
-        match group.get("labels") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(ls)) => {
-                for (k, v) in ls {
-                    let v = match v {
-                        Value::String(s) => s.clone(),
-                        // YAML writes `port: 8081` unquoted; Prometheus takes scalars as strings.
-                        Value::Number(n) => n.to_string(),
-                        Value::Bool(b) => b.to_string(),
-                        other => {
-                            return Err(format!("entry {i}: labels.{k}: expected a string, got {other}"));
-                        }
-                    };
-                    labels.insert(k.clone(), v);
-                }
-            }
-            Some(other) => {
-                return Err(format!("entry {i}: labels: expected a map of names to strings, got {other}"));
-            }
-        }
-        let scheme = labels.get("__scheme__").map_or(scheme, String::as_str);
-        for t in targets {
-            let url = if t.contains("://") { t.to_string() } else { format!("{scheme}://{t}") };
-            let name = labels.get("cluster").cloned().unwrap_or_else(|| name_of(t));
-            out.push(Target { name, url });
-        }
-    }
-    Ok(out)
-}
-
-/// A target as a cluster name: letters, digits, '-', '_' and '.' kept, anything else '_'
-/// (`flink-orders-rest.team:8081` is `flink-orders-rest.team_8081`).
-pub fn name_of(target: &str) -> String {
-    let bare = target.split_once("://").map_or(target, |(_, rest)| rest).trim_end_matches('/');
-    bare.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
 }
 
 /// What the last reading of the files gave, for metrics.
@@ -203,11 +95,71 @@ pub fn merge(
     out
 }
 
+/// What discovery remembers of a file it read: its identity then, and how many targets past
+/// the cap it listed. A file whose identity has not changed is not read again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FileSeen {
+    identity: FileIdentity,
+    /// Targets past `max_clusters` the file listed (checked, counted, not kept).
+    pub cut: u64,
+}
+
+/// A file's size, modification and change times (nanoseconds), device and inode: a file
+/// written anew, in place or by a rename, changes at least one of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileIdentity {
+    len: u64,
+    modified_ns: i128,
+    changed_ns: i128,
+    device: u64,
+    inode: u64,
+}
+
+impl FileIdentity {
+    fn of(meta: &std::fs::Metadata) -> FileIdentity {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+            FileIdentity {
+                len: meta.len(),
+                modified_ns: ns(meta.mtime(), meta.mtime_nsec()),
+                changed_ns: ns(meta.ctime(), meta.ctime_nsec()),
+                device: meta.dev(),
+                inode: meta.ino(),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let modified = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+            let modified_ns = modified.map_or(0, |d| d.as_nanos() as i128);
+            FileIdentity { len: meta.len(), modified_ns, changed_ns: 0, device: 0, inode: 0 }
+        }
+    }
+}
+
+/// A YAML file's parser holds the whole document's events, so its bytes are capped by the
+/// target cap too: at most this many per discovered cluster (4 MB at the default 1,000), a
+/// generous room for a group's labels. JSON is read group by group and needs no such cap.
+pub const YAML_BYTES_PER_CLUSTER: u64 = 4096;
+
+/// The most bytes of the file at `path` that are read.
+fn byte_cap(path: &Path, config: &DiscoveryConfig) -> u64 {
+    match Format::of(path) {
+        Format::Json => config.max_file_bytes,
+        Format::Yaml => {
+            config.max_file_bytes.min(YAML_BYTES_PER_CLUSTER.saturating_mul(config.max_clusters as u64))
+        }
+    }
+}
+
 /// Reads the files the globs match now. `known` holds each file's targets from its last good
-/// reading: a file that cannot be read keeps them; a file no longer matched is forgotten.
+/// reading and `seen` what that reading found: a file that cannot be read keeps them; a file
+/// whose identity did not change is not read again; a file no longer matched is forgotten.
 pub fn read_files(
     config: &DiscoveryConfig,
     known: &mut BTreeMap<PathBuf, Vec<Target>>,
+    seen: &mut BTreeMap<PathBuf, FileSeen>,
     file_errors: &mut [u64; 4],
 ) {
     let mut paths = BTreeSet::new();
@@ -227,31 +179,64 @@ pub fn read_files(
     }
     let paths: Vec<PathBuf> = paths.into_iter().take(config.max_files).collect();
     known.retain(|p, _| paths.contains(p));
+    seen.retain(|p, _| paths.contains(p));
     for path in paths {
-        match read_file(&path, config) {
-            Ok(targets) => {
-                known.insert(path, targets);
+        match read_file(&path, config, seen.get(&path)) {
+            Ok(None) => {}
+            Ok(Some((parsed, identity))) => {
+                if parsed.cut > 0 {
+                    tracing::warn!(
+                        file = %path.display(),
+                        kept = parsed.targets.len(),
+                        cut = parsed.cut,
+                        "the discovery file lists more targets than discovery.max_clusters; the rest are not read"
+                    );
+                }
+                seen.insert(path.clone(), FileSeen { identity, cut: parsed.cut });
+                known.insert(path, parsed.targets);
             }
             Err((reason, message)) => {
                 tracing::warn!(file = %path.display(), "discovery file not read, what it gave before is kept: {message}");
                 file_errors[reason] += 1;
+                seen.remove(&path);
             }
         }
     }
 }
 
-fn read_file(path: &Path, config: &DiscoveryConfig) -> Result<Vec<Target>, (usize, String)> {
+/// The file's targets (at most `max_clusters`) and its identity, or `None` when it is the
+/// file `last` read (unchanged: not read again).
+fn read_file(
+    path: &Path,
+    config: &DiscoveryConfig,
+    last: Option<&FileSeen>,
+) -> Result<Option<(super::file_sd::Parsed, FileIdentity)>, (usize, String)> {
     use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| (1, format!("cannot open: {e}")))?;
-    let mut text = String::new();
-    // One byte over the cap tells a file at the cap from a larger one.
-    file.take(config.max_file_bytes + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| (1, format!("cannot read: {e}")))?;
-    if text.len() as u64 > config.max_file_bytes {
-        return Err((0, format!("larger than discovery.max_file_bytes ({} bytes)", config.max_file_bytes)));
+    let identity = FileIdentity::of(&file.metadata().map_err(|e| (1, format!("cannot read: {e}")))?);
+    if last.is_some_and(|l| l.identity == identity) {
+        return Ok(None);
     }
-    parse_as(&text, Format::of(path), &config.defaults.scheme).map_err(|e| (2, e))
+    let cap = byte_cap(path, config);
+    let too_large = || {
+        let which = if cap < config.max_file_bytes {
+            format!("{cap} bytes: {YAML_BYTES_PER_CLUSTER} per discovery.max_clusters for YAML")
+        } else {
+            format!("discovery.max_file_bytes ({cap} bytes)")
+        };
+        (0, format!("larger than {which}"))
+    };
+    if identity.len > cap {
+        return Err(too_large());
+    }
+    // One byte over the cap tells a file at the cap from one that grew while it was read.
+    let mut bounded = file.take(cap + 1);
+    let parsed =
+        super::file_sd::read(&mut bounded, Format::of(path), &config.defaults.scheme, config.max_clusters);
+    if bounded.limit() == 0 {
+        return Err(too_large());
+    }
+    parsed.map(|p| Some((p, identity))).map_err(|e| (2, e))
 }
 
 /// The discovery task: reads the files at once, then on changes and every `refresh_interval`,
@@ -262,6 +247,7 @@ pub struct Discovery {
     config: DiscoveryConfig,
     static_names: BTreeSet<String>,
     known: BTreeMap<PathBuf, Vec<Target>>,
+    seen: BTreeMap<PathBuf, FileSeen>,
     file_errors: [u64; 4],
     /// Kubernetes discovery's watches and what they found last.
     kubernetes: Option<KubernetesWatch>,
@@ -278,6 +264,7 @@ impl Discovery {
             config,
             static_names,
             known: BTreeMap::new(),
+            seen: BTreeMap::new(),
             file_errors: [0; 4],
             kubernetes: None,
             clusters: Vec::new(),
@@ -289,7 +276,7 @@ impl Discovery {
 
     /// Re-reads the files; returns whether the clusters changed.
     pub fn refresh(&mut self) -> bool {
-        read_files(&self.config, &mut self.known, &mut self.file_errors);
+        read_files(&self.config, &mut self.known, &mut self.seen, &mut self.file_errors);
         self.remerge()
     }
 
@@ -305,6 +292,8 @@ impl Discovery {
             }
             _ => merge(&self.known, &self.config, &self.static_names, &mut dropped),
         };
+        // Targets past the cap in a file were never kept: they are left out by the limit too.
+        dropped[0] += self.seen.values().map(|s| s.cut).sum::<u64>();
         self.stats = DiscoveryStats {
             clusters: clusters.len(),
             dropped: std::array::from_fn(|i| (DROP_REASONS[i], dropped[i])),
@@ -593,6 +582,53 @@ mod tests {
         // a.json comes first: its `orders` wins; `static` is a [[clusters]] entry's name.
         assert_eq!(names, [("orders", "http://a:1"), ("one", "http://o:1")]);
         assert_eq!(dropped, [1, 2, 1], "limit, duplicate, invalid");
+    }
+
+    #[test]
+    fn an_unchanged_file_is_not_read_again_and_a_changed_one_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.json");
+        std::fs::write(&path, r#"[{"targets": ["a:1"]}]"#).unwrap();
+        let config = DiscoveryConfig::default();
+        let (parsed, identity) = read_file(&path, &config, None).unwrap().expect("read the first time");
+        let seen = FileSeen { identity, cut: parsed.cut };
+        assert_eq!(read_file(&path, &config, Some(&seen)).unwrap(), None, "unchanged: not read");
+        // Rewritten in place with the same size: its times change.
+        std::fs::write(&path, r#"[{"targets": ["b:1"]}]"#).unwrap();
+        let (parsed, _) = read_file(&path, &config, Some(&seen)).unwrap().expect("changed: read");
+        assert_eq!(parsed.targets[0].url, "http://b:1");
+    }
+
+    #[test]
+    fn targets_past_the_cap_in_a_file_are_not_kept_and_count_as_left_out_by_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let targets: Vec<String> = (0..50).map(|i| format!("\"h{i}:1\"")).collect();
+        std::fs::write(dir.path().join("a.json"), format!("[{{\"targets\": [{}]}}]", targets.join(",")))
+            .unwrap();
+        let config = DiscoveryConfig {
+            files: vec![format!("{}/*.json", dir.path().display())],
+            max_clusters: 5,
+            ..Default::default()
+        };
+        let d = Discovery::new(config, BTreeSet::new());
+        assert_eq!(d.clusters.len(), 5);
+        assert_eq!(d.known.values().map(Vec::len).sum::<usize>(), 5, "only the cap is held");
+        assert_eq!(d.stats.dropped[0], ("limit", 45));
+    }
+
+    #[test]
+    fn a_yaml_file_is_capped_in_bytes_by_the_target_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.yml");
+        std::fs::write(&path, format!("- targets: [a:1]\n# {}\n", "x".repeat(9000))).unwrap();
+        let config = DiscoveryConfig { max_clusters: 2, max_file_bytes: 1 << 20, ..Default::default() };
+        let (reason, message) = read_file(&path, &config, None).unwrap_err();
+        assert_eq!(
+            (reason, message.as_str()),
+            (0, "larger than 8192 bytes: 4096 per discovery.max_clusters for YAML")
+        );
+        let roomy = DiscoveryConfig { max_clusters: 3, ..config };
+        assert!(read_file(&path, &roomy, None).is_ok());
     }
 
     #[test]

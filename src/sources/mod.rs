@@ -3,11 +3,13 @@
 //! - [`flink`] — Flink's REST API: wire models, their conversion, the HTTP client.
 //! - [`poller`] — the per-cluster REST poller.
 //! - [`discovery`] — clusters found in files (Prometheus `file_sd`), watched for changes.
+//! - [`file_sd`] — one such file read group by group, within the target cap.
 //! - [`kubernetes`] — clusters found by watching the Kubernetes API (Flink's services, the operator's resources).
 //! - [`target`] — a discovered cluster (name, REST URL), what both discoveries give.
 //! - [`logs`] — the log tailer: JM/TM log files to checkpoint events.
 
 pub mod discovery;
+pub mod file_sd;
 pub mod flink;
 pub mod kubernetes;
 pub mod logs;

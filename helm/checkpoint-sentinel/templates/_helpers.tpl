@@ -151,11 +151,13 @@ Turns every whole float in a map (recursively, also inside lists of maps) into a
 /run/secrets/checkpoint-sentinel-tls
 {{- end }}
 
-{{/* A probe from values, switched to HTTPS when the daemon serves TLS (kubelet does not verify
-the certificate). */}}
+{{/* A probe from values: to the probe port when there is one (plain HTTP), else switched to
+HTTPS when the daemon serves TLS (kubelet does not verify the certificate). */}}
 {{- define "checkpoint-sentinel.probe" -}}
 {{- $probe := deepCopy .probe }}
-{{- if and .tls (kindIs "map" $probe.httpGet) }}
+{{- if and .probePort (kindIs "map" $probe.httpGet) }}
+{{- $_ := set $probe.httpGet "port" "probes" }}
+{{- else if and .tls (kindIs "map" $probe.httpGet) }}
 {{- $_ := set $probe.httpGet "scheme" "HTTPS" }}
 {{- end }}
 {{- toYaml $probe }}
@@ -184,6 +186,9 @@ the certificate). */}}
 {{- end }}
 {{- $cfg := deepCopy (default dict .Values.config.extra) }}
 {{- $server := dict "listen" (printf "0.0.0.0:%d" (int .Values.port)) }}
+{{- if .Values.probePort }}
+{{- $_ := set $server "probe_listen" (printf "0.0.0.0:%d" (int .Values.probePort)) }}
+{{- end }}
 {{- if .Values.tls.enabled }}
 {{- if not .Values.tls.secretName }}
 {{- fail "tls.enabled needs tls.secretName (a kubernetes.io/tls Secret with tls.crt and tls.key)" }}
@@ -232,6 +237,11 @@ ports:
   - name: sentinel
     containerPort: {{ .Values.port }}
     protocol: TCP
+  {{- if .Values.probePort }}
+  - name: probes
+    containerPort: {{ .Values.probePort }}
+    protocol: TCP
+  {{- end }}
 env:
   - name: SENTINEL_LOG_FORMAT
     value: json
@@ -257,11 +267,11 @@ env:
   {{- toYaml . | nindent 2 }}
   {{- end }}
 livenessProbe:
-  {{- include "checkpoint-sentinel.probe" (dict "probe" .Values.livenessProbe "tls" .Values.tls.enabled) | nindent 2 }}
+  {{- include "checkpoint-sentinel.probe" (dict "probe" .Values.livenessProbe "tls" .Values.tls.enabled "probePort" .Values.probePort) | nindent 2 }}
 {{- if eq .Values.mode "deployment" }}
 {{- /* Not in sidecar mode: the sidecar's readiness would gate the Flink pod's. */}}
 readinessProbe:
-  {{- include "checkpoint-sentinel.probe" (dict "probe" .Values.readinessProbe "tls" .Values.tls.enabled) | nindent 2 }}
+  {{- include "checkpoint-sentinel.probe" (dict "probe" .Values.readinessProbe "tls" .Values.tls.enabled "probePort" .Values.probePort) | nindent 2 }}
 {{- end }}
 resources:
   {{- toYaml .Values.resources | nindent 2 }}
