@@ -6,7 +6,9 @@
 
 use crate::time::Timestamp;
 
+mod config;
 mod log;
+pub use config::*;
 pub use log::*;
 
 /// Identifies a job within a cluster.
@@ -228,29 +230,6 @@ impl<'de> serde::Deserialize<'de> for JobStatus {
         let s = String::deserialize(deserializer)?;
         Ok(JobStatus::parse(&s))
     }
-}
-
-/// How Flink is configured to checkpoint a job (`/checkpoints/config`), durations in ms.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct CheckpointSettings {
-    /// `true` for EXACTLY_ONCE, `false` for AT_LEAST_ONCE.
-    pub exactly_once: bool,
-    /// Interval; `None` when periodic checkpoints are off.
-    pub interval_ms: Option<u64>,
-    /// Timeout.
-    pub timeout_ms: Option<u64>,
-    /// Minimum pause between the end of one checkpoint and the start of the next.
-    pub min_pause_ms: u64,
-    /// Maximum concurrent checkpoints.
-    pub max_concurrent: u32,
-    /// Tolerable consecutive failed checkpoints.
-    pub tolerable_failures: Option<u32>,
-    /// Unaligned checkpoints enabled.
-    pub unaligned: bool,
-    /// Aligned checkpoint timeout (0 = start unaligned right away when unaligned is on).
-    pub aligned_checkpoint_timeout_ms: Option<u64>,
-    /// State backend class name.
-    pub state_backend: Option<String>,
 }
 
 /// Flink's cumulative checkpoint counts for a job.
