@@ -83,6 +83,58 @@ pub fn advise(configuration: &CheckpointConfiguration, samples: &[Sample]) -> Ad
     }
 }
 
+/// The configuration the advisor reads for a job: the whole one when the poller fetched it,
+/// else the timing settings alone; `None` before the first poll.
+pub fn configuration_of(
+    job: &crate::state::JobState,
+    flink_version: Option<&str>,
+) -> Option<CheckpointConfiguration> {
+    let mut c = match (&job.configuration, &job.settings) {
+        (Some(c), _) => (**c).clone(),
+        (None, Some(s)) => {
+            CheckpointConfiguration { settings: s.clone(), ..CheckpointConfiguration::default() }
+        }
+        (None, None) => return None,
+    };
+    if let Some(s) = &job.settings {
+        c.settings = s.clone();
+    }
+    if c.flink_version.is_none() {
+        c.flink_version = flink_version.map(str::to_string);
+    }
+    Some(c)
+}
+
+/// Which of the [`RISKS`] a job's configuration and recent checkpoints show, by the same
+/// thresholds as [`advise`] but without the model runs (cheap enough for every scrape).
+pub fn risks(configuration: &CheckpointConfiguration, samples: &[Sample]) -> [(&'static str, bool); 3] {
+    let observed = Observed::of(samples);
+    let s = &configuration.settings;
+    let timeout_tight = observed.thin().is_none()
+        && s.interval_ms.is_some()
+        && (observed.expired > 0
+            || match (s.timeout_ms, observed.duration_p99_ms) {
+                (Some(t), Some(p99)) => t * 10 < findings::TIMEOUT_PER_P99_TENTHS * p99,
+                _ => false,
+            });
+    [
+        ("tolerable_too_high", s.tolerable_failures.is_some_and(|t| t > findings::MAX_TOLERABLE)),
+        ("timeout_tight", timeout_tight),
+        ("no_retention", configuration.retained_on_cancellation == Some(false)),
+    ]
+}
+
+/// [`risks`] of a job as the daemon knows it (its recent checkpoints); `None` before its
+/// first poll.
+pub fn job_risks(
+    job: &crate::state::JobState,
+    flink_version: Option<&str>,
+) -> Option<[(&'static str, bool); 3]> {
+    let configuration = configuration_of(job, flink_version)?;
+    let samples: Vec<Sample> = job.recent.iter().filter_map(Sample::from_record).collect();
+    Some(risks(&configuration, &samples))
+}
+
 fn index(id: &str) -> usize {
     ALL.iter().position(|a| *a == id).unwrap_or(ALL.len())
 }

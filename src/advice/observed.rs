@@ -4,6 +4,7 @@
 
 use crate::observe::{CheckpointStatus, FailureReason, FinishedCheckpoint, SnapshotKind};
 use crate::state::outbox::StoredCheckpoint;
+use crate::state::record::CheckpointRecord;
 use crate::time::Timestamp;
 
 /// Fewer completed checkpoints than this are too few to time a recommendation on.
@@ -78,7 +79,17 @@ impl Sample {
 
     /// A checkpoint as the store keeps it; `None` for a savepoint.
     pub fn from_stored(stored: &StoredCheckpoint) -> Option<Sample> {
-        let r = &stored.record;
+        Some(Sample {
+            processed_bytes: stored.processed_bytes,
+            persisted_bytes: stored.persisted_bytes,
+            full_state_bytes: stored.full_state_bytes,
+            checkpointed_bytes: stored.checkpointed_bytes,
+            ..Sample::from_record(&stored.record)?
+        })
+    }
+
+    /// A checkpoint as the daemon's recent list keeps it (no sizes); `None` for a savepoint.
+    pub fn from_record(r: &CheckpointRecord) -> Option<Sample> {
         if r.kind == SnapshotKind::Savepoint {
             return None;
         }
@@ -94,10 +105,10 @@ impl Sample {
             },
             failure: r.failure_message.as_deref().and_then(FailureReason::from_message),
             alignment_ms: phases.map(|p| p[0] + p[1]),
-            processed_bytes: stored.processed_bytes,
-            persisted_bytes: stored.persisted_bytes,
-            full_state_bytes: stored.full_state_bytes,
-            checkpointed_bytes: stored.checkpointed_bytes,
+            processed_bytes: None,
+            persisted_bytes: None,
+            full_state_bytes: None,
+            checkpointed_bytes: None,
         })
     }
 

@@ -38,6 +38,9 @@ pub enum Observation {
     JobLoad(JobLoadReport),
     /// A job's latest restore and, when fetched, when its subtasks were running again.
     Restore(RestoreReport),
+    /// A job's whole checkpoint configuration, for the advisor (fetched on first sight and
+    /// when the job changes state).
+    JobConfiguration(JobKey, Box<CheckpointConfiguration>),
 }
 
 /// What a job last restored from (`latest.restored` of `/checkpoints`).

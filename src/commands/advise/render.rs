@@ -7,18 +7,15 @@ use super::report::AdviseReport;
 use crate::advice::{Advice, Finding, Prediction, Severity};
 use crate::time::human_ms;
 
-/// One job's advice as the contract's JSON object (also what the API serves).
+/// One job's advice as the contract's JSON object (what the API serves for the job).
 pub fn job_json(cluster: &str, job_id: &str, name: &str, advice: &Advice) -> serde_json::Value {
-    json!({
-        "cluster": cluster,
-        "job_id": job_id,
-        "job_name": name,
-        "configuration": advice.configuration,
-        "observed": advice.observed,
-        "thin": advice.thin,
-        "predicted": advice.predicted,
-        "findings": advice.findings,
-    })
+    let view = crate::outputs::api::AdviceView {
+        cluster: cluster.to_string(),
+        job_id: job_id.to_string(),
+        job_name: name.to_string(),
+        advice: advice.clone(),
+    };
+    serde_json::to_value(&view).unwrap_or_default()
 }
 
 /// The whole report as JSON.
