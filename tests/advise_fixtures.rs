@@ -107,3 +107,51 @@ fn the_expired_recommendation_predicts_no_expiry() {
     // Subtask 0 of stateful-map sleeps 6 s on these checkpoints and acknowledges late.
     assert!((6_000..6_100).contains(&f["evidence"]["expired_needed_ms"].as_u64().unwrap()));
 }
+
+/// The daemon's advice of a polled job: the whole configuration read (the restart strategy from
+/// `/jobs/:id/config`), the same findings as `advise`, the risk series and their count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_serves_the_advice_and_exports_the_risks() {
+    let flink = crate::common::replay("2.3.0", "expired").await;
+    let state = tempfile::tempdir().unwrap();
+    let config = crate::common::watching(&flink.url, std::time::Duration::from_millis(100), state.path());
+    let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
+    let job_id = flink.scenario().job_id.clone();
+    let url = format!("http://{}/api/v1/jobs/lab/{job_id}/advice", daemon.addr);
+    let advice = crate::common::until(
+        "the advice with enough checkpoints to time it",
+        std::time::Duration::from_secs(60),
+        || async { reqwest::get(&url).await.unwrap().json::<serde_json::Value>().await.unwrap() },
+        |a| {
+            a["thin"].is_null()
+                && a["findings"].as_array().is_some_and(|f| f.iter().any(|f| f["id"] == "timeout_tight"))
+        },
+    )
+    .await;
+    let found = ids(&advice);
+    for id in ["timeout_tight", "tolerable_too_high", "no_retention"] {
+        assert!(found.contains(&id.to_string()), "{found:?}");
+    }
+    assert_eq!(advice["job_name"], "flink-lab-expired");
+    assert!(
+        advice["configuration"]["restart_strategy"].as_str().unwrap().starts_with("Restart with fixed delay")
+    );
+    assert_eq!(advice["configuration"]["flink_version"], "2.3.0");
+    let metrics = crate::common::scrape(daemon.addr).await;
+    for (finding, on) in [("tolerable_too_high", 1.0), ("timeout_tight", 1.0), ("no_retention", 1.0)] {
+        let labels = [
+            ("cluster", "lab"),
+            ("job_id", job_id.as_str()),
+            ("job_name", "flink-lab-expired"),
+            ("finding", finding),
+        ];
+        assert_eq!(
+            crate::common::sample(&metrics, "flink_checkpoint_config_risk", &labels),
+            Some(on),
+            "{finding}"
+        );
+    }
+    let missing = reqwest::get(format!("http://{}/api/v1/jobs/lab/nope/advice", daemon.addr)).await.unwrap();
+    assert_eq!(missing.status(), 404);
+    daemon.shutdown().await;
+}
