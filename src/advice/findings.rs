@@ -134,7 +134,8 @@ impl Setting {
 
     /// Its value as Flink reads it (durations like `10s`, `500ms`).
     pub fn value(self) -> String {
-        let duration = |ms: u64| if ms % 1000 == 0 { format!("{}s", ms / 1000) } else { format!("{ms}ms") };
+        let duration =
+            |ms: u64| if ms.is_multiple_of(1000) { format!("{}s", ms / 1000) } else { format!("{ms}ms") };
         match self {
             Setting::Interval(ms)
             | Setting::MinPause(ms)
