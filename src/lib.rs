@@ -17,8 +17,10 @@
 //! - [`outbound`] — what the daemon's outgoing HTTP requests share: credentials on a request.
 //! - [`daemon`] — wiring, reloads and shutdown.
 //! - [`telemetry`] — logging and build facts.
-//! - [`commands`] — the one-shot commands: `diagnose`, `simulate`, `scan-logs`, `demo`.
+//! - [`advice`] — the advisor: configuration findings with the model's prediction.
+//! - [`commands`] — the one-shot commands: `diagnose`, `advise`, `simulate`, `scan-logs`, `demo`.
 
+pub mod advice;
 pub mod app;
 pub mod commands;
 pub mod config;

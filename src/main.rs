@@ -58,6 +58,11 @@ enum Command {
     /// likely causes, the spacing explained, and what to check next. Exit code 0 healthy,
     /// 1 unhealthy, 3 at risk, 2 when the cluster cannot be diagnosed.
     Diagnose(checkpoint_sentinel::commands::diagnose::DiagnoseArgs),
+    /// Advice on each job's checkpoint configuration from its own checkpoints: findings with
+    /// their evidence, the Flink keys to set, and the reference model's prediction before and
+    /// after (spacing, checkpoints and expiries per hour, replay window, alignment). Exit code
+    /// 0; 2 when the cluster or the folder cannot be read.
+    Advise(checkpoint_sentinel::commands::advise::AdviseArgs),
     /// Run a simulated Flink cluster (driven by the reference model) with the daemon watching
     /// it: real metrics within seconds, without a Flink.
     Demo {
@@ -121,6 +126,7 @@ fn main() -> ExitCode {
         Command::Demo { listen, jobs, seed, .. } => run_demo(listen, jobs, seed),
         Command::Diagnose(args) => run_diagnose(&args),
         Command::Simulate(args) => run_simulate(&args),
+        Command::Advise(args) => run_advise(&args),
         Command::ScanLogs { format, max_line_bytes, files } => run_scan_logs(format, max_line_bytes, &files),
         Command::CheckConfig { config } => run_check_config(&config),
         Command::Run { config: path, listen } => run_daemon(path, listen),
@@ -133,6 +139,23 @@ fn run_diagnose(args: &checkpoint_sentinel::commands::diagnose::DiagnoseArgs) ->
         Err(code) => return code,
     };
     ExitCode::from(runtime.block_on(checkpoint_sentinel::commands::diagnose::run(args)))
+}
+
+fn run_advise(args: &checkpoint_sentinel::commands::advise::AdviseArgs) -> ExitCode {
+    let runtime = match runtime(1) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    match runtime.block_on(checkpoint_sentinel::commands::advise::run(args)) {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn run_simulate(args: &checkpoint_sentinel::commands::simulate::SimulateArgs) -> ExitCode {

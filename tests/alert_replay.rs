@@ -367,6 +367,10 @@ fn expected(scenario: &str) -> (&'static [&'static str], &'static [&'static str]
     }
 }
 
+/// May become pending on every capture: its condition is true of them all (tolerable failures of
+/// 100 or 1,000 are `tolerable_too_high`); its `for` of 10 minutes is longer than any capture.
+const PENDING_ANYWHERE: &[&str] = &["FlinkCheckpointConfigRisk"];
+
 /// Flaps known and accepted (none): the test fails when a listed flap is gone, so that an
 /// entry is removed with its fix. `FlinkCheckpointAboutToExpire` was one (it fired once per
 /// expiring checkpoint, every 9 s on `expired`) until it kept firing while checkpoints keep
@@ -439,6 +443,8 @@ fn the_builtin_rules_on_every_capture_at_its_pace_fire_what_they_should_and_noth
         {
             println!("{version} {name}: {text}");
         }
+        let may: Vec<&str> = may.iter().chain(PENDING_ANYWHERE).copied().collect();
+        let may = may.as_slice();
         table.push(row(&version, &name, &outcome, must, may));
         let fired = outcome.fired();
         for m in must {

@@ -5,6 +5,7 @@
 
 mod common;
 
+mod advise_fixtures;
 mod alert_replay;
 mod alertmanager;
 mod api_errors;

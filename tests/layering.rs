@@ -374,7 +374,7 @@ fn cycles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 fn layer(module: &str) -> &'static str {
     let top = module.split("::").next().unwrap();
     match top {
-        "time" | "observe" | "stats" | "model" | "shadow" | "rules" | "health" => "core",
+        "time" | "observe" | "stats" | "model" | "shadow" | "rules" | "health" | "advice" => "core",
         "state" if matches!(module, "state::persist" | "state::store") => "state-io",
         "state" => "core",
         "config" => "config",

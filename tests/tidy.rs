@@ -54,6 +54,7 @@ const PURE: &[&str] = &[
     "src/sources/flink/threads.rs",
     "src/model",
     "src/shadow",
+    "src/advice",
     // The log matcher; its unit tests (parse/tests.rs) read the fixtures.
     "src/sources/logs/parse/mod.rs",
     "src/sources/logs/parse/patterns.rs",

@@ -63,6 +63,7 @@ public class ScenarioJob {
             "  --max-concurrent N              max concurrent checkpoints (1)",
             "  --tolerable N                   tolerable failed checkpoints (100)",
             "  --unaligned true|false          unaligned checkpoints (false)",
+            "  --aligned-timeout-ms MS         with --unaligned: start aligned, go unaligned after MS (unset)",
             "  --mode EXACTLY_ONCE|AT_LEAST_ONCE (EXACTLY_ONCE)",
             "  --rate N                        fast source records/s per subtask, 0 = unthrottled (500)",
             "  --slow-rate N                   second (slow) source records/s per subtask, 0 = no second source (0)",
@@ -116,6 +117,9 @@ public class ScenarioJob {
         String ua = a.getOrDefault("unaligned", "false");
         c.put("execution.checkpointing.unaligned", ua);          // 1.x key
         c.put("execution.checkpointing.unaligned.enabled", ua);  // 1.20+/2.x key
+        if (a.containsKey("aligned-timeout-ms")) {
+            c.put("execution.checkpointing.aligned-checkpoint-timeout", a.get("aligned-timeout-ms") + " ms");
+        }
         c.put("restart-strategy", "fixed-delay");                // 1.x key
         c.put("restart-strategy.type", "fixed-delay");           // 1.17+/2.x key
         c.put("restart-strategy.fixed-delay.attempts", a.getOrDefault("restart-attempts", "5"));

@@ -6,8 +6,10 @@
 
 use crate::time::Timestamp;
 
+mod config;
 mod log;
 mod threads;
+pub use config::*;
 pub use log::*;
 pub use threads::*;
 
@@ -38,6 +40,9 @@ pub enum Observation {
     JobLoad(JobLoadReport),
     /// A job's latest restore and, when fetched, when its subtasks were running again.
     Restore(RestoreReport),
+    /// A job's whole checkpoint configuration, for the advisor (fetched on first sight and
+    /// when the job changes state).
+    JobConfiguration(JobKey, Box<CheckpointConfiguration>),
     /// The stack of a subtask that held an in-progress checkpoint up (`sources::threads`).
     ThreadSampled(ThreadReport),
 }
@@ -241,29 +246,6 @@ impl<'de> serde::Deserialize<'de> for JobStatus {
         let s = String::deserialize(deserializer)?;
         Ok(JobStatus::parse(&s))
     }
-}
-
-/// How Flink is configured to checkpoint a job (`/checkpoints/config`), durations in ms.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct CheckpointSettings {
-    /// `true` for EXACTLY_ONCE, `false` for AT_LEAST_ONCE.
-    pub exactly_once: bool,
-    /// Interval; `None` when periodic checkpoints are off.
-    pub interval_ms: Option<u64>,
-    /// Timeout.
-    pub timeout_ms: Option<u64>,
-    /// Minimum pause between the end of one checkpoint and the start of the next.
-    pub min_pause_ms: u64,
-    /// Maximum concurrent checkpoints.
-    pub max_concurrent: u32,
-    /// Tolerable consecutive failed checkpoints.
-    pub tolerable_failures: Option<u32>,
-    /// Unaligned checkpoints enabled.
-    pub unaligned: bool,
-    /// Aligned checkpoint timeout (0 = start unaligned right away when unaligned is on).
-    pub aligned_checkpoint_timeout_ms: Option<u64>,
-    /// State backend class name.
-    pub state_backend: Option<String>,
 }
 
 /// Flink's cumulative checkpoint counts for a job.

@@ -950,6 +950,21 @@ fn checkpoint_view(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Chec
     }
 }
 
+/// `GET /api/v1/jobs/{cluster}/{job_id}/advice`: the advisor's findings (`docs/advice.md`),
+/// the same object as one job of `advise --format json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct AdviceView {
+    /// The cluster.
+    pub cluster: String,
+    /// The job id.
+    pub job_id: String,
+    /// The job name.
+    pub job_name: String,
+    /// Configuration, observed figures, thin-evidence note, prediction and findings.
+    #[serde(flatten)]
+    pub advice: crate::advice::Advice,
+}
+
 /// `GET /api/v1/jobs/{cluster}/{job_id}/checkpoints`: records of the checkpoint store.
 #[derive(Clone, Debug, Serialize)]
 pub struct CheckpointHistoryView {

@@ -45,6 +45,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/v1/jobs", get(api_jobs))
         .route("/api/v1/jobs/{cluster}/{job_id}", get(api_job))
         .route("/api/v1/jobs/{cluster}/{job_id}/checkpoints", get(api_checkpoints))
+        .route("/api/v1/jobs/{cluster}/{job_id}/advice", get(api_advice))
         .route("/api/v1/events", get(api_events))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
@@ -271,6 +272,50 @@ async fn api_checkpoints(
     };
     drop(s);
     json_no_cache(&view)
+}
+
+/// How many of a job's newest stored checkpoints the advice rests on.
+const ADVICE_HISTORY: usize = 1000;
+
+/// The advisor's view of one job (`docs/advice.md`): its configuration and recent checkpoints
+/// are copied under a short read lock, its store records read on a blocking thread, and the
+/// findings with their model runs computed there too, off the state lock.
+async fn api_advice(
+    Extract(state): Extract<HttpState>,
+    Path((cluster, job_id)): Path<(String, String)>,
+) -> Response {
+    let found = {
+        let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+        s.clusters().get(&cluster).and_then(|c| {
+            let job = c.jobs.get(&job_id)?;
+            let recent: Vec<crate::advice::Sample> =
+                job.recent.iter().filter_map(crate::advice::Sample::from_record).collect();
+            Some((job.name.clone(), crate::advice::configuration_of(job, c.flink_version.as_deref()), recent))
+        })
+    };
+    let Some((name, configuration, recent)) = found else {
+        return json_error(StatusCode::NOT_FOUND, format!("no job {job_id} in cluster {cluster}"));
+    };
+    let Some(configuration) = configuration else {
+        return json_error(StatusCode::NOT_FOUND, format!("job {job_id} has not been polled yet"));
+    };
+    let store = state.app.store.get().cloned();
+    let (c, j) = (cluster.clone(), job_id.clone());
+    let advice = tokio::task::spawn_blocking(move || {
+        // From the store when it has the job's history, else the recent checkpoints in memory.
+        let query = crate::state::store::Query { since: None, until: None, limit: ADVICE_HISTORY };
+        let stored: Vec<crate::advice::Sample> = store
+            .and_then(|store| store.query(&c, &j, &query, |_| true).ok())
+            .map(|(records, _)| records.iter().filter_map(crate::advice::Sample::from_stored).collect())
+            .unwrap_or_default();
+        let samples = if stored.len() >= recent.len() { stored } else { recent };
+        crate::advice::advise(&configuration, &samples)
+    })
+    .await;
+    match advice {
+        Ok(advice) => json_no_cache(&api::AdviceView { cluster, job_id, job_name: name, advice }),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
 }
 
 #[derive(serde::Deserialize)]

@@ -181,6 +181,17 @@ const PACK: &[Spec] = &[
         description: "{{ value }} savepoint(s) of job {{ job_name }} on {{ cluster }} failed in the last hour. An upgrade, rescale or migration would start from the last successful savepoint instead: check its age before relying on it.",
     },
     Spec {
+        name: "FlinkCheckpointConfigRisk",
+        scope: Scope::Job,
+        expr: "config_risks > 0",
+        for_s: 600,
+        keep_s: 0,
+        severity: AlertSeverity::Info,
+        class: Class::Failure,
+        summary: "The checkpoint configuration of {{ job_name }} risks data or a stuck job",
+        description: "Job {{ job_name }} on {{ cluster }} shows {{ value }} of the advisor's risk findings (tolerable_too_high, timeout_tight, no_retention): too many tolerable failures keep a stuck job up for hours, a tight timeout expires checkpoints, and checkpoints deleted on cancellation lose the state. `checkpoint-sentinel advise` or the job's advice in the API names them, with the keys to set and the predicted effect.",
+    },
+    Spec {
         name: "FlinkCheckpointSizeGrowing",
         scope: Scope::Job,
         expr: "checkpointed_size.p50 > 100MB and checkpointed_size.p50 > 1.5 * ago(checkpointed_size.p50, 1d)",

@@ -363,6 +363,16 @@ pub const SERIES: &[Series] = &[
         Some("flink_checkpoint_tolerable_failures"),
     ),
     job(
+        "config_risks",
+        Unit::Count,
+        "How many of the advisor's risk findings (tolerable_too_high, timeout_tight, no_retention) the job's configuration shows (docs/advice.md).",
+        |v| {
+            let risks = crate::advice::job_risks(v.job, None)?;
+            Some(risks.iter().filter(|(_, on)| *on).count() as f64)
+        },
+        Some("sum without (finding) (flink_checkpoint_config_risk)"),
+    ),
+    job(
         "progress_window",
         Unit::Seconds,
         "max(interval, timeout) x (min(tolerable_failures, 3) + 2): the Flink Kubernetes operator's window with the tolerable count capped, so that a large tolerable-failed-checkpoints does not make it hours long.",

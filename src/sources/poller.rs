@@ -91,6 +91,9 @@ struct JobCache {
     final_counts: Option<(u64, u64, u64)>,
     /// When the first terminal poll with `final_counts` was made.
     final_counts_since: Timestamp,
+    /// The whole checkpoint configuration read at the last refresh, until applied (after the
+    /// job's poll, which creates the job in `State`).
+    configuration: Option<Box<crate::observe::CheckpointConfiguration>>,
     /// The job graph from `/jobs/:id` (for the alignment shadow).
     topology: Option<crate::observe::JobTopology>,
     /// The round from which the job's load is due again.
@@ -253,6 +256,10 @@ impl Poller {
                             state: poll.job_state.clone(),
                         };
                         this.app.apply(&Observation::JobPolled(poll));
+                        if let Some(configuration) = slot.as_mut().and_then(|c| c.configuration.take()) {
+                            let key = JobKey { cluster: this.config.name.clone(), job_id: job.jid.clone() };
+                            this.app.apply(&Observation::JobConfiguration(key, configuration));
+                        }
                         Ok(Some(summary))
                     }
                     Ok(None) => Ok(None),
@@ -351,6 +358,17 @@ impl Poller {
                 .iter()
                 .map(|v| (v.id.clone(), v.name.clone().unwrap_or_else(|| v.id.clone())))
                 .collect();
+            // For the advisor, on the same rare refresh: the restart strategy and job parameters,
+            // and the cluster's options. Either may be refused (or cut) without harm.
+            let configuration = match &config {
+                Some(c) => {
+                    let job_config = self.fetch(self.client.job_config(&job.jid)).await.ok().flatten();
+                    let cluster_options =
+                        self.fetch(self.client.jobmanager_config()).await.unwrap_or_default();
+                    Some(Box::new(convert::configuration(c, job_config.as_ref(), &cluster_options, None)))
+                }
+                None => None,
+            };
             if config.is_none() {
                 tracing::info!(cluster = %self.config.name, job = %job.jid, "checkpointing is disabled for this job; not watching it");
             }
@@ -358,6 +376,7 @@ impl Poller {
             *slot = Some(JobCache {
                 state: job_state.clone(),
                 settings: Some(config.as_ref().map(convert::settings)),
+                configuration,
                 vertex_names,
                 final_poll_done: false,
                 final_polls: 0,

@@ -72,6 +72,8 @@ pub struct JobState {
     pub last_seen: Timestamp,
     /// Its checkpoint configuration.
     pub settings: Option<CheckpointSettings>,
+    /// Its whole checkpoint configuration, for the advisor (not persisted: re-fetched).
+    pub configuration: Option<Box<crate::observe::CheckpointConfiguration>>,
     /// Flink's counts as last polled.
     pub flink_counts: CheckpointCounts,
     /// Totals of earlier counting epochs: Flink's counts restart with a new JobMaster
@@ -205,6 +207,7 @@ impl JobState {
             listed: true,
             last_seen: now,
             settings: None,
+            configuration: None,
             flink_counts: CheckpointCounts::default(),
             earlier_incarnations: Totals::default(),
             newest: None,

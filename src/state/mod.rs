@@ -201,6 +201,17 @@ impl State {
                 }
             }
             Observation::LogTailer(report) => self.cluster_mut(&report.cluster).logs.apply_report(report),
+            Observation::JobConfiguration(key, configuration) => {
+                let Some(cluster) = self.clusters.get_mut(&key.cluster) else { return };
+                let version = cluster.flink_version.clone();
+                if let Some(job) = cluster.jobs.get_mut(&key.job_id) {
+                    let mut configuration = configuration.clone();
+                    if configuration.flink_version.is_none() {
+                        configuration.flink_version = version;
+                    }
+                    job.configuration = Some(configuration);
+                }
+            }
             Observation::Restore(report) => {
                 let job = self
                     .clusters

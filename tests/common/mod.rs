@@ -206,6 +206,7 @@ async fn replay_server(
         .route("/jobs/{job}", get(job))
         .route("/jobs/{job}/checkpoints", get(checkpoints))
         .route("/jobs/{job}/checkpoints/config", get(checkpoints_config))
+        .route("/jobs/{job}/config", get(job_config))
         .route("/jobs/{job}/checkpoints/details/{cp}", get(details))
         .route("/jobs/{job}/checkpoints/details/{cp}/subtasks/{vertex}", get(subtasks))
         .route("/jobs/{job}/vertices/{vertex}", get(vertex))
@@ -277,6 +278,11 @@ async fn checkpoints(State(s): S, UrlPath(_job): UrlPath<String>) -> Response {
 
 async fn checkpoints_config(State(s): S, UrlPath(_job): UrlPath<String>) -> Response {
     file(rest(&s, "checkpoints-config.json"))
+}
+
+/// `/jobs/:id/config` as captured; `/jobmanager/config` was not captured and answers 404.
+async fn job_config(State(s): S, UrlPath(_job): UrlPath<String>) -> Response {
+    file(rest(&s, "job-config.json"))
 }
 
 /// The details as of the poll step last served: an in-progress capture of that step if there is

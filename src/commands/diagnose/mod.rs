@@ -170,7 +170,7 @@ pub async fn fetch(
 }
 
 /// Vertex id to its name (the id when it has none).
-fn vertex_names(details: Option<&dto::JobDetails>) -> BTreeMap<String, String> {
+pub fn vertex_names(details: Option<&dto::JobDetails>) -> BTreeMap<String, String> {
     details
         .iter()
         .flat_map(|d| {
@@ -181,7 +181,7 @@ fn vertex_names(details: Option<&dto::JobDetails>) -> BTreeMap<String, String> {
 
 /// The newest `checkpoints` finished checkpoints of `history` (newest first), with their
 /// per-subtask details (vertices whose details cannot be fetched are left out).
-async fn fetch_finished(
+pub async fn fetch_finished(
     client: &FlinkClient,
     id: &str,
     history: &[&dto::CheckpointStatistics],
@@ -297,7 +297,7 @@ pub fn exit_code(report: &Report) -> u8 {
 
 /// The cluster to diagnose: `--url` alone, or an entry of the `--config` file with its
 /// credentials and CA (the request timeout is `--timeout` either way).
-fn cluster_config(args: &DiagnoseArgs) -> Result<ClusterConfig, DiagnoseError> {
+pub fn cluster_config(args: &DiagnoseArgs) -> Result<ClusterConfig, DiagnoseError> {
     let Some(path) = &args.config else {
         let url = args.url.clone().unwrap_or_default();
         let valid = url::Url::parse(&url).is_ok_and(|u| {

@@ -25,6 +25,7 @@ pub enum Kind {
 }
 
 const JOB: &[&str] = &["cluster", "job_id", "job_name"];
+const JOB_FINDING: &[&str] = &["cluster", "job_id", "job_name", "finding"];
 const OPERATOR: &[&str] = &["cluster", "job_id", "job_name", "vertex_id", "operator"];
 
 macro_rules! metric {
@@ -228,6 +229,12 @@ pub const METRICS: &[MetricDef] = &[
         Gauge,
         JOB,
         "Configured tolerable consecutive checkpoint failures."
+    ),
+    metric!(
+        "flink_checkpoint_config_risk",
+        Gauge,
+        JOB_FINDING,
+        "1 when the advisor's finding (tolerable_too_high, timeout_tight, no_retention) applies to the job's checkpoint configuration, else 0 (docs/advice.md)."
     ),
     metric!(
         "flink_checkpoint_expected_interval_seconds",

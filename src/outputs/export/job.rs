@@ -253,6 +253,14 @@ fn render_settings(out: &mut impl Sink, labels: &JobLabels, job: &JobState) {
     if let Some(tolerable) = settings.tolerable_failures {
         out.push(family!("flink_checkpoint_tolerable_failures"), labels, Value::Number(f64::from(tolerable)));
     }
+    // The advisor's risk findings, by their thresholds (no model run at scrape time).
+    for (finding, on) in crate::advice::job_risks(job, None).into_iter().flatten() {
+        out.push(
+            family!("flink_checkpoint_config_risk"),
+            &[labels[0], labels[1], labels[2], ("finding", finding)],
+            Value::Number(if on { 1.0 } else { 0.0 }),
+        );
+    }
 }
 
 /// The trigger shadow's series: intervals, stall, deviations.

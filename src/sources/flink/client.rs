@@ -171,6 +171,16 @@ impl FlinkClient {
         self.get_optional(&format!("/jobs/{job_id}/checkpoints/config")).await
     }
 
+    /// `GET /jobs/:id/config`: the restart strategy and global job parameters.
+    pub async fn job_config(&self, job_id: &str) -> Result<Option<dto::JobConfig>, FetchError> {
+        self.get_optional(&format!("/jobs/{job_id}/config")).await
+    }
+
+    /// `GET /jobmanager/config`: the cluster's configuration, key by key.
+    pub async fn jobmanager_config(&self) -> Result<Vec<dto::ConfigEntry>, FetchError> {
+        self.get("/jobmanager/config").await
+    }
+
     /// `GET /jobs/:id/checkpoints`.
     pub async fn checkpoints(&self, job_id: &str) -> Result<dto::CheckpointingStatistics, FetchError> {
         self.get(&format!("/jobs/{job_id}/checkpoints")).await

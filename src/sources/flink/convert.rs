@@ -39,6 +39,53 @@ pub fn settings(config: &dto::CheckpointConfig) -> CheckpointSettings {
     }
 }
 
+/// A job's whole checkpoint configuration: `/checkpoints/config`, the restart strategy and
+/// global job parameters of `/jobs/:id/config`, and the cluster's `/jobmanager/config` (a job
+/// parameter wins over the cluster's option of the same key).
+pub fn configuration(
+    config: &dto::CheckpointConfig,
+    job: Option<&dto::JobConfig>,
+    cluster: &[dto::ConfigEntry],
+    flink_version: Option<&str>,
+) -> crate::observe::CheckpointConfiguration {
+    let execution = job.and_then(|j| j.execution_config.as_ref());
+    let lookup = |keys: &[&str]| -> Option<String> {
+        keys.iter().find_map(|key| {
+            let from_job = execution.and_then(|e| e.user_config.get(*key)).and_then(|v| {
+                v.as_str().map(str::to_string).or_else(|| (!v.is_null()).then(|| v.to_string()))
+            });
+            from_job.or_else(|| cluster.iter().find(|e| e.key == *key).and_then(|e| e.value.clone()))
+        })
+    };
+    let flag = |keys: &[&str]| lookup(keys).map(|v| v.trim().eq_ignore_ascii_case("true"));
+    let retained_on_cancellation = config.externalization.map(|e| {
+        // 2.x externalizes every checkpoint and reports `enabled: false` all the same; what
+        // matters is whether cancelling deletes them.
+        !e.delete_on_cancellation.unwrap_or(true)
+    });
+    let mut settings = settings(config);
+    if settings.state_backend.is_none() {
+        settings.state_backend = lookup(&["state.backend.type", "state.backend"]);
+    }
+    crate::observe::CheckpointConfiguration {
+        settings,
+        retained_on_cancellation,
+        checkpoint_storage: config.checkpoint_storage.clone(),
+        incremental: flag(&["execution.checkpointing.incremental", "state.backend.incremental"]),
+        changelog: config.state_changelog_enabled.or_else(|| flag(&["state.changelog.enabled"])),
+        local_recovery: flag(&["execution.state-recovery.from-local", "state.backend.local-recovery"]),
+        retained_checkpoints: lookup(&[
+            "execution.checkpointing.num-retained",
+            "state.checkpoints.num-retained",
+        ])
+        .and_then(|v| v.trim().parse().ok()),
+        restart_strategy: execution
+            .and_then(|e| e.restart_strategy.clone())
+            .or_else(|| lookup(&["restart-strategy.type", "restart-strategy"])),
+        flink_version: flink_version.map(str::to_string),
+    }
+}
+
 /// What `latest.restored` of `/checkpoints` says the job last restored from; `None` without a
 /// restore timestamp.
 pub fn restored_from(restored: &dto::RestoredCheckpoint) -> Option<crate::observe::RestoredFrom> {

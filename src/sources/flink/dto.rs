@@ -158,6 +158,58 @@ pub struct CheckpointConfig {
     pub aligned_checkpoint_timeout: Option<i64>,
     /// Whether checkpoints continue after tasks finish (1.14+).
     pub checkpoints_after_tasks_finish: Option<bool>,
+    /// Whether completed checkpoints outlive the job (externalized, retained on cancellation).
+    pub externalization: Option<Externalization>,
+    /// Whether the changelog state backend is on (1.15+).
+    pub state_changelog_enabled: Option<bool>,
+}
+
+/// `externalization` of `/checkpoints/config`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct Externalization {
+    /// Externalized checkpoints on (always `true` in 2.x, where every checkpoint is).
+    pub enabled: Option<bool>,
+    /// `true`: deleted when the job is cancelled (`DELETE_ON_CANCELLATION`).
+    pub delete_on_cancellation: Option<bool>,
+}
+
+/// `GET /jobs/:id/config`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobConfig {
+    /// The job's execution config.
+    #[serde(rename = "execution-config")]
+    pub execution_config: Option<ExecutionConfig>,
+}
+
+/// `execution-config` of `/jobs/:id/config`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ExecutionConfig {
+    /// The restart strategy as a sentence, e.g. `Restart with fixed delay (PT3S). #5 restart attempts.`
+    #[serde(rename = "restart-strategy")]
+    pub restart_strategy: Option<String>,
+    /// The job's parallelism.
+    #[serde(rename = "job-parallelism")]
+    pub job_parallelism: Option<i64>,
+    /// The global job parameters (any JSON value; only strings are read).
+    #[serde(rename = "user-config", default)]
+    pub user_config: BTreeMap<String, serde_json::Value>,
+}
+
+/// One entry of `GET /jobmanager/config` (an array of them).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ConfigEntry {
+    /// The option key, e.g. `state.backend.incremental`.
+    pub key: String,
+    /// Its value as a string.
+    pub value: Option<String>,
+}
+
+/// `GET /config` (the web dashboard's configuration).
+#[derive(Debug, Clone, Deserialize)]
+pub struct DashboardConfig {
+    /// Flink's version string.
+    #[serde(rename = "flink-version")]
+    pub flink_version: Option<String>,
 }
 
 /// `GET /jobs/:id/checkpoints`.

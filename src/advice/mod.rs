@@ -1,0 +1,245 @@
+//! The advisor: each job's checkpoint configuration against what its checkpoints showed,
+//! as findings with their evidence, a recommendation (Flink keys and values) and the
+//! reference model's prediction under the current and the recommended settings
+//! (`docs/advice.md`). Pure: the surfaces (`advise`, the API, the status page, the
+//! `flink_checkpoint_config_risk` series) hand in the configuration and the samples.
+//!
+//! - [`observed`]: the samples and the figures they give (percentiles, spacing, alignment).
+//! - [`predict`]: the model run under one set of settings.
+//! - [`findings`]: one function per finding, with its threshold.
+
+pub mod findings;
+pub mod observed;
+pub mod predict;
+
+use crate::observe::CheckpointConfiguration;
+
+pub use findings::{Finding, Predicted, Recommendation, Severity, Value};
+pub use observed::{Observed, Sample};
+pub use predict::Prediction;
+
+/// Findings about timing (the spacing, the timeout, alignment): a healthy job has none.
+pub const TIMING: &[&str] = &[
+    "min_pause_binds",
+    "interval_below_duration",
+    "timeout_tight",
+    "alignment_share_high",
+    "max_concurrent_with_min_pause",
+];
+
+/// Findings that risk data or a stuck job: `FlinkCheckpointConfigRisk` fires on them.
+pub const RISKS: &[&str] = &["tolerable_too_high", "timeout_tight", "no_retention"];
+
+/// Every finding id, in the order of `docs/advice.md` (the `finding` label's values).
+pub const ALL: &[&str] = &[
+    "min_pause_binds",
+    "interval_below_duration",
+    "timeout_tight",
+    "tolerable_too_high",
+    "tolerable_zero",
+    "alignment_share_high",
+    "max_concurrent_with_min_pause",
+    "no_retention",
+    "large_state_full_snapshots",
+    "storage_need",
+];
+
+/// The advice for one job.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Advice {
+    /// The configuration read.
+    pub configuration: CheckpointConfiguration,
+    /// What the checkpoints showed.
+    pub observed: Observed,
+    /// Why the evidence is too thin for timing advice, when it is.
+    pub thin: Option<String>,
+    /// The model under the current settings (`None` when thin or periodic checkpoints are off).
+    pub predicted: Option<Prediction>,
+    /// The findings, warnings first.
+    pub findings: Vec<Finding>,
+}
+
+impl Advice {
+    /// Whether finding `id` is among the findings.
+    pub fn has(&self, id: &str) -> bool {
+        self.findings.iter().any(|f| f.id == id)
+    }
+}
+
+/// The advice for a job configured as `configuration` whose finished checkpoints were
+/// `samples` (any order; savepoints already left out).
+pub fn advise(configuration: &CheckpointConfiguration, samples: &[Sample]) -> Advice {
+    let observed = Observed::of(samples);
+    let thin = observed.thin();
+    let ctx = findings::Context::new(configuration, samples, &observed, thin.is_none());
+    let mut found = findings::all(&ctx);
+    found.sort_by(|a, b| b.severity.cmp(&a.severity).then_with(|| index(a.id).cmp(&index(b.id))));
+    Advice {
+        configuration: configuration.clone(),
+        predicted: ctx.current.clone(),
+        observed,
+        thin,
+        findings: found,
+    }
+}
+
+/// The configuration the advisor reads for a job: the whole one when the poller fetched it,
+/// else the timing settings alone; `None` before the first poll.
+pub fn configuration_of(
+    job: &crate::state::JobState,
+    flink_version: Option<&str>,
+) -> Option<CheckpointConfiguration> {
+    let mut c = match (&job.configuration, &job.settings) {
+        (Some(c), _) => (**c).clone(),
+        (None, Some(s)) => {
+            CheckpointConfiguration { settings: s.clone(), ..CheckpointConfiguration::default() }
+        }
+        (None, None) => return None,
+    };
+    if let Some(s) = &job.settings {
+        c.settings = s.clone();
+    }
+    if c.flink_version.is_none() {
+        c.flink_version = flink_version.map(str::to_string);
+    }
+    Some(c)
+}
+
+/// Which of the [`RISKS`] a job's configuration and recent checkpoints show, by the same
+/// thresholds as [`advise`] but without the model runs (cheap enough for every scrape).
+pub fn risks(configuration: &CheckpointConfiguration, samples: &[Sample]) -> [(&'static str, bool); 3] {
+    let observed = Observed::of(samples);
+    let s = &configuration.settings;
+    let timeout_tight = observed.thin().is_none()
+        && s.interval_ms.is_some()
+        && (observed.expired > 0
+            || match (s.timeout_ms, observed.duration_p99_ms) {
+                (Some(t), Some(p99)) => t * 10 < findings::TIMEOUT_PER_P99_TENTHS * p99,
+                _ => false,
+            });
+    [
+        ("tolerable_too_high", s.tolerable_failures.is_some_and(|t| t > findings::MAX_TOLERABLE)),
+        ("timeout_tight", timeout_tight),
+        ("no_retention", configuration.retained_on_cancellation == Some(false)),
+    ]
+}
+
+/// [`risks`] of a job as the daemon knows it (its recent checkpoints); `None` before its
+/// first poll.
+pub fn job_risks(
+    job: &crate::state::JobState,
+    flink_version: Option<&str>,
+) -> Option<[(&'static str, bool); 3]> {
+    let configuration = configuration_of(job, flink_version)?;
+    let samples: Vec<Sample> = job.recent.iter().filter_map(Sample::from_record).collect();
+    Some(risks(&configuration, &samples))
+}
+
+fn index(id: &str) -> usize {
+    ALL.iter().position(|a| *a == id).unwrap_or(ALL.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::{CheckpointSettings, CheckpointStatus};
+    use crate::time::Timestamp;
+
+    fn config(interval: u64, min_pause: u64, tolerable: u32) -> CheckpointConfiguration {
+        CheckpointConfiguration {
+            settings: CheckpointSettings {
+                exactly_once: true,
+                interval_ms: Some(interval),
+                timeout_ms: Some(600_000),
+                min_pause_ms: min_pause,
+                max_concurrent: 1,
+                tolerable_failures: Some(tolerable),
+                ..CheckpointSettings::default()
+            },
+            retained_on_cancellation: Some(true),
+            flink_version: Some("1.20.5".into()),
+            ..CheckpointConfiguration::default()
+        }
+    }
+
+    fn completed(n: u64, every: u64, duration: u64) -> Vec<Sample> {
+        (0..n)
+            .map(|i| Sample {
+                id: i + 1,
+                triggered_at: Timestamp((i * every) as i64),
+                status: CheckpointStatus::Completed,
+                duration_ms: Some(duration),
+                failure: None,
+                alignment_ms: None,
+                processed_bytes: None,
+                persisted_bytes: None,
+                full_state_bytes: None,
+                checkpointed_bytes: None,
+                needed_ms: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn thin_evidence_says_so_and_gives_no_timing_advice() {
+        let a = advise(&config(30_000, 60_000, 3), &completed(3, 110_000, 50_000));
+        assert!(a.thin.as_deref().unwrap().starts_with("only 3 completed checkpoints"));
+        assert!(a.predicted.is_none());
+        assert!(a.findings.is_empty(), "{:?}", a.findings);
+    }
+
+    /// Interval 30 s, min-pause 60 s, 50 s checkpoints: a 110 s cycle.
+    #[test]
+    fn min_pause_binds_with_its_spacing_predicted() {
+        let a = advise(&config(30_000, 60_000, 3), &completed(12, 110_000, 50_000));
+        assert!(a.has("min_pause_binds") && a.has("interval_below_duration"), "{:?}", a.findings);
+        let f = a.findings.iter().find(|f| f.id == "min_pause_binds").unwrap();
+        assert_eq!(f.predicted.current.as_ref().unwrap().spacing_ms, 110_000);
+        assert_eq!(
+            f.summary,
+            "checkpoints every 110.0 s, not every 30.0 s: min-pause 60.0 s binds after each ~50.0 s checkpoint"
+        );
+        assert_eq!(f.recommendation.set["execution.checkpointing.min-pause"], "0s");
+        // Without the pause, the 50 s checkpoints hold the next trigger: every 50 s.
+        assert_eq!(f.predicted.recommended.as_ref().unwrap().spacing_ms, 50_000);
+        assert!(!a.has("tolerable_too_high") && !a.has("no_retention"));
+    }
+
+    #[test]
+    fn tolerable_failures_too_many_or_none() {
+        let mut c = config(5_000, 0, 100);
+        c.settings.timeout_ms = Some(60_000);
+        let a = advise(&c, &completed(10, 5_000, 100));
+        let f = a.findings.iter().find(|f| f.id == "tolerable_too_high").unwrap();
+        // 101 expiries of 60 s each.
+        let Value::Int(stuck) = f.evidence["stuck_job_fails_after_ms"] else { panic!() };
+        assert!((101 * 60_000..102 * 60_000).contains(&stuck), "{stuck}");
+        assert_eq!(f.recommendation.set["execution.checkpointing.tolerable-failed-checkpoints"], "3");
+        assert!(advise(&config(5_000, 0, 0), &completed(10, 5_000, 100)).has("tolerable_zero"));
+        assert!(!advise(&config(5_000, 0, 10), &completed(10, 5_000, 100)).has("tolerable_too_high"));
+    }
+
+    #[test]
+    fn large_heap_state_gets_rocksdb_and_incremental_with_the_version_s_keys() {
+        let mut c = config(60_000, 0, 3);
+        c.flink_version = Some("2.3.0".into());
+        c.settings.state_backend = Some("HashMapStateBackend".into());
+        let mut samples = completed(10, 60_000, 1_000);
+        for s in &mut samples {
+            s.full_state_bytes = Some(6 << 30);
+            s.checkpointed_bytes = Some(6 << 30);
+        }
+        let a = advise(&c, &samples);
+        let f = a.findings.iter().find(|f| f.id == "large_state_full_snapshots").unwrap();
+        assert_eq!(f.recommendation.set["state.backend.type"], "rocksdb");
+        assert_eq!(f.recommendation.set["execution.checkpointing.incremental"], "true");
+        let need = a.findings.iter().find(|f| f.id == "storage_need").unwrap();
+        assert_eq!(need.evidence["need_bytes"], Value::Int(9 << 30));
+    }
+
+    #[test]
+    fn predictions_are_deterministic() {
+        let samples = completed(20, 10_000, 2_000);
+        assert_eq!(advise(&config(10_000, 0, 3), &samples), advise(&config(10_000, 0, 3), &samples));
+    }
+}

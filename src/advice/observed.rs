@@ -1,0 +1,220 @@
+//! What a job's checkpoints showed, for the advisor: one [`Sample`] per finished checkpoint
+//! (from the poller's details, from the store, or from Flink's JSON) and the figures the
+//! findings rest on ([`Observed`]: percentiles, spacing, alignment, state size).
+
+use crate::observe::{CheckpointStatus, FailureReason, FinishedCheckpoint, SnapshotKind};
+use crate::state::outbox::StoredCheckpoint;
+use crate::state::record::CheckpointRecord;
+use crate::time::Timestamp;
+
+/// Fewer completed checkpoints than this are too few to time a recommendation on.
+pub const MIN_COMPLETED: usize = 5;
+
+/// One finished checkpoint (savepoints are left out: they are not on the periodic schedule).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// Flink's id.
+    pub id: u64,
+    /// Trigger time.
+    pub triggered_at: Timestamp,
+    /// Completed or failed.
+    pub status: CheckpointStatus,
+    /// Trigger to last ack (completed) or to failure (failed), ms.
+    pub duration_ms: Option<u64>,
+    /// Why it failed, when it did and the message says.
+    pub failure: Option<FailureReason>,
+    /// The longest time a subtask spent before its snapshot: start delay + alignment, ms.
+    pub alignment_ms: Option<u64>,
+    /// Bytes processed during alignment (what unaligned checkpoints would persist instead).
+    pub processed_bytes: Option<u64>,
+    /// In-flight bytes persisted (unaligned checkpoints).
+    pub persisted_bytes: Option<u64>,
+    /// Full state size (1.15+).
+    pub full_state_bytes: Option<u64>,
+    /// Bytes this checkpoint wrote.
+    pub checkpointed_bytes: Option<u64>,
+    /// An expired checkpoint whose every subtask acknowledged in the end (Flink records a late
+    /// acknowledgement, marked aborted): how long it needed, ms.
+    pub needed_ms: Option<u64>,
+}
+
+impl Sample {
+    /// A finished checkpoint as the poller or `convert::finished` gives it; `None` for a savepoint.
+    pub fn from_finished(cp: &FinishedCheckpoint) -> Option<Sample> {
+        if cp.kind == SnapshotKind::Savepoint {
+            return None;
+        }
+        let alignment_ms = cp
+            .operators
+            .iter()
+            .flat_map(|o| &o.subtasks)
+            .filter_map(|s| match (s.start_delay_ms, s.alignment_ms) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+            })
+            .max();
+        let subtasks: Vec<_> = cp.operators.iter().flat_map(|o| &o.subtasks).collect();
+        let needed_ms = (cp.status == CheckpointStatus::Failed
+            && !subtasks.is_empty()
+            && subtasks.iter().all(|s| s.acknowledged && s.end_to_end_ms.is_some()))
+        .then(|| subtasks.iter().filter_map(|s| s.end_to_end_ms).max())
+        .flatten();
+        Some(Sample {
+            needed_ms,
+            id: cp.id,
+            triggered_at: cp.triggered_at,
+            status: cp.status,
+            duration_ms: match cp.status {
+                CheckpointStatus::Completed => cp.end_to_end_ms,
+                _ => Some(cp.finished_at.since(cp.triggered_at)),
+            },
+            failure: cp.failure_message.as_deref().and_then(FailureReason::from_message),
+            alignment_ms,
+            processed_bytes: cp.processed_bytes,
+            persisted_bytes: cp.persisted_bytes,
+            full_state_bytes: cp.full_state_bytes,
+            checkpointed_bytes: cp.checkpointed_bytes,
+        })
+    }
+
+    /// A checkpoint as the store keeps it; `None` for a savepoint.
+    pub fn from_stored(stored: &StoredCheckpoint) -> Option<Sample> {
+        Some(Sample {
+            processed_bytes: stored.processed_bytes,
+            persisted_bytes: stored.persisted_bytes,
+            full_state_bytes: stored.full_state_bytes,
+            checkpointed_bytes: stored.checkpointed_bytes,
+            ..Sample::from_record(&stored.record)?
+        })
+    }
+
+    /// A checkpoint as the daemon's recent list keeps it (no sizes); `None` for a savepoint.
+    pub fn from_record(r: &CheckpointRecord) -> Option<Sample> {
+        if r.kind == SnapshotKind::Savepoint {
+            return None;
+        }
+        let phases = r.slowest_phases_ms.or(r.max_phases_ms);
+        Some(Sample {
+            needed_ms: r.holdout.as_ref().and_then(|h| h.late_ack_ms),
+            id: r.id,
+            triggered_at: r.triggered_at,
+            status: r.status,
+            duration_ms: match r.status {
+                CheckpointStatus::Completed => r.end_to_end_ms,
+                _ => Some(r.finished_at.since(r.triggered_at)),
+            },
+            failure: r.failure_message.as_deref().and_then(FailureReason::from_message),
+            alignment_ms: phases.map(|p| p[0] + p[1]),
+            processed_bytes: None,
+            persisted_bytes: None,
+            full_state_bytes: None,
+            checkpointed_bytes: None,
+        })
+    }
+
+    /// Whether it expired (the coordinator's timeout aborted it).
+    pub fn expired(&self) -> bool {
+        self.failure == Some(FailureReason::CheckpointExpired)
+    }
+}
+
+/// The figures of a job's samples the findings rest on.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Observed {
+    /// Completed checkpoints looked at.
+    pub completed: usize,
+    /// Failed ones, expired included.
+    pub failed: usize,
+    /// Expired ones.
+    pub expired: usize,
+    /// The longest an expired checkpoint needed, ms, of those acknowledged late by all their
+    /// subtasks (`None`: none was, how long they needed is not known).
+    pub expired_needed_ms: Option<u64>,
+    /// How many expired checkpoints tell how long they needed.
+    pub expired_needed_known: usize,
+    /// First to last trigger, ms.
+    pub span_ms: u64,
+    /// Completed durations, ms: median, 95th and 99th percentile (nearest rank).
+    pub duration_p50_ms: Option<u64>,
+    /// See `duration_p50_ms`.
+    pub duration_p95_ms: Option<u64>,
+    /// See `duration_p50_ms`.
+    pub duration_p99_ms: Option<u64>,
+    /// Median gap between the triggers of consecutive ids, ms.
+    pub spacing_ms: Option<u64>,
+    /// Median start delay + alignment of the completed ones, ms.
+    pub alignment_p50_ms: Option<u64>,
+    /// Median bytes processed during alignment.
+    pub processed_p50_bytes: Option<u64>,
+    /// Median in-flight bytes persisted.
+    pub persisted_p50_bytes: Option<u64>,
+    /// The newest completed checkpoint's full state size (its checkpointed size before 1.15).
+    pub state_bytes: Option<u64>,
+    /// Whether some completed checkpoint wrote well under its full state (incremental seen).
+    pub incremental_seen: bool,
+}
+
+/// Nearest-rank percentile `p` (0–100) of `values`; `None` when empty.
+pub fn percentile(values: &[u64], p: u64) -> Option<u64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    let n = sorted.len() as u64;
+    if n == 0 {
+        return None;
+    }
+    let rank = (p * n).div_ceil(100).clamp(1, n);
+    Some(sorted[(rank - 1) as usize])
+}
+
+impl Observed {
+    /// The figures of `samples` (any order).
+    pub fn of(samples: &[Sample]) -> Observed {
+        let mut sorted: Vec<&Sample> = samples.iter().collect();
+        sorted.sort_by_key(|s| (s.triggered_at, s.id));
+        let completed: Vec<&Sample> =
+            sorted.iter().copied().filter(|s| s.status == CheckpointStatus::Completed).collect();
+        let durations: Vec<u64> = completed.iter().filter_map(|s| s.duration_ms).collect();
+        let gaps: Vec<u64> = sorted
+            .windows(2)
+            .filter(|w| w[1].id == w[0].id + 1)
+            .map(|w| w[1].triggered_at.since(w[0].triggered_at))
+            .collect();
+        let of_completed =
+            |f: fn(&Sample) -> Option<u64>| -> Vec<u64> { completed.iter().filter_map(|s| f(s)).collect() };
+        let newest = completed.last();
+        Observed {
+            completed: completed.len(),
+            failed: sorted.len() - completed.len(),
+            expired: sorted.iter().filter(|s| s.expired()).count(),
+            expired_needed_ms: sorted.iter().filter(|s| s.expired()).filter_map(|s| s.needed_ms).max(),
+            expired_needed_known: sorted.iter().filter(|s| s.expired() && s.needed_ms.is_some()).count(),
+            span_ms: match (sorted.first(), sorted.last()) {
+                (Some(a), Some(b)) => b.triggered_at.since(a.triggered_at),
+                _ => 0,
+            },
+            duration_p50_ms: percentile(&durations, 50),
+            duration_p95_ms: percentile(&durations, 95),
+            duration_p99_ms: percentile(&durations, 99),
+            spacing_ms: percentile(&gaps, 50),
+            alignment_p50_ms: percentile(&of_completed(|s| s.alignment_ms), 50),
+            processed_p50_bytes: percentile(&of_completed(|s| s.processed_bytes), 50),
+            persisted_p50_bytes: percentile(&of_completed(|s| s.persisted_bytes), 50),
+            state_bytes: newest.and_then(|s| s.full_state_bytes.or(s.checkpointed_bytes)),
+            incremental_seen: completed.iter().any(|s| match (s.checkpointed_bytes, s.full_state_bytes) {
+                (Some(c), Some(f)) => f > 0 && c * 10 < f * 9,
+                _ => false,
+            }),
+        }
+    }
+
+    /// Why these samples are too few to time advice on, if they are.
+    pub fn thin(&self) -> Option<String> {
+        (self.completed < MIN_COMPLETED).then(|| {
+            format!(
+                "only {} completed checkpoint{} to go on (at least {MIN_COMPLETED} are needed): no timing advice yet",
+                self.completed,
+                if self.completed == 1 { "" } else { "s" }
+            )
+        })
+    }
+}

@@ -1,0 +1,131 @@
+//! `checkpoint-sentinel advise`: each job's checkpoint configuration against its own
+//! checkpoints, as findings with the keys to set and the reference model's prediction before
+//! and after (`docs/advice.md`), from a live cluster (`--url`, `--config`) or a captured folder
+//! of Flink's JSON (`--replay`).
+//!
+//! Files: this one (arguments, the live fetch), [`report`] (what it found), [`replay`] (a
+//! captured folder), [`render`] (text and the JSON contract). The advice itself is `crate::advice`, pure.
+
+pub mod render;
+pub mod replay;
+pub mod report;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::advice::Sample;
+use crate::commands::diagnose::{self, DiagnoseArgs, DiagnoseError};
+use crate::sources::flink::client::FlinkClient;
+use crate::sources::flink::{convert, dto};
+pub use report::{AdviseError, AdviseReport, JobAdvice, job_advice};
+
+/// Output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Findings for people.
+    Text,
+    /// One JSON document (`docs/advice.md`).
+    Json,
+}
+
+/// Arguments of `advise`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct AdviseArgs {
+    /// The JobManager's REST base URL, e.g. `http://127.0.0.1:8081`.
+    #[arg(long, conflicts_with_all = ["config", "replay"])]
+    pub url: Option<String>,
+    /// Take the cluster's URL, credentials and CA from the daemon's configuration file.
+    #[arg(long, conflicts_with = "replay")]
+    pub config: Option<PathBuf>,
+    /// With `--config`: which `[[clusters]]` entry (by `name`); needed when there are several.
+    #[arg(long, requires = "config")]
+    pub cluster: Option<String>,
+    /// A folder of captured REST responses (`checkpoints-config.json`, `checkpoints.json`,
+    /// `poll/`, `checkpoint-details/`, `job-config.json` …), read instead of a live cluster.
+    #[arg(long)]
+    pub replay: Option<PathBuf>,
+    /// Advise only this job id (default: every job that has not ended).
+    #[arg(long)]
+    pub job: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// How many of the newest finished checkpoints to fetch in detail (for alignment).
+    #[arg(long, default_value_t = 10)]
+    pub checkpoints: usize,
+    /// Timeout of each request.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub timeout: Duration,
+}
+
+/// Runs the command and returns what to print.
+pub async fn run(args: &AdviseArgs) -> Result<String, AdviseError> {
+    let report = match &args.replay {
+        Some(dir) => replay::read(dir, args.job.as_deref())?,
+        None if args.url.is_none() && args.config.is_none() => {
+            return Err(AdviseError::Usage("give --url, --config (with --cluster) or --replay DIR".into()));
+        }
+        None => live(args).await?,
+    };
+    Ok(match args.format {
+        Format::Json => render::json(&report),
+        Format::Text => render::text(&report),
+    })
+}
+
+async fn live(args: &AdviseArgs) -> Result<AdviseReport, AdviseError> {
+    let as_diagnose = DiagnoseArgs {
+        url: args.url.clone(),
+        config: args.config.clone(),
+        cluster: args.cluster.clone(),
+        job: args.job.clone(),
+        format: diagnose::Format::Json,
+        checkpoints: args.checkpoints,
+        timeout: args.timeout,
+    };
+    let cluster = diagnose::cluster_config(&as_diagnose)?;
+    let client = FlinkClient::new(&cluster).map_err(DiagnoseError::from)?;
+    let overview = client.overview().await.map_err(DiagnoseError::from)?;
+    let jobs = client.jobs_overview().await.map_err(DiagnoseError::from)?;
+    // The cluster's options are optional: some deployments turn the endpoint's values off.
+    let cluster_options = client.jobmanager_config().await.unwrap_or_default();
+    let selected: Vec<&dto::JobOverview> = match &args.job {
+        Some(id) => vec![
+            jobs.jobs.iter().find(|j| &j.jid == id).ok_or_else(|| DiagnoseError::NoSuchJob(id.clone()))?,
+        ],
+        None => jobs.jobs.iter().filter(|j| !convert::job_status(j.state.as_deref()).has_ended()).collect(),
+    };
+    let mut out = Vec::new();
+    for job in selected {
+        let id = job.jid.as_str();
+        let Some(config) = client.checkpoint_config(id).await.map_err(DiagnoseError::from)? else { continue };
+        let stats = client.checkpoints(id).await.map_err(DiagnoseError::from)?;
+        let details = client.job(id).await.ok();
+        let job_config = client.job_config(id).await.ok().flatten();
+        let names = diagnose::vertex_names(details.as_ref());
+        let mut history: Vec<&dto::CheckpointStatistics> = stats.history.iter().collect();
+        history.sort_by_key(|c| std::cmp::Reverse(c.id));
+        let detailed = diagnose::fetch_finished(&client, id, &history, &names, args.checkpoints).await;
+        let mut samples: Vec<Sample> = detailed.iter().filter_map(Sample::from_finished).collect();
+        let seen: std::collections::BTreeSet<u64> = samples.iter().map(|s| s.id).collect();
+        samples.extend(
+            history
+                .iter()
+                .filter(|cp| !seen.contains(&cp.id))
+                .filter_map(|cp| convert::finished(cp, &[]))
+                .filter_map(|f| Sample::from_finished(&f)),
+        );
+        let configuration = convert::configuration(
+            &config,
+            job_config.as_ref(),
+            &cluster_options,
+            overview.flink_version.as_deref(),
+        );
+        out.push(job_advice(id.to_string(), job.name.clone().unwrap_or_default(), &configuration, &samples));
+    }
+    Ok(AdviseReport {
+        source: crate::config::redact_url(&cluster.url),
+        flink_version: overview.flink_version,
+        jobs: out,
+    })
+}

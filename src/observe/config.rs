@@ -1,0 +1,72 @@
+//! A job's whole checkpoint configuration as the advisor reads it: the timing settings of
+//! `/checkpoints/config`, retention, the state backend's options and the restart strategy,
+//! gathered from `/checkpoints/config`, `/jobs/:id/config` and `/jobmanager/config`.
+
+/// How Flink is configured to checkpoint a job (`/checkpoints/config`), durations in ms.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct CheckpointSettings {
+    /// `true` for EXACTLY_ONCE, `false` for AT_LEAST_ONCE.
+    pub exactly_once: bool,
+    /// Interval; `None` when periodic checkpoints are off.
+    pub interval_ms: Option<u64>,
+    /// Timeout.
+    pub timeout_ms: Option<u64>,
+    /// Minimum pause between the end of one checkpoint and the start of the next.
+    pub min_pause_ms: u64,
+    /// Maximum concurrent checkpoints.
+    pub max_concurrent: u32,
+    /// Tolerable consecutive failed checkpoints.
+    pub tolerable_failures: Option<u32>,
+    /// Unaligned checkpoints enabled.
+    pub unaligned: bool,
+    /// Aligned checkpoint timeout (0 = start unaligned right away when unaligned is on).
+    pub aligned_checkpoint_timeout_ms: Option<u64>,
+    /// State backend class name.
+    pub state_backend: Option<String>,
+}
+
+/// Everything Flink says about how a job checkpoints; what no endpoint told is `None`.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct CheckpointConfiguration {
+    /// The timing settings (interval, timeout, min-pause, max-concurrent, tolerable failures,
+    /// unaligned and its aligned timeout, the state backend's class).
+    pub settings: CheckpointSettings,
+    /// Whether completed checkpoints are kept when the job is cancelled.
+    pub retained_on_cancellation: Option<bool>,
+    /// The checkpoint storage's class name.
+    pub checkpoint_storage: Option<String>,
+    /// Incremental snapshots (`execution.checkpointing.incremental`, 1.x
+    /// `state.backend.incremental`).
+    pub incremental: Option<bool>,
+    /// The changelog state backend.
+    pub changelog: Option<bool>,
+    /// Local recovery (`execution.state-recovery.from-local`, 1.x `state.backend.local-recovery`).
+    pub local_recovery: Option<bool>,
+    /// How many completed checkpoints are retained (`execution.checkpointing.num-retained`, 1.x
+    /// `state.checkpoints.num-retained`; Flink's default is 1).
+    pub retained_checkpoints: Option<u32>,
+    /// The restart strategy, as `/jobs/:id/config` words it.
+    pub restart_strategy: Option<String>,
+    /// Flink's version, e.g. `2.3.0`.
+    pub flink_version: Option<String>,
+}
+
+impl CheckpointConfiguration {
+    /// Flink's major version (1 when unknown: the 1.x keys are the ones 2.x still reads most).
+    pub fn major_version(&self) -> u32 {
+        self.flink_version
+            .as_deref()
+            .and_then(|v| v.split('.').next())
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(1)
+    }
+
+    /// Whether the state backend is the heap one (`HashMapStateBackend`, 1.x `MemoryStateBackend`
+    /// and `FsStateBackend`).
+    pub fn heap_backend(&self) -> bool {
+        self.settings.state_backend.as_deref().is_some_and(|b| {
+            let b = b.to_ascii_lowercase();
+            b.contains("hashmap") || b.contains("memory") || b.contains("fsstate") || b == "heap"
+        })
+    }
+}

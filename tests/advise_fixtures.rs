@@ -1,0 +1,157 @@
+//! `advise --format json` on every captured scenario of every Flink version: the expected
+//! findings (docs/advice.md), and a min-pause spacing predicted within 10 % of the observed one.
+
+use std::path::{Path, PathBuf};
+
+use checkpoint_sentinel::commands::advise::{render, replay};
+
+fn captures() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut out = Vec::new();
+    for version in std::fs::read_dir(&root).unwrap().flatten() {
+        if !version.file_name().to_string_lossy().starts_with("flink-") {
+            continue;
+        }
+        for scenario in std::fs::read_dir(version.path()).unwrap().flatten() {
+            if scenario.path().join("rest/checkpoints-config.json").is_file() {
+                out.push(scenario.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn advise_json(dir: &Path) -> serde_json::Value {
+    let report = replay::read(dir, None).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let doc: serde_json::Value = serde_json::from_str(&render::json(&report)).unwrap();
+    doc["jobs"][0].clone()
+}
+
+fn ids(job: &serde_json::Value) -> Vec<String> {
+    job["findings"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn every_capture_gets_the_expected_findings() {
+    let mut checked = 0;
+    let mut minpause = 0;
+    for dir in captures() {
+        let scenario = dir.file_name().unwrap().to_string_lossy().to_string();
+        let job = advise_json(&dir);
+        let found = ids(&job);
+        let at = format!("{}: {found:?}", dir.display());
+        // The contract: every finding carries these.
+        for f in job["findings"].as_array().unwrap() {
+            for key in ["id", "severity", "evidence", "summary"] {
+                assert!(!f[key].is_null(), "{at}: {key} missing in {f}");
+            }
+            assert!(f["recommendation"]["set"].is_object(), "{at}: {f}");
+            assert!(
+                f["predicted"].get("current").is_some() && f["predicted"].get("recommended").is_some(),
+                "{at}"
+            );
+        }
+        assert!(found.contains(&"no_retention".to_string()), "{at}");
+        let tolerable = job["configuration"]["settings"]["tolerable_failures"].as_u64().unwrap();
+        assert_eq!(found.contains(&"tolerable_too_high".to_string()), tolerable > 10, "{at}");
+        if job["thin"].is_string() {
+            for id in checkpoint_sentinel::advice::TIMING {
+                assert!(!found.contains(&id.to_string()), "{at}: thin evidence but {id}");
+            }
+        }
+        match scenario.as_str() {
+            "minpause" => {
+                assert!(found.contains(&"min_pause_binds".to_string()), "{at}");
+                let f = job["findings"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|f| f["id"] == "min_pause_binds")
+                    .unwrap();
+                let predicted = f["predicted"]["current"]["spacing_ms"].as_f64().unwrap();
+                let observed = job["observed"]["spacing_ms"].as_f64().unwrap();
+                assert!(
+                    (predicted - observed).abs() <= observed * 0.1,
+                    "{at}: predicted {predicted}, observed {observed}"
+                );
+                minpause += 1;
+            }
+            "expired" => assert!(found.contains(&"timeout_tight".to_string()), "{at}"),
+            s if s.starts_with("backpressure") && !s.contains("unaligned") => {
+                assert!(found.contains(&"alignment_share_high".to_string()), "{at}")
+            }
+            "healthy" => {
+                for id in checkpoint_sentinel::advice::TIMING {
+                    assert!(!found.contains(&id.to_string()), "{at}: healthy but {id}");
+                }
+            }
+            _ => {}
+        }
+        checked += 1;
+    }
+    assert!(checked >= 34, "only {checked} captures");
+    assert_eq!(minpause, 3);
+}
+
+/// The expired scenario's timeout recommendation rests on the late acknowledgements: under it
+/// the model predicts no expiry.
+#[test]
+fn the_expired_recommendation_predicts_no_expiry() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/flink-2.3.0/expired");
+    let job = advise_json(&dir);
+    let f = job["findings"].as_array().unwrap().iter().find(|f| f["id"] == "timeout_tight").unwrap().clone();
+    assert_eq!(f["recommendation"]["set"]["execution.checkpointing.timeout"], "10s");
+    assert!(f["predicted"]["current"]["expiries_per_hour"].as_f64().unwrap() > 100.0);
+    assert_eq!(f["predicted"]["recommended"]["expiries_per_hour"].as_f64().unwrap(), 0.0);
+    // Subtask 0 of stateful-map sleeps 6 s on these checkpoints and acknowledges late.
+    assert!((6_000..6_100).contains(&f["evidence"]["expired_needed_ms"].as_u64().unwrap()));
+}
+
+/// The daemon's advice of a polled job: the whole configuration read (the restart strategy from
+/// `/jobs/:id/config`), the same findings as `advise`, the risk series and their count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_serves_the_advice_and_exports_the_risks() {
+    let flink = crate::common::replay("2.3.0", "expired").await;
+    let state = tempfile::tempdir().unwrap();
+    let config = crate::common::watching(&flink.url, std::time::Duration::from_millis(100), state.path());
+    let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
+    let job_id = flink.scenario().job_id.clone();
+    let url = format!("http://{}/api/v1/jobs/lab/{job_id}/advice", daemon.addr);
+    let advice = crate::common::until(
+        "the advice with enough checkpoints to time it",
+        std::time::Duration::from_secs(60),
+        || async { reqwest::get(&url).await.unwrap().json::<serde_json::Value>().await.unwrap() },
+        |a| {
+            a["thin"].is_null()
+                && a["findings"].as_array().is_some_and(|f| f.iter().any(|f| f["id"] == "timeout_tight"))
+        },
+    )
+    .await;
+    let found = ids(&advice);
+    for id in ["timeout_tight", "tolerable_too_high", "no_retention"] {
+        assert!(found.contains(&id.to_string()), "{found:?}");
+    }
+    assert_eq!(advice["job_name"], "flink-lab-expired");
+    assert!(
+        advice["configuration"]["restart_strategy"].as_str().unwrap().starts_with("Restart with fixed delay")
+    );
+    assert_eq!(advice["configuration"]["flink_version"], "2.3.0");
+    let metrics = crate::common::scrape(daemon.addr).await;
+    for (finding, on) in [("tolerable_too_high", 1.0), ("timeout_tight", 1.0), ("no_retention", 1.0)] {
+        let labels = [
+            ("cluster", "lab"),
+            ("job_id", job_id.as_str()),
+            ("job_name", "flink-lab-expired"),
+            ("finding", finding),
+        ];
+        assert_eq!(
+            crate::common::sample(&metrics, "flink_checkpoint_config_risk", &labels),
+            Some(on),
+            "{finding}"
+        );
+    }
+    let missing = reqwest::get(format!("http://{}/api/v1/jobs/lab/nope/advice", daemon.addr)).await.unwrap();
+    assert_eq!(missing.status(), 404);
+    daemon.shutdown().await;
+}
