@@ -266,7 +266,7 @@ impl Evaluator {
         if self.windows.contains_key(&Scope::Daemon) {
             let subject = Subject::Daemon(DaemonView { facts, now });
             let entity = (Scope::Daemon, String::new(), String::new());
-            self.evaluate_subject(entity, subject, &[], now, &mut round);
+            self.evaluate_subject(entity, subject, &[], &Detail::default(), now, &mut round);
         }
         for (cluster_name, cluster) in state.clusters() {
             if self.windows.contains_key(&Scope::Cluster) {
