@@ -121,3 +121,26 @@ fn the_demo_command_cleans_up_on_sigterm_and_takes_interval_scale() {
     assert!(status.success(), "{status}");
     assert!(!dir.exists(), "{} left after SIGTERM", dir.display());
 }
+
+/// `interval_scale` reaches the simulated jobs when the daemon runs too: the healthy job's 2 s
+/// interval is 60 s at scale 30, as its checkpoint config over the simulated REST API says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_interval_scale_applies_with_the_daemon() {
+    // A folder of the test's own: a temporary one of the demo's would race the test above,
+    // which counts this process's demo folders.
+    let dir = tempfile::tempdir().unwrap();
+    let demo = start(DemoOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        jobs: 1,
+        seed: 1,
+        dir: Some(dir.path().to_path_buf()),
+        interval_scale: 30,
+    })
+    .await
+    .unwrap();
+    let (id, _) = &demo.jobs[0];
+    let url = format!("{}/jobs/{id}/checkpoints/config", demo.flink_url);
+    let config: serde_json::Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+    assert_eq!(config["interval"], 60_000, "{config}");
+    demo.shutdown().await;
+}
