@@ -54,6 +54,10 @@ the job stays pending or firing, nothing stays in progress, and the daemon's cou
 Flink's final counts (the poller polls an ended job until its counts settle). On healthy, no
 alert of the job became pending or firing at any second of the run (built-in rules).
 
+Each scenario applies to the Flink versions it declares (`@since`: traces needs 1.19, whose
+Slf4j trace reporter emits checkpoint spans; savepoint 1.17, as 1.13.6 lists no failed
+savepoint in its history); out of range it is skipped with a printed reason.
+
 Prints one line per assertion with the numbers; exits non-zero if any failed. Stdlib only.
 """
 import argparse
@@ -237,6 +241,33 @@ def counts_match(name, m, c, job):
           f"daemon completed={got['completed']:.0f} failed={got['failed']:.0f}; Flink {json.dumps(c)}")
 
 
+def flink_summary_p95(env, job):
+    """Flink's own summary P95 of the end-to-end duration; 'none' where its summaries carry no
+    percentiles (1.13 has min, max and avg only)."""
+    summary = env.checkpoints(job).get("summary", {}).get("end_to_end_duration", {})
+    return summary.get("p95", "none: this version's summary has no percentiles")
+
+
+def version_tuple(version):
+    return tuple(int(p) for p in re.findall(r"\d+", version)[:3])
+
+
+def since(first, needs):
+    """Declares the first Flink version a scenario applies to, and what it needs from it."""
+    def mark(scenario):
+        scenario.since = (first, needs)
+        return scenario
+    return mark
+
+
+def out_of_range(scenario, version):
+    """Why `scenario` does not apply to Flink `version`, or None when it does."""
+    first, needs = getattr(scenario, "since", ((0,), ""))
+    if version_tuple(version) < first:
+        return f"needs Flink >= {'.'.join(map(str, first))} ({needs}); this is {version}"
+    return None
+
+
 def healthy(env):
     job = env.flink("submit", env.a.version, "healthy")
     alerts = set()
@@ -254,7 +285,7 @@ def healthy(env):
           f"summary count {count:.0f}, distinct completed seen by this script {len(durations)}")
     check("healthy: P95 equals the nearest-rank P95 of Flink's history", abs(p95 - want) <= want * 0.01 + 1e-9,
           f"exported {p95:.3f} s, nearest-rank {want:.3f} s of {len(durations)} checkpoints "
-          f"(Flink's own summary p95 {c and env.checkpoints(job)['summary']['end_to_end_duration']['p95']})")
+          f"(Flink's own summary p95 {flink_summary_p95(env, job) if c else None})")
     cancel_and_check(env, "healthy", job)
 
 
@@ -941,6 +972,8 @@ def post_json(url, body):
         return json.loads(r.read().decode())
 
 
+@since((1, 17), "a savepoint that fails at its trigger is in Flink's checkpoint history on 1.17.2; "
+                "1.13.6 lists none, so there is nothing to count")
 def savepoint(env):
     """One savepoint triggered through REST completes, one to a directory that cannot be written
     fails: counted apart from the checkpoints, timed, and FlinkSavepointFailed reaches Alertmanager."""
@@ -988,6 +1021,7 @@ TRACE_REPORTER = ("traces.reporter.slf4j.factory.class: "
                   "org.apache.flink.traces.slf4j.Slf4jTraceReporterFactory")
 
 
+@since((1, 19), "the Slf4j trace reporter and its checkpoint spans came with 1.19")
 def traces(env):
     """Flink's checkpoint spans (its Slf4j trace reporter, read from the JobManager log) as the
     second source: Flink restarted with the reporter and web.checkpoints.history 10, a second
@@ -1132,6 +1166,10 @@ def main():
                   f"{'.'.join(map(str, APPLIES_FROM[scenario.__name__]))})", flush=True)
             continue
         print(f"--- {scenario.__name__} (Flink {a.version})", flush=True)
+        skip = out_of_range(scenario, a.version)
+        if skip:
+            print(f"SKIP  {scenario.__name__}: {skip}", flush=True)
+            continue
         started = time.time()
         try:
             scenario(env)

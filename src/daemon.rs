@@ -195,6 +195,24 @@ fn log_start(config: &Config, config_path: Option<&Path>, saved: bool, state: &S
     );
 }
 
+/// One line for each thing an empty list switches off, so that `logs = []` and
+/// `alertmanagers = []` are never silent.
+fn log_what_is_off(config: &Config) {
+    if config.logs.is_empty() && config.discovery.defaults.logs.is_none() {
+        tracing::warn!(
+            "no [[logs]]: the JobManager log is not followed, so the log-based alerts \
+             (FlinkCheckpointExpiredBurst, FlinkCheckpointDeclinedBurst, FlinkCheckpointBarrierMissing), \
+             root causes and the sub-second failure alerts are off; add a [[logs]] entry per cluster"
+        );
+    }
+    if config.alerting.alertmanagers.is_empty() {
+        tracing::warn!(
+            "no [alerting] alertmanagers: alerts are evaluated and shown (/api/v1/alerts, \
+             checkpoint_sentinel_alerts) but page nobody; list your Alertmanager URLs to be paged"
+        );
+    }
+}
+
 /// Opens the checkpoint store, when enabled. A damaged file is moved aside by the store; one
 /// that cannot be opened at all is logged and opened again by the persister's writes (with
 /// back-off; the records wait in the outbox and the state file meanwhile), never a reason to
@@ -242,6 +260,7 @@ pub async fn start_sharded(
     let clusters = all_clusters(&config.clusters, &discovered);
     state.retain_clusters(&clusters.iter().map(|c| c.name.clone()).collect::<Vec<_>>());
     log_start(&config, config_path.as_deref(), saved, &state);
+    log_what_is_off(&config);
     let app = shared_state(&config, state);
 
     let tls = crate::outputs::tls::load(&config.server).map_err(StartError::Tls)?;
@@ -572,7 +591,8 @@ pub async fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), Sta
     Ok(())
 }
 
-async fn shutdown_signal() {
+/// Ctrl-C (SIGINT) or SIGTERM, whichever comes first (the daemon's and the demo's stop).
+pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

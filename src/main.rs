@@ -22,19 +22,19 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the daemon.
+    /// Run the daemon: `run --config FILE` (or `run FILE`).
     Run {
-        /// The configuration file (TOML).
-        #[arg(long, short, env = "SENTINEL_CONFIG")]
-        config: PathBuf,
+        #[command(flatten)]
+        config: ConfigFile,
         /// Listen on this address instead of `server.listen`.
         #[arg(long)]
         listen: Option<SocketAddr>,
     },
-    /// Validate a configuration file and print it resolved, with secrets masked.
+    /// Validate a configuration file and print it resolved, with secrets masked:
+    /// `check-config --config FILE` (or `check-config FILE`).
     CheckConfig {
-        /// The configuration file (TOML).
-        config: PathBuf,
+        #[command(flatten)]
+        config: ConfigFile,
     },
     /// Analyse Flink log files offline: events per kind, a timeline per checkpoint, the subtasks
     /// that held checkpoints up, and root causes. Exit code 0; 3 when a file is not a Flink log
@@ -86,7 +86,7 @@ enum Command {
         #[arg(long, default_value = "/tmp/checkpoint-sentinel-demo/flink-demo-standalonesession-0.log")]
         log_file: PathBuf,
         /// Multiply every job's checkpoint interval, min-pause and timeout (30 gives 60 s
-        /// intervals, as in production).
+        /// intervals, as in production), with the daemon or without it.
         #[arg(long, default_value_t = 1)]
         interval_scale: u64,
         /// With `--no-daemon`: wait this long before every REST answer (e.g. `5ms`, the round
@@ -94,6 +94,33 @@ enum Command {
         #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration)]
         rest_delay: std::time::Duration,
     },
+}
+
+/// The configuration file of `run` and `check-config`, given the same way to both: `--config
+/// FILE` (or `SENTINEL_CONFIG`), or as the argument.
+#[derive(clap::Args)]
+struct ConfigFile {
+    /// The configuration file (TOML).
+    #[arg(long, short, env = "SENTINEL_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The configuration file, as the argument (the same as `--config FILE`).
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+}
+
+impl ConfigFile {
+    /// The one file given, or why there is none.
+    fn path(self) -> Result<PathBuf, String> {
+        match (self.file, self.config) {
+            (Some(file), Some(config)) if file != config => Err(format!(
+                "two configuration files: {} and --config (or SENTINEL_CONFIG) {}; give one",
+                file.display(),
+                config.display()
+            )),
+            (Some(path), _) | (None, Some(path)) => Ok(path),
+            (None, None) => Err("no configuration file: give --config FILE".into()),
+        }
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -123,14 +150,27 @@ fn main() -> ExitCode {
             log_file,
             rest_delay,
         }),
-        Command::Demo { listen, jobs, seed, .. } => run_demo(listen, jobs, seed),
+        Command::Demo { listen, jobs, seed, interval_scale, .. } => {
+            run_demo(listen, jobs, seed, interval_scale)
+        }
         Command::Diagnose(args) => run_diagnose(&args),
         Command::Simulate(args) => run_simulate(&args),
         Command::Advise(args) => run_advise(&args),
         Command::ScanLogs { format, max_line_bytes, files } => run_scan_logs(format, max_line_bytes, &files),
-        Command::CheckConfig { config } => run_check_config(&config),
-        Command::Run { config: path, listen } => run_daemon(path, listen),
+        Command::CheckConfig { config } => match config.path() {
+            Ok(path) => run_check_config(&path),
+            Err(e) => usage_error(&e),
+        },
+        Command::Run { config, listen } => match config.path() {
+            Ok(path) => run_daemon(path, listen),
+            Err(e) => usage_error(&e),
+        },
     }
+}
+
+fn usage_error(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
 }
 
 fn run_diagnose(args: &checkpoint_sentinel::commands::diagnose::DiagnoseArgs) -> ExitCode {
@@ -305,20 +345,21 @@ fn run_simulator(options: checkpoint_sentinel::commands::demo::SimulatorOptions)
         println!("simulated Flink REST API: {}", sim.flink_url);
         println!("JobManager log:           {}", sim.log_file.display());
         println!("jobs: {}", sim.jobs.len());
-        let _ = tokio::signal::ctrl_c().await;
+        checkpoint_sentinel::daemon::shutdown_signal().await;
         sim.shutdown();
         ExitCode::SUCCESS
     })
 }
 
-fn run_demo(listen: SocketAddr, jobs: usize, seed: u64) -> ExitCode {
+/// `demo`: until Ctrl-C or SIGTERM, after either of which its temporary folder is removed.
+fn run_demo(listen: SocketAddr, jobs: usize, seed: u64, interval_scale: u64) -> ExitCode {
     use checkpoint_sentinel::commands::demo::{DemoOptions, start};
     let runtime = match runtime(2) {
         Ok(r) => r,
         Err(code) => return code,
     };
     runtime.block_on(async move {
-        let demo = match start(DemoOptions { listen, jobs, seed, dir: None }).await {
+        let demo = match start(DemoOptions { listen, jobs, seed, dir: None, interval_scale }).await {
             Ok(d) => d,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -330,8 +371,8 @@ fn run_demo(listen: SocketAddr, jobs: usize, seed: u64) -> ExitCode {
         println!("status page:              http://{}/", demo.daemon.addr);
         println!("checkpoint-sentinel:      http://{}/metrics", demo.daemon.addr);
         println!("jobs: {}", demo.jobs.iter().map(|(_, name)| name.as_str()).collect::<Vec<_>>().join(", "));
-        println!("Ctrl-C stops the demo.");
-        let _ = tokio::signal::ctrl_c().await;
+        println!("Ctrl-C (or SIGTERM) stops the demo and removes {}.", demo.dir.display());
+        checkpoint_sentinel::daemon::shutdown_signal().await;
         demo.shutdown().await;
         ExitCode::SUCCESS
     })

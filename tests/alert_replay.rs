@@ -64,6 +64,10 @@ struct Outcome {
     final_counts_problem: Option<String>,
     /// The first description of `FlinkCheckpointScheduleUnexplained`.
     stall_description: Option<String>,
+    /// "Exceeded checkpoint tolerable failure threshold" events of the job's log.
+    logged_exceeded: u64,
+    /// Times the daemon's count of Flink's went past the tolerable number.
+    counted_exceeded: u64,
 }
 
 impl Outcome {
@@ -230,7 +234,13 @@ fn replay(scenario: &Scenario, steps: Vec<(i64, Step)>, cancel_at: i64) -> Outco
                     };
                     state.apply(&Observation::ClusterPolled(poll), shifted(at));
                 }
-                Step::Logs(events) => state.apply(&Observation::LogEvents(events), shifted(at)),
+                Step::Logs(events) => {
+                    outcome.logged_exceeded += events
+                        .iter()
+                        .filter(|e| e.kind == checkpoint_sentinel::observe::LogKind::TolerableExceeded)
+                        .count() as u64;
+                    state.apply(&Observation::LogEvents(events), shifted(at))
+                }
             }
         }
         evaluator.evaluate(&state, shifted(t));
@@ -249,6 +259,23 @@ fn replay(scenario: &Scenario, steps: Vec<(i64, Step)>, cancel_at: i64) -> Outco
                 }
             }
             outcome.stall_description.get_or_insert_with(|| text.clone());
+        }
+        for a in evaluator.active() {
+            // The tolerance alerts agree with Flink's own count: "about to exceed" never quotes
+            // more than the tolerable number, and never once Flink failed the job in the hour.
+            let job = &state.clusters()["lab"].jobs[&scenario.job_id];
+            let tolerable = job.settings.as_ref().and_then(|s| s.tolerable_failures);
+            if a.name() == "FlinkCheckpointToleranceNearlySpent" {
+                let quoted = a.value.unwrap_or(f64::NAN);
+                let exceeded_too = now.contains_key("FlinkCheckpointToleranceExceeded");
+                if tolerable.is_none_or(|t| quoted > f64::from(t) || t == 0) || exceeded_too {
+                    outcome.final_counts_problem = Some(format!(
+                        "about to exceed with {quoted} of {tolerable:?} ({} exceeded): {}",
+                        job.tolerance.exceeded(),
+                        a.annotations["description"]
+                    ));
+                }
+            }
         }
         for (name, st) in &now {
             let entry = outcome.by_alert.entry(name.clone()).or_default();
@@ -276,6 +303,7 @@ fn replay(scenario: &Scenario, steps: Vec<(i64, Step)>, cancel_at: i64) -> Outco
     if outcome.final_counts_problem.is_some() {
         return outcome;
     }
+    outcome.counted_exceeded = job.tolerance.exceeded();
     let totals = job.totals();
     let flink = job.flink_counts;
     if (totals.completed, totals.failed) != (flink.completed, flink.failed)
@@ -341,9 +369,12 @@ fn expected(scenario: &str) -> (&'static [&'static str], &'static [&'static str]
         // Every checkpoint is declined with tolerable 2: the budget is spent, the job restarts
         // and the failures go on. `FlinkCheckpointFailed` tells of failures after the daemon's
         // first look at the job: some captures begin with every failure already counted.
+        // Flink's count goes 0, 1, 2 and the third counted failure fails the job: the
+        // exceedance pages (the job failed over); "about to exceed" may come before the first.
         "tolerable-exceeded" | "tolerable-exceeded-debuglog" => (
-            &["FlinkCheckpointToleranceNearlySpent", "FlinkCheckpointFailureStreak"],
+            &["FlinkCheckpointToleranceExceeded", "FlinkCheckpointFailureStreak"],
             &[
+                "FlinkCheckpointToleranceNearlySpent",
                 "FlinkCheckpointFailed",
                 "FlinkCheckpointFailuresIncreasing",
                 "FlinkCheckpointDeclinedBurst",
@@ -468,6 +499,20 @@ fn the_builtin_rules_on_every_capture_at_its_pace_fire_what_they_should_and_noth
             if *flaps == 0 && known {
                 problems
                     .push(format!("{version} {name}: {alert} no longer flaps: remove it from KNOWN_FLAPS"));
+            }
+        }
+        if name.starts_with("tolerable-exceeded") {
+            // Each time the JobManager logged that the job failed for it, the daemon's count of
+            // Flink's went past the tolerable number.
+            println!(
+                "{version} {name}: exceeded {} times as counted, {} as logged",
+                outcome.counted_exceeded, outcome.logged_exceeded
+            );
+            if outcome.counted_exceeded != outcome.logged_exceeded || outcome.counted_exceeded == 0 {
+                problems.push(format!(
+                    "{version} {name}: tolerance exceeded {} times as counted, {} as logged",
+                    outcome.counted_exceeded, outcome.logged_exceeded
+                ));
             }
         }
         if let Some(problem) = &outcome.final_counts_problem {

@@ -29,6 +29,7 @@ async fn every_demo_job_gets_the_explanation_its_scenario_implies() {
         jobs: 5,
         seed: 1,
         dir: Some(dir.path().to_path_buf()),
+        interval_scale: 1,
     })
     .await
     .unwrap();

@@ -90,7 +90,8 @@ fn jobmanager_line(i: u64) -> String {
 async fn log_counts(addr: SocketAddr) -> Option<(u64, u64, u64, Vec<u64>)> {
     let metrics = try_scrape(addr).await?;
     let count = |kind| {
-        let labels = [("cluster", "lab"), ("job_id", JOB), ("kind", kind), ("source", "log")];
+        let labels =
+            [("cluster", "lab"), ("job_id", JOB), ("job_name", ""), ("kind", kind), ("source", "log")];
         sample(&metrics, "flink_checkpoint_log_events_total", &labels).map_or(0, |v| v as u64)
     };
     let lag = sample(&metrics, "checkpoint_sentinel_log_lag_bytes", &[("cluster", "lab")])

@@ -46,6 +46,7 @@ const PURE: &[&str] = &[
     "src/state/outbox.rs",
     "src/state/record.rs",
     "src/state/restore.rs",
+    "src/state/tolerance.rs",
     "src/state/traced.rs",
     "src/state/threads.rs",
     // time.rs is not here: `Timestamp::now` reads the clock (for the I/O edges).

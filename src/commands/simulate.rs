@@ -30,16 +30,17 @@ pub struct SimulateArgs {
     /// Checkpoint interval (overrides the replayed config), e.g. `30s`.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub interval: Option<Duration>,
-    /// Minimum pause between checkpoints.
+    /// Minimum pause between checkpoints [what-if default: 0s].
     #[arg(long, value_parser = humantime::parse_duration)]
     pub min_pause: Option<Duration>,
-    /// Maximum concurrent checkpoints.
+    /// Maximum concurrent checkpoints [what-if default: 1].
     #[arg(long)]
     pub max_concurrent: Option<u32>,
-    /// Checkpoint timeout.
+    /// Checkpoint timeout [what-if default: 10m, Flink's; replay: the job's].
     #[arg(long, value_parser = humantime::parse_duration)]
     pub timeout: Option<Duration>,
-    /// Tolerable consecutive failed checkpoints.
+    /// Tolerable consecutive failed checkpoints [what-if default: 0, Flink's: the first counted
+    /// failure fails the job; replay: the job's].
     #[arg(long)]
     pub tolerable_failures: Option<u32>,
     /// What-if: each checkpoint's outcome in turn, repeated: a duration (`50s`), `expired`, or
@@ -460,7 +461,16 @@ fn what_if_text(r: &WhatIf) -> String {
             r.config.tolerable_failures
         );
     }
-    out += "\n   id   trigger (ms)   binding          outcome\n";
+    let c = &r.config;
+    out += &format!(
+        "Settings: interval {}, min-pause {}, max-concurrent {}, timeout {}, tolerable failures {}.\n",
+        human_ms(c.interval_ms),
+        human_ms(c.min_pause_ms),
+        c.max_concurrent,
+        human_ms(c.timeout_ms),
+        c.tolerable_failures
+    );
+    out += "\n   id   triggered at   binding          outcome\n";
     for (id, t, b, end) in &r.checkpoints {
         let outcome = match end {
             Some(End::Completed(f)) => format!("completed after {}", human_ms((f.0 - t).max(0) as u64)),
@@ -469,7 +479,8 @@ fn what_if_text(r: &WhatIf) -> String {
             }
             None => "in progress".into(),
         };
-        out += &format!("{id:>5} {t:>14}   {:<16} {outcome}\n", b.as_str());
+        let at = format!("+{}", human_ms((*t).max(0) as u64));
+        out += &format!("{id:>5} {at:>14}   {:<16} {outcome}\n", b.as_str());
     }
     out
 }
@@ -572,6 +583,25 @@ mod tests {
         );
         assert_eq!(r.checkpoints.len(), 3);
         assert!(r.job_failed_at_ms.is_some());
+    }
+
+    /// The what-if says the settings it ran with (Flink's defaults for what was not given) and
+    /// when each checkpoint was triggered as a duration since the start, not raw ms.
+    #[test]
+    fn what_if_text_shows_its_settings_and_trigger_times_as_durations() {
+        let text = run(&args("30s", None, None, "5s")).unwrap();
+        assert!(
+            text.contains(
+                "Settings: interval 30.0 s, min-pause 0 ms, max-concurrent 1, timeout 10.0 min, tolerable failures 0."
+            ),
+            "{text}"
+        );
+        assert!(text.contains("triggered at"), "{text}");
+        // Seed 0 starts after a 26.5 s initial delay; the next trigger is an interval later.
+        let first = text.lines().find(|l| l.trim_start().starts_with("1 ")).unwrap();
+        let second = text.lines().find(|l| l.trim_start().starts_with("2 ")).unwrap();
+        assert!(first.contains("+26.5 s") && second.contains("+56.5 s"), "{first}\n{second}");
+        assert!(!text.contains("trigger (ms)"), "{text}");
     }
 
     fn args(interval: &str, min_pause: Option<&str>, timeout: Option<&str>, durations: &str) -> SimulateArgs {

@@ -112,6 +112,9 @@ pub struct AlertingConfig {
     pub default_rules: bool,
     /// Built-in rules to switch off, by name.
     pub disable_rules: Vec<String>,
+    /// Where the built-in rules' `runbook_url` points (an internal wiki, a copy of
+    /// docs/runbook.md), `#<alert name in lower case>` appended.
+    pub runbook_base_url: String,
     /// HTTP basic authentication towards the Alertmanagers.
     pub basic_auth: Option<BasicAuth>,
     /// A bearer token towards the Alertmanagers.
@@ -128,6 +131,7 @@ impl Default for AlertingConfig {
             external_url: None,
             default_rules: true,
             disable_rules: Vec::new(),
+            runbook_base_url: crate::rules::builtin::RUNBOOK_BASE_URL.to_string(),
             basic_auth: None,
             bearer_token: None,
         }
@@ -336,7 +340,12 @@ impl Config {
                 .iter()
                 .filter(|r| !self.alerting.disable_rules.contains(&r.spec.name))
                 .filter(|r| !self.rules.iter().any(|own| own.name == r.spec.name))
-                .cloned()
+                .map(|r| {
+                    let mut rule = r.clone();
+                    let base = &self.alerting.runbook_base_url;
+                    rule.spec.runbook_url = crate::rules::builtin::runbook_url(base, &rule.spec.name);
+                    rule
+                })
                 .collect()
         } else {
             Vec::new()

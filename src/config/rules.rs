@@ -76,4 +76,26 @@ mod tests {
         let back = toml::to_string(&config).unwrap();
         assert!(back.contains("include_jobs = [\"^orders-\", \"(\"]"), "{back}");
     }
+
+    /// `[alerting] runbook_base_url` points every built-in rule's runbook_url at an internal
+    /// copy, with the same anchors; a rule of one's own keeps its own.
+    #[test]
+    fn the_runbook_base_url_points_the_builtin_rules_elsewhere() {
+        let text = "[alerting]\nrunbook_base_url = 'https://wiki.example.com/flink/runbook'\n\
+                    [[rules]]\nname='Mine'\nexpr='checkpoints.failed > 0'\nseverity='warning'\nclass='failure'\n\
+                    summary='s'\ndescription='d'\nrunbook_url='https://wiki.example.com/mine'\n";
+        let config: Config = toml::from_str(text).unwrap();
+        let rules = config.effective_rules();
+        let url = |name: &str| rules.iter().find(|r| r.spec.name == name).unwrap().spec.runbook_url.clone();
+        assert_eq!(
+            url("FlinkCheckpointToleranceExceeded"),
+            "https://wiki.example.com/flink/runbook#flinkcheckpointtoleranceexceeded"
+        );
+        assert_eq!(url("Mine"), "https://wiki.example.com/mine");
+        let default: Config = toml::from_str("").unwrap();
+        let rules = default.effective_rules();
+        assert!(
+            rules.iter().all(|r| r.spec.runbook_url.starts_with(crate::rules::builtin::RUNBOOK_BASE_URL))
+        );
+    }
 }

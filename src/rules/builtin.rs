@@ -12,7 +12,15 @@ use std::time::Duration;
 
 use super::{AlertSeverity, Class, RuleSpec, Scope};
 
-const RUNBOOK: &str = "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md";
+/// Where the runbook is published; `[alerting] runbook_base_url` points the built-in rules'
+/// `runbook_url` elsewhere (an internal wiki), `#<alert name in lower case>` appended.
+pub const RUNBOOK_BASE_URL: &str =
+    "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md";
+
+/// The `runbook_url` of the built-in rule `name` under `base`.
+pub fn runbook_url(base: &str, name: &str) -> String {
+    format!("{}#{}", base.trim_end_matches('#'), name.to_lowercase())
+}
 
 struct Spec {
     name: &'static str,
@@ -139,13 +147,30 @@ const PACK: &[Spec] = &[
     Spec {
         name: "FlinkCheckpointToleranceNearlySpent",
         scope: Scope::Job,
-        expr: "consecutive_failures > 0 and consecutive_failures >= 0.8 * tolerable_failures",
+        // Flink's own count (`counted_failures`: only the reasons its failure manager counts,
+        // reset by a completed checkpoint and when exceeded), before it is exceeded: never at
+        // tolerable 0, where the first counted failure fails the job. Once exceeded within the
+        // hour, FlinkCheckpointToleranceExceeded tells it instead.
+        expr: "counted_failures > 0 and counted_failures >= 0.8 * tolerable_failures and counted_failures <= tolerable_failures and (tolerance_exceeded == 0 or since_tolerance_exceeded >= 1h)",
         for_s: 0,
         keep_s: 0,
         severity: AlertSeverity::Critical,
         class: Class::Failure,
-        summary: "{{ job_name }} is about to exceed its tolerable checkpoint failures",
-        description: "Job {{ job_name }} on {{ cluster }} had {{ value }} checkpoint failures in a row; at more than {{ tolerable_failures }} Flink fails the job ('Exceeded checkpoint tolerable failure threshold').",
+        summary: "{{ job_name }} is about to exceed its tolerable checkpoint failures ({{ value }} of {{ tolerable_failures }} spent)",
+        description: "Flink counts {{ value }} consecutive failed checkpoints of job {{ job_name }} on {{ cluster }} towards its tolerable-failed-checkpoints of {{ tolerable_failures }} (its JobManager logs the next failure with '({{ value }} consecutive failed attempts so far)'). {{ remaining_tolerable }} more counted failure(s) (expired, declined, asynchronous or I/O) are tolerated; the one after fails the job ('Exceeded checkpoint tolerable failure threshold'). A completed checkpoint resets the count.",
+    },
+    Spec {
+        name: "FlinkCheckpointToleranceExceeded",
+        scope: Scope::Job,
+        // From the time of the checkpoint that went past the tolerable number (not when the
+        // daemon saw it): a daemon that starts after the failover still tells it.
+        expr: "since_tolerance_exceeded < 1h",
+        for_s: 0,
+        keep_s: 0,
+        severity: AlertSeverity::Critical,
+        class: Class::Failure,
+        summary: "Flink failed {{ job_name }} {{ value | duration }} ago: it exceeded its tolerable checkpoint failures",
+        description: "Job {{ job_name }} on {{ cluster }} exceeded its tolerable-failed-checkpoints of {{ tolerable_failures }} {{ value | duration }} ago: more than {{ tolerable_failures }} counted checkpoint failures in a row, and Flink failed the job ('Exceeded checkpoint tolerable failure threshold'). It restarted from its latest completed checkpoint, or failed if its restart strategy gave up. Flink's count started over; it stands at {{ counted_failures }} now. The alert holds for an hour after the last time.",
     },
     Spec {
         name: "FlinkJobFrequentRestores",
@@ -226,7 +251,7 @@ const PACK: &[Spec] = &[
         severity: AlertSeverity::Warning,
         class: Class::Timeout,
         summary: "{{ job_name }} logged {{ value }} expired checkpoints in 10 minutes",
-        description: "The JobManager of {{ cluster }} logged {{ value }} 'Checkpoint … expired before completing' lines for job {{ job_name }} in the last 10 minutes (timeout {{ timeout | duration }}).",
+        description: "The JobManager of {{ cluster }} logged {{ value }} 'Checkpoint … expired before completing' lines for job {{ job_name }} in the last 10 minutes, at least 3 (timeout {{ timeout | duration }}).",
     },
     Spec {
         name: "FlinkCheckpointDeclinedBurst",
@@ -237,7 +262,7 @@ const PACK: &[Spec] = &[
         severity: AlertSeverity::Warning,
         class: Class::Failure,
         summary: "Tasks of {{ job_name }} declined {{ value }} checkpoints in 10 minutes",
-        description: "The JobManager of {{ cluster }} logged {{ value }} 'Decline checkpoint … by task …' lines for job {{ job_name }} in the last 10 minutes; the TaskManager log has the exception.",
+        description: "The JobManager of {{ cluster }} logged {{ value }} 'Decline checkpoint … by task …' lines for job {{ job_name }} in the last 10 minutes, at least 3; the TaskManager log has the exception.",
     },
     Spec {
         name: "FlinkCheckpointBarrierMissing",
@@ -248,7 +273,7 @@ const PACK: &[Spec] = &[
         severity: AlertSeverity::Warning,
         class: Class::Blocking,
         summary: "Barriers of {{ job_name }} did not arrive",
-        description: "{{ value }} missing-barrier events for job {{ job_name }} on {{ cluster }} in the last 10 minutes: a subtask held the checkpoint up.",
+        description: "{{ value }} missing-barrier events for job {{ job_name }} on {{ cluster }} in the last 10 minutes (any is too many): a subtask held the checkpoint up.",
     },
     Spec {
         name: "FlinkCheckpointScheduleUnexplained",
@@ -290,7 +315,7 @@ pub fn rules() -> Vec<RuleSpec> {
             labels: Default::default(),
             summary: s.summary.to_string(),
             description: s.description.to_string(),
-            runbook_url: format!("{RUNBOOK}#{}", s.name.to_lowercase()),
+            runbook_url: runbook_url(RUNBOOK_BASE_URL, s.name),
         })
         .collect()
 }

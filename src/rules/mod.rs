@@ -729,6 +729,68 @@ mod tests {
         assert_eq!(ev.resolved().count(), 0);
     }
 
+    /// A poll of job `j` whose history is `finished` (ids 1..), tolerable `tolerable`.
+    fn poll_failures(state: &mut State, tolerable: u32, failed: u64, at: i64) {
+        let finished: Vec<FinishedCheckpoint> = (1..=failed)
+            .map(|id| {
+                FinishedCheckpoint::completed(id, Timestamp(at - 1_000 * (failed - id + 1) as i64), 100)
+                    .failed("Checkpoint was declined.")
+            })
+            .collect();
+        let obs = Observation::JobPolled(JobPoll {
+            key: JobKey { cluster: "c".into(), job_id: "j".into() },
+            job_name: "orders".into(),
+            job_state: "RUNNING".into(),
+            polled_at: Timestamp(at),
+            counts: CheckpointCounts { completed: 0, failed, in_progress: 0, restored: 0 },
+            settings: Some(CheckpointSettings {
+                interval_ms: Some(1_000),
+                timeout_ms: Some(60_000),
+                tolerable_failures: Some(tolerable),
+                ..Default::default()
+            }),
+            in_progress: Vec::new(),
+            finished,
+            latest_restore: None,
+            deferred: Default::default(),
+        });
+        state.apply(&obs, Timestamp(at));
+    }
+
+    /// Flink's default of 0 tolerable failures: the first declined checkpoint failed the job.
+    /// The page says it was exceeded, never "about to exceed"; at tolerable 2, two counted
+    /// failures are "about to", the third is exceeded.
+    #[test]
+    fn the_tolerance_alerts_say_exceeded_once_flink_failed_the_job_and_about_to_only_before() {
+        let rules = || {
+            vec![builtin("FlinkCheckpointToleranceNearlySpent"), builtin("FlinkCheckpointToleranceExceeded")]
+        };
+        let names = |ev: &Evaluator| ev.active().map(|a| a.name().to_string()).collect::<Vec<_>>();
+
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let mut ev = Evaluator::new(rules());
+        poll_failures(&mut state, 0, 1, 10_000);
+        ev.evaluate(&state, Timestamp(10_000));
+        assert_eq!(names(&ev), ["FlinkCheckpointToleranceExceeded"]);
+        let text = &ev.active().next().unwrap().annotations["description"];
+        assert!(text.contains("exceeded its tolerable-failed-checkpoints of 0 900ms ago"), "{text}");
+        assert!(text.contains("it stands at 0 now"), "{text}");
+
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let mut ev = Evaluator::new(rules());
+        poll_failures(&mut state, 2, 2, 10_000);
+        let job = &state.clusters()["c"].jobs["j"];
+        assert_eq!((job.counted_failures(), job.tolerance.exceeded()), (Some(2), 0));
+        ev.evaluate(&state, Timestamp(10_000));
+        assert_eq!(names(&ev), ["FlinkCheckpointToleranceNearlySpent"]);
+        let alert = ev.active().next().unwrap();
+        assert!(alert.annotations["summary"].contains("(2 of 2 spent)"), "{:?}", alert.annotations);
+        assert!(alert.annotations["description"].contains("'(2 consecutive failed attempts so far)'"));
+        poll_failures(&mut state, 2, 3, 11_000);
+        ev.evaluate(&state, Timestamp(11_000));
+        assert_eq!(names(&ev), ["FlinkCheckpointToleranceExceeded"]);
+    }
+
     fn builtin(name: &str) -> Rule {
         Rule::new(builtin::rules().into_iter().find(|r| r.name == name).unwrap()).unwrap()
     }

@@ -389,14 +389,35 @@ pub const SERIES: &[Series] = &[
         Some("flink_checkpoint_consecutive_failures"),
     ),
     job(
+        "counted_failures",
+        Unit::Count,
+        "Flink's own count towards tolerable_failures (CheckpointFailureManager): expired, declined, asynchronous, I/O and finalisation failures, each id once, since the last completed checkpoint or the last time Flink failed the job for exceeding it; the N of the JobManager's next \"(N consecutive failed attempts so far)\"; no value before the tolerable number is known.",
+        |v| v.job.counted_failures().map(|n| n as f64),
+        Some("flink_checkpoint_counted_failures"),
+    ),
+    job(
+        "tolerance_exceeded",
+        Unit::Count,
+        "Times counted_failures went past tolerable_failures: each time Flink failed the job ('Exceeded checkpoint tolerable failure threshold') and it restarted or failed (a counter).",
+        |v| Some(v.job.tolerance.exceeded() as f64),
+        Some("flink_checkpoint_tolerance_exceeded_total"),
+    ),
+    job(
+        "since_tolerance_exceeded",
+        Unit::Seconds,
+        "Time since the failed checkpoint that last took counted_failures past tolerable_failures (Flink failed the job then); no value before one.",
+        |v| v.job.tolerance.last_exceeded_at().map(|at| secs(v.now.since(at))),
+        Some("time() - flink_checkpoint_tolerance_exceeded_timestamp_seconds"),
+    ),
+    job(
         "remaining_tolerable",
         Unit::Count,
-        "tolerable_failures - consecutive_failures.",
+        "tolerable_failures - counted_failures: counted failures Flink still tolerates.",
         |v| {
             let tolerable = v.job.settings.as_ref().and_then(|s| s.tolerable_failures)?;
-            Some(f64::from(tolerable) - v.job.consecutive_failures() as f64)
+            Some(f64::from(tolerable) - v.job.counted_failures()? as f64)
         },
-        Some("flink_checkpoint_tolerable_failures - flink_checkpoint_consecutive_failures"),
+        Some("flink_checkpoint_tolerable_failures - flink_checkpoint_counted_failures"),
     ),
     Series {
         name: "log",

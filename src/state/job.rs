@@ -10,10 +10,12 @@ use super::checkpoint_ids::{
 use super::failure_text::{is_shutdown_failure, is_stop_failure};
 use super::history::P95History;
 use super::record::{CheckpointRecord, Holdout, PhaseHistograms, Totals, held_up};
+use super::tolerance::ToleranceCount;
 use super::{outbox, restore, traced};
 use crate::observe::{
-    CheckpointCounts, CheckpointSettings, CheckpointSpan, CheckpointStatus, FinishedCheckpoint,
-    InProgressCheckpoint, JobLoadReport, JobPoll, JobStatus, LogEvent, LogKind, SnapshotKind,
+    CheckpointCounts, CheckpointSettings, CheckpointSpan, CheckpointStatus, FailureReason,
+    FinishedCheckpoint, InProgressCheckpoint, JobLoadReport, JobPoll, JobStatus, LogEvent, LogKind,
+    SnapshotKind,
 };
 use crate::shadow::Shadow;
 use crate::stats::{WindowSpec, WindowedHistogram};
@@ -128,6 +130,9 @@ pub struct JobState {
     consecutive_failures: u64,
     /// When the first failure of the current run of consecutive failures finished.
     pub failing_since: Option<Timestamp>,
+    /// Flink's own count towards `tolerable-failed-checkpoints` (only the failures its failure
+    /// manager counts; starts over when exceeded), and how often it was exceeded.
+    pub tolerance: ToleranceCount,
     /// When the daemon saw the job enter RUNNING (its first poll if it was running then).
     pub running_since: Option<Timestamp>,
     /// Whether a checkpoint completed since `running_since` (or the job had completed one
@@ -174,7 +179,7 @@ enum Streak {
 /// the vertices as Flink does, sources first). `None` without per-subtask details, or when every
 /// subtask with details acknowledged in time.
 fn holdout(checkpoint: &FinishedCheckpoint) -> Option<Holdout> {
-    use crate::observe::{FailureReason, OperatorCheckpoint, SubtaskCheckpoint};
+    use crate::observe::{OperatorCheckpoint, SubtaskCheckpoint};
     let lifetime = checkpoint.finished_at.since(checkpoint.triggered_at);
     let late = |st: &SubtaskCheckpoint| {
         if st.acknowledged { st.end_to_end_ms.filter(|e| *e > lifetime) } else { None }
@@ -239,6 +244,7 @@ impl JobState {
             outbox: Vec::new(),
             consecutive_failures: 0,
             failing_since: None,
+            tolerance: ToleranceCount::default(),
             running_since: None,
             completed_since_running: false,
             polled: false,
@@ -344,8 +350,10 @@ impl JobState {
         let completed_since = self.last_completed.as_ref().is_some_and(|c| c.id > id);
         if record.kind != SnapshotKind::Savepoint && !completed_since {
             let at = record.finished_at;
+            let reason = record.failure_message.as_deref().and_then(FailureReason::from_message);
             self.consecutive_failures = self.consecutive_failures.saturating_add(1);
             self.failing_since.get_or_insert(at);
+            self.tolerance.failed(Some(id), reason, self.tolerable(), at);
         }
     }
 
@@ -500,6 +508,28 @@ impl JobState {
             .collect();
         self.consecutive_failures = streak.len() as u64;
         self.failing_since = streak.last().map(|r| r.finished_at);
+        self.tolerance = ToleranceCount::rebuilt(
+            self.recent
+                .iter()
+                .filter(|r| {
+                    !is_stop_failure(r.failure_message.as_deref()) && r.kind != SnapshotKind::Savepoint
+                })
+                .map(|r| {
+                    let reason = r.failure_message.as_deref().and_then(FailureReason::from_message);
+                    (r.id, r.status == CheckpointStatus::Completed, reason)
+                }),
+        );
+    }
+
+    /// Flink's own count towards `tolerable-failed-checkpoints` ([`ToleranceCount`]); `None`
+    /// until the tolerable number is known (without it the count's resets are not known).
+    pub fn counted_failures(&self) -> Option<u64> {
+        self.tolerable().map(|_| self.tolerance.count())
+    }
+
+    /// The job's `tolerable-failed-checkpoints`, once its settings are known.
+    fn tolerable(&self) -> Option<u32> {
+        self.settings.as_ref().and_then(|s| s.tolerable_failures)
     }
 
     /// How long (ms) the job has been running without completing a checkpoint, at `now`;
@@ -581,6 +611,8 @@ impl JobState {
                 self.earlier_incarnations.failed.saturating_add(self.flink_counts.failed);
             self.flink_counts = CheckpointCounts::default();
             self.deferred = Totals::default();
+            // A new JobMaster: its failure manager counts from zero.
+            self.tolerance.start_over();
             // Trigger failures are told from Flink's total and the ids of the new epoch.
             self.total_and_max_id = None;
             if self.suspect.ids_restarted {
@@ -594,6 +626,11 @@ impl JobState {
             return;
         }
         self.suspect = SuspectRun::default();
+        if poll.settings.is_some() {
+            // Known before the checkpoints are recorded: Flink's count is held against them.
+            self.settings.clone_from(&poll.settings);
+            self.tolerance.settle(self.tolerable());
+        }
         // The highest id counted before this poll.
         let counted_before = self.seen.ids.last().copied().unwrap_or(self.seen.floor.saturating_sub(1));
         let mut finished: Vec<&FinishedCheckpoint> = poll.finished.iter().collect();
@@ -675,9 +712,11 @@ impl JobState {
             self.consecutive_failures = 0;
             self.failing_since = None;
             self.completed_since_running = true;
+            self.tolerance.completed(self.newest.map_or(0, |(id, _)| id));
         } else if unseen_failed_with_id > 0 && poll.job_state == JobStatus::Running {
             self.consecutive_failures = self.consecutive_failures.saturating_add(unseen_failed_with_id);
             self.failing_since.get_or_insert(poll.polled_at);
+            self.tolerance.failed_unseen(unseen_failed_with_id, self.tolerable(), poll.polled_at);
         }
         self.unobserved.completed = self.unobserved.completed.saturating_add(unseen_completed);
         self.unobserved.failed = self.unobserved.failed.saturating_add(unseen_failed);
@@ -800,6 +839,7 @@ impl JobState {
             CheckpointStatus::Completed => {
                 self.consecutive_failures = 0;
                 self.failing_since = None;
+                self.tolerance.completed(checkpoint.id);
                 if self.running_since.is_none_or(|since| checkpoint.finished_at >= since) {
                     self.completed_since_running = true;
                 }
@@ -813,6 +853,9 @@ impl JobState {
             {
                 self.consecutive_failures = self.consecutive_failures.saturating_add(1);
                 self.failing_since.get_or_insert(checkpoint.finished_at);
+                let reason = checkpoint.failure_message.as_deref().and_then(FailureReason::from_message);
+                let tolerable = self.tolerable();
+                self.tolerance.failed(Some(checkpoint.id), reason, tolerable, checkpoint.finished_at);
             }
             CheckpointStatus::Failed => {}
         }

@@ -15,6 +15,7 @@ pub mod record;
 pub mod restore;
 pub mod store;
 pub mod threads;
+pub mod tolerance;
 pub mod traced;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -27,6 +28,7 @@ pub use cluster::{ClusterState, UNCLAIMED_SPANS};
 pub use failure_text::{is_shutdown_failure, is_stop_failure};
 pub use job::{EPOCH_CONFIRM_POLLS, JobState, OperatorState, RECENT_CHECKPOINTS, SizeHistograms, SuspectRun};
 pub use record::{CheckpointRecord, Holdout, Phase, PhaseHistograms, Totals};
+pub use tolerance::ToleranceCount;
 
 /// Everything the daemon knows about the clusters it watches.
 pub struct State {

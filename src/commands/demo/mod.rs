@@ -30,6 +30,8 @@ pub struct DemoOptions {
     pub seed: u64,
     /// Folder for the JM log and the daemon's state; a new temp folder when `None`.
     pub dir: Option<PathBuf>,
+    /// Multiplies every job's checkpoint interval, min-pause and timeout (1: the demo's pace).
+    pub interval_scale: u64,
 }
 
 /// Why the demo could not start.
@@ -212,7 +214,12 @@ async fn start_in(options: DemoOptions, now: Timestamp, dir: &Path) -> Result<Ru
     let log_dir = dir.join("log");
     std::fs::create_dir_all(&log_dir).map_err(io(format!("cannot create {}", log_dir.display())))?;
     let log_file = log_dir.join("flink-demo-standalonesession-0-localhost.log");
-    let cluster = Arc::new(Mutex::new(DemoCluster::new(options.jobs, options.seed, now)));
+    let cluster = Arc::new(Mutex::new(DemoCluster::with_interval_scale(
+        options.jobs,
+        options.seed,
+        now,
+        options.interval_scale.max(1),
+    )));
     let jobs = {
         let c = cluster.lock().unwrap_or_else(|e| e.into_inner());
         c.jobs.iter().map(|j| (j.id.clone(), j.name.clone())).collect()

@@ -49,13 +49,21 @@ pub(super) fn render_cluster(out: &mut impl Sink, c: &str, cluster: &ClusterStat
         &[("cluster", c)],
         Value::Number(cluster.listed_jobs() as f64),
     );
-    render_logs(out, c, &cluster.logs);
+    render_logs(out, c, cluster);
 }
 
-fn render_logs(out: &mut impl Sink, c: &str, logs: &crate::state::logs::LogState) {
+fn render_logs(out: &mut impl Sink, c: &str, cluster: &crate::state::ClusterState) {
+    let logs = &cluster.logs;
     for ((job_id, kind, source), n) in &logs.events {
-        let labels =
-            [("cluster", c), ("job_id", job_id.as_str()), ("kind", kind.as_str()), ("source", *source)];
+        // The name the poll of the same job id gave (one per job id: bounded as job_id is).
+        let job_name = cluster.jobs.get(job_id).map_or("", |j| j.name.as_str());
+        let labels = [
+            ("cluster", c),
+            ("job_id", job_id.as_str()),
+            ("job_name", job_name),
+            ("kind", kind.as_str()),
+            ("source", *source),
+        ];
         out.push(family!("flink_checkpoint_log_events_total"), &labels, Value::Number(*n as f64));
     }
     for (cause, n) in &logs.root_causes {

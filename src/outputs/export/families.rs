@@ -106,7 +106,7 @@ pub const METRICS: &[MetricDef] = &[
         "flink_job_restores_total",
         Counter,
         &["cluster", "job_id", "job_name", "from"],
-        "Restores of the job the daemon saw, each once (told apart by Flink's restore time), by what they restored from: from=\"checkpoint\" (a failover) or \"savepoint\"; persisted, so unlike flink_checkpoint_restores_total it does not restart with a new JobMaster."
+        "Restores of the job the daemon saw, each once (by Flink's restore time), by what they restored from: from=\"checkpoint\" (a failover) or \"savepoint\"; persisted across JobMasters."
     ),
     metric!(
         "flink_job_last_restore_duration_seconds",
@@ -136,7 +136,7 @@ pub const METRICS: &[MetricDef] = &[
         "flink_checkpoint_failures_seen_total",
         Counter,
         JOB,
-        "Failed checkpoints known from whichever source said so first, a JobManager log line (expired, declined, failed) or the poll, each checkpoint once; failures of a job shutting down (coordinator suspending, tasks cancelled or not running) are left out."
+        "Failed checkpoints, each once, from the source that told first (a JobManager log line or the poll); failures of a job shutting down (suspend, cancel) left out."
     ),
     metric!(
         "flink_savepoints_total",
@@ -167,19 +167,19 @@ pub const METRICS: &[MetricDef] = &[
         "flink_checkpoint_oldest_in_progress_age_seconds",
         Gauge,
         JOB,
-        "Age of the oldest checkpoint in progress at scrape time (now minus its trigger time): those the log saw triggered and those the last poll saw, without those the log said finished since, those past their timeout, and those only a poll saw and younger than half their timeout then (they may have completed unheard); 0 when none."
+        "Age of the oldest checkpoint in progress now, as the log and the last poll saw them, less those finished since or past their timeout (docs/metrics.md); 0 when none."
     ),
     metric!(
         "flink_checkpoint_blocked_by_user_code",
         Gauge,
         &["cluster", "job_id", "job_name", "operator", "subtask", "taskmanager", "frame"],
-        "1 while the thread of the subtask holding a job's checkpoint up sat in the same frame of the user's code (frame: class.method) in consecutive samples and no checkpoint completed since (docs/thread-dumps.md); absent otherwise. At most one series per job at a time."
+        "1 while the thread of the subtask holding a checkpoint up sits in the same frame of user code (class.method) in consecutive samples; absent otherwise (docs/thread-dumps.md)."
     ),
     metric!(
         "flink_checkpoint_trigger_failures_total",
         Counter,
         JOB,
-        "Of the failed checkpoints Flink counted, the triggers that failed before the checkpoint got an id (e.g. 'Not all required tasks are currently running' while the job deploys); not checkpoint failures, and not counted towards the tolerable failures."
+        "Failed checkpoint triggers that got no id (e.g. 'Not all required tasks are currently running' while the job deploys): not checkpoint failures, not counted towards the tolerable ones."
     ),
     metric!(
         "flink_checkpoint_running_without_completed_since_timestamp_seconds",
@@ -258,13 +258,13 @@ pub const METRICS: &[MetricDef] = &[
         "flink_checkpoint_schedule_stall_seconds",
         Gauge,
         JOB,
-        "How long the next checkpoint trigger the coordinator model expected has been overdue at the last poll, once that is beyond the stall tolerance (0 otherwise): the stall part of FlinkCheckpointScheduleUnexplained, the `shadow.stall` series of the built-in rules."
+        "How long the trigger the coordinator model expected is overdue at the last poll, once beyond the stall tolerance, else 0 (the stall of FlinkCheckpointScheduleUnexplained)."
     ),
     metric!(
         "flink_checkpoint_deviations_total",
         Counter,
         &["cluster", "job_id", "job_name", "kind", "explained"],
-        "Checkpoint triggers not where the configured interval puts them (and checkpoints that outlived their timeout, ids that skipped), by what explains them: min_pause, max_concurrent, long_checkpoint, timeout, tolerable_failures, job_restart, savepoint, manual_trigger (explained=\"true\"); late_trigger, not_expired, id_skip (explained=\"false\")."
+        "Checkpoint triggers off the configured interval (and timeouts outlived, ids skipped), by what explains them (kind; explained=\"true\" or \"false\"; docs/metrics.md lists the kinds)."
     ),
     metric!(
         "flink_job_info",
@@ -305,14 +305,14 @@ pub const METRICS: &[MetricDef] = &[
     metric!(
         "flink_checkpoint_log_events_total",
         Counter,
-        &["cluster", "job_id", "kind", "source"],
-        "Checkpoint events recognised in Flink logs (source log) or synthesised from REST (source rest), by kind: triggered, completed, expired, declined, failed, barrier_missing, snapshot_slow, subtask_pending, …; job_id is empty for lines that name no job."
+        &["cluster", "job_id", "job_name", "kind", "source"],
+        "Checkpoint events in Flink logs (source log) or from REST (source rest) by kind: triggered, expired, declined, barrier_missing, …; job_id, job_name empty for lines that name no job."
     ),
     metric!(
         "flink_checkpoint_log_root_causes_total",
         Counter,
         &["cluster", "cause"],
-        "Root causes of checkpoint failures in Flink logs: the deepest \"Caused by:\" of the attached stack trace, classified (disk_full, out_of_memory, timeout, closed_stream, serialization, permission, s3, hdfs, …); counted once per checkpoint and cause."
+        "Root causes of checkpoint failures in Flink logs (the deepest \"Caused by:\", classified: disk_full, out_of_memory, timeout, s3, …), once per checkpoint and cause."
     ),
     metric!(
         "checkpoint_sentinel_build_info",
@@ -337,13 +337,13 @@ pub const METRICS: &[MetricDef] = &[
         "checkpoint_sentinel_discovery_targets_dropped",
         Gauge,
         &["reason"],
-        "Targets in the discovery files left out at the last reading, by reason: limit (beyond discovery.max_clusters), duplicate (a name taken by a [[clusters]] entry or an earlier target), invalid (not a valid cluster name or URL)."
+        "Targets of the discovery files left out at the last reading, by reason: limit (over discovery.max_clusters), duplicate (a name taken), invalid (a bad name or URL)."
     ),
     metric!(
         "checkpoint_sentinel_discovery_file_errors_total",
         Counter,
         &["reason"],
-        "Discovery file readings that failed (what the file gave before is kept), by reason: too_large (over discovery.max_file_bytes), unreadable, invalid (not a file_sd JSON list), too_many_files (beyond discovery.max_files)."
+        "Discovery file readings that failed (the file's earlier targets kept), by reason: too_large, unreadable, invalid (not a file_sd list), too_many_files."
     ),
     metric!(
         "checkpoint_sentinel_kubernetes_discovered_clusters",
@@ -373,7 +373,7 @@ pub const METRICS: &[MetricDef] = &[
         "checkpoint_sentinel_kubernetes_watch_errors_total",
         Counter,
         &["kind", "reason"],
-        "Errors of the Kubernetes watches, by kind and reason: client (no API client), list, watch_start, watch_stream (the watch broke off or sent what could not be read), gone (410: listed again), api_error (another error status)."
+        "Errors of the Kubernetes watches by kind and reason: client, list, watch_start, watch_stream (broke off or unreadable), gone (410: listed again), api_error."
     ),
     metric!(
         "flink_operator_job_info",
@@ -409,19 +409,19 @@ pub const METRICS: &[MetricDef] = &[
         "checkpoint_sentinel_http_connections_closed_total",
         Counter,
         &["reason"],
-        "Connections to the daemon's port it closed by reason: header_timeout (a request's headers not complete within 10 s), idle_timeout (no byte moved either way for 30 s, e.g. a client that stopped reading)."
+        "Connections the daemon closed, by reason: header_timeout (headers not complete within 10 s), idle_timeout (no byte moved either way for 30 s)."
     ),
     metric!(
         "checkpoint_sentinel_inputs_cut_total",
         Counter,
         &["cluster", "what"],
-        "What the daemon's bounds on outside input cut (docs/reliability.md, \"Bounds\"), by what: response_bodies (REST answers over the size limit), jobs (jobs over max_jobs), history_entries (finished checkpoints whose details were deferred to a later round: over max_history_per_poll), log_files (files over max_files of a [[logs]] entry), log_job_ids (log series of job ids over the limit), thread_dumps (thread-dump or flame-graph answers over [thread_dumps] max_response_bytes)."
+        "What the bounds on outside input cut, by what: response_bodies, jobs, history_entries (details deferred to a later round), log_files, log_job_ids, thread_dumps (docs/reliability.md, \"Bounds\")."
     ),
     metric!(
         "checkpoint_sentinel_thread_dumps_total",
         Counter,
         &["cluster", "outcome"],
-        "Looks at the thread of a subtask that held a checkpoint about to expire (docs/thread-dumps.md), by outcome: taken (a TaskManager thread dump with the task thread), sampled (Flink's flame graph of the subtask), thread_not_found (the dump had no thread of that subtask), rate_limited (skipped: the TaskManager was dumped less than min_interval ago), timeout, too_large (over max_response_bytes), error (any other failed request)."
+        "Looks at the thread of a subtask holding a checkpoint about to expire, by outcome: taken, sampled, thread_not_found, rate_limited, timeout, too_large, error (docs/thread-dumps.md)."
     ),
     metric!(
         "checkpoint_sentinel_flink_up",
@@ -470,7 +470,7 @@ pub const METRICS: &[MetricDef] = &[
         "checkpoint_sentinel_checkpoints_observed_total",
         Counter,
         &["cluster", "job_id", "job_name", "source", "status"],
-        "Checkpoints counted by the source that reported each first: rest (the poll of Flink's history) or trace (a checkpoint span of Flink's Slf4j trace reporter, read from the JobManager log). Each checkpoint counts once; with the unobserved ones they add up to what the daemon counted of Flink's counts."
+        "Checkpoints counted, by the source that reported each first: rest (the poll) or trace (a span of Flink's Slf4j trace reporter in the JobManager log); each once."
     ),
     metric!(
         "checkpoint_sentinel_clamped_values_total",
@@ -496,7 +496,7 @@ pub const METRICS: &[MetricDef] = &[
         "checkpoint_sentinel_log_rotation_gaps_total",
         Counter,
         &["cluster"],
-        "Log rotations after which lines may be missing: a file created and gone again before the tailer listed it (seen through file events, so not on filesystems without them), or a copytruncate whose copy the tailer does not follow (what was written after its last read is only in the copy)."
+        "Log rotations after which lines may be missing: a file created and gone before the tailer listed it, or a copytruncate whose copy is not followed."
     ),
     metric!(
         "checkpoint_sentinel_log_oversize_lines_total",
@@ -520,7 +520,25 @@ pub const METRICS: &[MetricDef] = &[
         "flink_checkpoint_consecutive_failures",
         Gauge,
         JOB,
-        "Failed checkpoints since the last completed one, a running count (not limited to the recent history); failures a cancel, stop or failover causes are not counted. Flink fails the job when this exceeds the tolerable failures."
+        "Failed checkpoints since the last completed one, whatever their reason; not those a cancel or stop causes. Flink's own count is flink_checkpoint_counted_failures."
+    ),
+    metric!(
+        "flink_checkpoint_counted_failures",
+        Gauge,
+        JOB,
+        "Flink's count towards tolerable-failed-checkpoints: failures it counts since the last completed checkpoint or since it last failed the job for exceeding it; once that number is known."
+    ),
+    metric!(
+        "flink_checkpoint_tolerance_exceeded_total",
+        Counter,
+        JOB,
+        "Times flink_checkpoint_counted_failures went past the tolerable failures: Flink failed the job ('Exceeded checkpoint tolerable failure threshold')."
+    ),
+    metric!(
+        "flink_checkpoint_tolerance_exceeded_timestamp_seconds",
+        Gauge,
+        JOB,
+        "When the failed checkpoint that last took flink_checkpoint_counted_failures past the tolerable failures ended (Flink failed the job then), Unix time; once one did."
     ),
     metric!(
         "checkpoint_sentinel_alerts",
@@ -631,4 +649,23 @@ const fn const_str_eq(a: &str, b: &str) -> bool {
         i += 1;
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The longest HELP text, in characters: a line a person reads on `/metrics`, not the
+    /// manual (docs/metrics.md says the rest).
+    const HELP_MAX_CHARS: usize = 200;
+
+    #[test]
+    fn help_lines_are_at_most_200_characters() {
+        let long: Vec<String> = METRICS
+            .iter()
+            .filter(|m| m.help.chars().count() > HELP_MAX_CHARS)
+            .map(|m| format!("{} ({} characters)", m.name, m.help.chars().count()))
+            .collect();
+        assert!(long.is_empty(), "HELP longer than {HELP_MAX_CHARS} characters: {long:#?}");
+    }
 }

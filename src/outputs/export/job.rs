@@ -178,6 +178,21 @@ fn render_progress(out: &mut impl Sink, labels: &JobLabels, job: &JobState, now:
         labels,
         Value::Number(job.consecutive_failures() as f64),
     );
+    if let Some(counted) = job.counted_failures() {
+        out.push(family!("flink_checkpoint_counted_failures"), labels, Value::Number(counted as f64));
+    }
+    out.push(
+        family!("flink_checkpoint_tolerance_exceeded_total"),
+        labels,
+        Value::Number(job.tolerance.exceeded() as f64),
+    );
+    if let Some(at) = job.tolerance.last_exceeded_at() {
+        out.push(
+            family!("flink_checkpoint_tolerance_exceeded_timestamp_seconds"),
+            labels,
+            Value::Number(at.seconds()),
+        );
+    }
     out.push(
         family!("flink_checkpoint_failures_seen_total"),
         labels,

@@ -127,6 +127,20 @@ fn text_renderer_writes_what_the_prometheus_encoder_writes() {
     assert_eq!(again, expected);
 }
 
+/// A log event of a polled job carries the job's name from the poll of the same job id, so the
+/// Prometheus-side burst alerts can name the job.
+#[test]
+fn log_events_carry_the_job_name_of_the_poll() {
+    let (state, daemon, now) = busy_state(2, 1);
+    let text = String::from_utf8(TextRenderer::default().render_to_vec(&state, &daemon, now)).unwrap();
+    let job = format!("{:032x}", 0);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("flink_checkpoint_log_events_total{") && l.contains(&job))
+        .unwrap_or_else(|| panic!("no log event line: {text}"));
+    assert!(line.contains("job_name=\"job \\\"0\\\" \\\\ of\\nmany\""), "{line}");
+}
+
 #[test]
 fn lean_settings_drop_operator_series_and_unchosen_quantiles() {
     let (state, mut daemon, now) = busy_state(6, 30);
