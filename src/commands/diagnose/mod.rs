@@ -14,6 +14,7 @@
 //! [`analyse`] (pure analysis), [`text`] (the text output).
 
 pub mod analyse;
+pub mod headline;
 pub mod report;
 pub mod text;
 
@@ -122,12 +123,7 @@ pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
         let data = fetch(&client, job, overview.flink_version.clone(), args.checkpoints).await?;
         reports.push(analyse(&data));
     }
-    Ok(Report {
-        url: cluster.url,
-        flink_version: overview.flink_version,
-        at_ms: Timestamp::now().millis(),
-        jobs: reports,
-    })
+    Ok(Report::new(cluster.url, overview.flink_version, Timestamp::now().millis(), reports))
 }
 
 /// Fetches what [`analyse`] needs about one job.
@@ -464,7 +460,7 @@ mod tests {
             "{}",
             failure.summary
         );
-        let text = to_text(&Report { url: "u".into(), flink_version: None, at_ms: 0, jobs: vec![report] });
+        let text = to_text(&Report::new("u".into(), None, 0, vec![report]));
         assert_eq!(text.matches("map #").count(), 0, "no subtask listed one by one:\n{text}");
     }
 
@@ -509,7 +505,7 @@ mod tests {
             .collect();
         let report = analyse(&job(serde_json::Value::Array(history), vec![]));
         assert_eq!(report.recent.len(), 16, "the JSON keeps them all");
-        let text = to_text(&Report { url: "u".into(), flink_version: None, at_ms: 0, jobs: vec![report] });
+        let text = to_text(&Report::new("u".into(), None, 0, vec![report]));
         let rows = text.lines().filter(|l| l.contains("COMPLETED  ") || l.contains("EXPIRED  ")).count();
         assert_eq!(rows, 10, "{text}");
         assert!(text.contains("  … and 6 older: 2 EXPIRED, 4 COMPLETED\n"), "{text}");
