@@ -99,32 +99,19 @@ pub(super) fn failover(job: &Job<'_>, restarts: &Restarts) -> Option<String> {
         && run > t
     {
         parts.push(format!(
-            "more checkpoints failed in a row than tolerable-failed-checkpoints {t} ({run} in the history), \
-             so Flink failed the job at the {} in a row",
-            ordinal(t + 1)
+            "more checkpoints failed in a row than tolerable-failed-checkpoints {t} allows ({run} in a row in \
+             the history)"
         ));
     }
     match (restarts.latest, restarts.inferred) {
-        (Some(at), _) => parts.push(format!("it last restarted at {} UTC", clock(at))),
-        (None, Some((id, _))) => {
-            parts.push(format!("it restarted before checkpoint {id} (inferred from the gap before it)"))
-        }
+        (Some(at), _) => parts.push(format!("last restart at {} UTC", clock(at))),
+        (None, Some((id, _))) => parts.push(format!("a restart before checkpoint {id} (inferred from the gap)")),
         (None, None) => {}
     }
-    if matches!(job.d.state, JobStatus::Restarting | JobStatus::Failing | JobStatus::Failed) {
-        parts.push(format!("it is {} now", job.d.state));
+    if parts.is_empty() && matches!(job.d.state, JobStatus::Restarting | JobStatus::Failing | JobStatus::Failed) {
+        parts.push(format!("the job is {}", job.d.state));
     }
-    (!parts.is_empty()).then(|| format!("the job failed over: {}", parts.join("; ")))
-}
-
-fn ordinal(n: u32) -> String {
-    let suffix = match (n % 10, n % 100) {
-        (1, r) if r != 11 => "st",
-        (2, r) if r != 12 => "nd",
-        (3, r) if r != 13 => "rd",
-        _ => "th",
-    };
-    format!("{n}{suffix}")
+    (!parts.is_empty()).then(|| format!("failed over: {}", parts.join("; ")))
 }
 
 /// `15:26:21.340`.
@@ -190,15 +177,4 @@ pub fn cluster_line(url: &str, version: Option<&str>, jobs: &[JobReport]) -> Str
 /// The headlines of every job, worst first.
 pub fn headlines(jobs: &[JobReport]) -> Vec<Headline> {
     headline::order(jobs.iter().filter_map(|j| j.headline.clone()).collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ordinals_read_as_english() {
-        let all: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 101].into_iter().map(ordinal).collect();
-        assert_eq!(all, ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "101st"]);
-    }
 }

@@ -85,6 +85,12 @@ pub enum DiagnoseError {
     /// `--cluster` names no cluster of the configuration file, or it has several and none was named.
     #[error("{0}")]
     NoSuchCluster(String),
+    /// `--url` answers as checkpoint-sentinel's own HTTP server, not as a JobManager.
+    #[error(
+        "{0} is checkpoint-sentinel, not a JobManager: give diagnose the JobManager's REST address (the `url` of a \
+         `[[clusters]]` entry, e.g. http://jobmanager:8081), or read this daemon's own view at {0}/api/v1/jobs"
+    )]
+    NotAJobManager(String),
     /// `--url` is not an http(s) URL.
     #[error(
         "--url {0:?} is not the JobManager's REST address: expected an http:// or https:// URL such as http://jobmanager:8081"
@@ -105,7 +111,17 @@ fn ended_for_diagnose(job_state: &str) -> bool {
 pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
     let cluster = cluster_config(args)?;
     let client = FlinkClient::new(&cluster)?;
-    let overview = client.overview().await?;
+    let overview = match client.overview().await {
+        Ok(o) => o,
+        Err(e @ FetchError::HttpStatus { status: 404, .. }) => {
+            return Err(if is_checkpoint_sentinel(&cluster.url, args.timeout).await {
+                DiagnoseError::NotAJobManager(cluster.url.trim_end_matches('/').to_string())
+            } else {
+                e.into()
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
     let jobs = client.jobs_overview().await?;
     let selected: Vec<&dto::JobOverview> = match &args.job {
         Some(id) => {
@@ -124,6 +140,19 @@ pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
         reports.push(analyse(&data));
     }
     Ok(Report::new(cluster.url, overview.flink_version, Timestamp::now().millis(), reports))
+}
+
+/// Whether `url` is checkpoint-sentinel's own HTTP server (a common slip: the daemon's address
+/// where the JobManager's was meant): its `/api/v1/clusters` answers with a JSON list.
+async fn is_checkpoint_sentinel(url: &str, timeout: Duration) -> bool {
+    let Ok(client) = reqwest::Client::builder().timeout(timeout).build() else { return false };
+    let probe = format!("{}/api/v1/clusters", url.trim_end_matches('/'));
+    match client.get(&probe).send().await {
+        Ok(r) if r.status().is_success() => {
+            r.json::<serde_json::Value>().await.is_ok_and(|v| v.is_array() || v.get("clusters").is_some())
+        }
+        _ => false,
+    }
 }
 
 /// Fetches what [`analyse`] needs about one job.
