@@ -104,7 +104,12 @@ pub struct Headline {
 /// Worst first: by severity, then class (failover first), then job name.
 pub fn order(mut headlines: Vec<Headline>) -> Vec<Headline> {
     headlines.sort_by(|a, b| {
-        (a.severity, a.class.is_none(), a.class, &a.job).cmp(&(b.severity, b.class.is_none(), b.class, &b.job))
+        (a.severity, a.class.is_none(), a.class, &a.job).cmp(&(
+            b.severity,
+            b.class.is_none(),
+            b.class,
+            &b.job,
+        ))
     });
     headlines
 }

@@ -26,7 +26,8 @@ pub struct Restarts {
 impl Restarts {
     /// Every restart known, in time order.
     pub fn all(&self) -> Vec<Timestamp> {
-        let mut all: Vec<Timestamp> = self.latest.into_iter().chain(self.inferred.map(|(_, at)| at)).collect();
+        let mut all: Vec<Timestamp> =
+            self.latest.into_iter().chain(self.inferred.map(|(_, at)| at)).collect();
         all.sort();
         all.dedup();
         all
@@ -105,13 +106,17 @@ pub(super) fn failover(job: &Job<'_>, restarts: &Restarts) -> Option<String> {
     }
     match (restarts.latest, restarts.inferred) {
         (Some(at), _) => parts.push(format!("last restart at {} UTC", clock(at))),
-        (None, Some((id, _))) => parts.push(format!("a restart before checkpoint {id} (inferred from the gap)")),
+        (None, Some((id, _))) => {
+            parts.push(format!("a restart before checkpoint {id} (inferred from the gap)"))
+        }
         (None, None) => {}
     }
-    if parts.is_empty() && matches!(job.d.state, JobStatus::Restarting | JobStatus::Failing | JobStatus::Failed) {
+    if parts.is_empty()
+        && matches!(job.d.state, JobStatus::Restarting | JobStatus::Failing | JobStatus::Failed)
+    {
         parts.push(format!("the job is {}", job.d.state));
     }
-    (!parts.is_empty()).then(|| format!("failed over: {}", parts.join("; ")))
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// `15:26:21.340`.
@@ -141,13 +146,15 @@ pub(super) fn verdict_headline(f: &Finding<'_, '_>) -> Option<Headline> {
     let state = &f.job.d.state;
     let severity = match f.verdict {
         Verdict::Healthy => return None,
-        Verdict::Unhealthy if f.failover.is_some() || !matches!(state, JobStatus::Running) => Severity::Critical,
+        Verdict::Unhealthy if f.failover.is_some() || !matches!(state, JobStatus::Running) => {
+            Severity::Critical
+        }
         Verdict::Unhealthy => Severity::Warning,
         Verdict::AtRisk => Severity::AtRisk,
     };
     let class = if f.failover.is_some() { Some(HeadlineClass::Failover) } else { f.class.map(Into::into) };
     let mut what: Vec<String> = f.reasons.iter().take(1).map(ToString::to_string).collect();
-    what.extend(f.failover.map(str::to_string));
+    what.extend(f.failover.map(|f| format!("failed over: {f}")));
     let (next_step, doc) = headline::next_step(class, f.held_by.as_deref());
     Some(Headline {
         severity,

@@ -48,9 +48,6 @@ pub fn to_text(report: &Report) -> String {
     }
     if report.jobs.is_empty() {
         o.line("No running job.");
-    } else {
-        o.line("");
-        o.line("Details, worst first:");
     }
     for j in worst_first(&report.jobs) {
         o.line("");
@@ -76,9 +73,8 @@ pub fn to_text(report: &Report) -> String {
 /// cluster's order.
 fn worst_first(jobs: &[JobReport]) -> Vec<&JobReport> {
     let mut all: Vec<(usize, &JobReport)> = jobs.iter().enumerate().collect();
-    let rank = |j: &JobReport| {
-        j.headline.as_ref().map(|h| (h.severity, h.class.is_none(), h.class, h.job.clone()))
-    };
+    let rank =
+        |j: &JobReport| j.headline.as_ref().map(|h| (h.severity, h.class.is_none(), h.class, h.job.clone()));
     all.sort_by(|(i, a), (k, b)| match (rank(a), rank(b)) {
         (Some(x), Some(y)) => x.cmp(&y),
         (Some(_), None) => std::cmp::Ordering::Less,
@@ -88,15 +84,12 @@ fn worst_first(jobs: &[JobReport]) -> Vec<&JobReport> {
     all.into_iter().map(|(_, j)| j).collect()
 }
 
-/// Whether the job failed over, and the subtask to look at. The TaskManagers' own evidence
-/// ("Evidence: …") and a thread dump's "Blocked in: …" line belong here too, one line each,
-/// right under the culprit.
+/// Whether the job failed over (the headline names the culprit). The TaskManagers' own
+/// evidence ("Evidence: …") and a thread dump's "Blocked in: …" line belong here, one line
+/// each, under the job's verdict and before its configuration.
 fn failover_and_culprit(o: &mut Out, j: &JobReport) {
     if let Some(f) = &j.failover {
         o.line(format!("Failover: {f}"));
-    }
-    if let Some(w) = j.headline.as_ref().and_then(|h| h.where_.as_deref()) {
-        o.line(format!("Culprit: {w}"));
     }
 }
 

@@ -326,7 +326,8 @@ impl Aggregate {
                     t.channels += u32::from(fresh);
                 }
                 None if !full => {
-                    let times = BarrierTimes { first_ms: at, last_ms: at, last_channel: channel, channels: 1 };
+                    let times =
+                        BarrierTimes { first_ms: at, last_ms: at, last_channel: channel, channels: 1 };
                     self.barrier_times.insert((task, id), times);
                 }
                 None => {}
@@ -483,9 +484,9 @@ impl Aggregate {
 
     /// Whether a checkpoint was aborted because the job stopped, and by nothing else.
     pub(super) fn stopped_only(&self, id: u64) -> bool {
-        self.checkpoint_causes
-            .get(&id)
-            .is_some_and(|known| self.split_causes(known).0.is_empty() && known.iter().any(|c| self.is_suspending(c)))
+        self.checkpoint_causes.get(&id).is_some_and(|known| {
+            self.split_causes(known).0.is_empty() && known.iter().any(|c| self.is_suspending(c))
+        })
     }
 
     /// Root causes by category (once per checkpoint and category, plus lines without a

@@ -46,7 +46,8 @@ impl ScanReport {
         }
         let failovers: u64 = a.failovers.values().sum();
         // The lines that say the job failed over name no job: the one whose checkpoints failed most.
-        let failing_most = jobs.iter().filter(|(_, j)| j.failed() > 0).max_by_key(|(_, j)| j.failed()).map(|(id, _)| *id);
+        let failing_most =
+            jobs.iter().filter(|(_, j)| j.failed() > 0).max_by_key(|(_, j)| j.failed()).map(|(id, _)| *id);
         let mut out = Vec::new();
         for (job, counts) in &jobs {
             let failed_over = failovers > 0 && failing_most == Some(*job);
@@ -61,7 +62,13 @@ impl ScanReport {
         headline::order(out)
     }
 
-    fn job_headline(&self, job: &str, c: &JobCounts, failed_over: bool, timelines: &[Timeline<'_>]) -> Headline {
+    fn job_headline(
+        &self,
+        job: &str,
+        c: &JobCounts,
+        failed_over: bool,
+        timelines: &[Timeline<'_>],
+    ) -> Headline {
         let a = &self.aggregate;
         let mut what = Vec::new();
         if failed_over {
@@ -73,7 +80,12 @@ impl ScanReport {
                 .iter()
                 .filter_map(|o| c.by_outcome.get(o).map(|n| format!("{n} {o}")))
                 .collect();
-            counts = Some(format!("{} of {} checkpoints did not complete ({})", c.failed(), c.seen, outcomes.join(", ")));
+            counts = Some(format!(
+                "{} of {} checkpoints did not complete ({})",
+                c.failed(),
+                c.seen,
+                outcomes.join(", ")
+            ));
         }
         let causes = timelines
             .iter()
@@ -132,7 +144,8 @@ impl ScanReport {
     fn top_holder(&self) -> Option<String> {
         let a = &self.aggregate;
         let rows = self.blocking_rows();
-        let (task, subtask, b) = rows.into_iter().filter(|(t, _, _)| *t != "?").max_by_key(|(_, _, b)| b.count)?;
+        let (task, subtask, b) =
+            rows.into_iter().filter(|(t, _, _)| *t != "?").max_by_key(|(_, _, b)| b.count)?;
         Some(super::text::who(Some(task), subtask, a.str(b.taskmanager)))
     }
 
@@ -165,7 +178,8 @@ impl ScanReport {
         }
         let _ = writeln!(out, "\nAlignment (first to last barrier of a subtask, from DEBUG barrier lines):");
         if let Some(l) = longest {
-            let (most, n) = by_subtask.iter().max_by_key(|(_, n)| **n).map_or(("?", 0), |(s, n)| (s.as_str(), *n));
+            let (most, n) =
+                by_subtask.iter().max_by_key(|(_, n)| **n).map_or(("?", 0), |(s, n)| (s.as_str(), *n));
             let _ = writeln!(
                 out,
                 "  {} checkpoint(s) with barriers on several channels; the longest alignment {} ({} in \
