@@ -235,7 +235,8 @@ fn tolerable_failures_and_root_causes_in_the_tolerable_scenarios() {
 fn run_cli(args: &[&str]) -> String {
     let out =
         std::process::Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel")).args(args).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // 0: no checkpoint failed; 1: some did (the report is printed either way).
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -323,7 +324,8 @@ fn scan_logs_orders_the_timeline_and_names_the_real_cause() {
     let json: Value = serde_json::from_str(&run_cli(&args)).unwrap();
     assert_eq!(json["root_causes"]["user_code"], 6, "{}", json["root_causes"]);
     assert!(json["root_causes"].get("task_failure").is_none());
-    assert_eq!(json["root_cause_symptoms"]["task_failure"], 6);
+    // "Checkpoint Coordinator is suspending": the job stopping, a symptom with a name of its own.
+    assert_eq!(json["root_cause_symptoms"]["job_stopping"], 6);
     let cp3 = json["checkpoints"].as_array().unwrap().iter().find(|c| c["id"] == 3).unwrap();
     assert_eq!(cp3["root_cause"]["exception"], "java.lang.Exception");
 }

@@ -43,10 +43,10 @@ fn median(v: Vec<u64>) -> Option<u64> {
 }
 
 /// What every finding reads: the fetched data, the settings, and where each subtask runs.
-pub(super) struct Job<'a> {
-    pub(super) d: &'a JobData,
-    pub(super) settings: Option<CheckpointSettings>,
-    pub(super) interval: Option<u64>,
+struct Job<'a> {
+    d: &'a JobData,
+    settings: Option<CheckpointSettings>,
+    interval: Option<u64>,
     timeout: Option<u64>,
     /// Vertex id by operator name.
     vertex_of: BTreeMap<&'a str, &'a str>,
@@ -128,7 +128,8 @@ pub fn analyse(d: &JobData) -> JobReport {
     let top_start_delay = top_subtasks(&job, |s| s.start_delay_ms);
     let blocking = blocking(&job);
     let (load, bottleneck) = load(&job);
-    let restarts = restarts(&job);
+    let view = super::headline::Job { d, settings: job.settings.as_ref() };
+    let restarts = restarts(&view);
     let (mut spacing, alignment_view) = shadow_view(&job, counts, &restarts);
     let classes = classes(&job, &failures, &top_alignment, &top_start_delay);
     // The alignment engine's view matters when barriers are what is slow.
@@ -154,9 +155,9 @@ pub fn analyse(d: &JobData) -> JobReport {
     let (causes, next) =
         causes_and_next(&job, &classes, &failures, &top_alignment, bottleneck.is_some(), holder);
     let next = if next.is_empty() { vec![nothing_found_next(verdict)] } else { next };
-    let failover = failover(&job, &restarts);
+    let failover = failover(&view, &restarts);
     let headline = verdict_headline(&Finding {
-        job: &job,
+        job: &view,
         verdict,
         reasons: &reasons,
         failover: failover.as_deref(),

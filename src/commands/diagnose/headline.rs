@@ -8,8 +8,23 @@ use crate::observe::{CheckpointStatus, FailureReason, FinishedCheckpoint, JobSta
 use crate::rules::Class;
 use crate::time::Timestamp;
 
-use super::analyse::Job;
-use super::report::JobReport;
+use super::report::{JobData, JobReport, Report};
+use crate::observe::CheckpointSettings;
+
+/// What the failover findings read of a job: the fetched data and its settings.
+#[derive(Clone, Copy)]
+pub(super) struct Job<'a> {
+    /// What was fetched.
+    pub(super) d: &'a JobData,
+    /// Its checkpoint settings, when known.
+    pub(super) settings: Option<&'a CheckpointSettings>,
+}
+
+impl Job<'_> {
+    fn interval(&self) -> Option<u64> {
+        self.settings?.interval_ms
+    }
+}
 
 /// The restarts `diagnose` can tell from one look at the REST API.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -53,14 +68,14 @@ fn counted_failure(c: &FinishedCheckpoint) -> bool {
 
 /// The tolerable number of failures in a row, `None` when unlimited or unknown.
 fn tolerable(job: &Job<'_>) -> Option<u32> {
-    job.settings.as_ref()?.tolerable_failures.filter(|t| *t != UNLIMITED_TOLERABLE)
+    job.settings?.tolerable_failures.filter(|t| *t != UNLIMITED_TOLERABLE)
 }
 
 /// The restarts of a job, as far as the REST API tells.
 pub(super) fn restarts(job: &Job<'_>) -> Restarts {
     let latest = job.d.details.as_ref().and_then(|d| d.timestamps.get("RESTARTING")).filter(|t| **t > 0);
     let mut restarts = Restarts { latest: latest.map(|t| Timestamp(*t)), inferred: None };
-    let (Some(t), Some(interval)) = (tolerable(job), job.interval) else { return restarts };
+    let (Some(t), Some(interval)) = (tolerable(job), job.interval()) else { return restarts };
     let all = periodic(job);
     // Only when the history starts within a run of failures: its first checkpoint is not the job's first.
     if all.first().is_none_or(|c| c.id <= 1) {
@@ -184,4 +199,18 @@ pub fn cluster_line(url: &str, version: Option<&str>, jobs: &[JobReport]) -> Str
 /// The headlines of every job, worst first.
 pub fn headlines(jobs: &[JobReport]) -> Vec<Headline> {
     headline::order(jobs.iter().filter_map(|j| j.headline.clone()).collect())
+}
+
+impl Report {
+    /// The report of these jobs, with its summary and headlines.
+    pub fn new(url: String, flink_version: Option<String>, at_ms: i64, jobs: Vec<JobReport>) -> Report {
+        Report {
+            summary: cluster_line(&url, flink_version.as_deref(), &jobs),
+            headline: headlines(&jobs),
+            url,
+            flink_version,
+            at_ms,
+            jobs,
+        }
+    }
 }

@@ -82,20 +82,6 @@ pub struct Report {
     pub jobs: Vec<JobReport>,
 }
 
-impl Report {
-    /// The report of these jobs, with its summary and headlines.
-    pub fn new(url: String, flink_version: Option<String>, at_ms: i64, jobs: Vec<JobReport>) -> Report {
-        Report {
-            summary: super::headline::cluster_line(&url, flink_version.as_deref(), &jobs),
-            headline: super::headline::headlines(&jobs),
-            url,
-            flink_version,
-            at_ms,
-            jobs,
-        }
-    }
-}
-
 /// The diagnosis of one job.
 #[derive(Clone, Debug, Serialize)]
 pub struct JobReport {
