@@ -87,12 +87,18 @@ impl ScanReport {
                 outcomes.join(", ")
             ));
         }
+        // The causes this job's own lines carry (checkpoint ids repeat across jobs), symptoms
+        // (expired, declined, a stopping job) left out: no root cause worth a headline.
         let causes = timelines
             .iter()
             .filter(|t| t.job_id == job)
-            .filter_map(|t| a.cause_of(t.id))
-            // A symptom standing alone (expired, declined) is no root cause worth a headline.
-            .filter(|c| !crate::sources::logs::parse::SYMPTOM_CATEGORIES.contains(&c.category))
+            .filter_map(|t| {
+                t.events
+                    .iter()
+                    .filter_map(|e| e.cause.checked_sub(1).and_then(|i| a.cause_ids.get(i as usize)))
+                    .find(|c| !crate::sources::logs::parse::SYMPTOM_CATEGORIES.contains(&c.category))
+                    .copied()
+            })
             .fold(BTreeMap::new(), |mut m: BTreeMap<_, usize>, c| {
                 *m.entry(c).or_default() += 1;
                 m
