@@ -398,3 +398,40 @@ fn a_traceless_1_13_decline_takes_its_task_from_the_taskmanager_line() {
         assert_ne!(row["task"], "?", "{row}");
     }
 }
+
+/// The answer first: on every tolerable-exceeded capture the first 10 lines say the job failed
+/// over and why; no scan names a task by its vertex id where the same logs name it; a
+/// checkpoint the job's stopping aborted is no root cause; failures make exit code 1.
+#[test]
+fn scan_logs_leads_with_the_failover_and_names_tasks() {
+    for version in ["1.14.6", "1.20.5", "2.3.0"] {
+        for scenario in ["tolerable-exceeded", "expired", "backpressure"] {
+            let dir = fixtures().join(format!("flink-{version}/{scenario}/logs"));
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
+                .arg("scan-logs")
+                .args(files_in(&dir))
+                .output()
+                .unwrap();
+            let text = String::from_utf8(out.stdout).unwrap();
+            let head: String = text.lines().take(10).collect::<Vec<_>>().join("\n");
+            let vertex_id = regex::Regex::new(r"[0-9a-f]{32} #").unwrap();
+            assert!(!vertex_id.is_match(&text), "{version}/{scenario}: a vertex id for a task:\n{text}");
+            match scenario {
+                "tolerable-exceeded" => {
+                    assert!(head.contains("the job failed over 3 times"), "{version}:\n{head}");
+                    assert!(head.contains("tolerable-failed-checkpoints"), "{version}:\n{head}");
+                    assert!(head.contains("java.io.IOException"), "{version}: the root cause:\n{head}");
+                    assert_eq!(out.status.code(), Some(1));
+                }
+                "backpressure" => {
+                    assert!(
+                        !text.contains("root cause (task_failure)"),
+                        "{version}: a cancel as a cause:\n{text}"
+                    );
+                    assert_eq!(out.status.code(), Some(0), "{version}: a stopped checkpoint is no failure");
+                }
+                _ => assert_eq!(out.status.code(), Some(1)),
+            }
+        }
+    }
+}

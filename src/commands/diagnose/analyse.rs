@@ -498,7 +498,8 @@ fn shadow_view(
     };
     // A restart between two checkpoints is told to the shadow as the daemon's poller sees it
     // (a poll that finds the job RESTARTING), so it explains that gap as the daemon does.
-    for at in restarts.all() {
+    // (Only with Flink's counts: the polls before carry them less what finished later.)
+    for at in restarts.all().into_iter().filter(|_| d.stats.counts.is_some()) {
         let before: Vec<FinishedCheckpoint> =
             ordered.iter().filter(|c| c.finished_at <= at).cloned().collect();
         shadow.observe_poll(&poll(before.clone(), at, JobStatus::Running));

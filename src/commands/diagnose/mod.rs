@@ -515,6 +515,49 @@ mod tests {
         assert!(report.next[0].starts_with("no single subtask stands out"), "{:?}", report.next);
     }
 
+    /// A restart between two checkpoints is a restart, not "coordinator stall …?": seen on the
+    /// demo's failing job (tolerable 2), whose history begins within a run of failures that the
+    /// restart ended, and whose latest restart `/jobs/:id` `timestamps` gives.
+    #[test]
+    fn a_restart_gap_reads_as_a_restart_and_the_job_failed_over() {
+        let failed = |id: u64, at: i64| {
+            FinishedCheckpoint::completed(id, Timestamp(at), 80)
+                .failed("Asynchronous task checkpoint failed.")
+        };
+        // 8, 9 | restart | 10, 11, 12 (3 > 2: restart) | 13, 14: 2 s apart but after a restart.
+        let times = [(8, 0), (9, 2_000), (10, 6_300), (11, 8_300), (12, 10_300), (13, 13_900), (14, 15_900)];
+        let finished: Vec<FinishedCheckpoint> = times.iter().rev().map(|(id, at)| failed(*id, *at)).collect();
+        let history: Vec<serde_json::Value> = times
+            .iter()
+            .rev()
+            .map(|(id, at)| {
+                serde_json::json!({ "className": "failed", "id": id, "status": "FAILED",
+                    "trigger_timestamp": at, "failure_timestamp": at + 80,
+                    "failure_message": "Asynchronous task checkpoint failed." })
+            })
+            .collect();
+        let mut data = job(serde_json::Value::Array(history), finished);
+        data.stats.counts = serde_json::from_value(
+            serde_json::json!({ "restored": 0, "total": 14, "in_progress": 0, "completed": 0, "failed": 14 }),
+        )
+        .unwrap();
+        data.config = Some(
+            serde_json::from_value(serde_json::json!({ "mode": "exactly_once", "interval": 2_000,
+                "timeout": 600_000, "min_pause": 0, "max_concurrent": 1, "tolerable_failed_checkpoints": 2 }))
+            .unwrap(),
+        );
+        data.fetched_at = Timestamp(16_500);
+        let report = analyse(&data);
+        let spacing = report.spacing.join("\n");
+        assert!(!spacing.contains("coordinator stall"), "{spacing}");
+        assert!(spacing.contains("restarted"), "{spacing}");
+        let failover = report.failover.as_deref().unwrap_or_default();
+        assert!(failover.contains("tolerable-failed-checkpoints 2"), "{failover}");
+        let headline = report.headline.unwrap();
+        assert_eq!(headline.class, Some(crate::health::headline::HeadlineClass::Failover));
+        assert_eq!(headline.severity, crate::health::headline::Severity::Critical);
+    }
+
     /// Flink keeps up to 20 checkpoints in its history; the text shows the newest ten and
     /// counts the rest (live on 2.3.0 the expired report was 54 lines with all 16 listed).
     #[test]
