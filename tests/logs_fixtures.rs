@@ -404,6 +404,7 @@ fn a_traceless_1_13_decline_takes_its_task_from_the_taskmanager_line() {
 /// checkpoint the job's stopping aborted is no root cause; failures make exit code 1.
 #[test]
 fn scan_logs_leads_with_the_failover_and_names_tasks() {
+    let vertex_id = regex::Regex::new(r"[0-9a-f]{32} #").unwrap();
     for version in ["1.14.6", "1.20.5", "2.3.0"] {
         for scenario in ["tolerable-exceeded", "expired", "backpressure"] {
             let dir = fixtures().join(format!("flink-{version}/{scenario}/logs"));
@@ -414,7 +415,6 @@ fn scan_logs_leads_with_the_failover_and_names_tasks() {
                 .unwrap();
             let text = String::from_utf8(out.stdout).unwrap();
             let head: String = text.lines().take(10).collect::<Vec<_>>().join("\n");
-            let vertex_id = regex::Regex::new(r"[0-9a-f]{32} #").unwrap();
             assert!(!vertex_id.is_match(&text), "{version}/{scenario}: a vertex id for a task:\n{text}");
             match scenario {
                 "tolerable-exceeded" => {
