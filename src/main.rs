@@ -36,9 +36,11 @@ enum Command {
         #[command(flatten)]
         config: ConfigFile,
     },
-    /// Analyse Flink log files offline: events per kind, a timeline per checkpoint, the subtasks
-    /// that held checkpoints up, and root causes. Exit code 0; 3 when a file is not a Flink log
-    /// (no line starts with a log4j timestamp; the report says which); 1 when a file cannot be read.
+    /// Analyse Flink log files offline: first what failed (failovers, root causes, the subtask
+    /// that held checkpoints up, what to do), then alignment, events per kind and a timeline per
+    /// checkpoint. Exit code 0 when no checkpoint failed; 1 when checkpoints failed or the job
+    /// failed over (as `diagnose` for an unhealthy job); 2 when a file cannot be read; 3 when a
+    /// file is not a Flink log (no line starts with a log4j timestamp; the report says which).
     ScanLogs {
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
@@ -211,8 +213,8 @@ fn run_simulate(args: &checkpoint_sentinel::commands::simulate::SimulateArgs) ->
     }
 }
 
-/// `scan-logs`: the report on stdout; exit code 3 (after a warning per file) when a file is
-/// not a Flink log.
+/// `scan-logs`: the report on stdout; exit code 1 when checkpoints failed, 2 when a file
+/// cannot be read, 3 (after a warning per file) when a file is not a Flink log.
 fn run_scan_logs(format: ScanFormat, max_line_bytes: usize, files: &[PathBuf]) -> ExitCode {
     let patterns = checkpoint_sentinel::sources::logs::parse::Patterns::builtin();
     let report = match checkpoint_sentinel::commands::scan_logs::scan_paths_streaming(
@@ -223,16 +225,16 @@ fn run_scan_logs(format: ScanFormat, max_line_bytes: usize, files: &[PathBuf]) -
         Ok(report) => report,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(2);
         }
     };
     if let Err(e) = print_scan_report(&report, format) {
         eprintln!("error: {e}");
-        return ExitCode::FAILURE;
+        return ExitCode::from(2);
     }
     let strangers = report.not_flink_logs();
     if strangers.is_empty() {
-        return ExitCode::SUCCESS;
+        return if report.found_failures() { ExitCode::FAILURE } else { ExitCode::SUCCESS };
     }
     for f in strangers {
         eprintln!("warning: {} is not a Flink log (no line starts with a log4j timestamp)", f.path.display());

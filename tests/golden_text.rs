@@ -118,9 +118,11 @@ async fn diagnose_and_scan_logs_match_their_goldens_for_every_capture() {
                     if format == "text" { format!("(exit code {code})\n") } else { String::new() }
                 );
                 problems.extend(readable(&golden.join(file), &out));
-                if format == "text" && scenario == "expired" && out.lines().count() > 50 {
+                // A screen (50 lines) of details, under the answer: the cluster's line and the
+                // job's headline (4 lines).
+                if format == "text" && scenario == "expired" && out.lines().count() > 54 {
                     problems.push(format!(
-                        "{version}/{scenario}: the expired report is {} lines, more than a screen (50)",
+                        "{version}/{scenario}: the expired report is {} lines, more than the answer and a screen (54)",
                         out.lines().count()
                     ));
                 }
@@ -140,9 +142,11 @@ async fn diagnose_and_scan_logs_match_their_goldens_for_every_capture() {
                 let mut args: Vec<String> = vec!["scan-logs".into(), "--format".into(), format.into()];
                 args.extend(files.iter().cloned());
                 let (code, out) = tokio::task::spawn_blocking(move || run(&args)).await.unwrap();
-                if code != 0 {
+                // 0: no checkpoint failed; 1: some failed or the job failed over.
+                if code != 0 && code != 1 {
                     problems.push(format!("{version}/{scenario}: scan-logs exited {code}"));
                 }
+                let out = if format == "text" { format!("{out}(exit code {code})\n") } else { out };
                 problems.extend(readable(&golden.join(file), &out));
                 problems.extend(compare(&golden.join(file), &out));
                 checked += 1;

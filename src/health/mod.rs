@@ -11,6 +11,8 @@
 //! Who held a checkpoint up is [`culprit`]. Pure: no I/O, no clock.
 
 pub mod culprit;
+pub mod headline;
+pub mod links;
 
 use std::fmt;
 

@@ -491,6 +491,12 @@ impl Coordinator {
         self.status
     }
 
+    /// When the job last entered each state (`RUNNING`, `RESTARTING`, `FAILED`), as Flink's
+    /// `/jobs/:id` `timestamps` says it.
+    pub fn last_entered(&self) -> std::collections::BTreeMap<String, i64> {
+        self.status_changes.iter().map(|(at, s)| (s.observed().as_str().to_string(), at.0)).collect()
+    }
+
     /// Every checkpoint so far (the oldest may have been dropped, see
     /// [`CoordinatorConfig::keep_checkpoints`]).
     pub fn checkpoints(&self) -> impl Iterator<Item = &PredictedCheckpoint> {

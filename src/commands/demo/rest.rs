@@ -124,6 +124,8 @@ async fn job(State(cluster): State<Shared>, Path(jid): Path<String>) -> Response
             "name": j.name,
             "state": j.coordinator.status().observed().as_str(),
             "start-time": j.start.0,
+            "now": j.coordinator.now().0,
+            "timestamps": j.coordinator.last_entered(),
             "vertices": vertices,
             "plan": { "jid": j.id, "name": j.name, "type": "STREAMING", "nodes": nodes },
         }))

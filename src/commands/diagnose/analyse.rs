@@ -9,7 +9,7 @@ use crate::health::{Outcome, Snapshot, snapshot_verdict};
 use crate::model::coordinator::CoordinatorConfig;
 use crate::model::replay::replay;
 use crate::observe::{
-    CheckpointSettings, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, SnapshotKind,
+    CheckpointSettings, CheckpointStatus, FinishedCheckpoint, JobKey, JobPoll, JobStatus, SnapshotKind,
     SubtaskCheckpoint,
 };
 use crate::rules::Class;
@@ -19,42 +19,12 @@ use crate::sources::flink::{convert, dto};
 use crate::time::Timestamp;
 use crate::time::human_ms;
 
+use super::headline::Restarts;
 use super::report::*;
 
-/// A page a finding points the reader to: Flink's documentation or a runbook section.
-#[derive(Clone, Copy, Debug)]
-struct Doc {
-    title: &'static str,
-    url: &'static str,
-}
-
-const MONITORING: Doc = Doc {
-    title: "Flink: Monitoring Checkpointing",
-    url: "https://nightlies.apache.org/flink/flink-docs-stable/docs/ops/monitoring/checkpoint_monitoring/",
-};
-const LARGE_STATE: Doc = Doc {
-    title: "Flink: Tuning Checkpoints and Large State",
-    url: "https://nightlies.apache.org/flink/flink-docs-stable/docs/ops/state/large_state_tuning/",
-};
-const UNDER_BACKPRESSURE: Doc = Doc {
-    title: "Flink: Checkpointing under backpressure",
-    url: "https://nightlies.apache.org/flink/flink-docs-stable/docs/ops/state/checkpointing_under_backpressure/",
-};
-const BACK_PRESSURE: Doc = Doc {
-    title: "Flink: Monitoring Back Pressure",
-    url: "https://nightlies.apache.org/flink/flink-docs-stable/docs/ops/monitoring/back_pressure/",
-};
-const CONFIGURATION: Doc = Doc {
-    title: "Flink: Configuration, checkpointing options",
-    url: "https://nightlies.apache.org/flink/flink-docs-stable/docs/deployment/config/#checkpointing",
-};
-const RUNBOOK_FAILURES: Doc = Doc {
-    title: "Runbook: FlinkCheckpointFailuresIncreasing",
-    url: "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md#flinkcheckpointfailuresincreasing",
-};
-const RUNBOOK_TOLERANCE: Doc = Doc {
-    title: "Runbook: FlinkCheckpointToleranceNearlySpent",
-    url: "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md#flinkcheckpointtolerancenearlyspent",
+use crate::health::links::{
+    BACK_PRESSURE, CONFIGURATION, Doc, LARGE_STATE, MONITORING, RUNBOOK_FAILURES, RUNBOOK_TOLERANCE,
+    UNDER_BACKPRESSURE,
 };
 
 /// A load ratio at or over which a vertex counts as backpressured.
@@ -127,6 +97,15 @@ impl<'a> Job<'a> {
         }
     }
 
+    /// `operator #n on TaskManager …`, always with its TaskManager when the REST API named it
+    /// (a headline stands alone).
+    fn located_with_taskmanager(&self, operator: &str, subtask: u32) -> String {
+        match self.location(operator, subtask) {
+            Some(l) => format!("{operator} #{subtask} on {}", l.text()),
+            None => format!("{operator} #{subtask}"),
+        }
+    }
+
     /// The finished checkpoints with per-subtask details, savepoints left out (triggered by
     /// hand, other rules).
     fn with_details(&self) -> Vec<&'a FinishedCheckpoint> {
@@ -140,6 +119,7 @@ impl<'a> Job<'a> {
 
 /// The diagnosis of one job (pure).
 pub fn analyse(d: &JobData) -> JobReport {
+    use super::headline::{Finding, failover, restarts, verdict_headline};
     let job = Job::new(d);
     let counts = d.stats.counts.as_ref().map(convert::counts).unwrap_or_default();
     let recent = recent(d);
@@ -148,7 +128,9 @@ pub fn analyse(d: &JobData) -> JobReport {
     let top_start_delay = top_subtasks(&job, |s| s.start_delay_ms);
     let blocking = blocking(&job);
     let (load, bottleneck) = load(&job);
-    let (mut spacing, alignment_view) = shadow_view(&job, counts);
+    let view = super::headline::Job { d, settings: job.settings.as_ref() };
+    let restarts = restarts(&view);
+    let (mut spacing, alignment_view) = shadow_view(&job, counts, &restarts);
     let classes = classes(&job, &failures, &top_alignment, &top_start_delay);
     // The alignment engine's view matters when barriers are what is slow.
     if classes.iter().any(|c| c.class == Class::Blocking) {
@@ -168,16 +150,28 @@ pub fn analyse(d: &JobData) -> JobReport {
         top_alignment_ms: top_alignment.first().map(|a| a.value_ms),
         top_start_delay_ms: top_start_delay.first().map(|s| s.value_ms),
     });
-    let holder = holder(&job, bottleneck.as_deref(), &blocking);
+    let held_by = holder(&job, bottleneck.as_ref(), &blocking);
+    let holder = held_by.as_ref().map(|(op, st)| job.located(op, *st));
     let (causes, next) =
         causes_and_next(&job, &classes, &failures, &top_alignment, bottleneck.is_some(), holder);
     let next = if next.is_empty() { vec![nothing_found_next(verdict)] } else { next };
+    let failover = failover(&view, &restarts);
+    let headline = verdict_headline(&Finding {
+        job: &view,
+        verdict,
+        reasons: &reasons,
+        failover: failover.as_deref(),
+        class: classes.first().map(|c| c.class),
+        held_by: held_by.as_ref().map(|(op, st)| job.located_with_taskmanager(op, *st)),
+    });
     JobReport {
         job_id: d.job_id.clone(),
         name: d.name.clone(),
         state: d.state.clone(),
         verdict,
         verdict_reasons: reasons.iter().map(ToString::to_string).collect(),
+        headline,
+        failover,
         taskmanager: job.single_tm.clone(),
         config: job.settings.as_ref().map(config_line),
         counts: [counts.completed, counts.failed, counts.in_progress, counts.restored],
@@ -416,9 +410,9 @@ fn blocking(job: &Job<'_>) -> Vec<Blocking> {
 
 /// Load: backpressured vertices and the busy subtasks downstream of them (the first of which is
 /// the bottleneck).
-fn load(job: &Job<'_>) -> (Vec<String>, Option<String>) {
+fn load(job: &Job<'_>) -> (Vec<String>, Option<(String, u32)>) {
     let mut load = Vec::new();
-    let mut bottleneck: Option<String> = None;
+    let mut bottleneck: Option<(String, u32)> = None;
     let Some(report) = &job.d.load else { return (load, bottleneck) };
     let name_of = |vid: &str| {
         report
@@ -464,7 +458,7 @@ fn load(job: &Job<'_>) -> (Vec<String>, Option<String>) {
                 name_of(&e.from)
             );
             if !load.contains(&text) {
-                bottleneck.get_or_insert_with(|| job.located(&name_of(&e.to), s.index));
+                bottleneck.get_or_insert_with(|| (name_of(&e.to), s.index));
                 load.push(text);
             }
         }
@@ -474,7 +468,11 @@ fn load(job: &Job<'_>) -> (Vec<String>, Option<String>) {
 
 /// The shadow model over what was fetched: the spacing of the triggers (schedule, deviation,
 /// contradictions), and apart its view of alignment (shown when barriers are what is slow).
-fn shadow_view(job: &Job<'_>, counts: crate::observe::CheckpointCounts) -> (Vec<String>, Vec<String>) {
+fn shadow_view(
+    job: &Job<'_>,
+    counts: crate::observe::CheckpointCounts,
+    restarts: &Restarts,
+) -> (Vec<String>, Vec<String>) {
     let d = job.d;
     let mut spacing = Vec::new();
     let mut alignment_view = Vec::new();
@@ -486,18 +484,31 @@ fn shadow_view(job: &Job<'_>, counts: crate::observe::CheckpointCounts) -> (Vec<
     }
     let mut ordered = d.finished.clone();
     ordered.sort_by_key(|cp| cp.id);
-    shadow.observe_poll(&JobPoll {
+    let poll = |finished: Vec<FinishedCheckpoint>, polled_at: Timestamp, job_state: JobStatus| JobPoll {
         key: JobKey { cluster: "diagnose".into(), job_id: d.job_id.clone() },
         job_name: d.name.clone(),
-        job_state: d.state.clone(),
-        polled_at: d.fetched_at,
-        counts,
+        job_state,
+        polled_at,
+        // Flink's counts as they stood then: without the checkpoints that finished later.
+        counts: counts_before(counts, &ordered, &finished),
         settings: Some(settings.clone()),
-        in_progress: convert::in_progress(&d.stats.history),
-        finished: ordered,
+        in_progress: Vec::new(),
+        finished,
         latest_restore: None,
         deferred: Default::default(),
-    });
+    };
+    // A restart between two checkpoints is told to the shadow as the daemon's poller sees it
+    // (a poll that finds the job RESTARTING), so it explains that gap as the daemon does.
+    // (Only with Flink's counts: the polls before carry them less what finished later.)
+    for at in restarts.all().into_iter().filter(|_| d.stats.counts.is_some()) {
+        let before: Vec<FinishedCheckpoint> =
+            ordered.iter().filter(|c| c.finished_at <= at).cloned().collect();
+        shadow.observe_poll(&poll(before.clone(), at, JobStatus::Running));
+        shadow.observe_poll(&poll(before, at.plus_millis(1), JobStatus::Restarting));
+    }
+    let mut last = poll(ordered.clone(), d.fetched_at, d.state.clone());
+    last.in_progress = convert::in_progress(&d.stats.history);
+    shadow.observe_poll(&last);
     let ex = shadow.explanation();
     match (ex.schedule, CoordinatorConfig::from_settings(settings)) {
         (Some(s), _) => spacing.push(s),
@@ -514,11 +525,36 @@ fn shadow_view(job: &Job<'_>, counts: crate::observe::CheckpointCounts) -> (Vec<
         }
         (None, None) => spacing.push("periodic checkpoints are off".into()),
     }
-    spacing.extend(ex.last_unexplained.or(ex.last_deviation).map(|d| d.sentence));
+    spacing.extend(ex.last_unexplained.or(ex.last_deviation).map(|d| match restarts.inferred {
+        Some((id, _)) if d.checkpoint_id == id => format!(
+            "{} (inferred: the failed checkpoints before it continue a run older than the history Flink \
+             keeps, and the gap is the restart's)",
+            d.sentence
+        ),
+        _ => d.sentence,
+    }));
     alignment_view.extend(ex.alignment);
     alignment_view.extend(ex.what_if);
     spacing.extend(ex.contradictions);
     (spacing, alignment_view)
+}
+
+/// Flink's counts without the checkpoints of `all` that `seen` leaves out (finished later).
+fn counts_before(
+    mut counts: crate::observe::CheckpointCounts,
+    all: &[FinishedCheckpoint],
+    seen: &[FinishedCheckpoint],
+) -> crate::observe::CheckpointCounts {
+    for later in all.iter().filter(|c| !seen.iter().any(|s| s.id == c.id)) {
+        match later.status {
+            CheckpointStatus::Completed => counts.completed = counts.completed.saturating_sub(1),
+            CheckpointStatus::Failed => counts.failed = counts.failed.saturating_sub(1),
+        }
+    }
+    if seen.len() < all.len() {
+        counts.in_progress = 0;
+    }
+    counts
 }
 
 /// The failure classes: failure (an error), timeout (a slow snapshot), blocking (barriers
@@ -645,15 +681,15 @@ fn slow_barrier_class(
 
 /// The subtask to look at: the one that alone held the newest failed checkpoint up, else the
 /// bottleneck, else the one that most often acknowledged last.
-fn holder(job: &Job<'_>, bottleneck: Option<&str>, blocking: &[Blocking]) -> Option<String> {
+fn holder(job: &Job<'_>, bottleneck: Option<&(String, u32)>, blocking: &[Blocking]) -> Option<(String, u32)> {
     job.d
         .finished
         .iter()
         .find(|cp| cp.status == CheckpointStatus::Failed)
         .and_then(culprit::sole_holder)
-        .map(|(op, st)| job.located(&op.name, st.index))
-        .or(bottleneck.map(str::to_string))
-        .or_else(|| blocking.first().map(|b| job.located(&b.operator, b.subtask)))
+        .map(|(op, st)| (op.name.clone(), st.index))
+        .or(bottleneck.cloned())
+        .or_else(|| blocking.first().map(|b| (b.operator.clone(), b.subtask)))
 }
 
 fn cause(c: &str, doc: Doc) -> Cause {

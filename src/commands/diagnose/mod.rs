@@ -15,6 +15,7 @@
 
 pub mod analyse;
 pub mod blocked;
+pub mod headline;
 pub mod report;
 pub mod text;
 
@@ -85,6 +86,12 @@ pub enum DiagnoseError {
     /// `--cluster` names no cluster of the configuration file, or it has several and none was named.
     #[error("{0}")]
     NoSuchCluster(String),
+    /// `--url` answers as checkpoint-sentinel's own HTTP server, not as a JobManager.
+    #[error(
+        "{0} is checkpoint-sentinel, not a JobManager: give diagnose the JobManager's REST address (the `url` of a \
+         `[[clusters]]` entry, e.g. http://jobmanager:8081), or read this daemon's own view at {0}/api/v1/jobs"
+    )]
+    NotAJobManager(String),
     /// `--url` is not an http(s) URL.
     #[error(
         "--url {0:?} is not the JobManager's REST address: expected an http:// or https:// URL such as http://jobmanager:8081"
@@ -105,7 +112,17 @@ fn ended_for_diagnose(job_state: &str) -> bool {
 pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
     let cluster = cluster_config(args)?;
     let client = FlinkClient::new(&cluster)?;
-    let overview = client.overview().await?;
+    let overview = match client.overview().await {
+        Ok(o) => o,
+        Err(e @ FetchError::HttpStatus { status: 404, .. }) => {
+            return Err(if is_checkpoint_sentinel(&cluster.url, args.timeout).await {
+                DiagnoseError::NotAJobManager(cluster.url.trim_end_matches('/').to_string())
+            } else {
+                e.into()
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
     let jobs = client.jobs_overview().await?;
     let selected: Vec<&dto::JobOverview> = match &args.job {
         Some(id) => {
@@ -123,12 +140,20 @@ pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
         let data = fetch(&client, job, overview.flink_version.clone(), args.checkpoints).await?;
         reports.push(analyse(&data));
     }
-    Ok(Report {
-        url: cluster.url,
-        flink_version: overview.flink_version,
-        at_ms: Timestamp::now().millis(),
-        jobs: reports,
-    })
+    Ok(Report::new(cluster.url, overview.flink_version, Timestamp::now().millis(), reports))
+}
+
+/// Whether `url` is checkpoint-sentinel's own HTTP server (a common slip: the daemon's address
+/// where the JobManager's was meant): its `/api/v1/clusters` answers with a JSON list.
+async fn is_checkpoint_sentinel(url: &str, timeout: Duration) -> bool {
+    let Ok(client) = reqwest::Client::builder().timeout(timeout).build() else { return false };
+    let probe = format!("{}/api/v1/clusters", url.trim_end_matches('/'));
+    match client.get(&probe).send().await {
+        Ok(r) if r.status().is_success() => {
+            r.json::<serde_json::Value>().await.is_ok_and(|v| v.is_array() || v.get("clusters").is_some())
+        }
+        _ => false,
+    }
 }
 
 /// Fetches what [`analyse`] needs about one job.
@@ -469,7 +494,7 @@ mod tests {
             "{}",
             failure.summary
         );
-        let text = to_text(&Report { url: "u".into(), flink_version: None, at_ms: 0, jobs: vec![report] });
+        let text = to_text(&Report::new("u".into(), None, 0, vec![report]));
         assert_eq!(text.matches("map #").count(), 0, "no subtask listed one by one:\n{text}");
     }
 
@@ -495,6 +520,49 @@ mod tests {
         assert!(report.next[0].starts_with("no single subtask stands out"), "{:?}", report.next);
     }
 
+    /// A restart between two checkpoints is a restart, not "coordinator stall …?": seen on the
+    /// demo's failing job (tolerable 2), whose history begins within a run of failures that the
+    /// restart ended, and whose latest restart `/jobs/:id` `timestamps` gives.
+    #[test]
+    fn a_restart_gap_reads_as_a_restart_and_the_job_failed_over() {
+        let failed = |id: u64, at: i64| {
+            FinishedCheckpoint::completed(id, Timestamp(at), 80)
+                .failed("Asynchronous task checkpoint failed.")
+        };
+        // 8, 9 | restart | 10, 11, 12 (3 > 2: restart) | 13, 14: 2 s apart but after a restart.
+        let times = [(8, 0), (9, 2_000), (10, 6_300), (11, 8_300), (12, 10_300), (13, 13_900), (14, 15_900)];
+        let finished: Vec<FinishedCheckpoint> = times.iter().rev().map(|(id, at)| failed(*id, *at)).collect();
+        let history: Vec<serde_json::Value> = times
+            .iter()
+            .rev()
+            .map(|(id, at)| {
+                serde_json::json!({ "className": "failed", "id": id, "status": "FAILED",
+                    "trigger_timestamp": at, "failure_timestamp": at + 80,
+                    "failure_message": "Asynchronous task checkpoint failed." })
+            })
+            .collect();
+        let mut data = job(serde_json::Value::Array(history), finished);
+        data.stats.counts = serde_json::from_value(
+            serde_json::json!({ "restored": 0, "total": 14, "in_progress": 0, "completed": 0, "failed": 14 }),
+        )
+        .unwrap();
+        data.config = Some(
+            serde_json::from_value(serde_json::json!({ "mode": "exactly_once", "interval": 2_000,
+                "timeout": 600_000, "min_pause": 0, "max_concurrent": 1, "tolerable_failed_checkpoints": 2 }))
+            .unwrap(),
+        );
+        data.fetched_at = Timestamp(16_500);
+        let report = analyse(&data);
+        let spacing = report.spacing.join("\n");
+        assert!(!spacing.contains("coordinator stall"), "{spacing}");
+        assert!(spacing.contains("restarted"), "{spacing}");
+        let failover = report.failover.as_deref().unwrap_or_default();
+        assert!(failover.contains("tolerable-failed-checkpoints 2"), "{failover}");
+        let headline = report.headline.unwrap();
+        assert_eq!(headline.class, Some(crate::health::headline::HeadlineClass::Failover));
+        assert_eq!(headline.severity, crate::health::headline::Severity::Critical);
+    }
+
     /// Flink keeps up to 20 checkpoints in its history; the text shows the newest ten and
     /// counts the rest (live on 2.3.0 the expired report was 54 lines with all 16 listed).
     #[test]
@@ -514,7 +582,7 @@ mod tests {
             .collect();
         let report = analyse(&job(serde_json::Value::Array(history), vec![]));
         assert_eq!(report.recent.len(), 16, "the JSON keeps them all");
-        let text = to_text(&Report { url: "u".into(), flink_version: None, at_ms: 0, jobs: vec![report] });
+        let text = to_text(&Report::new("u".into(), None, 0, vec![report]));
         let rows = text.lines().filter(|l| l.contains("COMPLETED  ") || l.contains("EXPIRED  ")).count();
         assert_eq!(rows, 10, "{text}");
         assert!(text.contains("  … and 6 older: 2 EXPIRED, 4 COMPLETED\n"), "{text}");

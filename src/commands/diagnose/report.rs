@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::health::Outcome;
+use crate::health::headline::Headline;
 use crate::observe::{FinishedCheckpoint, JobLoadReport, JobStatus};
 use crate::rules::Class;
 use crate::sources::flink::dto;
@@ -65,9 +66,14 @@ impl Location {
 
 pub use crate::health::Verdict;
 
-/// The whole report.
+/// The whole report: the answer first (the cluster's line, the unhealthy jobs worst first),
+/// then the details of every job.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    /// The cluster in one line: how many jobs, how many unhealthy or at risk.
+    pub summary: String,
+    /// Every job that is not healthy, worst first (each as `JobReport::headline`).
+    pub headline: Vec<Headline>,
     /// The REST URL.
     pub url: String,
     /// Flink's version.
@@ -91,6 +97,10 @@ pub struct JobReport {
     pub verdict: Verdict,
     /// Why, one sentence each.
     pub verdict_reasons: Vec<String>,
+    /// What is wrong, where, the class and the next step; `None` when healthy.
+    pub headline: Option<Headline>,
+    /// Whether and why the job failed over (tolerable failures exceeded, restarts, FAILED).
+    pub failover: Option<String>,
     /// The checkpoint configuration in one line.
     pub config: Option<String>,
     /// The TaskManager every subtask runs on, when there is only one (then the report does not

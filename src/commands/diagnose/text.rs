@@ -35,12 +35,24 @@ pub fn to_text(report: &Report) -> String {
         report.flink_version.as_deref().unwrap_or("?"),
         crate::time::log_time(Timestamp(report.at_ms)).replace(',', ".")
     ));
+    o.line(&report.summary);
+    for h in &report.headline {
+        for line in crate::health::headline::render(h) {
+            o.line(line);
+        }
+    }
+    let healthy: Vec<&str> =
+        report.jobs.iter().filter(|j| j.verdict == Verdict::Healthy).map(|j| j.name.as_str()).collect();
+    if !healthy.is_empty() && healthy.len() < report.jobs.len() {
+        o.line(format!("Healthy: {}", healthy.join(", ")));
+    }
     if report.jobs.is_empty() {
         o.line("No running job.");
     }
-    for j in &report.jobs {
+    for j in worst_first(&report.jobs) {
         o.line("");
         verdict(&mut o, j);
+        failover_and_culprit(&mut o, j);
         recent_table(&mut o, j);
         failures(&mut o, j);
         if let Some(text) = super::blocked::text(j) {
@@ -58,6 +70,30 @@ pub fn to_text(report: &Report) -> String {
         read_more(&mut o, &pages);
     }
     o.0
+}
+
+/// The jobs in the order of the headlines (worst first), then the healthy ones in the
+/// cluster's order.
+fn worst_first(jobs: &[JobReport]) -> Vec<&JobReport> {
+    let mut all: Vec<(usize, &JobReport)> = jobs.iter().enumerate().collect();
+    let rank =
+        |j: &JobReport| j.headline.as_ref().map(|h| (h.severity, h.class.is_none(), h.class, h.job.clone()));
+    all.sort_by(|(i, a), (k, b)| match (rank(a), rank(b)) {
+        (Some(x), Some(y)) => x.cmp(&y),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => i.cmp(k),
+    });
+    all.into_iter().map(|(_, j)| j).collect()
+}
+
+/// Whether the job failed over (the headline names the culprit). The TaskManagers' own
+/// evidence ("Evidence: …") and a thread dump's "Blocked in: …" line belong here, one line
+/// each, under the job's verdict and before its configuration.
+fn failover_and_culprit(o: &mut Out, j: &JobReport) {
+    if let Some(f) = &j.failover {
+        o.line(format!("Failover: {f}"));
+    }
 }
 
 /// Where a subtask runs, unless every subtask runs on the same TaskManager (said once).

@@ -25,6 +25,11 @@ pub(super) const MAX_TIMELINE_EVENTS: usize = 1_000_000;
 const MAX_BLOCKING_IDS: usize = 10_000;
 /// Distinct (exception, message) examples kept per root-cause category.
 const MAX_CAUSE_EXAMPLES: usize = 100;
+/// (subtask, checkpoint) pairs whose barrier times are kept (from DEBUG barrier lines).
+const MAX_ALIGNMENTS: usize = 100_000;
+/// Flink's message when the coordinator aborts the checkpoints in progress because the job
+/// stops: a cancel, a stop-with-savepoint, a failover or a JobManager shutdown.
+pub(super) const SUSPENDING: &str = "Checkpoint Coordinator is suspending";
 
 /// What the aggregate reads of an event, borrowed (from a [`LogEvent`] or a packed unit's
 /// text): not `outputs::api::EventView`, the API's owned event with its severity and message.
@@ -178,6 +183,30 @@ pub(super) struct Aggregate {
     /// checkpoint).
     channels: BTreeMap<SubtaskKey, BTreeSet<u32>>,
     received: BTreeMap<(SubtaskKey, u64), BTreeSet<u32>>,
+    /// Per (subtask, checkpoint): its first and last barrier (epoch ms) and the channel of the
+    /// last, from DEBUG barrier lines: the alignment.
+    barrier_times: BTreeMap<(SubtaskKey, u64), BarrierTimes>,
+    /// "Exceeded checkpoint tolerable failure threshold" lines by the reason they give.
+    pub(super) failovers: BTreeMap<u32, u64>,
+}
+
+/// The barriers of one subtask for one checkpoint, from DEBUG lines.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct BarrierTimes {
+    pub(super) first_ms: i64,
+    pub(super) last_ms: i64,
+    pub(super) last_channel: u32,
+    pub(super) channels: u32,
+}
+
+/// One subtask's alignment in one checkpoint: first to last barrier.
+pub(super) struct Alignment<'a> {
+    pub(super) task: &'a str,
+    pub(super) subtask: Option<u32>,
+    pub(super) checkpoint_id: u64,
+    pub(super) ms: u64,
+    pub(super) last_channel: &'a str,
+    pub(super) channels: u32,
 }
 
 impl Aggregate {
@@ -209,6 +238,10 @@ impl Aggregate {
         }
         if kind == "restored" {
             return;
+        }
+        if kind == "tolerable_exceeded" {
+            let reason = self.strings.intern(e.reason);
+            *self.failovers.entry(reason).or_insert(0) += 1;
         }
         let Some(id) = e.checkpoint_id else { return };
         self.add_to_timeline(e, (job, id), cause, file, seq);
@@ -281,8 +314,58 @@ impl Aggregate {
             let task = (self.strings.intern(Some(task)), e.subtask);
             let channel = self.strings.intern(Some(channel));
             self.channels.entry(task).or_default().insert(channel);
-            self.received.entry((task, id)).or_default().insert(channel);
+            let fresh = self.received.entry((task, id)).or_default().insert(channel);
+            let Some(at) = e.logged_at.and_then(crate::time::log_time_utc_ms) else { return };
+            let full = self.barrier_times.len() >= MAX_ALIGNMENTS;
+            match self.barrier_times.get_mut(&(task, id)) {
+                Some(t) => {
+                    t.first_ms = t.first_ms.min(at);
+                    if at >= t.last_ms {
+                        (t.last_ms, t.last_channel) = (at, channel);
+                    }
+                    t.channels += u32::from(fresh);
+                }
+                None if !full => {
+                    let times =
+                        BarrierTimes { first_ms: at, last_ms: at, last_channel: channel, channels: 1 };
+                    self.barrier_times.insert((task, id), times);
+                }
+                None => {}
+            }
         }
+    }
+
+    /// Per (subtask, checkpoint) with barriers from more than one channel: first to last
+    /// barrier, the alignment (DEBUG barrier lines), by checkpoint then task.
+    pub(super) fn alignments(&self) -> Vec<Alignment<'_>> {
+        self.barrier_times
+            .iter()
+            .filter(|(_, t)| t.channels > 1)
+            .map(|(((task, subtask), id), t)| Alignment {
+                task: self.str(*task).unwrap_or("?"),
+                subtask: *subtask,
+                checkpoint_id: *id,
+                ms: (t.last_ms - t.first_ms).max(0) as u64,
+                last_channel: self.str(t.last_channel).unwrap_or("?"),
+                channels: t.channels,
+            })
+            .collect()
+    }
+
+    /// Gives the tasks named by a vertex id (`857e98…`, from an attempt id) the name the same
+    /// logs give that vertex (`stateful-map`).
+    pub(super) fn name_vertices(&mut self, names: &std::collections::HashMap<String, String>) {
+        for s in self.strings.strings.iter_mut() {
+            if let Some(name) = names.get(&**s) {
+                *s = name.as_str().into();
+            }
+        }
+    }
+
+    /// Whether some task is named by a 32-hex vertex id.
+    pub(super) fn has_vertex_ids(&self) -> bool {
+        self.blocking.keys().chain(self.channels.keys()).any(|(t, _)| self.str(*t).is_some_and(is_vertex_id))
+            || self.timelines.values().flatten().any(|e| self.str(e.task).is_some_and(is_vertex_id))
     }
 
     /// The event in the timeline of checkpoint `(job, id)`, unless the cap is reached.
@@ -378,16 +461,32 @@ impl Aggregate {
     /// ("Checkpoint Coordinator is suspending", "Checkpoint was declined", expired) is the root
     /// cause only when nothing else was logged for the checkpoint, and then only the first of
     /// them in [`SYMPTOM_CATEGORIES`] order.
-    fn split_causes(causes: &[InternedCause]) -> (Vec<InternedCause>, Vec<InternedCause>) {
+    fn split_causes(&self, causes: &[InternedCause]) -> (Vec<InternedCause>, Vec<InternedCause>) {
         let (mut symptoms, real): (Vec<InternedCause>, Vec<InternedCause>) =
             causes.iter().partition(|c| SYMPTOM_CATEGORIES.contains(&c.category));
         if !real.is_empty() {
             return (real, symptoms);
         }
+        // The job stopping (a cancel, a stop, a failover) aborted it: that is no cause of its own.
+        if symptoms.iter().any(|c| self.is_suspending(c)) {
+            return (Vec::new(), symptoms);
+        }
         // Only symptoms: the most telling one stands for the cause.
         symptoms.sort_by_key(|c| SYMPTOM_CATEGORIES.iter().position(|s| *s == c.category));
         let rest = symptoms.split_off(symptoms.len().min(1));
         (symptoms, rest)
+    }
+
+    /// Whether a cause is the coordinator suspending (the job stopping).
+    fn is_suspending(&self, c: &InternedCause) -> bool {
+        self.str(c.message).is_some_and(|m| m.contains(SUSPENDING))
+    }
+
+    /// Whether a checkpoint was aborted because the job stopped, and by nothing else.
+    pub(super) fn stopped_only(&self, id: u64) -> bool {
+        self.checkpoint_causes.get(&id).is_some_and(|known| {
+            self.split_causes(known).0.is_empty() && known.iter().any(|c| self.is_suspending(c))
+        })
     }
 
     /// Root causes by category (once per checkpoint and category, plus lines without a
@@ -396,12 +495,13 @@ impl Aggregate {
         let mut causes = self.causes.clone();
         let mut symptoms = BTreeMap::new();
         for known in self.checkpoint_causes.values() {
-            let (real, explained) = Self::split_causes(known);
+            let (real, explained) = self.split_causes(known);
             for c in real {
                 count_cause(&mut causes, c);
             }
             for c in explained {
-                *symptoms.entry(c.category).or_insert(0) += 1;
+                let category = if self.is_suspending(&c) { "job_stopping" } else { c.category };
+                *symptoms.entry(category).or_insert(0) += 1;
             }
         }
         (causes, symptoms)
@@ -409,7 +509,7 @@ impl Aggregate {
 
     /// The root cause of one checkpoint, if its lines carried one.
     pub(super) fn cause_of(&self, id: u64) -> Option<InternedCause> {
-        self.checkpoint_causes.get(&id).and_then(|known| Self::split_causes(known).0.first().copied())
+        self.checkpoint_causes.get(&id).and_then(|known| self.split_causes(known).0.first().copied())
     }
 
     pub(super) fn kind(&self, e: &TimelineEvent) -> &str {
@@ -434,6 +534,7 @@ impl Aggregate {
         }
         map.into_iter()
             .map(|((job_id, id), mut events)| {
+                let id_of = id;
                 // In time order: the files' lines interleave (the JobManager's and the
                 // TaskManagers' logs); lines with the same timestamp keep their file order.
                 events.sort_by(|a, b| (&a.at, a.seq).cmp(&(&b.at, b.seq)));
@@ -444,6 +545,8 @@ impl Aggregate {
                     "expired"
                 } else if has("declined") || has("async_snapshot_failed") || has("sync_snapshot_failed") {
                     "declined"
+                } else if self.stopped_only(id_of) {
+                    "stopped"
                 } else if has("failed") || has("barrier_overtaken") || has("end_of_partition") {
                     "failed"
                 } else {
@@ -504,4 +607,9 @@ pub(super) struct MissingBarriers<'a> {
     pub(super) checkpoint_id: u64,
     pub(super) received: Vec<&'a str>,
     pub(super) missing: Vec<&'a str>,
+}
+
+/// A 32-hex job vertex id.
+pub(super) fn is_vertex_id(s: &str) -> bool {
+    s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }

@@ -157,6 +157,8 @@ impl ScanReport {
             "not_flink_logs": self.files.iter().filter(|f| f.is_not_a_flink_log()).map(|f| f.path.display().to_string()).collect::<Vec<_>>(),
             "blocking_subtasks": self.blocking_json(),
             "missing_barriers": self.missing_barriers_json(),
+            "headline": self.headlines(),
+            "alignment": self.alignment_json(),
         });
         if a.timeline_events_dropped > 0 {
             out["timeline_events_dropped"] = a.timeline_events_dropped.into();

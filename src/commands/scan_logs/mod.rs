@@ -1,5 +1,7 @@
-//! The offline analysis behind `checkpoint-sentinel scan-logs`: events per kind, a timeline per
-//! checkpoint, the subtasks that held checkpoints up, and root causes, as text or JSON.
+//! The offline analysis behind `checkpoint-sentinel scan-logs`: the answer first (per job that
+//! failed: what, the failovers, the root cause, where, what to do), then the subtasks that held
+//! checkpoints up, root causes, alignment from DEBUG barrier lines, events per kind and a
+//! timeline per checkpoint, as text or JSON.
 //!
 //! The scan streams: each file is read in large buffers, one SIMD multi-literal search over the
 //! whole buffer finds the built-in needles ([`Patterns::find_needles`]), and only the lines
@@ -16,10 +18,12 @@
 mod aggregate;
 mod json;
 mod lines;
+mod names;
 mod pack;
 mod plan;
 mod report;
 mod scan;
+mod summary;
 mod text;
 
 use std::io::{self, Read};
@@ -40,7 +44,17 @@ pub fn scan_paths(
 ) -> io::Result<ScanReport> {
     let mut scanner = Scanner::new(patterns.clone(), max_line_bytes).keep_events(true);
     scanner.scan_paths(paths)?;
-    Ok(scanner.finish())
+    name_vertices(scanner.finish(), paths, max_line_bytes)
+}
+
+/// Tasks named by a vertex id get the operator name the same logs give it (a second pass over
+/// the files, only when some task is named so: [`names`]).
+fn name_vertices(mut report: ScanReport, paths: &[PathBuf], max_line_bytes: usize) -> io::Result<ScanReport> {
+    if report.aggregate.has_vertex_ids() {
+        let names = names::vertex_names(paths, max_line_bytes)?;
+        report.aggregate.name_vertices(&names);
+    }
+    Ok(report)
 }
 
 /// Reads `paths` with the given line limit into the aggregate only: memory bounded by the
@@ -52,7 +66,7 @@ pub fn scan_paths_streaming(
 ) -> io::Result<ScanReport> {
     let mut scanner = Scanner::new(patterns.clone(), max_line_bytes);
     scanner.scan_paths(paths)?;
-    Ok(scanner.finish())
+    name_vertices(scanner.finish(), paths, max_line_bytes)
 }
 
 /// Reads one stream into `report` (events kept, as [`scan_paths`]).

@@ -11,11 +11,15 @@ impl ScanReport {
     pub fn to_text(&self) -> String {
         let mut out = String::new();
         self.write_files(&mut out);
+        // The answer first: what failed and why, where, what to do; then the evidence.
+        self.write_headlines(&mut out);
+        self.write_blocking(&mut out);
+        self.write_root_causes(&mut out);
+        self.write_alignment(&mut out);
+        self.write_missing_barriers(&mut out);
+        let _ = writeln!(out, "\nDetails:");
         self.write_kind_counts(&mut out);
         self.write_checkpoints(&mut out);
-        self.write_blocking(&mut out);
-        self.write_missing_barriers(&mut out);
-        self.write_root_causes(&mut out);
         out
     }
 
@@ -104,6 +108,13 @@ impl ScanReport {
             let at = e.at.as_deref().unwrap_or("?");
             let _ = writeln!(out, "    {at}  {text}");
         }
+        if t.outcome == "stopped" {
+            let _ = writeln!(
+                out,
+                "    the job stopped: Flink aborts the checkpoint in progress when the job is canceled, stopped \
+                 or fails over (not a root cause)"
+            );
+        }
         if let Some(c) = a.cause_of(t.id) {
             let _ = writeln!(
                 out,
@@ -178,7 +189,9 @@ impl ScanReport {
                 }
             }
         }
-        if !symptoms.is_empty() {
+        if !symptoms.is_empty() && causes.is_empty() {
+            let _ = writeln!(out, "\nCheckpoints that failed with no cause of their own:");
+        } else if !symptoms.is_empty() {
             let _ = writeln!(out, "Symptoms of those causes (the same checkpoints; not counted as causes):");
             for (category, n) in &symptoms {
                 let _ = writeln!(out, "  {category:<18} {n:>5}");
@@ -189,7 +202,7 @@ impl ScanReport {
 
 /// `stateful-map #0 on 127.0.0.1:19125-bd2dde @ localhost (dataPort=19126)`: a subtask numbered
 /// from 0, as the REST API numbers it.
-fn who(task: Option<&str>, subtask: Option<u32>, taskmanager: Option<&str>) -> String {
+pub(super) fn who(task: Option<&str>, subtask: Option<u32>, taskmanager: Option<&str>) -> String {
     let mut out = match (task, subtask) {
         (Some(task), Some(s)) => format!("{task} #{s}"),
         (Some(task), None) => task.to_string(),
@@ -207,7 +220,7 @@ fn who(task: Option<&str>, subtask: Option<u32>, taskmanager: Option<&str>) -> S
 }
 
 /// `java.io.IOException: disk full`, or the part that is there.
-fn exception_text(exception: Option<&str>, message: Option<&str>) -> String {
+pub(super) fn exception_text(exception: Option<&str>, message: Option<&str>) -> String {
     match (exception.filter(|e| !e.is_empty()), message.filter(|m| !m.is_empty())) {
         (Some(e), Some(m)) => format!("{e}: {m}"),
         (Some(e), None) => e.to_string(),

@@ -1,0 +1,216 @@
+//! `diagnose`'s answer first (pure): whether a job failed over (its restarts, the tolerable
+//! failures exceeded), each unhealthy job's [`Headline`], and the cluster's first line.
+
+use crate::health::headline::{self, Headline, HeadlineClass, Severity};
+use crate::health::{Verdict, VerdictReason};
+use crate::model::coordinator::UNLIMITED_TOLERABLE;
+use crate::observe::{CheckpointStatus, FailureReason, FinishedCheckpoint, JobStatus, SnapshotKind};
+use crate::rules::Class;
+use crate::time::Timestamp;
+
+use super::report::{JobData, JobReport, Report};
+use crate::observe::CheckpointSettings;
+
+/// What the failover findings read of a job: the fetched data and its settings.
+#[derive(Clone, Copy)]
+pub(super) struct Job<'a> {
+    /// What was fetched.
+    pub(super) d: &'a JobData,
+    /// Its checkpoint settings, when known.
+    pub(super) settings: Option<&'a CheckpointSettings>,
+}
+
+impl Job<'_> {
+    fn interval(&self) -> Option<u64> {
+        self.settings?.interval_ms
+    }
+}
+
+/// The restarts `diagnose` can tell from one look at the REST API.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Restarts {
+    /// The latest restart: when the job last entered RESTARTING (`/jobs/:id` `timestamps`).
+    pub latest: Option<Timestamp>,
+    /// A restart inferred from the history: (the first checkpoint after it, when it began). The
+    /// oldest checkpoints Flink still lists failed in a row, fewer than the tolerable number,
+    /// and the next one came after a gap: the run began before the history does, and the gap is
+    /// the restart it caused.
+    pub inferred: Option<(u64, Timestamp)>,
+}
+
+impl Restarts {
+    /// Every restart known, in time order.
+    pub fn all(&self) -> Vec<Timestamp> {
+        let mut all: Vec<Timestamp> =
+            self.latest.into_iter().chain(self.inferred.map(|(_, at)| at)).collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+}
+
+/// Flink's periodic checkpoints (not savepoints), oldest first.
+fn periodic<'a>(job: &Job<'a>) -> Vec<&'a FinishedCheckpoint> {
+    let mut all: Vec<&FinishedCheckpoint> =
+        job.d.finished.iter().filter(|c| c.kind != SnapshotKind::Savepoint).collect();
+    all.sort_by_key(|c| c.id);
+    all
+}
+
+/// Whether a checkpoint failed in a way Flink counts against `tolerable-failed-checkpoints`.
+fn counted_failure(c: &FinishedCheckpoint) -> bool {
+    c.status == CheckpointStatus::Failed
+        && c.failure_message
+            .as_deref()
+            .and_then(FailureReason::from_message)
+            .is_none_or(|r| r.counts_toward_tolerable(true))
+}
+
+/// The tolerable number of failures in a row, `None` when unlimited or unknown.
+fn tolerable(job: &Job<'_>) -> Option<u32> {
+    job.settings?.tolerable_failures.filter(|t| *t != UNLIMITED_TOLERABLE)
+}
+
+/// The restarts of a job, as far as the REST API tells.
+pub(super) fn restarts(job: &Job<'_>) -> Restarts {
+    let latest = job.d.details.as_ref().and_then(|d| d.timestamps.get("RESTARTING")).filter(|t| **t > 0);
+    let mut restarts = Restarts { latest: latest.map(|t| Timestamp(*t)), inferred: None };
+    let (Some(t), Some(interval)) = (tolerable(job), job.interval()) else { return restarts };
+    let all = periodic(job);
+    // Only when the history starts within a run of failures: its first checkpoint is not the job's first.
+    if all.first().is_none_or(|c| c.id <= 1) {
+        return restarts;
+    }
+    for (run, pair) in all.windows(2).enumerate() {
+        let (prev, next) = (pair[0], pair[1]);
+        if !counted_failure(prev) || run as u32 >= t {
+            break;
+        }
+        let gap = next.triggered_at.since(prev.triggered_at);
+        let known = restarts.latest.is_some_and(|l| l >= prev.finished_at && l <= next.triggered_at);
+        if gap > interval + interval / 2 && !known {
+            restarts.inferred = Some((next.id, prev.finished_at));
+            break;
+        }
+    }
+    restarts
+}
+
+/// The longest run of counted failures in the history (Flink's count resets on a success).
+fn longest_failure_run(job: &Job<'_>) -> u32 {
+    let (mut run, mut longest) = (0u32, 0u32);
+    for c in periodic(job) {
+        run = if counted_failure(c) { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    longest
+}
+
+/// Whether, and why, the job failed over: the tolerable failures exceeded, its restarts, a
+/// FAILED, FAILING or RESTARTING state; `None` when nothing says so.
+pub(super) fn failover(job: &Job<'_>, restarts: &Restarts) -> Option<String> {
+    let mut parts = Vec::new();
+    let run = longest_failure_run(job);
+    if let Some(t) = tolerable(job)
+        && run > t
+    {
+        parts.push(format!(
+            "more checkpoints failed in a row than tolerable-failed-checkpoints {t} allows ({run} in a row in \
+             the history)"
+        ));
+    }
+    match (restarts.latest, restarts.inferred) {
+        (Some(at), _) => parts.push(format!("last restart at {} UTC", clock(at))),
+        (None, Some((id, _))) => {
+            parts.push(format!("a restart before checkpoint {id} (inferred from the gap)"))
+        }
+        (None, None) => {}
+    }
+    if parts.is_empty()
+        && matches!(job.d.state, JobStatus::Restarting | JobStatus::Failing | JobStatus::Failed)
+    {
+        parts.push(format!("the job is {}", job.d.state));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// `15:26:21.340`.
+pub fn clock(at: Timestamp) -> String {
+    let t = crate::time::log_time(at);
+    t.get(11..).unwrap_or(&t).replace(',', ".")
+}
+
+/// What a job's headline is made of.
+pub(super) struct Finding<'a, 'b> {
+    /// The job.
+    pub(super) job: &'a Job<'b>,
+    /// Its verdict and the reasons.
+    pub verdict: Verdict,
+    /// Why, one sentence each.
+    pub reasons: &'a [VerdictReason],
+    /// Whether and why it failed over.
+    pub failover: Option<&'a str>,
+    /// The most important failure class found.
+    pub class: Option<Class>,
+    /// The subtask to look at, with its TaskManager.
+    pub held_by: Option<String>,
+}
+
+/// The headline of a job that is not healthy.
+pub(super) fn verdict_headline(f: &Finding<'_, '_>) -> Option<Headline> {
+    let state = &f.job.d.state;
+    let severity = match f.verdict {
+        Verdict::Healthy => return None,
+        Verdict::Unhealthy if f.failover.is_some() || !matches!(state, JobStatus::Running) => {
+            Severity::Critical
+        }
+        Verdict::Unhealthy => Severity::Warning,
+        Verdict::AtRisk => Severity::AtRisk,
+    };
+    let class = if f.failover.is_some() { Some(HeadlineClass::Failover) } else { f.class.map(Into::into) };
+    let mut what: Vec<String> = f.reasons.iter().take(1).map(ToString::to_string).collect();
+    what.extend(f.failover.map(|f| format!("failed over: {f}")));
+    let (next_step, doc) = headline::next_step(class, f.held_by.as_deref());
+    Some(Headline {
+        severity,
+        job: if f.job.d.name.is_empty() { f.job.d.job_id.clone() } else { f.job.d.name.clone() },
+        what: what.join("; "),
+        where_: f.held_by.clone(),
+        class,
+        next_step,
+        doc_url: Some(doc.url),
+    })
+}
+
+/// The cluster's first line: how many jobs, how many of each verdict.
+pub fn cluster_line(url: &str, version: Option<&str>, jobs: &[JobReport]) -> String {
+    let count = |v: Verdict| jobs.iter().filter(|j| j.verdict == v).count();
+    let (bad, risk, ok) = (count(Verdict::Unhealthy), count(Verdict::AtRisk), count(Verdict::Healthy));
+    let total = jobs.len();
+    let jobs_word = if total == 1 { "job" } else { "jobs" };
+    let verdict = match (bad, risk) {
+        (0, 0) if total == 0 => "no running job".to_string(),
+        (0, 0) => format!("{total} {jobs_word}, all healthy"),
+        _ => format!("{total} {jobs_word}: {bad} unhealthy, {risk} at risk, {ok} healthy"),
+    };
+    format!("Cluster {url} (Flink {}): {verdict}", version.unwrap_or("?"))
+}
+
+/// The headlines of every job, worst first.
+pub fn headlines(jobs: &[JobReport]) -> Vec<Headline> {
+    headline::order(jobs.iter().filter_map(|j| j.headline.clone()).collect())
+}
+
+impl Report {
+    /// The report of these jobs, with its summary and headlines.
+    pub fn new(url: String, flink_version: Option<String>, at_ms: i64, jobs: Vec<JobReport>) -> Report {
+        Report {
+            summary: cluster_line(&url, flink_version.as_deref(), &jobs),
+            headline: headlines(&jobs),
+            url,
+            flink_version,
+            at_ms,
+            jobs,
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! The answer first: per unhealthy job one [`Headline`] (what is wrong, where, the class, the one
+//! next step), ordered worst first by [`order`] and written as at most three lines by
+//! [`render`]; `diagnose`, `scan-logs`, the status page and the alert annotations all open with
+//! it. [`of_watched_job`] makes one from the daemon's view of a job. Pure: no I/O, no clock.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::observe::{CheckpointStatus, FailureReason, JobStatus};
+use crate::rules::{AlertsView, Class};
+use crate::state::{CheckpointRecord, ClusterState, JobState};
+
+use super::culprit;
+use super::links::{self, Doc};
+use super::{Health, Outcome, Reason, job_health};
+
+/// How bad a job is, worst first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// The job fails over, is not running, or a critical alert fires.
+    Critical,
+    /// Checkpoints fail or expire while the job runs.
+    Warning,
+    /// Checkpoints complete, near a limit (or an alert is pending).
+    AtRisk,
+}
+
+impl Severity {
+    /// As the text shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "CRITICAL",
+            Severity::Warning => "WARNING",
+            Severity::AtRisk => "AT RISK",
+        }
+    }
+}
+
+/// What kind of trouble: the failure classes of the rule pack, and failover (the job itself
+/// fails and restarts), the worst, first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeadlineClass {
+    /// The job failed over: the tolerable-failure budget was exceeded, it restarted or FAILED.
+    Failover,
+    /// Checkpoints fail with an explicit error.
+    Failure,
+    /// The snapshot itself takes too long.
+    Timeout,
+    /// Barriers do not get through.
+    Blocking,
+}
+
+impl HeadlineClass {
+    /// Its name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeadlineClass::Failover => "failover",
+            HeadlineClass::Failure => "failure",
+            HeadlineClass::Timeout => "timeout",
+            HeadlineClass::Blocking => "blocking",
+        }
+    }
+}
+
+impl From<Class> for HeadlineClass {
+    fn from(c: Class) -> Self {
+        match c {
+            Class::Blocking => HeadlineClass::Blocking,
+            Class::Timeout => HeadlineClass::Timeout,
+            Class::Failure => HeadlineClass::Failure,
+        }
+    }
+}
+
+impl fmt::Display for HeadlineClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One unhealthy job in a few words each: the same fields on every surface.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Headline {
+    /// How bad.
+    pub severity: Severity,
+    /// The job's name.
+    pub job: String,
+    /// What is wrong, with its numbers.
+    pub what: String,
+    /// Where: operator, subtask, TaskManager (`None` when no subtask stands out).
+    #[serde(rename = "where")]
+    pub where_: Option<String>,
+    /// The class of the trouble, when known.
+    pub class: Option<HeadlineClass>,
+    /// The one next step.
+    pub next_step: String,
+    /// The page that explains it (Flink's documentation or the runbook).
+    pub doc_url: Option<&'static str>,
+}
+
+/// Worst first: by severity, then class (failover first), then job name.
+pub fn order(mut headlines: Vec<Headline>) -> Vec<Headline> {
+    headlines.sort_by(|a, b| {
+        (a.severity, a.class.is_none(), a.class, &a.job).cmp(&(
+            b.severity,
+            b.class.is_none(),
+            b.class,
+            &b.job,
+        ))
+    });
+    headlines
+}
+
+/// At most three lines: `SEVERITY job: what`, `  where … · class …`, `  next: … (url)`.
+pub fn render(h: &Headline) -> Vec<String> {
+    let mut lines = vec![format!("{} {}: {}", h.severity.as_str(), h.job, h.what)];
+    let place = h.where_.as_deref().map(|w| format!("at {w}"));
+    let class = h.class.map(|c| format!("class: {c}"));
+    let second: Vec<String> = place.into_iter().chain(class).collect();
+    if !second.is_empty() {
+        lines.push(format!("  {}", second.join("; ")));
+    }
+    let link = h.doc_url.map(|u| format!(" ({u})")).unwrap_or_default();
+    lines.push(format!("  next: {}{link}", h.next_step));
+    lines
+}
+
+/// The headlines as text, worst first, each at most three lines.
+pub fn render_all(headlines: &[Headline]) -> String {
+    let mut out = String::new();
+    for h in headlines {
+        for line in render(h) {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The headline of a job the daemon watches, `None` when it is healthy (or nothing is known).
+pub fn of_watched_job(
+    c: &ClusterState,
+    cluster: &str,
+    job_id: &str,
+    j: &JobState,
+    alerts: &AlertsView,
+) -> Option<Headline> {
+    let (health, reasons) = job_health(c, cluster, job_id, j, alerts);
+    let severity = match health {
+        Health::Critical => Severity::Critical,
+        Health::Warning => Severity::Warning,
+        Health::Pending => Severity::AtRisk,
+        Health::Unknown | Health::Ok => return None,
+    };
+    let failed = j.recent.iter().rev().find(|r| r.status == CheckpointStatus::Failed);
+    let culprit = failed.and_then(|r| culprit::of_record(c, job_id, r));
+    let class = watched_class(j, failed);
+    let where_ = culprit.as_ref().map(|k| {
+        let tm = k.taskmanager.as_deref().map(|t| format!(" on TaskManager {t}")).unwrap_or_default();
+        format!("{} #{}{tm}", k.operator, k.subtask)
+    });
+    let what: Vec<String> = reasons.iter().take(2).map(Reason::to_string).collect();
+    let (next_step, doc) = next_step(class, where_.as_deref());
+    Some(Headline {
+        severity,
+        job: if j.name.is_empty() { job_id.to_string() } else { j.name.clone() },
+        what: what.join("; "),
+        where_,
+        class,
+        next_step,
+        doc_url: Some(doc.url),
+    })
+}
+
+/// The class of a watched job's trouble: failover when it is restarting or failed or its last
+/// failure says the job failed over; else what its latest failed checkpoint says.
+fn watched_class(j: &JobState, failed: Option<&CheckpointRecord>) -> Option<HeadlineClass> {
+    if matches!(j.job_state, JobStatus::Restarting | JobStatus::Failing | JobStatus::Failed) {
+        return Some(HeadlineClass::Failover);
+    }
+    let r = failed?;
+    let reason = r.failure_message.as_deref().and_then(FailureReason::from_message);
+    Some(match Outcome::of(r.status, r.failure_message.as_deref()) {
+        Outcome::Expired => {
+            let barrier = r.holdout.as_ref().and_then(|h| culprit::dominant_phase(h.phases_ms));
+            match barrier {
+                Some(("alignment" | "start delay", _)) => HeadlineClass::Blocking,
+                _ => HeadlineClass::Timeout,
+            }
+        }
+        _ if reason == Some(FailureReason::TaskFailure) => HeadlineClass::Failover,
+        _ => HeadlineClass::Failure,
+    })
+}
+
+/// The one next step of a class, and the page that explains it.
+pub fn next_step(class: Option<HeadlineClass>, where_: Option<&str>) -> (String, Doc) {
+    // The subtask without its TaskManager: the headline's "at" line names that already.
+    let at = |w: Option<&str>, fallback: &str| {
+        w.map_or(fallback.to_string(), |w| w.split(" on ").next().unwrap_or(w).to_string())
+    };
+    match class {
+        Some(HeadlineClass::Failover) => (
+            format!(
+                "the exception that failed the job (Web UI Exceptions tab or GET /jobs/<id>/exceptions) and \
+                 the TaskManager log of {}",
+                at(where_, "the failing task")
+            ),
+            links::RUNBOOK_TOLERANCE,
+        ),
+        Some(HeadlineClass::Failure) => (
+            format!("the deepest `Caused by:` in the TaskManager log of {}", at(where_, "the failing task")),
+            links::RUNBOOK_FAILURES,
+        ),
+        Some(HeadlineClass::Timeout) => (
+            format!(
+                "what {} does while it snapshots: a thread dump during a checkpoint, its state size, the \
+                 storage's throughput",
+                at(where_, "the slowest subtask")
+            ),
+            links::LARGE_STATE,
+        ),
+        Some(HeadlineClass::Blocking) => (
+            format!(
+                "backpressure upstream of {} and its busy time against its siblings (skew)",
+                at(where_, "the slowest subtask")
+            ),
+            links::UNDER_BACKPRESSURE,
+        ),
+        None => ("the job's checkpoint history (Web UI Checkpoints tab)".to_string(), links::MONITORING),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headline(severity: Severity, job: &str, class: Option<HeadlineClass>) -> Headline {
+        Headline {
+            severity,
+            job: job.into(),
+            what: "w".into(),
+            where_: None,
+            class,
+            next_step: "n".into(),
+            doc_url: None,
+        }
+    }
+
+    #[test]
+    fn worst_first_then_failover_first_then_by_name() {
+        let all = vec![
+            headline(Severity::AtRisk, "a", Some(HeadlineClass::Blocking)),
+            headline(Severity::Warning, "b", Some(HeadlineClass::Timeout)),
+            headline(Severity::Critical, "c", Some(HeadlineClass::Failure)),
+            headline(Severity::Critical, "d", Some(HeadlineClass::Failover)),
+            headline(Severity::Warning, "e", None),
+        ];
+        let names: Vec<String> = order(all).into_iter().map(|h| h.job).collect();
+        assert_eq!(names, ["d", "c", "b", "e", "a"]);
+    }
+
+    #[test]
+    fn a_headline_is_at_most_three_lines_and_says_where_and_what_to_do() {
+        let mut h = headline(Severity::Critical, "job", Some(HeadlineClass::Failure));
+        h.where_ = Some("stateful-map #0".into());
+        h.doc_url = Some("https://example.org/runbook");
+        let lines = render(&h);
+        assert_eq!(
+            lines,
+            [
+                "CRITICAL job: w",
+                "  at stateful-map #0; class: failure",
+                "  next: n (https://example.org/runbook)"
+            ]
+        );
+        assert_eq!(render(&headline(Severity::AtRisk, "j", None)).len(), 2);
+    }
+}
