@@ -1215,4 +1215,92 @@ mod tests {
         assert!(until_resume.iter().all(|(_, s)| s.is_some()), "{until_resume:?}");
         assert!(reported.last().unwrap().1.is_none(), "ends once checkpoints are seen again");
     }
+
+    /// Flink 1.20.5 `blocked` as captured (interval 3 s, timeout 10 s, max-concurrent 1): a
+    /// map's task thread sleeps 40 s from checkpoint 4 on. 4, 5 and 6 expire and the request
+    /// queued meanwhile starts at each expiry; 7 completes after 8.6 s and the ten requests
+    /// queued while 4–7 were pending run back to back (8–17); 18 is on the grid again.
+    /// (id, trigger ms, end-to-end ms, expired)
+    const BLOCKED_1_20_5: [(u64, i64, u64, bool); 19] = [
+        (1, 29_333, 1_274, false),
+        (2, 32_332, 65, false),
+        (3, 35_332, 53, false),
+        (4, 38_332, 10_006, true),
+        (5, 48_343, 10_013, true),
+        (6, 58_358, 10_009, true),
+        (7, 68_370, 8_583, false),
+        (8, 77_157, 399, false),
+        (9, 77_606, 371, false),
+        (10, 78_119, 226, false),
+        (11, 78_372, 269, false),
+        (12, 78_677, 82, false),
+        (13, 78_768, 251, false),
+        (14, 79_121, 265, false),
+        (15, 79_467, 171, false),
+        (16, 79_668, 205, false),
+        (17, 80_085, 281, false),
+        (18, 80_401, 229, false),
+        (19, 83_332, 49, false),
+    ];
+
+    /// One poll per checkpoint of `timeline`, each right after it ended, with a 10 s timeout.
+    fn replay(timeline: &[(u64, i64, u64, bool)]) -> TriggerShadow {
+        let mut shadow = TriggerShadow::new();
+        let settings =
+            CheckpointSettings { timeout_ms: Some(10_000), tolerable_failures: Some(1_000), ..settings() };
+        let mut finished = Vec::new();
+        for &(id, at, duration, expired) in timeline {
+            let cp = FinishedCheckpoint::completed(id, Timestamp(at), duration);
+            finished.push(if expired { cp.failed("Checkpoint expired before completing.") } else { cp });
+            let polled_at = Timestamp(at + duration as i64 + 10);
+            let (failed, completed) =
+                finished.iter().partition::<Vec<_>, _>(|c| c.status == CheckpointStatus::Failed);
+            shadow.observe_poll(&JobPoll {
+                key: JobKey { cluster: "c".into(), job_id: "j".into() },
+                job_name: "job".into(),
+                job_state: "RUNNING".into(),
+                polled_at,
+                counts: CheckpointCounts {
+                    completed: completed.len() as u64,
+                    failed: failed.len() as u64,
+                    in_progress: 0,
+                    restored: 0,
+                },
+                settings: Some(settings.clone()),
+                in_progress: Vec::new(),
+                finished: finished.clone(),
+                latest_restore: None,
+                deferred: Default::default(),
+            });
+        }
+        shadow
+    }
+
+    #[test]
+    fn triggers_queued_behind_expiring_and_blocked_checkpoints_are_explained() {
+        let shadow = replay(&BLOCKED_1_20_5);
+        let unexplained: Vec<_> = shadow.deviations().filter(|d| !d.explained).collect();
+        assert!(unexplained.is_empty(), "{unexplained:#?}");
+        let kinds: Vec<(u64, DeviationKind)> =
+            shadow.deviations().map(|d| (d.checkpoint_id, d.kind)).collect();
+        // 5, 6 and 7 start at the expiry of the one before; 8 when 7 completes; 9–17 drain the queue.
+        for id in [5, 6, 7] {
+            assert!(kinds.contains(&(id, DeviationKind::Timeout)), "{id}: {kinds:?}");
+        }
+        for id in 8..=17 {
+            assert!(kinds.contains(&(id, DeviationKind::LongCheckpoint)), "{id}: {kinds:?}");
+        }
+        let headline = shadow.headline().unwrap();
+        assert!(headline.contains("queued while a checkpoint was pending"), "{headline}");
+    }
+
+    #[test]
+    fn a_late_trigger_after_the_queue_drained_is_still_unexplained() {
+        let mut timeline = BLOCKED_1_20_5;
+        timeline[18].1 += 1_200; // 19 comes 1.2 s after its tick, nothing queued
+        let shadow = replay(&timeline);
+        let unexplained: Vec<_> =
+            shadow.deviations().filter(|d| !d.explained).map(|d| (d.checkpoint_id, d.kind)).collect();
+        assert_eq!(unexplained, vec![(19, DeviationKind::LateTrigger)]);
+    }
 }
