@@ -118,3 +118,25 @@ fn a_trigger_delayed_after_the_queue_drained_is_still_unexplained() {
         assert_eq!(unexplained, vec![(19, DeviationKind::LateTrigger)], "{version}");
     }
 }
+
+/// What `diagnose` says of the spacing: the shadow over the one snapshot it fetches.
+#[test]
+fn the_spacing_diagnose_gives_from_the_last_snapshot_names_the_queue_or_the_timeout() {
+    for version in VERSIONS {
+        for name in ["blocked", "gc"] {
+            let (scenario, polls) = polls_of(version, name);
+            // Only the snapshot, as diagnose fetches it (its history: the last 10).
+            let at = polls.last().unwrap().polled_at.millis();
+            let all = scenario.job_polls_at(&scenario.polls[scenario.polls.len() - 1..], &[at]).remove(0);
+            let mut shadow = Shadow::new();
+            shadow.trigger.set_flink_version(Some(version));
+            shadow.observe_poll(&all);
+            let ex = shadow.explanation();
+            let last = ex.last_unexplained.clone().or(ex.last_deviation.clone()).map(|d| d.sentence);
+            println!("{version} {name}: {:?} | {:?}", ex.schedule, last);
+            assert!(ex.last_unexplained.is_none(), "{version} {name}: {last:?}");
+            let text = format!("{:?} {:?}", ex.schedule, last);
+            assert!(!text.contains("manual trigger"), "{version} {name}: {text}");
+        }
+    }
+}

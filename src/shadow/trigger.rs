@@ -250,6 +250,13 @@ fn off_naive_grid(c: &Seen, prev: &Seen, nearest: &Nearest, interval: u64, tol: 
     c.triggered_at.0.abs_diff(naive.0) > tol
 }
 
+/// Whether `c` was triggered within [`QUEUED_TRIGGER_LAG_MS`] after `prev` ended: how a
+/// queued request runs (`scheduleTriggerRequest` once the slot is free).
+fn ran_when_slot_freed(c: &Seen, prev: &Seen) -> bool {
+    let prev_end = prev.triggered_at.plus_millis(prev.duration_ms as i64);
+    c.triggered_at >= prev_end && c.triggered_at.since(prev_end) <= QUEUED_TRIGGER_LAG_MS
+}
+
 /// The model's trigger times for the checkpoints after `known` (which start at an anchor: a
 /// trigger on a tick of the schedule). The first `extra` are filled with `filler_ms`
 /// completions (checkpoints that went by unobserved).
@@ -773,6 +780,11 @@ impl TriggerShadow {
                 .iter()
                 .any(|(_, t, f)| *t > prev.triggered_at && *t < c.triggered_at && *f > nearest.predicted);
             if savepoint { DeviationKind::Savepoint } else { DeviationKind::LateTrigger }
+        } else if config.max_concurrent == 1 && ran_when_slot_freed(c, prev) {
+            // Early, but right when the previous checkpoint ended: a request that had queued
+            // while a checkpoint was pending (the history seen starts after the one that held
+            // the queue, so the model had no queue to replay).
+            DeviationKind::LongCheckpoint
         } else {
             DeviationKind::ManualTrigger
         }
@@ -862,6 +874,18 @@ impl TriggerShadow {
                 "{head}: min-pause {} binds after its {d} checkpoint",
                 fmt_duration(config.min_pause_ms)
             ),
+            // A short checkpoint holds no trigger by itself: the request had queued behind an
+            // earlier long or expiring one and ran when the slot was free again.
+            DeviationKind::LongCheckpoint
+                if (binding == Binding::MaxConcurrent && prev.duration_ms < config.interval_ms)
+                    || (dev < 0 && ran_when_slot_freed(c, prev)) =>
+            {
+                format!(
+                    "{head}: a periodic request queued while an earlier checkpoint was pending (max-concurrent 1) \
+                     ran as soon as checkpoint {} finished ({d})",
+                    prev.id
+                )
+            }
             DeviationKind::LongCheckpoint if binding == Binding::MaxConcurrent => format!(
                 "{head}: checkpoint {} took {d} and max-concurrent 1 held the next trigger until it finished",
                 prev.id
@@ -888,6 +912,17 @@ impl TriggerShadow {
                 "{head}: {} late against the expected {}, because a savepoint ran in between and held the slot",
                 fmt_duration(dev.unsigned_abs()),
                 fmt_duration(expected_gap)
+            ),
+            // At a job's start the scheduler itself restarts: the JobManager logs show a
+            // trigger that failed because tasks were not running yet followed by a new
+            // schedule (1.20.5: failed ticks 2.5 s apart, then 3.0 s), and 2.x starting the
+            // scheduler again once every task runs (`ExecutionTrackingCheckpointCoordinatorDeActivator`).
+            DeviationKind::ManualTrigger if prev.id == 1 => format!(
+                "{head}: {} earlier than the {} the {} allows: the checkpoint scheduler restarted at the \
+                 job's start (with a new random initial delay once every task runs), or a manual trigger",
+                fmt_duration(dev.unsigned_abs()),
+                fmt_duration(expected_gap),
+                rule_name(binding)
             ),
             DeviationKind::ManualTrigger => format!(
                 "{head}: {} earlier than the {} the {} allows: a manual trigger (REST or CLI), or a \
@@ -1051,6 +1086,10 @@ impl TriggerShadow {
                  starts at the expiry",
                 fmt_duration(interval),
                 fmt_duration(settings.timeout_ms.unwrap_or(config.timeout_ms))
+            ),
+            Binding::Interval | Binding::Initial if !as_configured => format!(
+                "checkpoints every {every}, not the configured {}; each takes ~{d}",
+                fmt_duration(interval)
             ),
             Binding::Interval | Binding::Initial => {
                 let mut text =
