@@ -47,6 +47,7 @@ mod rule_checklist;
 mod rules_agree;
 mod scan_streaming;
 mod shadow;
+mod shadow_expiry;
 mod sharding;
 mod store;
 mod thread_fixtures;
