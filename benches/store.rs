@@ -38,6 +38,7 @@ fn record(job: usize, id: u64) -> Outboxed {
             never_acknowledged: 1,
             acknowledged_late: 0,
         }),
+        evidence: None,
     };
     Outboxed {
         cluster: "prod".into(),

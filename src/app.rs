@@ -37,6 +37,8 @@ pub struct AppState {
     inputs_cut: std::sync::Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
     /// What `/metrics` exports (`[metrics]`), set at start and on reload.
     pub metrics: RwLock<crate::config::MetricsConfig>,
+    /// How the evidence sources read (`[evidence]`), set at start and on reload.
+    pub evidence: RwLock<crate::config::EvidenceConfig>,
     /// The checkpoint store, when `[store] enabled` and it opened.
     pub store: std::sync::OnceLock<std::sync::Arc<crate::state::store::Store>>,
     /// The store's counters.
@@ -133,6 +135,7 @@ impl AppState {
             listener: Default::default(),
             inputs_cut: Default::default(),
             metrics: RwLock::default(),
+            evidence: RwLock::default(),
             store: std::sync::OnceLock::new(),
             store_stats: StoreStats::default(),
             discovery: RwLock::new(None),

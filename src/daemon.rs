@@ -321,6 +321,7 @@ fn shared_state(config: &Config, mut state: State) -> Arc<AppState> {
     }
     let app = Arc::new(AppState::new(state));
     *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = config.metrics.clone();
+    *app.evidence.write().unwrap_or_else(|e| e.into_inner()) = config.evidence.clone();
     if let Some(store) = store {
         let _ = app.store.set(Arc::new(store));
     }
@@ -673,6 +674,7 @@ fn reload(
     current.alerting = new.alerting;
     current.rules = new.rules;
     *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = new.metrics.clone();
+    *app.evidence.write().unwrap_or_else(|e| e.into_inner()) = new.evidence.clone();
     current.metrics = new.metrics;
 }
 
@@ -906,7 +908,8 @@ fn evaluate(
 /// The running pollers, by cluster name, with the config each was started with.
 #[derive(Default)]
 struct Pollers {
-    running: HashMap<String, (ClusterConfig, JoinHandle<()>)>,
+    /// Per cluster: its config, its poller and its evidence source (`sources::evidence`).
+    running: HashMap<String, (ClusterConfig, JoinHandle<()>, JoinHandle<()>)>,
 }
 
 impl Pollers {
@@ -915,31 +918,35 @@ impl Pollers {
     fn sync(&mut self, clusters: &[ClusterConfig], app: &Arc<AppState>) -> Result<(), StartError> {
         let mut fresh = Vec::new();
         for c in clusters {
-            if self.running.get(&c.name).is_some_and(|(old, _)| old == c) {
+            if self.running.get(&c.name).is_some_and(|(old, _, _)| old == c) {
                 continue;
             }
-            fresh.push((c.clone(), Poller::new(c.clone(), app.clone())?));
+            let evidence = crate::sources::evidence::EvidenceSource::new(c.clone(), app.clone())?;
+            fresh.push((c.clone(), Poller::new(c.clone(), app.clone())?, evidence));
         }
-        self.running.retain(|name, (_, handle)| {
+        self.running.retain(|name, (_, handle, evidence)| {
             let keep =
-                clusters.iter().any(|c| &c.name == name) && !fresh.iter().any(|(c, _)| &c.name == name);
+                clusters.iter().any(|c| &c.name == name) && !fresh.iter().any(|(c, _, _)| &c.name == name);
             if !keep {
                 handle.abort();
+                evidence.abort();
                 tracing::info!(cluster = %name, "stopped polling");
             }
             keep
         });
-        for (c, poller) in fresh {
+        for (c, poller, evidence) in fresh {
             tracing::info!(cluster = %c.name, url = %crate::config::redact_url(&c.url), "polling");
             let handle = tokio::spawn(poller.run());
-            self.running.insert(c.name.clone(), (c, handle));
+            let evidence = tokio::spawn(evidence.run());
+            self.running.insert(c.name.clone(), (c, handle, evidence));
         }
         Ok(())
     }
 
     fn stop_all(&mut self) {
-        for (_, (_, handle)) in self.running.drain() {
+        for (_, (_, handle, evidence)) in self.running.drain() {
             handle.abort();
+            evidence.abort();
         }
     }
 }

@@ -11,6 +11,7 @@
 //! Who held a checkpoint up is [`culprit`]. Pure: no I/O, no clock.
 
 pub mod culprit;
+pub mod evidence;
 
 use std::fmt;
 

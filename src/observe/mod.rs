@@ -6,7 +6,9 @@
 
 use crate::time::Timestamp;
 
+mod evidence;
 mod log;
+pub use evidence::*;
 pub use log::*;
 
 /// Identifies a job within a cluster.
@@ -36,6 +38,8 @@ pub enum Observation {
     JobLoad(JobLoadReport),
     /// A job's latest restore and, when fetched, when its subtasks were running again.
     Restore(RestoreReport),
+    /// What Flink's metrics said about a cluster's subtasks and TaskManagers in one round.
+    Evidence(EvidenceRound),
 }
 
 /// What a job last restored from (`latest.restored` of `/checkpoints`).
@@ -476,6 +480,9 @@ pub struct SubtaskCheckpoint {
     pub persisted_bytes: Option<u64>,
     /// Whether this subtask's checkpoint was unaligned.
     pub unaligned: bool,
+    /// Its state size, bytes (Flink's `state_size`: the full size from 1.15, before it what
+    /// the checkpoint persisted, the increment of an incremental checkpoint).
+    pub state_size_bytes: Option<u64>,
 }
 
 /// Flink's `CheckpointFailureReason`, with the message REST and logs show.

@@ -2,12 +2,14 @@
 //!
 //! - [`flink`] — Flink's REST API: wire models, their conversion, the HTTP client.
 //! - [`poller`] — the per-cluster REST poller.
+//! - [`evidence`] — the per-cluster evidence rounds (Flink's metrics endpoints).
 //! - [`discovery`] — clusters found in files (Prometheus `file_sd`), watched for changes.
 //! - [`kubernetes`] — clusters found by watching the Kubernetes API (Flink's services, the operator's resources).
 //! - [`target`] — a discovered cluster (name, REST URL), what both discoveries give.
 //! - [`logs`] — the log tailer: JM/TM log files to checkpoint events.
 
 pub mod discovery;
+pub mod evidence;
 pub mod flink;
 pub mod kubernetes;
 pub mod logs;

@@ -757,6 +757,7 @@ impl JobState {
             acknowledged: (checkpoint.num_subtasks > 0)
                 .then_some((checkpoint.num_acknowledged, checkpoint.num_subtasks)),
             holdout,
+            evidence: None,
         };
         (record, max_phases)
     }

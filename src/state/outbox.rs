@@ -313,6 +313,7 @@ mod tests {
             failure_message: None,
             acknowledged: None,
             holdout: None,
+            evidence: None,
         };
         StoredCheckpoint {
             record,

@@ -139,6 +139,10 @@ pub struct CheckpointRecord {
     /// when the per-subtask details could not be fetched.
     #[serde(default)]
     pub holdout: Option<Holdout>,
+    /// What the metrics said about its culprit subtask and TaskManager when it was counted
+    /// (`health::evidence`); `None` without evidence or in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<super::evidence::CheckpointEvidence>,
 }
 
 /// The subtask that held a failed checkpoint up.

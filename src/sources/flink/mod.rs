@@ -3,3 +3,4 @@
 pub mod client;
 pub mod convert;
 pub mod dto;
+pub mod metrics;
