@@ -81,7 +81,7 @@ pub fn at_checkpoint(
         (None, Some(s)) => (Some(s.value.max), Some(s.at), false),
         (None, None) => (None, None, false),
     };
-    let tm_id = location.map(|l| l.split(" (").next().unwrap_or(l).to_string());
+    let tm_id = location.map(|l| crate::state::evidence::taskmanager_id(l).to_string());
     let tm = tm_id.as_ref().and_then(|id| near(evidence.taskmanagers.get(id), from, to, at));
     let gc = tm.and_then(|s| evidence.gc_share(tm_id.as_deref()?, s.at));
     let skew = evidence.skew.get(job_id).and_then(|j| j.operators.iter().find(|o| o.operator == operator));

@@ -20,6 +20,7 @@ use crate::observe::{CheckpointStatus, EvidenceRound, Observation, OperatorLoad,
 use crate::sources::flink::client::{ClientBuildError, FetchError, FlinkClient};
 use crate::sources::flink::metrics;
 use crate::state::ClusterState;
+use crate::state::evidence::taskmanager_id;
 use crate::time::Timestamp;
 
 /// Culprit subtasks looked at per round at most (the newest checkpoints' first).
@@ -50,11 +51,6 @@ pub struct Wanted {
     pub first: Vec<Request>,
     /// Asked for in turn, as the budget leaves room.
     pub rest: Vec<Request>,
-}
-
-/// The TaskManager id the REST API takes, from a location `id (address)`.
-pub fn taskmanager_id(location: &str) -> &str {
-    location.split(" (").next().unwrap_or(location)
 }
 
 /// What a round of `cluster` wants; `known_*` say which names were listed already.

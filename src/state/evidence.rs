@@ -23,6 +23,12 @@ pub const GC_WINDOW_MS: i64 = 60_000;
 /// Below this much state per subtask (median and max alike) skew is not worth a word.
 pub const MEANINGFUL_STATE_BYTES: u64 = 1 << 20;
 
+/// The TaskManager id the REST API takes, from a location `id (address)` (as the poller
+/// places subtasks).
+pub fn taskmanager_id(location: &str) -> &str {
+    location.split(" (").next().unwrap_or(location)
+}
+
 /// A value and when it was sampled.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample<T> {

@@ -1,0 +1,198 @@
+//! The evidence on every captured version (2.3.0, 1.20.5, 1.14.6): Flink's metrics answers of
+//! the `gc`, `skew` and `blocked` scenarios parsed, the GC share of the last minute, the state
+//! skew and the sentence beside a checkpoint, each against numbers read from the raw JSON.
+
+use std::path::PathBuf;
+
+use checkpoint_sentinel::health::evidence::at_checkpoint;
+use checkpoint_sentinel::observe::{CheckpointStatus, EvidenceRound, SnapshotKind, SubtaskEvidence};
+use checkpoint_sentinel::sources::flink::dto::{AggregatedMetric, MetricValue, TaskCheckpointDetails};
+use checkpoint_sentinel::sources::flink::metrics;
+use checkpoint_sentinel::state::evidence::{ClusterEvidence, skew_of};
+use checkpoint_sentinel::state::{CheckpointRecord, Holdout};
+use checkpoint_sentinel::time::Timestamp;
+
+const VERSIONS: [&str; 3] = ["2.3.0", "1.20.5", "1.14.6"];
+const T0: i64 = 1_790_000_000_000;
+
+fn dir(version: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/evidence/flink-{version}"))
+}
+
+fn read<T: serde::de::DeserializeOwned>(version: &str, file: &str) -> T {
+    let text = std::fs::read_to_string(dir(version).join(file)).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{version} {file}: {e}"))
+}
+
+/// The raw `id → value` of a `get` answer, as numbers.
+fn raw(values: &[MetricValue]) -> std::collections::HashMap<String, f64> {
+    values.iter().filter_map(|m| Some((m.id.clone(), m.value.as_deref()?.parse().ok()?))).collect()
+}
+
+/// Time in GC between the two samples, from the raw counters (each collector, `All` left out).
+fn gc_ms(first: &[MetricValue], last: &[MetricValue]) -> f64 {
+    let (a, b) = (raw(first), raw(last));
+    b.iter()
+        .filter(|(k, _)| k.starts_with("Status.JVM.GarbageCollector.") && k.ends_with(".Time") && !k.contains(".All."))
+        .map(|(k, v)| v - a[k])
+        .sum()
+}
+
+/// The `gc` scenario's TaskManager sampled at its first and last capture.
+fn gc_evidence(version: &str) -> (ClusterEvidence, Timestamp, f64) {
+    let times: Vec<i64> = std::fs::read_to_string(dir(version).join("gc-tm-metrics-times.txt"))
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    let first: Vec<MetricValue> = read(version, "gc-000-tm-metrics.json");
+    let last: Vec<MetricValue> = read(version, "gc-last-tm-metrics.json");
+    let expected = gc_ms(&first, &last) / (times[1] - times[0]) as f64;
+    let mut evidence = ClusterEvidence::default();
+    for (values, t) in [(&first, times[0]), (&last, times[1])] {
+        evidence.apply(&EvidenceRound {
+            cluster: "c".into(),
+            at: Timestamp(T0 + t),
+            taskmanagers: vec![metrics::taskmanager_sample("tm-1", values)],
+            ..Default::default()
+        });
+    }
+    (evidence, Timestamp(T0 + times[1]), expected)
+}
+
+#[test]
+fn collectors_are_read_from_each_versions_list_without_the_all_sum() {
+    for v in VERSIONS {
+        let list: Vec<MetricValue> = read(v, "gc-taskmanager-metrics-list.json");
+        let names = metrics::collector_metrics(&list);
+        assert!(names.contains(&"Status.JVM.GarbageCollector.G1_Old_Generation.Time".to_string()), "{v}: {names:?}");
+        assert!(names.contains(&"Status.JVM.GarbageCollector.G1_Young_Generation.Count".to_string()), "{v}");
+        assert!(names.iter().all(|n| !n.contains(".All.")), "{v}: {names:?}");
+        assert!(names.iter().all(|n| !n.ends_with("TimeMsPerSecond")), "{v}: {names:?}");
+    }
+}
+
+#[test]
+fn the_gc_share_of_the_last_minute_equals_the_counters_on_every_version() {
+    for v in VERSIONS {
+        let (evidence, at, expected) = gc_evidence(v);
+        assert!(expected > 0.5, "{v}: the gc scenario spends most of its time in GC ({expected})");
+        let share = evidence.gc_share("tm-1", at).unwrap_or_else(|| panic!("{v}: no share"));
+        assert!((share.ratio - expected).abs() < 1e-9, "{v}: {} vs {expected}", share.ratio);
+        assert_eq!(share.collector.as_deref(), Some("G1_Old_Generation"), "{v}");
+        assert!(share.window_ms >= 50_000, "{v}: {}", share.window_ms);
+        // One sample alone gives no share.
+        assert_eq!(evidence.gc_share("tm-1", Timestamp(at.millis() - 40_000)), None, "{v}");
+        let last = &evidence.taskmanagers["tm-1"].back().unwrap().value;
+        let values = raw(&read::<Vec<MetricValue>>(v, "gc-last-tm-metrics.json"));
+        assert_eq!(last.heap_used_bytes, Some(values["Status.JVM.Memory.Heap.Used"]), "{v}");
+        assert_eq!(last.heap_max_bytes, Some(values["Status.JVM.Memory.Heap.Max"]), "{v}");
+        assert_eq!(last.cpu_load, values.get("Status.JVM.CPU.Load").map(|c| c.min(1.0)), "{v}");
+        assert!(last.network_segments_total.is_some() && last.managed_total_bytes.is_some(), "{v}");
+    }
+}
+
+#[test]
+fn operator_and_subtask_loads_equal_flinks_numbers_on_every_version() {
+    for v in VERSIONS {
+        for file in ["gc-stateful-map-subtasks-metrics.json", "blocked-blocking-map-subtasks-metrics.json"] {
+            let values: Vec<AggregatedMetric> = read(v, file);
+            let (max, avg, _) = metrics::operator_load(&values);
+            let of = |id: &str| values.iter().find(|m| m.id == id);
+            let busy = of("busyTimeMsPerSecond").unwrap();
+            assert_eq!(max.busy, busy.max.map(|b| b / 1000.0), "{v} {file}");
+            assert_eq!(avg.busy, busy.avg.map(|b| b / 1000.0), "{v} {file}");
+            let input = of("Shuffle.Netty.Input.Buffers.inPoolUsage").and_then(|m| m.max);
+            assert_eq!(max.input_pool_usage, input, "{v} {file}");
+            assert!(max.backpressured.is_some() && max.idle.is_some() && max.output_pool_usage.is_some(), "{v}");
+            // Hard and soft backpressure exist from 1.14 on… but only where Flink lists them.
+            assert_eq!(max.hard_backpressured.is_some(), of("hardBackPressuredTimeMsPerSecond").is_some(), "{v}");
+        }
+        let values: Vec<MetricValue> = read(v, "gc-stateful-map-subtask-0-metrics.json");
+        let load = metrics::subtask_load(&values, "");
+        assert_eq!(load.busy, raw(&values).get("busyTimeMsPerSecond").map(|b| b / 1000.0), "{v}");
+        assert!(load.input_pool_usage.is_some(), "{v}");
+    }
+}
+
+#[test]
+fn the_skew_scenarios_hot_subtask_is_named_on_every_version() {
+    for v in VERSIONS {
+        let details: TaskCheckpointDetails = read(v, "skew-subtasks-stateful-map.json");
+        let sizes: Vec<(u32, Option<u64>)> =
+            details.subtasks.iter().map(|s| (s.index, s.state_size.map(|b| b as u64))).collect();
+        let skew = skew_of("stateful-map", sizes.iter().copied()).unwrap_or_else(|| panic!("{v}: no skew"));
+        assert_eq!(skew.hot_subtask, 0, "{v}");
+        assert_eq!(skew.subtasks, 4, "{v}");
+        let mut known: Vec<u64> = sizes.iter().filter_map(|s| s.1).collect();
+        known.sort();
+        assert_eq!(skew.max_bytes, known[3], "{v}");
+        assert_eq!(skew.median_bytes, (known[1] + known[2]) / 2, "{v}");
+        assert!(skew.ratio > 20.0, "{v}: {}", skew.ratio);
+    }
+}
+
+/// A checkpoint that expired pending on `stateful-map #0`, trigger 50 s before `at`.
+fn expired(at: Timestamp) -> CheckpointRecord {
+    CheckpointRecord {
+        id: 7,
+        status: CheckpointStatus::Failed,
+        kind: SnapshotKind::Checkpoint,
+        triggered_at: Timestamp(at.millis() - 50_000),
+        finished_at: Timestamp(at.millis() - 1_000),
+        end_to_end_ms: None,
+        max_phases_ms: None,
+        slowest_subtask: None,
+        slowest_phases_ms: None,
+        failure_message: Some("Checkpoint expired before completing.".into()),
+        acknowledged: Some((3, 4)),
+        holdout: Some(Holdout {
+            operator: "stateful-map".into(),
+            subtask: 0,
+            late_ack_ms: None,
+            phases_ms: [None; 4],
+            never_acknowledged: 1,
+            acknowledged_late: 0,
+        }),
+        evidence: None,
+    }
+}
+
+#[test]
+fn the_sentence_beside_an_expired_checkpoint_carries_the_gc_share_and_says_timeout() {
+    for v in VERSIONS {
+        let (mut evidence, at, expected) = gc_evidence(v);
+        let values: Vec<MetricValue> = read(v, "gc-stateful-map-subtask-0-metrics.json");
+        let load = metrics::subtask_load(&values, "");
+        evidence.apply(&EvidenceRound {
+            cluster: "c".into(),
+            at,
+            subtasks: vec![SubtaskEvidence { job_id: "j".into(), operator: "stateful-map".into(), subtask: 0, load }],
+            ..Default::default()
+        });
+        let e = at_checkpoint(&evidence, "j", &expired(at), Some("tm-1 (127.0.0.1:4000)")).unwrap();
+        let gc = format!("GC {:.0} % of the last minute (G1 Old)", expected * 100.0);
+        assert!(e.text.starts_with("stateful-map #0 on tm-1: busy "), "{v}: {}", e.text);
+        assert!(e.text.contains(&gc), "{v}: {} lacks {gc}", e.text);
+        assert!(e.text.contains(" of 416 MiB"), "{v}: {}", e.text);
+        assert_eq!(e.class.as_deref(), Some("timeout"), "{v}");
+        assert_eq!(e.used, ["gc"], "{v}");
+        assert_eq!(e.thin, None, "{v}");
+        assert!(e.own_subtask);
+    }
+}
+
+#[test]
+fn evidence_older_than_the_checkpoint_is_called_thin() {
+    let (evidence, at, _) = gc_evidence("1.20.5");
+    // A checkpoint ten minutes later: no sample near it.
+    let later = Timestamp(at.millis() + 600_000);
+    let e = at_checkpoint(&evidence, "j", &expired(later), Some("tm-1")).unwrap();
+    assert_eq!(e.class, None);
+    let thin = e.thin.unwrap();
+    assert!(thin.contains("no sample of stateful-map's load") && thin.contains("no sample of tm-1"), "{thin}");
+    assert!(e.text.contains("evidence thin:"), "{}", e.text);
+    // An unknown TaskManager is said so.
+    let e = at_checkpoint(&evidence, "j", &expired(at), None).unwrap();
+    assert!(e.thin.unwrap().contains("its TaskManager is not known"));
+}
