@@ -18,7 +18,8 @@ use checkpoint_sentinel::rules::series::{self, SERIES, Scope};
 /// table (`rules::series`), read as PromQL (`progress_window`'s twin brings its constants 3
 /// and 2 along).
 fn exported(series: &str) -> Facts {
-    let twin = series::twin(Scope::Job, series).unwrap_or_else(|| {
+    // A name is a job's series, else a TaskManager's (the scopes share no name that matters).
+    let twin = series::twin(Scope::Job, series).or_else(|| series::twin(Scope::TaskManager, series)).unwrap_or_else(|| {
         panic!("built-in series {series} has no Prometheus twin in src/rules/series.rs: add one")
     });
     promql_facts(&twin)

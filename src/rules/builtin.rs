@@ -36,7 +36,7 @@ const PACK: &[Spec] = &[
         severity: AlertSeverity::Warning,
         class: Class::Timeout,
         summary: "Checkpoint P95 of {{ job_name }} is above half its timeout",
-        description: "The P95 end-to-end checkpoint duration of job {{ job_name }} ({{ job_id }}) on {{ cluster }} is {{ value | duration }}, more than half of the {{ timeout | duration }} timeout. Checkpoints will start to expire if it keeps growing.",
+        description: "The P95 end-to-end checkpoint duration of job {{ job_name }} ({{ job_id }}) on {{ cluster }} is {{ value | duration }}, more than half of the {{ timeout | duration }} timeout. Checkpoints will start to expire if it keeps growing. Beside the latest slow or failed checkpoint: {{ evidence }}.",
     },
     Spec {
         name: "FlinkCheckpointDurationRising",
@@ -116,7 +116,7 @@ const PACK: &[Spec] = &[
         severity: AlertSeverity::Warning,
         class: Class::Failure,
         summary: "{{ job_name }} failed its last {{ value }} checkpoints in a row",
-        description: "The last {{ value }} checkpoints of job {{ job_name }} on {{ cluster }} failed in a row, the first {{ failing_for | duration }} ago (interval {{ interval | duration }}), whatever its tolerable-failed-checkpoints ({{ tolerable_failures }}) allows.",
+        description: "The last {{ value }} checkpoints of job {{ job_name }} on {{ cluster }} failed in a row, the first {{ failing_for | duration }} ago (interval {{ interval | duration }}), whatever its tolerable-failed-checkpoints ({{ tolerable_failures }}) allows. Beside the latest slow or failed checkpoint: {{ evidence }}.",
     },
     Spec {
         name: "FlinkCheckpointAboutToExpire",
@@ -184,7 +184,7 @@ const PACK: &[Spec] = &[
         // The first line that says a checkpoint expired, was declined or failed moves
         // `checkpoints.failed_seen` and wakes the rules: the alert reaches Alertmanager within
         // about a second of it, the poll confirming (and standing in when no log is tailed).
-        // One failure is `info`; the burst alerts below page when failures repeat.
+        // One failure is `info`; the burst alerts below page when failures repeat. Beside the latest slow or failed checkpoint: {{ evidence }}.
         expr: "increase(checkpoints.failed_seen, 10m) > 0",
         for_s: 0,
         keep_s: 0,
@@ -202,7 +202,7 @@ const PACK: &[Spec] = &[
         severity: AlertSeverity::Warning,
         class: Class::Timeout,
         summary: "{{ job_name }} logged {{ value }} expired checkpoints in 10 minutes",
-        description: "The JobManager of {{ cluster }} logged {{ value }} 'Checkpoint … expired before completing' lines for job {{ job_name }} in the last 10 minutes (timeout {{ timeout | duration }}).",
+        description: "The JobManager of {{ cluster }} logged {{ value }} 'Checkpoint … expired before completing' lines for job {{ job_name }} in the last 10 minutes (timeout {{ timeout | duration }}). Beside the latest slow or failed checkpoint: {{ evidence }}.",
     },
     Spec {
         name: "FlinkCheckpointDeclinedBurst",
@@ -236,6 +236,28 @@ const PACK: &[Spec] = &[
         class: Class::Failure,
         summary: "Checkpoints of {{ job_name }} trigger off the schedule Flink's rules predict",
         description: "Checkpoints of job {{ job_name }} on {{ cluster }} trigger off the schedule the reference model of Flink's checkpoint coordinator predicts: {{ increase(shadow.unexplained, 30m) }} trigger deviation(s) in the last 30 minutes that no rule explains; the expected next trigger is {{ shadow.stall | duration }} overdue with no checkpoint running (0ms when it is not; a missing trigger counts as a stall past {{ shadow.stall_tolerance | duration }}, the trigger jitter plus the REST answer's observed lag (at least 3s until three lags are known) plus one poll interval, at two polls in a row). Causes: a coordinator stall, JobManager overload or GC pause, a clock jump.",
+    },
+    Spec {
+        name: "FlinkTaskManagerGcPressure",
+        scope: Scope::TaskManager,
+        expr: "gc_time_ratio > 25% and checkpoint_culprits > 0",
+        for_s: 300,
+        keep_s: 0,
+        severity: AlertSeverity::Warning,
+        class: Class::Timeout,
+        summary: "TaskManager {{ taskmanager }} spends {{ value | percent }} of its time in GC",
+        description: "TaskManager {{ taskmanager }} on {{ cluster }} spent {{ gc_time_ratio | percent }} of the last minute in garbage collection, and ran the culprit subtask of {{ checkpoint_culprits }} recent checkpoint(s). GC pauses hold barriers and snapshots up: give it more heap, or keep less on the heap (state on RocksDB, smaller windows).",
+    },
+    Spec {
+        name: "FlinkCheckpointStateSkew",
+        scope: Scope::Job,
+        expr: "state_skew > 4 and state_skew_max_size > 100MB",
+        for_s: 1800,
+        keep_s: 0,
+        severity: AlertSeverity::Warning,
+        class: Class::Blocking,
+        summary: "State of {{ job_name }} is skewed onto one subtask",
+        description: "In the latest checkpoint of job {{ job_name }} on {{ cluster }}, operator {{ skew_operator }} holds {{ state_skew_max_size | bytes }} on subtask #{{ state_skew_hot_subtask }}, {{ value }} times its median subtask's state. That subtask snapshots, restores and aligns slowest: spread the keys (a better key, salting, or a higher max parallelism).",
     },
 ];
 

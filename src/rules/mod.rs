@@ -273,7 +273,8 @@ impl Evaluator {
                 continue;
             }
             for (job_id, job) in evaluated_jobs(cluster) {
-                let subject = Subject::Job(JobView { job, job_id, logs: Some(&cluster.logs), now });
+                let evidence = Some(&cluster.evidence);
+                let subject = Subject::Job(JobView { job, job_id, logs: Some(&cluster.logs), evidence, now });
                 let entity = (Scope::Job, cluster_name.clone(), job_id.clone());
                 let labels =
                     [("cluster", cluster_name.as_str()), ("job_id", job_id), ("job_name", &job.name)];
@@ -302,6 +303,10 @@ impl Evaluator {
     ) {
         let scope = entity.0;
         round.evaluated.insert(entity.clone());
+        let texts = match &subject {
+            Subject::Job(view) => view.texts(),
+            _ => Vec::new(),
+        };
         let history = self.histories.entry(entity).or_default();
         history.sample(&subject, now, &self.windows[&scope]);
         let ctx = EvalContext::new(subject, history, now);
@@ -309,7 +314,7 @@ impl Evaluator {
             let outcome = rule.condition().eval(&ctx);
             // Most rules hold for no job: labels only for those that do.
             if outcome.holds {
-                self.alerts.hold(rule, labels, outcome.value, &ctx, now, &mut round.held);
+                self.alerts.hold(rule, labels, &texts, outcome.value, &ctx, now, &mut round.held);
             }
         }
     }
@@ -369,6 +374,7 @@ impl Alerts {
         &mut self,
         rule: &Rule,
         subject_labels: &[(&str, &str)],
+        texts: &[(&str, String)],
         value: Option<f64>,
         ctx: &EvalContext<'_>,
         now: Timestamp,
@@ -387,9 +393,15 @@ impl Alerts {
         let identity = identity(&labels);
         held.insert(identity.clone());
         self.last_held.insert(identity.clone(), now);
+        // Texts the subject gives (the evidence beside its checkpoints) fill placeholders too,
+        // without becoming labels (they change: an alert keeps its identity).
+        let mut names = labels.clone();
+        for (k, v) in texts {
+            names.entry(k.to_string()).or_insert_with(|| v.clone());
+        }
         let annotations = BTreeMap::from([
-            ("summary".to_string(), render(&rule.spec.summary, &labels, value, ctx)),
-            ("description".to_string(), render(&rule.spec.description, &labels, value, ctx)),
+            ("summary".to_string(), render(&rule.spec.summary, &names, value, ctx)),
+            ("description".to_string(), render(&rule.spec.description, &names, value, ctx)),
             ("runbook_url".to_string(), rule.spec.runbook_url.clone()),
         ]);
         let alert = self.active.entry(identity).or_insert_with(|| Alert {
