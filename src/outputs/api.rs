@@ -173,6 +173,9 @@ pub struct CheckpointView {
     pub slowest_subtask: Option<SlowestSubtask>,
     /// Why it failed, as Flink words it.
     pub failure_message: Option<String>,
+    /// What the metrics said about its culprit subtask and TaskManager at that moment (a slow
+    /// or failed checkpoint's: `text`, `class`, `used`, `thin` and the numbers), else `null`.
+    pub evidence: Option<crate::state::evidence::CheckpointEvidence>,
 }
 
 /// The subtask that held a checkpoint up: for a completed checkpoint the one that acknowledged
@@ -232,6 +235,9 @@ pub struct JobDetailView {
     pub alerts: JobAlerts,
     /// Recent non-routine log events of this job, newest first.
     pub events: Vec<EventView>,
+    /// Per operator chain, the state skew of its latest completed checkpoint with per-subtask
+    /// sizes (1 MiB of state or more; max over median, the hot subtask).
+    pub state_skew: Vec<crate::state::evidence::StateSkew>,
 }
 
 /// The P95 of each phase at one time.
@@ -683,6 +689,7 @@ pub fn job(
                 .map(|e| event_view(e, &jobs))
                 .collect()
         },
+        state_skew: c.evidence.skew.get(job_id).map(|s| s.operators.clone()).unwrap_or_default(),
         summary,
     })
 }
@@ -831,6 +838,7 @@ fn checkpoint_view(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Chec
         phases_ms: r.max_phases_ms.map(|p| phase_values(r.end_to_end_ms, p)),
         slowest_subtask: slowest_subtask(c, job_id, r),
         failure_message: r.failure_message.clone(),
+        evidence: r.evidence.clone(),
     }
 }
 
