@@ -36,7 +36,7 @@ const PACK: &[Spec] = &[
         severity: AlertSeverity::Warning,
         class: Class::Timeout,
         summary: "Checkpoint P95 of {{ job_name }} is above half its timeout",
-        description: "The P95 end-to-end checkpoint duration of job {{ job_name }} ({{ job_id }}) on {{ cluster }} is {{ value | duration }}, more than half of the {{ timeout | duration }} timeout. Checkpoints will start to expire if it keeps growing. Beside the latest slow or failed checkpoint: {{ evidence }}.",
+        description: "The P95 end-to-end checkpoint duration of job {{ job_name }} ({{ job_id }}) on {{ cluster }} is {{ value | duration }}, more than half of the {{ timeout | duration }} timeout. Checkpoints will start to expire if it keeps growing.{{ evidence }}",
     },
     Spec {
         name: "FlinkCheckpointDurationRising",
@@ -116,7 +116,7 @@ const PACK: &[Spec] = &[
         severity: AlertSeverity::Warning,
         class: Class::Failure,
         summary: "{{ job_name }} failed its last {{ value }} checkpoints in a row",
-        description: "The last {{ value }} checkpoints of job {{ job_name }} on {{ cluster }} failed in a row, the first {{ failing_for | duration }} ago (interval {{ interval | duration }}), whatever its tolerable-failed-checkpoints ({{ tolerable_failures }}) allows. Beside the latest slow or failed checkpoint: {{ evidence }}.",
+        description: "The last {{ value }} checkpoints of job {{ job_name }} on {{ cluster }} failed in a row, the first {{ failing_for | duration }} ago (interval {{ interval | duration }}), whatever its tolerable-failed-checkpoints ({{ tolerable_failures }}) allows.{{ evidence }}",
     },
     Spec {
         name: "FlinkCheckpointAboutToExpire",
@@ -184,7 +184,7 @@ const PACK: &[Spec] = &[
         // The first line that says a checkpoint expired, was declined or failed moves
         // `checkpoints.failed_seen` and wakes the rules: the alert reaches Alertmanager within
         // about a second of it, the poll confirming (and standing in when no log is tailed).
-        // One failure is `info`; the burst alerts below page when failures repeat. Beside the latest slow or failed checkpoint: {{ evidence }}.
+        // One failure is `info`; the burst alerts below page when failures repeat.{{ evidence }}
         expr: "increase(checkpoints.failed_seen, 10m) > 0",
         for_s: 0,
         keep_s: 0,
@@ -202,7 +202,7 @@ const PACK: &[Spec] = &[
         severity: AlertSeverity::Warning,
         class: Class::Timeout,
         summary: "{{ job_name }} logged {{ value }} expired checkpoints in 10 minutes",
-        description: "The JobManager of {{ cluster }} logged {{ value }} 'Checkpoint … expired before completing' lines for job {{ job_name }} in the last 10 minutes (timeout {{ timeout | duration }}). Beside the latest slow or failed checkpoint: {{ evidence }}.",
+        description: "The JobManager of {{ cluster }} logged {{ value }} 'Checkpoint … expired before completing' lines for job {{ job_name }} in the last 10 minutes (timeout {{ timeout | duration }}).{{ evidence }}",
     },
     Spec {
         name: "FlinkCheckpointDeclinedBurst",

@@ -29,12 +29,16 @@ impl JobView<'_> {
         skew.operators.iter().max_by(|a, b| a.ratio.total_cmp(&b.ratio))
     }
 
-    /// Text a description may name: `evidence` (beside the newest checkpoint that has it) and
-    /// `skew_operator`.
+    /// Text a description may name: `evidence` (" Beside checkpoint N: <the evidence>.", of
+    /// the newest checkpoint that has it; empty when none has) and `skew_operator`.
     pub fn texts(&self) -> Vec<(&'static str, String)> {
-        let evidence = self.job.recent.iter().rev().find_map(|r| r.evidence.as_ref());
+        let evidence = self.job.recent.iter().rev().find_map(|r| Some((r.id, r.evidence.as_ref()?)));
+        let beside = |(id, e): (u64, &crate::state::evidence::CheckpointEvidence)| {
+            let class = e.class.as_deref().map(|c| format!(" (class {c}: {})", e.used.join(", "))).unwrap_or_default();
+            format!(" Beside checkpoint {id}: {}{class}.", e.text)
+        };
         vec![
-            ("evidence", evidence.map_or_else(|| "none recorded".to_string(), |e| e.text.clone())),
+            ("evidence", evidence.map(beside).unwrap_or_default()),
             ("skew_operator", self.state_skew().map_or_else(|| "n/a".to_string(), |s| s.operator.clone())),
         ]
     }

@@ -270,3 +270,75 @@ pub struct CheckpointEvidence {
     /// See `state_skew`.
     pub hot_subtask: Option<u32>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::{CollectorCounters, SubtaskEvidence};
+
+    fn tm(id: &str, gc_ms: u64) -> TaskManagerSample {
+        let collector = |name: &str, t| CollectorCounters { name: name.into(), count: Some(1), time_ms: Some(t) };
+        TaskManagerSample {
+            id: id.into(),
+            collectors: vec![collector("G1_Young_Generation", 100), collector("G1_Old_Generation", gc_ms)],
+            ..Default::default()
+        }
+    }
+
+    fn round(at: i64, taskmanagers: Vec<TaskManagerSample>) -> EvidenceRound {
+        EvidenceRound { cluster: "c".into(), at: Timestamp(at), taskmanagers, ..Default::default() }
+    }
+
+    #[test]
+    fn rings_keep_their_newest_samples_and_caps_count_what_they_cut() {
+        let mut e = ClusterEvidence::default();
+        for i in 0..20 {
+            e.apply(&round(i * 10_000, vec![tm("a", 0)]));
+        }
+        assert_eq!(e.taskmanagers["a"].len(), SAMPLES_KEPT);
+        assert_eq!(e.taskmanagers["a"].front().unwrap().at, Timestamp((20 - SAMPLES_KEPT as i64) * 10_000));
+        let many: Vec<TaskManagerSample> = (0..MAX_TASKMANAGERS + 3).map(|i| tm(&format!("tm-{i}"), 0)).collect();
+        e.apply(&round(300_000, many));
+        assert_eq!(e.taskmanagers.len(), MAX_TASKMANAGERS);
+        assert_eq!(e.series_cut, 4, "a was there already: 3 + 1 new ones over the cap");
+        let subtasks = (0..MAX_SUBTASKS as u32 + 1)
+            .map(|i| SubtaskEvidence { job_id: "j".into(), operator: "op".into(), subtask: i, load: Load::default() })
+            .collect();
+        e.apply(&EvidenceRound { cluster: "c".into(), at: Timestamp(300_000), subtasks, ..Default::default() });
+        assert_eq!(e.subtasks.len(), MAX_SUBTASKS);
+        assert_eq!(e.series_cut, 5);
+    }
+
+    #[test]
+    fn the_gc_share_is_over_about_a_minute_and_none_after_a_jvm_restart() {
+        let mut e = ClusterEvidence::default();
+        // 30 s of GC in 60 s (old), then a restarted JVM whose counters went down.
+        for (at, gc) in [(0, 1_000), (30_000, 16_000), (60_000, 31_000)] {
+            e.apply(&round(at, vec![tm("a", gc)]));
+        }
+        let share = e.gc_share("a", Timestamp(60_000)).unwrap();
+        assert_eq!((share.ratio, share.window_ms), (0.5, 60_000));
+        assert_eq!(share.collector.as_deref(), Some("G1_Old_Generation"));
+        // At 30 s only the first 30 s count.
+        assert_eq!(e.gc_share("a", Timestamp(45_000)).unwrap().ratio, 0.5);
+        // Samples older than the window plus a tenth are not used.
+        e.apply(&round(130_000, vec![tm("a", 31_000)]));
+        assert_eq!(e.gc_share("a", Timestamp(130_000)), None, "the previous sample is 70 s old");
+        e.apply(&round(140_000, vec![tm("a", 10)]));
+        assert_eq!(e.gc_share("a", Timestamp(140_000)), None, "counters went down: a new JVM");
+        assert_eq!(e.gc_share("nobody", Timestamp(140_000)), None);
+    }
+
+    #[test]
+    fn rings_of_gone_subjects_expire_and_skew_needs_two_sizes_and_a_mebibyte() {
+        let mut e = ClusterEvidence::default();
+        e.apply(&round(0, vec![tm("a", 0)]));
+        e.apply(&round(STALE_AFTER_MS, vec![tm("b", 0)]));
+        e.expire(Timestamp(STALE_AFTER_MS + 1), |_| true);
+        assert_eq!(e.taskmanagers.keys().collect::<Vec<_>>(), ["b"]);
+        assert_eq!(skew_of("op", [(0, Some(5 << 20))].into_iter()), None, "one size");
+        assert_eq!(skew_of("op", [(0, Some(1000)), (1, Some(10))].into_iter()), None, "under 1 MiB");
+        let s = skew_of("op", [(0, Some(1 << 20)), (1, Some(4 << 20)), (2, None), (3, Some(1 << 20))].into_iter()).unwrap();
+        assert_eq!((s.hot_subtask, s.subtasks, s.ratio), (1, 3, 4.0));
+    }
+}
