@@ -68,7 +68,9 @@ fn collectors_are_read_from_each_versions_list_without_the_all_sum() {
         assert!(names.contains(&"Status.JVM.GarbageCollector.G1_Old_Generation.Time".to_string()), "{v}: {names:?}");
         assert!(names.contains(&"Status.JVM.GarbageCollector.G1_Young_Generation.Count".to_string()), "{v}");
         assert!(names.iter().all(|n| !n.contains(".All.")), "{v}: {names:?}");
-        assert!(names.iter().all(|n| !n.ends_with("TimeMsPerSecond")), "{v}: {names:?}");
+        // Flink's own rate over the last minute, from 1.19 on.
+        let rate = "Status.JVM.GarbageCollector.G1_Old_Generation.TimeMsPerSecond".to_string();
+        assert_eq!(names.contains(&rate), v != "1.14.6", "{v}: {names:?}");
     }
 }
 
@@ -81,8 +83,17 @@ fn the_gc_share_of_the_last_minute_equals_the_counters_on_every_version() {
         assert!((share.ratio - expected).abs() < 1e-9, "{v}: {} vs {expected}", share.ratio);
         assert_eq!(share.collector.as_deref(), Some("G1_Old_Generation"), "{v}");
         assert!(share.window_ms >= 50_000, "{v}: {}", share.window_ms);
-        // One sample alone gives no share.
-        assert_eq!(evidence.gc_share("tm-1", Timestamp(at.millis() - 40_000)), None, "{v}");
+        // One sample alone gives Flink's own rate (1.19+: `TimeMsPerSecond`), else no share.
+        let first = evidence.gc_share("tm-1", Timestamp(at.millis() - 40_000));
+        let rates: f64 = raw(&read::<Vec<MetricValue>>(v, "gc-000-tm-metrics.json"))
+            .iter()
+            .filter(|(k, _)| k.ends_with(".TimeMsPerSecond") && !k.contains(".All."))
+            .map(|(_, r)| r)
+            .sum();
+        match v {
+            "1.14.6" => assert_eq!(first, None),
+            _ => assert!((first.unwrap().ratio - rates / 1000.0).abs() < 1e-9, "{v}"),
+        }
         let last = &evidence.taskmanagers["tm-1"].back().unwrap().value;
         let values = raw(&read::<Vec<MetricValue>>(v, "gc-last-tm-metrics.json"));
         assert_eq!(last.heap_used_bytes, Some(values["Status.JVM.Memory.Heap.Used"]), "{v}");
@@ -195,4 +206,30 @@ fn evidence_older_than_the_checkpoint_is_called_thin() {
     // An unknown TaskManager is said so.
     let e = at_checkpoint(&evidence, "j", &expired(at), None).unwrap();
     assert!(e.thin.unwrap().contains("its TaskManager is not known"));
+}
+
+/// The evidence source against the demo's metrics endpoints: rounds every 10 s within the
+/// request budget, the TaskManager's GC share once two samples are in, the operators' load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_shows_evidence_per_taskmanager_and_operator_within_the_budget() {
+    use checkpoint_sentinel::commands::demo::{DemoOptions, start};
+    let dir = tempfile::tempdir().unwrap();
+    let options = DemoOptions { listen: "127.0.0.1:0".parse().unwrap(), jobs: 5, seed: 1, dir: Some(dir.path().into()) };
+    let demo = start(options).await.unwrap();
+    let tm = "flink_taskmanager_gc_time_ratio{cluster=\"demo\",taskmanager=\"127.0.0.1:6122-demo01\"}";
+    let body = crate::common::scrape_until(demo.daemon.addr, "the GC share on /metrics", std::time::Duration::from_secs(45), |b| {
+        b.contains(tm) && b.contains("flink_operator_busy_ratio{")
+    })
+    .await;
+    let number = |prefix: &str| -> f64 {
+        let line = body.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("{prefix} in {body}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    // The demo's young collector spends 2 % of the time.
+    assert!((number(tm) - 0.02).abs() < 0.005, "{}", number(tm));
+    let made = number("checkpoint_sentinel_evidence_requests_total{cluster=\"demo\",outcome=\"made\"}");
+    let rounds_at_most = 5.0; // 45 s at one round per 10 s
+    assert!(made > 0.0 && made <= 8.0 * rounds_at_most, "{made} requests");
+    assert!(body.contains("flink_taskmanager_heap_max_bytes{cluster=\"demo\",taskmanager=\"127.0.0.1:6122-demo01\"} 536870912"));
+    demo.shutdown().await;
 }

@@ -91,7 +91,7 @@ pub struct SubtaskEvidence {
 }
 
 /// One garbage collector's cumulative counters (`Status.JVM.GarbageCollector.<name>.*`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct CollectorCounters {
     /// The collector as Flink names it, e.g. `G1_Old_Generation`.
     pub name: String,
@@ -99,6 +99,8 @@ pub struct CollectorCounters {
     pub count: Option<u64>,
     /// Milliseconds spent collecting since the JVM started.
     pub time_ms: Option<u64>,
+    /// Flink's own rate of `time_ms` over the last minute (`TimeMsPerSecond`, 1.19+), ms/s.
+    pub time_ms_per_second: Option<f64>,
 }
 
 /// What one TaskManager's metrics said (`/taskmanagers/:tm/metrics`).

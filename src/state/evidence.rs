@@ -165,7 +165,8 @@ impl ClusterEvidence {
         let last = ring.iter().rev().find(|s| s.at.millis() <= at.millis())?;
         let first = ring.iter().find(|s| {
             s.at.millis() < last.at.millis() && last.at.millis() - s.at.millis() <= GC_WINDOW_MS * 11 / 10
-        })?;
+        });
+        let Some(first) = first else { return flinks_rate(last) };
         let wall = (last.at.millis() - first.at.millis()) as f64;
         let mut total = 0.0;
         let mut dominant: Option<(&str, f64)> = None;
@@ -184,6 +185,21 @@ impl ClusterEvidence {
             at: last.at,
         })
     }
+}
+
+/// With one sample only: Flink's own `TimeMsPerSecond` of each collector (1.19+, a rate over
+/// the last minute), when it reports them.
+fn flinks_rate(last: &Sample<TaskManagerSample>) -> Option<GcShare> {
+    let rates: Vec<(&str, f64)> =
+        last.value.collectors.iter().map(|c| Some((c.name.as_str(), c.time_ms_per_second?))).collect::<Option<_>>()?;
+    let total: f64 = rates.iter().map(|(_, r)| r).sum();
+    let dominant = rates.iter().filter(|(_, r)| *r > 0.0).max_by(|a, b| a.1.total_cmp(&b.1));
+    (!rates.is_empty()).then(|| GcShare {
+        ratio: (total / 1000.0).clamp(0.0, 1.0),
+        window_ms: GC_WINDOW_MS as u64,
+        collector: dominant.map(|(n, _)| n.to_string()),
+        at: last.at,
+    })
 }
 
 /// The share of wall time a TaskManager spent in GC.
@@ -277,7 +293,7 @@ mod tests {
     use crate::observe::{CollectorCounters, SubtaskEvidence};
 
     fn tm(id: &str, gc_ms: u64) -> TaskManagerSample {
-        let collector = |name: &str, t| CollectorCounters { name: name.into(), count: Some(1), time_ms: Some(t) };
+        let collector = |name: &str, t| CollectorCounters { name: name.into(), count: Some(1), time_ms: Some(t), ..Default::default() };
         TaskManagerSample {
             id: id.into(),
             collectors: vec![collector("G1_Young_Generation", 100), collector("G1_Old_Generation", gc_ms)],

@@ -192,6 +192,7 @@ pub fn analyse(d: &JobData) -> JobReport {
         causes,
         spacing,
         next,
+        evidence: None,
     }
 }
 

@@ -14,6 +14,7 @@
 //! [`analyse`] (pure analysis), [`text`] (the text output).
 
 pub mod analyse;
+pub mod evidence;
 pub mod report;
 pub mod text;
 
@@ -120,7 +121,9 @@ pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
     let mut reports = Vec::new();
     for job in selected {
         let data = fetch(&client, job, overview.flink_version.clone(), args.checkpoints).await?;
-        reports.push(analyse(&data));
+        let mut report = analyse(&data);
+        report.evidence = evidence::report_line(&client, &data).await;
+        reports.push(report);
     }
     Ok(Report {
         url: cluster.url,

@@ -43,6 +43,7 @@ pub fn to_text(report: &Report) -> String {
         verdict(&mut o, j);
         recent_table(&mut o, j);
         failures(&mut o, j);
+        evidence(&mut o, j);
         o.line("");
         phase_tables(&mut o, j);
         blocking(&mut o, j);
@@ -168,6 +169,13 @@ fn failures(o: &mut Out, j: &JobReport) {
     }
     for p in &j.pending {
         o.line(format!("  {p}"));
+    }
+}
+
+/// The evidence beside the newest failed or slow checkpoint (`diagnose::evidence`).
+fn evidence(o: &mut Out, j: &JobReport) {
+    if let Some(line) = &j.evidence {
+        o.line(format!("  {line}"));
     }
 }
 
