@@ -130,11 +130,11 @@ pub fn at_checkpoint(
     }
     let mut thin = Vec::new();
     if load.is_none() {
-        thin.push(format!("no sample of {operator}'s load near the checkpoint"));
+        thin.push(format!("no sample of {operator}'s load"));
     }
     match (&tm_id, tm) {
         (None, _) => thin.push("its TaskManager is not known".to_string()),
-        (Some(id), None) => thin.push(format!("no sample of {id} near the checkpoint")),
+        (Some(id), None) => thin.push(format!("no sample of {id}")),
         (Some(_), Some(_)) if gc.is_none() => thin.push("no GC share yet (one sample)".to_string()),
         _ => {}
     }

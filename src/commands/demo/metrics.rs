@@ -20,12 +20,13 @@ const HEAP_MAX: f64 = 512.0 * 1024.0 * 1024.0;
 
 type Params = Query<std::collections::HashMap<String, String>>;
 
-/// Adds the metrics routes to the demo's router.
-pub fn routes(router: Router<Shared>) -> Router<Shared> {
-    router
+/// The metrics routes, merged into the demo's router beside `rest::router`'s.
+pub fn router(cluster: Shared) -> Router {
+    Router::new()
         .route("/jobs/{jid}/vertices/{vid}/subtasks/metrics", get(subtasks_aggregated))
         .route("/jobs/{jid}/vertices/{vid}/subtasks/{index}/metrics", get(subtask))
         .route("/taskmanagers/{tm}/metrics", get(taskmanager))
+        .with_state(cluster)
 }
 
 /// A subtask's metric by Flink's name.

@@ -33,7 +33,7 @@ pub fn router(cluster: Shared) -> Router {
         .route("/jobs/{jid}/vertices/{vid}", get(vertex))
         .route("/jobs/{jid}/vertices/{vid}/backpressure", get(backpressure))
         .route("/jobs/{jid}/vertices/{vid}/metrics", get(metrics));
-    super::metrics::routes(router).with_state(cluster)
+    router.with_state(cluster)
 }
 
 /// A 404 with Flink's error body.

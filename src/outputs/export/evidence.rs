@@ -32,7 +32,7 @@ pub(super) fn render_evidence(out: &mut impl Sink, c: &str, cluster: &ClusterSta
             (family!("flink_taskmanager_managed_memory_used_bytes"), s.managed_used_bytes),
             (family!("flink_taskmanager_managed_memory_total_bytes"), s.managed_total_bytes),
             (family!("flink_taskmanager_network_segments_available"), s.network_segments_available),
-            (family!("flink_taskmanager_network_segments_total"), s.network_segments_total),
+            (family!("flink_taskmanager_network_segments_capacity"), s.network_segments_total),
         ];
         for (family, value) in gauges {
             if let Some(v) = value {

@@ -617,7 +617,7 @@ pub const METRICS: &[MetricDef] = &[
         TASKMANAGER,
         "Network buffer memory segments available on the TaskManager."
     ),
-    metric!("flink_taskmanager_network_segments_total", Gauge, TASKMANAGER, "Network buffer memory segments of the TaskManager."),
+    metric!("flink_taskmanager_network_segments_capacity", Gauge, TASKMANAGER, "Network buffer memory segments of the TaskManager."),
     metric!(
         "flink_taskmanager_checkpoint_culprits",
         Gauge,
