@@ -285,3 +285,30 @@ impl EvidenceSource {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tm(id: &str) -> Request {
+        Request::TaskManager { id: id.into() }
+    }
+
+    #[test]
+    fn a_round_takes_the_culprits_first_then_the_rest_in_turn_within_the_budget() {
+        let wanted = || Wanted { first: vec![tm("c1"), tm("c2")], rest: (0..5).map(|i| tm(&format!("r{i}"))).collect() };
+        let (chosen, cut, next) = choose(wanted(), 4, 0);
+        assert_eq!(chosen, [tm("c1"), tm("c2"), tm("r0"), tm("r1")]);
+        assert_eq!((cut, next), (3, 2));
+        // The next round goes on where this one stopped, and wraps.
+        let (chosen, _, next) = choose(wanted(), 4, next);
+        assert_eq!(chosen[2..], [tm("r2"), tm("r3")]);
+        let (chosen, _, _) = choose(wanted(), 5, next + 1);
+        assert_eq!(chosen[2..], [tm("r0"), tm("r1"), tm("r2")]);
+        // A budget below the culprits cuts culprits too, and everything fits a large one.
+        let (chosen, cut, _) = choose(wanted(), 1, 0);
+        assert_eq!((chosen.len(), cut), (1, 6));
+        let (chosen, cut, _) = choose(wanted(), 100, 3);
+        assert_eq!((chosen.len(), cut), (7, 0));
+    }
+}
