@@ -33,7 +33,9 @@ fn raw(values: &[MetricValue]) -> std::collections::HashMap<String, f64> {
 fn gc_ms(first: &[MetricValue], last: &[MetricValue]) -> f64 {
     let (a, b) = (raw(first), raw(last));
     b.iter()
-        .filter(|(k, _)| k.starts_with("Status.JVM.GarbageCollector.") && k.ends_with(".Time") && !k.contains(".All."))
+        .filter(|(k, _)| {
+            k.starts_with("Status.JVM.GarbageCollector.") && k.ends_with(".Time") && !k.contains(".All.")
+        })
         .map(|(k, v)| v - a[k])
         .sum()
 }
@@ -65,7 +67,10 @@ fn collectors_are_read_from_each_versions_list_without_the_all_sum() {
     for v in VERSIONS {
         let list: Vec<MetricValue> = read(v, "gc-taskmanager-metrics-list.json");
         let names = metrics::collector_metrics(&list);
-        assert!(names.contains(&"Status.JVM.GarbageCollector.G1_Old_Generation.Time".to_string()), "{v}: {names:?}");
+        assert!(
+            names.contains(&"Status.JVM.GarbageCollector.G1_Old_Generation.Time".to_string()),
+            "{v}: {names:?}"
+        );
         assert!(names.contains(&"Status.JVM.GarbageCollector.G1_Young_Generation.Count".to_string()), "{v}");
         assert!(names.iter().all(|n| !n.contains(".All.")), "{v}: {names:?}");
         // Flink's own rate over the last minute, from 1.19 on.
@@ -115,9 +120,16 @@ fn operator_and_subtask_loads_equal_flinks_numbers_on_every_version() {
             assert_eq!(avg.busy, busy.avg.map(|b| b / 1000.0), "{v} {file}");
             let input = of("Shuffle.Netty.Input.Buffers.inPoolUsage").and_then(|m| m.max);
             assert_eq!(max.input_pool_usage, input, "{v} {file}");
-            assert!(max.backpressured.is_some() && max.idle.is_some() && max.output_pool_usage.is_some(), "{v}");
+            assert!(
+                max.backpressured.is_some() && max.idle.is_some() && max.output_pool_usage.is_some(),
+                "{v}"
+            );
             // Hard and soft backpressure exist from 1.14 on… but only where Flink lists them.
-            assert_eq!(max.hard_backpressured.is_some(), of("hardBackPressuredTimeMsPerSecond").is_some(), "{v}");
+            assert_eq!(
+                max.hard_backpressured.is_some(),
+                of("hardBackPressuredTimeMsPerSecond").is_some(),
+                "{v}"
+            );
         }
         let values: Vec<MetricValue> = read(v, "gc-stateful-map-subtask-0-metrics.json");
         let load = metrics::subtask_load(&values, "");
@@ -178,7 +190,12 @@ fn the_sentence_beside_an_expired_checkpoint_carries_the_gc_share_and_says_timeo
         evidence.apply(&EvidenceRound {
             cluster: "c".into(),
             at,
-            subtasks: vec![SubtaskEvidence { job_id: "j".into(), operator: "stateful-map".into(), subtask: 0, load }],
+            subtasks: vec![SubtaskEvidence {
+                job_id: "j".into(),
+                operator: "stateful-map".into(),
+                subtask: 0,
+                load,
+            }],
             ..Default::default()
         });
         let e = at_checkpoint(&evidence, "j", &expired(at), Some("tm-1 (127.0.0.1:4000)")).unwrap();
@@ -201,7 +218,10 @@ fn evidence_older_than_the_checkpoint_is_called_thin() {
     let e = at_checkpoint(&evidence, "j", &expired(later), Some("tm-1")).unwrap();
     assert_eq!(e.class, None);
     let thin = e.thin.unwrap();
-    assert!(thin.contains("no sample of stateful-map's load") && thin.contains("no sample of tm-1"), "{thin}");
+    assert!(
+        thin.contains("no sample of stateful-map's load") && thin.contains("no sample of tm-1"),
+        "{thin}"
+    );
     assert!(e.text.contains("evidence thin:"), "{}", e.text);
     // An unknown TaskManager is said so.
     let e = at_checkpoint(&evidence, "j", &expired(at), None).unwrap();
@@ -214,15 +234,24 @@ fn evidence_older_than_the_checkpoint_is_called_thin() {
 async fn the_demo_shows_evidence_per_taskmanager_and_operator_within_the_budget() {
     use checkpoint_sentinel::commands::demo::{DemoOptions, start};
     let dir = tempfile::tempdir().unwrap();
-    let options = DemoOptions { listen: "127.0.0.1:0".parse().unwrap(), jobs: 5, seed: 1, dir: Some(dir.path().into()) };
+    let options = DemoOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        jobs: 5,
+        seed: 1,
+        dir: Some(dir.path().into()),
+    };
     let demo = start(options).await.unwrap();
     let tm = "flink_taskmanager_gc_time_ratio{cluster=\"demo\",taskmanager=\"127.0.0.1:6122-demo01\"}";
-    let body = crate::common::scrape_until(demo.daemon.addr, "the GC share on /metrics", std::time::Duration::from_secs(45), |b| {
-        b.contains(tm) && b.contains("flink_operator_busy_ratio{")
-    })
+    let body = crate::common::scrape_until(
+        demo.daemon.addr,
+        "the GC share on /metrics",
+        std::time::Duration::from_secs(45),
+        |b| b.contains(tm) && b.contains("flink_operator_busy_ratio{"),
+    )
     .await;
     let number = |prefix: &str| -> f64 {
-        let line = body.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("{prefix} in {body}"));
+        let line =
+            body.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("{prefix} in {body}"));
         line.rsplit(' ').next().unwrap().parse().unwrap()
     };
     // The demo's young collector spends 2 % of the time.
@@ -230,6 +259,8 @@ async fn the_demo_shows_evidence_per_taskmanager_and_operator_within_the_budget(
     let made = number("checkpoint_sentinel_evidence_requests_total{cluster=\"demo\",outcome=\"made\"}");
     let rounds_at_most = 5.0; // 45 s at one round per 10 s
     assert!(made > 0.0 && made <= 8.0 * rounds_at_most, "{made} requests");
-    assert!(body.contains("flink_taskmanager_heap_max_bytes{cluster=\"demo\",taskmanager=\"127.0.0.1:6122-demo01\"} 536870912"));
+    assert!(body.contains(
+        "flink_taskmanager_heap_max_bytes{cluster=\"demo\",taskmanager=\"127.0.0.1:6122-demo01\"} 536870912"
+    ));
     demo.shutdown().await;
 }

@@ -19,9 +19,10 @@ use checkpoint_sentinel::rules::series::{self, SERIES, Scope};
 /// and 2 along).
 fn exported(series: &str) -> Facts {
     // A name is a job's series, else a TaskManager's (the scopes share no name that matters).
-    let twin = series::twin(Scope::Job, series).or_else(|| series::twin(Scope::TaskManager, series)).unwrap_or_else(|| {
-        panic!("built-in series {series} has no Prometheus twin in src/rules/series.rs: add one")
-    });
+    let twin =
+        series::twin(Scope::Job, series).or_else(|| series::twin(Scope::TaskManager, series)).unwrap_or_else(
+            || panic!("built-in series {series} has no Prometheus twin in src/rules/series.rs: add one"),
+        );
     promql_facts(&twin)
 }
 

@@ -45,7 +45,11 @@ fn bytes(v: f64) -> String {
         v /= 1024.0;
         unit += 1;
     }
-    if v >= 10.0 || v.fract() < 0.05 { format!("{v:.0} {}", units[unit]) } else { format!("{v:.1} {}", units[unit]) }
+    if v >= 10.0 || v.fract() < 0.05 {
+        format!("{v:.0} {}", units[unit])
+    } else {
+        format!("{v:.1} {}", units[unit])
+    }
 }
 
 /// `G1_Old_Generation` → `G1 Old`.
@@ -112,14 +116,20 @@ pub fn at_checkpoint(
     // The sentence: what is known, in a fixed order.
     let mut parts = Vec::new();
     let own_or_max = if own_subtask { "" } else { " (max over its subtasks)" };
-    for (name, v) in [("busy", e.busy), ("backpressured", e.backpressured), ("input buffers", e.input_pool_usage)] {
+    for (name, v) in
+        [("busy", e.busy), ("backpressured", e.backpressured), ("input buffers", e.input_pool_usage)]
+    {
         if let Some(v) = v {
             parts.push(format!("{name} {}", pct(v)));
         }
     }
     if let Some(g) = &gc {
         let by = e.gc_collector.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
-        let of = if g.window_ms >= 50_000 { "the last minute".to_string() } else { format!("the last {} s", g.window_ms / 1000) };
+        let of = if g.window_ms >= 50_000 {
+            "the last minute".to_string()
+        } else {
+            format!("the last {} s", g.window_ms / 1000)
+        };
         parts.push(format!("GC {} of {of}{by}", pct(g.ratio)));
     }
     if let (Some(used), Some(max)) = (e.heap_used_bytes, e.heap_max_bytes) {
@@ -143,7 +153,8 @@ pub fn at_checkpoint(
         e.thin = Some(thin.join("; "));
     }
     let on = tm_id.as_deref().map(|t| format!(" on {t}")).unwrap_or_default();
-    let numbers = if parts.is_empty() { String::new() } else { format!(": {}{own_or_max}", parts.join(", ")) };
+    let numbers =
+        if parts.is_empty() { String::new() } else { format!(": {}{own_or_max}", parts.join(", ")) };
     let thin_text = e.thin.as_deref().map(|t| format!(" (evidence thin: {t})")).unwrap_or_default();
     e.text = format!("{operator} #{subtask}{on}{numbers}{thin_text}");
     Some(e)
@@ -186,9 +197,11 @@ fn classify(record: &CheckpointRecord, e: &CheckpointEvidence) -> (Option<String
     if !used.is_empty() {
         return (Some("blocking".into()), used);
     }
-    let phases = record.holdout.as_ref().map(|h| h.phases_ms).or(record.slowest_phases_ms.map(|p| p.map(Some)));
+    let phases =
+        record.holdout.as_ref().map(|h| h.phases_ms).or(record.slowest_phases_ms.map(|p| p.map(Some)));
     // The phase that took longest (start delay, alignment, sync, async), as `culprit` says it.
-    let longest = phases.and_then(|p| p.iter().enumerate().filter_map(|(i, v)| Some((i, (*v)?))).max_by_key(|(_, v)| *v));
+    let longest = phases
+        .and_then(|p| p.iter().enumerate().filter_map(|(i, v)| Some((i, (*v)?))).max_by_key(|(_, v)| *v));
     if matches!(longest, Some((2 | 3, _))) {
         return (Some("timeout".into()), vec!["snapshot".into()]);
     }

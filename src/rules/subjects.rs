@@ -34,7 +34,11 @@ impl JobView<'_> {
     pub fn texts(&self) -> Vec<(&'static str, String)> {
         let evidence = self.job.recent.iter().rev().find_map(|r| Some((r.id, r.evidence.as_ref()?)));
         let beside = |(id, e): (u64, &crate::state::evidence::CheckpointEvidence)| {
-            let class = e.class.as_deref().map(|c| format!(" (class {c}: {})", e.used.join(", "))).unwrap_or_default();
+            let class = e
+                .class
+                .as_deref()
+                .map(|c| format!(" (class {c}: {})", e.used.join(", ")))
+                .unwrap_or_default();
             format!(" Beside checkpoint {id}: {}{class}.", e.text)
         };
         vec![

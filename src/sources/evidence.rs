@@ -63,7 +63,8 @@ pub fn wanted(
     let mut operators = Vec::new();
     let mut taskmanagers = Vec::new();
     for (job_id, job) in cluster.jobs.iter().filter(|(_, j)| j.listed && !j.job_state.has_ended()) {
-        let vertex_of = |name: &str| job.operators.iter().find(|(_, o)| o.name == name).map(|(id, _)| id.clone());
+        let vertex_of =
+            |name: &str| job.operators.iter().find(|(_, o)| o.name == name).map(|(id, _)| id.clone());
         if let Some(r) = job.recent.back() {
             let culprit = match (&r.holdout, &r.slowest_subtask) {
                 (Some(h), _) => Some((h.operator.as_str(), h.subtask)),
@@ -75,14 +76,27 @@ pub fn wanted(
             {
                 let failed = r.status == CheckpointStatus::Failed;
                 let tm = job.subtask_location(operator, subtask).map(|l| taskmanager_id(l).to_string());
-                culprits.push((!failed, std::cmp::Reverse(r.finished_at), job_id.clone(), vertex_id, operator.to_string(), subtask, tm));
+                culprits.push((
+                    !failed,
+                    std::cmp::Reverse(r.finished_at),
+                    job_id.clone(),
+                    vertex_id,
+                    operator.to_string(),
+                    subtask,
+                    tm,
+                ));
             }
         }
         for (vertex_id, op) in &job.operators {
             if !known_vertices.contains(&(job_id.clone(), vertex_id.clone())) {
-                operators.push(Request::OperatorNames { job_id: job_id.clone(), vertex_id: vertex_id.clone() });
+                operators
+                    .push(Request::OperatorNames { job_id: job_id.clone(), vertex_id: vertex_id.clone() });
             }
-            operators.push(Request::Operator { job_id: job_id.clone(), vertex_id: vertex_id.clone(), operator: op.name.clone() });
+            operators.push(Request::Operator {
+                job_id: job_id.clone(),
+                vertex_id: vertex_id.clone(),
+                operator: op.name.clone(),
+            });
         }
         for location in job.subtask_locations.values().flatten().flatten() {
             taskmanagers.push(taskmanager_id(location).to_string());
@@ -158,7 +172,14 @@ impl EvidenceSource {
     /// A source for `config`'s cluster (its own client: same settings, shared connection pool).
     pub fn new(config: ClusterConfig, app: Arc<AppState>) -> Result<Self, ClientBuildError> {
         let client = FlinkClient::new(&config)?;
-        Ok(EvidenceSource { config, client, app, collectors: HashMap::new(), rocksdb: HashMap::new(), cursor: 0 })
+        Ok(EvidenceSource {
+            config,
+            client,
+            app,
+            collectors: HashMap::new(),
+            rocksdb: HashMap::new(),
+            cursor: 0,
+        })
     }
 
     /// Runs rounds until aborted.
@@ -194,9 +215,7 @@ impl EvidenceSource {
         // Each request is bounded by the client's timeout; this one bounds the whole round.
         let deadline = self.config.timeout * 2 + Duration::from_secs(1);
         let pending: Vec<_> = requests.iter().map(|r| Box::pin(self.fetch(r))).collect();
-        let fetches = futures_util::stream::iter(pending)
-            .buffer_unordered(slots)
-            .collect::<Vec<_>>();
+        let fetches = futures_util::stream::iter(pending).buffer_unordered(slots).collect::<Vec<_>>();
         let answers = tokio::time::timeout(deadline, fetches).await.unwrap_or_default();
         let mut round = EvidenceRound {
             cluster: self.config.name.clone(),
@@ -296,7 +315,10 @@ mod tests {
 
     #[test]
     fn a_round_takes_the_culprits_first_then_the_rest_in_turn_within_the_budget() {
-        let wanted = || Wanted { first: vec![tm("c1"), tm("c2")], rest: (0..5).map(|i| tm(&format!("r{i}"))).collect() };
+        let wanted = || Wanted {
+            first: vec![tm("c1"), tm("c2")],
+            rest: (0..5).map(|i| tm(&format!("r{i}"))).collect(),
+        };
         let (chosen, cut, next) = choose(wanted(), 4, 0);
         assert_eq!(chosen, [tm("c1"), tm("c2"), tm("r0"), tm("r1")]);
         assert_eq!((cut, next), (3, 2));

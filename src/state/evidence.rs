@@ -92,7 +92,13 @@ pub struct ClusterEvidence {
     pub last_round: Option<Timestamp>,
 }
 
-fn push<K: Ord + Clone, T>(map: &mut BTreeMap<K, Ring<T>>, key: &K, cap: usize, at: Timestamp, value: T) -> bool {
+fn push<K: Ord + Clone, T>(
+    map: &mut BTreeMap<K, Ring<T>>,
+    key: &K,
+    cap: usize,
+    at: Timestamp,
+    value: T,
+) -> bool {
     if !map.contains_key(key) && map.len() >= cap {
         return false;
     }
@@ -140,7 +146,11 @@ impl ClusterEvidence {
         if self.skew.get(job_id).is_some_and(|s| s.checkpoint_id >= cp.id) {
             return;
         }
-        let operators = cp.operators.iter().filter_map(|o| skew_of(&o.name, o.subtasks.iter().map(|s| (s.index, s.state_size_bytes)))).collect();
+        let operators = cp
+            .operators
+            .iter()
+            .filter_map(|o| skew_of(&o.name, o.subtasks.iter().map(|s| (s.index, s.state_size_bytes))))
+            .collect();
         self.skew.insert(job_id.to_string(), JobSkew { checkpoint_id: cp.id, operators });
     }
 
@@ -190,8 +200,12 @@ impl ClusterEvidence {
 /// With one sample only: Flink's own `TimeMsPerSecond` of each collector (1.19+, a rate over
 /// the last minute), when it reports them.
 fn flinks_rate(last: &Sample<TaskManagerSample>) -> Option<GcShare> {
-    let rates: Vec<(&str, f64)> =
-        last.value.collectors.iter().map(|c| Some((c.name.as_str(), c.time_ms_per_second?))).collect::<Option<_>>()?;
+    let rates: Vec<(&str, f64)> = last
+        .value
+        .collectors
+        .iter()
+        .map(|c| Some((c.name.as_str(), c.time_ms_per_second?)))
+        .collect::<Option<_>>()?;
     let total: f64 = rates.iter().map(|(_, r)| r).sum();
     let dominant = rates.iter().filter(|(_, r)| *r > 0.0).max_by(|a, b| a.1.total_cmp(&b.1));
     (!rates.is_empty()).then(|| GcShare {
@@ -293,7 +307,12 @@ mod tests {
     use crate::observe::{CollectorCounters, SubtaskEvidence};
 
     fn tm(id: &str, gc_ms: u64) -> TaskManagerSample {
-        let collector = |name: &str, t| CollectorCounters { name: name.into(), count: Some(1), time_ms: Some(t), ..Default::default() };
+        let collector = |name: &str, t| CollectorCounters {
+            name: name.into(),
+            count: Some(1),
+            time_ms: Some(t),
+            ..Default::default()
+        };
         TaskManagerSample {
             id: id.into(),
             collectors: vec![collector("G1_Young_Generation", 100), collector("G1_Old_Generation", gc_ms)],
@@ -313,14 +332,25 @@ mod tests {
         }
         assert_eq!(e.taskmanagers["a"].len(), SAMPLES_KEPT);
         assert_eq!(e.taskmanagers["a"].front().unwrap().at, Timestamp((20 - SAMPLES_KEPT as i64) * 10_000));
-        let many: Vec<TaskManagerSample> = (0..MAX_TASKMANAGERS + 3).map(|i| tm(&format!("tm-{i}"), 0)).collect();
+        let many: Vec<TaskManagerSample> =
+            (0..MAX_TASKMANAGERS + 3).map(|i| tm(&format!("tm-{i}"), 0)).collect();
         e.apply(&round(300_000, many));
         assert_eq!(e.taskmanagers.len(), MAX_TASKMANAGERS);
         assert_eq!(e.series_cut, 4, "a was there already: 3 + 1 new ones over the cap");
         let subtasks = (0..MAX_SUBTASKS as u32 + 1)
-            .map(|i| SubtaskEvidence { job_id: "j".into(), operator: "op".into(), subtask: i, load: Load::default() })
+            .map(|i| SubtaskEvidence {
+                job_id: "j".into(),
+                operator: "op".into(),
+                subtask: i,
+                load: Load::default(),
+            })
             .collect();
-        e.apply(&EvidenceRound { cluster: "c".into(), at: Timestamp(300_000), subtasks, ..Default::default() });
+        e.apply(&EvidenceRound {
+            cluster: "c".into(),
+            at: Timestamp(300_000),
+            subtasks,
+            ..Default::default()
+        });
         assert_eq!(e.subtasks.len(), MAX_SUBTASKS);
         assert_eq!(e.series_cut, 5);
     }
@@ -354,7 +384,11 @@ mod tests {
         assert_eq!(e.taskmanagers.keys().collect::<Vec<_>>(), ["b"]);
         assert_eq!(skew_of("op", [(0, Some(5 << 20))].into_iter()), None, "one size");
         assert_eq!(skew_of("op", [(0, Some(1000)), (1, Some(10))].into_iter()), None, "under 1 MiB");
-        let s = skew_of("op", [(0, Some(1 << 20)), (1, Some(4 << 20)), (2, None), (3, Some(1 << 20))].into_iter()).unwrap();
+        let s = skew_of(
+            "op",
+            [(0, Some(1 << 20)), (1, Some(4 << 20)), (2, None), (3, Some(1 << 20))].into_iter(),
+        )
+        .unwrap();
         assert_eq!((s.hot_subtask, s.subtasks, s.ratio), (1, 3, 4.0));
     }
 }

@@ -330,8 +330,15 @@ fn attach_evidence(cluster: &mut ClusterState, job_id: &str, counted: &mut [outb
         if r.status != crate::observe::CheckpointStatus::Failed && !slow {
             continue;
         }
-        let found = crate::health::evidence::at_checkpoint(&cluster.evidence, job_id, r, stored.taskmanager.as_deref());
-        if let Some(recent) = job.recent.iter_mut().rev().find(|x| x.id == r.id && x.triggered_at == r.triggered_at) {
+        let found = crate::health::evidence::at_checkpoint(
+            &cluster.evidence,
+            job_id,
+            r,
+            stored.taskmanager.as_deref(),
+        );
+        if let Some(recent) =
+            job.recent.iter_mut().rev().find(|x| x.id == r.id && x.triggered_at == r.triggered_at)
+        {
             recent.evidence.clone_from(&found);
         }
         stored.record.evidence = found;

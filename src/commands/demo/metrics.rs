@@ -46,15 +46,20 @@ fn names(query: &Params) -> Vec<String> {
     query.get("get").map(|g| g.split(',').map(str::to_string).collect()).unwrap_or_default()
 }
 
-async fn subtasks_aggregated(State(cluster): State<Shared>, Path((jid, vid)): Path<(String, String)>, query: Params) -> Response {
+async fn subtasks_aggregated(
+    State(cluster): State<Shared>,
+    Path((jid, vid)): Path<(String, String)>,
+    query: Params,
+) -> Response {
     with_job(&cluster, &jid, |j: &DemoJob| {
         let Some(v) = vertex_index(j, &vid) else { return not_found(format!("JobVertex {vid} not found")) };
         let wanted = names(&query);
         if wanted.is_empty() {
-            let list: Vec<Value> = ["busyTimeMsPerSecond", "backPressuredTimeMsPerSecond", "idleTimeMsPerSecond"]
-                .iter()
-                .map(|id| json!({ "id": id }))
-                .collect();
+            let list: Vec<Value> =
+                ["busyTimeMsPerSecond", "backPressuredTimeMsPerSecond", "idleTimeMsPerSecond"]
+                    .iter()
+                    .map(|id| json!({ "id": id }))
+                    .collect();
             return Json(Value::Array(list)).into_response();
         }
         let values: Vec<Value> = wanted
@@ -118,7 +123,9 @@ async fn taskmanager(State(cluster): State<Shared>, Path(tm): Path<String>, quer
     let values: Vec<Value> = known
         .iter()
         .filter(|(id, _)| wanted.is_empty() || wanted.iter().any(|w| w == id))
-        .map(|(id, v)| if wanted.is_empty() { json!({ "id": id }) } else { json!({ "id": id, "value": v.to_string() }) })
+        .map(|(id, v)| {
+            if wanted.is_empty() { json!({ "id": id }) } else { json!({ "id": id, "value": v.to_string() }) }
+        })
         .collect();
     Json(Value::Array(values)).into_response()
 }

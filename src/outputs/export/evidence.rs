@@ -3,8 +3,8 @@
 //! Bounded: per TaskManager and per operator, never per subtask.
 
 use super::sink::{Sink, Value};
-use crate::state::evidence::taskmanager_id;
 use crate::state::ClusterState;
+use crate::state::evidence::taskmanager_id;
 use crate::time::Timestamp;
 
 /// The evidence series of cluster `c`.
@@ -18,14 +18,21 @@ pub(super) fn render_evidence(out: &mut impl Sink, c: &str, cluster: &ClusterSta
             Value::Number(n as f64),
         );
     }
-    out.push(family!("checkpoint_sentinel_evidence_series_cut_total"), &[("cluster", c)], Value::Number(e.series_cut as f64));
+    out.push(
+        family!("checkpoint_sentinel_evidence_series_cut_total"),
+        &[("cluster", c)],
+        Value::Number(e.series_cut as f64),
+    );
     let culprits = crate::rules::subjects::taskmanagers(cluster);
     for (tm, ring) in &e.taskmanagers {
         let Some(last) = ring.back() else { continue };
         let labels = [("cluster", c), ("taskmanager", tm.as_str())];
         let s = &last.value;
         let gauges = [
-            (family!("flink_taskmanager_gc_time_ratio"), e.gc_share(tm, Timestamp(i64::MAX)).map(|g| g.ratio)),
+            (
+                family!("flink_taskmanager_gc_time_ratio"),
+                e.gc_share(tm, Timestamp(i64::MAX)).map(|g| g.ratio),
+            ),
             (family!("flink_taskmanager_heap_used_bytes"), s.heap_used_bytes),
             (family!("flink_taskmanager_heap_max_bytes"), s.heap_max_bytes),
             (family!("flink_taskmanager_cpu_load"), s.cpu_load),
@@ -71,11 +78,23 @@ pub(super) fn render_evidence(out: &mut impl Sink, c: &str, cluster: &ClusterSta
     for (job_id, skew) in &e.skew {
         let Some(job) = cluster.jobs.get(job_id).filter(|j| j.listed) else { continue };
         for s in &skew.operators {
-            let labels =
-                [("cluster", c), ("job_id", job_id.as_str()), ("job_name", job.name.as_str()), ("operator", s.operator.as_str())];
+            let labels = [
+                ("cluster", c),
+                ("job_id", job_id.as_str()),
+                ("job_name", job.name.as_str()),
+                ("operator", s.operator.as_str()),
+            ];
             out.push(family!("flink_checkpoint_state_skew_ratio"), &labels, Value::Number(s.ratio));
-            out.push(family!("flink_checkpoint_state_skew_hot_subtask"), &labels, Value::Number(f64::from(s.hot_subtask)));
-            out.push(family!("flink_checkpoint_state_skew_max_bytes"), &labels, Value::Number(s.max_bytes as f64));
+            out.push(
+                family!("flink_checkpoint_state_skew_hot_subtask"),
+                &labels,
+                Value::Number(f64::from(s.hot_subtask)),
+            );
+            out.push(
+                family!("flink_checkpoint_state_skew_max_bytes"),
+                &labels,
+                Value::Number(s.max_bytes as f64),
+            );
         }
     }
 }

@@ -610,14 +610,24 @@ pub const METRICS: &[MetricDef] = &[
         TASKMANAGER,
         "Flink managed memory in use on the TaskManager (RocksDB, batch operators)."
     ),
-    metric!("flink_taskmanager_managed_memory_total_bytes", Gauge, TASKMANAGER, "Flink managed memory of the TaskManager."),
+    metric!(
+        "flink_taskmanager_managed_memory_total_bytes",
+        Gauge,
+        TASKMANAGER,
+        "Flink managed memory of the TaskManager."
+    ),
     metric!(
         "flink_taskmanager_network_segments_available",
         Gauge,
         TASKMANAGER,
         "Network buffer memory segments available on the TaskManager."
     ),
-    metric!("flink_taskmanager_network_segments_capacity", Gauge, TASKMANAGER, "Network buffer memory segments of the TaskManager."),
+    metric!(
+        "flink_taskmanager_network_segments_capacity",
+        Gauge,
+        TASKMANAGER,
+        "Network buffer memory segments of the TaskManager."
+    ),
     metric!(
         "flink_taskmanager_checkpoint_culprits",
         Gauge,

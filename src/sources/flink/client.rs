@@ -248,7 +248,8 @@ impl FlinkClient {
         names: &[&str],
         aggs: &str,
     ) -> Result<Option<Vec<dto::AggregatedMetric>>, FetchError> {
-        let query = if names.is_empty() { String::new() } else { format!("?get={}&agg={aggs}", encode(names)) };
+        let query =
+            if names.is_empty() { String::new() } else { format!("?get={}&agg={aggs}", encode(names)) };
         self.get_optional(&format!("/jobs/{job_id}/vertices/{vertex_id}/subtasks/metrics{query}")).await
     }
 

@@ -107,7 +107,10 @@ fn load_from(get: impl Fn(&str) -> Option<f64>) -> Load {
 /// `prefix` `"<i>."`).
 pub fn subtask_load(values: &[MetricValue], prefix: &str) -> Load {
     load_from(|name| {
-        values.iter().find(|m| m.id.strip_prefix(prefix) == Some(name)).and_then(|m| number(m.value.as_deref()))
+        values
+            .iter()
+            .find(|m| m.id.strip_prefix(prefix) == Some(name))
+            .and_then(|m| number(m.value.as_deref()))
     })
 }
 
