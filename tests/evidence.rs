@@ -264,3 +264,115 @@ async fn the_demo_shows_evidence_per_taskmanager_and_operator_within_the_budget(
     ));
     demo.shutdown().await;
 }
+
+/// The built-in side on a real timeline (1.20.5 `expired`, its polls and load as the poller
+/// reports them) with evidence rounds beside it: the TaskManager that ran the culprit spends
+/// 40 % of its time in GC. The failed checkpoints carry that evidence, the failure alert's
+/// description quotes it, and FlinkTaskManagerGcPressure holds for that TaskManager only.
+#[test]
+fn failed_checkpoints_carry_the_evidence_into_the_store_record_and_the_alerts() {
+    use checkpoint_sentinel::observe::{CollectorCounters, Observation, TaskManagerSample};
+    use checkpoint_sentinel::rules::{Evaluator, Rule, builtin};
+    use checkpoint_sentinel::state::State;
+    use checkpoint_sentinel::stats::WindowSpec;
+    let scenario = crate::common::Scenario::load("1.20.5", "expired");
+    let polls = scenario.job_polls();
+    let load = scenario.load_report();
+    let tm = "127.0.0.1:19125-bd2dde";
+    let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+    state.outbox.enable();
+    let rules = builtin::rules().into_iter().map(|s| Rule::new(s).unwrap()).collect();
+    let mut evaluator = Evaluator::new(rules);
+    let first = polls[0].polled_at.millis();
+    let sample = |at: i64| TaskManagerSample {
+        id: tm.into(),
+        heap_used_bytes: Some(400e6),
+        heap_max_bytes: Some(500e6),
+        collectors: vec![CollectorCounters {
+            name: "G1_Old_Generation".into(),
+            count: Some(1),
+            time_ms: Some(((at - first + 60_000) as f64 * 0.4) as u64 + 1_000),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    // The first poll creates the job; its checkpoints are counted before the load places the
+    // subtasks, so they have no TaskManager and no evidence: the later ones are checked.
+    state.apply(&Observation::JobPolled(polls[0].clone()), polls[0].polled_at);
+    state.apply(&Observation::JobLoad(load), polls[0].polled_at);
+    let counted_first: Vec<u64> = polls[0].finished.iter().map(|c| c.id).collect();
+    // The rounds start a minute before the capture, so every failure has a minute of GC behind it.
+    let mut at = first - 60_000;
+    for poll in &polls {
+        // A round every 10 s up to this poll, then the poll.
+        while at <= poll.polled_at.millis() {
+            let subtask = SubtaskEvidence {
+                job_id: poll.key.job_id.clone(),
+                operator: "stateful-map".into(),
+                subtask: 0,
+                load: checkpoint_sentinel::observe::Load {
+                    busy: Some(1.0),
+                    backpressured: Some(0.0),
+                    ..Default::default()
+                },
+            };
+            let round = EvidenceRound {
+                cluster: poll.key.cluster.clone(),
+                at: Timestamp(at),
+                subtasks: vec![subtask],
+                taskmanagers: vec![sample(at)],
+                ..Default::default()
+            };
+            state.apply(&Observation::Evidence(round), Timestamp(at));
+            at += 10_000;
+        }
+        state.apply(&Observation::JobPolled(poll.clone()), poll.polled_at);
+        evaluator.evaluate(&state, poll.polled_at);
+    }
+    let last = polls.last().unwrap().polled_at;
+    // The records of the failed checkpoints: GC 40 %, class timeout.
+    let cluster = &state.clusters()[&polls[0].key.cluster];
+    let job = &cluster.jobs[&polls[0].key.job_id];
+    let failed: Vec<_> = job
+        .recent
+        .iter()
+        .filter(|r| r.status == CheckpointStatus::Failed && !counted_first.contains(&r.id))
+        // A culprit needs the per-subtask details (the capture lacks some).
+        .filter(|r| r.holdout.is_some())
+        .collect();
+    assert!(!failed.is_empty());
+    for r in failed {
+        let e = r.evidence.as_ref().unwrap_or_else(|| panic!("checkpoint {} has no evidence: {r:?}", r.id));
+        assert!(e.text.starts_with(&format!("stateful-map #0 on {tm}: busy 100 %, backpressured 0 %, GC 40 % of the last minute (G1 Old), heap 80 % of 477 MiB")), "{}", e.text);
+        assert_eq!((e.class.as_deref(), e.used.as_slice()), (Some("timeout"), &["gc".to_string()][..]));
+    }
+    // The store gets the same record.
+    let stored = state.outbox.take();
+    assert!(
+        stored.iter().any(|o| o.checkpoint.record.evidence.as_ref().is_some_and(|e| e.gc_ratio == Some(0.4)))
+    );
+    // The alerts: the failure's description quotes the evidence; GC pressure is pending on the
+    // culprit's TaskManager (its `for` is 5 minutes).
+    evaluator.evaluate(&state, last);
+    let active: Vec<_> = evaluator.active().cloned().collect();
+    let failed_alert = active
+        .iter()
+        .find(|a| a.labels["alertname"] == "FlinkCheckpointFailed")
+        .expect("FlinkCheckpointFailed");
+    let description = &failed_alert.annotations["description"];
+    assert!(
+        description.contains(" Beside checkpoint ")
+            && description.contains("GC 40 % of the last minute (G1 Old)")
+            && description.contains("(class timeout: gc)."),
+        "{description}"
+    );
+    let gc: Vec<_> =
+        active.iter().filter(|a| a.labels["alertname"] == "FlinkTaskManagerGcPressure").collect();
+    assert_eq!(gc.len(), 1, "{active:#?}");
+    assert!(gc[0].labels["taskmanager"].starts_with(tm), "{:?}", gc[0].labels);
+    assert!(
+        gc[0].annotations["summary"].contains("spends 40.0% of its time in GC"),
+        "{:?}",
+        gc[0].annotations
+    );
+}

@@ -184,14 +184,14 @@ const PACK: &[Spec] = &[
         // The first line that says a checkpoint expired, was declined or failed moves
         // `checkpoints.failed_seen` and wakes the rules: the alert reaches Alertmanager within
         // about a second of it, the poll confirming (and standing in when no log is tailed).
-        // One failure is `info`; the burst alerts below page when failures repeat.{{ evidence }}
+        // One failure is `info`; the burst alerts below page when failures repeat.
         expr: "increase(checkpoints.failed_seen, 10m) > 0",
         for_s: 0,
         keep_s: 0,
         severity: AlertSeverity::Info,
         class: Class::Failure,
         summary: "A checkpoint of {{ job_name }} failed",
-        description: "{{ value }} checkpoint(s) of job {{ job_name }} on {{ cluster }} failed in the last 10 minutes, as the JobManager log or the REST API said first. One failure is for the record; FlinkCheckpointExpiredBurst, FlinkCheckpointDeclinedBurst and FlinkCheckpointFailuresIncreasing page when failures repeat.",
+        description: "{{ value }} checkpoint(s) of job {{ job_name }} on {{ cluster }} failed in the last 10 minutes, as the JobManager log or the REST API said first. One failure is for the record; FlinkCheckpointExpiredBurst, FlinkCheckpointDeclinedBurst and FlinkCheckpointFailuresIncreasing page when failures repeat.{{ evidence }}",
     },
     Spec {
         name: "FlinkCheckpointExpiredBurst",
