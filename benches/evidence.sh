@@ -7,7 +7,7 @@
 #
 # Environment: CARGO_TARGET_DIR (default target), WORK (default /tmp/sentinel-evidence),
 # SECONDS_MEASURED (default 60, after a 40 s warm-up), PORT_BASE (default 18300),
-# JOB_COUNTS (default "1 1000").
+# JOB_COUNTS (default "1 1000"), BIN (default the release build), SKIP_BUILD (set: no build).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,12 +16,12 @@ WORK=${WORK:-/tmp/sentinel-evidence}
 MEASURED=${SECONDS_MEASURED:-60}
 PORT_BASE=${PORT_BASE:-18300}
 JOB_COUNTS=${JOB_COUNTS:-1 1000}
-BIN=$TARGET/release/checkpoint-sentinel
+BIN=${BIN:-$TARGET/release/checkpoint-sentinel}
 PIDS=()
 cleanup() { for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-(cd "$ROOT" && cargo build --release --quiet)
+[ -n "${SKIP_BUILD:-}" ] || (cd "$ROOT" && cargo build --release --quiet)
 
 cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
 wait_http() { for _ in $(seq 1 100); do curl -fs -o /dev/null "$1" && return 0; sleep 0.2; done; return 1; }

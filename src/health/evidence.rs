@@ -25,7 +25,7 @@ pub const GC_PRESSURE: f64 = 0.25;
 pub const STATE_SKEW: f64 = 4.0;
 
 /// The sample of `ring` nearest to `at` within the checkpoint's window.
-fn near<'a, T>(ring: Option<&'a Ring<T>>, from: i64, to: i64, at: Timestamp) -> Option<&'a Sample<T>> {
+fn near<T>(ring: Option<&Ring<T>>, from: i64, to: i64, at: Timestamp) -> Option<&Sample<T>> {
     ring?
         .iter()
         .filter(|s| (from..=to).contains(&s.at.millis()))

@@ -314,7 +314,7 @@ impl Evaluator {
             let outcome = rule.condition().eval(&ctx);
             // Most rules hold for no job: labels only for those that do.
             if outcome.holds {
-                self.alerts.hold(rule, labels, &texts, outcome.value, &ctx, now, &mut round.held);
+                self.alerts.hold(rule, (labels, &texts), outcome.value, &ctx, now, &mut round.held);
             }
         }
     }
@@ -367,14 +367,17 @@ impl Evaluator {
     }
 }
 
+/// A subject's labels, and the texts it gives descriptions (`{{ evidence }}`).
+type SubjectNames<'a> = (&'a [(&'a str, &'a str)], &'a [(&'a str, String)]);
+
 impl Alerts {
-    /// `rule` holds for the subject `labels` name: its alert becomes pending, or stays active
-    /// with fresh annotations and value, and fires once it held for the rule's `for`.
+    /// `rule` holds for the subject its labels name (with the texts it gives descriptions): its
+    /// alert becomes pending, or stays active with fresh annotations and value, and fires once
+    /// it held for the rule's `for`.
     fn hold(
         &mut self,
         rule: &Rule,
-        subject_labels: &[(&str, &str)],
-        texts: &[(&str, String)],
+        (subject_labels, texts): SubjectNames<'_>,
         value: Option<f64>,
         ctx: &EvalContext<'_>,
         now: Timestamp,

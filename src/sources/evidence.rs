@@ -65,7 +65,14 @@ pub fn wanted(
     for (job_id, job) in cluster.jobs.iter().filter(|(_, j)| j.listed && !j.job_state.has_ended()) {
         let vertex_of =
             |name: &str| job.operators.iter().find(|(_, o)| o.name == name).map(|(id, _)| id.clone());
-        if let Some(r) = job.recent.back() {
+        // The newest checkpoint, when it failed or took half its timeout (as the evidence
+        // beside checkpoints is kept for those).
+        let timeout_ms = job.settings.as_ref().and_then(|s| s.timeout_ms);
+        let slow_or_failed = |r: &&crate::state::CheckpointRecord| {
+            r.status == CheckpointStatus::Failed
+                || r.end_to_end_ms.zip(timeout_ms).is_some_and(|(e, t)| 2 * e >= t)
+        };
+        if let Some(r) = job.recent.back().filter(slow_or_failed) {
             let culprit = match (&r.holdout, &r.slowest_subtask) {
                 (Some(h), _) => Some((h.operator.as_str(), h.subtask)),
                 (None, Some((op, i, _))) => Some((op.as_str(), *i)),
@@ -129,7 +136,10 @@ pub fn wanted(
 /// (requests, how many were left out, the next cursor).
 pub fn choose(wanted: Wanted, budget: usize, cursor: usize) -> (Vec<Request>, u32, usize) {
     let total = wanted.first.len() + wanted.rest.len();
-    let mut chosen: Vec<Request> = wanted.first.into_iter().take(budget).collect();
+    // Culprits first, but a quarter of the budget stays for the rest when there is any, so that
+    // many failing jobs do not starve the operators and TaskManagers.
+    let for_first = if wanted.rest.is_empty() { budget } else { budget - budget / 4 };
+    let mut chosen: Vec<Request> = wanted.first.into_iter().take(for_first.max(1)).collect();
     let room = budget - chosen.len();
     let n = wanted.rest.len();
     let mut next = cursor;
@@ -329,7 +339,11 @@ mod tests {
         assert_eq!(chosen[2..], [tm("r0"), tm("r1"), tm("r2")]);
         // A budget below the culprits cuts culprits too, and everything fits a large one.
         let (chosen, cut, _) = choose(wanted(), 1, 0);
-        assert_eq!((chosen.len(), cut), (1, 6));
+        assert_eq!((chosen, cut), (vec![tm("c1")], 6));
+        // Many culprits leave a quarter of the budget to the rest.
+        let many = Wanted { first: (0..10).map(|i| tm(&format!("c{i}"))).collect(), rest: vec![tm("r0")] };
+        let (chosen, _, _) = choose(many, 8, 0);
+        assert_eq!(chosen[6..], [tm("r0")]);
         let (chosen, cut, _) = choose(wanted(), 100, 3);
         assert_eq!((chosen.len(), cut), (7, 0));
     }
