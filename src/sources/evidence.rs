@@ -23,6 +23,9 @@ use crate::state::ClusterState;
 use crate::state::evidence::taskmanager_id;
 use crate::time::Timestamp;
 
+/// Up to this many TaskManagers are sampled every round, ahead of the operators.
+const FEW_TASKMANAGERS: usize = 2;
+
 /// Culprit subtasks looked at per round at most (the newest checkpoints' first).
 const MAX_CULPRITS: usize = 64;
 
@@ -128,7 +131,14 @@ pub fn wanted(
     let mut rest = operators;
     taskmanagers.sort();
     taskmanagers.dedup();
-    rest.extend(taskmanagers.iter().filter(|tm| !seen_tms.contains(*tm)).map(|tm| tm_request(tm)));
+    let others = taskmanagers.iter().filter(|tm| !seen_tms.contains(*tm)).map(|tm| tm_request(tm));
+    // A few TaskManagers are asked for every round (the GC share of the last minute needs a
+    // sample at least every minute); many take their turn with the operators.
+    if taskmanagers.len() <= FEW_TASKMANAGERS {
+        first.extend(others);
+    } else {
+        rest.extend(others);
+    }
     Wanted { first, rest }
 }
 
