@@ -39,6 +39,7 @@ fn record(job: usize, id: u64) -> Outboxed {
             acknowledged_late: 0,
         }),
         blocked_thread: None,
+        evidence: None,
     };
     Outboxed {
         cluster: "prod".into(),

@@ -41,6 +41,8 @@ pub struct AppState {
     pub metrics: RwLock<crate::config::MetricsConfig>,
     /// `[thread_dumps]`, set at start and on reload; each cluster's looker reads it per round.
     pub thread_dumps: RwLock<crate::config::ThreadDumpsConfig>,
+    /// How the evidence sources read (`[evidence]`), set at start and on reload.
+    pub evidence: RwLock<crate::config::EvidenceConfig>,
     /// The checkpoint store, when `[store] enabled` and it opened.
     pub store: std::sync::OnceLock<std::sync::Arc<crate::state::store::Store>>,
     /// The store's counters.
@@ -141,6 +143,7 @@ impl AppState {
             thread_looks: Default::default(),
             metrics: RwLock::default(),
             thread_dumps: RwLock::default(),
+            evidence: RwLock::default(),
             store: std::sync::OnceLock::new(),
             store_stats: StoreStats::default(),
             discovery: RwLock::new(None),

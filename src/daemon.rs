@@ -349,6 +349,7 @@ fn shared_state(config: &Config, mut state: State) -> Arc<AppState> {
     let app = Arc::new(AppState::new(state));
     *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = config.metrics.clone();
     *app.thread_dumps.write().unwrap_or_else(|e| e.into_inner()) = config.thread_dumps.clone();
+    *app.evidence.write().unwrap_or_else(|e| e.into_inner()) = config.evidence.clone();
     if let Some(store) = store {
         let _ = app.store.set(Arc::new(store));
     }
@@ -728,6 +729,7 @@ fn reload(
     current.rules = new.rules;
     *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = new.metrics.clone();
     *app.thread_dumps.write().unwrap_or_else(|e| e.into_inner()) = new.thread_dumps.clone();
+    *app.evidence.write().unwrap_or_else(|e| e.into_inner()) = new.evidence.clone();
     current.metrics = new.metrics;
 }
 
@@ -961,8 +963,9 @@ fn evaluate(
 /// The running pollers, by cluster name, with the config each was started with.
 #[derive(Default)]
 struct Pollers {
-    /// Per cluster: its config, its poller and its thread looker (`sources::threads`).
-    running: HashMap<String, (ClusterConfig, JoinHandle<()>, JoinHandle<()>)>,
+    /// Per cluster: its config, its poller, its thread looker (`sources::threads`) and its
+    /// evidence source (`sources::evidence`).
+    running: HashMap<String, (ClusterConfig, JoinHandle<()>, JoinHandle<()>, JoinHandle<()>)>,
 }
 
 impl Pollers {
@@ -975,31 +978,35 @@ impl Pollers {
                 continue;
             }
             let looker = crate::sources::threads::Looker::new(c.clone(), app.clone())?;
-            fresh.push((c.clone(), Poller::new(c.clone(), app.clone())?, looker));
+            let evidence = crate::sources::evidence::EvidenceSource::new(c.clone(), app.clone())?;
+            fresh.push((c.clone(), Poller::new(c.clone(), app.clone())?, looker, evidence));
         }
-        self.running.retain(|name, (_, handle, looker)| {
+        self.running.retain(|name, (_, handle, looker, evidence)| {
             let keep =
                 clusters.iter().any(|c| &c.name == name) && !fresh.iter().any(|(c, _, _)| &c.name == name);
             if !keep {
                 handle.abort();
                 looker.abort();
+                evidence.abort();
                 tracing::info!(cluster = %name, "stopped polling");
             }
             keep
         });
-        for (c, poller, looker) in fresh {
+        for (c, poller, looker, evidence) in fresh {
             tracing::info!(cluster = %c.name, url = %crate::config::redact_url(&c.url), "polling");
             let handle = tokio::spawn(poller.run());
             let looker = tokio::spawn(looker.run());
-            self.running.insert(c.name.clone(), (c, handle, looker));
+            let evidence = tokio::spawn(evidence.run());
+            self.running.insert(c.name.clone(), (c, handle, looker, evidence));
         }
         Ok(())
     }
 
     fn stop_all(&mut self) {
-        for (_, (_, handle, looker)) in self.running.drain() {
+        for (_, (_, handle, looker, evidence)) in self.running.drain() {
             handle.abort();
             looker.abort();
+            evidence.abort();
         }
     }
 }

@@ -18,6 +18,7 @@ mod diagnose;
 mod discovery;
 mod disk_faults;
 mod ended_jobs;
+mod evidence;
 mod failure_evidence;
 mod faults;
 mod fixtures_parse;

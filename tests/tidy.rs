@@ -53,6 +53,8 @@ const PURE: &[&str] = &[
     "src/sources/flink/dto.rs",
     "src/sources/flink/convert.rs",
     "src/sources/flink/threads.rs",
+    "src/state/evidence.rs",
+    "src/sources/flink/metrics.rs",
     "src/model",
     "src/shadow",
     "src/advice",

@@ -25,6 +25,18 @@ impl Config {
         self.storage_problems(&mut problems);
         self.log_problems(&mut problems);
         self.metrics_problems(&mut problems);
+        if self.evidence.interval < super::EvidenceConfig::MIN_INTERVAL {
+            problems.push(format!(
+                "evidence.interval: {}: at least 10s (Flink's metrics.fetcher.update-interval)",
+                humantime::format_duration(self.evidence.interval)
+            ));
+        }
+        if self.evidence.max_requests_per_round == 0 || self.evidence.max_requests_per_round > 1000 {
+            problems.push(format!(
+                "evidence.max_requests_per_round: {}: expected 1 to 1000",
+                self.evidence.max_requests_per_round
+            ));
+        }
         self.discovery.problems(&mut problems);
         problems.extend(self.thread_dumps.problems());
         problems

@@ -65,6 +65,35 @@ pub struct Config {
     pub discovery: DiscoveryConfig,
     /// Looking at the thread of a subtask that holds a checkpoint about to expire.
     pub thread_dumps: ThreadDumpsConfig,
+    /// Why checkpoints are slow, from Flink's metrics endpoints (subtasks, TaskManagers).
+    pub evidence: EvidenceConfig,
+}
+
+/// `[evidence]`: the metrics read beside the checkpoints (`sources::evidence`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvidenceConfig {
+    /// Read the evidence at all.
+    pub enabled: bool,
+    /// How often a round runs per cluster; at least [`EvidenceConfig::MIN_INTERVAL`], Flink's
+    /// own metric fetcher's default (`metrics.fetcher.update-interval`): faster reads the same
+    /// numbers again.
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+    /// At most this many requests per round per cluster; the rest wait for later rounds
+    /// (counted in `checkpoint_sentinel_evidence_requests_total{outcome="cut"}`).
+    pub max_requests_per_round: usize,
+}
+
+impl EvidenceConfig {
+    /// The shortest interval taken.
+    pub const MIN_INTERVAL: Duration = Duration::from_secs(10);
+}
+
+impl Default for EvidenceConfig {
+    fn default() -> Self {
+        EvidenceConfig { enabled: true, interval: Self::MIN_INTERVAL, max_requests_per_round: 8 }
+    }
 }
 
 /// `[metrics]`: per-operator series or not, and the quantiles of every summary.

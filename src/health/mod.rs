@@ -13,6 +13,7 @@
 pub mod culprit;
 pub mod headline;
 pub mod links;
+pub mod evidence;
 
 use std::fmt;
 

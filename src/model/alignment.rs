@@ -228,6 +228,7 @@ impl AlignmentResult {
                         processed_bytes: s.acknowledged.then_some(s.processed_bytes),
                         persisted_bytes: s.acknowledged.then_some(s.persisted_bytes),
                         unaligned: s.unaligned,
+                        state_size_bytes: None,
                     })
                     .collect(),
             })

@@ -7,9 +7,11 @@
 use crate::time::Timestamp;
 
 mod config;
+mod evidence;
 mod log;
 mod threads;
 pub use config::*;
+pub use evidence::*;
 pub use log::*;
 pub use threads::*;
 
@@ -45,6 +47,8 @@ pub enum Observation {
     JobConfiguration(JobKey, Box<CheckpointConfiguration>),
     /// The stack of a subtask that held an in-progress checkpoint up (`sources::threads`).
     ThreadSampled(ThreadReport),
+    /// What Flink's metrics said about a cluster's subtasks and TaskManagers in one round.
+    Evidence(EvidenceRound),
 }
 
 /// A thread sample for a job, as the thread looker reports it.
@@ -471,6 +475,9 @@ pub struct SubtaskCheckpoint {
     pub persisted_bytes: Option<u64>,
     /// Whether this subtask's checkpoint was unaligned.
     pub unaligned: bool,
+    /// Its state size, bytes (Flink's `state_size`: the full size from 1.15, before it what
+    /// the checkpoint persisted, the increment of an incremental checkpoint).
+    pub state_size_bytes: Option<u64>,
 }
 
 /// Flink's `CheckpointFailureReason`, with the message REST and logs show.

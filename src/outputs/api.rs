@@ -181,6 +181,9 @@ pub struct CheckpointView {
     pub slowest_subtask: Option<SlowestSubtask>,
     /// Why it failed, as Flink words it.
     pub failure_message: Option<String>,
+    /// What the metrics said about its culprit subtask and TaskManager at that moment (a slow
+    /// or failed checkpoint's: `text`, `class`, `used`, `thin` and the numbers), else `null`.
+    pub evidence: Option<crate::state::evidence::CheckpointEvidence>,
     /// The stack of the subtask that held it up, when one was sampled while it was in progress
     /// (`[thread_dumps]`, docs/thread-dumps.md); `null` otherwise.
     pub blocked_thread: Option<BlockedThreadView>,
@@ -312,6 +315,9 @@ pub struct JobDetailView {
     pub alerts: JobAlerts,
     /// Recent non-routine log events of this job, newest first.
     pub events: Vec<EventView>,
+    /// Per operator chain, the state skew of its latest completed checkpoint with per-subtask
+    /// sizes (1 MiB of state or more; max over median, the hot subtask).
+    pub state_skew: Vec<crate::state::evidence::StateSkew>,
 }
 
 /// The P95 of each phase at one time.
@@ -789,6 +795,7 @@ pub fn job(
                 .map(|e| event_view(e, &jobs))
                 .collect()
         },
+        state_skew: c.evidence.skew.get(job_id).map(|s| s.operators.clone()).unwrap_or_default(),
         summary,
     })
 }
@@ -947,6 +954,7 @@ fn checkpoint_view(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Chec
             .or_else(|| c.jobs.get(job_id)?.threads.for_record(r.id))
             .as_ref()
             .map(blocked_thread_view),
+        evidence: r.evidence.clone(),
     }
 }
 

@@ -46,7 +46,7 @@ const PACK: &[Spec] = &[
         severity: AlertSeverity::Warning,
         class: Class::Timeout,
         summary: "Checkpoint P95 of {{ job_name }} is above half its timeout",
-        description: "The P95 end-to-end checkpoint duration of job {{ job_name }} ({{ job_id }}) on {{ cluster }} is {{ value | duration }}, more than half of the {{ timeout | duration }} timeout. Checkpoints will start to expire if it keeps growing.",
+        description: "The P95 end-to-end checkpoint duration of job {{ job_name }} ({{ job_id }}) on {{ cluster }} is {{ value | duration }}, more than half of the {{ timeout | duration }} timeout. Checkpoints will start to expire if it keeps growing.{{ evidence }}",
     },
     Spec {
         name: "FlinkCheckpointDurationRising",
@@ -126,7 +126,7 @@ const PACK: &[Spec] = &[
         severity: AlertSeverity::Warning,
         class: Class::Failure,
         summary: "{{ job_name }} failed its last {{ value }} checkpoints in a row",
-        description: "The last {{ value }} checkpoints of job {{ job_name }} on {{ cluster }} failed in a row, the first {{ failing_for | duration }} ago (interval {{ interval | duration }}), whatever its tolerable-failed-checkpoints ({{ tolerable_failures }}) allows.",
+        description: "The last {{ value }} checkpoints of job {{ job_name }} on {{ cluster }} failed in a row, the first {{ failing_for | duration }} ago (interval {{ interval | duration }}), whatever its tolerable-failed-checkpoints ({{ tolerable_failures }}) allows.{{ evidence }}",
     },
     Spec {
         name: "FlinkCheckpointAboutToExpire",
@@ -240,7 +240,7 @@ const PACK: &[Spec] = &[
         severity: AlertSeverity::Info,
         class: Class::Failure,
         summary: "A checkpoint of {{ job_name }} failed",
-        description: "{{ value }} checkpoint(s) of job {{ job_name }} on {{ cluster }} failed in the last 10 minutes, as the JobManager log or the REST API said first. One failure is for the record; FlinkCheckpointExpiredBurst, FlinkCheckpointDeclinedBurst and FlinkCheckpointFailuresIncreasing page when failures repeat.",
+        description: "{{ value }} checkpoint(s) of job {{ job_name }} on {{ cluster }} failed in the last 10 minutes, as the JobManager log or the REST API said first. One failure is for the record; FlinkCheckpointExpiredBurst, FlinkCheckpointDeclinedBurst and FlinkCheckpointFailuresIncreasing page when failures repeat.{{ evidence }}",
     },
     Spec {
         name: "FlinkCheckpointExpiredBurst",
@@ -251,7 +251,7 @@ const PACK: &[Spec] = &[
         severity: AlertSeverity::Warning,
         class: Class::Timeout,
         summary: "{{ job_name }} logged {{ value }} expired checkpoints in 10 minutes",
-        description: "The JobManager of {{ cluster }} logged {{ value }} 'Checkpoint … expired before completing' lines for job {{ job_name }} in the last 10 minutes, at least 3 (timeout {{ timeout | duration }}).",
+        description: "The JobManager of {{ cluster }} logged {{ value }} 'Checkpoint … expired before completing' lines for job {{ job_name }} in the last 10 minutes, at least 3 (timeout {{ timeout | duration }}).{{ evidence }}",
     },
     Spec {
         name: "FlinkCheckpointDeclinedBurst",
@@ -298,6 +298,28 @@ const PACK: &[Spec] = &[
         class: Class::Failure,
         summary: "checkpoint-sentinel cannot write its checkpoint store",
         description: "checkpoint-sentinel has not been able to write its checkpoint store for 30 seconds; {{ store_waiting_records }} records wait in its outbox and state file and are written once the store takes writes again. Beyond the outbox's bound they are dropped ({{ store_dropped_records }} so far), and the log names their checkpoint ids.",
+    },
+    Spec {
+        name: "FlinkTaskManagerGcPressure",
+        scope: Scope::TaskManager,
+        expr: "gc_time_ratio > 25% and checkpoint_culprits > 0",
+        for_s: 300,
+        keep_s: 0,
+        severity: AlertSeverity::Warning,
+        class: Class::Timeout,
+        summary: "TaskManager {{ taskmanager }} spends {{ value | percent }} of its time in GC",
+        description: "TaskManager {{ taskmanager }} on {{ cluster }} spent {{ gc_time_ratio | percent }} of the last minute in garbage collection, and ran the culprit subtask of {{ checkpoint_culprits }} recent checkpoint(s). GC pauses hold barriers and snapshots up: give it more heap, or keep less on the heap (state on RocksDB, smaller windows).",
+    },
+    Spec {
+        name: "FlinkCheckpointStateSkew",
+        scope: Scope::Job,
+        expr: "state_skew > 4 and state_skew_max_size > 100MB",
+        for_s: 1800,
+        keep_s: 0,
+        severity: AlertSeverity::Warning,
+        class: Class::Blocking,
+        summary: "State of {{ job_name }} is skewed onto one subtask",
+        description: "In the latest checkpoint of job {{ job_name }} on {{ cluster }}, operator {{ skew_operator }} holds {{ state_skew_max_size | bytes }} on subtask #{{ state_skew_hot_subtask }}, {{ value }} times its median subtask's state. That subtask snapshots, restores and aligns slowest: spread the keys (a better key, salting, or a higher max parallelism).",
     },
 ];
 

@@ -287,7 +287,8 @@ impl Evaluator {
                 continue;
             }
             for (job_id, job) in evaluated_jobs(cluster) {
-                let subject = Subject::Job(JobView { job, job_id, logs: Some(&cluster.logs), now });
+                let evidence = Some(&cluster.evidence);
+                let subject = Subject::Job(JobView { job, job_id, logs: Some(&cluster.logs), evidence, now });
                 let entity = (Scope::Job, cluster_name.clone(), job_id.clone());
                 let labels =
                     [("cluster", cluster_name.as_str()), ("job_id", job_id), ("job_name", &job.name)];
@@ -319,6 +320,10 @@ impl Evaluator {
     ) {
         let scope = entity.0;
         round.evaluated.insert(entity.clone());
+        let texts = match &subject {
+            Subject::Job(view) => view.texts(),
+            _ => Vec::new(),
+        };
         let history = self.histories.entry(entity).or_default();
         history.sample(&subject, now, &self.windows[&scope]);
         let ctx = EvalContext::new(subject, history, now);
@@ -328,7 +333,7 @@ impl Evaluator {
             if outcome.holds {
                 let none = Detail::default();
                 let detail = if detail.read_by(rule) { detail } else { &none };
-                self.alerts.hold(rule, (labels, detail), outcome.value, &ctx, now, &mut round.held);
+                self.alerts.hold(rule, (labels, detail, &texts), outcome.value, &ctx, now, &mut round.held);
             }
         }
     }
@@ -381,14 +386,17 @@ impl Evaluator {
     }
 }
 
+/// A subject's labels, and the texts it gives descriptions (`{{ evidence }}`).
+type SubjectNames<'a> = (&'a [(&'a str, &'a str)], &'a Detail, &'a [(&'a str, String)]);
+
 impl Alerts {
     /// `rule` holds for the subject its labels name (with the [`Detail`] of the series it
-    /// reads): its alert becomes pending, or stays active
-    /// with fresh annotations and value, and fires once it held for the rule's `for`.
+    /// reads, and the texts the subject gives descriptions): its alert becomes pending, or
+    /// stays active with fresh annotations and value, and fires once it held for the rule's `for`.
     fn hold(
         &mut self,
         rule: &Rule,
-        (subject_labels, detail): (&[(&str, &str)], &Detail),
+        (subject_labels, detail, texts): SubjectNames<'_>,
         value: Option<f64>,
         ctx: &EvalContext<'_>,
         now: Timestamp,
@@ -410,9 +418,10 @@ impl Alerts {
         let identity = identity(&labels);
         held.insert(identity.clone());
         self.last_held.insert(identity.clone(), now);
-        // The detail's texts fill placeholders without being labels (no new identity).
+        // The detail's and the subject's texts (the evidence beside its checkpoints) fill
+        // placeholders without becoming labels (they change: an alert keeps its identity).
         let mut named = labels.clone();
-        for (k, v) in &detail.texts {
+        for (k, v) in detail.texts.iter().map(|(k, v)| (*k, v)).chain(texts.iter().map(|(k, v)| (*k, v))) {
             named.entry(k.to_string()).or_insert_with(|| v.clone());
         }
         let annotations = BTreeMap::from([

@@ -65,6 +65,8 @@ pub enum Unit {
     Count,
     /// 1 or 0.
     Flag,
+    /// A share, 0 to 1.
+    Ratio,
 }
 
 impl Unit {
@@ -75,6 +77,7 @@ impl Unit {
             Unit::Bytes => "bytes",
             Unit::Count => "count",
             Unit::Flag => "1 or 0",
+            Unit::Ratio => "ratio (0-1)",
         }
     }
 }
@@ -454,6 +457,27 @@ pub const SERIES: &[Series] = &[
         |v| v.job.shadow.trigger.current_stall_tolerance_ms().map(secs),
         None,
     ),
+    job(
+        "state_skew",
+        Unit::Ratio,
+        "State size of the largest subtask over the median one, of the job's most skewed operator chain in its latest completed checkpoint with per-subtask sizes (a ratio, 1 or more; no value below 1 MiB of state).",
+        |v| v.state_skew().map(|s| s.ratio),
+        Some("flink_checkpoint_state_skew_ratio"),
+    ),
+    job(
+        "state_skew_max_size",
+        Unit::Bytes,
+        "The state size of that operator's largest subtask.",
+        |v| v.state_skew().map(|s| s.max_bytes as f64),
+        Some("flink_checkpoint_state_skew_max_bytes"),
+    ),
+    job(
+        "state_skew_hot_subtask",
+        Unit::Count,
+        "The index (0-based) of that subtask.",
+        |v| v.state_skew().map(|s| f64::from(s.hot_subtask)),
+        Some("flink_checkpoint_state_skew_hot_subtask"),
+    ),
     cluster(
         "reachable",
         Unit::Flag,
@@ -556,6 +580,20 @@ pub const SERIES: &[Series] = &[
         |v| Some(f64::from(u8::from(v.facts.state_persist_failing))),
         None,
     ),
+    taskmanager_exported(
+        "gc_time_ratio",
+        Unit::Ratio,
+        "The share of the last minute its JVM spent in garbage collection (evidence rounds).",
+        |v| v.figures.gc_time_ratio,
+        "flink_taskmanager_gc_time_ratio",
+    ),
+    taskmanager_exported(
+        "checkpoint_culprits",
+        Unit::Count,
+        "Recent checkpoints whose culprit ran on it: slowest_subtasks plus holdouts.",
+        |v| Some((v.figures.slowest_subtasks + v.figures.holdouts) as f64),
+        "flink_taskmanager_checkpoint_culprits",
+    ),
 ];
 
 fn progress_window(v: &JobView<'_>) -> Option<f64> {
@@ -607,7 +645,18 @@ const fn cluster(
     Series { name, unit, doc, read: Read::Cluster(read), prometheus }
 }
 
-/// No exported metric carries a TaskManager's figures yet.
+/// A TaskManager series exported as `prometheus` too.
+const fn taskmanager_exported(
+    name: &'static str,
+    unit: Unit,
+    doc: &'static str,
+    read: fn(&TaskManagerView<'_>) -> Option<f64>,
+    prometheus: &'static str,
+) -> Series {
+    Series { name, unit, doc, read: Read::TaskManager(read), prometheus: Some(prometheus) }
+}
+
+/// A TaskManager series no exported metric carries.
 const fn taskmanager(
     name: &'static str,
     unit: Unit,

@@ -17,11 +17,37 @@ pub struct JobView<'a> {
     pub job_id: &'a str,
     /// Its cluster's log events.
     pub logs: Option<&'a LogState>,
+    /// Its cluster's evidence (state skew, the evidence beside checkpoints).
+    pub evidence: Option<&'a crate::state::evidence::ClusterEvidence>,
     /// The evaluation's time.
     pub now: Timestamp,
 }
 
 impl JobView<'_> {
+    /// The job's most skewed operator in its latest checkpoint with per-subtask sizes.
+    pub fn state_skew(&self) -> Option<&crate::state::evidence::StateSkew> {
+        let skew = self.evidence?.skew.get(self.job_id)?;
+        skew.operators.iter().max_by(|a, b| a.ratio.total_cmp(&b.ratio))
+    }
+
+    /// Text a description may name: `evidence` (" Beside checkpoint N: <the evidence>.", of
+    /// the newest checkpoint that has it; empty when none has) and `skew_operator`.
+    pub fn texts(&self) -> Vec<(&'static str, String)> {
+        let evidence = self.job.recent.iter().rev().find_map(|r| Some((r.id, r.evidence.as_ref()?)));
+        let beside = |(id, e): (u64, &crate::state::evidence::CheckpointEvidence)| {
+            let class = e
+                .class
+                .as_deref()
+                .map(|c| format!(" (class {c}: {})", e.used.join(", ")))
+                .unwrap_or_default();
+            format!(" Beside checkpoint {id}: {}{class}.", e.text)
+        };
+        vec![
+            ("evidence", evidence.map(beside).unwrap_or_default()),
+            ("skew_operator", self.state_skew().map_or_else(|| "n/a".to_string(), |s| s.operator.clone())),
+        ]
+    }
+
     /// The job's log events of `kind`, from every source.
     pub fn log_events(&self, kind: &str) -> f64 {
         let Some(logs) = self.logs else { return 0.0 };
@@ -76,6 +102,8 @@ pub struct TaskManagerFigures {
     pub holdouts: u64,
     /// Jobs whose latest restore's last subtask to start ran on it.
     pub last_to_restore: u64,
+    /// The share of the last minute its JVM spent in GC (evidence), when known.
+    pub gc_time_ratio: Option<f64>,
 }
 
 /// The TaskManagers that run subtasks of the cluster's watched jobs (those job rules are
@@ -110,6 +138,10 @@ pub fn taskmanagers(cluster: &ClusterState) -> BTreeMap<String, TaskManagerFigur
         if let Some(last) = job.restores.latest().and_then(|r| r.last_subtask.as_ref()) {
             count(&last.operator, last.subtask, |f| &mut f.last_to_restore);
         }
+    }
+    for (location, f) in &mut figures {
+        let id = crate::state::evidence::taskmanager_id(location);
+        f.gc_time_ratio = cluster.evidence.gc_share(id, Timestamp(i64::MAX)).map(|g| g.ratio);
     }
     figures
 }

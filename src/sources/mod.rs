@@ -2,6 +2,7 @@
 //!
 //! - [`flink`] — Flink's REST API: wire models, their conversion, the HTTP client.
 //! - [`poller`] — the per-cluster REST poller.
+//! - [`evidence`] — the per-cluster evidence rounds (Flink's metrics endpoints).
 //! - [`discovery`] — clusters found in files (Prometheus `file_sd`), watched for changes.
 //! - [`file_sd`] — one such file read group by group, within the target cap.
 //! - [`kubernetes`] — clusters found by watching the Kubernetes API (Flink's services, the operator's resources).
@@ -10,6 +11,7 @@
 
 pub mod discovery;
 pub mod file_sd;
+pub mod evidence;
 pub mod flink;
 pub mod kubernetes;
 pub mod logs;

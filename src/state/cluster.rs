@@ -37,6 +37,8 @@ pub struct ClusterState {
     /// Checkpoint spans of jobs not polled yet, counted when the job's first poll lists it
     /// (before that poll is applied); at most [`UNCLAIMED_SPANS`], persisted.
     pub unclaimed_spans: VecDeque<CheckpointSpan>,
+    /// What Flink's metrics said (evidence rounds), not persisted.
+    pub evidence: super::evidence::ClusterEvidence,
 }
 
 /// How many checkpoint spans of jobs not known yet a cluster keeps for them.
@@ -61,6 +63,7 @@ impl ClusterState {
             logs: LogState::default(),
             unclaimed: VecDeque::new(),
             unclaimed_spans: VecDeque::new(),
+            evidence: Default::default(),
         }
     }
 

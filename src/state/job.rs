@@ -809,6 +809,7 @@ impl JobState {
                 .then_some((checkpoint.num_acknowledged, checkpoint.num_subtasks)),
             holdout,
             blocked_thread: self.threads.for_record(checkpoint.id),
+            evidence: None,
         };
         (record, max_phases)
     }

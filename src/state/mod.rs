@@ -5,6 +5,7 @@
 
 pub mod checkpoint_ids;
 pub mod cluster;
+pub mod evidence;
 pub mod failure_text;
 pub mod history;
 pub mod job;
@@ -148,8 +149,10 @@ impl State {
                     }
                 }
                 job.apply_poll(poll, window);
-                let counted = std::mem::take(&mut job.outbox);
+                let mut counted = std::mem::take(&mut job.outbox);
                 let restores = std::mem::take(&mut job.restores.changed);
+                cluster.evidence.observe_checkpoints(&poll.key.job_id, &poll.finished);
+                attach_evidence(cluster, &poll.key.job_id, &mut counted);
                 self.outbox.extend(&poll.key.cluster, &poll.key.job_id, counted);
                 self.outbox.extend_restores(&poll.key.cluster, &poll.key.job_id, restores);
                 self.note_model_due(&poll.key);
@@ -198,10 +201,12 @@ impl State {
                         }
                     }
                 }
-                for (job_id, records) in counted {
+                for (job_id, mut records) in counted {
+                    attach_evidence(self.cluster_mut(&read.cluster), &job_id, &mut records);
                     self.outbox.extend(&read.cluster, &job_id, records);
                 }
             }
+            Observation::Evidence(round) => self.cluster_mut(&round.cluster).evidence.apply(round),
             Observation::LogTailer(report) => self.cluster_mut(&report.cluster).logs.apply_report(report),
             Observation::JobConfiguration(key, configuration) => {
                 let Some(cluster) = self.clusters.get_mut(&key.cluster) else { return };
@@ -292,6 +297,8 @@ impl State {
             for job in cluster.jobs.values_mut() {
                 job.expire(now);
             }
+            let jobs = &cluster.jobs;
+            cluster.evidence.expire(now, |job| jobs.contains_key(job));
         }
     }
 
@@ -332,6 +339,32 @@ impl State {
                 }
             }
         }
+    }
+}
+
+/// Puts the evidence beside each of a job's newly counted checkpoints that failed or took at
+/// least half its timeout (`health::evidence`), in the store's record and the recent ring's.
+fn attach_evidence(cluster: &mut ClusterState, job_id: &str, counted: &mut [outbox::StoredCheckpoint]) {
+    let Some(job) = cluster.jobs.get_mut(job_id) else { return };
+    let timeout_ms = job.settings.as_ref().and_then(|s| s.timeout_ms);
+    for stored in counted {
+        let r = &stored.record;
+        let slow = r.end_to_end_ms.zip(timeout_ms).is_some_and(|(e2e, t)| 2 * e2e >= t);
+        if r.status != crate::observe::CheckpointStatus::Failed && !slow {
+            continue;
+        }
+        let found = crate::health::evidence::at_checkpoint(
+            &cluster.evidence,
+            job_id,
+            r,
+            stored.taskmanager.as_deref(),
+        );
+        if let Some(recent) =
+            job.recent.iter_mut().rev().find(|x| x.id == r.id && x.triggered_at == r.triggered_at)
+        {
+            recent.evidence.clone_from(&found);
+        }
+        stored.record.evidence = found;
     }
 }
 

@@ -314,6 +314,7 @@ mod tests {
             acknowledged: None,
             holdout: None,
             blocked_thread: None,
+            evidence: None,
         };
         StoredCheckpoint {
             record,

@@ -143,6 +143,10 @@ pub struct CheckpointRecord {
     /// (`[thread_dumps]`); left out of the JSON when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_thread: Option<crate::observe::ThreadSample>,
+    /// What the metrics said about its culprit subtask and TaskManager when it was counted
+    /// (`health::evidence`); `None` without evidence or in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<super::evidence::CheckpointEvidence>,
 }
 
 /// The subtask that held a failed checkpoint up.

@@ -7,6 +7,7 @@
 //! one that exceeds its tolerable failures and restarts.
 
 pub mod cluster;
+pub mod metrics;
 pub mod rest;
 
 use std::io::Write;
@@ -162,14 +163,16 @@ pub async fn start_simulator(options: SimulatorOptions) -> Result<RunningSimulat
         tokio::net::TcpListener::bind(options.listen).await.map_err(io("cannot bind the demo REST API"))?;
     let flink_addr = listener.local_addr().map_err(io("cannot bind the demo REST API"))?;
     let delay = options.rest_delay;
-    let router = rest::router(cluster.clone()).layer(axum::middleware::from_fn(
-        move |request: axum::extract::Request, next: axum::middleware::Next| async move {
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
-            next.run(request).await
-        },
-    ));
+    let router = rest::router(cluster.clone()).merge(metrics::router(cluster.clone())).layer(
+        axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                next.run(request).await
+            },
+        ),
+    );
     let server = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router).await {
             tracing::error!("demo REST API failed: {e}");
@@ -228,7 +231,7 @@ async fn start_in(options: DemoOptions, now: Timestamp, dir: &Path) -> Result<Ru
     let listener =
         tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.map_err(io("cannot bind the demo REST API"))?;
     let flink_addr = listener.local_addr().map_err(io("cannot bind the demo REST API"))?;
-    let router = rest::router(cluster.clone());
+    let router = rest::router(cluster.clone()).merge(metrics::router(cluster.clone()));
     let server = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router).await {
             tracing::error!("demo REST API failed: {e}");

@@ -17,11 +17,12 @@ use crate::model::coordinator::{CoordinatorStatus, End, Outcome, PredictedCheckp
 use crate::observe::SubtaskCheckpoint;
 use crate::time::Timestamp;
 
-type Shared = Arc<Mutex<DemoCluster>>;
+/// The simulated cluster, shared by the handlers.
+pub type Shared = Arc<Mutex<DemoCluster>>;
 
 /// The routes of the simulated JobManager.
 pub fn router(cluster: Shared) -> Router {
-    Router::new()
+    let router = Router::new()
         .route("/overview", get(overview))
         .route("/jobs/overview", get(jobs_overview))
         .route("/jobs/{jid}", get(job))
@@ -31,16 +32,17 @@ pub fn router(cluster: Shared) -> Router {
         .route("/jobs/{jid}/checkpoints/details/{cid}/subtasks/{vid}", get(subtasks))
         .route("/jobs/{jid}/vertices/{vid}", get(vertex))
         .route("/jobs/{jid}/vertices/{vid}/backpressure", get(backpressure))
-        .route("/jobs/{jid}/vertices/{vid}/metrics", get(metrics))
-        .with_state(cluster)
+        .route("/jobs/{jid}/vertices/{vid}/metrics", get(metrics));
+    router.with_state(cluster)
 }
 
-fn not_found(what: String) -> Response {
+/// A 404 with Flink's error body.
+pub fn not_found(what: String) -> Response {
     (StatusCode::NOT_FOUND, Json(json!({ "errors": [what] }))).into_response()
 }
 
 /// Runs `f` on the job `jid`, or answers 404 like Flink.
-fn with_job(cluster: &Shared, jid: &str, f: impl FnOnce(&DemoJob) -> Response) -> Response {
+pub fn with_job(cluster: &Shared, jid: &str, f: impl FnOnce(&DemoJob) -> Response) -> Response {
     let cluster = cluster.lock().unwrap_or_else(|e| e.into_inner());
     match cluster.jobs.iter().find(|j| j.id == jid) {
         Some(job) => f(job),
@@ -139,7 +141,8 @@ fn vertex_spec<'a>(job: &'a DemoJob, vid: &str) -> Option<&'a crate::model::alig
 }
 
 /// The index of the job's vertex with the REST id `vid`.
-fn vertex_index(job: &DemoJob, vid: &str) -> Option<usize> {
+/// The index of vertex `vid` in the job's graph.
+pub fn vertex_index(job: &DemoJob, vid: &str) -> Option<usize> {
     (0..job.graph.vertices.len()).find(|i| vertex_id(*i) == vid)
 }
 

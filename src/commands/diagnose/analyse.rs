@@ -187,6 +187,7 @@ pub fn analyse(d: &JobData) -> JobReport {
         causes,
         spacing,
         next,
+        evidence: None,
     }
 }
 

@@ -16,6 +16,7 @@
 pub mod analyse;
 pub mod blocked;
 pub mod headline;
+pub mod evidence;
 pub mod report;
 pub mod text;
 
@@ -138,7 +139,9 @@ pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
     let mut reports = Vec::new();
     for job in selected {
         let data = fetch(&client, job, overview.flink_version.clone(), args.checkpoints).await?;
-        reports.push(analyse(&data));
+        let mut report = analyse(&data);
+        report.evidence = evidence::report_line(&client, &data).await;
+        reports.push(report);
     }
     Ok(Report::new(cluster.url, overview.flink_version, Timestamp::now().millis(), reports))
 }

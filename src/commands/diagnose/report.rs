@@ -137,6 +137,10 @@ pub struct JobReport {
     pub spacing: Vec<String>,
     /// The next thing to check.
     pub next: Vec<String>,
+    /// What the metrics say now about the culprit of the newest failed or slow checkpoint and
+    /// its TaskManager (`diagnose::evidence`), when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
 }
 
 /// One recent checkpoint.

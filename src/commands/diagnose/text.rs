@@ -55,6 +55,7 @@ pub fn to_text(report: &Report) -> String {
         failover_and_culprit(&mut o, j);
         recent_table(&mut o, j);
         failures(&mut o, j);
+        evidence(&mut o, j);
         if let Some(text) = super::blocked::text(j) {
             o.line(text);
         }
@@ -207,6 +208,13 @@ fn failures(o: &mut Out, j: &JobReport) {
     }
     for p in &j.pending {
         o.line(format!("  {p}"));
+    }
+}
+
+/// The evidence beside the newest failed or slow checkpoint (`diagnose::evidence`).
+fn evidence(o: &mut Out, j: &JobReport) {
+    if let Some(line) = &j.evidence {
+        o.line(format!("  {line}"));
     }
 }
 

@@ -50,6 +50,7 @@ pub(super) fn render_cluster(out: &mut impl Sink, c: &str, cluster: &ClusterStat
         Value::Number(cluster.listed_jobs() as f64),
     );
     render_logs(out, c, cluster);
+    super::evidence::render_evidence(out, c, cluster);
 }
 
 fn render_logs(out: &mut impl Sink, c: &str, cluster: &crate::state::ClusterState) {

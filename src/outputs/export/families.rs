@@ -27,6 +27,8 @@ pub enum Kind {
 const JOB: &[&str] = &["cluster", "job_id", "job_name"];
 const JOB_FINDING: &[&str] = &["cluster", "job_id", "job_name", "finding"];
 const OPERATOR: &[&str] = &["cluster", "job_id", "job_name", "vertex_id", "operator"];
+const TASKMANAGER: &[&str] = &["cluster", "taskmanager"];
+const SKEW: &[&str] = &["cluster", "job_id", "job_name", "operator"];
 
 macro_rules! metric {
     ($name:literal, $kind:ident, $labels:expr, $help:literal) => {
@@ -618,6 +620,88 @@ pub const METRICS: &[MetricDef] = &[
         &[],
         "When the state file was last written, Unix time."
     ),
+    metric!(
+        "checkpoint_sentinel_evidence_requests_total",
+        Counter,
+        &["cluster", "outcome"],
+        "Requests of the evidence rounds to the cluster's metrics endpoints: made, cut (left for a later round by [evidence] max_requests_per_round) and failed."
+    ),
+    metric!(
+        "checkpoint_sentinel_evidence_series_cut_total",
+        Counter,
+        &["cluster"],
+        "Evidence samples not kept because their map (operators, culprit subtasks, TaskManagers) was at its cap."
+    ),
+    metric!(
+        "flink_taskmanager_gc_time_ratio",
+        Gauge,
+        TASKMANAGER,
+        "Share of the last minute the TaskManager's JVM spent in garbage collection (0-1), from its collectors' time counters."
+    ),
+    metric!("flink_taskmanager_heap_used_bytes", Gauge, TASKMANAGER, "The TaskManager's JVM heap in use."),
+    metric!("flink_taskmanager_heap_max_bytes", Gauge, TASKMANAGER, "The TaskManager's JVM heap maximum."),
+    metric!("flink_taskmanager_cpu_load", Gauge, TASKMANAGER, "The TaskManager JVM's recent CPU load (0-1)."),
+    metric!(
+        "flink_taskmanager_managed_memory_used_bytes",
+        Gauge,
+        TASKMANAGER,
+        "Flink managed memory in use on the TaskManager (RocksDB, batch operators)."
+    ),
+    metric!(
+        "flink_taskmanager_managed_memory_total_bytes",
+        Gauge,
+        TASKMANAGER,
+        "Flink managed memory of the TaskManager."
+    ),
+    metric!(
+        "flink_taskmanager_network_segments_available",
+        Gauge,
+        TASKMANAGER,
+        "Network buffer memory segments available on the TaskManager."
+    ),
+    metric!(
+        "flink_taskmanager_network_segments_capacity",
+        Gauge,
+        TASKMANAGER,
+        "Network buffer memory segments of the TaskManager."
+    ),
+    metric!(
+        "flink_taskmanager_checkpoint_culprits",
+        Gauge,
+        TASKMANAGER,
+        "Recent checkpoints (the API's ring per job) whose culprit subtask (the last to acknowledge, or the one that held a failed checkpoint up) ran on the TaskManager."
+    ),
+    metric!(
+        "flink_operator_busy_ratio",
+        Gauge,
+        OPERATOR,
+        "Largest busy share over the operator chain's subtasks (busyTimeMsPerSecond / 1000)."
+    ),
+    metric!(
+        "flink_operator_backpressured_ratio",
+        Gauge,
+        OPERATOR,
+        "Largest backpressured share over the operator chain's subtasks (backPressuredTimeMsPerSecond / 1000)."
+    ),
+    metric!(
+        "flink_operator_input_pool_usage",
+        Gauge,
+        OPERATOR,
+        "Largest input buffer pool usage over the operator chain's subtasks (0-1; above 0.95 the chain cannot keep up)."
+    ),
+    metric!(
+        "flink_checkpoint_state_skew_ratio",
+        Gauge,
+        SKEW,
+        "State size of the operator chain's largest subtask over its median subtask's, in the job's latest completed checkpoint with per-subtask sizes."
+    ),
+    metric!(
+        "flink_checkpoint_state_skew_hot_subtask",
+        Gauge,
+        SKEW,
+        "The index (0-based) of the subtask with the most state, in the same checkpoint."
+    ),
+    metric!("flink_checkpoint_state_skew_max_bytes", Gauge, SKEW, "The state size of that subtask."),
 ];
 
 /// The error kinds every cluster reports, zero or not, so `rate()` works from the start.

@@ -26,6 +26,7 @@ macro_rules! family {
 
 mod cluster;
 mod daemon;
+mod evidence;
 mod families;
 mod job;
 mod sink;

@@ -272,6 +272,48 @@ impl FlinkClient {
         self.get_capped(&path, limit).await
     }
 
+    /// `GET /jobs/:id/vertices/:vertex/subtasks/metrics?get=…&agg=…`: the named metrics
+    /// aggregated over the vertex's subtasks; without names, the list of names. `None` when
+    /// unknown (404).
+    pub async fn subtasks_metrics(
+        &self,
+        job_id: &str,
+        vertex_id: &str,
+        names: &[&str],
+        aggs: &str,
+    ) -> Result<Option<Vec<dto::AggregatedMetric>>, FetchError> {
+        let query =
+            if names.is_empty() { String::new() } else { format!("?get={}&agg={aggs}", encode(names)) };
+        self.get_optional(&format!("/jobs/{job_id}/vertices/{vertex_id}/subtasks/metrics{query}")).await
+    }
+
+    /// `GET /jobs/:id/vertices/:vertex/subtasks/:index/metrics?get=…`: one subtask's values.
+    pub async fn subtask_metrics(
+        &self,
+        job_id: &str,
+        vertex_id: &str,
+        subtask: u32,
+        names: &[&str],
+    ) -> Result<Option<Vec<dto::MetricValue>>, FetchError> {
+        self.get_optional(&format!(
+            "/jobs/{job_id}/vertices/{vertex_id}/subtasks/{subtask}/metrics?get={}",
+            encode(names)
+        ))
+        .await
+    }
+
+    /// `GET /taskmanagers/:tm/metrics?get=…`; without names, the list of its metrics' names.
+    /// `None` when unknown (404: the TaskManager is gone).
+    pub async fn taskmanager_metrics(
+        &self,
+        taskmanager: &str,
+        names: &[&str],
+    ) -> Result<Option<Vec<dto::MetricValue>>, FetchError> {
+        let query = if names.is_empty() { String::new() } else { format!("?get={}", encode(names)) };
+        let tm: String = url::form_urlencoded::byte_serialize(taskmanager.as_bytes()).collect();
+        self.get_optional(&format!("/taskmanagers/{tm}/metrics{query}")).await
+    }
+
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, FetchError> {
         match self.get_optional(path).await? {
             Some(value) => Ok(value),
@@ -329,6 +371,13 @@ impl FlinkClient {
             .map(Some)
             .map_err(|e| FetchError::Decode { path: path.to_string(), message: e.to_string() })
     }
+}
+
+/// Metric names as one `get` value: each percent-encoded, joined by commas.
+fn encode(names: &[&str]) -> String {
+    let encoded: Vec<String> =
+        names.iter().map(|n| url::form_urlencoded::byte_serialize(n.as_bytes()).collect()).collect();
+    encoded.join(",")
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {

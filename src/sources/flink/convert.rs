@@ -235,6 +235,7 @@ fn operator(vertex: &VertexDetails<'_>) -> OperatorCheckpoint {
                 processed_bytes: non_negative(st.alignment.and_then(|a| a.processed)),
                 persisted_bytes: non_negative(st.alignment.and_then(|a| a.persisted)),
                 unaligned: st.unaligned_checkpoint.unwrap_or(false),
+                state_size_bytes: non_negative(st.state_size),
             }
         })
         .collect();

@@ -524,6 +524,22 @@ pub struct SubtaskBackPressure {
     pub busy_ratio: Option<f64>,
 }
 
+/// One entry of an aggregating metrics endpoint (`…/subtasks/metrics?get=…&agg=…`,
+/// `/taskmanagers/metrics?…`): Flink's `AggregatedMetric`, numbers, each only when asked for.
+#[derive(Debug, Clone, Deserialize)]
+pub struct AggregatedMetric {
+    /// The metric's name.
+    pub id: String,
+    /// Smallest value.
+    pub min: Option<f64>,
+    /// Largest value.
+    pub max: Option<f64>,
+    /// Average.
+    pub avg: Option<f64>,
+    /// Sum.
+    pub sum: Option<f64>,
+}
+
 /// One entry of `GET /jobs/:id/vertices/:vertex/metrics?get=…`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct MetricValue {

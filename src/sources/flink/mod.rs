@@ -5,3 +5,4 @@ pub mod client;
 pub mod convert;
 pub mod dto;
 pub mod threads;
+pub mod metrics;

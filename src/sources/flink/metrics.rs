@@ -1,0 +1,174 @@
+//! Flink's metric names for the evidence, by version, and their answers turned into `observe`
+//! values (pure). Names come from Flink's `MetricNames`, `TaskIOMetricGroup`,
+//! `NettyShuffleMetricFactory` and `MetricUtils` (1.14 … 2.x); a name a version does not have
+//! is simply absent from its answer (`AbstractMetricsHandler` skips unknown names).
+
+use crate::observe::{CollectorCounters, Load, TaskManagerSample};
+use crate::sources::flink::dto::{AggregatedMetric, MetricValue};
+
+/// Per-subtask metrics asked for (1.14 has all but hard/soft backpressure; 2.x dropped the
+/// legacy `buffers.*` names, so the `Shuffle.Netty.*` ones, present from 1.9, are used).
+pub const SUBTASK_METRICS: [&str; 9] = [
+    "busyTimeMsPerSecond",
+    "idleTimeMsPerSecond",
+    "backPressuredTimeMsPerSecond",
+    "hardBackPressuredTimeMsPerSecond",
+    "softBackPressuredTimeMsPerSecond",
+    "Shuffle.Netty.Input.Buffers.inPoolUsage",
+    "Shuffle.Netty.Output.Buffers.outPoolUsage",
+    "Shuffle.Netty.Input.Buffers.inputFloatingBuffersUsage",
+    "Shuffle.Netty.Input.Buffers.inputExclusiveBuffersUsage",
+];
+
+/// TaskManager metrics asked for beside the collectors' (`Status.JVM.GarbageCollector.*`,
+/// whose names come from the TaskManager's own list: the JVM names its collectors).
+pub const TASKMANAGER_METRICS: [&str; 7] = [
+    "Status.JVM.Memory.Heap.Used",
+    "Status.JVM.Memory.Heap.Max",
+    "Status.JVM.CPU.Load",
+    "Status.Flink.Memory.Managed.Used",
+    "Status.Flink.Memory.Managed.Total",
+    "Status.Shuffle.Netty.AvailableMemorySegments",
+    "Status.Shuffle.Netty.TotalMemorySegments",
+];
+
+const GC_PREFIX: &str = "Status.JVM.GarbageCollector.";
+
+/// RocksDB native metrics worth showing (`state.backend.rocksdb.metrics.*`), by their last part.
+pub const ROCKSDB_METRICS: [&str; 5] = [
+    "estimate-pending-compaction-bytes",
+    "num-running-compactions",
+    "size-all-mem-tables",
+    "block-cache-usage",
+    "estimate-live-data-size",
+];
+/// At most this many RocksDB metric names are asked for per vertex.
+pub const MAX_ROCKSDB_NAMES: usize = 8;
+
+/// The collectors' counter names in a TaskManager's metric list (Flink 1.19+'s `All` sum left
+/// out), at most 12 (four collectors' `Count`, `Time` and, 1.19+, `TimeMsPerSecond`).
+pub fn collector_metrics(list: &[MetricValue]) -> Vec<String> {
+    let mut names: Vec<String> = list
+        .iter()
+        .map(|m| m.id.as_str())
+        .filter(|id| {
+            id.starts_with(GC_PREFIX)
+                && (id.ends_with(".Count") || id.ends_with(".Time") || id.ends_with(".TimeMsPerSecond"))
+        })
+        .filter(|id| !id.starts_with(&format!("{GC_PREFIX}All.")))
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.truncate(12);
+    names
+}
+
+/// The RocksDB metrics in a vertex's metric list (`<operator>.rocksdb.<name>`).
+pub fn rocksdb_metrics(list: &[AggregatedMetric]) -> Vec<String> {
+    let mut names: Vec<String> = list
+        .iter()
+        .map(|m| m.id.as_str())
+        .filter(|id| ROCKSDB_METRICS.iter().any(|r| id.ends_with(&format!(".rocksdb.{r}"))))
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.truncate(MAX_ROCKSDB_NAMES);
+    names
+}
+
+fn number(value: Option<&str>) -> Option<f64> {
+    value?.trim().parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+fn share(ms_per_second: Option<f64>) -> Option<f64> {
+    ms_per_second.map(|v| (v / 1000.0).clamp(0.0, 1.0))
+}
+
+fn usage(v: Option<f64>) -> Option<f64> {
+    v.map(|v| v.clamp(0.0, 1.0))
+}
+
+/// A [`Load`] from a name → value lookup.
+fn load_from(get: impl Fn(&str) -> Option<f64>) -> Load {
+    Load {
+        busy: share(get(SUBTASK_METRICS[0])),
+        idle: share(get(SUBTASK_METRICS[1])),
+        backpressured: share(get(SUBTASK_METRICS[2])),
+        hard_backpressured: share(get(SUBTASK_METRICS[3])),
+        soft_backpressured: share(get(SUBTASK_METRICS[4])),
+        input_pool_usage: usage(get(SUBTASK_METRICS[5])),
+        output_pool_usage: usage(get(SUBTASK_METRICS[6])),
+        input_floating_usage: usage(get(SUBTASK_METRICS[7])),
+        input_exclusive_usage: usage(get(SUBTASK_METRICS[8])),
+    }
+}
+
+/// One subtask's load from `…/subtasks/:i/metrics?get=…` (or `…/vertices/:v/metrics` with
+/// `prefix` `"<i>."`).
+pub fn subtask_load(values: &[MetricValue], prefix: &str) -> Load {
+    load_from(|name| {
+        values
+            .iter()
+            .find(|m| m.id.strip_prefix(prefix) == Some(name))
+            .and_then(|m| number(m.value.as_deref()))
+    })
+}
+
+/// The (max, avg) loads of a vertex from `…/subtasks/metrics?get=…&agg=max,avg`, and the
+/// largest value of each RocksDB metric (by its last part, over the chain's operators).
+pub fn operator_load(values: &[AggregatedMetric]) -> (Load, Load, Vec<(String, f64)>) {
+    let find = |name: &str| values.iter().find(|m| m.id == name);
+    let max = load_from(|name| find(name).and_then(|m| m.max).filter(|v| v.is_finite()));
+    let avg = load_from(|name| find(name).and_then(|m| m.avg).filter(|v| v.is_finite()));
+    let mut rocksdb: Vec<(String, f64)> = Vec::new();
+    for m in values {
+        let Some((_, short)) = m.id.split_once(".rocksdb.") else { continue };
+        let Some(v) = m.max.filter(|v| v.is_finite()) else { continue };
+        match rocksdb.iter_mut().find(|(n, _)| n == short) {
+            Some((_, old)) => *old = old.max(v),
+            None => rocksdb.push((short.to_string(), v)),
+        }
+    }
+    rocksdb.sort_by(|a, b| a.0.cmp(&b.0));
+    (max, avg, rocksdb)
+}
+
+/// A TaskManager's sample from `/taskmanagers/:tm/metrics?get=…`.
+pub fn taskmanager_sample(id: &str, values: &[MetricValue]) -> TaskManagerSample {
+    let get = |name: &str| values.iter().find(|m| m.id == name).and_then(|m| number(m.value.as_deref()));
+    let mut collectors: Vec<CollectorCounters> = Vec::new();
+    for m in values {
+        let Some(rest) = m.id.strip_prefix(GC_PREFIX) else { continue };
+        let Some((name, field)) = rest.rsplit_once('.') else { continue };
+        if name == "All" {
+            continue;
+        }
+        let number = number(m.value.as_deref()).filter(|v| *v >= 0.0);
+        let value = number.map(|v| v as u64);
+        let index = match collectors.iter().position(|c| c.name == name) {
+            Some(i) => i,
+            None => {
+                collectors.push(CollectorCounters { name: name.to_string(), ..Default::default() });
+                collectors.len() - 1
+            }
+        };
+        match field {
+            "Count" => collectors[index].count = value,
+            "Time" => collectors[index].time_ms = value,
+            "TimeMsPerSecond" => collectors[index].time_ms_per_second = number,
+            _ => {}
+        }
+    }
+    collectors.sort_by(|a, b| a.name.cmp(&b.name));
+    TaskManagerSample {
+        id: id.to_string(),
+        heap_used_bytes: get(TASKMANAGER_METRICS[0]),
+        heap_max_bytes: get(TASKMANAGER_METRICS[1]).filter(|v| *v > 0.0),
+        collectors,
+        cpu_load: get(TASKMANAGER_METRICS[2]).filter(|v| *v >= 0.0).map(|v| v.min(1.0)),
+        managed_used_bytes: get(TASKMANAGER_METRICS[3]),
+        managed_total_bytes: get(TASKMANAGER_METRICS[4]),
+        network_segments_available: get(TASKMANAGER_METRICS[5]),
+        network_segments_total: get(TASKMANAGER_METRICS[6]),
+    }
+}
