@@ -974,7 +974,7 @@ impl Pollers {
     fn sync(&mut self, clusters: &[ClusterConfig], app: &Arc<AppState>) -> Result<(), StartError> {
         let mut fresh = Vec::new();
         for c in clusters {
-            if self.running.get(&c.name).is_some_and(|(old, _, _)| old == c) {
+            if self.running.get(&c.name).is_some_and(|(old, _, _, _)| old == c) {
                 continue;
             }
             let looker = crate::sources::threads::Looker::new(c.clone(), app.clone())?;
@@ -983,7 +983,7 @@ impl Pollers {
         }
         self.running.retain(|name, (_, handle, looker, evidence)| {
             let keep =
-                clusters.iter().any(|c| &c.name == name) && !fresh.iter().any(|(c, _, _)| &c.name == name);
+                clusters.iter().any(|c| &c.name == name) && !fresh.iter().any(|(c, _, _, _)| &c.name == name);
             if !keep {
                 handle.abort();
                 looker.abort();

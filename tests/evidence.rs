@@ -178,6 +178,7 @@ fn expired(at: Timestamp) -> CheckpointRecord {
             acknowledged_late: 0,
         }),
         evidence: None,
+        blocked_thread: None,
     }
 }
 
@@ -239,6 +240,7 @@ async fn the_demo_shows_evidence_per_taskmanager_and_operator_within_the_budget(
         jobs: 5,
         seed: 1,
         dir: Some(dir.path().into()),
+        interval_scale: 1,
     };
     let demo = start(options).await.unwrap();
     let tm = "flink_taskmanager_gc_time_ratio{cluster=\"demo\",taskmanager=\"127.0.0.1:6122-demo01\"}";

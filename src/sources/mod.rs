@@ -10,8 +10,8 @@
 //! - [`logs`] — the log tailer: JM/TM log files to checkpoint events.
 
 pub mod discovery;
-pub mod file_sd;
 pub mod evidence;
+pub mod file_sd;
 pub mod flink;
 pub mod kubernetes;
 pub mod logs;

@@ -79,6 +79,7 @@ pub async fn fetch(client: &FlinkClient, d: &JobData) -> Option<CheckpointEviden
             acknowledged_late: 0,
         }),
         evidence: None,
+        blocked_thread: None,
     };
     at_checkpoint(&evidence, &d.job_id, &record, tm.as_deref())
 }

@@ -15,8 +15,8 @@
 
 pub mod analyse;
 pub mod blocked;
-pub mod headline;
 pub mod evidence;
+pub mod headline;
 pub mod report;
 pub mod text;
 

@@ -4,5 +4,5 @@
 pub mod client;
 pub mod convert;
 pub mod dto;
-pub mod threads;
 pub mod metrics;
+pub mod threads;
