@@ -965,8 +965,11 @@ fn evaluate(
 struct Pollers {
     /// Per cluster: its config, its poller, its thread looker (`sources::threads`) and its
     /// evidence source (`sources::evidence`).
-    running: HashMap<String, (ClusterConfig, JoinHandle<()>, JoinHandle<()>, JoinHandle<()>)>,
+    running: HashMap<String, ClusterTasks>,
 }
+
+/// A cluster's config and its tasks: the poller, the thread looker, the evidence source.
+type ClusterTasks = (ClusterConfig, JoinHandle<()>, JoinHandle<()>, JoinHandle<()>);
 
 impl Pollers {
     /// Starts, restarts and stops pollers so that exactly `clusters` run. Builds every new
