@@ -304,7 +304,7 @@ scenario_args() {
     # timeout; a TaskManager heap kept ~70 % full with old objects dying in it; keyed state skewed
     # onto stateful-map subtask 0 of 4.
     blocked)      echo "--interval-ms 3000 --timeout-ms 10000 --tolerable 1000 --block-ms 40000 --block-after-s 8 --block-pause-ms 8000" ;;
-    gc)           echo "--interval-ms 3000 --timeout-ms 10000 --tolerable 1000 --gc-retain-pct 70 --gc-churn-mb 100 --payload-bytes 1024" ;;
+    gc)           echo "--interval-ms 3000 --timeout-ms 3000 --tolerable 1000 --gc-retain-pct 80 --gc-churn-mb 300 --payload-bytes 1024" ;;
     skew)         echo "--interval-ms 3000 --parallelism 4 --skew-keys 0.9 --payload-bytes 512" ;;
     *) return 1 ;;
   esac

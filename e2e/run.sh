@@ -85,6 +85,10 @@ paths = ["$LOG_DIR/flink-*-standalonesession-*.log", "$LOG_DIR/flink-*-taskexecu
 [state]
 dir = "$WORK/state"
 persist_interval = "1s"
+[thread_dumps]
+# The blocked scenario needs two looks at the held thread; at the default of one dump per
+# TaskManager in 10 minutes the second would come after the scenario ends.
+min_interval = "10s"
 [alerting]
 alertmanagers = ["http://127.0.0.1:$AM_PORT"]
 evaluation_interval = "1s"

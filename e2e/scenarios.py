@@ -642,11 +642,14 @@ def gc(env):
     time.sleep(15)  # the retained set builds up, then Flink's metric fetcher (10 s) catches up
     share, used, mx = gc_share(env, tm, 30)
     seen = watch(env, job, 10)
-    failed = sorted(i for i, h in seen.items() if h["status"] == "FAILED")
-    check("gc: Flink's counters show the TaskManager mostly in GC and checkpoints failing",
+    timeout_ms = get_json(f"{env.a.rest}/jobs/{job}/checkpoints/config").get("timeout", 0)
+    # Slow as the daemon means it: at least half the timeout (evidence is kept for those and failures).
+    failed = sorted(i for i, h in seen.items() if h["status"] == "FAILED"
+                    or (h.get("end_to_end_duration") or 0) >= timeout_ms / 2)
+    check("gc: Flink's counters show the TaskManager mostly in GC and checkpoints failing or slow",
           share >= 0.3 and bool(failed),
           f"{tm}: GC {share * 100:.0f} % of 30 s, heap {used / 2**20:.0f} of {mx / 2**20:.0f} MiB; "
-          f"failed checkpoints seen: {failed}")
+          f"failed or slow (>= {timeout_ms / 2000:.1f} s) checkpoints seen: {failed}")
     m = env.metrics()
     ratios = samples(m, "flink_taskmanager_gc_time_ratio")
     check("gc: flink_taskmanager_gc_time_ratio is exported, near Flink's share",
@@ -655,7 +658,8 @@ def gc(env):
     with_gc = []
     for _ in range(30):
         api = env.daemon_job(job)
-        bad = [cp for cp in api.get("checkpoints", []) if cp.get("outcome") != "completed"]
+        bad = [cp for cp in api.get("checkpoints", [])
+               if cp.get("outcome") != "completed" or (cp.get("elapsed_ms") or 0) >= timeout_ms / 2]
         with_gc = [cp for cp in bad if re.search(r"GC", ((cp.get("evidence") or {}).get("text") or ""))
                    and re.search(r"\d+(\.\d+)? ?%", (cp.get("evidence") or {}).get("text") or "")]
         if with_gc:
