@@ -248,15 +248,16 @@ impl FlinkClient {
         .await
     }
 
-    /// `GET /taskmanagers/:tm/thread-dump`, in lite mode (`?mode=lite`, fewer lock details;
-    /// versions without the parameter ignore it); `None` when the TaskManager is gone (404).
+    /// `GET /taskmanagers/:tm/thread-dump` (no version up to 2.3 has a lighter mode of it; the
+    /// stack depth is Flink's `cluster.thread-dump.stacktrace-max-depth`); `None` when the
+    /// TaskManager is gone (404).
     /// Read up to `limit` bytes.
     pub async fn thread_dump(
         &self,
         taskmanager_id: &str,
         limit: u64,
     ) -> Result<Option<super::threads::ThreadDump>, FetchError> {
-        self.get_capped(&format!("/taskmanagers/{taskmanager_id}/thread-dump?mode=lite"), limit).await
+        self.get_capped(&format!("/taskmanagers/{taskmanager_id}/thread-dump"), limit).await
     }
 
     /// `GET /jobs/:id/vertices/:vertex/flamegraph?type=full&subtaskindex=N` (the subtask's own
