@@ -667,8 +667,11 @@ def gc(env):
         time.sleep(2)
     text = (with_gc[-1].get("evidence") or {}).get("text", "") if with_gc else ""
     pct = [float(x) for x in re.findall(r"GC (\d+(?:\.\d+)?) ?%", text)]
+    # The evidence's GC share is of the minute before that checkpoint, Flink's above of a later
+    # 30 s: they need not agree closely, but the evidence must show the pressure (25 %: the
+    # threshold of FlinkTaskManagerGcPressure).
     check("gc: failed or slow checkpoints carry the GC share of their culprit's TaskManager",
-          bool(with_gc) and (not pct or abs(pct[0] / 100 - share) <= 0.3),
+          bool(with_gc) and bool(pct) and pct[0] >= 25,
           f"checkpoint {with_gc[-1].get('id')}: {text!r}; Flink's GC share {share * 100:.0f} %" if with_gc
           else "no failed/slow checkpoint with evidence.text naming GC and a percent")
     cancel_and_check(env, "gc", job)
