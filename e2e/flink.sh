@@ -301,7 +301,7 @@ scenario_args() {
     failover)     echo "--interval-ms 3000 --fail-after-s 35 --restart-delay-ms 3000" ;;
     tolerable-exceeded) echo "--interval-ms 2000 --snapshot-decline-every 1 --tolerable 2 --restart-attempts 2 --restart-delay-ms 2000" ;;
     # Evidence from the TaskManagers (issue 27): a task thread held by user code past the checkpoint
-    # timeout; a TaskManager heap kept ~70 % full with old objects dying in it; keyed state skewed
+    # timeout; a TaskManager heap kept ~80 % full with old objects dying in it; keyed state skewed
     # onto stateful-map subtask 0 of 4.
     blocked)      echo "--interval-ms 3000 --timeout-ms 10000 --tolerable 1000 --block-ms 40000 --block-after-s 8 --block-pause-ms 8000" ;;
     gc)           echo "--interval-ms 3000 --timeout-ms 3000 --tolerable 1000 --gc-retain-pct 80 --gc-churn-mb 300 --payload-bytes 1024" ;;

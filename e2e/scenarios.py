@@ -40,10 +40,10 @@ Prometheus' API, and runs `checkpoint-sentinel diagnose` against Flink itself:
             Flink's own thread dump shows the frame while the checkpoint is pending on that subtask;
             the daemon names the frame in the FlinkCheckpointBlockedByUserCode alert at
             Alertmanager, in the checkpoints' blocked_thread in the API and in `diagnose`
-  gc        stateful-map keeps ~70 % of the TaskManager heap reachable and replaces 100 MiB/s of it:
+  gc        stateful-map keeps ~80 % of the TaskManager heap reachable and replaces 300 MiB/s of it:
             Flink's GC counters show the TaskManager spending most of its time in GC and the
             checkpoints expire; the daemon's failed or slow checkpoints carry evidence.text with
-            the GC share (a percent, near Flink's), and flink_taskmanager_gc_time_ratio is exported
+            the GC share (a percent, 25 % or more), and flink_taskmanager_gc_time_ratio is exported
   skew      90 % of the distinct keys hash to stateful-map subtask 0 of 4: Flink's per-subtask
             state sizes are skewed (max/median well above 3, max on #0); the daemon exports
             flink_checkpoint_state_skew_ratio{operator="stateful-map"} near Flink's ratio and names
@@ -274,8 +274,12 @@ def healthy(env):
     seen = watch(env, job, env.a.seconds, alerts)
     m, c = settle(env, job, seen)
     alerts.update(active_alerts(env, job))
-    check("healthy: no alert of the job pending or firing at any second", not alerts,
-          f"sampled every second for {env.a.seconds} s: {sorted(alerts) or 'none'}")
+    # The advisor's info alert is about the job's configuration, not its checkpoints: the e2e job
+    # runs with 100 tolerable failures and no retention, a real risk it must name (issue 29).
+    config_risk = {a for a in alerts if a[0] == "FlinkCheckpointConfigRisk"}
+    check("healthy: no alert of the job pending or firing at any second", not (alerts - config_risk),
+          f"sampled every second for {env.a.seconds} s: {sorted(alerts - config_risk) or 'none'}"
+          f" (besides the configuration's: {sorted(config_risk) or 'none'})")
     counts_match("healthy", m, c, job)
     durations = [h["end_to_end_duration"] for h in seen.values() if h["status"] == "COMPLETED" and not h.get("is_savepoint")]
     count = one(m, "flink_checkpoint_duration_seconds_count", job_id=job)
@@ -337,8 +341,11 @@ def declined(env):
     job, rest = failing(env, "declined", "declined", "Asynchronous task checkpoint failed.")
     log_dir = env.flink("log-dir", env.a.version)
     jm = [os.path.join(log_dir, f) for f in os.listdir(log_dir) if "standalonesession" in f and f.endswith(".log")]
-    scan = json.loads(subprocess.run([env.a.bin, "scan-logs", "--format", "json", *jm], check=True,
-                                     capture_output=True, text=True).stdout)
+    run = subprocess.run([env.a.bin, "scan-logs", "--format", "json", *jm], capture_output=True, text=True)
+    # scan-logs exits 1 when it found failed checkpoints (as here), 2 or 3 when it could not read.
+    if run.returncode not in (0, 1):
+        raise subprocess.CalledProcessError(run.returncode, run.args, run.stdout, run.stderr)
+    scan = json.loads(run.stdout)
     tasks = set()
     for cp in scan.get("checkpoints", []):
         if cp.get("job_id") == job:
