@@ -263,26 +263,17 @@ impl Looker {
                 return None;
             }
         };
-        let Some((name, thread)) = threads::find_task_thread(&dump, &p.operator, p.subtask, p.parallelism)
-        else {
-            self.app.count_thread_dump(&cluster, "thread_not_found");
-            return None;
-        };
-        self.app.count_thread_dump(&cluster, "taken");
-        Some(ThreadSample {
-            checkpoint_id: d.checkpoint_id,
-            operator: p.operator.clone(),
-            subtask: p.subtask,
-            taskmanager: p.taskmanager.clone(),
-            thread: Some(name.to_string()),
-            taken_at: Timestamp::now(),
-            state: thread.state,
-            user_frame: first_user_frame(&thread.frames),
-            frames: thread.frames,
-            stopped_early: thread.stopped_early,
-            source: SampleSource::ThreadDump,
-            hits: None,
-        })
+        let sample = threads::task_thread_sample(
+            &dump,
+            d.checkpoint_id,
+            &p.operator,
+            p.subtask,
+            p.parallelism,
+            &p.taskmanager,
+            Timestamp::now(),
+        );
+        self.app.count_thread_dump(&cluster, if sample.is_some() { "taken" } else { "thread_not_found" });
+        sample
     }
 
     fn count_error(&self, e: &FetchError) {

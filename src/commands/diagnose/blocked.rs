@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::observe::{SampleSource, ThreadSample, first_user_frame};
+use crate::observe::ThreadSample;
 use crate::sources::flink::client::FlinkClient;
 use crate::sources::flink::threads;
 use crate::time::Timestamp;
@@ -31,21 +31,15 @@ pub async fn fetch(client: &FlinkClient, data: &JobData) -> Option<ThreadSample>
     let dump =
         tokio::time::timeout(TIMEOUT, client.thread_dump(&taskmanager, MAX_BYTES)).await.ok()?.ok()??;
     let operator = vertex.name.clone().unwrap_or_else(|| vertex.id.clone());
-    let (name, thread) = threads::find_task_thread(&dump, &operator, subtask, vertex.parallelism)?;
-    Some(ThreadSample {
+    threads::task_thread_sample(
+        &dump,
         checkpoint_id,
-        operator: operator.clone(),
+        &operator,
         subtask,
-        taskmanager,
-        thread: Some(name.to_string()),
-        taken_at: Timestamp::now(),
-        state: thread.state,
-        user_frame: first_user_frame(&thread.frames),
-        frames: thread.frames,
-        stopped_early: thread.stopped_early,
-        source: SampleSource::ThreadDump,
-        hits: None,
-    })
+        vertex.parallelism,
+        &taskmanager,
+        Timestamp::now(),
+    )
 }
 
 /// The report's line: `Checkpoint 7, stateful-map #0: blocked in: …`.

@@ -11,7 +11,10 @@
 
 use serde::Deserialize;
 
-use crate::observe::{Frame, MAX_FRAMES, MAX_NAME_CHARS, ThreadState, first_user_frame};
+use crate::observe::{
+    Frame, MAX_FRAMES, MAX_NAME_CHARS, SampleSource, ThreadSample, ThreadState, first_user_frame,
+};
+use crate::time::Timestamp;
 
 /// `GET /taskmanagers/:tm/thread-dump`.
 #[derive(Debug, Clone, Deserialize)]
@@ -126,6 +129,35 @@ pub fn find_task_thread<'a>(
     let pick =
         in_user_code.or_else(|| found.iter().position(|(n, _)| !n.starts_with("Legacy Source Thread")));
     Some(found.swap_remove(pick.unwrap_or(0).min(found.len().checked_sub(1)?)))
+}
+
+/// The task thread of `operator`'s `subtask` in `dump` ([`find_task_thread`]), as the sample of
+/// a thread dump of `taskmanager` taken at `taken_at` while `checkpoint_id` waited for it.
+#[allow(clippy::too_many_arguments)]
+pub fn task_thread_sample(
+    dump: &ThreadDump,
+    checkpoint_id: u64,
+    operator: &str,
+    subtask: u32,
+    parallelism: Option<u32>,
+    taskmanager: &str,
+    taken_at: Timestamp,
+) -> Option<ThreadSample> {
+    let (name, thread) = find_task_thread(dump, operator, subtask, parallelism)?;
+    Some(ThreadSample {
+        checkpoint_id,
+        operator: operator.to_string(),
+        subtask,
+        taskmanager: taskmanager.to_string(),
+        thread: Some(name.to_string()),
+        taken_at,
+        state: thread.state,
+        user_frame: first_user_frame(&thread.frames),
+        frames: thread.frames,
+        stopped_early: thread.stopped_early,
+        source: SampleSource::ThreadDump,
+        hits: None,
+    })
 }
 
 /// Reads Java's printing of one thread: `"name" [daemon] [prio=5] Id=N STATE [on …] …`, then `\tat frame` lines,
