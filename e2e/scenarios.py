@@ -646,8 +646,11 @@ def gc(env):
     job = env.flink("submit", env.a.version, "gc")
     vertex = vertex_named(env, job, "stateful-map")
     tm = taskmanager_of(env, job, vertex, 0)
-    time.sleep(15)  # the retained set builds up, then Flink's metric fetcher (10 s) catches up
-    share, used, mx = gc_share(env, tm, 30)
+    time.sleep(10)  # the retained set builds up, then Flink's metric fetcher (10 s) catches up
+    # Over the daemon's own window (the last minute), ending when the daemon is scraped below:
+    # Flink's values are up to 10 s stale at either end, so a shorter window reads over 100 %.
+    share, used, mx = gc_share(env, tm, 60)
+    ratios = samples(env.metrics(), "flink_taskmanager_gc_time_ratio")
     seen = watch(env, job, 10)
     timeout_ms = get_json(f"{env.a.rest}/jobs/{job}/checkpoints/config").get("timeout", 0)
     # Slow as the daemon means it: at least half the timeout (evidence is kept for those and failures).
@@ -655,13 +658,11 @@ def gc(env):
                     or (h.get("end_to_end_duration") or 0) >= timeout_ms / 2)
     check("gc: Flink's counters show the TaskManager mostly in GC and checkpoints failing or slow",
           share >= 0.3 and bool(failed),
-          f"{tm}: GC {share * 100:.0f} % of 30 s, heap {used / 2**20:.0f} of {mx / 2**20:.0f} MiB; "
+          f"{tm}: GC {share * 100:.0f} % of 60 s, heap {used / 2**20:.0f} of {mx / 2**20:.0f} MiB; "
           f"failed or slow (>= {timeout_ms / 2000:.1f} s) checkpoints seen: {failed}")
-    m = env.metrics()
-    ratios = samples(m, "flink_taskmanager_gc_time_ratio")
     check("gc: flink_taskmanager_gc_time_ratio is exported, near Flink's share",
-          bool(ratios) and abs(max(ratios) - share) <= 0.3,
-          f"exported {ratios}, Flink's GC share over 30 s {share:.2f}")
+          bool(ratios) and abs(max(ratios) - min(share, 1.0)) <= 0.3,
+          f"exported {ratios}, Flink's GC share over the same 60 s {share:.2f}")
     with_gc = []
     for _ in range(30):
         api = env.daemon_job(job)
