@@ -30,13 +30,15 @@ fn record(job: usize, id: u64) -> Outboxed {
         slowest_phases_ms: Some([10, 340, 22, 820]),
         failure_message: failed.then(|| "Checkpoint expired before completing.".into()),
         acknowledged: Some((if failed { 7 } else { 8 }, 8)),
-        holdout: failed.then(|| Holdout {
-            operator: "KeyedProcess -> Sink: enriched".into(),
-            subtask: 5,
-            late_ack_ms: None,
-            phases_ms: [Some(10), None, None, None],
-            never_acknowledged: 1,
-            acknowledged_late: 0,
+        holdout: failed.then(|| {
+            Box::new(Holdout {
+                operator: "KeyedProcess -> Sink: enriched".into(),
+                subtask: 5,
+                late_ack_ms: None,
+                phases_ms: [Some(10), None, None, None],
+                never_acknowledged: 1,
+                acknowledged_late: 0,
+            })
         }),
         blocked_thread: None,
         evidence: None,

@@ -169,14 +169,14 @@ fn expired(at: Timestamp) -> CheckpointRecord {
         slowest_phases_ms: None,
         failure_message: Some("Checkpoint expired before completing.".into()),
         acknowledged: Some((3, 4)),
-        holdout: Some(Holdout {
+        holdout: Some(Box::new(Holdout {
             operator: "stateful-map".into(),
             subtask: 0,
             late_ack_ms: None,
             phases_ms: [None; 4],
             never_acknowledged: 1,
             acknowledged_late: 0,
-        }),
+        })),
         evidence: None,
         blocked_thread: None,
     }

@@ -79,7 +79,7 @@ impl Default for ClusterConfig {
             exclude_jobs: Vec::new(),
             pending_subtask_after: 0.5,
             max_response_bytes: 16 * 1024 * 1024,
-            max_jobs: 2_000,
+            max_jobs: 10_000,
             max_history_per_poll: 20,
             shard_jobs: false,
             job_shard: None,

@@ -100,7 +100,8 @@ impl Default for EvidenceConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsConfig {
-    /// Export the `flink_operator_checkpoint_*` summaries (five per operator chain).
+    /// Export the `flink_operator_checkpoint_*` summaries (five per operator chain); without
+    /// them the state keeps no per-operator histograms either.
     pub operators: bool,
     /// The quantiles of every summary, among 0.5, 0.95 and 0.99 (empty: `_sum` and `_count`
     /// only).

@@ -133,7 +133,7 @@ pub fn job_health(
     alerts: &AlertsView,
 ) -> (Health, Vec<Reason>) {
     let mut found: Vec<(Health, Reason)> = Vec::new();
-    let of_job = alerts.active.iter().filter(|a| is_of_job(a, cluster, job_id));
+    let of_job = alerts.of_job(cluster, job_id);
     for a in of_job.clone().filter(|a| a.state == AlertState::Firing) {
         let health = match alert_severity(a) {
             AlertSeverity::Critical => Health::Critical,

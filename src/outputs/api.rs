@@ -781,7 +781,7 @@ pub fn job(
             trigger_deviation_p95_ms: j.trigger_deviation.summary().quantiles[1],
         },
         alerts: JobAlerts {
-            active: alerts.active.iter().filter(of_job).map(AlertView::from).collect(),
+            active: alerts.of_job(cluster, job_id).map(AlertView::from).collect(),
             resolved: alerts.resolved.iter().rev().filter(of_job).map(AlertView::from).collect(),
         },
         events: {
@@ -865,14 +865,11 @@ fn job_summary(
     now: Timestamp,
 ) -> JobSummaryView {
     let (health, reasons) = crate::health::job_health(c, cluster, job_id, j, alerts);
-    let of_job = |a: &&Alert| is_of_job(a, cluster, job_id);
-    let job_alerts: Vec<&Alert> = alerts.active.iter().filter(of_job).collect();
+    let job_alerts: Vec<&Alert> = alerts.of_job(cluster, job_id).collect();
     let answer = super::answer::job_answer(c, job_id, j, (health, &reasons), &job_alerts);
     let briefs = |state: AlertState| -> Vec<AlertBrief> {
-        alerts
-            .active
+        job_alerts
             .iter()
-            .filter(of_job)
             .filter(|a| a.state == state)
             .map(|a| AlertBrief {
                 name: a.name().to_string(),
@@ -950,11 +947,12 @@ fn checkpoint_view(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Chec
         failure_message: r.failure_message.clone(),
         blocked_thread: r
             .blocked_thread
-            .clone()
+            .as_deref()
+            .cloned()
             .or_else(|| c.jobs.get(job_id)?.threads.for_record(r.id))
             .as_ref()
             .map(blocked_thread_view),
-        evidence: r.evidence.clone(),
+        evidence: r.evidence.as_deref().cloned(),
     }
 }
 

@@ -33,7 +33,7 @@ impl JobView<'_> {
     /// Text a description may name: `evidence` (" Beside checkpoint N: <the evidence>.", of
     /// the newest checkpoint that has it; empty when none has) and `skew_operator`.
     pub fn texts(&self) -> Vec<(&'static str, String)> {
-        let evidence = self.job.recent.iter().rev().find_map(|r| Some((r.id, r.evidence.as_ref()?)));
+        let evidence = self.job.recent.iter().rev().find_map(|r| Some((r.id, r.evidence.as_deref()?)));
         let beside = |(id, e): (u64, &crate::state::evidence::CheckpointEvidence)| {
             let class = e
                 .class

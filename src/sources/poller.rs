@@ -143,6 +143,10 @@ pub struct Poller {
     app: Arc<AppState>,
     jobs: HashMap<String, JobCache>,
     rounds: u64,
+    /// The JobManager's configuration (`/jobmanager/config`, for the advisor), fetched once per
+    /// round however many jobs are new in it: per job, the first round of 10,000 jobs asked
+    /// for the same answer 10,000 times.
+    cluster_options: tokio::sync::OnceCell<Vec<dto::ConfigEntry>>,
 }
 
 impl Poller {
@@ -174,6 +178,7 @@ impl Poller {
             app,
             jobs: HashMap::new(),
             rounds: 0,
+            cluster_options: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -198,6 +203,7 @@ impl Poller {
     /// One poll round; returns whether the JobManager answered.
     pub async fn round(&mut self) -> bool {
         let started = Instant::now();
+        self.cluster_options = tokio::sync::OnceCell::new();
         let mut errors = Vec::new();
         let cluster = self.config.name.clone();
         let report = |errors: Vec<&'static str>,
@@ -363,9 +369,13 @@ impl Poller {
             let configuration = match &config {
                 Some(c) => {
                     let job_config = self.fetch(self.client.job_config(&job.jid)).await.ok().flatten();
-                    let cluster_options =
-                        self.fetch(self.client.jobmanager_config()).await.unwrap_or_default();
-                    Some(Box::new(convert::configuration(c, job_config.as_ref(), &cluster_options, None)))
+                    let cluster_options = self
+                        .cluster_options
+                        .get_or_init(|| async {
+                            self.fetch(self.client.jobmanager_config()).await.unwrap_or_default()
+                        })
+                        .await;
+                    Some(Box::new(convert::configuration(c, job_config.as_ref(), cluster_options, None)))
                 }
                 None => None,
             };

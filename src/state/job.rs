@@ -114,8 +114,10 @@ pub struct JobState {
     pub p95_history: P95History,
     /// Job-level size histograms.
     pub sizes: SizeHistograms,
-    /// Per-operator histograms by vertex id.
+    /// Per-operator histograms by vertex id (none while `keep_operators` is off).
     pub operators: BTreeMap<String, OperatorState>,
+    /// Whether `operators` is kept (`State::keep_operator_histograms`).
+    pub keep_operators: bool,
     /// The reference model run beside the job (rebuilt from observations, not persisted).
     pub shadow: Shadow,
     /// |observed − expected| trigger time of each compared checkpoint, ms.
@@ -235,6 +237,7 @@ impl JobState {
                 persisted: WindowedHistogram::new(window),
             },
             operators: BTreeMap::new(),
+            keep_operators: true,
             shadow: Shadow::new(),
             trigger_deviation: WindowedHistogram::new(window),
             subtask_locations: BTreeMap::new(),
@@ -807,8 +810,8 @@ impl JobState {
             failure_message: checkpoint.failure_message.clone(),
             acknowledged: (checkpoint.num_subtasks > 0)
                 .then_some((checkpoint.num_acknowledged, checkpoint.num_subtasks)),
-            holdout,
-            blocked_thread: self.threads.for_record(checkpoint.id),
+            holdout: holdout.map(Box::new),
+            blocked_thread: self.threads.for_record(checkpoint.id).map(Box::new),
             evidence: None,
         };
         (record, max_phases)
@@ -910,6 +913,9 @@ impl JobState {
 
     /// The per-operator histograms of a completed checkpoint's acknowledged subtasks.
     fn record_operators(&mut self, checkpoint: &FinishedCheckpoint, at: Timestamp, window: WindowSpec) {
+        if !self.keep_operators {
+            return;
+        }
         for op in &checkpoint.operators {
             let state = self.operators.entry(op.vertex_id.clone()).or_insert_with(|| OperatorState {
                 name: op.name.clone(),
@@ -1137,6 +1143,32 @@ pub(super) mod tests {
         assert_eq!(j.failures.total, 0, "not a failed checkpoint (FlinkCheckpointFailed)");
         assert_eq!(j.consecutive_failures(), 0, "not a failure Flink tolerates a number of");
         assert_eq!(j.savepoints.totals.failed, 1);
+    }
+
+    #[test]
+    fn without_operator_histograms_a_job_keeps_none_and_drops_what_it_had() {
+        let mut state = State::new(WINDOW);
+        state.apply(&poll(1, 0, vec![completed(1, 50)]), Timestamp(1_000_000));
+        assert_eq!(job(&state).operators["v1"].phases.alignment.summary().count, 2);
+        state.keep_operator_histograms(false);
+        assert!(job(&state).operators.is_empty(), "dropped when switched off");
+        state.apply(&poll(2, 0, vec![completed(1, 50), completed(2, 70)]), Timestamp(1_001_000));
+        let j = job(&state);
+        assert!(j.operators.is_empty(), "none kept while off");
+        assert_eq!(j.phases.alignment.summary().count, 2, "the job-level histograms still are");
+        state.keep_operator_histograms(true);
+        state.apply(&poll(3, 0, vec![completed(3, 90)]), Timestamp(1_002_000));
+        assert_eq!(job(&state).operators["v1"].phases.alignment.summary().count, 2, "kept again when on");
+    }
+
+    /// The record a job keeps [`RECENT_CHECKPOINTS`] of stays small: its rare parts are boxed.
+    #[test]
+    fn a_checkpoint_record_is_small_inline() {
+        assert!(
+            std::mem::size_of::<CheckpointRecord>() <= 256,
+            "{}",
+            std::mem::size_of::<CheckpointRecord>()
+        );
     }
 
     #[test]

@@ -41,6 +41,9 @@ pub struct State {
     model_due: BTreeSet<JobKey>,
     /// Checkpoints counted since the persister last wrote them to the store.
     pub outbox: outbox::Outbox,
+    /// Whether jobs keep per-operator phase histograms (`[metrics] operators`): five per
+    /// operator chain, most of a job's memory when nothing exports them.
+    operator_histograms: bool,
 }
 
 impl State {
@@ -52,6 +55,18 @@ impl State {
             defer_model: false,
             model_due: BTreeSet::new(),
             outbox: outbox::Outbox::default(),
+            operator_histograms: true,
+        }
+    }
+
+    /// Whether jobs keep per-operator phase histograms from now on; `false` drops the ones
+    /// kept so far (`[metrics] operators = false`: nothing exports them).
+    pub fn keep_operator_histograms(&mut self, keep: bool) {
+        self.operator_histograms = keep;
+        if !keep {
+            for job in self.clusters.values_mut().flat_map(|c| c.jobs.values_mut()) {
+                job.operators = BTreeMap::new();
+            }
         }
     }
 
@@ -111,6 +126,7 @@ impl State {
             Observation::JobPolled(poll) => {
                 let window = self.window;
                 let defer = self.defer_model;
+                let operator_histograms = self.operator_histograms;
                 let cluster = self.cluster_mut(&poll.key.cluster);
                 let job = cluster.jobs.entry(poll.key.job_id.clone()).or_insert_with(|| {
                     let mut job = JobState::new(window, poll.job_name.clone(), poll.job_state.clone(), now);
@@ -120,6 +136,7 @@ impl State {
                     job
                 });
                 job.listed = true;
+                job.keep_operators = operator_histograms;
                 job.shadow.trigger.set_flink_version(cluster.flink_version.as_deref());
                 // Lines about this job read before it was first polled (say, its first checkpoint
                 // completing): without them a stale "in progress" of the poll would look live.
@@ -362,9 +379,9 @@ fn attach_evidence(cluster: &mut ClusterState, job_id: &str, counted: &mut [outb
         if let Some(recent) =
             job.recent.iter_mut().rev().find(|x| x.id == r.id && x.triggered_at == r.triggered_at)
         {
-            recent.evidence.clone_from(&found);
+            recent.evidence = found.clone().map(Box::new);
         }
-        stored.record.evidence = found;
+        stored.record.evidence = found.map(Box::new);
     }
 }
 

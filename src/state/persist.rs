@@ -348,9 +348,28 @@ pub fn to_bytes(persisted: &PersistedState) -> Vec<u8> {
     serde_json::to_vec(persisted).expect("state snapshots always serialise")
 }
 
+/// Writes a snapshot to `dir/STATE_FILE` atomically, serialised straight into the file: at
+/// 10,000 jobs the JSON is tens of MB, which a `Vec` would hold (and the allocator keep) every
+/// `persist_interval` for nothing.
+pub fn write_snapshot(dir: &Path, persisted: &PersistedState) -> Result<(), PersistError> {
+    write_atomic_with(dir, |file| {
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
+        serde_json::to_writer(&mut out, persisted).map_err(std::io::Error::other)?;
+        out.flush()
+    })
+}
+
 /// Writes `bytes` to `dir/STATE_FILE` atomically: a temp file in the same directory, fsync,
 /// rename over the old file, fsync of the directory.
 pub fn write_atomic(dir: &Path, bytes: &[u8]) -> Result<(), PersistError> {
+    write_atomic_with(dir, |file| file.write_all(bytes))
+}
+
+/// [`write_atomic`] with the content written by `write` into the temp file.
+fn write_atomic_with(
+    dir: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> Result<(), PersistError> {
     let path = dir.join(STATE_FILE);
     // A name of its own per write (process and sequence): two writers never share a temp file.
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -360,7 +379,7 @@ pub fn write_atomic(dir: &Path, bytes: &[u8]) -> Result<(), PersistError> {
     std::fs::create_dir_all(dir).map_err(io)?;
     let written = (|| {
         let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
+        write(&mut file)?;
         file.sync_all()?;
         drop(file);
         std::fs::rename(&tmp, &path)
@@ -421,6 +440,10 @@ mod tests {
         // 50 completed: the 20 newest fetched, 30 left for later.
         state.apply(&poll(10_000, 50, (31..=50).collect(), 30), Timestamp(10_000));
         let bytes = to_bytes(&snapshot(&state));
+        // The daemon streams the snapshot into the file: the same bytes.
+        let dir = tempfile::tempdir().unwrap();
+        write_snapshot(dir.path(), &snapshot(&state)).unwrap();
+        assert_eq!(std::fs::read(dir.path().join(STATE_FILE)).unwrap(), bytes);
         let mut state = restore(WINDOW, serde_json::from_slice(&bytes).unwrap());
         // While the daemon was down Flink forgot 1..=10 and completed 51..=55; the restarted
         // daemon fetches those and 16..=30, and leaves 11..=15 for later.

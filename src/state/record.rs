@@ -104,7 +104,10 @@ pub enum Phase {
     StartDelay,
 }
 
-/// A finished checkpoint, briefly, for the API and status page.
+/// A finished checkpoint, briefly, for the API and status page. A job keeps
+/// [`RECENT_CHECKPOINTS`](super::job::RECENT_CHECKPOINTS) of them, so the rare parts (a failure's
+/// holdout, a blocked thread, the evidence) are boxed: 832 bytes inline before, most of them
+/// empty `Option`s (issue 31's memory budget).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CheckpointRecord {
     /// Checkpoint id.
@@ -138,15 +141,15 @@ pub struct CheckpointRecord {
     /// failed (not the slowest that did acknowledge); `None` for a completed checkpoint or
     /// when the per-subtask details could not be fetched.
     #[serde(default)]
-    pub holdout: Option<Holdout>,
+    pub holdout: Option<Box<Holdout>>,
     /// The stack of the subtask that held it up, when one was sampled while it was in progress
     /// (`[thread_dumps]`); left out of the JSON when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blocked_thread: Option<crate::observe::ThreadSample>,
+    pub blocked_thread: Option<Box<crate::observe::ThreadSample>>,
     /// What the metrics said about its culprit subtask and TaskManager when it was counted
     /// (`health::evidence`); `None` without evidence or in records written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evidence: Option<super::evidence::CheckpointEvidence>,
+    pub evidence: Option<Box<super::evidence::CheckpointEvidence>>,
 }
 
 /// The subtask that held a failed checkpoint up.

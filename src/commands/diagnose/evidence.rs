@@ -70,13 +70,15 @@ pub async fn fetch(client: &FlinkClient, d: &JobData) -> Option<CheckpointEviden
         slowest_phases_ms: None,
         failure_message: cp.failure_message.clone(),
         acknowledged: None,
-        holdout: (cp.status == CheckpointStatus::Failed).then(|| Holdout {
-            operator: operator.clone(),
-            subtask,
-            late_ack_ms: None,
-            phases_ms: [None; 4],
-            never_acknowledged: 1,
-            acknowledged_late: 0,
+        holdout: (cp.status == CheckpointStatus::Failed).then(|| {
+            Box::new(Holdout {
+                operator: operator.clone(),
+                subtask,
+                late_ack_ms: None,
+                phases_ms: [None; 4],
+                never_acknowledged: 1,
+                acknowledged_late: 0,
+            })
         }),
         evidence: None,
         blocked_thread: None,
