@@ -89,9 +89,14 @@ fn wide_headline_lines(path: &Path, text: &str) -> Vec<String> {
     text.lines()
         .take_while(|l| !l.is_empty())
         .filter(|l| l.chars().count() > HEADLINE_WIDTH)
-        .filter(|l| !(l.trim().starts_with("(http") && !l.trim().contains(' ')))
+        .filter(|l| !is_url_alone(l))
         .map(|l| format!("{}: a headline line of {} columns: {l}", path.display(), l.chars().count()))
         .collect()
+}
+
+/// A line that is one URL (in parentheses) and nothing else.
+fn is_url_alone(line: &str) -> bool {
+    line.trim().starts_with("(http") && !line.trim().contains(' ')
 }
 
 /// The diagnose report with what changes from run to run (the server's port, the time of the
