@@ -54,6 +54,16 @@ pub struct SimulateArgs {
     /// What-if: seed of the random initial delay.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// What-if: also simulate the checkpoints unaligned, as the alignment model runs them:
+    /// barriers overtake the queued buffers, so the alignment (`--alignment`) drops to ~0 and each
+    /// checkpoint is as much shorter, at the cost of persisting the in-flight data the barriers
+    /// overtook; prints what changes [default: aligned only].
+    #[arg(long, requires = "alignment", conflicts_with = "checkpoint_config")]
+    pub unaligned: bool,
+    /// What-if with `--unaligned`: how much of each given duration is alignment (the slowest
+    /// subtask's "Alignment Duration" in Flink's checkpoint details), e.g. `20s`.
+    #[arg(long, value_parser = humantime::parse_duration, requires = "unaligned")]
+    pub alignment: Option<Duration>,
     /// Replay: Flink's `/jobs/:id/checkpoints/config` JSON.
     #[arg(long, requires = "history")]
     pub checkpoint_config: Option<PathBuf>,
@@ -141,10 +151,18 @@ pub fn run(args: &SimulateArgs) -> Result<String, SimulateError> {
             };
             apply_overrides(&mut model, args);
             let count = args.count.unwrap_or_else(|| default_count(outcomes.len()));
-            let report = what_if(model, &outcomes, count, args.seed);
+            let report = what_if(model.clone(), &outcomes, count, args.seed);
+            let Some(alignment) = args.alignment.filter(|_| args.unaligned) else {
+                return Ok(match args.format {
+                    Format::Json => what_if_json(&report),
+                    Format::Text => what_if_text(&report),
+                });
+            };
+            let alignment_ms = alignment.as_millis() as u64;
+            let unaligned = what_if(model, &unaligned_outcomes(&outcomes, alignment_ms), count, args.seed);
             Ok(match args.format {
-                Format::Json => what_if_json(&report),
-                Format::Text => what_if_text(&report),
+                Format::Json => unaligned_json(&report, &unaligned, alignment_ms),
+                Format::Text => unaligned_text(&report, &unaligned, alignment_ms),
             })
         }
     }
@@ -181,6 +199,90 @@ fn apply_overrides(model: &mut CoordinatorConfig, args: &SimulateArgs) {
     if let Some(n) = args.tolerable_failures {
         model.tolerable_failures = n;
     }
+}
+
+/// The outcomes unaligned: a completed checkpoint takes its alignment less (barriers overtake
+/// the queued buffers, so a subtask snapshots on its first barrier: alignment ~0, as the
+/// alignment model's unaligned mode has it); an expiry or a decline stays what it was.
+pub fn unaligned_outcomes(outcomes: &[Outcome], alignment_ms: u64) -> Vec<Outcome> {
+    outcomes
+        .iter()
+        .map(|o| match *o {
+            Outcome::Complete { duration_ms } => {
+                Outcome::Complete { duration_ms: duration_ms.saturating_sub(alignment_ms).max(1) }
+            }
+            other => other,
+        })
+        .collect()
+}
+
+/// In-flight data an unaligned checkpoint persists at most per back-pressured input channel:
+/// the buffers a full channel holds unread, which the barrier overtakes (the alignment model's
+/// backlog of a channel whose producer's output pool is full, Flink's default buffers).
+pub fn persisted_per_channel_bytes() -> u64 {
+    use crate::shadow::alignment::{BUFFER_BYTES, MAX_BUFFERS_PER_CHANNEL, unread_buffers};
+    (unread_buffers(MAX_BUFFERS_PER_CHANNEL) * BUFFER_BYTES as f64).round() as u64
+}
+
+/// Expired checkpoints of a what-if.
+fn expired(r: &WhatIf) -> usize {
+    r.checkpoints
+        .iter()
+        .filter(|c| matches!(c.3, Some(End::Failed(_, FailureReason::CheckpointExpired))))
+        .count()
+}
+
+/// What changes unaligned, one line each.
+fn unaligned_changes(aligned: &WhatIf, unaligned: &WhatIf, alignment_ms: u64) -> Vec<String> {
+    let mut out = vec![format!(
+        "alignment ~{} -> ~0: each completed checkpoint ~{} -> ~{}",
+        human_ms(alignment_ms),
+        human_ms(aligned.median_duration_ms),
+        human_ms(unaligned.median_duration_ms)
+    )];
+    let every = |r: &WhatIf| human_ms(r.gaps_ms.map_or(r.effective_interval_ms, |(_, mean, _)| mean));
+    out.push(format!("checkpoints every {} -> {} on average", every(aligned), every(unaligned)));
+    let (a, u) = (expired(aligned), expired(unaligned));
+    if a != u {
+        out.push(format!("expired checkpoints {a} -> {u} of {}", unaligned.checkpoints.len()));
+    }
+    match (aligned.job_failed_at_ms, unaligned.job_failed_at_ms) {
+        (Some(at), None) => {
+            out.push(format!("the job no longer fails (aligned it fails at {})", human_ms(at as u64)))
+        }
+        (None, Some(at)) => out.push(format!("the job fails at {}", human_ms(at as u64))),
+        _ => {}
+    }
+    out.push(format!(
+        "the cost: in-flight data persisted with each checkpoint, up to ~{} KiB per back-pressured input \
+         channel (the buffers the barrier overtakes), more to write and to read back on recovery",
+        persisted_per_channel_bytes() / 1024
+    ));
+    out
+}
+
+fn unaligned_text(aligned: &WhatIf, unaligned: &WhatIf, alignment_ms: u64) -> String {
+    let mut out = String::from("Unaligned checkpoints, what changes:\n");
+    for line in unaligned_changes(aligned, unaligned, alignment_ms) {
+        out += &format!("  {line}\n");
+    }
+    out += "\nAligned, as given:\n";
+    out += &what_if_text(aligned);
+    out += &format!("\nUnaligned (each completed checkpoint {} shorter):\n", human_ms(alignment_ms));
+    out += &what_if_text(unaligned);
+    out
+}
+
+fn unaligned_json(aligned: &WhatIf, unaligned: &WhatIf, alignment_ms: u64) -> String {
+    let parse = |s: String| serde_json::from_str::<serde_json::Value>(&s).unwrap_or_default();
+    let doc = json!({
+        "aligned": parse(what_if_json(aligned)),
+        "unaligned": parse(what_if_json(unaligned)),
+        "alignment_ms": alignment_ms,
+        "persisted_per_channel_bytes": persisted_per_channel_bytes(),
+        "changes": unaligned_changes(aligned, unaligned, alignment_ms),
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
 }
 
 /// Parses `50s,52s,expired,declined:2s` (commas, whitespace or newlines between items).
@@ -615,10 +717,45 @@ mod tests {
             durations: Some(durations.into()),
             count: None,
             seed: 0,
+            unaligned: false,
+            alignment: None,
             checkpoint_config: None,
             history: Vec::new(),
             format: Format::Text,
         }
+    }
+
+    /// Unaligned, a checkpoint whose alignment pushed it past the timeout completes: the
+    /// alignment drops to ~0, the expiries and the job failure go, and the cost is said.
+    #[test]
+    fn unaligned_what_if_drops_the_alignment_and_says_what_changes() {
+        let a = SimulateArgs {
+            unaligned: true,
+            alignment: Some(Duration::from_secs(20)),
+            tolerable_failures: Some(5),
+            ..args("30s", None, Some("40s"), "25s,45s")
+        };
+        let text = run(&a).unwrap();
+        let head: Vec<&str> = text.lines().take(6).collect();
+        assert_eq!(head[0], "Unaligned checkpoints, what changes:", "{text}");
+        assert_eq!(
+            head[1], "  alignment ~20.0 s -> ~0: each completed checkpoint ~25.0 s -> ~5.0 s",
+            "{text}"
+        );
+        assert!(
+            head.iter().any(|l| l.starts_with("  expired checkpoints ") && l.contains(" -> 0 of ")),
+            "{text}"
+        );
+        assert!(text.contains("up to ~272 KiB per back-pressured input channel"), "{text}");
+        assert!(text.contains("\nUnaligned (each completed checkpoint 20.0 s shorter):\n"), "{text}");
+        // Aligned, the 45 s one expires at 40 s; unaligned (25 s) it completes.
+        assert!(text.contains("completed after 25.0 s"), "{text}");
+        let json: serde_json::Value =
+            serde_json::from_str(&run(&SimulateArgs { format: Format::Json, ..a.clone() }).unwrap()).unwrap();
+        assert_eq!(json["alignment_ms"], 20_000);
+        assert!(json["unaligned"]["checkpoints"].as_array().is_some_and(|c| !c.is_empty()));
+        // Without --unaligned nothing changes in the output.
+        assert!(!run(&args("30s", None, None, "5s")).unwrap().contains("Unaligned"));
     }
 
     fn first_line(a: &SimulateArgs) -> String {

@@ -114,8 +114,40 @@ pub fn order(mut headlines: Vec<Headline>) -> Vec<Headline> {
     headlines
 }
 
-/// At most three lines: `SEVERITY job: what`, `  where … · class …`, `  next: … (url)`.
+/// The width the text surfaces keep their headline lines to: an 100-column terminal.
+pub const TEXT_WIDTH: usize = 100;
+
+/// `line` wrapped at word boundaries to at most `width` columns, the lines after the first
+/// indented by `indent`. A word longer than a line (a URL) stays whole, on a line of its own.
+pub fn wrap(line: &str, width: usize, indent: &str) -> Vec<String> {
+    let lead = line.len() - line.trim_start().len();
+    let mut out: Vec<String> = Vec::new();
+    let mut current = line[..lead].to_string();
+    let mut empty = true;
+    for word in line[lead..].split(' ').filter(|w| !w.is_empty()) {
+        let fits = current.chars().count() + usize::from(!empty) + word.chars().count() <= width;
+        if !empty && !fits {
+            out.push(std::mem::replace(&mut current, indent.to_string()));
+            empty = true;
+        }
+        if !empty {
+            current.push(' ');
+        }
+        current.push_str(word);
+        empty = false;
+    }
+    out.push(current);
+    out
+}
+
+/// At most three parts: `SEVERITY job: what`, `  where … · class …`, `  next: … (url)`, each
+/// wrapped to [`TEXT_WIDTH`] (its continuation lines indented by four spaces).
 pub fn render(h: &Headline) -> Vec<String> {
+    render_parts(h).iter().flat_map(|part| wrap(part, TEXT_WIDTH, "    ")).collect()
+}
+
+/// The three parts, unwrapped.
+fn render_parts(h: &Headline) -> Vec<String> {
     let mut lines = vec![format!("{} {}: {}", h.severity.as_str(), h.job, h.what)];
     let place = h.where_.as_deref().map(|w| format!("at {w}"));
     let class = h.class.map(|c| format!("class: {c}"));
@@ -278,5 +310,18 @@ mod tests {
             ]
         );
         assert_eq!(render(&headline(Severity::AtRisk, "j", None)).len(), 2);
+    }
+
+    #[test]
+    fn long_lines_wrap_at_the_width_and_a_url_stays_whole() {
+        let words = "word ".repeat(30);
+        let url = format!("https://example.org/{}", "x".repeat(120));
+        let lines = wrap(&format!("  next: {words}({url})"), 40, "    ");
+        assert!(lines[0].starts_with("  next: word"), "{lines:?}");
+        assert!(lines.iter().all(|l| l.len() <= 40 || l.trim_start().starts_with("(https://")), "{lines:?}");
+        assert!(lines[1..].iter().all(|l| l.starts_with("    ")), "{lines:?}");
+        assert_eq!(lines.last().unwrap().trim(), format!("({url})"));
+        assert_eq!(lines.join(" ").split_whitespace().count(), 32, "no word lost");
+        assert_eq!(wrap("short line", 40, "    "), ["short line"]);
     }
 }

@@ -23,7 +23,7 @@ use crate::observe::{CheckpointStatus, FinishedCheckpoint, JobStatus, SnapshotKi
 use crate::rules::expr::Context;
 use crate::rules::{Alert, AlertSeverity, AlertState, AlertsView};
 use crate::state::{ClusterState, JobState};
-use crate::time::{fmt_duration, human_ms};
+use crate::time::{Timestamp, fmt_duration, human_ms};
 
 pub use crate::observe::Outcome;
 
@@ -79,6 +79,53 @@ pub enum Reason {
     Unreachable,
     /// Nothing counted yet.
     NoCheckpointYet,
+    /// The job failed over and every checkpoint since completed: a detail of a healthy job
+    /// while the failover's alert still fires.
+    Recovered(Recovered),
+}
+
+/// A job that failed over (exceeded its tolerable failures, restarted) and completes its
+/// checkpoints again: see [`recovered`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recovered {
+    /// When the first checkpoint triggered after the restart completed.
+    pub since: Timestamp,
+    /// The restarts from checkpoints in the hour before the latest one (at least 1).
+    pub restarts: u64,
+}
+
+/// The alerts about a failover that is over once the job completes its checkpoints again:
+/// they hold for a while after it (`FlinkCheckpointToleranceExceeded` an hour).
+pub const FAILOVER_ALERTS: [&str; 1] = ["FlinkCheckpointToleranceExceeded"];
+
+/// Whether a job that failed over is healthy again: it runs, no checkpoint failed since its
+/// latest restart (the later of the last time it exceeded its tolerable failures and its latest
+/// restore) and one triggered after it completed. `None` when it never failed over.
+pub fn recovered(j: &JobState) -> Option<Recovered> {
+    if j.job_state != JobStatus::Running || j.consecutive_failures() > 0 {
+        return None;
+    }
+    let restart =
+        j.tolerance.last_exceeded_at().into_iter().chain(j.latest_restore.map(|(_, at)| at)).max()?;
+    let mut since_restart = j
+        .recent
+        .iter()
+        .filter(|r| r.kind != SnapshotKind::Savepoint && r.triggered_at >= restart)
+        .filter(|r| !crate::state::is_stop_failure(r.failure_message.as_deref()));
+    let first = since_restart.next()?;
+    if first.status != CheckpointStatus::Completed
+        || since_restart.any(|r| r.status != CheckpointStatus::Completed)
+    {
+        return None;
+    }
+    let hour_before = Timestamp(restart.millis() - 3_600_000);
+    let restarts = j
+        .restores
+        .recent
+        .iter()
+        .filter(|r| !r.from.is_savepoint && r.from.restored_at >= hour_before)
+        .count() as u64;
+    Some(Recovered { since: first.finished_at, restarts: restarts.max(1) })
 }
 
 impl fmt::Display for Reason {
@@ -99,6 +146,12 @@ impl fmt::Display for Reason {
             }
             Reason::Unreachable => f.write_str("the cluster does not answer"),
             Reason::NoCheckpointYet => f.write_str("no checkpoint seen yet"),
+            Reason::Recovered(Recovered { since, restarts }) => {
+                let t = crate::time::log_time(*since);
+                let clock = t.get(11..19).unwrap_or(&t);
+                let s = if *restarts == 1 { "" } else { "s" };
+                write!(f, "healthy again since {clock} UTC, after {restarts} restart{s}")
+            }
         }
     }
 }
@@ -134,7 +187,13 @@ pub fn job_health(
 ) -> (Health, Vec<Reason>) {
     let mut found: Vec<(Health, Reason)> = Vec::new();
     let of_job = alerts.of_job(cluster, job_id);
+    let recovered = recovered(j);
     for a in of_job.clone().filter(|a| a.state == AlertState::Firing) {
+        // A failover that is over: the restart is a detail of a healthy job.
+        if let Some(r) = recovered.filter(|_| FAILOVER_ALERTS.contains(&a.name())) {
+            found.push((Health::Ok, Reason::Recovered(r)));
+            continue;
+        }
         let health = match alert_severity(a) {
             AlertSeverity::Critical => Health::Critical,
             _ => Health::Warning,

@@ -1666,6 +1666,45 @@ mod tests {
         }
     }
 
+    /// A job that exceeded its tolerable failures and restarted, and whose checkpoints complete
+    /// again, is ok while `FlinkCheckpointToleranceExceeded` still fires (for an hour): the
+    /// restart is a detail of its health ("healthy again since …, after 1 restart").
+    #[test]
+    fn a_job_healthy_again_after_a_failover_is_ok_and_names_the_restart() {
+        let mut s = state(false);
+        poll_job(&mut s, "j1", "orders", vec![expired(4)], (3, 1), 1_025_000);
+        let view = AlertsView {
+            active: vec![alert("FlinkCheckpointToleranceExceeded", "critical", AlertState::Firing)],
+            ..AlertsView::default()
+        };
+        let before = jobs(&s, &view, Timestamp(1_025_000));
+        assert_eq!(before.jobs[0].health, Health::Critical, "no completed checkpoint since the failure");
+        s.apply(
+            &Observation::JobPolled(JobPoll {
+                key: JobKey { cluster: "prod".into(), job_id: "j1".into() },
+                job_name: "orders".into(),
+                job_state: "RUNNING".into(),
+                polled_at: Timestamp(1_031_000),
+                counts: CheckpointCounts { completed: 4, failed: 1, in_progress: 0, restored: 1 },
+                settings: None,
+                in_progress: Vec::new(),
+                finished: vec![checkpoint(5, false)],
+                latest_restore: Some((Some(3), Timestamp(1_024_500))),
+                deferred: Default::default(),
+            }),
+            Timestamp(1_031_000),
+        );
+        let after = jobs(&s, &view, Timestamp(1_031_000));
+        let j = &after.jobs[0];
+        assert_eq!((j.health, j.answer.is_none()), (Health::Ok, true), "{:?}", j.health_reasons);
+        assert_eq!(j.health_reasons.len(), 1, "{:?}", j.health_reasons);
+        assert!(j.health_reasons[0].starts_with("healthy again since "), "{:?}", j.health_reasons);
+        assert!(j.health_reasons[0].ends_with(" UTC, after 1 restart"), "{:?}", j.health_reasons);
+        assert_eq!(after.headlines[0].text, "prod: its one job is ok");
+        let c = &s.clusters()["prod"];
+        assert!(crate::health::headline::of_watched_job(c, "prod", "j1", &c.jobs["j1"], &view).is_none());
+    }
+
     /// The demo's backpressured job: checkpoints complete, two alerts pending. Not `ok`.
     #[test]
     fn a_pending_alert_makes_the_job_pending_not_ok() {

@@ -267,7 +267,7 @@ pub const SERIES: &[Series] = &[
     job(
         "restores",
         Unit::Count,
-        "Restores from a checkpoint, Flink's count from the poll (a counter).",
+        "Restores Flink's current JobMaster counts, from a checkpoint or savepoint, from the poll (a counter; it starts over after a JobManager failover).",
         |v| Some(v.job.flink_counts.restored as f64),
         Some("flink_checkpoint_restores_total"),
     ),

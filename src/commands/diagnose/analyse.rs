@@ -136,9 +136,20 @@ pub fn analyse(d: &JobData) -> JobReport {
     if classes.iter().any(|c| c.class == Class::Blocking) {
         spacing.extend(alignment_view);
     }
+    // A job that completed every checkpoint since its latest restart is judged on those: the
+    // failures before the restart are history, the restart a detail.
+    let recovered = super::headline::recovered(&view, &restarts);
+    let since_restart: Vec<FinishedCheckpoint>;
+    let finished = match recovered {
+        Some(r) => {
+            since_restart = d.finished.iter().filter(|c| c.triggered_at >= r.restart).cloned().collect();
+            &since_restart
+        }
+        None => &d.finished,
+    };
     let (verdict, reasons) = snapshot_verdict(&Snapshot {
         state: &d.state,
-        finished: &d.finished,
+        finished,
         completed_total: counts.completed,
         interval_ms: job.interval,
         timeout_ms: job.timeout,
@@ -160,7 +171,8 @@ pub fn analyse(d: &JobData) -> JobReport {
         job: &view,
         verdict,
         reasons: &reasons,
-        failover: failover.as_deref(),
+        // Recovered, the failover is a detail of the report, not the headline.
+        failover: failover.as_deref().filter(|_| recovered.is_none()),
         class: classes.first().map(|c| c.class),
         held_by: held_by.as_ref().map(|(op, st)| job.located_with_taskmanager(op, *st)),
     });
@@ -171,7 +183,10 @@ pub fn analyse(d: &JobData) -> JobReport {
         verdict,
         verdict_reasons: reasons.iter().map(ToString::to_string).collect(),
         headline,
-        failover,
+        failover: failover.map(|f| match recovered {
+            Some(r) => format!("{f}; {}", r.sentence()),
+            None => f,
+        }),
         taskmanager: job.single_tm.clone(),
         config: job.settings.as_ref().map(config_line),
         counts: [counts.completed, counts.failed, counts.in_progress, counts.restored],

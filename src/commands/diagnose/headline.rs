@@ -96,6 +96,52 @@ pub(super) fn restarts(job: &Job<'_>) -> Restarts {
     restarts
 }
 
+/// A job that failed over and is healthy again: running, and every periodic checkpoint
+/// triggered since its latest restart completed (at least one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recovered {
+    /// The latest restart.
+    pub restart: Timestamp,
+    /// When the first checkpoint after it completed: the first listed one when Flink's history
+    /// no longer reaches back to the restart (`exact` false).
+    pub since: Timestamp,
+    /// Whether the history reaches back to the restart (a checkpoint before it is listed).
+    pub exact: bool,
+    /// The restarts known: those the REST API times, or Flink's count of restores if higher.
+    pub restarts: u64,
+}
+
+impl Recovered {
+    /// "healthy again since 15:39:23.833 UTC, after 1 restart".
+    pub fn sentence(&self) -> String {
+        let s = if self.restarts == 1 { "" } else { "s" };
+        let earlier = if self.exact { "" } else { " or earlier" };
+        format!("healthy again since {} UTC{earlier}, after {} restart{s}", clock(self.since), self.restarts)
+    }
+}
+
+/// Whether the job is healthy again after its latest restart ([`Recovered`]), `None` when it
+/// did not restart, is not running, or a checkpoint since failed or none completed.
+pub(super) fn recovered(job: &Job<'_>, restarts: &Restarts) -> Option<Recovered> {
+    let restart = *restarts.all().last()?;
+    if job.d.state != JobStatus::Running {
+        return None;
+    }
+    let all = periodic(job);
+    let exact = all.first().is_some_and(|c| c.triggered_at < restart);
+    let since: Vec<&FinishedCheckpoint> = all.into_iter().filter(|c| c.triggered_at >= restart).collect();
+    if since.is_empty() || since.iter().any(|c| c.status != CheckpointStatus::Completed) {
+        return None;
+    }
+    let restored = job.d.stats.counts.as_ref().and_then(|c| c.restored).unwrap_or(0);
+    Some(Recovered {
+        restart,
+        since: since[0].finished_at,
+        exact,
+        restarts: (restarts.all().len() as u64).max(restored),
+    })
+}
+
 /// The longest run of counted failures in the history (Flink's count resets on a success).
 fn longest_failure_run(job: &Job<'_>) -> u32 {
     let (mut run, mut longest) = (0u32, 0u32);

@@ -566,6 +566,52 @@ mod tests {
         assert_eq!(headline.severity, crate::health::headline::Severity::Critical);
     }
 
+    /// A job that failed over and completed every checkpoint since reads healthy, the restart
+    /// a detail ("healthy again since …, after 1 restart"); one whose checkpoints fail again
+    /// after the restart still reads as failed over.
+    #[test]
+    fn a_job_healthy_again_after_a_restart_reads_healthy_and_names_the_restart() {
+        // 1-4 failed | restart at 9 s | 5-8 completed, 2 s apart.
+        let run = |failed_after: bool| {
+            let status = |id: u64| id <= 4 || (failed_after && id == 8);
+            let at = |id: u64| if id <= 4 { id as i64 * 2_000 } else { 9_000 + (id as i64 - 4) * 2_000 };
+            let finished: Vec<FinishedCheckpoint> = (1..=8u64)
+                .rev()
+                .map(|id| {
+                    let c = FinishedCheckpoint::completed(id, Timestamp(at(id)), 80);
+                    if status(id) { c.failed("Asynchronous task checkpoint failed.") } else { c }
+                })
+                .collect();
+            let mut data = job(serde_json::json!([]), finished);
+            data.stats.counts = serde_json::from_value(
+                serde_json::json!({ "restored": 1, "total": 8, "in_progress": 0, "completed": 4, "failed": 4 }),
+            )
+            .unwrap();
+            data.details = Some(
+                serde_json::from_value(serde_json::json!({ "timestamps": { "RESTARTING": 9_000 } })).unwrap(),
+            );
+            data.fetched_at = Timestamp(18_000);
+            analyse(&data)
+        };
+        let healthy = run(false);
+        assert_eq!(healthy.verdict, Verdict::Healthy, "{:?}", healthy.verdict_reasons);
+        assert!(healthy.headline.is_none(), "{:?}", healthy.headline);
+        let failover = healthy.failover.as_deref().unwrap_or_default();
+        assert!(failover.contains("last restart at"), "{failover}");
+        assert!(
+            failover.contains("healthy again since") && failover.ends_with("after 1 restart"),
+            "{failover}"
+        );
+        let report = Report::new("u".into(), None, 0, vec![healthy]);
+        assert!(report.summary.ends_with("1 job, all healthy"), "{}", report.summary);
+
+        let failing = run(true);
+        assert_eq!(failing.verdict, Verdict::Unhealthy);
+        let headline = failing.headline.expect("a headline");
+        assert_eq!(headline.class, Some(crate::health::headline::HeadlineClass::Failover));
+        assert!(!failing.failover.unwrap_or_default().contains("healthy again"));
+    }
+
     /// Flink keeps up to 20 checkpoints in its history; the text shows the newest ten and
     /// counts the rest (live on 2.3.0 the expired report was 54 lines with all 16 listed).
     #[test]

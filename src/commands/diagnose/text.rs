@@ -35,16 +35,21 @@ pub fn to_text(report: &Report) -> String {
         report.flink_version.as_deref().unwrap_or("?"),
         crate::time::log_time(Timestamp(report.at_ms)).replace(',', ".")
     ));
-    o.line(&report.summary);
+    use crate::health::headline::{TEXT_WIDTH, render, wrap};
+    for line in wrap(&report.summary, TEXT_WIDTH, "    ") {
+        o.line(line);
+    }
     for h in &report.headline {
-        for line in crate::health::headline::render(h) {
+        for line in render(h) {
             o.line(line);
         }
     }
     let healthy: Vec<&str> =
         report.jobs.iter().filter(|j| j.verdict == Verdict::Healthy).map(|j| j.name.as_str()).collect();
     if !healthy.is_empty() && healthy.len() < report.jobs.len() {
-        o.line(format!("Healthy: {}", healthy.join(", ")));
+        for line in wrap(&format!("Healthy: {}", healthy.join(", ")), TEXT_WIDTH, "    ") {
+            o.line(line);
+        }
     }
     if report.jobs.is_empty() {
         o.line("No running job.");

@@ -102,13 +102,13 @@ pub const METRICS: &[MetricDef] = &[
         "flink_checkpoint_restores_total",
         Counter,
         JOB,
-        "Restores of the job from a checkpoint or savepoint, as counted by Flink."
+        "Every restore Flink's current JobMaster counts (checkpoint or savepoint, between polls too; it starts over after a JobManager failover): use it for restore rates."
     ),
     metric!(
         "flink_job_restores_total",
         Counter,
         &["cluster", "job_id", "job_name", "from"],
-        "Restores of the job the daemon saw, each once (by Flink's restore time), by what they restored from: from=\"checkpoint\" (a failover) or \"savepoint\"; persisted across JobMasters."
+        "Restores the daemon saw, by origin (from=checkpoint: a failover; savepoint: a deployment), kept across JobMasters; two between two polls count once."
     ),
     metric!(
         "flink_job_last_restore_duration_seconds",
