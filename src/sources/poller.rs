@@ -421,8 +421,12 @@ impl Poller {
         let (unseen, mut finished) = (backlog.fetch_now, backlog.forgotten);
         // The details of the new checkpoints are fetched concurrently (the semaphore bounds the
         // requests) and taken in the order of `unseen`.
+        let known = known_vertices(slot.as_ref().expect("inserted above"));
+        let known = &known;
         let fetched = futures_util::future::join_all(
-            unseen.into_iter().map(|id| async move { (id, self.checkpoint_vertices(&job.jid, id).await) }),
+            unseen
+                .into_iter()
+                .map(|id| async move { (id, self.checkpoint_vertices(&job.jid, id, known).await) }),
         )
         .await;
         for (id, vertices) in fetched {
@@ -597,8 +601,9 @@ impl Poller {
             .collect();
         let mut events = Vec::new();
         let topology = cache.topology.clone();
+        let known = known_vertices(cache);
         for (id, triggered_at) in due {
-            let vertices = match self.checkpoint_vertices(job_id, id).await {
+            let vertices = match self.checkpoint_vertices(job_id, id, &known).await {
                 Ok(v) => v,
                 Err(e) => {
                     self.log_error(&e);
@@ -813,16 +818,26 @@ impl Poller {
         }
     }
 
-    /// The per-vertex subtask details of a finished checkpoint (empty if Flink forgot it).
+    /// The per-vertex subtask details of a checkpoint (empty if Flink forgot it). The vertices
+    /// are the job graph's (`known`, sorted) when the poller has it: one request fewer per
+    /// checkpoint than asking `/checkpoints/details/:id` for them first, a sixth of a round's
+    /// requests at 10,000 jobs (issue 31). A vertex Flink has no details of (404) is left out.
     async fn checkpoint_vertices(
         &self,
         job_id: &str,
         checkpoint_id: u64,
+        known: &[String],
     ) -> Result<Vec<(String, dto::TaskCheckpointDetails)>, FetchError> {
-        let Some(details) = self.fetch(self.client.checkpoint_details(job_id, checkpoint_id)).await? else {
-            return Ok(Vec::new());
+        let listed: Vec<String> = if known.is_empty() {
+            let Some(details) = self.fetch(self.client.checkpoint_details(job_id, checkpoint_id)).await?
+            else {
+                return Ok(Vec::new());
+            };
+            details.tasks.into_keys().collect()
+        } else {
+            known.to_vec()
         };
-        let requests = details.tasks.keys().map(|vid| async move {
+        let requests = listed.iter().map(|vid| async move {
             let answer = self.fetch(self.client.subtask_details(job_id, checkpoint_id, vid)).await;
             answer.map(|d| d.map(|d| (vid.clone(), d)))
         });
@@ -832,6 +847,14 @@ impl Poller {
         }
         Ok(vertices)
     }
+}
+
+/// The job graph's vertex ids, sorted as Flink's `tasks` map of a checkpoint's details lists
+/// them; empty before the poller has the graph.
+fn known_vertices(cache: &JobCache) -> Vec<String> {
+    let mut ids: Vec<String> = cache.vertex_names.keys().cloned().collect();
+    ids.sort();
+    ids
 }
 
 /// Where a subtask that has not acknowledged an in-progress checkpoint stands, from which
