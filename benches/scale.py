@@ -92,6 +92,7 @@ def main():
     ap.add_argument("--store", action="store_true", help="keep the checkpoint store on ([store] enabled)")
     ap.add_argument("--store-max-records", type=int, default=250000)
     ap.add_argument("--max-jobs", type=int, default=0, help="[[clusters]] max_jobs; 0: the default")
+    ap.add_argument("--stats-window", default="", help="[stats] window (e.g. 2m for a compressed day); empty: the default")
     ap.add_argument("--heaptrack", action="store_true", help="run the daemon under heaptrack")
     ap.add_argument("--bin", default=os.environ.get("SENTINEL_BIN", os.path.join(ROOT, "target/release/checkpoint-sentinel")))
     ap.add_argument("--sim-bin", default=None, help="the simulator's binary (default: --bin)")
@@ -112,6 +113,8 @@ def main():
         "[state]", f'dir = "{a.work}/state"',
         "[store]", f"enabled = {'true' if a.store else 'false'}", f"max_records = {a.store_max_records}",
     ]
+    if a.stats_window:
+        config += ["[stats]", f'window = "{a.stats_window}"']
     if a.large_estate:
         config += ["[metrics]", "operators = false", "quantiles = [0.5, 0.95]"]
     config += ["[[clusters]]", 'name = "perf"', f'url = "http://127.0.0.1:{flink_port}"',
@@ -211,7 +214,7 @@ def main():
         "jobs": a.jobs, "minutes": round(elapsed / 60, 1), "interval_scale": a.interval_scale,
         "rest_delay": a.rest_delay, "poll_interval": a.poll_interval, "metrics": "large-estate" if a.large_estate else "default",
         "max_concurrent_requests": a.max_concurrent_requests or 8,
-        "store": a.store, "daemon_cpu_pct": round(100 * (c1 - c0) / elapsed, 1),
+        "store": a.store, "stats_window": a.stats_window or "1h", "daemon_cpu_pct": round(100 * (c1 - c0) / elapsed, 1),
         "simulator_cpu_pct": round(100 * (sim_c1 - sim_c0) / elapsed, 1),
         "rss_mb_first": rows[0]["rss_mb"], "rss_mb_last": rows[-1]["rss_mb"],
         "peak_rss_mb": round(status_kb(pid, "VmHWM") / 1024, 1),

@@ -111,6 +111,56 @@ struct JobCache {
     /// lists is counted from this, without its per-subtask details, instead of going by
     /// unobserved. At most [`MAX_DEFERRED_REMEMBERED`], the newest.
     deferred: std::collections::BTreeMap<u64, FinishedCheckpoint>,
+    /// When its next checkpoint can come at the earliest, from its last statistics (`None`:
+    /// one was in progress, or it cannot be told), and the rounds skipped since
+    /// ([`stats_due`]).
+    next_checkpoint_at: Option<Timestamp>,
+    skipped_rounds: u8,
+}
+
+/// A cluster with more watched jobs than this polls each job's checkpoint statistics only when
+/// they can have changed ([`stats_due`]); a smaller one polls every job every round.
+pub const ADAPTIVE_ABOVE_JOBS: usize = 1_000;
+
+/// Whatever the schedule says, a job's statistics are polled at least every this many rounds
+/// (a savepoint or a manually triggered checkpoint shows within a minute at a 10 s poll; the
+/// log tailer reports failures at once either way).
+pub const MAX_SKIPPED_ROUNDS: u8 = 5;
+
+/// Whether a job's checkpoint statistics (`/jobs/:id/checkpoints`) are fetched this round, in
+/// a cluster with more than [`ADAPTIVE_ABOVE_JOBS`] jobs: always while a checkpoint was in
+/// progress, and otherwise once the next checkpoint can have been triggered by the next round
+/// (`next_checkpoint_at`, Flink's interval and min-pause after the newest one) or after
+/// [`MAX_SKIPPED_ROUNDS`]. A job checkpointing every 60 s polled every 10 s is asked 3 times a
+/// minute instead of 6: at 10,000 jobs half of a round's requests (issue 31).
+pub fn stats_due(
+    next_checkpoint_at: Option<Timestamp>,
+    skipped_rounds: u8,
+    now: Timestamp,
+    poll_interval_ms: u64,
+) -> bool {
+    match next_checkpoint_at {
+        None => true,
+        Some(at) => {
+            skipped_rounds >= MAX_SKIPPED_ROUNDS || now.millis() + poll_interval_ms as i64 >= at.millis()
+        }
+    }
+}
+
+/// When the next checkpoint can come at the earliest after a poll that saw `history` (newest
+/// first, as Flink lists it): `None` while one is in progress or without an interval.
+fn next_checkpoint_at(
+    history: &[dto::CheckpointStatistics],
+    settings: &crate::observe::CheckpointSettings,
+) -> Option<Timestamp> {
+    let interval = settings.interval_ms?;
+    if history.iter().any(|cp| convert::status(cp).is_none()) {
+        return None;
+    }
+    let newest = history.iter().max_by_key(|cp| cp.trigger_timestamp.unwrap_or(0))?;
+    let triggered = newest.trigger_timestamp?;
+    let ended = newest.latest_ack_timestamp.filter(|&t| t > 0).unwrap_or(triggered);
+    Some(Timestamp((triggered + interval as i64).max(ended + settings.min_pause_ms as i64)))
 }
 
 /// How many deferred checkpoints per job the poller remembers from Flink's history. Beyond
@@ -147,6 +197,9 @@ pub struct Poller {
     /// round however many jobs are new in it: per job, the first round of 10,000 jobs asked
     /// for the same answer 10,000 times.
     cluster_options: tokio::sync::OnceCell<Vec<dto::ConfigEntry>>,
+    /// Whether this round polls statistics only where due ([`stats_due`]): the cluster has
+    /// more than [`ADAPTIVE_ABOVE_JOBS`] watched jobs.
+    adaptive: bool,
 }
 
 impl Poller {
@@ -179,6 +232,7 @@ impl Poller {
             jobs: HashMap::new(),
             rounds: 0,
             cluster_options: tokio::sync::OnceCell::new(),
+            adaptive: false,
         })
     }
 
@@ -246,6 +300,7 @@ impl Poller {
             self.app.count_cut(&self.config.name, "jobs", cut as u64);
         }
         self.jobs.retain(|id, _| watched.iter().any(|j| &j.jid == id));
+        self.adaptive = watched.len() > ADAPTIVE_ABOVE_JOBS;
         // Jobs are polled concurrently (at most `max_concurrent_requests` of them, and as many
         // requests in flight): each job's future owns its cache entry for the round, applies its
         // own observations in order, and no two futures touch the same job, so what one job
@@ -398,13 +453,27 @@ impl Poller {
                 reported_pending: Default::default(),
                 restore: None,
                 deferred,
+                next_checkpoint_at: None,
+                skipped_rounds: 0,
             });
         }
         let cache = slot.as_ref().expect("inserted above");
         let Some(Some(settings)) = cache.settings.clone() else {
             return Ok(None);
         };
+        if self.adaptive && !refresh && !terminal {
+            let cache = slot.as_mut().expect("inserted above");
+            let interval_ms = self.config.poll_interval.as_millis() as u64;
+            if !stats_due(cache.next_checkpoint_at, cache.skipped_rounds, Timestamp::now(), interval_ms) {
+                cache.skipped_rounds = cache.skipped_rounds.saturating_add(1);
+                return Ok(None);
+            }
+        }
         let stats = self.fetch(self.client.checkpoints(&job.jid)).await?;
+        if let Some(cache) = slot.as_mut() {
+            cache.next_checkpoint_at = next_checkpoint_at(&stats.history, &settings);
+            cache.skipped_rounds = 0;
+        }
         let polled_at = Timestamp::now();
         let finished_ids: Vec<(u64, Timestamp)> = stats
             .history
@@ -916,6 +985,47 @@ mod tests {
         // Still in progress by Flink's word: polled again, but not forever.
         assert!(!final_polls_done(Some((38, 2, 1)), (38, 2, 1), 3, 10_000));
         assert!(final_polls_done(Some((38, 2, 1)), (38, 2, 1), MAX_FINAL_POLLS, 0));
+    }
+
+    #[test]
+    fn a_large_clusters_job_is_polled_when_its_next_checkpoint_can_have_come() {
+        let history = |json: &str| -> Vec<dto::CheckpointStatistics> { serde_json::from_str(json).unwrap() };
+        let settings = crate::observe::CheckpointSettings {
+            interval_ms: Some(60_000),
+            min_pause_ms: 0,
+            ..Default::default()
+        };
+        // The newest completed at 101 s, triggered at 100 s: the next comes at 160 s at the
+        // earliest.
+        let done = history(
+            r#"[{"className": "completed", "id": 2, "trigger_timestamp": 100000, "latest_ack_timestamp": 101000},
+                {"className": "completed", "id": 1, "trigger_timestamp": 40000, "latest_ack_timestamp": 41000}]"#,
+        );
+        let next = next_checkpoint_at(&done, &settings);
+        assert_eq!(next, Some(Timestamp(160_000)));
+        // Rounds every 10 s: skipped at 105..145 s, polled from 150 s (the next round is at 160 s).
+        assert!(!stats_due(next, 0, Timestamp(105_000), 10_000));
+        assert!(!stats_due(next, 3, Timestamp(145_000), 10_000));
+        assert!(stats_due(next, 4, Timestamp(150_000), 10_000));
+        // However far the next one is, never more than MAX_SKIPPED_ROUNDS rounds in a row.
+        assert!(stats_due(Some(Timestamp(10_000_000)), MAX_SKIPPED_ROUNDS, Timestamp(105_000), 10_000));
+        // The min-pause binds when the newest ended late.
+        let paused = crate::observe::CheckpointSettings { min_pause_ms: 50_000, ..settings.clone() };
+        let slow = history(
+            r#"[{"className": "completed", "id": 2, "trigger_timestamp": 100000, "latest_ack_timestamp": 130000}]"#,
+        );
+        assert_eq!(next_checkpoint_at(&slow, &paused), Some(Timestamp(180_000)));
+        // One in progress: polled every round.
+        let running = history(
+            r#"[{"className": "in_progress", "id": 3, "trigger_timestamp": 160000},
+                {"className": "completed", "id": 2, "trigger_timestamp": 100000, "latest_ack_timestamp": 101000}]"#,
+        );
+        assert_eq!(next_checkpoint_at(&running, &settings), None);
+        assert!(stats_due(None, 0, Timestamp(161_000), 10_000));
+        // No checkpoint yet, or no interval: every round.
+        assert_eq!(next_checkpoint_at(&[], &settings), None);
+        let manual = crate::observe::CheckpointSettings { interval_ms: None, ..settings };
+        assert_eq!(next_checkpoint_at(&done, &manual), None);
     }
 
     #[test]
