@@ -154,6 +154,9 @@ impl AlertState {
     }
 }
 
+/// Indices of alerts by (cluster, job id).
+pub(crate) type AlertsByJob = HashMap<(String, String), Vec<usize>>;
+
 /// What the rule evaluator last concluded, copied out for readers (the API, `/metrics`).
 #[derive(Debug, Default)]
 pub struct AlertsView {
@@ -168,7 +171,7 @@ pub struct AlertsView {
     /// of the daemon's CPU at 2,000 jobs, issue 31). Reset by [`AlertsView::set_active`] and
     /// by a clone; kept with the length of `active` it was built for, and not used when that
     /// changed since (an alert pushed onto `active` directly).
-    pub(crate) by_job: std::sync::OnceLock<(usize, HashMap<(String, String), Vec<usize>>)>,
+    pub(crate) by_job: std::sync::OnceLock<(usize, AlertsByJob)>,
 }
 
 impl Clone for AlertsView {
@@ -192,7 +195,7 @@ impl AlertsView {
     /// The active alerts of one job, in the order of `active`.
     pub fn of_job<'a>(&'a self, cluster: &str, job_id: &str) -> impl Iterator<Item = &'a Alert> + Clone + 'a {
         let (built_for, index) = self.by_job.get_or_init(|| {
-            let mut index: HashMap<(String, String), Vec<usize>> = HashMap::new();
+            let mut index = AlertsByJob::new();
             for (i, a) in self.active.iter().enumerate() {
                 if let (Some(c), Some(j)) = (a.labels.get("cluster"), a.labels.get("job_id")) {
                     index.entry((c.clone(), j.clone())).or_default().push(i);

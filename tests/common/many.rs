@@ -33,7 +33,8 @@ struct Many {
     requests: AtomicUsize,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
-    details: Mutex<HashMap<(String, u64), usize>>,
+    /// Per (job, checkpoint, vertex; "" for `/checkpoints/details/:id` itself): how often asked.
+    details: Mutex<HashMap<(String, u64, String), usize>>,
     gate: Gate,
 }
 
@@ -118,14 +119,17 @@ impl ManyServer {
     }
 
     /// (job, checkpoint) pairs whose details were asked for more than once.
+    /// (A checkpoint's details are its per-vertex subtask details, asked for directly when the
+    /// poller knows the job graph, or after `/checkpoints/details/:id`.)
     pub fn details_asked_twice(&self) -> Vec<((String, u64), usize)> {
         let details = self.state.details.lock().unwrap();
-        details.iter().filter(|(_, n)| **n > 1).map(|(k, n)| (k.clone(), *n)).collect()
+        details.iter().filter(|(_, n)| **n > 1).map(|((job, cp, _), n)| ((job.clone(), *cp), *n)).collect()
     }
 
     /// How many (job, checkpoint) details were asked for.
     pub fn details_asked(&self) -> usize {
-        self.state.details.lock().unwrap().len()
+        let details = self.state.details.lock().unwrap();
+        details.keys().map(|(job, cp, _)| (job, cp)).collect::<std::collections::HashSet<_>>().len()
     }
 
     /// Waits until every job was served the whole series plus `extra` more polls.
@@ -276,10 +280,11 @@ fn details_file(s: &Many, job: &str, name: &str) -> PathBuf {
 }
 
 async fn details(State(s): S, UrlPath((job, cp)): UrlPath<(String, u64)>) -> Response {
-    *s.details.lock().unwrap().entry((job.clone(), cp)).or_default() += 1;
+    *s.details.lock().unwrap().entry((job.clone(), cp, String::new())).or_default() += 1;
     super::file(details_file(&s, &job, &format!("checkpoint-{cp}.json")))
 }
 
 async fn subtasks(State(s): S, UrlPath((job, cp, vertex)): UrlPath<(String, u64, String)>) -> Response {
+    *s.details.lock().unwrap().entry((job.clone(), cp, vertex.clone())).or_default() += 1;
     super::file(details_file(&s, &job, &format!("checkpoint-{cp}-subtasks-{vertex}.json")))
 }
