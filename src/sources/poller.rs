@@ -6,7 +6,7 @@
 //! Failures are observations too: they become error metrics and log lines, and the loop goes on
 //! with exponential back-off while the JobManager is unreachable.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -84,7 +84,8 @@ struct JobCache {
     state: JobStatus,
     /// `None`: checkpointing is disabled for this job.
     settings: Option<Option<crate::observe::CheckpointSettings>>,
-    vertex_names: HashMap<String, String>,
+    /// By vertex id, in Flink's order of a checkpoint's `tasks` (sorted).
+    vertex_names: BTreeMap<String, String>,
     final_poll_done: bool,
     /// Polls made since the job was seen in a terminal state, and the counts of the last one.
     final_polls: u8,
@@ -299,7 +300,8 @@ impl Poller {
             watched.truncate(self.config.max_jobs);
             self.app.count_cut(&self.config.name, "jobs", cut as u64);
         }
-        self.jobs.retain(|id, _| watched.iter().any(|j| &j.jid == id));
+        let watched_ids: HashSet<&str> = watched.iter().map(|j| j.jid.as_str()).collect();
+        self.jobs.retain(|id, _| watched_ids.contains(id.as_str()));
         self.adaptive = watched.len() > ADAPTIVE_ABOVE_JOBS;
         // Jobs are polled concurrently (at most `max_concurrent_requests` of them, and as many
         // requests in flight): each job's future owns its cache entry for the round, applies its
@@ -490,8 +492,7 @@ impl Poller {
         let (unseen, mut finished) = (backlog.fetch_now, backlog.forgotten);
         // The details of the new checkpoints are fetched concurrently (the semaphore bounds the
         // requests) and taken in the order of `unseen`.
-        let known = known_vertices(slot.as_ref().expect("inserted above"));
-        let known = &known;
+        let known = &slot.as_ref().expect("inserted above").vertex_names;
         let fetched = futures_util::future::join_all(
             unseen
                 .into_iter()
@@ -670,7 +671,7 @@ impl Poller {
             .collect();
         let mut events = Vec::new();
         let topology = cache.topology.clone();
-        let known = known_vertices(cache);
+        let known = cache.vertex_names.clone();
         for (id, triggered_at) in due {
             let vertices = match self.checkpoint_vertices(job_id, id, &known).await {
                 Ok(v) => v,
@@ -895,7 +896,7 @@ impl Poller {
         &self,
         job_id: &str,
         checkpoint_id: u64,
-        known: &[String],
+        known: &BTreeMap<String, String>,
     ) -> Result<Vec<(String, dto::TaskCheckpointDetails)>, FetchError> {
         let listed: Vec<String> = if known.is_empty() {
             let Some(details) = self.fetch(self.client.checkpoint_details(job_id, checkpoint_id)).await?
@@ -904,7 +905,7 @@ impl Poller {
             };
             details.tasks.into_keys().collect()
         } else {
-            known.to_vec()
+            known.keys().cloned().collect()
         };
         let requests = listed.iter().map(|vid| async move {
             let answer = self.fetch(self.client.subtask_details(job_id, checkpoint_id, vid)).await;
@@ -916,14 +917,6 @@ impl Poller {
         }
         Ok(vertices)
     }
-}
-
-/// The job graph's vertex ids, sorted as Flink's `tasks` map of a checkpoint's details lists
-/// them; empty before the poller has the graph.
-fn known_vertices(cache: &JobCache) -> Vec<String> {
-    let mut ids: Vec<String> = cache.vertex_names.keys().cloned().collect();
-    ids.sort();
-    ids
 }
 
 /// Where a subtask that has not acknowledged an in-progress checkpoint stands, from which
