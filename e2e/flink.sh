@@ -341,14 +341,19 @@ cmd_submit() {
 }
 
 cmd_cancel() {
-  local v="${1:?usage: flink.sh cancel VERSION JOBID}" jid="${2:?usage: flink.sh cancel VERSION JOBID}" st i
-  rest -X PATCH "$REST/jobs/$jid?mode=cancel" >/dev/null || die "cancel request for $jid failed"
-  for i in $(seq 1 60); do
+  local v="${1:?usage: flink.sh cancel VERSION JOBID}" jid="${2:?usage: flink.sh cancel VERSION JOBID}" st="" i
+  # A TaskManager deep in GC (the gc scenario) can take well over 30 s to cancel its tasks, and
+  # the JobManager may answer the first PATCH slowly: the request is repeated every 15 s and the
+  # wait is 120 s. A job already terminal needs no cancel.
+  for i in $(seq 1 240); do
     st=$(rest "$REST/jobs/$jid" 2>/dev/null | json_get state)
     case "$st" in CANCELED|FAILED|FINISHED) log "job $jid: $st"; return 0 ;; esac
+    if [ $((i % 30)) -eq 1 ]; then
+      rest -X PATCH "$REST/jobs/$jid?mode=cancel" >/dev/null 2>&1 || log "cancel request for $jid failed (state ${st:-?}); retrying"
+    fi
     sleep 0.5
   done
-  die "job $jid not terminal after 30 s (state ${st:-?})"
+  die "job $jid not terminal 120 s after the cancel (state ${st:-?})"
 }
 
 cmd_tm_pid() {

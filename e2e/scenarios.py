@@ -128,7 +128,11 @@ class Env:
         self.submitted = []
 
     def flink(self, *args):
-        out = subprocess.run([self.a.flink_sh, *args], check=True, capture_output=True, text=True).stdout.strip()
+        done = subprocess.run([self.a.flink_sh, *args], capture_output=True, text=True)
+        if done.returncode != 0:
+            # flink.sh says why on stderr; without it a failure reads only "exit status 1".
+            raise RuntimeError(f"flink.sh {' '.join(args)} exited {done.returncode}: {done.stderr.strip()[-600:]}")
+        out = done.stdout.strip()
         if args[0] == "submit":
             self.submitted.append(out)
         return out

@@ -133,6 +133,7 @@ enum ScanFormat {
 
 /// mimalloc rather than glibc's malloc: RSS follows the live heap instead of keeping what the
 /// per-round transients freed (Cargo.toml, docs/performance.md).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
