@@ -551,6 +551,11 @@ fn windows_of(rules: &[Rule]) -> HashMap<Scope, Vec<(String, f64)>> {
     for rule in rules {
         windows.entry(rule.spec.scope).or_default().extend(rule.condition().windows());
     }
+    // One ring per pair, however many rules read it.
+    for pairs in windows.values_mut() {
+        pairs.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        pairs.dedup();
+    }
     windows
 }
 
@@ -703,6 +708,57 @@ mod tests {
             deferred: Default::default(),
         });
         state.apply(&obs, Timestamp(at));
+    }
+
+    #[test]
+    fn a_day_of_windowed_history_stays_bounded_and_reads_its_windows() {
+        // One poll every 10 s for a day and an hour: a checkpoint per round, a failure a minute.
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let mut ev = Evaluator::new(vec![
+            Rule::new(RuleSpec { name: "Recent".into(), ..spec("increase(checkpoints.failed, 10m) > 5", 0) })
+                .unwrap(),
+            Rule::new(RuleSpec { name: "DayAgo".into(), ..spec("ago(checkpoints.completed, 1d) >= 0", 0) })
+                .unwrap(),
+        ]);
+        let day_ms = 86_400_000;
+        let value_of =
+            |ev: &Evaluator, name: &str| ev.active().find(|a| a.name() == name).and_then(|a| a.value);
+        for round in 0..=(day_ms + 3_600_000) / 10_000 {
+            let at = round * 10_000;
+            let (completed, failed) = (round as u64 + 1, round as u64 / 6);
+            let obs = Observation::JobPolled(JobPoll {
+                key: JobKey { cluster: "c".into(), job_id: "j".into() },
+                job_name: "orders".into(),
+                job_state: "RUNNING".into(),
+                polled_at: Timestamp(at),
+                counts: CheckpointCounts { completed, failed, in_progress: 0, restored: 0 },
+                settings: None,
+                in_progress: Vec::new(),
+                finished: vec![
+                    FinishedCheckpoint::completed(completed, Timestamp(at), 45).acknowledged(1, 1),
+                ],
+                latest_restore: None,
+                deferred: Default::default(),
+            });
+            state.apply(&obs, Timestamp(at));
+            ev.evaluate(&state, Timestamp(at));
+            let held: usize = ev.histories.values().map(SeriesHistory::samples_held).sum();
+            assert!(held <= 2 * (context::SAMPLES_PER_WINDOW as usize + 3), "{held} samples at {at}");
+            if at >= 3_600_000 {
+                // 60 failures an hour: 10 in 10 minutes, give or take a sample's spacing (10 s).
+                let recent = value_of(&ev, "Recent").expect("Recent holds");
+                assert!((9.0..=11.0).contains(&recent), "increase over 10m {recent} at {at}");
+            }
+            let day_ago = value_of(&ev, "DayAgo");
+            if at < day_ms {
+                assert_eq!(day_ago, None, "no answer before the history is a day old ({at})");
+            } else {
+                // The count a day ago, off by at most the ring's spacing (24 min, 144 rounds).
+                let then = ((at - day_ms) / 10_000 + 1) as f64;
+                let read = day_ago.expect("a day of history answers");
+                assert!(read <= then && then - read <= 145.0, "ago 1d {read}, a day ago {then}, at {at}");
+            }
+        }
     }
 
     #[test]

@@ -6,23 +6,43 @@ use std::collections::BTreeSet;
 
 use crate::time::Timestamp;
 
-/// How many finished checkpoint ids per job are remembered individually. Ids below the
-/// oldest remembered one count as seen, so memory per job stays bounded.
-pub const SEEN_IDS_CAPACITY: usize = 1024;
+/// How many runs of consecutive counted ids per job are remembered. A job whose checkpoints are
+/// all polled keeps one run whatever its age; each checkpoint the poller missed (counted from
+/// Flink's counts instead) splits a run. Ids below the oldest remembered run count as seen, so
+/// memory per job stays bounded: at most this many runs of 16 bytes.
+pub const SEEN_RUNS_CAPACITY: usize = 128;
 
-/// The ids of finished checkpoints already counted, bounded in memory.
+/// The ids of finished checkpoints already counted, as runs of consecutive ids, bounded in
+/// memory. (Before issue 31 they were a set of up to 1,024 ids, ~12 KB per job once full; the
+/// state file still reads that form.)
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(from = "SeenIdsOnDisk", into = "SeenIdsOnDisk")]
 pub struct SeenIds {
     /// Every id below this counts as seen.
     pub floor: u64,
-    /// Seen ids at or above `floor`.
-    pub ids: BTreeSet<u64>,
+    /// Counted ids at or above `floor`: inclusive (first, last) runs, sorted, neither
+    /// overlapping nor adjacent.
+    runs: Vec<(u64, u64)>,
 }
 
 impl SeenIds {
     /// Whether `id` was counted already.
     pub fn contains(&self, id: u64) -> bool {
-        id < self.floor || self.ids.contains(&id)
+        if id < self.floor {
+            return true;
+        }
+        let i = self.runs.partition_point(|&(_, last)| last < id);
+        self.runs.get(i).is_some_and(|&(first, _)| first <= id)
+    }
+
+    /// The highest id counted (`floor - 1` when no run is remembered, 0 when nothing is).
+    pub fn newest(&self) -> u64 {
+        self.runs.last().map_or(self.floor.saturating_sub(1), |&(_, last)| last)
+    }
+
+    /// How many runs are remembered (for tests and sizing).
+    pub fn runs(&self) -> usize {
+        self.runs.len()
     }
 
     /// Marks `id` as counted; returns `true` if it was new.
@@ -30,20 +50,75 @@ impl SeenIds {
         if self.contains(id) {
             return false;
         }
-        self.ids.insert(id);
-        while self.ids.len() > SEEN_IDS_CAPACITY {
-            if let Some(oldest) = self.ids.pop_first() {
-                // An id of u64::MAX stays remembered instead of wrapping the floor to 0.
-                match oldest.checked_add(1) {
-                    Some(floor) => self.floor = floor,
-                    None => {
-                        self.ids.insert(oldest);
-                        break;
-                    }
-                }
+        // The first run past `id` (`id` is in none of them).
+        let i = self.runs.partition_point(|&(_, last)| last < id);
+        let joins_previous = i > 0 && self.runs[i - 1].1.checked_add(1) == Some(id);
+        let joins_next = id.checked_add(1).is_some_and(|next| self.runs.get(i).is_some_and(|r| r.0 == next));
+        match (joins_previous, joins_next) {
+            (true, true) => {
+                self.runs[i - 1].1 = self.runs[i].1;
+                self.runs.remove(i);
+            }
+            (true, false) => self.runs[i - 1].1 = id,
+            (false, true) => self.runs[i].0 = id,
+            (false, false) => self.runs.insert(i, (id, id)),
+        }
+        self.bound();
+        true
+    }
+
+    /// Forgets the oldest runs beyond [`SEEN_RUNS_CAPACITY`]: their ids, and any gaps below
+    /// them, count as seen from then on.
+    fn bound(&mut self) {
+        while self.runs.len() > SEEN_RUNS_CAPACITY {
+            // A run ending at u64::MAX stays remembered instead of wrapping the floor to 0.
+            let Some(floor) = self.runs[0].1.checked_add(1) else { break };
+            self.floor = floor;
+            self.runs.remove(0);
+        }
+    }
+}
+
+/// `SeenIds` as the state file holds it: its runs, or (files written before issue 31) its ids
+/// one by one.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct SeenIdsOnDisk {
+    floor: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    runs: Vec<(u64, u64)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    ids: Vec<u64>,
+}
+
+impl From<SeenIdsOnDisk> for SeenIds {
+    fn from(disk: SeenIdsOnDisk) -> Self {
+        // A damaged or hand-edited file may hold runs out of order, overlapping or reversed:
+        // they are normalised rather than trusted.
+        let mut runs: Vec<(u64, u64)> = disk
+            .runs
+            .into_iter()
+            .map(|(a, b)| (a.min(b), a.max(b)))
+            .chain(disk.ids.into_iter().map(|id| (id, id)))
+            .filter(|&(_, last)| last >= disk.floor)
+            .map(|(first, last)| (first.max(disk.floor), last))
+            .collect();
+        runs.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+        for (first, last) in runs {
+            match merged.last_mut() {
+                Some(previous) if first <= previous.1.saturating_add(1) => previous.1 = previous.1.max(last),
+                _ => merged.push((first, last)),
             }
         }
-        true
+        let mut seen = SeenIds { floor: disk.floor, runs: merged };
+        seen.bound();
+        seen
+    }
+}
+
+impl From<SeenIds> for SeenIdsOnDisk {
+    fn from(seen: SeenIds) -> Self {
+        SeenIdsOnDisk { floor: seen.floor, runs: seen.runs, ids: Vec::new() }
     }
 }
 
@@ -116,13 +191,60 @@ mod tests {
     use super::*;
 
     #[test]
-    fn remembered_ids_are_bounded() {
+    fn consecutive_ids_keep_one_run_however_many() {
         let mut seen = SeenIds::default();
-        for id in 0..5000 {
+        for id in 1..=100_000 {
             assert!(seen.insert(id));
         }
-        assert_eq!(seen.ids.len(), SEEN_IDS_CAPACITY);
-        assert!((0..5000).all(|id| seen.contains(id)));
+        assert_eq!(seen.runs(), 1);
+        assert_eq!(seen.newest(), 100_000);
+        assert!((1..=100_000).all(|id| seen.contains(id)));
+        assert!(!seen.contains(0) && !seen.contains(100_001));
         assert!(!seen.insert(17));
+    }
+
+    #[test]
+    fn remembered_runs_are_bounded_and_gaps_below_them_count_as_seen() {
+        let mut seen = SeenIds::default();
+        // Every third id missed: each counted pair is a run of its own.
+        let counted: Vec<u64> = (0..3_000).filter(|id| id % 3 != 0).collect();
+        for &id in &counted {
+            assert!(seen.insert(id));
+        }
+        assert_eq!(seen.runs(), SEEN_RUNS_CAPACITY);
+        assert!(counted.iter().all(|&id| seen.contains(id)));
+        // A recent gap is still open; an old one is below the floor.
+        assert!(!seen.contains(2_997) && seen.contains(3));
+        // Filling a gap joins its neighbours into one run.
+        assert!(seen.insert(2_997));
+        assert_eq!(seen.runs(), SEEN_RUNS_CAPACITY - 1);
+        assert_eq!(seen.newest(), 2_999);
+    }
+
+    #[test]
+    fn ids_inserted_out_of_order_merge_into_runs() {
+        let mut seen = SeenIds::default();
+        for id in [10, 12, 14, 11, 13, 5, 7, 6] {
+            assert!(seen.insert(id));
+        }
+        assert_eq!(seen.runs, vec![(5, 7), (10, 14)]);
+        assert!(!seen.contains(8) && !seen.contains(9) && !seen.contains(15));
+    }
+
+    #[test]
+    fn the_state_file_reads_both_forms() {
+        let mut seen = SeenIds::default();
+        for id in [3, 4, 5, 9] {
+            seen.insert(id);
+        }
+        let json = serde_json::to_string(&seen).unwrap();
+        assert_eq!(json, r#"{"floor":0,"runs":[[3,5],[9,9]]}"#);
+        assert_eq!(serde_json::from_str::<SeenIds>(&json).unwrap(), seen);
+        // Written before issue 31: the ids one by one.
+        let old: SeenIds = serde_json::from_str(r#"{"floor":2,"ids":[3,4,5,9]}"#).unwrap();
+        assert_eq!((old.floor, old.runs.clone()), (2, vec![(3, 5), (9, 9)]));
+        // Damaged: reversed, overlapping, below the floor.
+        let odd: SeenIds = serde_json::from_str(r#"{"floor":4,"runs":[[9,7],[1,2],[3,5],[5,6]]}"#).unwrap();
+        assert_eq!(odd.runs, vec![(4, 9)]);
     }
 }

@@ -635,7 +635,7 @@ impl JobState {
             self.tolerance.settle(self.tolerable());
         }
         // The highest id counted before this poll.
-        let counted_before = self.seen.ids.last().copied().unwrap_or(self.seen.floor.saturating_sub(1));
+        let counted_before = self.seen.newest();
         let mut finished: Vec<&FinishedCheckpoint> = poll.finished.iter().collect();
         finished.sort_by_key(|cp| cp.id);
         let mut newly_seen = Totals::default();
@@ -975,7 +975,7 @@ pub(super) mod tests {
     use super::*;
     use crate::observe::{ClusterPoll, Observation};
     use crate::state::record::Phase;
-    use crate::state::{SEEN_IDS_CAPACITY, State, persist};
+    use crate::state::{SEEN_RUNS_CAPACITY, State, persist};
 
     use crate::observe::{JobKey, SubtaskCheckpoint};
 
@@ -1293,11 +1293,13 @@ pub(super) mod tests {
         }
         assert_eq!(last.completed, top);
         let mut seen = SeenIds::default();
-        for id in (top - 2 * SEEN_IDS_CAPACITY as u64)..=top {
+        // Every other id, so that each is a run of its own and the oldest runs are dropped.
+        let lowest = top - 4 * SEEN_RUNS_CAPACITY as u64;
+        for id in (lowest..=top).filter(|id| id % 2 == 1) {
             seen.insert(id);
         }
         assert!(
-            seen.contains(top) && seen.contains(top - 1) && seen.floor > 0,
+            seen.contains(top) && seen.contains(top - 2) && seen.floor > lowest,
             "the floor did not wrap to 0"
         );
     }

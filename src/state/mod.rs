@@ -24,7 +24,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use crate::observe::{ClusterPoll, JobKey, Observation};
 use crate::stats::WindowSpec;
 use crate::time::Timestamp;
-pub use checkpoint_ids::{FailureEvidence, LOGGED_CHECKPOINTS, LoggedCheckpoint, SEEN_IDS_CAPACITY, SeenIds};
+pub use checkpoint_ids::{
+    FailureEvidence, LOGGED_CHECKPOINTS, LoggedCheckpoint, SEEN_RUNS_CAPACITY, SeenIds,
+};
 pub use cluster::{ClusterState, UNCLAIMED_SPANS};
 pub use failure_text::{is_shutdown_failure, is_stop_failure};
 pub use job::{EPOCH_CONFIRM_POLLS, JobState, OperatorState, RECENT_CHECKPOINTS, SizeHistograms, SuspectRun};
