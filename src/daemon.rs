@@ -916,7 +916,7 @@ const MAX_EVENT_ROUND_GAP: Duration = Duration::from_secs(5);
 /// What the rule rounds hand to the delivery task.
 enum Delivery {
     /// What fires now and what resolved since the last round, at `now`.
-    Round(Vec<crate::rules::Alert>, Vec<crate::rules::Alert>, Timestamp),
+    Round(Vec<Arc<crate::rules::Alert>>, Vec<crate::rules::Alert>, Timestamp),
     /// The Alertmanagers changed (reload).
     Replace(Option<crate::outputs::alerting::Notifier>),
 }
@@ -939,7 +939,7 @@ async fn deliver_loop(
     mut notifier: Option<crate::outputs::alerting::Notifier>,
 ) {
     while let Some(first) = rounds.recv().await {
-        let mut pending: Option<(Vec<crate::rules::Alert>, Vec<crate::rules::Alert>, Timestamp)> = None;
+        let mut pending: Option<(Vec<Arc<crate::rules::Alert>>, Vec<crate::rules::Alert>, Timestamp)> = None;
         let mut next = Some(first);
         while let Some(message) = next.take().or_else(|| rounds.try_recv().ok()) {
             match message {
@@ -969,8 +969,10 @@ fn evaluate(
         let state = app.state.read().unwrap_or_else(|e| e.into_inner());
         evaluator.evaluate_with(&state, &app.daemon_facts(&state), now)
     };
-    let active: Vec<crate::rules::Alert> = evaluator.active().cloned().collect();
-    let firing: Vec<crate::rules::Alert> =
+    // Shared, not copied: an alert is cloned only when the evaluator changes it while the view
+    // or the delivery still holds it.
+    let active: Vec<Arc<crate::rules::Alert>> = evaluator.active_shared().cloned().collect();
+    let firing: Vec<Arc<crate::rules::Alert>> =
         active.iter().filter(|a| a.state == crate::rules::AlertState::Firing).cloned().collect();
     {
         let mut view = app.alerts.write().unwrap_or_else(|e| e.into_inner());

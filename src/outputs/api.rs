@@ -1153,6 +1153,7 @@ mod tests {
         SubtaskCheckpoint,
     };
     use crate::stats::WindowSpec;
+    use std::sync::Arc;
 
     fn checkpoint(id: u64, failed: bool) -> FinishedCheckpoint {
         let t = 1_000_000 + id as i64 * 5_000;
@@ -1525,7 +1526,7 @@ mod tests {
         assert_eq!(w.text, "stateful-map #1 acknowledged checkpoint 3 last, after 900 ms");
         assert_eq!((w.held_up, w.last_in), (None, Some((3, 3))));
         let view = AlertsView {
-            active: vec![alert("FlinkCheckpointAlignmentHigh", "warning", AlertState::Pending)],
+            active: vec![Arc::new(alert("FlinkCheckpointAlignmentHigh", "warning", AlertState::Pending))],
             ..AlertsView::default()
         };
         let a = jobs(&s, &view, Timestamp(1_016_000)).jobs[0].answer.clone().unwrap();
@@ -1612,9 +1613,9 @@ mod tests {
         }
         let view = AlertsView {
             active: vec![
-                alert_of("j2", "FlinkCheckpointAlignmentHigh", "warning", AlertState::Pending),
-                alert_of("j3", "FlinkCheckpointNoProgress", "critical", AlertState::Firing),
-                alert_of("j5", "FlinkCheckpointDurationHigh", "warning", AlertState::Firing),
+                Arc::new(alert_of("j2", "FlinkCheckpointAlignmentHigh", "warning", AlertState::Pending)),
+                Arc::new(alert_of("j3", "FlinkCheckpointNoProgress", "critical", AlertState::Firing)),
+                Arc::new(alert_of("j5", "FlinkCheckpointDurationHigh", "warning", AlertState::Firing)),
             ],
             ..AlertsView::default()
         };
@@ -1674,7 +1675,7 @@ mod tests {
         let mut s = state(false);
         poll_job(&mut s, "j1", "orders", vec![expired(4)], (3, 1), 1_025_000);
         let view = AlertsView {
-            active: vec![alert("FlinkCheckpointToleranceExceeded", "critical", AlertState::Firing)],
+            active: vec![Arc::new(alert("FlinkCheckpointToleranceExceeded", "critical", AlertState::Firing))],
             ..AlertsView::default()
         };
         let before = jobs(&s, &view, Timestamp(1_025_000));
@@ -1711,8 +1712,8 @@ mod tests {
         let s = state(false);
         let view = AlertsView {
             active: vec![
-                alert("FlinkCheckpointAlignmentHigh", "warning", AlertState::Pending),
-                alert("FlinkCheckpointStartDelayHigh", "warning", AlertState::Pending),
+                Arc::new(alert("FlinkCheckpointAlignmentHigh", "warning", AlertState::Pending)),
+                Arc::new(alert("FlinkCheckpointStartDelayHigh", "warning", AlertState::Pending)),
             ],
             ..AlertsView::default()
         };
@@ -1734,7 +1735,7 @@ mod tests {
         assert_eq!(clusters(&s, &view, Timestamp(0)).clusters[0].health, Health::Pending);
         // A firing warning outranks a pending alert; a failed checkpoint too.
         let mut both = view.clone();
-        both.active.push(alert("FlinkCheckpointExpiredBurst", "warning", AlertState::Firing));
+        both.active.push(Arc::new(alert("FlinkCheckpointExpiredBurst", "warning", AlertState::Firing)));
         assert_eq!(jobs(&s, &both, Timestamp(1_016_000)).jobs[0].health, Health::Warning);
         assert_eq!(jobs(&state(true), &view, Timestamp(1_016_000)).jobs[0].health, Health::Warning);
         // Nothing pending or firing: ok.
@@ -1763,7 +1764,7 @@ mod tests {
             resolved_at: None,
             value: Some(1.0),
         };
-        let view = AlertsView { active: vec![alert], ..AlertsView::default() };
+        let view = AlertsView { active: vec![Arc::new(alert)], ..AlertsView::default() };
         let r = jobs(&s, &view, Timestamp(1_016_000));
         assert_eq!(r.jobs[0].health, Health::Critical);
         assert_eq!(r.jobs[0].firing_alerts[0].summary, "checkpoints fail");

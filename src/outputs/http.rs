@@ -431,11 +431,13 @@ fn render_body(renderer: &mut export::TextRenderer, app: &AppState) -> Vec<axum:
 /// Pending, firing and recently resolved alerts of the daemon's own rules.
 async fn alerts(Extract(state): Extract<HttpState>) -> Response {
     let view = state.app.alerts.read().unwrap_or_else(|e| e.into_inner()).clone();
-    let shown = |alerts: &[crate::rules::Alert]| -> Vec<crate::outputs::api::AlertView> {
-        alerts.iter().map(crate::outputs::api::AlertView::from).collect()
-    };
-    axum::Json(serde_json::json!({ "active": shown(&view.active), "resolved": shown(&view.resolved) }))
-        .into_response()
+    let shown =
+        |alerts: &mut dyn Iterator<Item = &crate::rules::Alert>| -> Vec<crate::outputs::api::AlertView> {
+            alerts.map(crate::outputs::api::AlertView::from).collect()
+        };
+    let active = shown(&mut view.active.iter().map(|a| &**a));
+    let resolved = shown(&mut view.resolved.iter());
+    axum::Json(serde_json::json!({ "active": active, "resolved": resolved })).into_response()
 }
 
 async fn readyz(Extract(state): Extract<HttpState>) -> Response {

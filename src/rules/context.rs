@@ -63,46 +63,93 @@ impl Subject<'_> {
     }
 }
 
-/// How many samples each `(series, window)` of `increase()`/`ago()` keeps over its window: the
-/// answer is off by at most 1/60 of the window (10 s for `[10m]`, 24 min for `ago(…, 1d)`).
+/// A ring keeps a sample at most every 1/`SAMPLES_PER_WINDOW` of the shortest window its series
+/// is read over, so `increase()` and `ago()` are off by at most that (10 s for `[10m]`, 24 min
+/// for `ago(…, 1d)` alone).
 pub const SAMPLES_PER_WINDOW: i64 = 60;
 
-/// The samples `increase()`/`ago()` read: one ring per `(series, window)` of the scope's rules,
-/// each spaced at 1/[`SAMPLES_PER_WINDOW`] of its own window and kept as long as it. Bounded per
-/// entity at about 62 samples of 16 bytes per ring, however long the daemon runs. (Before issue
-/// 31 one ring held every series as a map per sample, spaced by the longest window: with
-/// `ago(…, 1d)` ~140 KB per job after a day, and `[10m]` read from samples 6 minutes apart.)
+/// What a scope's rules read through `increase()`/`ago()` of one series: its longest window
+/// (how long samples are kept) and its shortest (how finely).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RingSpec {
+    /// The series.
+    pub series: std::sync::Arc<str>,
+    /// The longest window over which a rule reads it, seconds.
+    pub longest_s: f64,
+    /// The shortest, seconds.
+    pub shortest_s: f64,
+}
+
+impl RingSpec {
+    /// The `RingSpec`s of `(series, window)` pairs: one per series.
+    pub fn of_windows(pairs: &[(String, f64)]) -> Vec<RingSpec> {
+        let mut specs: Vec<RingSpec> = Vec::new();
+        for (series, window_s) in pairs {
+            match specs.iter_mut().find(|s| *s.series == **series) {
+                Some(spec) => {
+                    spec.longest_s = spec.longest_s.max(*window_s);
+                    spec.shortest_s = spec.shortest_s.min(*window_s);
+                }
+                None => specs.push(RingSpec {
+                    series: series.as_str().into(),
+                    longest_s: *window_s,
+                    shortest_s: *window_s,
+                }),
+            }
+        }
+        specs
+    }
+
+    fn spacing_ms(&self) -> i64 {
+        ((self.shortest_s * 1000.0) as i64 / SAMPLES_PER_WINDOW).max(1)
+    }
+}
+
+/// The samples `increase()`/`ago()` read: per series of the scope's rules, a ring of its value
+/// as a step function, a sample only where the value changed (at most one per spacing), kept
+/// for the longest window. Bounded per entity however long the daemon runs: a counter that
+/// stays still holds one sample, a busy series at most ~62 of 16 bytes. (Before issue 31 one
+/// ring held every series as a map per sample spaced by the longest window: with `ago(…, 1d)`
+/// ~140 KB per job after a day, and `[10m]` read from samples 6 minutes apart.)
 #[derive(Default)]
 pub struct SeriesHistory {
     rings: Vec<SeriesRing>,
 }
 
-/// The samples of one series for one window.
+/// The samples of one series.
 struct SeriesRing {
-    series: String,
-    window_s: f64,
+    spec: RingSpec,
+    /// (when, value), oldest first; each value differs from the one before it.
     samples: VecDeque<(Timestamp, f64)>,
+    /// When the ring first sampled a value: an `ago()` answers only once the series has been
+    /// watched that long, even when its value never changed since.
+    since: Option<Timestamp>,
 }
 
 impl SeriesRing {
-    fn spacing_ms(&self) -> i64 {
-        ((self.window_s * 1000.0) as i64 / SAMPLES_PER_WINDOW).max(1)
-    }
-
     fn sample(&mut self, value: Option<f64>, now: Timestamp) {
-        let spacing_ms = self.spacing_ms();
-        if let Some(value) = value
-            && self.samples.back().is_none_or(|(t, _)| now.millis() - t.millis() >= spacing_ms)
-        {
-            self.samples.push_back((now, value));
+        if let Some(value) = value {
+            self.since.get_or_insert(now);
+            let due = self.samples.back().is_none_or(|&(t, last)| {
+                // A value equal to the last one adds nothing to a step function.
+                last.to_bits() != value.to_bits() && now.millis() - t.millis() >= self.spec.spacing_ms()
+            });
+            if due {
+                self.samples.push_back((now, value));
+            }
         }
-        let horizon = now.millis() - (self.window_s * 1000.0) as i64 - spacing_ms * 2;
-        while self.samples.len() > 2 && self.samples.front().is_some_and(|(t, _)| t.millis() < horizon) {
+        // The newest sample at or before the horizon still holds the value there: drop only the
+        // ones before it.
+        let horizon = now.millis() - (self.spec.longest_s * 1000.0) as i64 - self.spec.spacing_ms();
+        while self.samples.get(1).is_some_and(|(t, _)| t.millis() <= horizon) {
             self.samples.pop_front();
         }
+        if self.samples.len() < self.samples.capacity() / 4 {
+            self.samples.shrink_to(self.samples.len() * 2);
+        }
     }
 
-    /// The sample closest to `at` at or before it, or the oldest one.
+    /// The value at `at`: the sample at or before it, or the oldest one.
     fn at_or_before(&self, at: i64) -> Option<f64> {
         let after = self.samples.partition_point(|(t, _)| t.millis() <= at);
         match after {
@@ -113,34 +160,28 @@ impl SeriesRing {
 }
 
 impl SeriesHistory {
-    /// Records the current values of the windowed series of `subject`; `windows` are the
-    /// scope's `(series, window)` pairs (a changed rule set keeps the rings it still reads).
-    pub fn sample(&mut self, subject: &Subject<'_>, now: Timestamp, windows: &[(String, f64)]) {
-        let aligned = self.rings.len() == windows.len()
-            && self.rings.iter().zip(windows).all(|(r, (series, w))| r.series == *series && r.window_s == *w);
+    /// Records the current values of the windowed series of `subject`; `specs` are the scope's
+    /// (a changed rule set keeps the rings of the series it still reads).
+    pub fn sample(&mut self, subject: &Subject<'_>, now: Timestamp, specs: &[RingSpec]) {
+        let aligned =
+            self.rings.len() == specs.len() && self.rings.iter().zip(specs).all(|(r, s)| r.spec == *s);
         if !aligned {
             let mut old = std::mem::take(&mut self.rings);
-            self.rings = windows
+            self.rings = specs
                 .iter()
-                .map(|(series, window_s)| {
-                    match old.iter().position(|r| r.series == *series && r.window_s == *window_s) {
-                        Some(i) => old.swap_remove(i),
-                        None => SeriesRing {
-                            series: series.clone(),
-                            window_s: *window_s,
-                            samples: VecDeque::new(),
-                        },
-                    }
+                .map(|spec| match old.iter().position(|r| r.spec.series == spec.series) {
+                    Some(i) => SeriesRing { spec: spec.clone(), ..old.swap_remove(i) },
+                    None => SeriesRing { spec: spec.clone(), samples: VecDeque::new(), since: None },
                 })
                 .collect();
         }
         for ring in &mut self.rings {
-            ring.sample(subject.value(&ring.series), now);
+            ring.sample(subject.value(&ring.spec.series), now);
         }
     }
 
-    fn ring(&self, series: &str, window_s: f64) -> Option<&SeriesRing> {
-        self.rings.iter().find(|r| r.series == series && r.window_s == window_s)
+    fn ring(&self, series: &str) -> Option<&SeriesRing> {
+        self.rings.iter().find(|r| *r.spec.series == *series)
     }
 
     /// Samples held, over every ring (for tests and sizing).
@@ -175,7 +216,7 @@ impl Context for EvalContext<'_> {
 
     fn increase(&self, series: &str, window_s: f64) -> Option<f64> {
         let now = self.value(series)?;
-        let ring = self.history.ring(series, window_s)?;
+        let ring = self.history.ring(series)?;
         let then = ring.at_or_before(self.now.millis() - (window_s * 1000.0) as i64)?;
         // A counter that went down was reset: count from zero, as Prometheus does.
         Some(if now >= then { now - then } else { now })
@@ -183,9 +224,9 @@ impl Context for EvalContext<'_> {
 
     fn ago(&self, series: &str, window_s: f64) -> Option<f64> {
         let at = self.now.millis() - (window_s * 1000.0) as i64;
-        let ring = self.history.ring(series, window_s)?;
-        // Only a sample that is really that old counts; a young history has no answer yet.
-        ring.samples.front().filter(|(t, _)| t.millis() <= at)?;
+        let ring = self.history.ring(series)?;
+        // Only a series watched that long counts; a young history has no answer yet.
+        ring.since.filter(|t| t.millis() <= at)?;
         ring.at_or_before(at)
     }
 

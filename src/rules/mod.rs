@@ -12,6 +12,7 @@ pub mod series;
 pub mod subjects;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -162,8 +163,8 @@ pub(crate) type AlertsByJob = HashMap<(String, String), Vec<usize>>;
 pub struct AlertsView {
     /// Per rule: (name, severity label).
     pub rules: Vec<(String, &'static str)>,
-    /// Pending and firing alerts.
-    pub active: Vec<Alert>,
+    /// Pending and firing alerts, shared with the evaluator (`Evaluator::active_shared`).
+    pub active: Vec<Arc<Alert>>,
     /// Recently resolved alerts, oldest first.
     pub resolved: Vec<Alert>,
     /// Indices into `active` by (cluster, job id), built on first use: the health of every job
@@ -187,7 +188,7 @@ impl Clone for AlertsView {
 
 impl AlertsView {
     /// Replaces the active alerts (and forgets the index of the old ones).
-    pub fn set_active(&mut self, active: Vec<Alert>) {
+    pub fn set_active(&mut self, active: Vec<Arc<Alert>>) {
         self.active = active;
         self.by_job = std::sync::OnceLock::new();
     }
@@ -212,7 +213,7 @@ impl AlertsView {
             };
             (0..self.active.len()).filter(|&i| of_job(&self.active[i])).collect()
         };
-        indices.into_iter().map(|i| &self.active[i])
+        indices.into_iter().map(|i| &*self.active[i])
     }
 }
 
@@ -254,7 +255,7 @@ type Entity = (Scope, String, String);
 pub struct Evaluator {
     rules: Vec<Rule>,
     /// Per scope, the `increase()`/`ago()` windows of its rules, derived once per rule set.
-    windows: HashMap<Scope, Vec<(String, f64)>>,
+    windows: HashMap<Scope, Vec<context::RingSpec>>,
     histories: HashMap<Entity, SeriesHistory>,
     alerts: Alerts,
 }
@@ -262,16 +263,25 @@ pub struct Evaluator {
 /// The alerts: active ones by identity, and the recently resolved.
 #[derive(Default)]
 struct Alerts {
-    active: BTreeMap<Identity, Alert>,
-    /// When each active alert's condition last held.
-    last_held: HashMap<Identity, Timestamp>,
+    active: BTreeMap<Identity, ActiveAlert>,
     history: VecDeque<Alert>,
+    /// The evaluation under way (counted from 1), to tell the alerts that held in it.
+    round: u64,
+}
+
+/// An active alert, and when its condition last held.
+struct ActiveAlert {
+    /// Shared with the readers' view and the delivery (cloned only when it changes while
+    /// they hold it): at 10,000 jobs each round copied ~20,000 alerts three times (issue 31).
+    alert: Arc<Alert>,
+    /// The evaluation in which its condition last held, and when.
+    held_in_round: u64,
+    last_held: Timestamp,
 }
 
 /// What one evaluation saw: the alerts whose condition held and what was evaluated.
 #[derive(Default)]
 struct Round {
-    held: HashSet<Identity>,
     evaluated: HashSet<Entity>,
 }
 
@@ -295,7 +305,12 @@ impl Evaluator {
 
     /// Pending and firing alerts.
     pub fn active(&self) -> impl Iterator<Item = &Alert> {
-        self.alerts.active.values()
+        self.alerts.active.values().map(|a| &*a.alert)
+    }
+
+    /// Pending and firing alerts, shared: cloning one copies a pointer.
+    pub fn active_shared(&self) -> impl Iterator<Item = &Arc<Alert>> {
+        self.alerts.active.values().map(|a| &a.alert)
     }
 
     /// Recently resolved alerts, oldest first.
@@ -314,6 +329,7 @@ impl Evaluator {
     /// [`Evaluator::evaluate`], the daemon-scope rules reading `facts`.
     pub fn evaluate_with(&mut self, state: &State, facts: &DaemonFacts, now: Timestamp) -> Vec<Alert> {
         let mut round = Round::default();
+        self.alerts.round += 1;
         if self.windows.contains_key(&Scope::Daemon) {
             let subject = Subject::Daemon(DaemonView { facts, now });
             let entity = (Scope::Daemon, String::new(), String::new());
@@ -384,7 +400,7 @@ impl Evaluator {
             if outcome.holds {
                 let none = Detail::default();
                 let detail = if detail.read_by(rule) { detail } else { &none };
-                self.alerts.hold(rule, (labels, detail, &texts), outcome.value, &ctx, now, &mut round.held);
+                self.alerts.hold(rule, (labels, detail, &texts), outcome.value, &ctx, now);
             }
         }
     }
@@ -396,14 +412,19 @@ impl Evaluator {
             .alerts
             .active
             .iter()
-            .filter(|(k, alert)| !round.held.contains(*k) && !self.keeps_firing(alert, now, &round.evaluated))
+            .filter(|(_, active)| {
+                active.held_in_round != self.alerts.round && !self.keeps_firing(active, now, &round.evaluated)
+            })
             .map(|(k, _)| k.clone())
             .collect();
         let mut resolved = Vec::new();
         for identity in ended {
-            self.alerts.last_held.remove(&identity);
-            if let Some(mut alert) =
-                self.alerts.active.remove(&identity).filter(|a| a.state == AlertState::Firing)
+            if let Some(mut alert) = self
+                .alerts
+                .active
+                .remove(&identity)
+                .map(|a| Arc::unwrap_or_clone(a.alert))
+                .filter(|a| a.state == AlertState::Firing)
             {
                 alert.state = AlertState::Resolved;
                 alert.resolved_at = Some(now);
@@ -419,7 +440,8 @@ impl Evaluator {
 
     /// Whether a firing alert whose condition no longer holds is within its rule's
     /// `keep_firing_for`, its subject still evaluated and its rule still there.
-    fn keeps_firing(&self, alert: &Alert, now: Timestamp, evaluated: &HashSet<Entity>) -> bool {
+    fn keeps_firing(&self, active: &ActiveAlert, now: Timestamp, evaluated: &HashSet<Entity>) -> bool {
+        let alert = &active.alert;
         if alert.state != AlertState::Firing {
             return false;
         }
@@ -432,7 +454,7 @@ impl Evaluator {
             Scope::Cluster | Scope::Daemon => String::new(),
             Scope::TaskManager => label("taskmanager"),
         };
-        let last = self.alerts.last_held.get(&identity(&alert.labels)).copied().unwrap_or(alert.active_since);
+        let last = if active.held_in_round > 0 { active.last_held } else { alert.active_since };
         keep > 0 && evaluated.contains(&(scope, label("cluster"), id)) && now.since(last) < keep
     }
 }
@@ -451,7 +473,6 @@ impl Alerts {
         value: Option<f64>,
         ctx: &EvalContext<'_>,
         now: Timestamp,
-        held: &mut HashSet<Identity>,
     ) {
         let mut labels = BTreeMap::new();
         labels.insert("alertname".to_string(), rule.spec.name.clone());
@@ -467,8 +488,6 @@ impl Alerts {
             labels.entry(k.clone()).or_insert_with(|| v.clone());
         }
         let identity = identity(&labels);
-        held.insert(identity.clone());
-        self.last_held.insert(identity.clone(), now);
         // The detail's and the subject's texts (the evidence beside its checkpoints) fill
         // placeholders without becoming labels (they change: an alert keeps its identity).
         let mut named = labels.clone();
@@ -480,22 +499,39 @@ impl Alerts {
             ("description".to_string(), render(&rule.spec.description, &named, value, ctx)),
             ("runbook_url".to_string(), rule.spec.runbook_url.clone()),
         ]);
-        let alert = self.active.entry(identity).or_insert_with(|| Alert {
-            labels: labels.clone(),
-            annotations: annotations.clone(),
-            state: AlertState::Pending,
-            active_since: now,
-            fired_at: None,
-            resolved_at: None,
-            value,
+        let for_ms = rule.spec.for_.as_millis() as u64;
+        let round = self.round;
+        let active = self.active.entry(identity).or_insert_with(|| ActiveAlert {
+            alert: Arc::new(Alert {
+                labels: BTreeMap::new(),
+                annotations: BTreeMap::new(),
+                state: AlertState::Pending,
+                active_since: now,
+                fired_at: None,
+                resolved_at: None,
+                value,
+            }),
+            held_in_round: round,
+            last_held: now,
         });
-        alert.labels = labels;
-        alert.annotations = annotations;
-        alert.value = value;
-        let held_for = now.since(alert.active_since);
-        if alert.state == AlertState::Pending && held_for >= rule.spec.for_.as_millis() as u64 {
-            alert.state = AlertState::Firing;
-            alert.fired_at = Some(now);
+        active.held_in_round = round;
+        active.last_held = now;
+        let fires =
+            active.alert.state == AlertState::Pending && now.since(active.alert.active_since) >= for_ms;
+        // Unchanged, it stays shared with the readers' copy: no clone.
+        let changed = fires
+            || active.alert.labels != labels
+            || active.alert.annotations != annotations
+            || active.alert.value.map(f64::to_bits) != value.map(f64::to_bits);
+        if changed {
+            let alert = Arc::make_mut(&mut active.alert);
+            alert.labels = labels;
+            alert.annotations = annotations;
+            alert.value = value;
+            if fires {
+                alert.state = AlertState::Firing;
+                alert.fired_at = Some(now);
+            }
         }
     }
 }
@@ -545,18 +581,14 @@ fn identity(labels: &BTreeMap<String, String>) -> Identity {
     labels.iter().filter(|(k, _)| *k != "job_name").map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
-/// Per scope that has rules, the `(series, window)` of their `increase()` and `ago()` calls.
-fn windows_of(rules: &[Rule]) -> HashMap<Scope, Vec<(String, f64)>> {
+/// Per scope that has rules, the series of their `increase()` and `ago()` calls and the windows
+/// over which they read each.
+fn windows_of(rules: &[Rule]) -> HashMap<Scope, Vec<context::RingSpec>> {
     let mut windows: HashMap<Scope, Vec<(String, f64)>> = HashMap::new();
     for rule in rules {
         windows.entry(rule.spec.scope).or_default().extend(rule.condition().windows());
     }
-    // One ring per pair, however many rules read it.
-    for pairs in windows.values_mut() {
-        pairs.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-        pairs.dedup();
-    }
-    windows
+    windows.into_iter().map(|(scope, pairs)| (scope, context::RingSpec::of_windows(&pairs))).collect()
 }
 
 /// The steps, in 1/20ths of the timeout, at which the age of a checkpoint in progress wakes
@@ -759,6 +791,23 @@ mod tests {
                 assert!(read <= then && then - read <= 145.0, "ago 1d {read}, a day ago {then}, at {at}");
             }
         }
+    }
+
+    #[test]
+    fn an_unchanged_alert_stays_shared_with_its_readers_and_a_change_copies_it() {
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let mut ev = Evaluator::new(vec![Rule::new(spec("checkpoints.completed >= 1", 0)).unwrap()]);
+        poll(&mut state, 0, 1, 0);
+        ev.evaluate(&state, Timestamp(0));
+        let read: Vec<Arc<Alert>> = ev.active_shared().cloned().collect();
+        ev.evaluate(&state, Timestamp(10_000));
+        assert!(Arc::ptr_eq(&read[0], ev.active_shared().next().unwrap()), "not copied while unchanged");
+        poll(&mut state, 20_000, 2, 0);
+        ev.evaluate(&state, Timestamp(20_000));
+        let now = ev.active_shared().next().unwrap();
+        assert!(!Arc::ptr_eq(&read[0], now));
+        assert_eq!((read[0].value, now.value), (Some(1.0), Some(2.0)), "the reader's copy is as it was");
+        assert_eq!(now.annotations["summary"], "orders failed 2 times");
     }
 
     #[test]
