@@ -341,7 +341,7 @@ async fn api_events(Extract(state): Extract<HttpState>, Query(q): Query<EventsQu
     json_no_cache(&view)
 }
 
-async fn metrics(Extract(state): Extract<HttpState>) -> Response {
+async fn metrics(Extract(state): Extract<HttpState>, headers: axum::http::HeaderMap) -> Response {
     let (tx, rx) = tokio::sync::oneshot::channel();
     if state.metrics.send(Scrape { app: state.app.clone(), body: tx }).is_err() {
         return (StatusCode::SERVICE_UNAVAILABLE, "the metrics renderer stopped\n").into_response();
@@ -350,25 +350,77 @@ async fn metrics(Extract(state): Extract<HttpState>) -> Response {
         return (StatusCode::SERVICE_UNAVAILABLE, "the metrics renderer did not answer in time\n")
             .into_response();
     };
-    // The body's chunks are shared with the other scrapes of the same render: a client that
-    // reads slowly, or never, holds only its own connection (closed by the listener's idle
-    // timeout), never the renderer.
-    let chunks = futures_util::stream::iter(
-        (0..body.len()).map(move |i| Ok::<_, std::convert::Infallible>(body[i].clone())),
-    );
-    ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], axum::body::Body::from_stream(chunks)).into_response()
+    // The body is shared with the other scrapes of the same render: a client that reads
+    // slowly, or never, holds only its own connection (closed by the listener's idle timeout),
+    // never the renderer. It is kept gzipped; a scraper that does not take gzip gets it
+    // inflated as it reads, 256 KiB at a time.
+    if accepts_gzip(&headers) {
+        let slices = (0..body.len().div_ceil(SEND_CHUNK)).map(move |i| {
+            Ok::<_, std::convert::Infallible>(
+                body.slice(i * SEND_CHUNK..body.len().min((i + 1) * SEND_CHUNK)),
+            )
+        });
+        let headers = [(header::CONTENT_TYPE, prometheus::TEXT_FORMAT), (header::CONTENT_ENCODING, "gzip")];
+        return (headers, axum::body::Body::from_stream(futures_util::stream::iter(slices))).into_response();
+    }
+    let inflater = flate2::read::GzDecoder::new(std::io::Cursor::new(HeldBody(body)));
+    let plain = futures_util::stream::unfold(Some(inflater), |inflater| async move {
+        let mut inflater = inflater?;
+        let mut chunk = vec![0u8; SEND_CHUNK];
+        let mut filled = 0;
+        // Fill the chunk (a read may return less), so that the client gets few, full ones.
+        while filled < chunk.len() {
+            match std::io::Read::read(&mut inflater, &mut chunk[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) => return Some((Err(e), None)),
+            }
+        }
+        chunk.truncate(filled);
+        (filled > 0).then(|| (Ok(axum::body::Bytes::from(chunk)), Some(inflater)))
+    });
+    ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], axum::body::Body::from_stream(plain)).into_response()
+}
+
+/// A rendered body read by one scrape: held (and so counted by the renderer) until it is done.
+struct HeldBody(Arc<axum::body::Bytes>);
+
+impl AsRef<[u8]> for HeldBody {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// How much of the body goes out per chunk.
+const SEND_CHUNK: usize = 256 << 10;
+
+/// Whether `Accept-Encoding` takes gzip (`gzip` or `*`, without `q=0`).
+fn accepts_gzip(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';').map(str::trim);
+            let name = parts.next().unwrap_or("");
+            let refused =
+                parts.any(|p| p.strip_prefix("q=").and_then(|q| q.parse::<f32>().ok()) == Some(0.0));
+            (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
+        })
 }
 
 /// A scrape for the metrics thread: whose state, and where the rendered body goes.
 struct Scrape {
     app: Arc<AppState>,
-    body: tokio::sync::oneshot::Sender<Arc<Vec<axum::body::Bytes>>>,
+    body: tokio::sync::oneshot::Sender<Arc<axum::body::Bytes>>,
 }
 
 /// At most this many rendered bodies are kept in memory at once: while clients that read
 /// slowly or not at all hold this many, a new scrape gets the newest of them instead of a new
 /// render (at most the listener's idle timeout old: those clients are then closed). Memory for
-/// `/metrics` stays within this many bodies (30 MB each for 1,000 jobs).
+/// `/metrics` stays within this many bodies, gzipped (1.4 MB each for 1,000 jobs, 14 MB for
+/// 10,000 with the large-estate settings).
 const MAX_BODIES_HELD: usize = 4;
 
 /// How long a scrape waits for the renderer before it answers 503.
@@ -376,8 +428,9 @@ const RENDER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Starts the thread that renders `/metrics`: one long-lived thread, off the async workers
 /// (health checks and the API keep answering), and always the same one, so the allocator
-/// reuses one arena's memory from scrape to scrape. It renders the whole body into memory and
-/// hands the same body (shared, not copied) to every scrape that arrived meanwhile: 1,000
+/// reuses one arena's memory from scrape to scrape. It renders the whole body into memory,
+/// gzipped part by part as it goes (the plain text of one part at a time), and hands the same
+/// body (shared, not copied) to every scrape that arrived meanwhile: 1,000
 /// concurrent scrapes cost one or two renders, and the renderer never waits for a client
 /// (before, one that did not read held it 10 s per chunk, and five such made a normal scrape
 /// wait 49.7 s).
@@ -386,7 +439,7 @@ fn metrics_thread() -> std::sync::mpsc::Sender<Scrape> {
     let spawned = std::thread::Builder::new().name("metrics".into()).spawn(move || {
         let mut renderer = export::TextRenderer::default();
         // Bodies still being sent (or held by clients that do not read).
-        let mut held: Vec<std::sync::Weak<Vec<axum::body::Bytes>>> = Vec::new();
+        let mut held: Vec<std::sync::Weak<axum::body::Bytes>> = Vec::new();
         while let Ok(first) = rx.recv() {
             let mut waiting = vec![first];
             while let Ok(more) = rx.try_recv() {
@@ -413,19 +466,29 @@ fn metrics_thread() -> std::sync::mpsc::Sender<Scrape> {
     tx
 }
 
-fn render_body(renderer: &mut export::TextRenderer, app: &AppState) -> Vec<axum::body::Bytes> {
+/// The whole exposition, gzipped: each part is compressed (outside the state lock) before the
+/// next is rendered, so the plain text held at once is one part's, a quarter of the jobs'
+/// families (at 10,000 jobs ~30 MB instead of the 125 MB body).
+fn render_body(renderer: &mut export::TextRenderer, app: &AppState) -> axum::body::Bytes {
+    use std::io::Write;
     let now = Timestamp::now();
     let daemon = app.daemon_stats();
-    let mut body = Vec::new();
+    // The fastest level: at 10,000 jobs 125 MB compress to 14 MB in about 0.4 s.
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     for part in export::PARTS {
         // Each part under one read lock: every family is consistent in itself.
         let chunks = {
             let s = app.state.read().unwrap_or_else(|e| e.into_inner());
             renderer.render(&s, &daemon, now, part)
         };
-        body.extend(chunks.into_iter().map(axum::body::Bytes::from));
+        for chunk in chunks {
+            // Writing into memory cannot fail.
+            gzip.write_all(&chunk).expect("gzip into a Vec");
+        }
     }
-    body
+    let mut body = gzip.finish().expect("gzip into a Vec");
+    body.shrink_to_fit();
+    axum::body::Bytes::from(body)
 }
 
 /// Pending, firing and recently resolved alerts of the daemon's own rules.
@@ -558,6 +621,18 @@ mod tests {
         assert!(body.contains("\"events\":[]"), "{body}");
         assert_eq!(get(&router, "/api/v1/alerts").await.0, StatusCode::OK);
         assert_eq!(get(&router, "/metrics").await.0, StatusCode::OK);
+    }
+
+    #[test]
+    fn gzip_is_taken_when_offered_and_not_refused() {
+        let with = |value: &str| {
+            let mut headers = axum::http::HeaderMap::new();
+            headers.insert(header::ACCEPT_ENCODING, value.parse().unwrap());
+            accepts_gzip(&headers)
+        };
+        assert!(with("gzip") && with("identity, GZIP") && with("br;q=1.0, gzip;q=0.5") && with("*"));
+        assert!(!with("identity") && !with("gzip;q=0") && !with("deflate, br") && !with("x-gzip"));
+        assert!(!accepts_gzip(&axum::http::HeaderMap::new()));
     }
 
     #[tokio::test]

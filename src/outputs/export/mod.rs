@@ -44,19 +44,27 @@ pub fn render(state: &State, daemon: &DaemonStats, now: Timestamp) -> Vec<Metric
 }
 
 /// A part of the exposition: each is rendered by its own walk over the state, so the server
-/// can send one part while it renders the next and never holds the whole body (for 1,000 jobs
-/// ~30 MB, two thirds of it the operators' summaries). Parts have disjoint families.
+/// can compress one part before it renders the next and never holds the whole plain body (for
+/// 10,000 jobs ~125 MB even without the operators' summaries). Parts have disjoint families.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Part {
-    /// Everything but the operators' summaries: jobs, clusters, logs, the daemon itself.
-    Jobs,
+    /// Everything but the operators' summaries (jobs, clusters, logs, the daemon itself), of
+    /// the families whose index in [`METRICS`] is this group modulo [`JOB_GROUPS`].
+    Jobs(usize),
     /// The operators' summaries of one phase.
     Operators(Phase),
 }
 
+/// Into how many walks the [`Part::Jobs`] families are split: each walk formats a quarter of
+/// them (the others are skipped before any formatting).
+pub const JOB_GROUPS: usize = 4;
+
 /// Every part, in the order the server sends them.
-pub const PARTS: [Part; 6] = [
-    Part::Jobs,
+pub const PARTS: [Part; 9] = [
+    Part::Jobs(0),
+    Part::Jobs(1),
+    Part::Jobs(2),
+    Part::Jobs(3),
     Part::Operators(Phase::EndToEnd),
     Part::Operators(Phase::Alignment),
     Part::Operators(Phase::Sync),
@@ -68,9 +76,27 @@ pub const PARTS: [Part; 6] = [
 fn render_into(state: &State, daemon: &DaemonStats, now: Timestamp, out: &mut impl Sink, part: Part) {
     out.show_quantiles(daemon.metrics.shown_quantiles());
     match part {
-        Part::Jobs => render_jobs(state, daemon, now, out),
+        Part::Jobs(group) => render_jobs(state, daemon, now, &mut OneGroup { sink: out, group }),
         Part::Operators(phase) if daemon.metrics.operators => job::render_operators(state, out, phase),
         Part::Operators(_) => {}
+    }
+}
+
+/// A sink that passes on the samples of one [`Part::Jobs`] group's families only.
+struct OneGroup<'a, S: Sink> {
+    sink: &'a mut S,
+    group: usize,
+}
+
+impl<S: Sink> Sink for OneGroup<'_, S> {
+    fn push(&mut self, family: usize, labels: &[(&str, &str)], value: Value) {
+        if family % JOB_GROUPS == self.group {
+            self.sink.push(family, labels, value);
+        }
+    }
+
+    fn show_quantiles(&mut self, shown: [bool; 3]) {
+        self.sink.show_quantiles(shown);
     }
 }
 
