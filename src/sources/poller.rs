@@ -311,7 +311,10 @@ impl Poller {
         let outcomes: Vec<(usize, Result<Option<JobSummary>, FetchError>)> = {
             let this = &*self;
             let polls = watched.iter().zip(slots.iter_mut()).enumerate().map(|(i, (job, slot))| async move {
-                let outcome = match this.poll_job(job, slot).await {
+                // Boxed: all of a round's futures are made up front (below), and unboxed each
+                // carried `poll_job`'s 3.5 KB state from the start (36 MB at 10,000 jobs, held
+                // all round); boxed it exists only while the job is polled.
+                let outcome = match Box::pin(this.poll_job(job, slot)).await {
                     Ok(Some(poll)) => {
                         let summary = JobSummary {
                             job_id: job.jid.clone(),
