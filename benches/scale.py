@@ -87,12 +87,16 @@ def main():
     ap.add_argument("--rest-delay", default="5ms")
     ap.add_argument("--poll-interval", default="10s")
     ap.add_argument("--large-estate", action="store_true",
-                    help="the large-estate [metrics] settings: operators = false, quantiles = [0.5, 0.95]")
+                    help="the large-estate settings: [metrics] operators = false, quantiles = [0.5, 0.95]; "
+                         "[state] recent_checkpoints = 8")
     ap.add_argument("--max-concurrent-requests", type=int, default=0, help="[[clusters]] setting; 0: the default")
     ap.add_argument("--store", action="store_true", help="keep the checkpoint store on ([store] enabled)")
     ap.add_argument("--store-max-records", type=int, default=250000)
     ap.add_argument("--max-jobs", type=int, default=0, help="[[clusters]] max_jobs; 0: the default")
     ap.add_argument("--stats-window", default="", help="[stats] window (e.g. 2m for a compressed day); empty: the default")
+    ap.add_argument("--recent-checkpoints", type=int, default=0,
+                    help="[state] recent_checkpoints; 0: the default (32), or 8 with --large-estate")
+    ap.add_argument("--persist-interval", default="", help="[state] persist_interval; empty: the default")
     ap.add_argument("--heaptrack", action="store_true", help="run the daemon under heaptrack")
     ap.add_argument("--bin", default=os.environ.get("SENTINEL_BIN", os.path.join(ROOT, "target/release/checkpoint-sentinel")))
     ap.add_argument("--sim-bin", default=None, help="the simulator's binary (default: --bin)")
@@ -111,6 +115,8 @@ def main():
     config = [
         "[server]", f'listen = "127.0.0.1:{daemon_port}"',
         "[state]", f'dir = "{a.work}/state"',
+        *([f'persist_interval = "{a.persist_interval}"'] if a.persist_interval else []),
+        *([f"recent_checkpoints = {a.recent_checkpoints or 8}"] if a.recent_checkpoints or a.large_estate else []),
         "[store]", f"enabled = {'true' if a.store else 'false'}", f"max_records = {a.store_max_records}",
     ]
     if a.stats_window:
@@ -217,7 +223,8 @@ def main():
     durations = [v for k, v in sorted(rounds.items())][1:]  # the first round meets every job anew
     result = {
         "jobs": a.jobs, "minutes": round(elapsed / 60, 1), "interval_scale": a.interval_scale,
-        "rest_delay": a.rest_delay, "poll_interval": a.poll_interval, "metrics": "large-estate" if a.large_estate else "default",
+        "rest_delay": a.rest_delay, "poll_interval": a.poll_interval, "metrics": "large-estate" if a.large_estate else "default", "recent_checkpoints": a.recent_checkpoints or (8 if a.large_estate else 32),
+        "persist_interval": a.persist_interval or "5s",
         "max_concurrent_requests": a.max_concurrent_requests or 8,
         "store": a.store, "stats_window": a.stats_window or "1h", "daemon_cpu_pct": round(100 * (c1 - c0) / elapsed, 1),
         "simulator_cpu_pct": round(100 * (sim_c1 - sim_c0) / elapsed, 1),

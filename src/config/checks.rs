@@ -5,6 +5,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+/// The most recent checkpoints a job may keep (`[state] recent_checkpoints`).
+const MAX_RECENT_CHECKPOINTS: usize = 1024;
+
 use super::{BasicAuth, CLUSTER_PLACEHOLDER, Config, DiscoveryConfig, MAX_CLUSTERS_LIMIT, Secret};
 
 impl Config {
@@ -206,6 +209,12 @@ impl Config {
         if self.state.persist_interval.is_zero() {
             problems.push("state.persist_interval: expected a positive duration".to_string());
         }
+        if !(1..=MAX_RECENT_CHECKPOINTS).contains(&self.state.recent_checkpoints) {
+            problems.push(format!(
+                "state.recent_checkpoints: expected 1 to {MAX_RECENT_CHECKPOINTS}, got {}",
+                self.state.recent_checkpoints
+            ));
+        }
     }
 
     /// `[metrics]`: each quantile one of the summaries' and given once.
@@ -396,6 +405,19 @@ mod tests {
         let err = load("[metrics]\nquantiles=[0.9, 0.95, 0.95]\n").unwrap_err().to_string();
         assert!(err.contains("metrics.quantiles[0]: 0.9: expected one of 0.5, 0.95, 0.99"), "{err}");
         assert!(err.contains("metrics.quantiles[2]: 0.95: given twice"), "{err}");
+    }
+
+    #[test]
+    fn recent_checkpoints_are_bounded() {
+        assert_eq!(load("[state]\nrecent_checkpoints = 8\n").unwrap().state.recent_checkpoints, 8);
+        assert_eq!(load("").unwrap().state.recent_checkpoints, 32);
+        for bad in ["0", "1025"] {
+            let err = load(&format!("[state]\nrecent_checkpoints = {bad}\n")).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("state.recent_checkpoints: expected 1 to 1024, got {bad}")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

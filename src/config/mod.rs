@@ -257,6 +257,8 @@ pub struct StateConfig {
     /// How often the state is written to disk (it is also written on shutdown).
     #[serde(with = "humantime_serde")]
     pub persist_interval: Duration,
+    /// How many recent checkpoints each job keeps (the API, the status page, diagnose).
+    pub recent_checkpoints: usize,
 }
 
 impl Default for StateConfig {
@@ -264,6 +266,7 @@ impl Default for StateConfig {
         StateConfig {
             dir: PathBuf::from("/var/lib/checkpoint-sentinel"),
             persist_interval: Duration::from_secs(5),
+            recent_checkpoints: crate::state::RECENT_CHECKPOINTS,
         }
     }
 }

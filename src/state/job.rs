@@ -26,7 +26,8 @@ use crate::time::Timestamp;
 /// takes them as one: see [`JobState::apply_poll`] and docs/reliability.md, "Counters".
 pub const EPOCH_CONFIRM_POLLS: u32 = 3;
 
-/// How many recent checkpoints per job are kept for the API and status page.
+/// How many recent checkpoints per job are kept for the API and status page, by default
+/// (`[state] recent_checkpoints`, `State::keep_recent_checkpoints`).
 pub const RECENT_CHECKPOINTS: usize = 32;
 
 /// A run of polls that may be a new counting epoch (see [`EPOCH_CONFIRM_POLLS`]).
@@ -118,6 +119,8 @@ pub struct JobState {
     pub operators: BTreeMap<String, OperatorState>,
     /// Whether `operators` is kept (`State::keep_operator_histograms`).
     pub keep_operators: bool,
+    /// How many checkpoints `recent` keeps (`State::keep_recent_checkpoints`).
+    pub recent_kept: usize,
     /// The reference model run beside the job (rebuilt from observations, not persisted).
     pub shadow: Shadow,
     /// |observed − expected| trigger time of each compared checkpoint, ms.
@@ -238,6 +241,7 @@ impl JobState {
             },
             operators: BTreeMap::new(),
             keep_operators: true,
+            recent_kept: RECENT_CHECKPOINTS,
             shadow: Shadow::new(),
             trigger_deviation: WindowedHistogram::new(window),
             subtask_locations: BTreeMap::new(),
@@ -874,7 +878,7 @@ impl JobState {
         let position =
             self.recent.iter().position(|r| order(r) > order(&record)).unwrap_or(self.recent.len());
         self.recent.insert(position, record);
-        while self.recent.len() > RECENT_CHECKPOINTS {
+        while self.recent.len() > self.recent_kept.max(1) {
             self.recent.pop_front();
         }
 
@@ -1302,6 +1306,19 @@ pub(super) mod tests {
             seen.contains(top) && seen.contains(top - 2) && seen.floor > lowest,
             "the floor did not wrap to 0"
         );
+    }
+
+    #[test]
+    fn a_job_keeps_the_recent_checkpoints_it_is_told_and_fewer_drops_the_oldest() {
+        let mut state = State::new(WINDOW);
+        state.keep_recent_checkpoints(4);
+        let finished: Vec<_> = (1..=10).map(|id| completed_at(id, id as i64 * 1_000)).collect();
+        state.apply(&poll(10, 0, finished), Timestamp(0));
+        let ids = |s: &State| job(s).recent.iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(ids(&state), vec![7, 8, 9, 10]);
+        state.keep_recent_checkpoints(2);
+        assert_eq!(ids(&state), vec![9, 10]);
+        assert_eq!(job(&state).totals().completed, 10, "fewer kept, none uncounted");
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub struct State {
     /// Whether jobs keep per-operator phase histograms (`[metrics] operators`): five per
     /// operator chain, most of a job's memory when nothing exports them.
     operator_histograms: bool,
+    /// How many recent checkpoints each job keeps (`[state] recent_checkpoints`).
+    recent_checkpoints: usize,
 }
 
 impl State {
@@ -58,6 +60,20 @@ impl State {
             model_due: BTreeSet::new(),
             outbox: outbox::Outbox::default(),
             operator_histograms: true,
+            recent_checkpoints: job::RECENT_CHECKPOINTS,
+        }
+    }
+
+    /// How many recent checkpoints each job keeps from now on (`[state] recent_checkpoints`);
+    /// jobs that keep more drop their oldest.
+    pub fn keep_recent_checkpoints(&mut self, kept: usize) {
+        self.recent_checkpoints = kept.max(1);
+        for job in self.clusters.values_mut().flat_map(|c| c.jobs.values_mut()) {
+            job.recent_kept = self.recent_checkpoints;
+            if job.recent.len() > job.recent_kept {
+                job.recent.drain(..job.recent.len() - job.recent_kept);
+                job.recent.shrink_to_fit();
+            }
         }
     }
 
@@ -129,6 +145,7 @@ impl State {
                 let window = self.window;
                 let defer = self.defer_model;
                 let operator_histograms = self.operator_histograms;
+                let recent_kept = self.recent_checkpoints;
                 let cluster = self.cluster_mut(&poll.key.cluster);
                 let job = cluster.jobs.entry(poll.key.job_id.clone()).or_insert_with(|| {
                     let mut job = JobState::new(window, poll.job_name.clone(), poll.job_state.clone(), now);
@@ -139,6 +156,7 @@ impl State {
                 });
                 job.listed = true;
                 job.keep_operators = operator_histograms;
+                job.recent_kept = recent_kept;
                 job.shadow.trigger.set_flink_version(cluster.flink_version.as_deref());
                 // Lines about this job read before it was first polled (say, its first checkpoint
                 // completing): without them a stale "in progress" of the poll would look live.
