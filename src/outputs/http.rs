@@ -494,12 +494,9 @@ fn render_body(renderer: &mut export::TextRenderer, app: &AppState) -> axum::bod
 /// Pending, firing and recently resolved alerts of the daemon's own rules.
 async fn alerts(Extract(state): Extract<HttpState>) -> Response {
     let view = state.app.alerts.read().unwrap_or_else(|e| e.into_inner()).clone();
-    let shown =
-        |alerts: &mut dyn Iterator<Item = &crate::rules::Alert>| -> Vec<crate::outputs::api::AlertView> {
-            alerts.map(crate::outputs::api::AlertView::from).collect()
-        };
-    let active = shown(&mut view.active.iter().map(|a| &**a));
-    let resolved = shown(&mut view.resolved.iter());
+    use crate::outputs::api::AlertView;
+    let active: Vec<AlertView> = view.active.iter().map(|a| AlertView::from(&**a)).collect();
+    let resolved: Vec<AlertView> = view.resolved.iter().map(AlertView::from).collect();
     axum::Json(serde_json::json!({ "active": active, "resolved": resolved })).into_response()
 }
 

@@ -454,8 +454,7 @@ impl Evaluator {
             Scope::Cluster | Scope::Daemon => String::new(),
             Scope::TaskManager => label("taskmanager"),
         };
-        let last = if active.held_in_round > 0 { active.last_held } else { alert.active_since };
-        keep > 0 && evaluated.contains(&(scope, label("cluster"), id)) && now.since(last) < keep
+        keep > 0 && evaluated.contains(&(scope, label("cluster"), id)) && now.since(active.last_held) < keep
     }
 }
 
@@ -723,23 +722,33 @@ mod tests {
         }
     }
 
-    fn poll(state: &mut State, at: i64, completed: u64, failed: u64) {
-        let finished = (1..=completed)
-            .map(|id| FinishedCheckpoint::completed(id, Timestamp(0), 45).acknowledged(1, 1))
-            .collect();
-        let obs = Observation::JobPolled(JobPoll {
+    /// A poll of job `j` ("orders") at `at` with Flink's counts and the finished checkpoints.
+    fn job_poll(
+        at: i64,
+        (completed, failed): (u64, u64),
+        settings: Option<CheckpointSettings>,
+        finished: Vec<FinishedCheckpoint>,
+    ) -> Observation {
+        Observation::JobPolled(JobPoll {
             key: JobKey { cluster: "c".into(), job_id: "j".into() },
             job_name: "orders".into(),
             job_state: "RUNNING".into(),
             polled_at: Timestamp(at),
             counts: CheckpointCounts { completed, failed, in_progress: 0, restored: 0 },
-            settings: Some(CheckpointSettings { timeout_ms: Some(60_000), ..Default::default() }),
+            settings,
             in_progress: Vec::new(),
             finished,
             latest_restore: None,
             deferred: Default::default(),
-        });
-        state.apply(&obs, Timestamp(at));
+        })
+    }
+
+    fn poll(state: &mut State, at: i64, completed: u64, failed: u64) {
+        let finished = (1..=completed)
+            .map(|id| FinishedCheckpoint::completed(id, Timestamp(0), 45).acknowledged(1, 1))
+            .collect();
+        let settings = Some(CheckpointSettings { timeout_ms: Some(60_000), ..Default::default() });
+        state.apply(&job_poll(at, (completed, failed), settings, finished), Timestamp(at));
     }
 
     #[test]
@@ -758,21 +767,9 @@ mod tests {
         for round in 0..=(day_ms + 3_600_000) / 10_000 {
             let at = round * 10_000;
             let (completed, failed) = (round as u64 + 1, round as u64 / 6);
-            let obs = Observation::JobPolled(JobPoll {
-                key: JobKey { cluster: "c".into(), job_id: "j".into() },
-                job_name: "orders".into(),
-                job_state: "RUNNING".into(),
-                polled_at: Timestamp(at),
-                counts: CheckpointCounts { completed, failed, in_progress: 0, restored: 0 },
-                settings: None,
-                in_progress: Vec::new(),
-                finished: vec![
-                    FinishedCheckpoint::completed(completed, Timestamp(at), 45).acknowledged(1, 1),
-                ],
-                latest_restore: None,
-                deferred: Default::default(),
-            });
-            state.apply(&obs, Timestamp(at));
+            let finished =
+                vec![FinishedCheckpoint::completed(completed, Timestamp(at), 45).acknowledged(1, 1)];
+            state.apply(&job_poll(at, (completed, failed), None, finished), Timestamp(at));
             ev.evaluate(&state, Timestamp(at));
             let held: usize = ev.histories.values().map(SeriesHistory::samples_held).sum();
             assert!(held <= 2 * (context::SAMPLES_PER_WINDOW as usize + 3), "{held} samples at {at}");
