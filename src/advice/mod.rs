@@ -237,6 +237,34 @@ mod tests {
         assert_eq!(need.evidence["need_bytes"], Value::Int(9 << 30));
     }
 
+    /// Interval 3 s, every third checkpoint 6 s (the expired scenario with its timeout raised):
+    /// the slow one holds the next trigger, the queued one follows at once. The gaps are uneven
+    /// and their median moves between clusters; the spacing is their mean, which agrees with
+    /// the triggers per hour, and a restart's long gap is no part of it.
+    #[test]
+    fn spacing_is_the_mean_gap_and_agrees_with_the_rate() {
+        let mut samples = completed(30, 3_000, 500);
+        for (i, s) in samples.iter_mut().enumerate() {
+            if i % 3 == 0 {
+                s.duration_ms = Some(6_000);
+            }
+        }
+        let mut c = config(3_000, 0, 3);
+        c.settings.timeout_ms = Some(10_000);
+        let a = advise(&c, &samples);
+        let now = a.predicted.as_ref().unwrap();
+        let per_hour_spacing = 3_600_000.0 / now.checkpoints_per_hour;
+        assert!(
+            (now.spacing_ms as f64 - per_hour_spacing).abs() < 0.05 * per_hour_spacing,
+            "spacing {} ms against {per_hour_spacing:.0} ms from {} per hour",
+            now.spacing_ms,
+            now.checkpoints_per_hour
+        );
+        assert_eq!(observed::spacing(&[6_000, 100, 2_900, 3_000]), Some(3_000));
+        assert_eq!(observed::spacing(&[3_000, 3_000, 3_000, 600_000, 3_000]), Some(3_000));
+        assert_eq!(observed::spacing(&[]), None);
+    }
+
     #[test]
     fn predictions_are_deterministic() {
         let samples = completed(20, 10_000, 2_000);

@@ -8,11 +8,11 @@ use crate::model::coordinator::Binding;
 use crate::model::coordinator::{
     Coordinator, CoordinatorConfig, End, Event, Outcome, Schedule, UNLIMITED_TOLERABLE,
 };
-use crate::model::replay::{dominant_binding, median};
+use crate::model::replay::dominant_binding;
 use crate::observe::{CheckpointStatus, FailureReason};
 use crate::time::Timestamp;
 
-use super::observed::Sample;
+use super::observed::{Sample, spacing};
 
 /// The seed of every prediction's initial delay.
 pub const SEED: u64 = 29;
@@ -33,7 +33,8 @@ pub struct Knobs {
 /// What the model predicts under one set of settings.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Prediction {
-    /// Median gap between triggers, ms.
+    /// Mean gap between triggers, ms (`observed::spacing`: it agrees with the checkpoints per
+    /// hour).
     pub spacing_ms: u64,
     /// What set most trigger times: `interval`, `min_pause`, `max_concurrent`, `timeout`.
     pub binding: &'static str,
@@ -144,7 +145,7 @@ pub fn predict(
     let bindings: Vec<Binding> = ended.iter().map(|c| c.binding).collect();
     let unaligned_alignment = alignment_ms.map(|a| a.min(knobs.aligned_timeout_ms));
     Some(Prediction {
-        spacing_ms: median(gaps),
+        spacing_ms: spacing(&gaps).unwrap_or(0),
         binding: dominant_binding(&bindings).as_str(),
         checkpoints_per_hour: tenth(completions.len() as f64 / hours),
         expiries_per_hour: tenth(expiries as f64 / hours),

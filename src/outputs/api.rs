@@ -959,16 +959,16 @@ fn checkpoint_view(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Chec
 /// `GET /api/v1/jobs/{cluster}/{job_id}/advice`: the advisor's findings (`docs/advice.md`),
 /// the same object as one job of `advise --format json`.
 #[derive(Clone, Debug, Serialize)]
-pub struct AdviceView {
+pub struct AdviceView<'a> {
     /// The cluster.
-    pub cluster: String,
+    pub cluster: &'a str,
     /// The job id.
-    pub job_id: String,
+    pub job_id: &'a str,
     /// The job name.
-    pub job_name: String,
+    pub job_name: &'a str,
     /// Configuration, observed figures, thin-evidence note, prediction and findings.
     #[serde(flatten)]
-    pub advice: crate::advice::Advice,
+    pub advice: &'a crate::advice::Advice,
 }
 
 /// `GET /api/v1/jobs/{cluster}/{job_id}/checkpoints`: records of the checkpoint store.

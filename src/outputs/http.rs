@@ -22,12 +22,14 @@ pub struct HttpState {
     pub app: Arc<AppState>,
     /// The thread that renders `/metrics`.
     metrics: std::sync::mpsc::Sender<Scrape>,
+    /// The advice of recently asked-for jobs.
+    advice: Arc<super::advice_cache::AdviceCache>,
 }
 
 impl HttpState {
     /// Handlers over the daemon's shared state.
     pub fn new(app: Arc<AppState>) -> Self {
-        HttpState { app, metrics: metrics_thread() }
+        HttpState { app, metrics: metrics_thread(), advice: Arc::default() }
     }
 }
 
@@ -287,8 +289,9 @@ async fn api_checkpoints(
 const ADVICE_HISTORY: usize = 1000;
 
 /// The advisor's view of one job (`docs/advice.md`): its configuration and recent checkpoints
-/// are copied under a short read lock, its store records read on a blocking thread, and the
-/// findings with their model runs computed there too, off the state lock.
+/// are copied under a short read lock; when they are what the cached advice was worked out
+/// from, that is served. Otherwise its store records are read and the findings with their model
+/// runs computed on a blocking thread, off the state lock, one job at a time.
 async fn api_advice(
     Extract(state): Extract<HttpState>,
     Path((cluster, job_id)): Path<(String, String)>,
@@ -308,8 +311,27 @@ async fn api_advice(
     let Some(configuration) = configuration else {
         return json_error(StatusCode::NOT_FOUND, format!("job {job_id} has not been polled yet"));
     };
+    let view = |advice: Arc<crate::advice::Advice>| {
+        json_no_cache(&api::AdviceView {
+            cluster: &cluster,
+            job_id: &job_id,
+            job_name: &name,
+            advice: &advice,
+        })
+    };
+    if let Some(advice) = state.advice.get(&cluster, &job_id, &configuration, &recent) {
+        return view(advice);
+    }
+    let Ok(_permit) = state.advice.computing.acquire().await else {
+        return json_error(StatusCode::SERVICE_UNAVAILABLE, "the daemon is stopping".to_string());
+    };
+    // Another request may have worked it out while this one waited.
+    if let Some(advice) = state.advice.get(&cluster, &job_id, &configuration, &recent) {
+        return view(advice);
+    }
     let store = state.app.store.get().cloned();
     let (c, j) = (cluster.clone(), job_id.clone());
+    let (configuration_kept, recent_kept) = (configuration.clone(), recent.clone());
     let advice = tokio::task::spawn_blocking(move || {
         // From the store when it has the job's history, else the recent checkpoints in memory.
         let query = crate::state::store::Query { since: None, until: None, limit: ADVICE_HISTORY };
@@ -318,11 +340,14 @@ async fn api_advice(
             .map(|(records, _)| records.iter().filter_map(crate::advice::Sample::from_stored).collect())
             .unwrap_or_default();
         let samples = if stored.len() >= recent.len() { stored } else { recent };
-        crate::advice::advise(&configuration, &samples)
+        Arc::new(crate::advice::advise(&configuration, &samples))
     })
     .await;
     match advice {
-        Ok(advice) => json_no_cache(&api::AdviceView { cluster, job_id, job_name: name, advice }),
+        Ok(advice) => {
+            state.advice.put(&cluster, &job_id, configuration_kept, recent_kept, advice.clone());
+            view(advice)
+        }
         Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }

@@ -8,8 +8,10 @@
 //! - [`access`] — optional authentication of the HTTP endpoints.
 //! - [`tls`] — HTTPS for the daemon's own listener.
 //! - [`alerting`] — the Alertmanager client.
+//! - [`advice_cache`] — the advice endpoint's cache and its one-at-a-time computation.
 
 pub mod access;
+pub mod advice_cache;
 pub mod alerting;
 pub mod answer;
 pub mod api;

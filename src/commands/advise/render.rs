@@ -9,12 +9,7 @@ use crate::time::human_ms;
 
 /// One job's advice as the contract's JSON object (what the API serves for the job).
 pub fn job_json(cluster: &str, job_id: &str, name: &str, advice: &Advice) -> serde_json::Value {
-    let view = crate::outputs::api::AdviceView {
-        cluster: cluster.to_string(),
-        job_id: job_id.to_string(),
-        job_name: name.to_string(),
-        advice: advice.clone(),
-    };
+    let view = crate::outputs::api::AdviceView { cluster, job_id, job_name: name, advice };
     serde_json::to_value(&view).unwrap_or_default()
 }
 
