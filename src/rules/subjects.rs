@@ -110,19 +110,21 @@ pub struct TaskManagerFigures {
 /// evaluated for), by id, with their figures. A subtask is placed where the job's last load
 /// fetch saw it, as the API places a checkpoint's slowest subtask when no log line says more.
 pub fn taskmanagers(cluster: &ClusterState) -> BTreeMap<String, TaskManagerFigures> {
-    let mut figures: BTreeMap<String, TaskManagerFigures> = BTreeMap::new();
+    // Keyed by the state's own strings while counting: one allocation per TaskManager, not one
+    // per subtask and checkpoint (this runs at every evaluation, over every job).
+    let mut figures: BTreeMap<&str, TaskManagerFigures> = BTreeMap::new();
     for (_, job) in evaluated_jobs(cluster) {
         let mut on_job = BTreeSet::new();
         for tm in job.subtask_locations.values().flatten().flatten() {
-            figures.entry(tm.clone()).or_default().subtasks += 1;
+            figures.entry(tm.as_str()).or_default().subtasks += 1;
             on_job.insert(tm.as_str());
         }
         for tm in on_job {
-            figures.entry(tm.to_string()).or_default().jobs += 1;
+            figures.entry(tm).or_default().jobs += 1;
         }
         let mut count = |operator: &str, subtask: u32, field: fn(&mut TaskManagerFigures) -> &mut u64| {
             if let Some(tm) = job.subtask_location(operator, subtask) {
-                *field(figures.entry(tm.to_string()).or_default()) += 1;
+                *field(figures.entry(tm).or_default()) += 1;
             }
         };
         for record in &job.recent {
@@ -139,11 +141,14 @@ pub fn taskmanagers(cluster: &ClusterState) -> BTreeMap<String, TaskManagerFigur
             count(&last.operator, last.subtask, |f| &mut f.last_to_restore);
         }
     }
-    for (location, f) in &mut figures {
-        let id = crate::state::evidence::taskmanager_id(location);
-        f.gc_time_ratio = cluster.evidence.gc_share(id, Timestamp(i64::MAX)).map(|g| g.ratio);
-    }
     figures
+        .into_iter()
+        .map(|(location, mut f)| {
+            let id = crate::state::evidence::taskmanager_id(location);
+            f.gc_time_ratio = cluster.evidence.gc_share(id, Timestamp(i64::MAX)).map(|g| g.ratio);
+            (location.to_string(), f)
+        })
+        .collect()
 }
 
 /// The jobs job rules are evaluated for: listed, and not ended (a job that finished, was

@@ -49,22 +49,112 @@ pub enum Request {
 /// What a round wants, culprits first: their subtasks and TaskManagers, then every operator and
 /// TaskManager of the watched jobs. Read under the state's read lock: no I/O here.
 #[derive(Debug, Default, PartialEq)]
-pub struct Wanted {
+pub struct Wanted<R> {
     /// Asked for every round.
     pub first: Vec<Request>,
     /// Asked for in turn, as the budget leaves room.
-    pub rest: Vec<Request>,
+    pub rest: R,
 }
 
-/// What a round of `cluster` wants; `known_*` say which names were listed already.
-pub fn wanted(
-    cluster: &ClusterState,
-    known_collectors: &HashSet<String>,
-    known_vertices: &HashSet<(String, String)>,
-) -> Wanted {
+/// The requests asked for in turn, indexed without being built: a round makes only the few it
+/// takes (at 1,000 jobs a round wants about 5,500 and the budget takes 8).
+pub trait TakenInTurn {
+    /// How many there are.
+    fn len(&self) -> usize;
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The `take` requests from position `start` on, wrapping at the end.
+    fn take_from(&self, start: usize, take: usize) -> Vec<Request>;
+}
+
+impl TakenInTurn for Vec<Request> {
+    fn len(&self) -> usize {
+        <[Request]>::len(self)
+    }
+    fn take_from(&self, start: usize, take: usize) -> Vec<Request> {
+        (0..take).map(|k| self[(start + k) % self.len()].clone()).collect()
+    }
+}
+
+/// Metric names listed once per (job, vertex): its RocksDB metrics.
+pub type NamesByVertex = HashMap<String, HashMap<String, Vec<String>>>;
+
+/// The operators of the watched jobs (each vertex's metric names first while unknown), then
+/// the TaskManagers that are not asked for every round, borrowed from the state.
+pub struct InTurn<'a> {
+    jobs: Vec<(&'a str, &'a crate::state::JobState)>,
+    /// Where each job's requests end in the list.
+    ends: Vec<usize>,
+    known_vertices: &'a NamesByVertex,
+    taskmanagers: Vec<Request>,
+}
+
+impl<'a> InTurn<'a> {
+    /// One job's requests in order, as (vertex id, operator name, names request or not).
+    fn of_job(&self, job: usize) -> impl Iterator<Item = (&'a str, &'a str, bool)> + 'a {
+        let (job_id, state) = self.jobs[job];
+        let known = self.known_vertices.get(job_id);
+        state.operators.iter().flat_map(move |(vertex_id, op)| {
+            let unknown = !known.is_some_and(|k| k.contains_key(vertex_id));
+            let names = unknown.then_some((vertex_id.as_str(), op.name.as_str(), true));
+            names.into_iter().chain(std::iter::once((vertex_id.as_str(), op.name.as_str(), false)))
+        })
+    }
+}
+
+impl TakenInTurn for InTurn<'_> {
+    fn len(&self) -> usize {
+        self.ends.last().copied().unwrap_or(0) + self.taskmanagers.len()
+    }
+
+    fn take_from(&self, start: usize, take: usize) -> Vec<Request> {
+        let n = self.len();
+        let in_jobs = self.ends.last().copied().unwrap_or(0);
+        let mut out = Vec::with_capacity(take.min(n));
+        let mut pos = start % n.max(1);
+        while out.len() < take.min(n) {
+            if pos >= in_jobs {
+                out.push(self.taskmanagers[pos - in_jobs].clone());
+                pos = (pos + 1) % n;
+                continue;
+            }
+            let job = self.ends.partition_point(|&end| end <= pos);
+            let begin = if job == 0 { 0 } else { self.ends[job - 1] };
+            let job_id = self.jobs[job].0;
+            for (vertex_id, operator, names) in self.of_job(job).skip(pos - begin) {
+                if out.len() == take.min(n) {
+                    break;
+                }
+                out.push(match names {
+                    true => Request::OperatorNames { job_id: job_id.into(), vertex_id: vertex_id.into() },
+                    false => Request::Operator {
+                        job_id: job_id.into(),
+                        vertex_id: vertex_id.into(),
+                        operator: operator.into(),
+                    },
+                });
+                pos += 1;
+            }
+            pos %= n;
+        }
+        out
+    }
+}
+
+/// What a round of `cluster` wants; `known_collectors` and `known_vertices` are the names
+/// listed already (per TaskManager, per job and vertex).
+pub fn wanted<'a>(
+    cluster: &'a ClusterState,
+    known_collectors: &HashMap<String, Vec<String>>,
+    known_vertices: &'a NamesByVertex,
+) -> Wanted<InTurn<'a>> {
     let mut culprits = Vec::new();
-    let mut operators = Vec::new();
-    let mut taskmanagers = Vec::new();
+    let mut jobs = Vec::new();
+    let mut ends = Vec::new();
+    let mut listed = 0usize;
+    let mut taskmanagers = std::collections::BTreeSet::new();
     for (job_id, job) in cluster.jobs.iter().filter(|(_, j)| j.listed && !j.job_state.has_ended()) {
         let vertex_of =
             |name: &str| job.operators.iter().find(|(_, o)| o.name == name).map(|(id, _)| id.clone());
@@ -97,24 +187,18 @@ pub fn wanted(
                 ));
             }
         }
-        for (vertex_id, op) in &job.operators {
-            if !known_vertices.contains(&(job_id.clone(), vertex_id.clone())) {
-                operators
-                    .push(Request::OperatorNames { job_id: job_id.clone(), vertex_id: vertex_id.clone() });
-            }
-            operators.push(Request::Operator {
-                job_id: job_id.clone(),
-                vertex_id: vertex_id.clone(),
-                operator: op.name.clone(),
-            });
-        }
+        let known = known_vertices.get(job_id.as_str());
+        let names = job.operators.keys().filter(|v| !known.is_some_and(|k| k.contains_key(*v))).count();
+        listed += job.operators.len() + names;
+        jobs.push((job_id.as_str(), job));
+        ends.push(listed);
         for location in job.subtask_locations.values().flatten().flatten() {
-            taskmanagers.push(taskmanager_id(location).to_string());
+            taskmanagers.insert(taskmanager_id(location));
         }
     }
     culprits.sort();
     culprits.truncate(MAX_CULPRITS);
-    let tm_request = |id: &str| match known_collectors.contains(id) {
+    let tm_request = |id: &str| match known_collectors.contains_key(id) {
         true => Request::TaskManager { id: id.to_string() },
         false => Request::TaskManagerNames { id: id.to_string() },
     };
@@ -128,35 +212,33 @@ pub fn wanted(
             first.push(tm_request(&tm));
         }
     }
-    let mut rest = operators;
-    taskmanagers.sort();
-    taskmanagers.dedup();
-    let others = taskmanagers.iter().filter(|tm| !seen_tms.contains(*tm)).map(|tm| tm_request(tm));
+    let others = taskmanagers.iter().filter(|tm| !seen_tms.contains(**tm)).map(|tm| tm_request(tm));
     // A few TaskManagers are asked for every round (the GC share of the last minute needs a
     // sample at least every minute); many take their turn with the operators.
+    let mut in_turn = Vec::new();
     if taskmanagers.len() <= FEW_TASKMANAGERS {
         first.extend(others);
     } else {
-        rest.extend(others);
+        in_turn.extend(others);
     }
-    Wanted { first, rest }
+    Wanted { first, rest: InTurn { jobs, ends, known_vertices, taskmanagers: in_turn } }
 }
 
 /// The requests a round makes within `budget`, the rest taken in turn from `cursor` on:
 /// (requests, how many were left out, the next cursor).
-pub fn choose(wanted: Wanted, budget: usize, cursor: usize) -> (Vec<Request>, u32, usize) {
+pub fn choose<R: TakenInTurn>(wanted: Wanted<R>, budget: usize, cursor: usize) -> (Vec<Request>, u32, usize) {
     let total = wanted.first.len() + wanted.rest.len();
     // Culprits first, but a quarter of the budget stays for the rest when there is any, so that
     // many failing jobs do not starve the operators and TaskManagers.
     let for_first = if wanted.rest.is_empty() { budget } else { budget - budget / 4 };
     let mut chosen: Vec<Request> = wanted.first.into_iter().take(for_first.max(1)).collect();
-    let room = budget - chosen.len();
+    let room = budget.saturating_sub(chosen.len());
     let n = wanted.rest.len();
     let mut next = cursor;
     if n > 0 {
         let start = cursor % n;
         let take = room.min(n);
-        chosen.extend((0..take).map(|k| wanted.rest[(start + k) % n].clone()));
+        chosen.extend(wanted.rest.take_from(start, take));
         next = (start + take) % n;
     }
     let cut = (total - chosen.len()) as u32;
@@ -170,8 +252,10 @@ pub struct EvidenceSource {
     app: Arc<AppState>,
     /// Per TaskManager: its collectors' counter names (from its metric list).
     collectors: HashMap<String, Vec<String>>,
-    /// Per (job, vertex): its RocksDB metric names (from its metric list).
-    rocksdb: HashMap<(String, String), Vec<String>>,
+    /// Per job and vertex: its RocksDB metric names (from its metric list).
+    rocksdb: NamesByVertex,
+    /// How many vertices `rocksdb` holds names of.
+    rocksdb_vertices: usize,
     cursor: usize,
 }
 
@@ -198,6 +282,7 @@ impl EvidenceSource {
             app,
             collectors: HashMap::new(),
             rocksdb: HashMap::new(),
+            rocksdb_vertices: 0,
             cursor: 0,
         })
     }
@@ -219,17 +304,15 @@ impl EvidenceSource {
 
     /// One round: `None` when there is nothing to ask (no watched job with known operators).
     pub async fn round(&mut self, budget: usize) -> Option<EvidenceRound> {
-        let wanted = {
+        let (requests, cut, next) = {
             let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
             let cluster = state.clusters().get(&self.config.name)?;
-            let known_collectors = self.collectors.keys().cloned().collect();
-            let known_vertices = self.rocksdb.keys().cloned().collect();
-            wanted(cluster, &known_collectors, &known_vertices)
+            let wanted = wanted(cluster, &self.collectors, &self.rocksdb);
+            if wanted.first.is_empty() && wanted.rest.is_empty() {
+                return None;
+            }
+            choose(wanted, budget, self.cursor)
         };
-        if wanted.first.is_empty() && wanted.rest.is_empty() {
-            return None;
-        }
-        let (requests, cut, next) = choose(wanted, budget, self.cursor);
         self.cursor = next;
         let slots = self.config.max_concurrent_requests.clamp(1, budget);
         // Each request is bounded by the client's timeout; this one bounds the whole round.
@@ -255,11 +338,14 @@ impl EvidenceSource {
                     }
                     self.collectors.insert(id, names);
                 }
-                Ok(Answer::OperatorNames(key, names)) => {
-                    if self.rocksdb.len() >= MAX_NAMES_CACHED {
+                Ok(Answer::OperatorNames((job_id, vertex_id), names)) => {
+                    if self.rocksdb_vertices >= MAX_NAMES_CACHED {
                         self.rocksdb.clear();
+                        self.rocksdb_vertices = 0;
                     }
-                    self.rocksdb.insert(key, names);
+                    if self.rocksdb.entry(job_id).or_default().insert(vertex_id, names).is_none() {
+                        self.rocksdb_vertices += 1;
+                    }
                 }
                 Ok(Answer::Nothing) => {}
                 Err(e) => {
@@ -277,7 +363,7 @@ impl EvidenceSource {
         Ok(match request {
             Request::Operator { job_id, vertex_id, operator } => {
                 let mut names: Vec<&str> = metrics::SUBTASK_METRICS.to_vec();
-                let rocksdb = self.rocksdb.get(&(job_id.clone(), vertex_id.clone()));
+                let rocksdb = self.rocksdb.get(job_id).and_then(|v| v.get(vertex_id));
                 names.extend(rocksdb.into_iter().flatten().map(String::as_str));
                 match c.subtasks_metrics(job_id, vertex_id, &names, "max,avg").await? {
                     Some(values) => {
@@ -333,9 +419,82 @@ mod tests {
         Request::TaskManager { id: id.into() }
     }
 
+    /// A cluster of `jobs` running jobs of `operators` chains each, every subtask on one of
+    /// `tms` TaskManagers.
+    fn cluster(jobs: usize, operators: usize, tms: usize) -> ClusterState {
+        use crate::state::{JobState, OperatorState, PhaseHistograms};
+        let window = crate::stats::WindowSpec { window_ms: 600_000, slots: 10 };
+        let mut cluster = ClusterState::new(window);
+        for j in 0..jobs {
+            let mut job = JobState::new(window, format!("job{j}"), "RUNNING".into(), Timestamp(0));
+            for o in 0..operators {
+                let name = format!("op{o}");
+                let state = OperatorState {
+                    name: name.clone(),
+                    phases: PhaseHistograms::new(window),
+                    last_seen: Timestamp(0),
+                };
+                job.operators.insert(format!("v{j}-{o}"), state);
+                job.subtask_locations.insert(name, vec![Some(format!("tm{}:6122-x", (j + o) % tms))]);
+            }
+            cluster.jobs.insert(format!("j{j:03}"), job);
+        }
+        cluster
+    }
+
+    /// Every request the lazy list holds, built one by one: what it stands for.
+    fn every_request(wanted: &Wanted<InTurn<'_>>) -> Vec<Request> {
+        (0..wanted.rest.len()).flat_map(|i| wanted.rest.take_from(i, 1)).collect()
+    }
+
+    #[test]
+    fn the_requests_in_turn_are_built_only_for_the_window_a_round_takes() {
+        let cluster = cluster(7, 3, 4);
+        let collectors: HashMap<String, Vec<String>> = HashMap::from([("tm1:6122-x".into(), vec![])]);
+        // Job j001's first vertex has its names listed already.
+        let vertices: NamesByVertex =
+            HashMap::from([("j001".into(), HashMap::from([("v1-0".to_string(), vec![])]))]);
+        let wanted = wanted(&cluster, &collectors, &vertices);
+        // 7 jobs × 3 vertices, each with its names request but one, then 4 TaskManagers.
+        assert_eq!(wanted.rest.len(), 7 * 3 * 2 - 1 + 4);
+        let all = every_request(&wanted);
+        assert_eq!(all[0], Request::OperatorNames { job_id: "j000".into(), vertex_id: "v0-0".into() });
+        assert_eq!(
+            all[1],
+            Request::Operator { job_id: "j000".into(), vertex_id: "v0-0".into(), operator: "op0".into() }
+        );
+        assert_eq!(
+            all[6],
+            Request::Operator { job_id: "j001".into(), vertex_id: "v1-0".into(), operator: "op0".into() }
+        );
+        assert_eq!(
+            &all[41..],
+            [
+                Request::TaskManagerNames { id: "tm0:6122-x".into() },
+                tm("tm1:6122-x"),
+                Request::TaskManagerNames { id: "tm2:6122-x".into() },
+                Request::TaskManagerNames { id: "tm3:6122-x".into() },
+            ]
+        );
+        // Any window, wrapping at the end, is that list's.
+        for start in [0, 5, 6, 40, 43, 44, 90] {
+            for take in [0, 1, 7, 45] {
+                let window = wanted.rest.take_from(start, take);
+                let expected: Vec<Request> =
+                    (0..take).map(|k| all[(start + k) % all.len()].clone()).collect();
+                assert_eq!(window, expected, "start {start}, take {take}");
+            }
+        }
+        // A round takes its budget from the cursor on and says how many it left.
+        let (chosen, cut, next) = choose(wanted, 8, 43);
+        assert_eq!(chosen[..2], all[43..45]);
+        assert_eq!(chosen[2..], all[..6]);
+        assert_eq!((cut, next), (45 - 8, 6));
+    }
+
     #[test]
     fn a_round_takes_the_culprits_first_then_the_rest_in_turn_within_the_budget() {
-        let wanted = || Wanted {
+        let wanted = || Wanted::<Vec<Request>> {
             first: vec![tm("c1"), tm("c2")],
             rest: (0..5).map(|i| tm(&format!("r{i}"))).collect(),
         };

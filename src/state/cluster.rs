@@ -49,7 +49,7 @@ const UNCLAIMED_LOG_EVENTS: usize = 256;
 
 impl ClusterState {
     /// A cluster not polled yet, whose histograms use `window`.
-    pub(super) fn new(window: WindowSpec) -> Self {
+    pub fn new(window: WindowSpec) -> Self {
         ClusterState {
             reachable: false,
             answered_once: false,

@@ -210,7 +210,8 @@ fn holdout(checkpoint: &FinishedCheckpoint) -> Option<Holdout> {
 }
 
 impl JobState {
-    pub(super) fn new(window: WindowSpec, name: String, job_state: JobStatus, now: Timestamp) -> Self {
+    /// A job seen first at `now`, with nothing observed yet.
+    pub fn new(window: WindowSpec, name: String, job_state: JobStatus, now: Timestamp) -> Self {
         JobState {
             name,
             job_state,

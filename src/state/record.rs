@@ -52,7 +52,8 @@ pub struct PhaseHistograms {
 }
 
 impl PhaseHistograms {
-    pub(super) fn new(window: WindowSpec) -> Self {
+    /// Empty histograms of every phase over `window`.
+    pub fn new(window: WindowSpec) -> Self {
         PhaseHistograms {
             end_to_end: WindowedHistogram::new(window),
             alignment: WindowedHistogram::new(window),
