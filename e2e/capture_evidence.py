@@ -67,7 +67,7 @@ TM_AGG_METRICS = [
 MAX_GET = 40          # metric names per ?get= request
 MAX_BYTES = 400_000   # larger responses are trimmed (lists cut) before they are written
 MAX_INPROGRESS = 6    # IN_PROGRESS checkpoint detail captures per run
-TARGET_VERTEX = {"blocked": "blocking-map", "gc": "stateful-map", "skew": "stateful-map"}
+TARGET_VERTEX = {"blocked": "blocking-map", "gc": "stateful-map", "skew": "stateful-map", "rocksdb": "stateful-map"}
 
 
 def flink(*args):

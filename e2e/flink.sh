@@ -302,14 +302,15 @@ scenario_args() {
     tolerable-exceeded) echo "--interval-ms 2000 --snapshot-decline-every 1 --tolerable 2 --restart-attempts 2 --restart-delay-ms 2000" ;;
     # Evidence from the TaskManagers (issue 27): a task thread held by user code past the checkpoint
     # timeout; a TaskManager heap kept ~80 % full with old objects dying in it; keyed state skewed
-    # onto stateful-map subtask 0 of 4.
+    # onto stateful-map subtask 0 of 4; RocksDB with its native metrics on.
     blocked)      echo "--interval-ms 3000 --timeout-ms 10000 --tolerable 1000 --block-ms 40000 --block-after-s 8 --block-pause-ms 8000" ;;
     gc)           echo "--interval-ms 3000 --timeout-ms 3000 --tolerable 1000 --gc-retain-pct 80 --gc-churn-mb 300 --payload-bytes 1024" ;;
     skew)         echo "--interval-ms 3000 --parallelism 4 --skew-keys 0.9 --payload-bytes 512" ;;
+    rocksdb)      echo "--interval-ms 3000 --state-backend rocksdb --incremental true --rocksdb-metrics true --max-keys 200000 --payload-bytes 512 --rate 2000" ;;
     *) return 1 ;;
   esac
 }
-SCENARIOS="healthy expired declined backpressure unaligned minpause failover tolerable-exceeded blocked gc skew"
+SCENARIOS="healthy expired declined backpressure unaligned minpause failover tolerable-exceeded blocked gc skew rocksdb"
 
 cmd_scenarios() {
   local s

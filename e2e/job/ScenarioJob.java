@@ -83,6 +83,8 @@ public class ScenarioJob {
             "  --restart-delay-ms MS           fixed-delay restart delay (3000)",
             "  --state-backend NAME            hashmap|rocksdb (default: not set -> cluster default, hashmap)",
             "  --incremental true|false        incremental checkpoints (rocksdb only; default: not set)",
+            "  --rocksdb-metrics true|false    rocksdb: turn on the native metrics the daemon reads (pending compaction",
+            "                                  bytes, running compactions, memtables, block cache, live data) (false)",
             "  --block-ms MS                   blocked: a blocking-map vertex after stateful-map holds the task thread of",
             "                                  subtask --inject-subtask for MS (BlockingMap.holdTheThread) (0 = no blocking-map)",
             "  --block-after-s S               ... first hold S seconds after the first record (10)",
@@ -129,6 +131,12 @@ public class ScenarioJob {
             c.put("state.backend.type", a.get("state-backend"));   // 1.17+/2.x key
         }
         if (a.containsKey("incremental")) c.put("state.backend.incremental", a.get("incremental"));
+        if (Boolean.parseBoolean(a.getOrDefault("rocksdb-metrics", "false"))) {
+            for (String m : new String[] {"estimate-pending-compaction-bytes", "num-running-compactions",
+                    "size-all-mem-tables", "block-cache-usage", "estimate-live-data-size"}) {
+                c.put("state.backend.rocksdb.metrics." + m, "true");
+            }
+        }
         c.put("pipeline.name", name);
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(Configuration.fromMap(c));
         env.setParallelism(par);

@@ -30,6 +30,86 @@ pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
+/// A capture's `/checkpoints` series in order, with when each answer came (Unix ms), in either
+/// layout: the first captures' `rest/poll/index.tsv` (`seq unix_ms file`), or
+/// `e2e/capture_evidence.py`'s `poll/NNN-checkpoints.json`, timed by the top `index.tsv` (every
+/// request's ms since the capture began, which ended at `captured_until_ms`).
+pub fn poll_series(dir: &Path) -> Vec<(PathBuf, i64)> {
+    if let Ok(index) = std::fs::read_to_string(dir.join("rest/poll/index.tsv")) {
+        return index
+            .lines()
+            .skip(1)
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let mut cols = l.split('\t').skip(1);
+                let at = cols.next().unwrap().parse::<i64>().unwrap();
+                (dir.join("rest/poll").join(cols.next().unwrap()), at)
+            })
+            .collect();
+    }
+    let Some((requests, began)) = capture_requests(dir) else { return Vec::new() };
+    let meta: Value = read_json(&dir.join("scenario.json"));
+    if meta["job_id"].is_null() {
+        return Vec::new();
+    }
+    let checkpoints = format!("/jobs/{}/checkpoints", meta["job_id"].as_str().unwrap());
+    requests
+        .iter()
+        .filter(|(_, path)| *path == checkpoints)
+        .enumerate()
+        .map(|(n, (t_ms, _))| (dir.join(format!("poll/{n:03}-checkpoints.json")), began + t_ms))
+        .take_while(|(file, _)| file.exists())
+        .collect()
+}
+
+/// When the snapshot after the series (`rest/checkpoints.json`) was taken, Unix ms.
+pub fn snapshot_time(dir: &Path) -> i64 {
+    let meta: Value = read_json(&dir.join("scenario.json"));
+    if let Some(at) = meta["snapshot_unix_ms"].as_i64() {
+        return at;
+    }
+    let (requests, began) = capture_requests(dir).expect("a capture with an index.tsv");
+    let checkpoints = format!("/jobs/{}/checkpoints", meta["job_id"].as_str().unwrap());
+    let polls = poll_series(dir).len();
+    let after = requests.iter().filter(|(_, path)| *path == checkpoints).nth(polls);
+    began + after.expect("the snapshot's /checkpoints request").0
+}
+
+/// `e2e/capture_evidence.py`'s `index.tsv`: each request's (ms since the capture began, path),
+/// and when it began, Unix ms (its end, `captured_until_ms`, less the last request's start and
+/// duration).
+fn capture_requests(dir: &Path) -> Option<(Vec<(i64, String)>, i64)> {
+    let index = std::fs::read_to_string(dir.join("index.tsv")).ok()?;
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("scenario.json")).ok()?).ok()?;
+    let mut last_end = 0.0f64;
+    let requests: Vec<(i64, String)> = index
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let cols: Vec<&str> = l.split('\t').collect();
+            let t_ms: i64 = cols[0].parse().unwrap();
+            last_end = last_end.max(t_ms as f64 + cols[4].parse::<f64>().unwrap_or(0.0));
+            (t_ms, cols[1].to_string())
+        })
+        .collect();
+    let began = meta["captured_until_ms"].as_i64()? - last_end.round() as i64;
+    Some((requests, began))
+}
+
+/// A vertex name as `e2e/capture_evidence.py` shortens it for file names.
+pub fn slug(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').chars().take(40).collect()
+}
+
 /// A captured scenario.
 pub struct Scenario {
     /// `tests/fixtures/flink-<version>/<scenario>`.
@@ -45,12 +125,9 @@ impl Scenario {
     pub fn load(version: &str, name: &str) -> Scenario {
         let dir = fixtures().join(format!("flink-{version}")).join(name);
         let meta: Value = read_json(&dir.join("scenario.json"));
-        let index = std::fs::read_to_string(dir.join("rest/poll/index.tsv")).unwrap();
-        let polls = index
-            .lines()
-            .skip(1)
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| read_json(&dir.join("rest/poll").join(l.split('\t').nth(2).unwrap())))
+        let polls = poll_series(&dir)
+            .into_iter()
+            .map(|(file, _)| read_json(&file))
             // The snapshot taken after the series is its last step: its history is the one whose
             // checkpoint details were captured (the ids in between went by unseen).
             .chain(std::iter::once(read_json(&dir.join("rest/checkpoints.json"))))
@@ -439,15 +516,9 @@ pub fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64>
 impl Scenario {
     /// The poll times of the series (`index.tsv`), then the snapshot time for the last step.
     pub fn poll_times(&self) -> Vec<i64> {
-        let index = std::fs::read_to_string(self.dir.join("rest/poll/index.tsv")).unwrap();
-        let meta: Value = read_json(&self.dir.join("scenario.json"));
-        index
-            .lines()
-            .skip(1)
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| l.split('\t').nth(1).unwrap().parse::<i64>().unwrap())
-            .chain(std::iter::once(meta["snapshot_unix_ms"].as_i64().unwrap()))
-            .collect()
+        let series = poll_series(&self.dir);
+        let times: Vec<i64> = series.iter().map(|(_, at)| *at).collect();
+        times.into_iter().chain(std::iter::once(snapshot_time(&self.dir))).collect()
     }
 
     /// The series as the poller would report it: each finished id once (with its per-subtask
@@ -487,11 +558,15 @@ impl Scenario {
                     let details: Vec<(String, dto::TaskCheckpointDetails)> = names
                         .keys()
                         .filter_map(|vid| {
-                            let path = self.dir.join(format!(
-                                "rest/checkpoint-details/checkpoint-{}-subtasks-{vid}.json",
-                                cp.id
-                            ));
-                            let text = std::fs::read_to_string(path).ok()?;
+                            // By vertex id (the first captures) or by the vertex name's slug
+                            // (`e2e/capture_evidence.py`).
+                            let text = [vid.clone(), slug(&names[vid])].iter().find_map(|v| {
+                                let path = self.dir.join(format!(
+                                    "rest/checkpoint-details/checkpoint-{}-subtasks-{v}.json",
+                                    cp.id
+                                ));
+                                std::fs::read_to_string(path).ok()
+                            })?;
                             Some((vid.clone(), serde_json::from_str(&text).ok()?))
                         })
                         .collect();
