@@ -49,7 +49,7 @@ SUBTASK_METRICS = re.compile(
     r"inputQueueLength|outputQueueLength|inputQueueSize|outputQueueSize)|"
     r"numRecordsInPerSecond|numRecordsOutPerSecond|numBytesInPerSecond|numBytesOutPerSecond|"
     r"checkpointStartDelayNanos|checkpointAlignmentTime|mailboxLatencyMs|mailboxMailsPerSecond|"
-    r"Shuffle\.Netty\..*(Usage|QueueLength)|.*rocksdb\..*)$")
+    r"Shuffle\.Netty\..*(Usage|QueueLength)|.*rocksdb[._].*)$")
 TM_METRICS = re.compile(
     r"^Status\.(JVM\.(GarbageCollector\..*|Memory\.(Heap|NonHeap|Metaspace|Direct|Mapped)\..*|"
     r"CPU\..*|Threads\..*|ClassLoader\..*)|Flink\.Memory\.Managed\..*|Shuffle\.Netty\..*|"

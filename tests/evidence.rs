@@ -1,5 +1,5 @@
-//! The evidence on every captured version (2.3.0, 1.20.5, 1.14.6): Flink's metrics answers of
-//! the `gc`, `skew` and `blocked` scenarios parsed, the GC share of the last minute, the state
+//! The evidence on every captured version (2.3.0, 1.20.5, 1.14.6; 1.17.2 for RocksDB): Flink's
+//! metrics answers of the `gc`, `skew`, `blocked` and `rocksdb` scenarios parsed, the GC share of the last minute, the state
 //! skew and the sentence beside a checkpoint, each against numbers read from the raw JSON.
 
 use std::path::PathBuf;
@@ -135,6 +135,46 @@ fn operator_and_subtask_loads_equal_flinks_numbers_on_every_version() {
         let load = metrics::subtask_load(&values, "");
         assert_eq!(load.busy, raw(&values).get("busyTimeMsPerSecond").map(|b| b / 1000.0), "{v}");
         assert!(load.input_pool_usage.is_some(), "{v}");
+    }
+}
+
+/// The versions with a `rocksdb` capture (RocksDB with its native metrics turned on by the job).
+const ROCKSDB_VERSIONS: [&str; 3] = ["2.3.0", "1.20.5", "1.17.2"];
+
+/// Flink lists RocksDB's native metrics per column family as `<operator>.<column family>.rocksdb_<property>`
+/// (the scenario's `stateful-map` declares two states, `count` and `last`): every one is found in
+/// the vertex's list, and the operator's figures are each column family's largest subtask,
+/// added up for the per-family properties and the largest for the shared ones (the block cache
+/// reports the same number for both families).
+#[test]
+fn rocksdb_metrics_are_found_per_column_family_and_combined_on_every_version() {
+    for v in ROCKSDB_VERSIONS {
+        let list: Vec<AggregatedMetric> = read(v, "rocksdb-stateful-map-subtasks-metrics-list.json");
+        let names = metrics::rocksdb_metrics(&list);
+        let listed = list.iter().filter(|m| m.id.contains("rocksdb")).count();
+        assert_eq!(names.len(), listed, "{v}: {names:?}");
+        assert_eq!(names.len(), 10, "{v}: five properties of two column families: {names:?}");
+        let values: Vec<AggregatedMetric> = read(v, "rocksdb-stateful-map-subtasks-metrics.json");
+        let (_, _, rocksdb) = metrics::operator_load(&values);
+        let max_of = |family: &str, property: &str| {
+            values
+                .iter()
+                .find(|m| m.id == format!("stateful-map.{family}.rocksdb_{property}"))
+                .and_then(|m| m.max)
+                .unwrap_or_else(|| panic!("{v}: {family} {property}"))
+        };
+        let got = |property: &str| rocksdb.iter().find(|(p, _)| p == property).map(|(_, x)| *x);
+        for property in
+            ["estimate-pending-compaction-bytes", "size-all-mem-tables", "estimate-live-data-size"]
+        {
+            let sum = max_of("count", property) + max_of("last", property);
+            assert_eq!(got(property), Some(sum), "{v} {property}");
+        }
+        for property in ["num-running-compactions", "block-cache-usage"] {
+            let max = max_of("count", property).max(max_of("last", property));
+            assert_eq!(got(property), Some(max), "{v} {property}");
+        }
+        assert!(got("size-all-mem-tables").unwrap() > 0.0 && got("block-cache-usage").unwrap() > 0.0, "{v}");
     }
 }
 

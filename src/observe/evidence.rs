@@ -72,7 +72,8 @@ pub struct OperatorLoad {
     /// The average of each metric over the subtasks.
     pub avg: Load,
     /// RocksDB native metrics where the job enables them (`state.backend.rocksdb.metrics.*`):
-    /// (metric name, the largest value over the subtasks), e.g.
+    /// (property, each column family's largest value over the subtasks, summed over the column
+    /// families or their largest: `sources::flink::metrics::ROCKSDB_METRICS`), e.g.
     /// `estimate-pending-compaction-bytes`.
     pub rocksdb: Vec<(String, f64)>,
 }

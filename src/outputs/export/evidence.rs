@@ -1,11 +1,24 @@
 //! A cluster's evidence series: per TaskManager (heap, GC share, CPU, memory, culprits hosted)
-//! and per operator chain (busy, backpressured, input buffers: max over subtasks, state skew).
+//! and per operator chain (busy, backpressured, input buffers: max over subtasks; RocksDB's
+//! compaction, memtables, block cache and live data where the job turns them on; state skew).
 //! Bounded: per TaskManager and per operator, never per subtask.
 
 use super::sink::{Sink, Value};
 use crate::state::ClusterState;
 use crate::state::evidence::taskmanager_id;
 use crate::time::Timestamp;
+
+/// The family of a RocksDB property of `sources::flink::metrics::ROCKSDB_METRICS`.
+fn rocksdb_family(property: &str) -> Option<usize> {
+    Some(match property {
+        "estimate-pending-compaction-bytes" => family!("flink_operator_rocksdb_pending_compaction_bytes"),
+        "num-running-compactions" => family!("flink_operator_rocksdb_running_compactions"),
+        "size-all-mem-tables" => family!("flink_operator_rocksdb_memtable_bytes"),
+        "block-cache-usage" => family!("flink_operator_rocksdb_block_cache_usage_bytes"),
+        "estimate-live-data-size" => family!("flink_operator_rocksdb_live_data_bytes"),
+        _ => return None,
+    })
+}
 
 /// The evidence series of cluster `c`.
 pub(super) fn render_evidence(out: &mut impl Sink, c: &str, cluster: &ClusterState) {
@@ -72,6 +85,11 @@ pub(super) fn render_evidence(out: &mut impl Sink, c: &str, cluster: &ClusterSta
         for (family, value) in gauges {
             if let Some(v) = value {
                 out.push(family, &labels, Value::Number(v));
+            }
+        }
+        for (property, value) in &op.rocksdb {
+            if let Some(family) = rocksdb_family(property) {
+                out.push(family, &labels, Value::Number(*value));
             }
         }
     }

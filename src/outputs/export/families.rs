@@ -690,6 +690,36 @@ pub const METRICS: &[MetricDef] = &[
         "Largest input buffer pool usage over the operator chain's subtasks (0-1; above 0.95 the chain cannot keep up)."
     ),
     metric!(
+        "flink_operator_rocksdb_pending_compaction_bytes",
+        Gauge,
+        OPERATOR,
+        "RocksDB's estimate of the bytes compaction still has to rewrite (estimate-pending-compaction-bytes), each column family's largest subtask, summed over the chain's column families."
+    ),
+    metric!(
+        "flink_operator_rocksdb_running_compactions",
+        Gauge,
+        OPERATOR,
+        "Compactions running in RocksDB (num-running-compactions), the largest over the chain's subtasks."
+    ),
+    metric!(
+        "flink_operator_rocksdb_memtable_bytes",
+        Gauge,
+        OPERATOR,
+        "RocksDB memtables, active and immutable (size-all-mem-tables), each column family's largest subtask, summed over the chain's column families."
+    ),
+    metric!(
+        "flink_operator_rocksdb_block_cache_usage_bytes",
+        Gauge,
+        OPERATOR,
+        "RocksDB block cache in use (block-cache-usage), the largest over the chain's subtasks (the column families share one cache)."
+    ),
+    metric!(
+        "flink_operator_rocksdb_live_data_bytes",
+        Gauge,
+        OPERATOR,
+        "RocksDB's estimate of the live data (estimate-live-data-size), each column family's largest subtask, summed over the chain's column families."
+    ),
+    metric!(
         "flink_checkpoint_state_skew_ratio",
         Gauge,
         SKEW,

@@ -195,3 +195,50 @@ proptest! {
         prop_assert_eq!(String::from_utf8(out).unwrap(), expected);
     }
 }
+
+/// An operator chain's RocksDB figures (from an evidence round) are exported per operator,
+/// one family per property, in base units; a property the exporter does not know is left out.
+#[test]
+fn rocksdb_figures_are_exported_per_operator() {
+    let (mut state, daemon, now) = busy_state(2, 1);
+    let job_id = format!("{:032x}", 0);
+    let vertex_id = state.clusters()["prod"].jobs[&job_id].operators.keys().next().unwrap().clone();
+    let operator = state.clusters()["prod"].jobs[&job_id].operators[&vertex_id].name.clone();
+    let rocksdb = vec![
+        ("block-cache-usage".to_string(), 2_843_480.0),
+        ("estimate-live-data-size".to_string(), 108_629.0),
+        ("estimate-pending-compaction-bytes".to_string(), 0.0),
+        ("num-running-compactions".to_string(), 1.0),
+        ("size-all-mem-tables".to_string(), 2_101_264.0),
+        ("some-other-property".to_string(), 7.0),
+    ];
+    let round = crate::observe::EvidenceRound {
+        cluster: "prod".into(),
+        at: now,
+        operators: vec![crate::observe::OperatorLoad {
+            job_id: job_id.clone(),
+            vertex_id: vertex_id.clone(),
+            operator: operator.clone(),
+            rocksdb,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    state.apply(&Observation::Evidence(round), now);
+    let text = String::from_utf8(TextRenderer::default().render_to_vec(&state, &daemon, now)).unwrap();
+    let value = |family: &str| {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{family}{{")) && l.contains(&vertex_id))
+            .unwrap_or_else(|| panic!("no {family} in {text}"));
+        assert!(line.contains(&format!("operator=\"{operator}\"")), "{line}");
+        line.rsplit(' ').next().unwrap().parse::<f64>().unwrap()
+    };
+    assert_eq!(value("flink_operator_rocksdb_block_cache_usage_bytes"), 2_843_480.0);
+    assert_eq!(value("flink_operator_rocksdb_live_data_bytes"), 108_629.0);
+    assert_eq!(value("flink_operator_rocksdb_pending_compaction_bytes"), 0.0);
+    assert_eq!(value("flink_operator_rocksdb_running_compactions"), 1.0);
+    assert_eq!(value("flink_operator_rocksdb_memtable_bytes"), 2_101_264.0);
+    assert!(!text.contains("some-other-property") && !text.contains("some_other"));
+    assert_eq!(text, encode_text(&render(&state, &daemon, now)), "the renderer and the encoder agree");
+}

@@ -34,16 +34,43 @@ pub const TASKMANAGER_METRICS: [&str; 7] = [
 
 const GC_PREFIX: &str = "Status.JVM.GarbageCollector.";
 
-/// RocksDB native metrics worth showing (`state.backend.rocksdb.metrics.*`), by their last part.
-pub const ROCKSDB_METRICS: [&str; 5] = [
-    "estimate-pending-compaction-bytes",
-    "num-running-compactions",
-    "size-all-mem-tables",
-    "block-cache-usage",
-    "estimate-live-data-size",
+/// RocksDB native metrics worth showing (`state.backend.rocksdb.metrics.*`), by their property
+/// name, and whether the operator's figure is their sum over its column families (a property of
+/// each column family) or their largest value (a property of the whole database or of the
+/// block cache the column families share: each reports the same number).
+pub const ROCKSDB_METRICS: [(&str, RocksDbAcross); 5] = [
+    ("estimate-pending-compaction-bytes", RocksDbAcross::Sum),
+    ("num-running-compactions", RocksDbAcross::Max),
+    ("size-all-mem-tables", RocksDbAcross::Sum),
+    ("block-cache-usage", RocksDbAcross::Max),
+    ("estimate-live-data-size", RocksDbAcross::Sum),
 ];
-/// At most this many RocksDB metric names are asked for per vertex.
-pub const MAX_ROCKSDB_NAMES: usize = 8;
+
+/// How a RocksDB property's values of one operator's column families combine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RocksDbAcross {
+    /// Added up.
+    Sum,
+    /// The largest.
+    Max,
+}
+
+/// At most this many RocksDB metric names are asked for per vertex (the five properties of up
+/// to eight column families, one per state the operator declares).
+pub const MAX_ROCKSDB_NAMES: usize = 40;
+
+/// The RocksDB property a metric id names, if one of [`ROCKSDB_METRICS`]. Flink registers them
+/// per column family, `<operator>.<column family>.rocksdb_<property>` as the REST API lists
+/// them (`rocksdb.<property>` is RocksDB's name, its dot turned into an underscore), or
+/// `<operator>.rocksdb_<property>` with `column-family-as-variable`.
+pub fn rocksdb_property(id: &str) -> Option<(&'static str, RocksDbAcross)> {
+    let last = id.rsplit('.').next()?;
+    let property = last.strip_prefix("rocksdb_").or_else(|| {
+        // The dotted form, should a version keep RocksDB's own name.
+        id.rsplit_once(".rocksdb.").map(|(_, p)| p).or_else(|| id.strip_prefix("rocksdb."))
+    })?;
+    ROCKSDB_METRICS.iter().find(|(name, _)| *name == property).copied()
+}
 
 /// The collectors' counter names in a TaskManager's metric list (Flink 1.19+'s `All` sum left
 /// out), at most 12 (four collectors' `Count`, `Time` and, 1.19+, `TimeMsPerSecond`).
@@ -63,12 +90,12 @@ pub fn collector_metrics(list: &[MetricValue]) -> Vec<String> {
     names
 }
 
-/// The RocksDB metrics in a vertex's metric list (`<operator>.rocksdb.<name>`).
+/// The RocksDB metrics in a vertex's metric list ([`rocksdb_property`]).
 pub fn rocksdb_metrics(list: &[AggregatedMetric]) -> Vec<String> {
     let mut names: Vec<String> = list
         .iter()
         .map(|m| m.id.as_str())
-        .filter(|id| ROCKSDB_METRICS.iter().any(|r| id.ends_with(&format!(".rocksdb.{r}"))))
+        .filter(|id| rocksdb_property(id).is_some())
         .map(str::to_string)
         .collect();
     names.sort();
@@ -120,13 +147,15 @@ pub fn operator_load(values: &[AggregatedMetric]) -> (Load, Load, Vec<(String, f
     let find = |name: &str| values.iter().find(|m| m.id == name);
     let max = load_from(|name| find(name).and_then(|m| m.max).filter(|v| v.is_finite()));
     let avg = load_from(|name| find(name).and_then(|m| m.avg).filter(|v| v.is_finite()));
+    // Each column family's largest value over the subtasks, combined over the column families.
     let mut rocksdb: Vec<(String, f64)> = Vec::new();
     for m in values {
-        let Some((_, short)) = m.id.split_once(".rocksdb.") else { continue };
+        let Some((property, across)) = rocksdb_property(&m.id) else { continue };
         let Some(v) = m.max.filter(|v| v.is_finite()) else { continue };
-        match rocksdb.iter_mut().find(|(n, _)| n == short) {
+        match rocksdb.iter_mut().find(|(n, _)| n == property) {
+            Some((_, old)) if across == RocksDbAcross::Sum => *old += v,
             Some((_, old)) => *old = old.max(v),
-            None => rocksdb.push((short.to_string(), v)),
+            None => rocksdb.push((property.to_string(), v)),
         }
     }
     rocksdb.sort_by(|a, b| a.0.cmp(&b.0));
