@@ -177,7 +177,7 @@ fn load_state(dir: &Path, window: WindowSpec) -> State {
 /// restored from it.
 fn log_start(config: &Config, config_path: Option<&Path>, saved: bool, state: &State) {
     let jobs: Vec<&crate::state::JobState> =
-        state.clusters().values().flat_map(|c| c.jobs.values()).collect();
+        state.clusters().values().flat_map(|c| c.jobs.values().map(|j| &**j)).collect();
     let checkpoints: u64 = jobs.iter().map(|j| j.totals().completed + j.totals().failed).sum();
     let restored = if saved {
         format!("{} jobs and {checkpoints} counted checkpoints restored", jobs.len())

@@ -154,7 +154,7 @@ pub fn taskmanagers(cluster: &ClusterState) -> BTreeMap<String, TaskManagerFigur
 /// The jobs job rules are evaluated for: listed, and not ended (a job that finished, was
 /// cancelled, failed for good or was suspended no longer checkpoints).
 pub fn evaluated_jobs(cluster: &ClusterState) -> impl Iterator<Item = (&String, &JobState)> {
-    cluster.jobs.iter().filter(|(_, j)| j.listed && !j.job_state.has_ended())
+    cluster.jobs.iter().filter(|(_, j)| j.listed && !j.job_state.has_ended()).map(|(id, j)| (id, &**j))
 }
 
 /// What a TaskManager-scope series reads.

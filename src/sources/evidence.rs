@@ -190,7 +190,7 @@ pub fn wanted<'a>(
         let known = known_vertices.get(job_id.as_str());
         let names = job.operators.keys().filter(|v| !known.is_some_and(|k| k.contains_key(*v))).count();
         listed += job.operators.len() + names;
-        jobs.push((job_id.as_str(), job));
+        jobs.push((job_id.as_str(), &**job));
         ends.push(listed);
         for location in job.subtask_locations.values().flatten().flatten() {
             taskmanagers.insert(taskmanager_id(location));
@@ -437,7 +437,7 @@ mod tests {
                 job.operators.insert(format!("v{j}-{o}"), state);
                 job.subtask_locations.insert(name, vec![Some(format!("tm{}:6122-x", (j + o) % tms))]);
             }
-            cluster.jobs.insert(format!("j{j:03}"), job);
+            cluster.jobs.insert(format!("j{j:03}"), Box::new(job));
         }
         cluster
     }

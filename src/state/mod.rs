@@ -152,7 +152,8 @@ impl State {
                     if defer {
                         job.shadow.alignment.defer_runs();
                     }
-                    job
+                    // Boxed: a map node then holds pointers, not 4 KB states half of it empty.
+                    Box::new(job)
                 });
                 job.listed = true;
                 job.keep_operators = operator_histograms;

@@ -330,7 +330,7 @@ pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
                     (vid, OperatorState { name: op.name, phases, last_seen: op.last_seen })
                 })
                 .collect();
-            cluster.jobs.insert(id, restored);
+            cluster.jobs.insert(id, Box::new(restored));
         }
     }
     state
