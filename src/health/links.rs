@@ -45,6 +45,11 @@ pub const RUNBOOK_FAILURES: Doc = Doc {
     title: "Runbook: FlinkCheckpointFailuresIncreasing",
     url: "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md#flinkcheckpointfailuresincreasing",
 };
+/// The runbook: a task thread held in user code.
+pub const RUNBOOK_BLOCKED: Doc = Doc {
+    title: "Runbook: FlinkCheckpointBlockedByUserCode",
+    url: "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md#flinkcheckpointblockedbyusercode",
+};
 /// The runbook: the tolerable-failure budget.
 pub const RUNBOOK_TOLERANCE: Doc = Doc {
     title: "Runbook: FlinkCheckpointToleranceNearlySpent",

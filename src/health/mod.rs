@@ -270,6 +270,20 @@ pub enum VerdictReason {
     },
     /// Checkpoints are on and none ever completed.
     NeverCompleted,
+    /// A checkpoint in progress waits on a subtask whose task thread a thread dump found in the
+    /// user's code (not yet expired: that would be [`VerdictReason::Failed`]).
+    HeldByUserCode {
+        /// The checkpoint.
+        checkpoint_id: u64,
+        /// How long it has been in progress, ms.
+        age_ms: u64,
+        /// The timeout, ms.
+        timeout_ms: Option<u64>,
+        /// `operator #subtask`.
+        subtask: String,
+        /// The user's frame, `class.method`.
+        frame: String,
+    },
     /// A checkpoint has been in progress past the timeout.
     InProgressPastTimeout {
         /// For how long, ms.
@@ -310,6 +324,7 @@ impl VerdictReason {
             | VerdictReason::NeverCompleted
             | VerdictReason::InProgressPastTimeout { .. } => Verdict::Unhealthy,
             VerdictReason::SlowCheckpoint { .. }
+            | VerdictReason::HeldByUserCode { .. }
             | VerdictReason::SlowAlignment { .. }
             | VerdictReason::SlowStartDelay { .. } => Verdict::AtRisk,
         }
@@ -330,6 +345,14 @@ impl fmt::Display for VerdictReason {
                 write!(f, "{expired} expired and {failed} failed of the last {of} finished checkpoints")
             }
             VerdictReason::NeverCompleted => f.write_str("no checkpoint has completed"),
+            VerdictReason::HeldByUserCode { checkpoint_id, age_ms, timeout_ms, subtask, frame } => {
+                let of = timeout_ms.map_or(String::new(), |t| format!(" of its {} timeout", human_ms(t)));
+                write!(
+                    f,
+                    "checkpoint {checkpoint_id} has waited {}{of} on {subtask}, whose task thread is in user code: {frame}",
+                    human_ms(*age_ms)
+                )
+            }
             VerdictReason::InProgressPastTimeout { for_ms } => {
                 write!(f, "a checkpoint has been in progress for {}, past the timeout", human_ms(*for_ms))
             }
@@ -356,7 +379,7 @@ impl fmt::Display for VerdictReason {
 }
 
 /// What a one-shot look at a job saw, for [`snapshot_verdict`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Snapshot<'a> {
     /// The job's state.
     pub state: &'a JobStatus,
@@ -374,6 +397,9 @@ pub struct Snapshot<'a> {
     pub top_alignment_ms: Option<u64>,
     /// The longest start delay of a subtask that stands out.
     pub top_start_delay_ms: Option<u64>,
+    /// A checkpoint in progress held by a task thread in the user's code: (checkpoint id, its
+    /// age in ms, `operator #subtask`, the user's `class.method`).
+    pub held_in_user_code: Option<(u64, u64, String, String)>,
 }
 
 /// The verdict of a one-shot look and its reasons, in the order: job state, failures, progress,
@@ -396,6 +422,15 @@ pub fn snapshot_verdict(s: &Snapshot<'_>) -> (Verdict, Vec<VerdictReason>) {
         && oldest > t
     {
         reasons.push(VerdictReason::InProgressPastTimeout { for_ms: oldest });
+    }
+    if let Some((checkpoint_id, age_ms, subtask, frame)) = s.held_in_user_code.clone() {
+        reasons.push(VerdictReason::HeldByUserCode {
+            checkpoint_id,
+            age_ms,
+            timeout_ms: s.timeout_ms,
+            subtask,
+            frame,
+        });
     }
     let longest = s
         .finished

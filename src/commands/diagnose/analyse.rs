@@ -117,6 +117,32 @@ impl<'a> Job<'a> {
     }
 }
 
+/// The thread sample of a checkpoint still in progress whose task thread sits in the user's
+/// code: (checkpoint id, its age in ms, the sample, the user's frame).
+fn held_in_user_code<'a>(
+    d: &'a JobData,
+    recent: &[CheckpointLine],
+) -> Option<(u64, u64, &'a crate::observe::ThreadSample, &'a crate::observe::Frame)> {
+    let sample = d.blocked_thread.as_ref()?;
+    let frame = sample.user()?;
+    let age = recent
+        .iter()
+        .find(|r| r.id == sample.checkpoint_id && r.status == "IN_PROGRESS")
+        .and_then(|r| r.took_ms)?;
+    Some((sample.checkpoint_id, age, sample, frame))
+}
+
+/// The next step when a task thread sits in the user's code: that code.
+fn held_next_step(sample: &crate::observe::ThreadSample, frame: &crate::observe::Frame) -> String {
+    format!(
+        "the code at {}: it holds the task thread of {} #{}, and the checkpoint's barrier waits behind it \
+         (move blocking calls off the task thread: Async I/O, or a timer)",
+        frame.text(),
+        sample.operator,
+        sample.subtask
+    )
+}
+
 /// The diagnosis of one job (pure).
 pub fn analyse(d: &JobData) -> JobReport {
     use super::headline::{Finding, failover, restarts, verdict_headline};
@@ -132,6 +158,7 @@ pub fn analyse(d: &JobData) -> JobReport {
     let restarts = restarts(&view);
     let (mut spacing, alignment_view) = shadow_view(&job, counts, &restarts);
     let classes = classes(&job, &failures, &top_alignment, &top_start_delay);
+    let in_user_code = held_in_user_code(d, &recent);
     // The alignment engine's view matters when barriers are what is slow.
     if classes.iter().any(|c| c.class == Class::Blocking) {
         spacing.extend(alignment_view);
@@ -160,14 +187,35 @@ pub fn analyse(d: &JobData) -> JobReport {
             .max(),
         top_alignment_ms: top_alignment.first().map(|a| a.value_ms),
         top_start_delay_ms: top_start_delay.first().map(|s| s.value_ms),
+        held_in_user_code: in_user_code.as_ref().map(|(id, age, sample, frame)| {
+            (*id, *age, format!("{} #{}", sample.operator, sample.subtask), frame.method_text())
+        }),
     });
-    let held_by = holder(&job, bottleneck.as_ref(), &blocking);
+    let mut classes = classes;
+    let mut held_by = holder(&job, bottleneck.as_ref(), &blocking);
+    // A thread in the user's code holds the checkpoint up: that is where, and it blocks.
+    if let Some((_, _, sample, _)) = &in_user_code {
+        held_by = held_by.or_else(|| Some((sample.operator.clone(), sample.subtask)));
+        if classes.is_empty() {
+            classes.push(ClassFinding {
+                class: Class::Blocking,
+                evidence: format!(
+                    "the task thread of {} #{} is in user code while a checkpoint waits on it",
+                    sample.operator, sample.subtask
+                ),
+            });
+        }
+    }
     let holder = held_by.as_ref().map(|(op, st)| job.located(op, *st));
-    let (causes, next) =
+    let (causes, mut next) =
         causes_and_next(&job, &classes, &failures, &top_alignment, bottleneck.is_some(), holder);
+    let held_next = in_user_code.as_ref().map(|(_, _, sample, frame)| held_next_step(sample, frame));
+    if let Some(step) = &held_next {
+        next.insert(0, step.clone());
+    }
     let next = if next.is_empty() { vec![nothing_found_next(verdict)] } else { next };
     let failover = failover(&view, &restarts);
-    let headline = verdict_headline(&Finding {
+    let mut headline = verdict_headline(&Finding {
         job: &view,
         verdict,
         reasons: &reasons,
@@ -176,6 +224,13 @@ pub fn analyse(d: &JobData) -> JobReport {
         class: classes.first().map(|c| c.class),
         held_by: held_by.as_ref().map(|(op, st)| job.located_with_taskmanager(op, *st)),
     });
+    // When the held thread is the answer, its next step is the user's code, not backpressure.
+    if let (Some(h), Some(step), Some(crate::health::VerdictReason::HeldByUserCode { .. })) =
+        (headline.as_mut(), held_next, reasons.first())
+    {
+        h.next_step = step;
+        h.doc_url = Some(crate::health::links::RUNBOOK_BLOCKED.url);
+    }
     JobReport {
         job_id: d.job_id.clone(),
         name: d.name.clone(),

@@ -414,6 +414,81 @@ mod tests {
         }
     }
 
+    /// Live on 1.14.6 (session 11) `diagnose` called a job HEALTHY, "next: nothing now", while
+    /// its checkpoint had waited 5.1 s of a 10 s timeout on a task thread the dump found in the
+    /// user's code. A held thread is the answer: at risk, blocking, where, and that code.
+    #[test]
+    fn a_checkpoint_held_by_a_thread_in_user_code_puts_the_job_at_risk_and_names_the_code() {
+        use crate::observe::{Frame, SampleSource, ThreadSample, ThreadState};
+        let history = serde_json::json!([
+            { "className": "in_progress", "id": 4, "status": "IN_PROGRESS", "trigger_timestamp": 94_900 },
+            { "className": "completed", "id": 3, "status": "COMPLETED", "trigger_timestamp": 91_900,
+              "latest_ack_timestamp": 91_964, "end_to_end_duration": 64 }
+        ]);
+        let mut data = job(history.clone(), Vec::new());
+        data.stats = serde_json::from_value(serde_json::json!({ "history": history,
+            "counts": { "completed": 3, "failed": 0, "in_progress": 1, "restored": 0, "total": 4 } }))
+        .unwrap();
+        data.config = Some(
+            serde_json::from_value(
+                serde_json::json!({ "mode": "exactly_once", "interval": 3000, "timeout": 10000,
+                "min_pause": 0, "max_concurrent": 1, "tolerable_failed_checkpoints": 1000 }),
+            )
+            .unwrap(),
+        );
+        let healthy = analyse(&data);
+        assert_eq!(healthy.verdict, crate::health::Verdict::Healthy, "without a look at the thread");
+        let frame = |class: &str, method: &str, file: Option<&str>, line: Option<u32>| Frame {
+            class: class.into(),
+            method: method.into(),
+            file: file.map(str::to_string),
+            line,
+        };
+        data.blocked_thread = Some(ThreadSample {
+            checkpoint_id: 4,
+            operator: "blocking-map".into(),
+            subtask: 0,
+            taskmanager: "tm-1".into(),
+            thread: Some("blocking-map (1/2)#0".into()),
+            taken_at: Timestamp(100_000),
+            state: Some(ThreadState::TimedWaiting),
+            frames: vec![
+                frame("java.lang.Thread", "sleep", None, None),
+                frame(
+                    "sentinel.e2e.ScenarioJob$BlockingMap",
+                    "holdTheThread",
+                    Some("ScenarioJob.java"),
+                    Some(378),
+                ),
+            ],
+            user_frame: Some(1),
+            stopped_early: false,
+            source: SampleSource::ThreadDump,
+            hits: None,
+        });
+        let report = analyse(&data);
+        assert_eq!(report.verdict, crate::health::Verdict::AtRisk);
+        let h = report.headline.expect("an at-risk job has a headline");
+        assert_eq!(
+            h.what,
+            "checkpoint 4 has waited 5.1 s of its 10.0 s timeout on blocking-map #0, whose task thread is in user \
+             code: sentinel.e2e.ScenarioJob$BlockingMap.holdTheThread"
+        );
+        assert_eq!(h.where_.as_deref(), Some("blocking-map #0"));
+        assert_eq!(h.class, Some(crate::health::headline::HeadlineClass::Blocking));
+        assert!(
+            h.next_step.starts_with(
+                "the code at sentinel.e2e.ScenarioJob$BlockingMap.holdTheThread(ScenarioJob.java:378)"
+            ),
+            "{}",
+            h.next_step
+        );
+        assert!(report.next[0].starts_with("the code at"), "{:?}", report.next);
+        // Once the thread is back in Flink's code (no user frame), nothing is claimed.
+        data.blocked_thread.as_mut().unwrap().user_frame = None;
+        assert_eq!(analyse(&data).verdict, crate::health::Verdict::Healthy);
+    }
+
     #[test]
     fn finished_checkpoints_beyond_the_detailed_ones_keep_their_outcome_and_duration() {
         // Flink keeps 20 in its history, diagnose fetches the newest 10 in detail: seen live, the
