@@ -142,7 +142,7 @@ fn index(id: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::{CheckpointSettings, CheckpointStatus};
+    use crate::observe::CheckpointSettings;
     use crate::time::Timestamp;
 
     fn config(interval: u64, min_pause: u64, tolerable: u32) -> CheckpointConfiguration {
@@ -163,21 +163,7 @@ mod tests {
     }
 
     fn completed(n: u64, every: u64, duration: u64) -> Vec<Sample> {
-        (0..n)
-            .map(|i| Sample {
-                id: i + 1,
-                triggered_at: Timestamp((i * every) as i64),
-                status: CheckpointStatus::Completed,
-                duration_ms: Some(duration),
-                failure: None,
-                alignment_ms: None,
-                processed_bytes: None,
-                persisted_bytes: None,
-                full_state_bytes: None,
-                checkpointed_bytes: None,
-                needed_ms: None,
-            })
-            .collect()
+        (0..n).map(|i| Sample::completed(i + 1, Timestamp((i * every) as i64), duration)).collect()
     }
 
     #[test]

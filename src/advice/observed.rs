@@ -39,6 +39,23 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// A completed checkpoint with only its trigger time and duration known.
+    pub fn completed(id: u64, triggered_at: Timestamp, duration_ms: u64) -> Sample {
+        Sample {
+            id,
+            triggered_at,
+            status: CheckpointStatus::Completed,
+            duration_ms: Some(duration_ms),
+            failure: None,
+            alignment_ms: None,
+            processed_bytes: None,
+            persisted_bytes: None,
+            full_state_bytes: None,
+            checkpointed_bytes: None,
+            needed_ms: None,
+        }
+    }
+
     /// A finished checkpoint as the poller or `convert::finished` gives it; `None` for a savepoint.
     pub fn from_finished(cp: &FinishedCheckpoint) -> Option<Sample> {
         if cp.kind == SnapshotKind::Savepoint {

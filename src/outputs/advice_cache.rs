@@ -102,19 +102,7 @@ mod tests {
     use crate::time::Timestamp;
 
     fn sample(id: u64) -> Sample {
-        Sample {
-            id,
-            triggered_at: Timestamp(id as i64 * 1_000),
-            status: CheckpointStatus::Completed,
-            duration_ms: Some(100),
-            failure: None,
-            alignment_ms: None,
-            processed_bytes: None,
-            persisted_bytes: None,
-            full_state_bytes: None,
-            checkpointed_bytes: None,
-            needed_ms: None,
-        }
+        Sample::completed(id, Timestamp(id as i64 * 1_000), 100)
     }
 
     fn advice_of(configuration: &CheckpointConfiguration, recent: &[Sample]) -> Arc<Advice> {

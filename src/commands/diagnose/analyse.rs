@@ -117,8 +117,14 @@ impl<'a> Job<'a> {
     }
 }
 
-/// The thread sample of a checkpoint still in progress whose task thread sits in the user's
-/// code: (checkpoint id, its age in ms, the sample, the user's frame).
+/// A checkpoint in progress is held, not merely under way, once it has run this long and
+/// twice as long as any recent completed one: a healthy job caught mid-checkpoint has its
+/// threads in user code too (a source's throttle, a map), for a few milliseconds.
+const HELD_AT_LEAST_MS: u64 = 1_000;
+
+/// The thread sample of a checkpoint still in progress, held past [`HELD_AT_LEAST_MS`] and
+/// twice the longest recent completed checkpoint, whose task thread sits in the user's code:
+/// (checkpoint id, its age in ms, the sample, the user's frame).
 fn held_in_user_code<'a>(
     d: &'a JobData,
     recent: &[CheckpointLine],
@@ -129,7 +135,9 @@ fn held_in_user_code<'a>(
         .iter()
         .find(|r| r.id == sample.checkpoint_id && r.status == "IN_PROGRESS")
         .and_then(|r| r.took_ms)?;
-    Some((sample.checkpoint_id, age, sample, frame))
+    let longest = recent.iter().filter(|r| r.status == "COMPLETED").filter_map(|r| r.took_ms).max();
+    let held = age >= HELD_AT_LEAST_MS && longest.is_none_or(|l| age >= 2 * l);
+    held.then_some((sample.checkpoint_id, age, sample, frame))
 }
 
 /// The next step when a task thread sits in the user's code: that code.

@@ -484,7 +484,12 @@ mod tests {
             h.next_step
         );
         assert!(report.next[0].starts_with("the code at"), "{:?}", report.next);
-        // Once the thread is back in Flink's code (no user frame), nothing is claimed.
+        // A checkpoint merely under way (30 ms, as long as the last one took) with its thread in
+        // user code, as a throttling source's is most of the time: nothing is claimed.
+        let mut under_way = data.clone();
+        under_way.fetched_at = Timestamp(94_930);
+        assert_eq!(analyse(&under_way).verdict, crate::health::Verdict::Healthy);
+        // Once the thread is back in Flink's code (no user frame), nothing is claimed either.
         data.blocked_thread.as_mut().unwrap().user_frame = None;
         assert_eq!(analyse(&data).verdict, crate::health::Verdict::Healthy);
     }
