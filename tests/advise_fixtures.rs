@@ -155,3 +155,33 @@ async fn the_daemon_serves_the_advice_and_exports_the_risks() {
     assert_eq!(missing.status(), 404);
     daemon.shutdown().await;
 }
+
+/// Keys that only the cluster's configuration sets (`/jobmanager/config`), captured from real
+/// clusters started with them (`e2e/flink.sh start` with `SENTINEL_E2E_EXTRA_CONF`; 2.x names
+/// and 1.x names both present, each version reads its own): incremental RocksDB checkpoints, 3
+/// retained, local recovery. The job's own configuration says none of them, so the advisor's
+/// configuration has them from the cluster, and the storage it asks for counts 3 retained.
+#[test]
+fn the_clusters_own_configuration_fills_what_the_job_does_not_say() {
+    for version in ["2.3.0", "1.14.6"] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/fixtures/flink-{version}/cluster-config"));
+        let cluster: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("rest/jobmanager-config.json")).unwrap())
+                .unwrap();
+        let set = |key: &str| cluster.as_array().unwrap().iter().any(|e| e["key"] == key);
+        assert!(
+            set("execution.checkpointing.num-retained") && set("state.checkpoints.num-retained"),
+            "{version}"
+        );
+        let job_config = std::fs::read_to_string(dir.join("rest/job-config.json")).unwrap();
+        assert!(!job_config.contains("num-retained") && !job_config.contains("incremental"), "{version}");
+        let job = advise_json(&dir);
+        let c = &job["configuration"];
+        assert_eq!(c["incremental"], true, "{version}: {c}");
+        assert_eq!(c["retained_checkpoints"], 3, "{version}: {c}");
+        assert_eq!(c["local_recovery"], true, "{version}: {c}");
+        let need = job["findings"].as_array().unwrap().iter().find(|f| f["id"] == "storage_need");
+        assert_eq!(need.map(|f| f["evidence"]["retained"].clone()), Some(3.into()), "{version}: {job}");
+    }
+}
