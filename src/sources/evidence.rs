@@ -81,6 +81,12 @@ impl TakenInTurn for Vec<Request> {
 /// Metric names listed once per (job, vertex): its RocksDB metrics.
 pub type NamesByVertex = HashMap<String, HashMap<String, Vec<String>>>;
 
+/// Whether a vertex's metric names are still to be listed, given its job's known ones: the one
+/// test both the count of a job's requests and their enumeration use, so that they agree.
+fn names_unknown(known: Option<&HashMap<String, Vec<String>>>, vertex_id: &str) -> bool {
+    !known.is_some_and(|k| k.contains_key(vertex_id))
+}
+
 /// The operators of the watched jobs (each vertex's metric names first while unknown), then
 /// the TaskManagers that are not asked for every round, borrowed from the state.
 pub struct InTurn<'a> {
@@ -97,7 +103,7 @@ impl<'a> InTurn<'a> {
         let (job_id, state) = self.jobs[job];
         let known = self.known_vertices.get(job_id);
         state.operators.iter().flat_map(move |(vertex_id, op)| {
-            let unknown = !known.is_some_and(|k| k.contains_key(vertex_id));
+            let unknown = names_unknown(known, vertex_id);
             let names = unknown.then_some((vertex_id.as_str(), op.name.as_str(), true));
             names.into_iter().chain(std::iter::once((vertex_id.as_str(), op.name.as_str(), false)))
         })
@@ -188,7 +194,7 @@ pub fn wanted<'a>(
             }
         }
         let known = known_vertices.get(job_id.as_str());
-        let names = job.operators.keys().filter(|v| !known.is_some_and(|k| k.contains_key(*v))).count();
+        let names = job.operators.keys().filter(|v| names_unknown(known, v)).count();
         listed += job.operators.len() + names;
         jobs.push((job_id.as_str(), &**job));
         ends.push(listed);
