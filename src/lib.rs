@@ -17,6 +17,7 @@
 //! - [`outbound`] — what the daemon's outgoing HTTP requests share: credentials on a request.
 //! - [`daemon`] — wiring, reloads and shutdown.
 //! - [`telemetry`] — logging and build facts.
+//! - [`heap`] — allocator settings that keep the RSS close to the live heap.
 //! - [`advice`] — the advisor: configuration findings with the model's prediction.
 //! - [`commands`] — the one-shot commands: `diagnose`, `advise`, `simulate`, `scan-logs`, `demo`.
 
@@ -26,6 +27,7 @@ pub mod commands;
 pub mod config;
 pub mod daemon;
 pub mod health;
+pub mod heap;
 pub mod model;
 pub mod observe;
 pub mod outbound;

@@ -131,8 +131,9 @@ enum ScanFormat {
     Json,
 }
 
-/// mimalloc rather than glibc's malloc: RSS follows the live heap instead of keeping what the
-/// per-round transients freed (Cargo.toml, docs/performance.md).
+/// mimalloc, when built with `--features mimalloc`; otherwise the system allocator, which
+/// `heap` tunes on glibc (two arenas, a periodic trim) so that RSS follows the live heap
+/// (Cargo.toml, docs/performance.md).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -294,10 +295,12 @@ fn run_daemon(path: PathBuf, listen: Option<SocketAddr>) -> ExitCode {
     if let Some(addr) = listen {
         config.server.listen = addr;
     }
+    checkpoint_sentinel::heap::limit_arenas();
     let runtime = match runtime(2) {
         Ok(r) => r,
         Err(code) => return code,
     };
+    checkpoint_sentinel::heap::spawn_trimmer(checkpoint_sentinel::heap::TRIM_PERIOD);
     match runtime.block_on(checkpoint_sentinel::daemon::run(config, Some(path))) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -258,7 +258,7 @@ fn replay(scenario: &Scenario, steps: Vec<(i64, Step)>, cancel_at: i64) -> Outco
                     outcome.final_counts_problem = Some(format!("the stall of {stated} is not in: {text}"));
                 }
             }
-            outcome.stall_description.get_or_insert_with(|| text.clone());
+            outcome.stall_description.get_or_insert_with(|| text.to_string());
         }
         for a in evaluator.active() {
             // The tolerance alerts agree with Flink's own count: "about to exceed" never quotes

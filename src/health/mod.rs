@@ -168,7 +168,7 @@ pub fn alert_severity(alert: &Alert) -> AlertSeverity {
 
 /// A label of an alert, `""` when it has none.
 pub fn label<'a>(alert: &'a Alert, name: &str) -> &'a str {
-    alert.labels.get(name).map_or("", String::as_str)
+    alert.labels.get(name).map_or("", |t| t.as_str())
 }
 
 /// Whether an alert is about this job.

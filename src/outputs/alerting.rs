@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::config::Credentials;
 use crate::outbound::Authorize;
-use crate::rules::{Alert, AlertState};
+use crate::rules::{Alert, AlertState, Text};
 use crate::time::Timestamp;
 
 /// Resolved alerts kept for an unreachable Alertmanager at most this long (it has expired
@@ -26,9 +26,9 @@ const MAX_UNDELIVERED: usize = 10_000;
 #[derive(Debug, Serialize, PartialEq)]
 pub struct PostableAlert {
     /// Identity.
-    pub labels: BTreeMap<String, String>,
+    pub labels: BTreeMap<Text, Text>,
     /// summary, description, runbook_url.
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: BTreeMap<Text, Text>,
     /// RFC 3339.
     #[serde(rename = "startsAt")]
     pub starts_at: String,
@@ -280,7 +280,7 @@ mod tests {
     #[test]
     fn firing_alerts_end_in_the_future_and_resolved_ones_when_they_resolved() {
         let mut alert = Alert {
-            labels: BTreeMap::from([("alertname".to_string(), "X".to_string())]),
+            labels: BTreeMap::from([("alertname".into(), "X".into())]),
             annotations: BTreeMap::new(),
             state: AlertState::Firing,
             active_since: Timestamp(1_000),
@@ -311,7 +311,7 @@ mod tests {
         )
         .unwrap();
         let alert = Alert {
-            labels: BTreeMap::from([("alertname".to_string(), "X".to_string())]),
+            labels: BTreeMap::from([("alertname".into(), "X".into())]),
             annotations: BTreeMap::new(),
             state: AlertState::Firing,
             active_since: Timestamp(0),

@@ -255,7 +255,8 @@ pub fn job_answer(
     if what.is_empty() {
         match worst {
             Some(a) => {
-                let summary = a.annotations.get("summary").cloned().unwrap_or_else(|| a.name().to_string());
+                let summary =
+                    a.annotations.get("summary").map_or_else(|| a.name().to_string(), |t| t.to_string());
                 what.push(if a.state == AlertState::Firing {
                     summary
                 } else {
@@ -288,7 +289,7 @@ pub fn job_answer(
         _ => w.text.clone(),
     });
     let next_step = next_step(class, culprit.as_ref(), job_state.is_some(), reasons);
-    let runbook_url = worst.and_then(|a| a.annotations.get("runbook_url").cloned());
+    let runbook_url = worst.and_then(|a| a.annotations.get("runbook_url").map(|t| t.to_string()));
     Some(Answer { what, where_, culprit, class, next_step, runbook_url })
 }
 

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::health::{Outcome, is_of_job, label};
 use crate::observe::{CheckpointSettings, CheckpointStatus, JobStatus, LogEvent, LogKind, SnapshotKind};
 use crate::rules::AlertsView;
-use crate::rules::{Alert, AlertSeverity, AlertState};
+use crate::rules::{Alert, AlertSeverity, AlertState, Text};
 use crate::shadow::{Deviation, Explanation};
 use crate::state::{CheckpointRecord, ClusterState, JobState, Phase, PhaseHistograms, State};
 use crate::stats::Summary;
@@ -564,9 +564,9 @@ pub struct JobAlerts {
 #[derive(Clone, Debug, Serialize)]
 pub struct AlertView {
     /// Identity: `alertname`, `severity`, `class`, the subject's labels.
-    pub labels: BTreeMap<String, String>,
+    pub labels: BTreeMap<Text, Text>,
     /// `summary`, `description`, `runbook_url`.
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: BTreeMap<Text, Text>,
     /// `pending`, `firing` or `resolved`.
     pub state: AlertState,
     /// The latest value of the condition's left side.
@@ -875,7 +875,7 @@ fn job_summary(
                 name: a.name().to_string(),
                 severity: crate::health::alert_severity(a),
                 class: label(a, "class").to_string(),
-                summary: a.annotations.get("summary").cloned().unwrap_or_default(),
+                summary: a.annotations.get("summary").map(|t| t.to_string()).unwrap_or_default(),
                 fired_at_ms: a.fired_at.map(Timestamp::millis),
                 active_since_ms: a.active_since.millis(),
             })
@@ -1646,7 +1646,7 @@ mod tests {
     }
 
     fn alert(name: &str, severity: &str, state: AlertState) -> Alert {
-        let labels: BTreeMap<String, String> = [
+        let labels: BTreeMap<Text, Text> = [
             ("alertname", name),
             ("severity", severity),
             ("class", "blocking"),
@@ -1654,11 +1654,11 @@ mod tests {
             ("job_id", "j1"),
         ]
         .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| (k.into(), v.into()))
         .collect();
         Alert {
             labels,
-            annotations: BTreeMap::from([("summary".to_string(), format!("{name} summary"))]),
+            annotations: BTreeMap::from([("summary".into(), format!("{name} summary").into())]),
             state,
             active_since: Timestamp(1_000_000),
             fired_at: (state == AlertState::Firing).then_some(Timestamp(1_010_000)),
@@ -1745,7 +1745,7 @@ mod tests {
     #[test]
     fn a_firing_critical_alert_makes_the_job_critical() {
         let s = state(false);
-        let labels: BTreeMap<String, String> = [
+        let labels: BTreeMap<Text, Text> = [
             ("alertname", "FlinkCheckpointsFailing"),
             ("severity", "critical"),
             ("class", "failure"),
@@ -1753,11 +1753,11 @@ mod tests {
             ("job_id", "j1"),
         ]
         .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| (k.into(), v.into()))
         .collect();
         let alert = Alert {
             labels,
-            annotations: BTreeMap::from([("summary".to_string(), "checkpoints fail".to_string())]),
+            annotations: BTreeMap::from([("summary".into(), "checkpoints fail".into())]),
             state: AlertState::Firing,
             active_since: Timestamp(0),
             fired_at: Some(Timestamp(1)),

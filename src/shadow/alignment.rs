@@ -391,13 +391,51 @@ pub fn predict(sg: &ShadowGraph, mode: Mode) -> Prediction {
     summarise(sg, &result, mode)
 }
 
-/// What one completed checkpoint showed for one operator.
+/// One operator's recent completed checkpoints, oldest first, in two flat rings: per checkpoint
+/// the largest start delay and alignment of a subtask, and every acknowledged subtask's start
+/// delay (a checkpoint's subtasks contiguous). An operator costs two allocations however many
+/// checkpoints it keeps; a `Vec` per checkpoint was 64 MB of the heap at 10,000 jobs (issue 31).
 #[derive(Clone, Debug, Default)]
-struct ObservedOperator {
-    start_delay_ms: u64,
-    alignment_ms: u64,
-    /// Per subtask start delay.
-    start_delays: Vec<(u32, u64)>,
+struct OperatorRing {
+    /// The operator chain's name.
+    name: String,
+    /// Per checkpoint: (largest start delay ms, largest alignment ms, its entries in `start_delays`).
+    checkpoints: VecDeque<(u32, u32, u32)>,
+    /// (subtask index, start delay ms) of the checkpoints in `checkpoints`, in their order.
+    start_delays: VecDeque<(u32, u32)>,
+}
+
+/// Milliseconds kept as `u32` (49 days), saturating.
+fn ms32(ms: u64) -> u32 {
+    u32::try_from(ms).unwrap_or(u32::MAX)
+}
+
+impl OperatorRing {
+    /// Adds a checkpoint, dropping the oldest beyond [`KEPT`].
+    fn push(
+        &mut self,
+        start_delay_ms: u64,
+        alignment_ms: u64,
+        start_delays: impl Iterator<Item = (u32, u64)>,
+    ) {
+        let before = self.start_delays.len();
+        self.start_delays.extend(start_delays.map(|(i, d)| (i, ms32(d))));
+        let added = (self.start_delays.len() - before) as u32;
+        self.checkpoints.push_back((ms32(start_delay_ms), ms32(alignment_ms), added));
+        if self.checkpoints.len() > KEPT
+            && let Some((_, _, entries)) = self.checkpoints.pop_front()
+        {
+            self.start_delays.drain(..entries as usize);
+        }
+    }
+
+    fn median_start_delay_ms(&self) -> u64 {
+        median(self.checkpoints.iter().map(|c| u64::from(c.0)).collect())
+    }
+
+    fn median_alignment_ms(&self) -> u64 {
+        median(self.checkpoints.iter().map(|c| u64::from(c.1)).collect())
+    }
 }
 
 /// Observed medians of one operator over recent checkpoints.
@@ -424,7 +462,7 @@ pub struct AlignmentShadow {
     graph: Option<ShadowGraph>,
     configured: Option<Prediction>,
     alternative: Option<Prediction>,
-    observed: BTreeMap<String, (String, VecDeque<ObservedOperator>)>,
+    observed: BTreeMap<String, OperatorRing>,
     e2e: VecDeque<u64>,
     persisted: VecDeque<u64>,
     /// Whether each recent completed checkpoint was unaligned.
@@ -566,16 +604,16 @@ impl AlignmentShadow {
             if acked.is_empty() {
                 continue;
             }
-            let o = ObservedOperator {
-                start_delay_ms: acked.iter().filter_map(|s| s.start_delay_ms).max().unwrap_or(0),
-                alignment_ms: acked.iter().filter_map(|s| s.alignment_ms).max().unwrap_or(0),
-                start_delays: acked.iter().filter_map(|s| s.start_delay_ms.map(|d| (s.index, d))).collect(),
-            };
-            let entry = self
-                .observed
-                .entry(op.vertex_id.clone())
-                .or_insert_with(|| (op.name.clone(), VecDeque::new()));
-            push_bounded(&mut entry.1, o);
+            if !self.observed.contains_key(&op.vertex_id) {
+                let ring = OperatorRing { name: op.name.clone(), ..OperatorRing::default() };
+                self.observed.insert(op.vertex_id.clone(), ring);
+            }
+            let Some(ring) = self.observed.get_mut(&op.vertex_id) else { continue };
+            ring.push(
+                acked.iter().filter_map(|s| s.start_delay_ms).max().unwrap_or(0),
+                acked.iter().filter_map(|s| s.alignment_ms).max().unwrap_or(0),
+                acked.iter().filter_map(|s| s.start_delay_ms.map(|d| (s.index, d))),
+            );
         }
         if let Some(e2e) = checkpoint.end_to_end_ms {
             push_bounded(&mut self.e2e, e2e);
@@ -605,20 +643,20 @@ impl AlignmentShadow {
     pub fn observed(&self) -> Vec<OperatorObserved> {
         self.observed
             .iter()
-            .map(|(id, (name, q))| OperatorObserved {
+            .map(|(id, ring)| OperatorObserved {
                 vertex_id: id.clone(),
-                name: name.clone(),
-                start_delay_ms: median(q.iter().map(|o| o.start_delay_ms).collect()),
-                alignment_ms: median(q.iter().map(|o| o.alignment_ms).collect()),
-                checkpoints: q.len(),
+                name: ring.name.clone(),
+                start_delay_ms: ring.median_start_delay_ms(),
+                alignment_ms: ring.median_alignment_ms(),
+                checkpoints: ring.checkpoints.len(),
             })
             .collect()
     }
 
     /// The observed median of the largest alignment of one operator, ms.
     pub fn observed_alignment_ms(&self, vertex_id: &str) -> Option<u64> {
-        let (_, q) = self.observed.get(vertex_id)?;
-        (!q.is_empty()).then(|| median(q.iter().map(|o| o.alignment_ms).collect()))
+        let ring = self.observed.get(vertex_id)?;
+        (!ring.checkpoints.is_empty()).then(|| ring.median_alignment_ms())
     }
 
     /// The median in-flight bytes persisted per checkpoint, observed.
@@ -739,7 +777,7 @@ impl AlignmentShadow {
                 "unaligned checkpoints are configured but alignment dominates: ~{} of the ~{} checkpoint at {}",
                 fmt_duration(a),
                 fmt_duration(e2e),
-                self.observed[id].0
+                self.observed[id].name
             ));
         }
         if let (Mode::AlignedWithTimeout { timeout_ms }, Some((_, a))) = (m, max_alignment)
@@ -762,7 +800,7 @@ impl AlignmentShadow {
             out.push(format!(
                 "alignment ~{} at {} is {} % of the {} interval",
                 fmt_duration(a),
-                self.observed[id].0,
+                self.observed[id].name,
                 a * 100 / interval,
                 fmt_duration(interval)
             ));
@@ -776,12 +814,11 @@ impl AlignmentShadow {
     /// One subtask whose start delay is far above its peers' (the skew closest to the sources).
     pub fn skew(&self) -> Option<String> {
         let mut found: Option<(u64, String)> = None;
-        for (name, q) in self.observed.values() {
+        for ring in self.observed.values() {
+            let name = &ring.name;
             let mut per_subtask: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-            for o in q {
-                for (i, d) in &o.start_delays {
-                    per_subtask.entry(*i).or_default().push(*d);
-                }
+            for &(i, d) in &ring.start_delays {
+                per_subtask.entry(i).or_default().push(u64::from(d));
             }
             if per_subtask.len() < 2 {
                 continue;
@@ -896,5 +933,71 @@ mod tests {
         let fresh = shadow.take_work().unwrap();
         shadow.finish(fresh.run());
         assert!(shadow.prediction().is_some());
+    }
+
+    /// A completed checkpoint of one operator whose subtasks started after `delays` ms.
+    fn completed(id: u64, delays: &[u64]) -> FinishedCheckpoint {
+        use crate::observe::{OperatorCheckpoint, SubtaskCheckpoint};
+        use crate::time::Timestamp;
+        let subtasks = delays
+            .iter()
+            .enumerate()
+            .map(|(i, d)| SubtaskCheckpoint {
+                index: i as u32,
+                acknowledged: true,
+                start_delay_ms: Some(*d),
+                alignment_ms: Some(*d / 10),
+                ..SubtaskCheckpoint::default()
+            })
+            .collect();
+        FinishedCheckpoint {
+            id,
+            status: CheckpointStatus::Completed,
+            kind: SnapshotKind::Checkpoint,
+            triggered_at: Timestamp(0),
+            finished_at: Timestamp(0),
+            end_to_end_ms: Some(2_000),
+            checkpointed_bytes: None,
+            full_state_bytes: None,
+            processed_bytes: None,
+            persisted_bytes: None,
+            num_subtasks: delays.len() as u32,
+            num_acknowledged: delays.len() as u32,
+            failure_message: None,
+            operators: vec![OperatorCheckpoint {
+                vertex_id: "map".into(),
+                name: "stateful-map".into(),
+                subtasks,
+            }],
+        }
+    }
+
+    #[test]
+    fn an_operators_ring_keeps_the_last_sixteen_checkpoints_and_their_subtasks_only() {
+        let mut shadow = AlignmentShadow::new();
+        // 40 checkpoints in which subtask 2 starts late: a skew.
+        for id in 0..40 {
+            shadow.observe(&completed(id, &[50, 60, 1_500]));
+        }
+        let ring = &shadow.observed["map"];
+        assert_eq!((ring.checkpoints.len(), ring.start_delays.len()), (KEPT, 3 * KEPT));
+        let observed = shadow.observed();
+        assert_eq!(
+            (observed[0].start_delay_ms, observed[0].alignment_ms, observed[0].checkpoints),
+            (1_500, 150, KEPT)
+        );
+        assert_eq!(
+            shadow.skew().as_deref(),
+            Some("skew: stateful-map subtask 2 start delay ~1.5 s vs ~50 ms for its peers")
+        );
+        // 16 more in which it keeps up (and one subtask fewer acknowledges): the late starts
+        // have left the ring with their checkpoints, so the skew is gone.
+        for id in 40..56 {
+            shadow.observe(&completed(id, &[50, 60]));
+        }
+        let ring = &shadow.observed["map"];
+        assert_eq!((ring.checkpoints.len(), ring.start_delays.len()), (KEPT, 2 * KEPT));
+        assert_eq!(shadow.skew(), None);
+        assert_eq!(shadow.observed()[0].start_delay_ms, 60);
     }
 }
