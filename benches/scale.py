@@ -88,7 +88,7 @@ def main():
     ap.add_argument("--poll-interval", default="10s")
     ap.add_argument("--large-estate", action="store_true",
                     help="the large-estate settings: [metrics] operators = false, quantiles = [0.5, 0.95]; "
-                         "[state] recent_checkpoints = 8")
+                         "[state] recent_checkpoints = 8, p95_history_points = 30")
     ap.add_argument("--max-concurrent-requests", type=int, default=0, help="[[clusters]] setting; 0: the default")
     ap.add_argument("--store", action="store_true", help="keep the checkpoint store on ([store] enabled)")
     ap.add_argument("--store-max-records", type=int, default=250000)
@@ -117,6 +117,7 @@ def main():
         "[state]", f'dir = "{a.work}/state"',
         *([f'persist_interval = "{a.persist_interval}"'] if a.persist_interval else []),
         *([f"recent_checkpoints = {a.recent_checkpoints or 8}"] if a.recent_checkpoints or a.large_estate else []),
+        *(["p95_history_points = 30"] if a.large_estate else []),
         "[store]", f"enabled = {'true' if a.store else 'false'}", f"max_records = {a.store_max_records}",
     ]
     if a.stats_window:

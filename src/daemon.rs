@@ -348,6 +348,7 @@ fn shared_state(config: &Config, mut state: State) -> Arc<AppState> {
     }
     state.keep_operator_histograms(config.metrics.operators);
     state.keep_recent_checkpoints(config.state.recent_checkpoints);
+    state.keep_p95_history(config.state.p95_history_points);
     let app = Arc::new(AppState::new(state));
     *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = config.metrics.clone();
     *app.thread_dumps.write().unwrap_or_else(|e| e.into_inner()) = config.thread_dumps.clone();

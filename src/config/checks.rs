@@ -215,6 +215,15 @@ impl Config {
                 self.state.recent_checkpoints
             ));
         }
+        let points = crate::state::history::P95_HISTORY_POINTS_RANGE;
+        if !points.contains(&self.state.p95_history_points) {
+            problems.push(format!(
+                "state.p95_history_points: expected {} to {}, got {}",
+                points.start(),
+                points.end(),
+                self.state.p95_history_points
+            ));
+        }
     }
 
     /// `[metrics]`: each quantile one of the summaries' and given once.
@@ -415,6 +424,19 @@ mod tests {
             let err = load(&format!("[state]\nrecent_checkpoints = {bad}\n")).unwrap_err().to_string();
             assert!(
                 err.contains(&format!("state.recent_checkpoints: expected 1 to 1024, got {bad}")),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn p95_history_points_are_bounded() {
+        assert_eq!(load("[state]\np95_history_points = 30\n").unwrap().state.p95_history_points, 30);
+        assert_eq!(load("").unwrap().state.p95_history_points, 120);
+        for bad in ["1", "1025"] {
+            let err = load(&format!("[state]\np95_history_points = {bad}\n")).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("state.p95_history_points: expected 2 to 1024, got {bad}")),
                 "{err}"
             );
         }

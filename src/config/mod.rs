@@ -259,6 +259,9 @@ pub struct StateConfig {
     pub persist_interval: Duration,
     /// How many recent checkpoints each job keeps (the API, the status page, diagnose).
     pub recent_checkpoints: usize,
+    /// How many points of P95 over time each job keeps for the status page's chart (32 bytes
+    /// each; 120 by default, 4 KiB a job).
+    pub p95_history_points: usize,
 }
 
 impl Default for StateConfig {
@@ -267,6 +270,7 @@ impl Default for StateConfig {
             dir: PathBuf::from("/var/lib/checkpoint-sentinel"),
             persist_interval: Duration::from_secs(5),
             recent_checkpoints: crate::state::RECENT_CHECKPOINTS,
+            p95_history_points: crate::state::history::P95_HISTORY_POINTS,
         }
     }
 }

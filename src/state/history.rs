@@ -21,12 +21,16 @@ use super::record::{Phase, PhaseHistograms};
 use crate::stats::WindowSpec;
 use crate::time::Timestamp;
 
-/// Most samples kept per job.
+/// Most samples kept per job by default (`[state] p95_history_points`).
 ///
 /// Memory: a sample is 32 bytes (an 8-byte timestamp and five 4-byte P95s), and the ring's
 /// buffer holds at most 128 of them (`VecDeque` rounds up to a power of two), so a job's history
-/// costs at most about 4 KiB: 4 MiB for 1,000 jobs.
+/// costs at most about 4 KiB: 4 MiB for 1,000 jobs, 40 MiB for 10,000 once every job has
+/// checkpointed for two hours at one a minute (the large-estate settings keep 30).
 pub const P95_HISTORY_POINTS: usize = 120;
+
+/// The fewest and the most samples a job may be told to keep.
+pub const P95_HISTORY_POINTS_RANGE: std::ops::RangeInclusive<usize> = 2..=1_024;
 
 /// The finest spacing between two samples, ms (the poller's usual interval).
 pub const MIN_SAMPLE_SPACING_MS: i64 = 1_000;
@@ -70,17 +74,36 @@ impl P95Sample {
 pub struct P95History {
     spacing_ms: i64,
     max_spacing_ms: i64,
+    window_ms: u64,
+    /// Most samples kept ([`P95History::keep`]).
+    points: usize,
     samples: VecDeque<P95Sample>,
 }
 
 impl P95History {
     /// An empty history for histograms over `window`.
     pub fn new(window: WindowSpec) -> Self {
-        let max_spacing_ms = (window.window_ms / P95_HISTORY_POINTS as u64) as i64;
-        P95History {
+        let mut history = P95History {
             spacing_ms: MIN_SAMPLE_SPACING_MS,
-            max_spacing_ms: max_spacing_ms.max(MIN_SAMPLE_SPACING_MS),
+            max_spacing_ms: MIN_SAMPLE_SPACING_MS,
+            window_ms: window.window_ms,
+            points: P95_HISTORY_POINTS,
             samples: VecDeque::new(),
+        };
+        history.keep(P95_HISTORY_POINTS);
+        history
+    }
+
+    /// Keeps at most `points` samples (within [`P95_HISTORY_POINTS_RANGE`]) from now on,
+    /// spaced by up to `window / points`; the oldest beyond them are dropped now.
+    pub fn keep(&mut self, points: usize) {
+        let points = points.clamp(*P95_HISTORY_POINTS_RANGE.start(), *P95_HISTORY_POINTS_RANGE.end());
+        self.points = points;
+        self.max_spacing_ms = ((self.window_ms / points as u64) as i64).max(MIN_SAMPLE_SPACING_MS);
+        self.spacing_ms = self.spacing_ms.min(self.max_spacing_ms);
+        if self.samples.len() > points {
+            self.samples.drain(..self.samples.len() - points);
+            self.samples.shrink_to_fit();
         }
     }
 
@@ -97,11 +120,11 @@ impl P95History {
             return;
         }
         self.samples.push_back(sample);
-        while self.samples.len() > P95_HISTORY_POINTS && self.spacing_ms < self.max_spacing_ms {
+        while self.samples.len() > self.points && self.spacing_ms < self.max_spacing_ms {
             self.spacing_ms = (self.spacing_ms * 2).min(self.max_spacing_ms);
             self.thin();
         }
-        while self.samples.len() > P95_HISTORY_POINTS {
+        while self.samples.len() > self.points {
             self.samples.pop_front();
         }
     }
@@ -125,7 +148,7 @@ impl P95History {
     fn thin(&mut self) {
         let spacing = self.spacing_ms;
         let bucket = |s: &P95Sample| s.at.millis().div_euclid(spacing);
-        let mut kept: VecDeque<P95Sample> = VecDeque::with_capacity(P95_HISTORY_POINTS + 1);
+        let mut kept: VecDeque<P95Sample> = VecDeque::with_capacity(self.points + 1);
         for sample in self.samples.drain(..) {
             match kept.back_mut() {
                 Some(last) if bucket(last) == bucket(&sample) => *last = sample,
@@ -196,6 +219,30 @@ mod tests {
         assert_eq!(t.len(), P95_HISTORY_POINTS);
         assert!(t.windows(2).all(|w| w[1] - w[0] == 600_000));
         assert_eq!(*t.last().unwrap(), 499 * 600_000);
+    }
+
+    #[test]
+    fn a_history_told_to_keep_fewer_points_drops_its_oldest_and_spaces_the_rest_over_the_window() {
+        // Every 10 min for 500 checkpoints, then told to keep 30: the newest 30, as before.
+        let mut h = run(600_000, 500 * 600_000);
+        h.keep(30);
+        let t = times(&h);
+        assert_eq!((t.len(), *t.last().unwrap()), (30, 499 * 600_000));
+        assert!(h.heap_bytes() <= 32 * std::mem::size_of::<P95Sample>(), "{} bytes kept", h.heap_bytes());
+        // A job checkpointing every second, kept at 30 points: at most one every 2 minutes
+        // (the hour's window over 30), so the 30 still span the hour.
+        let (mut p, mut h) = (phases(), P95History::new(HOUR));
+        h.keep(30);
+        for t in (0..2 * 3_600_000).step_by(1_000) {
+            record(&mut p, 100 + (t / 1_000 % 7) as u64, Timestamp(t));
+            h.sample(&p, Timestamp(t));
+        }
+        let t = times(&h);
+        assert_eq!((t.len(), h.spacing_ms()), (30, 120_000));
+        assert!(t[29] - t[0] >= 3_300_000, "{t:?}");
+        // Out of range asks are held to it.
+        h.keep(0);
+        assert_eq!(times(&h).len(), *P95_HISTORY_POINTS_RANGE.start());
     }
 
     #[test]

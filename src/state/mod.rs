@@ -48,6 +48,8 @@ pub struct State {
     operator_histograms: bool,
     /// How many recent checkpoints each job keeps (`[state] recent_checkpoints`).
     recent_checkpoints: usize,
+    /// How many P95 samples each job keeps for its chart (`[state] p95_history_points`).
+    p95_history_points: usize,
 }
 
 impl State {
@@ -61,6 +63,16 @@ impl State {
             outbox: outbox::Outbox::default(),
             operator_histograms: true,
             recent_checkpoints: job::RECENT_CHECKPOINTS,
+            p95_history_points: history::P95_HISTORY_POINTS,
+        }
+    }
+
+    /// How many P95 samples each job keeps from now on (`[state] p95_history_points`); jobs
+    /// that keep more drop their oldest.
+    pub fn keep_p95_history(&mut self, points: usize) {
+        self.p95_history_points = points;
+        for job in self.clusters.values_mut().flat_map(|c| c.jobs.values_mut()) {
+            job.p95_history.keep(points);
         }
     }
 
@@ -146,9 +158,11 @@ impl State {
                 let defer = self.defer_model;
                 let operator_histograms = self.operator_histograms;
                 let recent_kept = self.recent_checkpoints;
+                let p95_points = self.p95_history_points;
                 let cluster = self.cluster_mut(&poll.key.cluster);
                 let job = cluster.jobs.entry(poll.key.job_id.clone()).or_insert_with(|| {
                     let mut job = JobState::new(window, poll.job_name.clone(), poll.job_state.clone(), now);
+                    job.p95_history.keep(p95_points);
                     if defer {
                         job.shadow.alignment.defer_runs();
                     }
