@@ -175,11 +175,7 @@ impl AppState {
         let work = state.take_model_work();
         drop(state);
         if !work.is_empty() {
-            let run = || work.iter().map(|(key, w)| (key, w.run())).collect::<Vec<_>>();
-            // On a tokio worker, let the runtime move its other tasks elsewhere meanwhile.
-            let multi_thread = tokio::runtime::Handle::try_current()
-                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-            let outputs = if multi_thread { tokio::task::block_in_place(run) } else { run() };
+            let outputs = off_the_workers(|| work.iter().map(|(key, w)| (key, w.run())).collect::<Vec<_>>());
             let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
             for (key, output) in outputs {
                 state.finish_model_work(key, output);
@@ -340,6 +336,16 @@ impl AppState {
             discovery: self.discovery.read().unwrap_or_else(|e| e.into_inner()).clone(),
         }
     }
+}
+
+/// Runs `work`, which takes long (an engine run, a rule round over 10,000 jobs), so that the
+/// runtime's other tasks do not wait behind it: on a worker of a multi-thread runtime the runtime
+/// hands that worker's tasks to another thread meanwhile (`block_in_place`); elsewhere (a
+/// current-thread runtime in tests, no runtime) it just runs.
+pub fn off_the_workers<R>(work: impl FnOnce() -> R) -> R {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread { tokio::task::block_in_place(work) } else { work() }
 }
 
 #[cfg(test)]

@@ -846,7 +846,7 @@ async fn alert_loop(
     let mut event_gap = EVENT_ROUND_GAP;
     let round = |app: &AppState, evaluator: &mut crate::rules::Evaluator, gap: &mut Duration| {
         let started = std::time::Instant::now();
-        evaluate(app, evaluator, &deliver);
+        crate::app::off_the_workers(|| evaluate(app, evaluator, &deliver));
         *gap = EVENT_ROUND_GAP.max(started.elapsed() * ROUND_DUTY_DIVISOR).min(MAX_EVENT_ROUND_GAP);
         tokio::time::Instant::now()
     };
