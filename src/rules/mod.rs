@@ -825,6 +825,15 @@ mod tests {
         assert!(!Arc::ptr_eq(&read[0], now));
         assert_eq!((read[0].value, now.value), (Some(1.0), Some(2.0)), "the reader's copy is as it was");
         assert_eq!(now.annotations["summary"], "orders failed 2 times");
+        // Rebuilt, it takes its texts from the evaluator's interner: one allocation for the
+        // label names and values and the runbook URL that both copies carry.
+        for (name, value) in &now.labels {
+            let (old_name, old_value) = read[0].labels.get_key_value(name.as_str()).unwrap();
+            assert!(std::ptr::eq(name.as_str(), old_name.as_str()), "{name} copied");
+            assert!(std::ptr::eq(value.as_str(), old_value.as_str()), "{name}={value} copied");
+        }
+        let url = |a: &Alert| a.annotations["runbook_url"].as_str().as_ptr();
+        assert_eq!(url(now), url(&read[0]));
     }
 
     #[test]
