@@ -419,15 +419,12 @@ impl OperatorRing {
         start_delays: impl Iterator<Item = (u32, u64)>,
     ) {
         let before = self.start_delays.len();
+        self.start_delays.extend(start_delays.map(|(i, d)| (i, ms32(d))));
         if self.checkpoints.is_empty() {
             // Exactly what a full ring needs, not the next power of two (a third to a half less
             // at 10,000 jobs); a job whose parallelism grows lets `extend` grow it.
             self.checkpoints.reserve_exact(KEPT + 1);
-        }
-        self.start_delays.extend(start_delays.map(|(i, d)| (i, ms32(d))));
-        if self.checkpoints.is_empty() {
-            let subtasks = self.start_delays.len();
-            self.start_delays.reserve_exact(subtasks * KEPT);
+            self.start_delays.reserve_exact(self.start_delays.len() * KEPT);
         }
         let added = (self.start_delays.len() - before) as u32;
         self.checkpoints.push_back((ms32(start_delay_ms), ms32(alignment_ms), added));
