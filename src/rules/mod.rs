@@ -5,9 +5,11 @@
 //! moves each alert through inactive → pending → firing → resolved. Sending to Alertmanager is
 //! `alerting`'s job.
 
+pub mod alert;
 pub mod builtin;
 pub mod context;
 pub mod expr;
+pub mod render;
 pub mod series;
 pub mod subjects;
 pub mod text;
@@ -20,8 +22,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::State;
 use crate::time::Timestamp;
+pub use alert::{Alert, AlertState, AlertsView};
 use context::{EvalContext, SeriesHistory, Subject};
 use expr::Condition;
+pub use render::{format_bytes, format_duration, render};
 pub use series::Scope;
 pub use subjects::DaemonFacts;
 use subjects::{ClusterView, DaemonView, JobView, TaskManagerView, evaluated_jobs, taskmanagers};
@@ -131,118 +135,6 @@ impl Rule {
     /// The parsed condition.
     pub fn condition(&self) -> &Condition {
         &self.condition
-    }
-}
-
-/// Where an alert is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AlertState {
-    /// The condition holds, not yet for `for`.
-    Pending,
-    /// The condition has held for `for`.
-    Firing,
-    /// It fired, and the condition no longer holds.
-    Resolved,
-}
-
-impl AlertState {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AlertState::Pending => "pending",
-            AlertState::Firing => "firing",
-            AlertState::Resolved => "resolved",
-        }
-    }
-}
-
-/// Indices of alerts by (cluster, job id).
-pub(crate) type AlertsByJob = HashMap<(String, String), Vec<usize>>;
-
-/// What the rule evaluator last concluded, copied out for readers (the API, `/metrics`).
-#[derive(Debug, Default)]
-pub struct AlertsView {
-    /// Per rule: (name, severity label).
-    pub rules: Vec<(String, &'static str)>,
-    /// Pending and firing alerts, shared with the evaluator (`Evaluator::active_shared`).
-    pub active: Vec<Arc<Alert>>,
-    /// Recently resolved alerts, oldest first.
-    pub resolved: Vec<Alert>,
-    /// Indices into `active` by (cluster, job id), built on first use: the health of every job
-    /// asks for its own alerts, and a scan of all alerts per job was quadratic (three quarters
-    /// of the daemon's CPU at 2,000 jobs, issue 31). Reset by [`AlertsView::set_active`] and
-    /// by a clone; kept with the length of `active` it was built for, and not used when that
-    /// changed since (an alert pushed onto `active` directly).
-    pub(crate) by_job: std::sync::OnceLock<(usize, AlertsByJob)>,
-}
-
-impl Clone for AlertsView {
-    fn clone(&self) -> Self {
-        AlertsView {
-            rules: self.rules.clone(),
-            active: self.active.clone(),
-            resolved: self.resolved.clone(),
-            by_job: std::sync::OnceLock::new(),
-        }
-    }
-}
-
-impl AlertsView {
-    /// Replaces the active alerts (and forgets the index of the old ones).
-    pub fn set_active(&mut self, active: Vec<Arc<Alert>>) {
-        self.active = active;
-        self.by_job = std::sync::OnceLock::new();
-    }
-
-    /// The active alerts of one job, in the order of `active`.
-    pub fn of_job<'a>(&'a self, cluster: &str, job_id: &str) -> impl Iterator<Item = &'a Alert> + Clone + 'a {
-        let (built_for, index) = self.by_job.get_or_init(|| {
-            let mut index = AlertsByJob::new();
-            for (i, a) in self.active.iter().enumerate() {
-                if let (Some(c), Some(j)) = (a.labels.get("cluster"), a.labels.get("job_id")) {
-                    index.entry((c.to_string(), j.to_string())).or_default().push(i);
-                }
-            }
-            (self.active.len(), index)
-        });
-        let indices: Vec<usize> = if *built_for == self.active.len() {
-            index.get(&(cluster.to_string(), job_id.to_string())).cloned().unwrap_or_default()
-        } else {
-            let of_job = |a: &Alert| {
-                a.labels.get("cluster").is_some_and(|c| c == cluster)
-                    && a.labels.get("job_id").is_some_and(|j| j == job_id)
-            };
-            (0..self.active.len()).filter(|&i| of_job(&self.active[i])).collect()
-        };
-        indices.into_iter().map(|i| &*self.active[i])
-    }
-}
-
-/// One alert instance: a rule for one job, cluster or TaskManager.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Alert {
-    /// Identity: alertname, severity, class, the subject's labels (`cluster`, and `job_id` and
-    /// `job_name` or `taskmanager`) and the rule's labels.
-    pub labels: BTreeMap<Text, Text>,
-    /// summary, description, runbook_url (rendered with the latest values).
-    pub annotations: BTreeMap<Text, Text>,
-    /// Where it is.
-    pub state: AlertState,
-    /// Since when the condition holds.
-    pub active_since: Timestamp,
-    /// When it started firing.
-    pub fired_at: Option<Timestamp>,
-    /// When it resolved.
-    pub resolved_at: Option<Timestamp>,
-    /// The latest value of the condition's left side.
-    pub value: Option<f64>,
-}
-
-impl Alert {
-    /// The alert's name.
-    pub fn name(&self) -> &str {
-        self.labels.get("alertname").map_or("", |s| s.as_str())
     }
 }
 
@@ -634,87 +526,6 @@ pub fn next_age_wake(state: &State, now: Timestamp) -> Option<Timestamp> {
         }
     }
     next
-}
-
-/// Fills `{{ name }}` placeholders: labels (`cluster`, `job_name`, …), `value`, any series
-/// (`duration.p95`) or a function of one (`increase(shadow.unexplained, 30m)`, computed as a
-/// condition computes it); a `| duration`, `| bytes` or `| percent` filter formats the number.
-pub fn render(
-    template: &str,
-    labels: &BTreeMap<&str, &str>,
-    value: Option<f64>,
-    ctx: &dyn expr::Context,
-) -> String {
-    let mut out = String::new();
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let Some(end) = rest[start..].find("}}") else {
-            out.push_str(&rest[start..]);
-            return out;
-        };
-        let inner = rest[start + 2..start + end].trim();
-        let (name, filter) = match inner.split_once('|') {
-            Some((n, f)) => (n.trim(), Some(f.trim())),
-            None => (inner, None),
-        };
-        let number = if name == "value" {
-            value
-        } else if name.contains('(') {
-            expr::evaluate_number(name, ctx)
-        } else {
-            expr::Context::value(ctx, name)
-        };
-        let text = match (labels.get(name), number) {
-            (Some(label), _) => label.to_string(),
-            (None, Some(n)) => format_number(n, filter),
-            (None, None) => "n/a".to_string(),
-        };
-        out.push_str(&text);
-        rest = &rest[start + end + 2..];
-    }
-    out.push_str(rest);
-    out
-}
-
-fn format_number(n: f64, filter: Option<&str>) -> String {
-    match filter {
-        Some("duration") => format_duration(n),
-        Some("bytes") => format_bytes(n),
-        Some("percent") => format!("{:.1}%", n * 100.0),
-        _ => {
-            if n.fract() == 0.0 && n.abs() < 1e15 {
-                format!("{n:.0}")
-            } else {
-                format!("{n:.3}")
-            }
-        }
-    }
-}
-
-/// `0.045` → `45ms`, `75` → `1m 15s`.
-pub fn format_duration(seconds: f64) -> String {
-    if seconds < 1.0 {
-        return format!("{:.0}ms", seconds * 1000.0);
-    }
-    if seconds < 60.0 {
-        return format!("{:.1}s", seconds).replace(".0s", "s");
-    }
-    let total = seconds.round() as u64;
-    let (h, m, s) = (total / 3600, total % 3600 / 60, total % 60);
-    if h > 0 { format!("{h}h {m}m") } else { format!("{m}m {s}s") }
-}
-
-/// `1536` → `1.5 KiB`.
-pub fn format_bytes(bytes: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < units.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{v:.0} B") } else { format!("{v:.1} {}", units[unit]) }
 }
 
 #[cfg(test)]
@@ -1400,15 +1211,6 @@ mod tests {
         let resolved = ev.evaluate_with(&state, &healthy, Timestamp(60_000));
         assert_eq!(resolved.len(), 1);
         assert_eq!(ev.active().count(), 0);
-    }
-
-    #[test]
-    fn durations_and_sizes_read_well() {
-        assert_eq!(format_duration(0.045), "45ms");
-        assert_eq!(format_duration(4.0), "4s");
-        assert_eq!(format_duration(75.0), "1m 15s");
-        assert_eq!(format_duration(7300.0), "2h 1m");
-        assert_eq!(format_bytes(1536.0), "1.5 KiB");
     }
 
     #[test]
