@@ -131,12 +131,26 @@ enum ScanFormat {
     Json,
 }
 
-/// mimalloc, when built with `--features mimalloc`; otherwise the system allocator, which
-/// `heap` tunes on glibc (two arenas, a periodic trim) so that RSS follows the live heap
-/// (Cargo.toml, docs/performance.md).
+/// The global allocator: jemalloc by default, mimalloc with `--features mimalloc`; with
+/// `--no-default-features` the system allocator, which `heap` tunes on glibc (two arenas, a
+/// periodic trim). jemalloc returned the most memory at 10,000 jobs (Cargo.toml,
+/// docs/performance.md).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read when it starts: a background thread purges freed pages a second
+/// after they are freed (instead of on the next allocation that happens to pass by), and two
+/// arenas (the default is four per core) keep what one thread freed usable by the others.
+/// `_RJEM_MALLOC_CONF` in the environment overrides them.
+#[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
+#[allow(non_upper_case_globals, unsafe_code)]
+#[unsafe(export_name = "_rjem_malloc_conf")]
+pub static malloc_conf: &[u8] = b"background_thread:true,narenas:2,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -131,7 +131,7 @@ pub fn job_risks(
     flink_version: Option<&str>,
 ) -> Option<[(&'static str, bool); 3]> {
     let configuration = configuration_of(job, flink_version)?;
-    let samples: Vec<Sample> = job.recent.iter().filter_map(Sample::from_record).collect();
+    let samples: Vec<Sample> = job.recent.iter().map(|r| &**r).filter_map(Sample::from_record).collect();
     Some(risks(&configuration, &samples))
 }
 

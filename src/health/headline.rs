@@ -187,7 +187,7 @@ pub fn of_watched_job(
         Health::Pending => Severity::AtRisk,
         Health::Unknown | Health::Ok => return None,
     };
-    let failed = j.recent.iter().rev().find(|r| r.status == CheckpointStatus::Failed);
+    let failed = j.recent.iter().rev().map(|r| &**r).find(|r| r.status == CheckpointStatus::Failed);
     let culprit = failed.and_then(|r| culprit::of_record(c, job_id, r));
     let class = watched_class(j, failed);
     let where_ = culprit.as_ref().map(|k| {

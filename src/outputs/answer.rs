@@ -115,6 +115,7 @@ pub fn window_culprit(c: &ClusterState, job_id: &str, j: &JobState) -> Option<Wi
     let culprits: Vec<(&CheckpointRecord, Culprit)> = j
         .recent
         .iter()
+        .map(|r| &**r)
         .filter(|r| counts(r))
         .filter_map(|r| Some((r, culprit::of_record(c, job_id, r)?)))
         .collect();

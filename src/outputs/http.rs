@@ -301,7 +301,7 @@ async fn api_advice(
         s.clusters().get(&cluster).and_then(|c| {
             let job = c.jobs.get(&job_id)?;
             let recent: Vec<crate::advice::Sample> =
-                job.recent.iter().filter_map(crate::advice::Sample::from_record).collect();
+                job.recent.iter().map(|r| &**r).filter_map(crate::advice::Sample::from_record).collect();
             Some((job.name.clone(), crate::advice::configuration_of(job, c.flink_version.as_deref()), recent))
         })
     };

@@ -171,7 +171,7 @@ pub fn wanted<'a>(
             r.status == CheckpointStatus::Failed
                 || r.end_to_end_ms.zip(timeout_ms).is_some_and(|(e, t)| 2 * e >= t)
         };
-        if let Some(r) = job.recent.back().filter(slow_or_failed) {
+        if let Some(r) = job.recent.back().map(|r| &**r).filter(slow_or_failed) {
             let culprit = match (&r.holdout, &r.slowest_subtask) {
                 (Some(h), _) => Some((h.operator.as_str(), h.subtask)),
                 (None, Some((op, i, _))) => Some((op.as_str(), *i)),

@@ -9,7 +9,7 @@ use super::checkpoint_ids::{
 };
 use super::failure_text::{is_shutdown_failure, is_stop_failure};
 use super::history::P95History;
-use super::record::{CheckpointRecord, Holdout, PhaseHistograms, Totals, held_up};
+use super::record::{CheckpointRecord, Holdout, PhaseHistograms, SharedRecord, Totals, held_up};
 use super::tolerance::ToleranceCount;
 use super::{outbox, restore, traced};
 use crate::observe::{
@@ -101,14 +101,15 @@ pub struct JobState {
     pub in_progress: Vec<InProgressCheckpoint>,
     /// When that poll was answered.
     pub in_progress_polled_at: Timestamp,
-    /// The latest completed checkpoint.
-    pub last_completed: Option<CheckpointRecord>,
+    /// The latest completed checkpoint (shared with `recent`, the state file's snapshot and the
+    /// evidence: a record is written once and copied only when changed).
+    pub last_completed: Option<SharedRecord>,
     /// The latest failed checkpoint.
-    pub last_failed: Option<CheckpointRecord>,
+    pub last_failed: Option<SharedRecord>,
     /// The latest restore: (checkpoint id, when).
     pub latest_restore: Option<(Option<u64>, Timestamp)>,
     /// Recent finished checkpoints, oldest first.
-    pub recent: VecDeque<CheckpointRecord>,
+    pub recent: VecDeque<SharedRecord>,
     /// Job-level phase histograms: per checkpoint, the slowest subtask's value of each phase.
     pub phases: PhaseHistograms,
     /// Their P95s over time, for the status page (rebuilt from observations, not persisted).
@@ -436,6 +437,7 @@ impl JobState {
             self.subtask_location(op, i).map(str::to_owned)
         });
         self.outbox.push(stored);
+        let record = SharedRecord::new(record);
         for last in [&mut self.last_completed, &mut self.last_failed] {
             if last.as_ref().is_some_and(|l| l.id == record.id && l.triggered_at == record.triggered_at) {
                 *last = Some(record.clone());
@@ -510,6 +512,7 @@ impl JobState {
             .recent
             .iter()
             .rev()
+            .map(|r| &**r)
             .filter(|r| !is_stop_failure(r.failure_message.as_deref()))
             .filter(|r| !(r.kind == SnapshotKind::Savepoint && r.status == CheckpointStatus::Failed))
             .take_while(|r| r.status == CheckpointStatus::Failed)
@@ -839,7 +842,8 @@ impl JobState {
         });
         self.outbox.push(stored);
         // Newer by id, or triggered later (ids that restarted under the same job id).
-        let newer = |latest: &Option<CheckpointRecord>| {
+        let record = SharedRecord::new(record);
+        let newer = |latest: &Option<SharedRecord>| {
             latest.as_ref().is_none_or(|l| {
                 l.id < checkpoint.id || l.triggered_at.millis() < checkpoint.triggered_at.millis()
             })

@@ -30,7 +30,7 @@ pub use checkpoint_ids::{
 pub use cluster::{ClusterState, UNCLAIMED_SPANS};
 pub use failure_text::{is_shutdown_failure, is_stop_failure};
 pub use job::{EPOCH_CONFIRM_POLLS, JobState, OperatorState, RECENT_CHECKPOINTS, SizeHistograms, SuspectRun};
-pub use record::{CheckpointRecord, Holdout, Phase, PhaseHistograms, Totals};
+pub use record::{CheckpointRecord, Holdout, Phase, PhaseHistograms, SharedRecord, Totals};
 pub use tolerance::ToleranceCount;
 
 /// Everything the daemon knows about the clusters it watches.
@@ -414,7 +414,7 @@ fn attach_evidence(cluster: &mut ClusterState, job_id: &str, counted: &mut [outb
         if let Some(recent) =
             job.recent.iter_mut().rev().find(|x| x.id == r.id && x.triggered_at == r.triggered_at)
         {
-            recent.evidence = found.clone().map(Box::new);
+            std::sync::Arc::make_mut(recent).evidence = found.clone().map(Box::new);
         }
         stored.record.evidence = found.map(Box::new);
     }

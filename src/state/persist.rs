@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::logs::LogState;
 use super::{
-    CheckpointRecord, ClusterState, FailureEvidence, JobState, OperatorState, PhaseHistograms, SeenIds,
+    ClusterState, FailureEvidence, JobState, OperatorState, PhaseHistograms, SeenIds, SharedRecord,
     SizeHistograms, State, Totals,
 };
 use crate::observe::{
@@ -173,9 +173,9 @@ pub struct PersistedJob {
     unobserved: Totals,
     seen: SeenIds,
     last_seen: Timestamp,
-    last_completed: Option<CheckpointRecord>,
-    last_failed: Option<CheckpointRecord>,
-    recent: VecDeque<CheckpointRecord>,
+    last_completed: Option<SharedRecord>,
+    last_failed: Option<SharedRecord>,
+    recent: VecDeque<SharedRecord>,
     /// end_to_end, alignment, sync, async, start_delay.
     phases: [PersistedHistogram; 5],
     /// checkpointed, full_state, processed, persisted.
@@ -454,6 +454,47 @@ mod tests {
         assert_eq!(job.unobserved.completed, 10, "the ten Flink forgot (before: 0, unaccounted)");
         assert_eq!(job.deferred.completed, 5);
         assert_eq!(counted + job.unobserved.completed + job.deferred.completed, job.totals().completed);
+    }
+
+    #[test]
+    fn a_snapshot_shares_the_jobs_checkpoint_records_and_a_restore_reads_them_back() {
+        use crate::observe::{CheckpointCounts, FinishedCheckpoint, JobKey, JobPoll};
+        let mut state = State::new(WINDOW);
+        state.apply(
+            &Observation::JobPolled(JobPoll {
+                key: JobKey { cluster: "c".into(), job_id: "j".into() },
+                job_name: "orders".into(),
+                job_state: "RUNNING".into(),
+                polled_at: Timestamp(10_000),
+                counts: CheckpointCounts { completed: 3, failed: 0, in_progress: 0, restored: 0 },
+                settings: None,
+                in_progress: Vec::new(),
+                finished: (1..=3)
+                    .map(|id| {
+                        FinishedCheckpoint::completed(id, Timestamp(id as i64 * 100), 45).acknowledged(1, 1)
+                    })
+                    .collect(),
+                latest_restore: None,
+                deferred: Default::default(),
+            }),
+            Timestamp(10_000),
+        );
+        let job = &state.clusters()["c"].jobs["j"];
+        let newest = job.recent.back().unwrap();
+        // One record for the ring's newest and the latest completed: not a copy each.
+        assert!(std::sync::Arc::ptr_eq(newest, job.last_completed.as_ref().unwrap()));
+        let persisted = snapshot(&state);
+        let PersistedState::V1 { clusters, .. } = &persisted;
+        let saved = &clusters["c"]["j"];
+        assert_eq!(saved.recent.len(), 3);
+        for (kept, saved) in job.recent.iter().zip(&saved.recent) {
+            assert!(std::sync::Arc::ptr_eq(kept, saved), "the snapshot copies checkpoint {} whole", kept.id);
+        }
+        let restored = restore(WINDOW, serde_json::from_slice(&to_bytes(&persisted)).unwrap());
+        let again = &restored.clusters()["c"].jobs["j"];
+        let ids = |j: &JobState| j.recent.iter().map(|r| (r.id, r.end_to_end_ms)).collect::<Vec<_>>();
+        assert_eq!(ids(again), ids(job));
+        assert_eq!(again.last_completed.as_deref(), job.last_completed.as_deref());
     }
 
     fn declined(id: u64, cause: &'static str) -> LogEvent {

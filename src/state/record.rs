@@ -105,6 +105,11 @@ pub enum Phase {
     StartDelay,
 }
 
+/// A record shared by its job's recent ring, its latest completed or failed, the state file's
+/// snapshot and the evidence: a snapshot of every job copies a pointer per record, not the
+/// record (issue 31). A change copies it first (`Arc::make_mut`).
+pub type SharedRecord = std::sync::Arc<CheckpointRecord>;
+
 /// A finished checkpoint, briefly, for the API and status page. A job keeps
 /// [`RECENT_CHECKPOINTS`](super::job::RECENT_CHECKPOINTS) of them, so the rare parts (a failure's
 /// holdout, a blocked thread, the evidence) are boxed: 832 bytes inline before, most of them
