@@ -5,7 +5,8 @@ scraped with and without gzip. Writes samples.csv and result.json into WORK and 
 
     benches/scale.py --jobs 10000 --minutes 10                 # the 10,000-job run
     benches/scale.py --jobs 2000 --minutes 60 --interval-scale 1 --store   # the compressed day
-    benches/scale.py --jobs 2000 --minutes 5 --heaptrack        # a heap profile of the daemon
+    benches/scale.py --jobs 2000 --minutes 5 --heaptrack --bin target/profiling/checkpoint-sentinel
+                                                               # a heap profile (benches/heap_by_part.py)
 
 The simulator's `--interval-scale` multiplies the demo's intervals (1: the demo's pace, one
 checkpoint every 2-4 s per job, so an hour holds about a day of checkpoints at 60 s intervals;
@@ -97,7 +98,7 @@ def main():
     ap.add_argument("--recent-checkpoints", type=int, default=0,
                     help="[state] recent_checkpoints; 0: the default (32), or 8 with --large-estate")
     ap.add_argument("--persist-interval", default="", help="[state] persist_interval; empty: the default")
-    ap.add_argument("--heaptrack", action="store_true", help="run the daemon under heaptrack")
+    ap.add_argument("--heaptrack", action="store_true", help="run the daemon under heaptrack (a build without jemalloc: `cargo build --profile profiling --no-default-features`)")
     ap.add_argument("--bin", default=os.environ.get("SENTINEL_BIN", os.path.join(ROOT, "target/release/checkpoint-sentinel")))
     ap.add_argument("--sim-bin", default=None, help="the simulator's binary (default: --bin)")
     ap.add_argument("--work", default=os.environ.get("WORK", "/tmp/sentinel-scale"))
