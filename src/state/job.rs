@@ -101,8 +101,8 @@ pub struct JobState {
     pub in_progress: Vec<InProgressCheckpoint>,
     /// When that poll was answered.
     pub in_progress_polled_at: Timestamp,
-    /// The latest completed checkpoint (shared with `recent`, the state file's snapshot and the
-    /// evidence: a record is written once and copied only when changed).
+    /// The latest completed checkpoint (shared with `recent` and the state file's snapshot:
+    /// a record is written once and copied only when changed).
     pub last_completed: Option<SharedRecord>,
     /// The latest failed checkpoint.
     pub last_failed: Option<SharedRecord>,

@@ -105,9 +105,9 @@ pub enum Phase {
     StartDelay,
 }
 
-/// A record shared by its job's recent ring, its latest completed or failed, the state file's
-/// snapshot and the evidence: a snapshot of every job copies a pointer per record, not the
-/// record (issue 31). A change copies it first (`Arc::make_mut`).
+/// A record shared by its job's recent ring, its latest completed or failed checkpoint and the
+/// state file's snapshot: a snapshot of every job copies a pointer per record, not the record
+/// (issue 31). A change copies it first (`Arc::make_mut`).
 pub type SharedRecord = std::sync::Arc<CheckpointRecord>;
 
 /// A finished checkpoint, briefly, for the API and status page. A job keeps
