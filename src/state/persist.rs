@@ -414,28 +414,31 @@ mod tests {
 
     const WINDOW: WindowSpec = WindowSpec { window_ms: 3_600_000, slots: 6 };
 
+    /// A poll of job `j` ("orders") at `at`: Flink's completed count, the finished checkpoints
+    /// fetched (completed at `id × 100` ms) and those it deferred.
+    fn poll(at: i64, completed: u64, ids: Vec<u64>, deferred: u64) -> Observation {
+        use crate::observe::{CheckpointCounts, Deferred, FinishedCheckpoint, JobKey, JobPoll};
+        Observation::JobPolled(JobPoll {
+            key: JobKey { cluster: "c".into(), job_id: "j".into() },
+            job_name: "orders".into(),
+            job_state: "RUNNING".into(),
+            polled_at: Timestamp(at),
+            counts: CheckpointCounts { completed, failed: 0, in_progress: 0, restored: 0 },
+            settings: None,
+            in_progress: Vec::new(),
+            finished: ids
+                .into_iter()
+                .map(|id| {
+                    FinishedCheckpoint::completed(id, Timestamp(id as i64 * 100), 45).acknowledged(1, 1)
+                })
+                .collect(),
+            latest_restore: None,
+            deferred: Deferred { completed: deferred, failed: 0 },
+        })
+    }
+
     #[test]
     fn what_a_poll_deferred_is_kept_over_a_restart_and_what_flink_forgot_meanwhile_is_unobserved() {
-        use crate::observe::{CheckpointCounts, Deferred, FinishedCheckpoint, JobKey, JobPoll};
-        let poll = |at: i64, completed: u64, ids: Vec<u64>, deferred: u64| {
-            Observation::JobPolled(JobPoll {
-                key: JobKey { cluster: "c".into(), job_id: "j".into() },
-                job_name: "orders".into(),
-                job_state: "RUNNING".into(),
-                polled_at: Timestamp(at),
-                counts: CheckpointCounts { completed, failed: 0, in_progress: 0, restored: 0 },
-                settings: None,
-                in_progress: Vec::new(),
-                finished: ids
-                    .into_iter()
-                    .map(|id| {
-                        FinishedCheckpoint::completed(id, Timestamp(id as i64 * 100), 45).acknowledged(1, 1)
-                    })
-                    .collect(),
-                latest_restore: None,
-                deferred: Deferred { completed: deferred, failed: 0 },
-            })
-        };
         let mut state = State::new(WINDOW);
         // 50 completed: the 20 newest fetched, 30 left for later.
         state.apply(&poll(10_000, 50, (31..=50).collect(), 30), Timestamp(10_000));
@@ -458,27 +461,8 @@ mod tests {
 
     #[test]
     fn a_snapshot_shares_the_jobs_checkpoint_records_and_a_restore_reads_them_back() {
-        use crate::observe::{CheckpointCounts, FinishedCheckpoint, JobKey, JobPoll};
         let mut state = State::new(WINDOW);
-        state.apply(
-            &Observation::JobPolled(JobPoll {
-                key: JobKey { cluster: "c".into(), job_id: "j".into() },
-                job_name: "orders".into(),
-                job_state: "RUNNING".into(),
-                polled_at: Timestamp(10_000),
-                counts: CheckpointCounts { completed: 3, failed: 0, in_progress: 0, restored: 0 },
-                settings: None,
-                in_progress: Vec::new(),
-                finished: (1..=3)
-                    .map(|id| {
-                        FinishedCheckpoint::completed(id, Timestamp(id as i64 * 100), 45).acknowledged(1, 1)
-                    })
-                    .collect(),
-                latest_restore: None,
-                deferred: Default::default(),
-            }),
-            Timestamp(10_000),
-        );
+        state.apply(&poll(10_000, 3, (1..=3).collect(), 0), Timestamp(10_000));
         let job = &state.clusters()["c"].jobs["j"];
         let newest = job.recent.back().unwrap();
         // One record for the ring's newest and the latest completed: not a copy each.
