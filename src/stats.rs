@@ -7,13 +7,16 @@
 //!
 //! Precision is two significant figures (values below 256 are exact, larger ones within 1 %,
 //! HDR's bucketing). A slot is stored sparse: its non-empty HDR buckets as sorted
-//! `(lowest value of the bucket, u32 count)` pairs, so it costs 12 bytes per distinct bucket
-//! (a slot of a job checkpointing every minute holds about ten) instead of a dense counts
-//! array of 5–9 KiB; it can never exceed the dense size. Quantiles are the nearest-rank walk
-//! HDR does, over the merged slots, and are computed when the histogram changes, not per read.
-//! An idle series frees its slots as they age out.
+//! `(bucket code, u32 count)` pairs, so it costs 8 bytes per distinct bucket (a slot of a job
+//! checkpointing every minute holds about ten) instead of a dense counts array of 5–9 KiB; it
+//! can never exceed the dense size. The pairs are an exact-size shared slice, replaced when a
+//! value lands in the slot: the state snapshot taken every `persist_interval` shares them
+//! instead of copying every histogram of every job. Quantiles are the nearest-rank walk HDR
+//! does, over the merged slots, and are computed when the histogram changes, not per read. An
+//! idle series frees its slots as they age out.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -57,13 +60,19 @@ pub struct Summary {
     pub count: u64,
 }
 
+#[derive(Clone, Debug, PartialEq)]
 struct Slot {
     start: i64,
     /// Non-empty buckets: (the [`BucketCode`] of their lowest equivalent value, count), sorted.
-    /// 8 bytes a bucket, not 16: at 10,000 jobs the slots were the largest part of the heap
-    /// after an hour (issue 31).
-    buckets: Vec<(BucketCode, u32)>,
+    /// 8 bytes a bucket, not 16, and no spare capacity: at 10,000 jobs the slots were the
+    /// largest part of the heap after an hour (issue 31). Shared with the snapshots of the
+    /// state ([`WindowedHistogram::to_persisted`]), which copied them all every 5 s before.
+    buckets: Buckets,
 }
+
+/// A slot's buckets: a checkpoint adds one value to a histogram, so replacing the slice per
+/// value costs one small allocation per checkpoint and phase, and lets readers share it.
+type Buckets = Arc<[(BucketCode, u32)]>;
 
 /// An HDR bucket of [`SIGNIFICANT_FIGURES`] = 2 in 16 bits: its lowest equivalent value is a
 /// mantissa below 256 shifted left (HDR's sub-bucket and bucket), stored as
@@ -83,11 +92,39 @@ fn decode_bucket(code: BucketCode) -> u64 {
 impl Slot {
     fn record_n(&mut self, value: u64, count: u32) {
         let bucket = encode_bucket(BUCKETS.lowest_equivalent(value));
-        match self.buckets.binary_search_by_key(&bucket, |&(v, _)| v) {
-            Ok(i) => self.buckets[i].1 = self.buckets[i].1.saturating_add(count),
-            Err(i) => self.buckets.insert(i, (bucket, count)),
-        }
+        let buckets = &self.buckets;
+        self.buckets = match buckets.binary_search_by_key(&bucket, |&(v, _)| v) {
+            Ok(i) => {
+                let (code, n) = buckets[i];
+                let bumped = std::iter::once((code, n.saturating_add(count)));
+                buckets[..i].iter().copied().chain(bumped).chain(buckets[i + 1..].iter().copied()).collect()
+            }
+            Err(i) => {
+                let inserted = std::iter::once((bucket, count));
+                buckets[..i].iter().copied().chain(inserted).chain(buckets[i..].iter().copied()).collect()
+            }
+        };
     }
+}
+
+/// Sorted, merged buckets of `(value, count)` pairs (values clamped to [`MAX_VALUE`]).
+fn buckets_of(values: &[(u64, u64)]) -> Buckets {
+    let mut buckets: Vec<(BucketCode, u32)> = values
+        .iter()
+        .map(|&(value, count)| {
+            let code = encode_bucket(BUCKETS.lowest_equivalent(value.min(MAX_VALUE)));
+            (code, u32::try_from(count).unwrap_or(u32::MAX))
+        })
+        .collect();
+    buckets.sort_unstable_by_key(|&(code, _)| code);
+    buckets.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 = kept.1.saturating_add(later.1);
+        }
+        same
+    });
+    buckets.into()
 }
 
 /// An empty histogram with the exported precision, used only for its bucket arithmetic.
@@ -166,7 +203,7 @@ impl WindowedHistogram {
             None => {
                 // Keep slots ordered by start; a late value for an unknown old slot goes in order.
                 let i = self.slots.iter().position(|s| s.start > start).unwrap_or(self.slots.len());
-                self.slots.insert(i, Slot { start, buckets: Vec::new() });
+                self.slots.insert(i, Slot { start, buckets: Arc::new([]) });
                 i
             }
         };
@@ -195,35 +232,24 @@ impl WindowedHistogram {
         self.summary = Summary { window_count, quantiles, sum: self.sum, count: self.count };
     }
 
-    /// Bytes held by the slots (for sizing: the buckets, not the allocator's overhead).
+    /// Bytes held by the slots (for sizing: the buckets and their shared counts, not the
+    /// allocator's overhead).
     pub fn heap_bytes(&self) -> usize {
-        self.slots.len() * std::mem::size_of::<Slot>()
+        self.slots.capacity() * std::mem::size_of::<Slot>()
             + self
                 .slots
                 .iter()
-                .map(|s| s.buckets.capacity() * std::mem::size_of::<(BucketCode, u32)>())
+                .map(|s| 2 * std::mem::size_of::<usize>() + std::mem::size_of_val(&*s.buckets))
                 .sum::<usize>()
     }
 
-    /// A serialisable copy, for persisting across restarts.
+    /// A serialisable copy, for persisting across restarts. It shares the slots' buckets.
     pub fn to_persisted(&self) -> PersistedHistogram {
         PersistedHistogram {
             sum: self.sum,
             count: self.count,
             out_of_range: self.out_of_range,
-            slots: self
-                .slots
-                .iter()
-                .map(|s| PersistedSlot {
-                    start: s.start,
-                    // The highest value of each bucket, as HDR's `iter_recorded` reports it.
-                    values: s
-                        .buckets
-                        .iter()
-                        .map(|&(code, c)| (BUCKETS.highest_equivalent(decode_bucket(code)), u64::from(c)))
-                        .collect(),
-                })
-                .collect(),
+            slots: self.slots.iter().map(|s| PersistedSlot(s.clone())).collect(),
         }
     }
 
@@ -233,13 +259,7 @@ impl WindowedHistogram {
         h.sum = persisted.sum;
         h.count = persisted.count;
         h.out_of_range = persisted.out_of_range;
-        for slot in &persisted.slots {
-            let mut s = Slot { start: slot.start, buckets: Vec::with_capacity(slot.values.len()) };
-            for &(value, count) in &slot.values {
-                s.record_n(value.min(MAX_VALUE), u32::try_from(count).unwrap_or(u32::MAX));
-            }
-            h.slots.push_back(s);
-        }
+        h.slots = persisted.slots.iter().map(|s| s.0.clone()).collect();
         h.slots.make_contiguous().sort_by_key(|s| s.start);
         h.refresh();
         h
@@ -275,13 +295,56 @@ pub struct PersistedHistogram {
     pub slots: Vec<PersistedSlot>,
 }
 
-/// The on-disk form of one slot: `(value, count)` pairs of its non-empty buckets.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PersistedSlot {
-    /// Slot start, epoch ms.
-    pub start: i64,
-    /// Non-empty buckets.
-    pub values: Vec<(u64, u64)>,
+/// One slot in its on-disk form, `{"start": epoch ms, "values": [[value, count], …]}` over
+/// its non-empty buckets; in memory it shares the live slot's buckets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PersistedSlot(Slot);
+
+/// The JSON shape of a [`PersistedSlot`].
+#[derive(Serialize, Deserialize)]
+struct SlotOnDisk {
+    start: i64,
+    /// The highest value of each bucket, as HDR's `iter_recorded` reports it, and its count.
+    values: Vec<(u64, u64)>,
+}
+
+impl PersistedSlot {
+    /// A slot from its start and `(value, count)` pairs.
+    pub fn new(start: i64, values: &[(u64, u64)]) -> Self {
+        PersistedSlot(Slot { start, buckets: buckets_of(values) })
+    }
+
+    /// Its non-empty buckets as `(highest value of the bucket, count)`.
+    pub fn values(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.0
+            .buckets
+            .iter()
+            .map(|&(code, c)| (BUCKETS.highest_equivalent(decode_bucket(code)), u64::from(c)))
+    }
+}
+
+impl Serialize for PersistedSlot {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        /// The pairs, written as they are read (no `Vec` of them per slot and snapshot).
+        struct Values<'a>(&'a PersistedSlot);
+        impl Serialize for Values<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_seq(self.0.values())
+            }
+        }
+        let mut out = serializer.serialize_struct("SlotOnDisk", 2)?;
+        out.serialize_field("start", &self.0.start)?;
+        out.serialize_field("values", &Values(self))?;
+        out.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for PersistedSlot {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let on_disk = SlotOnDisk::deserialize(deserializer)?;
+        Ok(PersistedSlot::new(on_disk.start, &on_disk.values))
+    }
 }
 
 /// The nearest-rank quantile of `values` (the definition HDR uses), for tests and checks.
@@ -388,5 +451,34 @@ mod tests {
         let copy = WindowedHistogram::from_persisted(HOUR, &h.to_persisted());
         assert_eq!(copy.summary(), h.summary());
         assert_eq!(copy.to_persisted(), h.to_persisted());
+        let json = serde_json::to_string(&h.to_persisted()).unwrap();
+        let read: PersistedHistogram = serde_json::from_str(&json).unwrap();
+        assert_eq!(WindowedHistogram::from_persisted(HOUR, &read).summary(), h.summary());
+    }
+
+    #[test]
+    fn the_on_disk_form_is_value_count_pairs_and_duplicates_merge() {
+        let json = r#"{"sum":30,"count":3,"slots":[{"start":0,"values":[[10,1],[10,1],[5,1]]}]}"#;
+        let read: PersistedHistogram = serde_json::from_str(json).unwrap();
+        assert_eq!(read.slots[0].values().collect::<Vec<_>>(), vec![(5, 1), (10, 2)]);
+        assert_eq!(
+            serde_json::to_string(&read).unwrap(),
+            r#"{"sum":30,"count":3,"out_of_range":0,"slots":[{"start":0,"values":[[5,1],[10,2]]}]}"#
+        );
+    }
+
+    #[test]
+    fn a_snapshot_shares_the_slots_and_a_later_value_does_not_change_it() {
+        let mut h = WindowedHistogram::new(HOUR);
+        h.record(100, Timestamp(0));
+        h.record(200, Timestamp(1));
+        let snapshot = h.to_persisted();
+        assert!(Arc::ptr_eq(&snapshot.slots[0].0.buckets, &h.slots[0].buckets), "copied, not shared");
+        h.record(300, Timestamp(2));
+        h.record(100, Timestamp(3));
+        assert_eq!(snapshot.slots[0].values().map(|(_, c)| c).sum::<u64>(), 2);
+        assert_eq!(h.to_persisted().slots[0].values().map(|(_, c)| c).sum::<u64>(), 4);
+        // No spare capacity: exactly the three buckets.
+        assert_eq!(h.slots[0].buckets.len(), 3);
     }
 }
