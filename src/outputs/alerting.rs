@@ -5,14 +5,13 @@
 //! Alertmanager has not acknowledged yet, so an outage loses nothing still relevant: once it is
 //! back, the next round carries the current truth. Failures back off per Alertmanager.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, UNIX_EPOCH};
 
 use serde::Serialize;
 
 use crate::config::Credentials;
 use crate::outbound::Authorize;
-use crate::rules::{Alert, AlertState, Text};
+use crate::rules::{Alert, AlertState, Labels};
 use crate::time::Timestamp;
 
 /// Resolved alerts kept for an unreachable Alertmanager at most this long (it has expired
@@ -26,9 +25,9 @@ const MAX_UNDELIVERED: usize = 10_000;
 #[derive(Debug, Serialize, PartialEq)]
 pub struct PostableAlert {
     /// Identity.
-    pub labels: BTreeMap<Text, Text>,
+    pub labels: Labels,
     /// summary, description, runbook_url.
-    pub annotations: BTreeMap<Text, Text>,
+    pub annotations: Labels,
     /// RFC 3339.
     #[serde(rename = "startsAt")]
     pub starts_at: String,
@@ -280,8 +279,8 @@ mod tests {
     #[test]
     fn firing_alerts_end_in_the_future_and_resolved_ones_when_they_resolved() {
         let mut alert = Alert {
-            labels: BTreeMap::from([("alertname".into(), "X".into())]),
-            annotations: BTreeMap::new(),
+            labels: Labels::from([("alertname".into(), "X".into())]),
+            annotations: Labels::default(),
             state: AlertState::Firing,
             active_since: Timestamp(1_000),
             fired_at: Some(Timestamp(2_000)),
@@ -311,8 +310,8 @@ mod tests {
         )
         .unwrap();
         let alert = Alert {
-            labels: BTreeMap::from([("alertname".into(), "X".into())]),
-            annotations: BTreeMap::new(),
+            labels: Labels::from([("alertname".into(), "X".into())]),
+            annotations: Labels::default(),
             state: AlertState::Firing,
             active_since: Timestamp(0),
             fired_at: Some(Timestamp(0)),

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::health::{Outcome, is_of_job, label};
 use crate::observe::{CheckpointSettings, CheckpointStatus, JobStatus, LogEvent, LogKind, SnapshotKind};
 use crate::rules::AlertsView;
-use crate::rules::{Alert, AlertSeverity, AlertState, Text};
+use crate::rules::{Alert, AlertSeverity, AlertState, Labels};
 use crate::shadow::{Deviation, Explanation};
 use crate::state::{CheckpointRecord, ClusterState, JobState, Phase, PhaseHistograms, State};
 use crate::stats::Summary;
@@ -564,9 +564,9 @@ pub struct JobAlerts {
 #[derive(Clone, Debug, Serialize)]
 pub struct AlertView {
     /// Identity: `alertname`, `severity`, `class`, the subject's labels.
-    pub labels: BTreeMap<Text, Text>,
+    pub labels: Labels,
     /// `summary`, `description`, `runbook_url`.
-    pub annotations: BTreeMap<Text, Text>,
+    pub annotations: Labels,
     /// `pending`, `firing` or `resolved`.
     pub state: AlertState,
     /// The latest value of the condition's left side.
@@ -1646,7 +1646,7 @@ mod tests {
     }
 
     fn alert(name: &str, severity: &str, state: AlertState) -> Alert {
-        let labels: BTreeMap<Text, Text> = [
+        let labels: Labels = [
             ("alertname", name),
             ("severity", severity),
             ("class", "blocking"),
@@ -1658,7 +1658,7 @@ mod tests {
         .collect();
         Alert {
             labels,
-            annotations: BTreeMap::from([("summary".into(), format!("{name} summary").into())]),
+            annotations: Labels::from([("summary".into(), format!("{name} summary").into())]),
             state,
             active_since: Timestamp(1_000_000),
             fired_at: (state == AlertState::Firing).then_some(Timestamp(1_010_000)),
@@ -1745,7 +1745,7 @@ mod tests {
     #[test]
     fn a_firing_critical_alert_makes_the_job_critical() {
         let s = state(false);
-        let labels: BTreeMap<Text, Text> = [
+        let labels: Labels = [
             ("alertname", "FlinkCheckpointsFailing"),
             ("severity", "critical"),
             ("class", "failure"),
@@ -1757,7 +1757,7 @@ mod tests {
         .collect();
         let alert = Alert {
             labels,
-            annotations: BTreeMap::from([("summary".into(), "checkpoints fail".into())]),
+            annotations: Labels::from([("summary".into(), "checkpoints fail".into())]),
             state: AlertState::Firing,
             active_since: Timestamp(0),
             fired_at: Some(Timestamp(1)),

@@ -1,12 +1,12 @@
 //! The alert types readers see: an alert, its state, and the evaluator's conclusions copied out
 //! for readers and indexed by job.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::text::Text;
+use super::labels::Labels;
 use crate::time::Timestamp;
 
 /// Where an alert is in its life.
@@ -37,9 +37,9 @@ impl AlertState {
 pub struct Alert {
     /// Identity: alertname, severity, class, the subject's labels (`cluster`, and `job_id` and
     /// `job_name` or `taskmanager`) and the rule's labels.
-    pub labels: BTreeMap<Text, Text>,
+    pub labels: Labels,
     /// summary, description, runbook_url (rendered with the latest values).
-    pub annotations: BTreeMap<Text, Text>,
+    pub annotations: Labels,
     /// Where it is.
     pub state: AlertState,
     /// Since when the condition holds.

@@ -9,6 +9,7 @@ pub mod alert;
 pub mod builtin;
 pub mod context;
 pub mod expr;
+pub mod labels;
 pub mod render;
 pub mod series;
 pub mod subjects;
@@ -25,6 +26,7 @@ use crate::time::Timestamp;
 pub use alert::{Alert, AlertState, AlertsView};
 use context::{EvalContext, SeriesHistory, Subject};
 use expr::Condition;
+pub use labels::Labels;
 pub use render::{format_bytes, format_duration, render};
 pub use series::Scope;
 pub use subjects::DaemonFacts;
@@ -399,8 +401,8 @@ impl Alerts {
         let round = self.round;
         let active = self.active.entry(identity).or_insert_with(|| ActiveAlert {
             alert: Arc::new(Alert {
-                labels: BTreeMap::new(),
-                annotations: BTreeMap::new(),
+                labels: Labels::default(),
+                annotations: Labels::default(),
                 state: AlertState::Pending,
                 active_since: now,
                 fired_at: None,
@@ -430,7 +432,7 @@ impl Alerts {
         if changed {
             let texts = &mut self.texts;
             let labels = labels.iter().map(|(k, v)| (texts.get(k), texts.get(v))).collect();
-            let annotations = BTreeMap::from([
+            let annotations = Labels::from([
                 (texts.get("summary"), Text::from(summary)),
                 (texts.get("description"), Text::from(description)),
                 (texts.get("runbook_url"), texts.get(&rule.spec.runbook_url)),
