@@ -788,8 +788,9 @@ pub struct JobLoadReport {
     pub key: JobKey,
     /// When it was measured.
     pub measured_at: Timestamp,
-    /// The job graph, when `/jobs/:id` had a plan.
-    pub topology: Option<JobTopology>,
+    /// The job graph, when `/jobs/:id` had a plan; shared by the poller, which keeps it
+    /// between rounds, and the job's alignment shadow.
+    pub topology: Option<std::sync::Arc<JobTopology>>,
     /// Per-vertex load; empty when the vertex endpoints did not answer.
     pub vertices: Vec<VertexLoad>,
 }

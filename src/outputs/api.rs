@@ -1346,14 +1346,14 @@ mod tests {
         let load = JobLoadReport {
             key: JobKey { cluster: "prod".into(), job_id: "j1".into() },
             measured_at: Timestamp(1_016_000),
-            topology: Some(JobTopology {
+            topology: Some(std::sync::Arc::new(JobTopology {
                 vertices: vec![TopologyVertex {
                     id: "v".into(),
                     name: "stateful-map".into(),
                     parallelism: 2,
                 }],
                 edges: Vec::new(),
-            }),
+            })),
             vertices: vec![VertexLoad {
                 vertex_id: "v".into(),
                 subtasks: Vec::new(),

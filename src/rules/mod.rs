@@ -1157,14 +1157,14 @@ mod tests {
         let load = JobLoadReport {
             key: JobKey { cluster: "c".into(), job_id: "j".into() },
             measured_at: Timestamp(2_000),
-            topology: Some(JobTopology {
+            topology: Some(std::sync::Arc::new(JobTopology {
                 vertices: vec![TopologyVertex {
                     id: "v".into(),
                     name: "stateful-map".into(),
                     parallelism: 2,
                 }],
                 edges: Vec::new(),
-            }),
+            })),
             vertices: vec![VertexLoad {
                 vertex_id: "v".into(),
                 subtasks: Vec::new(),

@@ -22,6 +22,7 @@
 //! the most delay to the barriers' way through the graph.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use crate::model::alignment::{
     AlignmentConfig, AlignmentResult, EdgeSpec, JobGraph, Mode, Partitioner, VertexSpec, simulate,
@@ -462,7 +463,7 @@ pub struct OperatorObserved {
 /// The alignment shadow of one job.
 #[derive(Clone, Debug, Default)]
 pub struct AlignmentShadow {
-    topology: Option<JobTopology>,
+    topology: Option<Arc<JobTopology>>,
     load: Vec<VertexLoad>,
     settings: Option<CheckpointSettings>,
     graph: Option<ShadowGraph>,
@@ -537,9 +538,9 @@ impl AlignmentShadow {
     }
 
     /// A new graph and load measurement: re-runs the engine.
-    pub fn set_load(&mut self, topology: Option<&JobTopology>, load: &[VertexLoad]) {
+    pub fn set_load(&mut self, topology: Option<&Arc<JobTopology>>, load: &[VertexLoad]) {
         if let Some(t) = topology {
-            self.topology = Some(t.clone());
+            self.topology = Some(Arc::clone(t));
         }
         if !load.is_empty() {
             self.load = load.to_vec();
@@ -865,7 +866,7 @@ mod tests {
 
     /// A source and a map joined by a hash edge, both at `parallelism`, with the load of the
     /// first 32 subtasks (as the poller fetches it).
-    fn hashed(parallelism: u32) -> (JobTopology, Vec<VertexLoad>) {
+    fn hashed(parallelism: u32) -> (Arc<JobTopology>, Vec<VertexLoad>) {
         let vertex = |id: &str| TopologyVertex { id: id.into(), name: id.into(), parallelism };
         let topology = JobTopology {
             vertices: vec![vertex("src"), vertex("map")],
@@ -884,7 +885,7 @@ mod tests {
                 .collect(),
             taskmanagers: Vec::new(),
         };
-        (topology, vec![load("src"), load("map")])
+        (Arc::new(topology), vec![load("src"), load("map")])
     }
 
     fn settings() -> CheckpointSettings {

@@ -96,7 +96,7 @@ struct JobCache {
     /// job's poll, which creates the job in `State`).
     configuration: Option<Box<crate::observe::CheckpointConfiguration>>,
     /// The job graph from `/jobs/:id` (for the alignment shadow).
-    topology: Option<crate::observe::JobTopology>,
+    topology: Option<Arc<crate::observe::JobTopology>>,
     /// The round from which the job's load is due again.
     load_due: u64,
     /// Early load fetches left for a job whose subtasks had no TaskManager yet (still being
@@ -452,7 +452,7 @@ impl Poller {
                 final_polls: 0,
                 final_counts: None,
                 final_counts_since: Timestamp(0),
-                topology: convert::topology(&details),
+                topology: convert::topology(&details).map(Arc::new),
                 load_due: self.rounds,
                 location_retries: LOCATION_RETRIES,
                 reported_pending: Default::default(),

@@ -635,7 +635,7 @@ impl Scenario {
         JobLoadReport {
             key: JobKey { cluster: "lab".into(), job_id: self.job_id.clone() },
             measured_at: Timestamp(0),
-            topology,
+            topology: topology.map(std::sync::Arc::new),
             vertices,
         }
     }

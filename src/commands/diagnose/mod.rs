@@ -291,7 +291,7 @@ async fn fetch_locations_and_load(
     let load = (!vertices.is_empty() || topology.is_some()).then(|| JobLoadReport {
         key: JobKey { cluster: "diagnose".into(), job_id: id.to_string() },
         measured_at: fetched_at,
-        topology,
+        topology: topology.map(std::sync::Arc::new),
         vertices,
     });
     (locations, load)
