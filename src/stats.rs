@@ -140,7 +140,10 @@ pub struct WindowedHistogram {
     sum: u64,
     count: u64,
     out_of_range: u64,
-    summary: Summary,
+    /// The window's count and quantiles, computed when the histogram changes. Without the
+    /// lifetime sum and count (above): 16 bytes less for each of a job's ten histograms keeps
+    /// `JobState` inside a smaller allocation size class.
+    window: (u64, [Option<u64>; 3]),
 }
 
 impl WindowedHistogram {
@@ -152,7 +155,7 @@ impl WindowedHistogram {
             sum: 0,
             count: 0,
             out_of_range: 0,
-            summary: Summary::default(),
+            window: (0, [None; 3]),
         }
     }
 
@@ -187,7 +190,8 @@ impl WindowedHistogram {
 
     /// The cached summary (kept up to date by [`record`](Self::record) and [`expire`](Self::expire)).
     pub fn summary(&self) -> Summary {
-        self.summary
+        let (window_count, quantiles) = self.window;
+        Summary { window_count, quantiles, sum: self.sum, count: self.count }
     }
 
     /// Values clamped because they exceeded [`MAX_VALUE`].
@@ -229,7 +233,7 @@ impl WindowedHistogram {
                 *slot = Some(value_at_quantile(&merged, window_count, q));
             }
         }
-        self.summary = Summary { window_count, quantiles, sum: self.sum, count: self.count };
+        self.window = (window_count, quantiles);
     }
 
     /// Bytes held by the slots (for sizing: the buckets and their shared counts, not the

@@ -990,6 +990,14 @@ pub(super) mod tests {
 
     pub(in crate::state) const WINDOW: WindowSpec = WindowSpec { window_ms: 3_600_000, slots: 6 };
 
+    /// Every watched job is one boxed `JobState`; jemalloc rounds a box of 3.5 to 4 KiB up to
+    /// 4 KiB, so past 3,584 bytes each job pays 512 more (5 MB at 10,000 jobs, issue 31).
+    #[test]
+    fn a_job_state_fits_the_3584_byte_allocation_class() {
+        let size = std::mem::size_of::<JobState>();
+        assert!(size <= 3584, "JobState is {size} bytes: box a part that not every job needs");
+    }
+
     pub(in crate::state) fn completed(id: u64, e2e: u64) -> FinishedCheckpoint {
         checkpoint_at(id, Timestamp(id as i64 * 1000), e2e)
     }
