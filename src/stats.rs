@@ -90,17 +90,19 @@ fn decode_bucket(code: BucketCode) -> u64 {
 }
 
 impl Slot {
-    fn record_n(&mut self, value: u64, count: u32) {
+    /// Counts one `value`: since values come one at a time (a restore reads whole slots,
+    /// [`buckets_of`]), this is the only way a live slot changes.
+    fn record(&mut self, value: u64) {
         let bucket = encode_bucket(BUCKETS.lowest_equivalent(value));
         let buckets = &self.buckets;
         self.buckets = match buckets.binary_search_by_key(&bucket, |&(v, _)| v) {
             Ok(i) => {
                 let (code, n) = buckets[i];
-                let bumped = std::iter::once((code, n.saturating_add(count)));
+                let bumped = std::iter::once((code, n.saturating_add(1)));
                 buckets[..i].iter().copied().chain(bumped).chain(buckets[i + 1..].iter().copied()).collect()
             }
             Err(i) => {
-                let inserted = std::iter::once((bucket, count));
+                let inserted = std::iter::once((bucket, 1));
                 buckets[..i].iter().copied().chain(inserted).chain(buckets[i..].iter().copied()).collect()
             }
         };
@@ -169,7 +171,7 @@ impl WindowedHistogram {
         };
         self.sum = self.sum.saturating_add(value);
         self.count += 1;
-        self.slot_for(at).record_n(value, 1);
+        self.slot_for(at).record(value);
         self.expire(at);
         self.refresh();
     }
@@ -313,8 +315,8 @@ struct SlotOnDisk {
 }
 
 impl PersistedSlot {
-    /// A slot from its start and `(value, count)` pairs.
-    pub fn new(start: i64, values: &[(u64, u64)]) -> Self {
+    /// A slot from its start and `(value, count)` pairs (as the file holds them).
+    fn new(start: i64, values: &[(u64, u64)]) -> Self {
         PersistedSlot(Slot { start, buckets: buckets_of(values) })
     }
 
