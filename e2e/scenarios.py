@@ -168,9 +168,17 @@ def active_alerts(env, job):
     return [(a["labels"]["alertname"], a["state"]) for a in active if a["labels"].get("job_id") == job]
 
 
-def watch(env, job, seconds, alerts=None):
+def alert_descriptions(env, job):
+    """The daemon's pending and firing alerts of `job`: {alertname: description}."""
+    active = get_json(f"{env.a.daemon}/api/v1/alerts").get("active", [])
+    return {a["labels"]["alertname"]: a.get("annotations", {}).get("description", "")
+            for a in active if a["labels"].get("job_id") == job}
+
+
+def watch(env, job, seconds, alerts=None, described=None):
     """Polls Flink for `seconds`; returns {id: history entry} of every finished checkpoint seen.
-    With `alerts` (a set), adds the job's active alerts at every second to it."""
+    With `alerts` (a set), adds the job's active alerts at every second to it; with `described`
+    (a dict), keeps each alert's first description, so a failure can show its numbers."""
     seen = {}
     end = time.time() + seconds
     while time.time() < end:
@@ -179,8 +187,22 @@ def watch(env, job, seconds, alerts=None):
                 seen.setdefault(h["id"], h)
         if alerts is not None:
             alerts.update(active_alerts(env, job))
+        if described is not None:
+            for name, text in alert_descriptions(env, job).items():
+                described.setdefault(name, text)
         time.sleep(1)
     return seen
+
+
+def unexplained_deviations(env, job):
+    """The shadow's unexplained trigger deviations of `job` and its stall, as the API shows them."""
+    try:
+        shadow = env.daemon_job(job).get("shadow", {})
+    except Exception as e:  # the evidence is for a failure message: never fail on it
+        return f"(the job's API answer failed: {e})"
+    devs = [f"#{d['checkpoint_id']} {d['kind']}: {d['sentence']}"
+            for d in shadow.get("deviations", []) if not d.get("explained")]
+    return f"unexplained deviations {devs or 'none'}; counts {shadow.get('deviation_counts')}"
 
 
 def wait_ended(env, job):
@@ -274,16 +296,21 @@ def out_of_range(scenario, version):
 
 def healthy(env):
     job = env.flink("submit", env.a.version, "healthy")
-    alerts = set()
-    seen = watch(env, job, env.a.seconds, alerts)
+    alerts, described = set(), {}
+    seen = watch(env, job, env.a.seconds, alerts, described)
     m, c = settle(env, job, seen)
     alerts.update(active_alerts(env, job))
     # The advisor's info alert is about the job's configuration, not its checkpoints: the e2e job
     # runs with 100 tolerable failures and no retention, a real risk it must name (issue 29).
     config_risk = {a for a in alerts if a[0] == "FlinkCheckpointConfigRisk"}
-    check("healthy: no alert of the job pending or firing at any second", not (alerts - config_risk),
-          f"sampled every second for {env.a.seconds} s: {sorted(alerts - config_risk) or 'none'}"
-          f" (besides the configuration's: {sorted(config_risk) or 'none'})")
+    unexpected = alerts - config_risk
+    evidence = ""
+    if unexpected:
+        texts = {n: described.get(n, "") for n, _ in unexpected}
+        evidence = f"; their descriptions {texts}; {unexplained_deviations(env, job)}"
+    check("healthy: no alert of the job pending or firing at any second", not unexpected,
+          f"sampled every second for {env.a.seconds} s: {sorted(unexpected) or 'none'}"
+          f" (besides the configuration's: {sorted(config_risk) or 'none'}){evidence}")
     counts_match("healthy", m, c, job)
     durations = [h["end_to_end_duration"] for h in seen.values() if h["status"] == "COMPLETED" and not h.get("is_savepoint")]
     count = one(m, "flink_checkpoint_duration_seconds_count", job_id=job)

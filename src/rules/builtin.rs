@@ -284,7 +284,7 @@ const PACK: &[Spec] = &[
         severity: AlertSeverity::Warning,
         class: Class::Failure,
         summary: "Checkpoints of {{ job_name }} trigger off the schedule Flink's rules predict",
-        description: "Checkpoints of job {{ job_name }} on {{ cluster }} trigger off the schedule the reference model of Flink's checkpoint coordinator predicts: {{ increase(shadow.unexplained, 30m) }} trigger deviation(s) in the last 30 minutes that no rule explains; the expected next trigger is {{ shadow.stall | duration }} overdue with no checkpoint running (0ms when it is not; a missing trigger counts as a stall past {{ shadow.stall_tolerance | duration }}, the trigger jitter plus the REST answer's observed lag (at least 3s until three lags are known) plus one poll interval, at two polls in a row). Causes: a coordinator stall, JobManager overload or GC pause, a clock jump.",
+        description: "Checkpoints of job {{ job_name }} on {{ cluster }} trigger off the schedule the reference model of Flink's checkpoint coordinator predicts: {{ increase(shadow.unexplained, 30m) }} trigger deviation(s) in the last 30 minutes that no rule explains; the expected next trigger is {{ shadow.stall | duration }} overdue with no checkpoint running (0ms when it is not; a missing trigger counts as a stall past {{ shadow.stall_tolerance | duration }}, the trigger jitter plus the REST answer's observed lag (at least 3s, how long Flink's REST caches checkpoint statistics by default) plus one poll interval, at two polls in a row). Causes: a coordinator stall, JobManager overload or GC pause, a clock jump.",
     },
     Spec {
         name: "CheckpointSentinelStoreFailing",
