@@ -1263,6 +1263,77 @@ mod tests {
         assert_eq!(late(JOBMANAGER_LATENCY_MS as i64 + 100), vec![(19, DeviationKind::LateTrigger)]);
     }
 
+    /// A 2.3.0 job's start as a live e2e run's JobManager logged it (interval 2.5 s, on a
+    /// 2-core machine with two busy loops beside it): the scheduler started again once every
+    /// task ran and checkpoint 1 was triggered at once, 24 ms before the schedule's first tick;
+    /// that tick queued behind checkpoint 1 (max-concurrent 1) and ran as checkpoint 2 when 1
+    /// completed; checkpoint 3 is back on the 2.5 s grid. (id, trigger ms, duration ms)
+    const START_2_3_0_QUEUED: [(u64, i64, u64); 8] = [
+        (1, 1_796_322_588_227, 465),
+        (2, 1_796_322_588_704, 124),
+        (3, 1_796_322_590_751, 75),
+        (4, 1_796_322_593_251, 64),
+        (5, 1_796_322_595_751, 97),
+        (6, 1_796_322_598_250, 71),
+        (7, 1_796_322_600_751, 79),
+        (8, 1_796_322_603_251, 95),
+    ];
+
+    #[test]
+    fn a_2_3_start_whose_first_tick_queued_behind_checkpoint_1_is_neither_late_nor_a_stall() {
+        let settings = CheckpointSettings { interval_ms: Some(2_500), ..settings() };
+        let start = START_2_3_0_QUEUED[0].1 - 2_000;
+        for phase in (0..1_000).step_by(50) {
+            let mut shadow = TriggerShadow::new();
+            shadow.set_flink_version(Some("2.3.0"));
+            // Until 2 s after checkpoint 8's tick: the log ends there.
+            for k in 0..19 {
+                let at = start + phase + k * 1_000;
+                let visible = START_2_3_0_QUEUED.iter().filter(|(_, t, _)| t + REST_LAG <= at);
+                let (done, running): (Vec<_>, Vec<_>) =
+                    visible.partition(|(_, t, d)| t + *d as i64 + REST_LAG <= at);
+                let finished: Vec<_> = done
+                    .iter()
+                    .map(|(id, t, d)| {
+                        FinishedCheckpoint::completed(*id, Timestamp(*t), *d).acknowledged(1, 1)
+                    })
+                    .collect();
+                let in_progress: Vec<_> = running
+                    .iter()
+                    .map(|(id, t, _)| InProgressCheckpoint {
+                        id: *id,
+                        triggered_at: Timestamp(*t),
+                        num_subtasks: 1,
+                        num_acknowledged: 0,
+                    })
+                    .collect();
+                shadow.observe_poll(&JobPoll {
+                    key: JobKey { cluster: "c".into(), job_id: "j".into() },
+                    job_name: "job".into(),
+                    job_state: "RUNNING".into(),
+                    polled_at: Timestamp(at),
+                    counts: CheckpointCounts {
+                        completed: finished.len() as u64,
+                        failed: 0,
+                        in_progress: in_progress.len() as u64,
+                        restored: 0,
+                    },
+                    settings: Some(settings.clone()),
+                    in_progress,
+                    finished,
+                    latest_restore: None,
+                    deferred: Default::default(),
+                });
+                assert_eq!(shadow.stalled_for_ms(), None, "phase {phase}: a stall at poll {k}");
+            }
+            let unexplained: Vec<_> = shadow.deviations().filter(|d| !d.explained).collect();
+            assert!(unexplained.is_empty(), "phase {phase}: {unexplained:?}");
+            let queued =
+                shadow.deviations().find(|d| d.checkpoint_id == 2).expect("checkpoint 2 is off the grid");
+            assert_eq!(queued.kind, DeviationKind::LongCheckpoint, "{}", queued.sentence);
+        }
+    }
+
     #[test]
     fn a_real_stall_is_reported_from_the_second_overdue_poll_on_and_stays_until_triggers_resume() {
         let stop = 100_000; // no trigger from 100 s until 160 s
