@@ -1176,6 +1176,16 @@ mod tests {
                 });
             }
         }
+        running_poll(at, settings(), finished, in_progress)
+    }
+
+    /// A poll of a running job at `at` that shows `finished` and `in_progress`.
+    fn running_poll(
+        at: i64,
+        settings: CheckpointSettings,
+        finished: Vec<FinishedCheckpoint>,
+        in_progress: Vec<InProgressCheckpoint>,
+    ) -> JobPoll {
         JobPoll {
             key: JobKey { cluster: "c".into(), job_id: "j".into() },
             job_name: "job".into(),
@@ -1187,7 +1197,7 @@ mod tests {
                 in_progress: in_progress.len() as u64,
                 restored: 0,
             },
-            settings: Some(settings()),
+            settings: Some(settings),
             in_progress,
             finished,
             latest_restore: None,
@@ -1307,23 +1317,7 @@ mod tests {
                         num_acknowledged: 0,
                     })
                     .collect();
-                shadow.observe_poll(&JobPoll {
-                    key: JobKey { cluster: "c".into(), job_id: "j".into() },
-                    job_name: "job".into(),
-                    job_state: "RUNNING".into(),
-                    polled_at: Timestamp(at),
-                    counts: CheckpointCounts {
-                        completed: finished.len() as u64,
-                        failed: 0,
-                        in_progress: in_progress.len() as u64,
-                        restored: 0,
-                    },
-                    settings: Some(settings.clone()),
-                    in_progress,
-                    finished,
-                    latest_restore: None,
-                    deferred: Default::default(),
-                });
+                shadow.observe_poll(&running_poll(at, settings.clone(), finished, in_progress));
                 assert_eq!(shadow.stalled_for_ms(), None, "phase {phase}: a stall at poll {k}");
             }
             let unexplained: Vec<_> = shadow.deviations().filter(|d| !d.explained).collect();
