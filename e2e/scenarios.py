@@ -162,17 +162,15 @@ class Env:
                 time.sleep(1)
 
 
+def job_alerts(env, job):
+    """The daemon's pending and firing alerts of `job`, as the API answers them."""
+    active = get_json(f"{env.a.daemon}/api/v1/alerts").get("active", [])
+    return [a for a in active if a["labels"].get("job_id") == job]
+
+
 def active_alerts(env, job):
     """The daemon's pending and firing alerts of `job`: [(alertname, state)]."""
-    active = get_json(f"{env.a.daemon}/api/v1/alerts").get("active", [])
-    return [(a["labels"]["alertname"], a["state"]) for a in active if a["labels"].get("job_id") == job]
-
-
-def alert_descriptions(env, job):
-    """The daemon's pending and firing alerts of `job`: {alertname: description}."""
-    active = get_json(f"{env.a.daemon}/api/v1/alerts").get("active", [])
-    return {a["labels"]["alertname"]: a.get("annotations", {}).get("description", "")
-            for a in active if a["labels"].get("job_id") == job}
+    return [(a["labels"]["alertname"], a["state"]) for a in job_alerts(env, job)]
 
 
 def watch(env, job, seconds, alerts=None, described=None):
@@ -185,17 +183,18 @@ def watch(env, job, seconds, alerts=None, described=None):
         for h in env.checkpoints(job).get("history", []):
             if h.get("status") in ("COMPLETED", "FAILED"):
                 seen.setdefault(h["id"], h)
-        if alerts is not None:
-            alerts.update(active_alerts(env, job))
-        if described is not None:
-            for name, text in alert_descriptions(env, job).items():
-                described.setdefault(name, text)
+        if alerts is not None or described is not None:
+            for a in job_alerts(env, job):
+                if alerts is not None:
+                    alerts.add((a["labels"]["alertname"], a["state"]))
+                if described is not None:
+                    described.setdefault(a["labels"]["alertname"], a.get("annotations", {}).get("description", ""))
         time.sleep(1)
     return seen
 
 
 def unexplained_deviations(env, job):
-    """The shadow's unexplained trigger deviations of `job` and its stall, as the API shows them."""
+    """The shadow's unexplained trigger deviations of `job` and its counts by kind, as the API shows them."""
     try:
         shadow = env.daemon_job(job).get("shadow", {})
     except Exception as e:  # the evidence is for a failure message: never fail on it

@@ -58,7 +58,7 @@ pub fn tolerance_ms(period_ms: u64) -> u64 {
 /// 2-core CI machine running the JobManager, a TaskManager and the daemon paged on one). On a
 /// quiet JobManager triggers keep their tick within 2 ms (the e2e JobManager logs: 2,498–2,502
 /// ms apart at a 2.5 s interval). A coordinator stall worth a warning is seconds long.
-pub const JOBMANAGER_LATENCY_MS: u64 = 500;
+const JOBMANAGER_LATENCY_MS: u64 = 500;
 
 /// First-appearance lags (trigger to the first poll that showed the checkpoint) kept for the
 /// stall tolerance.
@@ -653,9 +653,7 @@ impl TriggerShadow {
         let matched = nearest.abs <= tol || self.queued_lag_allowed(&config, &nearest);
         let expected_gap = nearest.predicted.since(prev.triggered_at);
         let deviates = off_naive_grid(&c, &prev, &nearest, interval, tol);
-        let kind = deviates.then(|| self.attribute(&config, &c, &prev, &nearest, matched)).filter(|kind| {
-            !(*kind == DeviationKind::LateTrigger && nearest.dev <= JOBMANAGER_LATENCY_MS as i64)
-        });
+        let kind = if deviates { self.attribute(&config, &c, &prev, &nearest, matched) } else { None };
         if let Some(kind) = kind {
             let sentence =
                 self.sentence(kind, &c, &prev, gap, expected_gap, nearest.dev, nearest.binding, &config);
@@ -758,7 +756,8 @@ impl TriggerShadow {
     }
 
     /// What a deviating trigger is attributed to: the rule the model says bound it when the
-    /// model agrees, else a savepoint in between, a late trigger or a manual one.
+    /// model agrees, else a savepoint in between, a late trigger or a manual one; `None` for a
+    /// trigger late within [`JOBMANAGER_LATENCY_MS`] with no rule behind it (no deviation).
     fn attribute(
         &self,
         config: &CoordinatorConfig,
@@ -766,8 +765,8 @@ impl TriggerShadow {
         prev: &Seen,
         nearest: &Nearest,
         matched: bool,
-    ) -> DeviationKind {
-        if matched {
+    ) -> Option<DeviationKind> {
+        let kind = if matched {
             match nearest.binding {
                 Binding::MinPause => DeviationKind::MinPause,
                 Binding::MaxConcurrent if config.max_concurrent > 1 => DeviationKind::MaxConcurrent,
@@ -782,7 +781,13 @@ impl TriggerShadow {
                 .savepoints
                 .iter()
                 .any(|(_, t, f)| *t > prev.triggered_at && *t < c.triggered_at && *f > nearest.predicted);
-            if savepoint { DeviationKind::Savepoint } else { DeviationKind::LateTrigger }
+            if savepoint {
+                DeviationKind::Savepoint
+            } else if nearest.dev <= JOBMANAGER_LATENCY_MS as i64 {
+                return None;
+            } else {
+                DeviationKind::LateTrigger
+            }
         } else if config.max_concurrent == 1 && ran_when_slot_freed(c, prev) {
             // Early, but right when the previous checkpoint ended: a request that had queued
             // while a checkpoint was pending (the history seen starts after the one that held
@@ -790,7 +795,8 @@ impl TriggerShadow {
             DeviationKind::LongCheckpoint
         } else {
             DeviationKind::ManualTrigger
-        }
+        };
+        Some(kind)
     }
 
     /// Records a deviation of `c`; a displacement by a rule is remembered so that the
