@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use crate::app::AppState;
 use crate::config::{ClusterConfig, Config, Credentials, Shard, shard_clusters};
 use crate::outputs::http::{HttpState, router};
-use crate::outputs::listener::{Bounded, MAX_CONNECTIONS, PROBE_MAX_CONNECTIONS, PROBE_TIMEOUTS, Timeouts};
+use crate::outputs::listener::{Bounded, PROBE_MAX_CONNECTIONS, PROBE_TIMEOUTS, Timeouts};
 use crate::outputs::tls::{TlsListener, TlsPeer};
 use crate::sources::discovery::Discovery;
 use crate::sources::poller::Poller;
@@ -239,6 +239,27 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     start_sharded(config, config_path, shard).await
 }
 
+/// Raises the soft limit of open files to the hard one (`open_files`), and says so; warns when
+/// even the hard limit leaves the port short of its cap of `max_connections`.
+fn raise_open_files_limit(max_connections: usize) {
+    let Some(limit) = crate::open_files::raise_to_hard_limit() else { return };
+    let needed = crate::open_files::OpenFilesLimit::needed(max_connections);
+    if limit.now < needed {
+        tracing::warn!(
+            soft_limit = limit.now,
+            needed,
+            max_connections,
+            "the limit of open files is below what the daemon's port needs at its cap: raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower server.max_connections"
+        );
+    } else if limit.now != limit.before {
+        tracing::info!(
+            from = limit.before,
+            to = limit.now,
+            "raised the soft limit of open files to the hard limit"
+        );
+    }
+}
+
 /// [`start`] as replica `shard` of a sharded deployment (`None`: not sharded).
 pub async fn start_sharded(
     config: Config,
@@ -247,6 +268,7 @@ pub async fn start_sharded(
 ) -> Result<Running, StartError> {
     let config = config.for_shard(shard);
     log_shard(&config, shard);
+    raise_open_files_limit(config.server.max_connections);
     let lock = StateDirLock::take(&config.state.dir)?;
     let saved = config.state.dir.join(persist::STATE_FILE).exists();
     let mut state = load_state(&config.state.dir, window_of(&config));
@@ -389,15 +411,18 @@ fn serve(
     let scheme = if tls.is_some() { "https" } else { "http" };
     let (main, reloader) = match tls {
         Some(loaded) => {
-            let (listener, reloader) = TlsListener::new(listener, loaded, app.listener.clone())
-                .map_err(|source| StartError::Listen { addr: server.listen, source })?;
-            let listener = Bounded::new(listener, app.listener.clone(), MAX_CONNECTIONS, Timeouts::default());
+            let (listener, reloader) =
+                TlsListener::new(listener, loaded, app.listener.clone(), server.max_connections)
+                    .map_err(|source| StartError::Listen { addr: server.listen, source })?;
+            let listener =
+                Bounded::new(listener, app.listener.clone(), server.max_connections, Timeouts::default());
             let serve = axum::serve(listener, http.into_make_service_with_connect_info::<TlsPeer>())
                 .with_graceful_shutdown(graceful);
             (spawn_server(serve, scheme), Some(reloader))
         }
         None => {
-            let listener = Bounded::new(listener, app.listener.clone(), MAX_CONNECTIONS, Timeouts::default());
+            let listener =
+                Bounded::new(listener, app.listener.clone(), server.max_connections, Timeouts::default());
             (spawn_server(axum::serve(listener, http).with_graceful_shutdown(graceful), scheme), None)
         }
     };
@@ -588,32 +613,43 @@ where
 
 /// Runs until SIGTERM or SIGINT.
 pub async fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), StartError> {
+    let stop = shutdown_signal();
     let running = start(config, config_path).await?;
-    shutdown_signal().await;
+    stop.await;
     tracing::info!("shutting down");
     running.shutdown().await;
     Ok(())
 }
 
 /// Ctrl-C (SIGINT) or SIGTERM, whichever comes first (the daemon's and the demo's stop).
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+///
+/// The handlers are installed when this is called, not when the future is first awaited: a
+/// signal that comes in between (the demo prints "SIGTERM stops the demo", then awaits; the
+/// daemon starts, then awaits) stops the process cleanly instead of killing it.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{Signal, SignalKind, signal};
+        let interrupt = signal(SignalKind::interrupt()).ok();
+        let terminate = signal(SignalKind::terminate()).ok();
+        async fn received(signal: Option<Signal>) {
+            match signal {
+                Some(mut s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+        async move {
+            tokio::select! {
+                _ = received(interrupt) => {},
+                _ = received(terminate) => {},
+            }
+        }
+    }
     #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = terminate => {},
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

@@ -18,6 +18,7 @@
 //! - [`daemon`] — wiring, reloads and shutdown.
 //! - [`telemetry`] — logging and build facts.
 //! - [`heap`] — allocator settings that keep the RSS close to the live heap.
+//! - [`open_files`] — the soft limit of open files raised to the hard one at start.
 //! - [`advice`] — the advisor: configuration findings with the model's prediction.
 //! - [`commands`] — the one-shot commands: `diagnose`, `advise`, `simulate`, `scan-logs`, `demo`.
 
@@ -30,6 +31,7 @@ pub mod health;
 pub mod heap;
 pub mod model;
 pub mod observe;
+pub mod open_files;
 pub mod outbound;
 pub mod outputs;
 pub mod preflight;

@@ -360,6 +360,7 @@ fn run_simulator(options: checkpoint_sentinel::commands::demo::SimulatorOptions)
         Err(code) => return code,
     };
     runtime.block_on(async move {
+        let stop = checkpoint_sentinel::daemon::shutdown_signal();
         let sim = match checkpoint_sentinel::commands::demo::start_simulator(options).await {
             Ok(s) => s,
             Err(e) => {
@@ -370,7 +371,7 @@ fn run_simulator(options: checkpoint_sentinel::commands::demo::SimulatorOptions)
         println!("simulated Flink REST API: {}", sim.flink_url);
         println!("JobManager log:           {}", sim.log_file.display());
         println!("jobs: {}", sim.jobs.len());
-        checkpoint_sentinel::daemon::shutdown_signal().await;
+        stop.await;
         sim.shutdown();
         ExitCode::SUCCESS
     })
@@ -384,6 +385,7 @@ fn run_demo(listen: SocketAddr, jobs: usize, seed: u64, interval_scale: u64) -> 
         Err(code) => return code,
     };
     runtime.block_on(async move {
+        let stop = checkpoint_sentinel::daemon::shutdown_signal();
         let demo = match start(DemoOptions { listen, jobs, seed, dir: None, interval_scale }).await {
             Ok(d) => d,
             Err(e) => {
@@ -397,7 +399,7 @@ fn run_demo(listen: SocketAddr, jobs: usize, seed: u64, interval_scale: u64) -> 
         println!("checkpoint-sentinel:      http://{}/metrics", demo.daemon.addr);
         println!("jobs: {}", demo.jobs.iter().map(|(_, name)| name.as_str()).collect::<Vec<_>>().join(", "));
         println!("Ctrl-C (or SIGTERM) stops the demo and removes {}.", demo.dir.display());
-        checkpoint_sentinel::daemon::shutdown_signal().await;
+        stop.await;
         demo.shutdown().await;
         ExitCode::SUCCESS
     })

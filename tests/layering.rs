@@ -381,7 +381,7 @@ fn layer(module: &str) -> &'static str {
         "sources" => "sources",
         // preflight reads the machine (secret and TLS files, the state directory) at start.
         // outbound puts credentials on the requests of sources (Flink) and outputs (Alertmanager).
-        "app" | "telemetry" | "preflight" | "outbound" | "heap" => "runtime",
+        "app" | "telemetry" | "preflight" | "outbound" | "heap" | "open_files" => "runtime",
         "outputs" => "outputs",
         "daemon" => "daemon",
         "commands" => "commands",

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 /// The most recent checkpoints a job may keep (`[state] recent_checkpoints`).
 const MAX_RECENT_CHECKPOINTS: usize = 1024;
+/// The most connections the daemon's port may serve at once (`[server] max_connections`).
+const MAX_CONNECTIONS_LIMIT: usize = 65_536;
 
 use super::{BasicAuth, CLUSTER_PLACEHOLDER, Config, DiscoveryConfig, MAX_CLUSTERS_LIMIT, Secret};
 
@@ -51,6 +53,12 @@ impl Config {
     fn server_problems(&self, problems: &mut Vec<String>) {
         if let Err(problem) = self.server.tls_files() {
             problems.push(problem);
+        }
+        if !(1..=MAX_CONNECTIONS_LIMIT).contains(&self.server.max_connections) {
+            problems.push(format!(
+                "server.max_connections: expected 1 to {MAX_CONNECTIONS_LIMIT}, got {}",
+                self.server.max_connections
+            ));
         }
         if let Some(probe) = self.server.probe_listen
             && probe == self.server.listen
@@ -414,6 +422,19 @@ mod tests {
         let err = load("[metrics]\nquantiles=[0.9, 0.95, 0.95]\n").unwrap_err().to_string();
         assert!(err.contains("metrics.quantiles[0]: 0.9: expected one of 0.5, 0.95, 0.99"), "{err}");
         assert!(err.contains("metrics.quantiles[2]: 0.95: given twice"), "{err}");
+    }
+
+    #[test]
+    fn the_ports_connection_cap_is_bounded() {
+        assert_eq!(load("[server]\nmax_connections = 64\n").unwrap().server.max_connections, 64);
+        assert_eq!(load("").unwrap().server.max_connections, 512);
+        for bad in ["0", "65537"] {
+            let err = load(&format!("[server]\nmax_connections = {bad}\n")).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("server.max_connections: expected 1 to 65536, got {bad}")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

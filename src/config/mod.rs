@@ -168,6 +168,9 @@ impl Default for AlertingConfig {
     }
 }
 
+/// Connections the daemon's port serves at once by default (`[server] max_connections`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
 /// `[server]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -177,6 +180,9 @@ pub struct ServerConfig {
     /// A second, plain-HTTP address that serves only /healthz and /readyz, with connection
     /// slots of its own: Kubernetes probes pointed at it are answered when `listen` is full.
     pub probe_listen: Option<SocketAddr>,
+    /// Connections `listen` serves at once; further ones wait in the kernel's accept queue.
+    /// Each takes a file descriptor (`open_files`).
+    pub max_connections: usize,
     /// Require `Authorization: Bearer <token>` (except on /healthz and /readyz).
     pub bearer_token: Option<Secret>,
     /// Require HTTP basic authentication (except on /healthz and /readyz).
@@ -195,6 +201,7 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9717)),
             probe_listen: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             bearer_token: None,
             basic_auth: None,
             tls_cert_file: None,

@@ -219,18 +219,19 @@ pub struct TlsListener {
 }
 
 impl TlsListener {
-    /// Serves TLS on `tcp` with `loaded`; the `Reloader` swaps the configuration later.
-    /// Failed handshakes are counted in `stats`.
+    /// Serves TLS on `tcp` with `loaded`, at most `max_connections` handshakes at once; the
+    /// `Reloader` swaps the configuration later. Failed handshakes are counted in `stats`.
     pub fn new(
         tcp: TcpListener,
         loaded: Loaded,
         stats: Arc<ListenerStats>,
+        max_connections: usize,
     ) -> io::Result<(TlsListener, Reloader)> {
         let local_addr = tcp.local_addr()?;
         let (sender, configs) = watch::channel(loaded.config.clone());
         let (accepted_tx, accepted) = mpsc::channel(ACCEPTED_BACKLOG);
         stats.tls_serving.store(true, Ordering::Relaxed);
-        let accept_task = tokio::spawn(accept_loop(tcp, configs, accepted_tx, stats));
+        let accept_task = tokio::spawn(accept_loop(tcp, configs, accepted_tx, stats, max_connections));
         Ok((TlsListener { local_addr, accepted, accept_task }, Reloader { current: loaded, sender }))
     }
 }
@@ -264,10 +265,11 @@ async fn accept_loop(
     configs: watch::Receiver<Arc<rustls::ServerConfig>>,
     accepted: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
     stats: Arc<ListenerStats>,
+    max_connections: usize,
 ) {
     // Handshakes in progress, and handshaken connections waiting for the listener to take them,
-    // at most as many as the listener serves (`listener::MAX_CONNECTIONS`).
-    let slots = Arc::new(tokio::sync::Semaphore::new(crate::outputs::listener::MAX_CONNECTIONS));
+    // at most as many as the listener serves (`[server] max_connections`).
+    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections.max(1)));
     loop {
         let permit = slots.clone().acquire_owned().await.expect("the semaphore is never closed");
         let (stream, peer) = match tcp.accept().await {

@@ -405,7 +405,7 @@ pub const METRICS: &[MetricDef] = &[
         "checkpoint_sentinel_http_connections",
         Gauge,
         &[],
-        "Connections to the daemon's port open now (at most 512; more wait in the accept queue)."
+        "Connections to the daemon's port open now (at most server.max_connections, 512 by default; more wait in the accept queue)."
     ),
     metric!(
         "checkpoint_sentinel_http_connections_closed_total",
