@@ -239,27 +239,6 @@ pub async fn start(config: Config, config_path: Option<PathBuf>) -> Result<Runni
     start_sharded(config, config_path, shard).await
 }
 
-/// Raises the soft limit of open files to the hard one (`open_files`), and says so; warns when
-/// even the hard limit leaves the port short of its cap of `max_connections`.
-fn raise_open_files_limit(max_connections: usize) {
-    let Some(limit) = crate::open_files::raise_to_hard_limit() else { return };
-    let needed = crate::open_files::OpenFilesLimit::needed(max_connections);
-    if limit.now < needed {
-        tracing::warn!(
-            soft_limit = limit.now,
-            needed,
-            max_connections,
-            "the limit of open files is below what the daemon's port needs at its cap: raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower server.max_connections"
-        );
-    } else if limit.now != limit.before {
-        tracing::info!(
-            from = limit.before,
-            to = limit.now,
-            "raised the soft limit of open files to the hard limit"
-        );
-    }
-}
-
 /// [`start`] as replica `shard` of a sharded deployment (`None`: not sharded).
 pub async fn start_sharded(
     config: Config,
@@ -268,7 +247,6 @@ pub async fn start_sharded(
 ) -> Result<Running, StartError> {
     let config = config.for_shard(shard);
     log_shard(&config, shard);
-    raise_open_files_limit(config.server.max_connections);
     let lock = StateDirLock::take(&config.state.dir)?;
     let saved = config.state.dir.join(persist::STATE_FILE).exists();
     let mut state = load_state(&config.state.dir, window_of(&config));

@@ -310,6 +310,7 @@ fn run_daemon(path: PathBuf, listen: Option<SocketAddr>) -> ExitCode {
         config.server.listen = addr;
     }
     checkpoint_sentinel::heap::limit_arenas();
+    checkpoint_sentinel::open_files::raise_to_hard_limit(config.server.max_connections);
     let runtime = match runtime(2) {
         Ok(r) => r,
         Err(code) => return code,
@@ -380,6 +381,9 @@ fn run_simulator(options: checkpoint_sentinel::commands::demo::SimulatorOptions)
 /// `demo`: until Ctrl-C or SIGTERM, after either of which its temporary folder is removed.
 fn run_demo(listen: SocketAddr, jobs: usize, seed: u64, interval_scale: u64) -> ExitCode {
     use checkpoint_sentinel::commands::demo::{DemoOptions, start};
+    checkpoint_sentinel::open_files::raise_to_hard_limit(
+        checkpoint_sentinel::config::DEFAULT_MAX_CONNECTIONS,
+    );
     let runtime = match runtime(2) {
         Ok(r) => r,
         Err(code) => return code,

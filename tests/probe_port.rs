@@ -11,7 +11,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::common;
 
-use checkpoint_sentinel::outputs::listener::MAX_CONNECTIONS;
+use checkpoint_sentinel::config::DEFAULT_MAX_CONNECTIONS;
 
 /// The main port's cap in the flood test: smaller than the default's 512, so that the flood's
 /// ends and the daemon's, all in this one process, stay far below any limit of open files.
@@ -110,7 +110,7 @@ async fn healthz_latency_while_10000_clients_connect() {
     let clients: usize =
         std::env::var("SENTINEL_FLOOD_CLIENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let dir = tempfile::tempdir().unwrap();
-    let (_server, daemon) = daemon_with_probe_port(dir.path(), MAX_CONNECTIONS).await;
+    let (_server, daemon) = daemon_with_probe_port(dir.path(), DEFAULT_MAX_CONNECTIONS).await;
     let probe_addr = daemon.probe_addr.unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let flood: Vec<_> = (0..clients).map(|_| tokio::spawn(idle_client(daemon.addr, stop.clone()))).collect();

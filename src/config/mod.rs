@@ -168,7 +168,8 @@ impl Default for AlertingConfig {
     }
 }
 
-/// Connections the daemon's port serves at once by default (`[server] max_connections`).
+/// Connections the daemon's port serves at once by default (`[server] max_connections`);
+/// further ones wait in the kernel's accept queue until one closes.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
 /// `[server]`.

@@ -1,7 +1,7 @@
 //! Bounds on the daemon's own listener: at most `[server] max_connections` connections at once
-//! ([`MAX_CONNECTIONS`] by default), a request's headers within [`HEADER_READ_TIMEOUT`] of its
-//! first byte (and the first request within it of the connection), and a connection that moves
-//! no byte either way for [`IDLE_TIMEOUT`] closed.
+//! (512 by default), a request's headers within [`HEADER_READ_TIMEOUT`] of its first byte (and
+//! the first request within it of the connection), and a connection that moves no byte either
+//! way for [`IDLE_TIMEOUT`] closed.
 //!
 //! axum's `serve` gives hyper no timer, so hyper applies no header timeout of its own; without
 //! these, 3,000 slowloris connections stayed open indefinitely and a scraper that never reads
@@ -20,9 +20,6 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
-/// Connections served at once by default (`[server] max_connections`); further ones wait in the
-/// kernel's accept queue until one closes.
-pub const MAX_CONNECTIONS: usize = crate::config::DEFAULT_MAX_CONNECTIONS;
 /// A request's headers must be complete this long after its first byte (the first request's
 /// after the connection opened).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
