@@ -135,6 +135,13 @@ pub fn job_risks(
     Some(risks(&configuration, &samples))
 }
 
+/// A job's advice lane: the [`RISKS`] its configuration and recent checkpoints show, by id,
+/// whatever its health; empty before its first poll. The page, the API, `diagnose` and the
+/// `FlinkCheckpointConfigRisk` alert read it.
+pub fn job_risk_findings(job: &crate::state::JobState) -> Vec<&'static str> {
+    job_risks(job, None).into_iter().flatten().filter_map(|(finding, on)| on.then_some(finding)).collect()
+}
+
 fn index(id: &str) -> usize {
     ALL.iter().position(|a| *a == id).unwrap_or(ALL.len())
 }

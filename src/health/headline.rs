@@ -51,6 +51,8 @@ pub enum HeadlineClass {
     Timeout,
     /// Barriers do not get through.
     Blocking,
+    /// Configuration advice: a risk, not a failure (never a reason for "not ok").
+    Advice,
 }
 
 impl HeadlineClass {
@@ -61,6 +63,7 @@ impl HeadlineClass {
             HeadlineClass::Failure => "failure",
             HeadlineClass::Timeout => "timeout",
             HeadlineClass::Blocking => "blocking",
+            HeadlineClass::Advice => "advice",
         }
     }
 }
@@ -71,6 +74,7 @@ impl From<Class> for HeadlineClass {
             Class::Blocking => HeadlineClass::Blocking,
             Class::Timeout => HeadlineClass::Timeout,
             Class::Failure => HeadlineClass::Failure,
+            Class::Advice => HeadlineClass::Advice,
         }
     }
 }
@@ -246,6 +250,12 @@ pub fn next_step(class: Option<HeadlineClass>, where_: Option<&str>) -> (String,
         Some(HeadlineClass::Failure) => (
             format!("the deepest `Caused by:` in the TaskManager log of {}", at(where_, "the failing task")),
             links::RUNBOOK_FAILURES,
+        ),
+        Some(HeadlineClass::Advice) => (
+            "the job's configuration advice (`checkpoint-sentinel advise`): the keys to set and their predicted \
+             effect"
+                .to_string(),
+            links::CONFIGURATION,
         ),
         Some(HeadlineClass::Timeout) => (
             format!(

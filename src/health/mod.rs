@@ -171,6 +171,22 @@ pub fn label<'a>(alert: &'a Alert, name: &str) -> &'a str {
     alert.labels.get(name).map_or("", |t| t.as_str())
 }
 
+/// The advice lane's line beside a headline: "1 job has configuration advice", "3 jobs have
+/// configuration advice"; `None` for none. The page, the API and `diagnose` print it.
+pub fn advice_line(with_advice: usize) -> Option<String> {
+    match with_advice {
+        0 => None,
+        1 => Some("1 job has configuration advice".to_string()),
+        n => Some(format!("{n} jobs have configuration advice")),
+    }
+}
+
+/// Whether an alert is configuration advice (class `advice`): the other lane, which never makes a
+/// job or a cluster "not ok".
+pub fn is_advice(alert: &Alert) -> bool {
+    label(alert, "class") == crate::rules::Class::Advice.as_str()
+}
+
 /// Whether an alert is about this job.
 pub fn is_of_job(alert: &Alert, cluster: &str, job_id: &str) -> bool {
     label(alert, "cluster") == cluster && label(alert, "job_id") == job_id
@@ -186,7 +202,9 @@ pub fn job_health(
     alerts: &AlertsView,
 ) -> (Health, Vec<Reason>) {
     let mut found: Vec<(Health, Reason)> = Vec::new();
-    let of_job = alerts.of_job(cluster, job_id);
+    // Advice is the other lane: it is shown beside the job (`advice::job_risk_findings`), never
+    // as ill health.
+    let of_job = alerts.of_job(cluster, job_id).filter(|a| !is_advice(a));
     let recovered = recovered(j);
     for a in of_job.clone().filter(|a| a.state == AlertState::Firing) {
         // A failover that is over: the restart is a detail of a healthy job.

@@ -310,6 +310,7 @@ fn class_of(label: &str) -> Option<Class> {
         "blocking" => Some(Class::Blocking),
         "timeout" => Some(Class::Timeout),
         "failure" => Some(Class::Failure),
+        "advice" => Some(Class::Advice),
         _ => None,
     }
 }
@@ -369,6 +370,9 @@ fn next_step(
              barriers overtake the queued records.",
             who.unwrap_or_else(|| "the slowest subtasks".to_string())
         ),
+        (Some(Class::Advice), _) => "Read the job's configuration advice (`checkpoint-sentinel advise`, or its advice \
+                                     in the API): the keys to set and their predicted effect."
+            .to_string(),
         (None, _) => "Wait for the first checkpoint; if none comes, check that checkpointing is enabled \
                       (execution.checkpointing.interval)."
             .to_string(),
@@ -386,10 +390,19 @@ pub struct ClusterHeadline {
     /// The worst job's id, when one is not ok: its row (first of the cluster's in `jobs`)
     /// carries its answer.
     pub worst_job_id: Option<String>,
+    /// The other lane, on its own line: "3 jobs have configuration advice"; `null` when none
+    /// has. Advice never counts in `text`.
+    pub advice: Option<String>,
 }
 
-/// The headline of `cluster`, from its jobs' (id, name, health), worst first.
-pub fn cluster_headline(cluster: &str, reachable: bool, jobs: &[(&str, &str, Health)]) -> ClusterHeadline {
+/// The headline of `cluster`, from its jobs' (id, name, health), worst first, and how many of
+/// them have configuration advice.
+pub fn cluster_headline(
+    cluster: &str,
+    reachable: bool,
+    jobs: &[(&str, &str, Health)],
+    with_advice: usize,
+) -> ClusterHeadline {
     let not_ok: Vec<&(&str, &str, Health)> = jobs.iter().filter(|(_, _, h)| *h != Health::Ok).collect();
     let n = jobs.len();
     let worst = not_ok.first();
@@ -420,6 +433,7 @@ pub fn cluster_headline(cluster: &str, reachable: bool, jobs: &[(&str, &str, Hea
         cluster: cluster.to_string(),
         text,
         worst_job_id: worst.map(|(id, _, _)| id.to_string()),
+        advice: crate::health::advice_line(with_advice),
     }
 }
 

@@ -206,15 +206,18 @@ const PACK: &[Spec] = &[
         description: "{{ value }} savepoint(s) of job {{ job_name }} on {{ cluster }} failed in the last hour. An upgrade, rescale or migration would start from the last successful savepoint instead: check its age before relying on it.",
     },
     Spec {
+        // One alert per cluster, not one per job: at 10,000 jobs with the same risky default
+        // it is one notice with the count, not 10,000 (issue 39). Class `advice`: it never
+        // makes a job "not ok". A per-job twin is a `[[rules]]` entry (docs/runbook.md).
         name: "FlinkCheckpointConfigRisk",
-        scope: Scope::Job,
-        expr: "config_risks > 0",
+        scope: Scope::Cluster,
+        expr: "jobs.config_risk > 0",
         for_s: 600,
         keep_s: 0,
         severity: AlertSeverity::Info,
-        class: Class::Failure,
-        summary: "The checkpoint configuration of {{ job_name }} risks data or a stuck job",
-        description: "Job {{ job_name }} on {{ cluster }} shows {{ value }} of the advisor's risk findings (tolerable_too_high, timeout_tight, no_retention): too many tolerable failures keep a stuck job up for hours, a tight timeout expires checkpoints, and checkpoints deleted on cancellation lose the state. `checkpoint-sentinel advise` or the job's advice in the API names them, with the keys to set and the predicted effect.",
+        class: Class::Advice,
+        summary: "{{ value }} jobs on {{ cluster }} have a checkpoint configuration that risks data or a stuck job",
+        description: "{{ value }} of the {{ jobs }} watched jobs on {{ cluster }} show one of the advisor's risk findings (tolerable_too_high, timeout_tight, no_retention); the most at risk: {{ config_risk_jobs }}. Too many tolerable failures keep a stuck job up for hours, a tight timeout expires checkpoints, and checkpoints deleted on cancellation lose the state. This is advice, not a failure: the jobs' health is not affected. Each job's advice in the API (`/api/v1/jobs`, `advice`) or `checkpoint-sentinel advise` names the findings, the keys to set and the predicted effect.",
     },
     Spec {
         name: "FlinkCheckpointSizeGrowing",

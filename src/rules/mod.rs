@@ -49,7 +49,9 @@ pub enum AlertSeverity {
     Info,
 }
 
-/// The failure classes the alerts and `diagnose` share: blocking, timeout, failure.
+/// The failure classes the alerts and `diagnose` share: blocking, timeout, failure; and
+/// `advice`, the other lane: an alert of that class is about a job's configuration, not its
+/// health, and never makes a job or a cluster "not ok" (`health::job_health`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Class {
@@ -59,6 +61,8 @@ pub enum Class {
     Timeout,
     /// Checkpoints or the job fail.
     Failure,
+    /// Configuration advice: a risk to act on by day, not a failure now.
+    Advice,
 }
 
 impl AlertSeverity {
@@ -79,6 +83,7 @@ impl Class {
             Class::Blocking => "blocking",
             Class::Timeout => "timeout",
             Class::Failure => "failure",
+            Class::Advice => "advice",
         }
     }
 }
@@ -288,6 +293,7 @@ impl Evaluator {
         round.evaluated.insert(entity.clone());
         let texts = match &subject {
             Subject::Job(view) => view.texts(),
+            Subject::Cluster(view) => view.texts(),
             _ => Vec::new(),
         };
         let history = self.histories.entry(entity).or_default();
@@ -1039,6 +1045,79 @@ mod tests {
         // The third expiry (at 210 s) is three failures in a row over more than two intervals.
         assert_eq!(fired.get("FlinkCheckpointFailureStreak"), Some(&210_000), "{fired:?}");
         assert!(!fired.contains_key("FlinkCheckpointToleranceNearlySpent"), "tolerable 100: {fired:?}");
+    }
+
+    /// 40 jobs that share a risky default (100 tolerable failures) and one that does not: one
+    /// `FlinkCheckpointConfigRisk` for the cluster, its value the count, its description the
+    /// first five by name and how many more; class `advice`, no job label; and none before its
+    /// ten minutes.
+    #[test]
+    fn configuration_risk_is_one_alert_per_cluster_with_the_count() {
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let rules = builtin::rules()
+            .into_iter()
+            .filter(|s| s.name == "FlinkCheckpointConfigRisk")
+            .map(|s| Rule::new(s).unwrap())
+            .collect();
+        let mut ev = Evaluator::new(rules);
+        let poll_all = |state: &mut State, at: i64| {
+            for k in 0..41 {
+                let settings = CheckpointSettings {
+                    interval_ms: Some(10_000),
+                    timeout_ms: Some(60_000),
+                    tolerable_failures: Some(if k == 40 { 3 } else { 100 }),
+                    max_concurrent: 1,
+                    ..Default::default()
+                };
+                state.apply(
+                    &Observation::JobPolled(JobPoll {
+                        key: JobKey { cluster: "c".into(), job_id: format!("j{k:02}") },
+                        job_name: format!("job-{k:02}"),
+                        job_state: "RUNNING".into(),
+                        polled_at: Timestamp(at),
+                        counts: CheckpointCounts::default(),
+                        settings: Some(settings),
+                        in_progress: Vec::new(),
+                        finished: Vec::new(),
+                        latest_restore: None,
+                        deferred: Default::default(),
+                    }),
+                    Timestamp(at),
+                );
+            }
+        };
+        poll_all(&mut state, 0);
+        ev.evaluate(&state, Timestamp(0));
+        assert_eq!(ev.active().map(|a| a.state).collect::<Vec<_>>(), [AlertState::Pending]);
+        poll_all(&mut state, 600_000);
+        ev.evaluate(&state, Timestamp(600_000));
+        let alerts: Vec<&Alert> = ev.active().collect();
+        assert_eq!(alerts.len(), 1, "one alert for 40 risky jobs");
+        let a = alerts[0];
+        assert_eq!((a.state, a.value), (AlertState::Firing, Some(40.0)));
+        assert_eq!(a.labels["class"], "advice");
+        assert_eq!(a.labels["cluster"], "c");
+        assert!(a.labels.get("job_id").is_none());
+        assert_eq!(
+            a.annotations["summary"],
+            "40 jobs on c have a checkpoint configuration that risks data or a stuck job"
+        );
+        let description = a.annotations["description"].as_str();
+        assert!(
+            description.starts_with("40 of the 41 watched jobs on c show")
+                && description
+                    .contains("the most at risk: job-00, job-01, job-02, job-03, job-04 and 35 more."),
+            "{description}"
+        );
+    }
+
+    #[test]
+    fn named_jobs_read_as_a_list() {
+        use super::subjects::named_jobs;
+        assert_eq!(named_jobs(["a"].into_iter(), 1), "a");
+        assert_eq!(named_jobs(["a", "b", "c"].into_iter(), 3), "a, b and c");
+        assert_eq!(named_jobs(["a", "b", "c", "d", "e", "f"].into_iter(), 6), "a, b, c, d, e and 1 more");
+        assert_eq!(named_jobs([].into_iter(), 0), "none");
     }
 
     fn scoped(scope: Scope, expr: &str, summary: &str) -> Rule {

@@ -520,6 +520,13 @@ pub const SERIES: &[Series] = &[
         |v| Some(v.failing_jobs() as f64),
         None,
     ),
+    cluster(
+        "jobs.config_risk",
+        Unit::Count,
+        "Watched jobs whose configuration shows at least one of the advisor's risk findings (tolerable_too_high, timeout_tight, no_retention; docs/advice.md).",
+        |v| Some(v.config_risk_jobs().len() as f64),
+        Some("count without (job_id, job_name) (sum without (finding) (flink_checkpoint_config_risk) > 0)"),
+    ),
     taskmanager(
         "subtasks",
         Unit::Count,

@@ -87,6 +87,39 @@ impl ClusterView<'_> {
     pub fn failing_jobs(&self) -> usize {
         evaluated_jobs(self.cluster).filter(|(_, job)| job.consecutive_failures() > 0).count()
     }
+
+    /// Watched jobs whose configuration shows one of the advisor's risk findings, with how many
+    /// each shows, most first (then by name).
+    pub fn config_risk_jobs(&self) -> Vec<(usize, &str)> {
+        let mut risky: Vec<(usize, &str)> = evaluated_jobs(self.cluster)
+            .map(|(_, job)| (crate::advice::job_risk_findings(job).len(), job.name.as_str()))
+            .filter(|(n, _)| *n > 0)
+            .collect();
+        risky.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        risky
+    }
+
+    /// The texts a cluster gives its alerts' descriptions: `config_risk_jobs`, the riskiest
+    /// jobs by name (at most [`NAMED_JOBS`], then how many more).
+    pub fn texts(&self) -> Vec<(&'static str, String)> {
+        let risky = self.config_risk_jobs();
+        vec![("config_risk_jobs", named_jobs(risky.iter().map(|(_, name)| *name), risky.len()))]
+    }
+}
+
+/// How many jobs a cluster alert's description names before it says "and N more".
+pub const NAMED_JOBS: usize = 5;
+
+/// "a, b and c" or "a, b, c, d, e and 12 more": the first [`NAMED_JOBS`] of `total` jobs.
+pub(crate) fn named_jobs<'a>(names: impl Iterator<Item = &'a str>, total: usize) -> String {
+    let named: Vec<&str> = names.take(NAMED_JOBS).collect();
+    let more = total.saturating_sub(named.len());
+    match (named.split_last(), more) {
+        (None, _) => "none".to_string(),
+        (Some((only, [])), 0) => (*only).to_string(),
+        (Some((last, rest)), 0) => format!("{} and {last}", rest.join(", ")),
+        (Some(_), more) => format!("{} and {more} more", named.join(", ")),
+    }
 }
 
 /// What the state knows of one TaskManager, gathered from the cluster's watched jobs.

@@ -245,6 +245,7 @@ pub fn analyse(d: &JobData) -> JobReport {
         state: d.state.clone(),
         verdict,
         verdict_reasons: reasons.iter().map(ToString::to_string).collect(),
+        advice: super::report::advice_of(d),
         headline,
         failover: failover.map(|f| match recovered {
             Some(r) => format!("{f}; {}", r.sentence()),
@@ -793,6 +794,8 @@ fn causes_and_next(
             Class::Blocking => {
                 blocking_causes(job, top_alignment, has_bottleneck, holder.as_deref(), &mut causes, &mut next)
             }
+            // Advice is not a failure class of a checkpoint: no cause to name here.
+            Class::Advice => {}
         }
     }
     causes.extend(spacing_cause(job));

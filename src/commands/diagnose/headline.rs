@@ -253,6 +253,7 @@ impl Report {
         Report {
             summary: cluster_line(&url, flink_version.as_deref(), &jobs),
             headline: headlines(&jobs),
+            advice: crate::health::advice_line(jobs.iter().filter(|j| !j.advice.is_empty()).count()),
             url,
             flink_version,
             at_ms,

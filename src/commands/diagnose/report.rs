@@ -66,6 +66,20 @@ impl Location {
 
 pub use crate::health::Verdict;
 
+/// The advisor's risk findings of a job (the daemon's `advice::job_risk_findings` over what
+/// `diagnose` fetched): its checkpoint configuration against its newest finished checkpoints.
+pub fn advice_of(d: &JobData) -> Vec<&'static str> {
+    let Some(config) = &d.config else { return Vec::new() };
+    let configuration =
+        crate::sources::flink::convert::configuration(config, None, &[], d.flink_version.as_deref());
+    let samples: Vec<crate::advice::Sample> =
+        d.finished.iter().filter_map(crate::advice::Sample::from_finished).collect();
+    crate::advice::risks(&configuration, &samples)
+        .into_iter()
+        .filter_map(|(id, on)| on.then_some(id))
+        .collect()
+}
+
 /// The whole report: the answer first (the cluster's line, the unhealthy jobs worst first),
 /// then the details of every job.
 #[derive(Clone, Debug, Serialize)]
@@ -74,6 +88,8 @@ pub struct Report {
     pub summary: String,
     /// Every job that is not healthy, worst first (each as `JobReport::headline`).
     pub headline: Vec<Headline>,
+    /// The advice lane on its own line: "3 jobs have configuration advice"; `null` for none.
+    pub advice: Option<String>,
     /// The REST URL.
     pub url: String,
     /// Flink's version.
@@ -103,6 +119,9 @@ pub struct JobReport {
     pub failover: Option<String>,
     /// The checkpoint configuration in one line.
     pub config: Option<String>,
+    /// The other lane: the advisor's risk findings the configuration and the checkpoints show
+    /// (`tolerable_too_high`, `timeout_tight`, `no_retention`). Advice never changes `verdict`.
+    pub advice: Vec<&'static str>,
     /// The TaskManager every subtask runs on, when there is only one (then the report does not
     /// repeat it on every subtask).
     pub taskmanager: Option<Location>,

@@ -51,6 +51,10 @@ pub fn to_text(report: &Report) -> String {
             o.line(line);
         }
     }
+    // The other lane, after the health: it never counts as ill health.
+    if let Some(advice) = &report.advice {
+        o.line(format!("{advice} (advice, not ill health: `checkpoint-sentinel advise`)"));
+    }
     if report.jobs.is_empty() {
         o.line("No running job.");
     }
@@ -124,6 +128,12 @@ fn verdict(o: &mut Out, j: &JobReport) {
     }
     if let Some(c) = &j.config {
         o.line(format!("Config: {c}"));
+    }
+    if !j.advice.is_empty() {
+        o.line(format!(
+            "Advice: {} (the configuration, not a failure: `checkpoint-sentinel advise`)",
+            j.advice.join(", ")
+        ));
     }
     if let Some(tm) = &j.taskmanager {
         o.line(format!("Every subtask runs on {}.", tm.text()));
@@ -290,6 +300,7 @@ fn classes(o: &mut Out, j: &JobReport) {
             Class::Blocking => "blocking: barriers do not get through (backpressure, skew, alignment)",
             Class::Timeout => "timeout: the snapshot itself takes too long (state size, checkpoint storage)",
             Class::Failure => "failure: a checkpoint failed with an explicit error",
+            Class::Advice => "advice: the configuration risks data or a stuck job (not a failure)",
         };
         o.line(format!("Failure class: {name}"));
         o.line(format!("  {}", c.evidence));

@@ -75,12 +75,11 @@ pub fn jobs(state: &State, alerts: &AlertsView, now: Timestamp) -> JobsResponse 
         .clusters()
         .iter()
         .map(|(name, c)| {
-            let of_cluster: Vec<(&str, &str, Health)> = jobs
-                .iter()
-                .filter(|j| &j.cluster == name && j.listed)
-                .map(|j| (j.job_id.as_str(), j.name.as_str(), j.health))
-                .collect();
-            super::answer::cluster_headline(name, c.reachable, &of_cluster)
+            let listed = || jobs.iter().filter(|j| &j.cluster == name && j.listed);
+            let of_cluster: Vec<(&str, &str, Health)> =
+                listed().map(|j| (j.job_id.as_str(), j.name.as_str(), j.health)).collect();
+            let with_advice = listed().filter(|j| !j.advice.is_empty()).count();
+            super::answer::cluster_headline(name, c.reachable, &of_cluster, with_advice)
         })
         .collect();
     JobsResponse { now_ms: now.millis(), headlines, jobs }
@@ -282,6 +281,7 @@ fn job_summary(
         firing_alerts: briefs(AlertState::Firing),
         pending_alerts: briefs(AlertState::Pending).len(),
         pending_alert_list: briefs(AlertState::Pending),
+        advice: crate::advice::job_risk_findings(j),
     }
 }
 
@@ -963,6 +963,53 @@ mod tests {
         let calm = jobs(&s, &AlertsView::default(), Timestamp(1_016_000));
         assert_eq!(calm.jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>()[0], "d-failing");
         assert_eq!(calm.headlines[0].text, "prod: 1 of 5 jobs is not ok (1 warning): d-failing");
+    }
+
+    /// Health and advice are two lanes: a job whose only alert is configuration advice (class
+    /// `advice`, firing) and whose configuration shows a risk is `ok`, with the finding beside
+    /// it; the headline counts health only and says the advice on a line of its own.
+    #[test]
+    fn advice_never_makes_a_job_not_ok() {
+        let mut s = state(false);
+        poll_job(&mut s, "j2", "failing", vec![checkpoint(1, false), checkpoint(2, true)], (1, 1), 1_025_000);
+        poll_job(&mut s, "j1", "risky", vec![checkpoint(1, false), checkpoint(2, false)], (2, 0), 1_025_000);
+        // j1 keeps 100 tolerable failures: `tolerable_too_high`.
+        let mut poll = JobPoll {
+            key: JobKey { cluster: "prod".into(), job_id: "j1".into() },
+            job_name: "risky".into(),
+            job_state: "RUNNING".into(),
+            polled_at: Timestamp(1_026_000),
+            counts: CheckpointCounts { completed: 2, failed: 0, in_progress: 0, restored: 0 },
+            settings: None,
+            in_progress: Vec::new(),
+            finished: Vec::new(),
+            latest_restore: None,
+            deferred: Default::default(),
+        };
+        poll.settings = Some(CheckpointSettings {
+            exactly_once: true,
+            interval_ms: Some(5_000),
+            timeout_ms: Some(4_000),
+            max_concurrent: 1,
+            tolerable_failures: Some(100),
+            ..CheckpointSettings::default()
+        });
+        s.apply(&Observation::JobPolled(poll), Timestamp(1_026_000));
+        let mut advice = alert("FlinkCheckpointConfigRiskJob", "info", AlertState::Firing);
+        advice.labels.insert("class".into(), "advice".into());
+        let view = AlertsView { active: vec![Arc::new(advice)], ..AlertsView::default() };
+        let r = jobs(&s, &view, Timestamp(1_026_000));
+        let risky = r.jobs.iter().find(|j| j.name == "risky").unwrap();
+        assert_eq!((risky.health, risky.answer.is_none()), (Health::Ok, true), "{:?}", risky.health_reasons);
+        assert_eq!(risky.advice, ["tolerable_too_high"]);
+        assert_eq!(r.headlines[0].text, "prod: 1 of 2 jobs is not ok (1 warning): failing");
+        assert_eq!(r.headlines[0].advice.as_deref(), Some("1 job has configuration advice"));
+        // The cluster's health reads the same lane.
+        let c = clusters(&s, &view, Timestamp(1_026_000));
+        assert_eq!(c.clusters[0].health, Health::Warning);
+        // Without the risk, no advice line.
+        let calm = jobs(&s, &AlertsView::default(), Timestamp(1_026_000));
+        assert_eq!(calm.jobs.iter().find(|j| j.name == "failing").unwrap().advice, Vec::<&str>::new());
     }
 
     fn alert(name: &str, severity: &str, state: AlertState) -> Alert {

@@ -109,6 +109,10 @@ pub struct JobSummaryView {
     pub pending_alerts: usize,
     /// Those pending alerts.
     pub pending_alert_list: Vec<AlertBrief>,
+    /// The other lane: the advisor's risk findings its configuration shows (`tolerable_too_high`,
+    /// `timeout_tight`, `no_retention`; docs/advice.md), whatever its health. Advice never makes
+    /// a job "not ok"; `/api/v1/jobs/{cluster}/{job_id}/advice` has the details.
+    pub advice: Vec<&'static str>,
 }
 
 /// One value per tracked phase (ms); `None` when unknown.
