@@ -1,5 +1,6 @@
 //! `advise --format json` on every captured scenario of every Flink version: the expected
-//! findings (docs/advice.md), and a min-pause spacing predicted within 10 % of the observed one.
+//! findings (docs/advice.md), a min-pause spacing predicted within 10 % of the observed one, and
+//! every prediction agreeing with itself, there and on the demo's jobs.
 
 use std::path::{Path, PathBuf};
 
@@ -184,4 +185,134 @@ fn the_clusters_own_configuration_fills_what_the_job_does_not_say() {
         let need = job["findings"].as_array().unwrap().iter().find(|f| f["id"] == "storage_need");
         assert_eq!(need.map(|f| f["evidence"]["retained"].clone()), Some(3.into()), "{version}: {job}");
     }
+}
+
+/// Why a prediction of the JSON contract contradicts itself, if it does (docs/advice.md): its
+/// spacing is one hour over the completed and failed checkpoints per hour (the failed counting
+/// the expired), within 5 %.
+fn contradiction(p: &serde_json::Value) -> Option<String> {
+    let spacing = p["spacing_ms"].as_f64()?;
+    let per_hour = p["checkpoints_per_hour"].as_f64()? + p["failures_per_hour"].as_f64()?;
+    let from_rates = 3_600_000.0 / per_hour;
+    let off = (spacing - from_rates).abs() / from_rates;
+    (per_hour <= 0.0 || off.is_nan() || off > 0.05).then(|| {
+        format!(
+            "spacing {spacing} ms, but {} completed + {} failed per hour give {from_rates:.0} ms",
+            p["checkpoints_per_hour"], p["failures_per_hour"]
+        )
+    })
+}
+
+/// Every prediction of a job of the JSON contract, named: the current one, and each finding's
+/// current and recommended ones (`null` ones left out).
+fn predictions(job: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
+    let mut out = vec![("current".to_string(), job["predicted"].clone())];
+    for f in job["findings"].as_array().unwrap() {
+        for side in ["current", "recommended"] {
+            out.push((format!("{} {side}", f["id"].as_str().unwrap()), f["predicted"][side].clone()));
+        }
+    }
+    out.retain(|(_, p)| !p.is_null());
+    out
+}
+
+/// Every prediction of `job` agrees with itself; how many there were.
+fn assert_self_consistent(at: &str, job: &serde_json::Value) -> usize {
+    let all = predictions(job);
+    for (which, p) in &all {
+        // A missing field would make the check vacuous.
+        for key in ["spacing_ms", "checkpoints_per_hour", "failures_per_hour", "expiries_per_hour"] {
+            assert!(p[key].is_number(), "{at}: {which}: no {key} in {p}");
+        }
+        assert!(p["failures_per_hour"].as_f64() >= p["expiries_per_hour"].as_f64(), "{at}: {which}: {p}");
+        if let Some(why) = contradiction(p) {
+            panic!("{at}: {which}: {why}\n{p}");
+        }
+    }
+    all.len()
+}
+
+/// One row of the table printed with `--nocapture`: a spacing and the one its rates imply.
+fn spacing_pair(p: &serde_json::Value) -> String {
+    if p.is_null() {
+        return "-".into();
+    }
+    let per_hour = p["checkpoints_per_hour"].as_f64().unwrap() + p["failures_per_hour"].as_f64().unwrap();
+    format!("{} ms / {:.0} ms", p["spacing_ms"], 3_600_000.0 / per_hour)
+}
+
+/// On every capture, every prediction's spacing is what the checkpoints per hour beside it
+/// imply (`--nocapture` prints them: spacing / 3,600 s ÷ rate, current and recommended).
+#[test]
+fn every_prediction_on_every_capture_agrees_with_itself() {
+    let (mut checked, mut scenarios) = (0, 0);
+    let mut table = String::from("| scenario | finding | current | recommended |\n|---|---|---|---|\n");
+    for dir in captures() {
+        let job = advise_json(&dir);
+        let name = dir.strip_prefix(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")).unwrap();
+        let n = assert_self_consistent(&name.display().to_string(), &job);
+        checked += n;
+        scenarios += usize::from(n > 0);
+        for f in job["findings"].as_array().unwrap() {
+            table += &format!(
+                "| {} | {} | {} | {} |\n",
+                name.display(),
+                f["id"].as_str().unwrap(),
+                spacing_pair(&f["predicted"]["current"]),
+                spacing_pair(&f["predicted"]["recommended"])
+            );
+        }
+    }
+    println!("{table}");
+    // Most captures have enough checkpoints to predict on (the thin ones have no prediction).
+    assert!(scenarios >= 25 && checked >= 150, "{scenarios} scenarios, {checked} predictions");
+}
+
+/// `advise --url` against the demo's simulated cluster, stepped to several moments (each shows
+/// the ten newest checkpoints, as Flink's history does): every prediction of every job agrees
+/// with itself, the expiring job's 6 s timeout recommendation among them (it once predicted
+/// 51 ms beside 1,770 checkpoints an hour).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_prediction_on_the_demo_agrees_with_itself() {
+    use checkpoint_sentinel::commands::advise::{AdviseArgs, Format};
+    use checkpoint_sentinel::commands::demo::{cluster::DemoCluster, rest};
+    use checkpoint_sentinel::time::Timestamp;
+    use std::sync::{Arc, Mutex};
+
+    let start = Timestamp(1_796_441_900_000);
+    let cluster = Arc::new(Mutex::new(DemoCluster::new(5, 1, start)));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(axum::serve(listener, rest::router(cluster.clone())).into_future());
+    let args = AdviseArgs {
+        url: Some(url),
+        config: None,
+        cluster: None,
+        replay: None,
+        job: None,
+        format: Format::Json,
+        checkpoints: 10,
+        timeout: std::time::Duration::from_secs(10),
+    };
+    let (mut checked, mut expiring_recommended) = (0, 0);
+    for seconds in [20, 45, 90, 180, 600] {
+        cluster.lock().unwrap().advance(start.plus_millis(seconds * 1_000));
+        let doc: serde_json::Value =
+            serde_json::from_str(&checkpoint_sentinel::commands::advise::run(&args).await.unwrap()).unwrap();
+        for job in doc["jobs"].as_array().unwrap() {
+            let at = format!("{} at {seconds} s", job["job_name"]);
+            checked += assert_self_consistent(&at, job);
+            if job["job_name"].as_str().unwrap().contains("expiring") {
+                let tight = job["findings"].as_array().unwrap().iter().find(|f| f["id"] == "timeout_tight");
+                expiring_recommended +=
+                    usize::from(tight.is_some_and(|f| f["predicted"]["recommended"].is_object()));
+            }
+        }
+    }
+    server.abort();
+    assert!(
+        expiring_recommended >= 3,
+        "the expiring job's timeout finding predicted {expiring_recommended} times"
+    );
+    assert!(checked >= 60, "only {checked} predictions");
 }

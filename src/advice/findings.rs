@@ -293,7 +293,7 @@ fn min_pause_binds(ctx: &Context) -> Option<Finding> {
     let p95 = ctx.observed.duration_p95_ms?;
     let p50 = ctx.observed.duration_p50_ms.unwrap_or(p95);
     let wanted = (interval.saturating_sub(p95) / 100) * 100;
-    let spacing = ctx.observed.spacing_ms.unwrap_or(current.spacing_ms);
+    let spacing = ctx.observed.spacing_ms.unwrap_or(current.spacing_ms());
     let severity = if spacing * 10 > interval * 11 { Severity::Warning } else { Severity::Info };
     // Flink 2.x reports the interval as max(interval, min-pause): the configured one is unknown.
     let unknown_interval = ctx.config.major_version() >= 2 && interval == min_pause;
@@ -342,7 +342,7 @@ fn min_pause_binds(ctx: &Context) -> Option<Finding> {
             ("duration_p50_ms", ms(p50)),
             ("duration_p95_ms", ms(p95)),
             ("observed_spacing_ms", ms(spacing)),
-            ("predicted_spacing_ms", ms(current.spacing_ms)),
+            ("predicted_spacing_ms", ms(current.spacing_ms())),
         ],
         &changes,
         text,
@@ -437,7 +437,7 @@ fn timeout_tight(ctx: &Context) -> Option<Finding> {
 /// Alignment (start delay + alignment) takes more than half of the cycle.
 fn alignment_share_high(ctx: &Context) -> Option<Finding> {
     let alignment = ctx.observed.alignment_p50_ms?;
-    let cycle = ctx.observed.spacing_ms.or(ctx.current.as_ref().map(|p| p.spacing_ms))?;
+    let cycle = ctx.observed.spacing_ms.or(ctx.current.as_ref().map(|p| p.spacing_ms()))?;
     if cycle == 0 || alignment * 100 <= ALIGNMENT_SHARE_PERCENT * cycle {
         return None;
     }

@@ -149,7 +149,7 @@ fn index(id: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::CheckpointSettings;
+    use crate::observe::{CheckpointSettings, CheckpointStatus, FailureReason};
     use crate::time::Timestamp;
 
     fn config(interval: u64, min_pause: u64, tolerable: u32) -> CheckpointConfiguration {
@@ -187,14 +187,14 @@ mod tests {
         let a = advise(&config(30_000, 60_000, 3), &completed(12, 110_000, 50_000));
         assert!(a.has("min_pause_binds") && a.has("interval_below_duration"), "{:?}", a.findings);
         let f = a.findings.iter().find(|f| f.id == "min_pause_binds").unwrap();
-        assert_eq!(f.predicted.current.as_ref().unwrap().spacing_ms, 110_000);
+        assert_eq!(f.predicted.current.as_ref().unwrap().spacing_ms(), 110_000);
         assert_eq!(
             f.summary,
             "checkpoints every 110.0 s, not every 30.0 s: min-pause 60.0 s binds after each ~50.0 s checkpoint"
         );
         assert_eq!(f.recommendation.set["execution.checkpointing.min-pause"], "0s");
         // Without the pause, the 50 s checkpoints hold the next trigger: every 50 s.
-        assert_eq!(f.predicted.recommended.as_ref().unwrap().spacing_ms, 50_000);
+        assert_eq!(f.predicted.recommended.as_ref().unwrap().spacing_ms(), 50_000);
         assert!(!a.has("tolerable_too_high") && !a.has("no_retention"));
     }
 
@@ -246,16 +246,178 @@ mod tests {
         c.settings.timeout_ms = Some(10_000);
         let a = advise(&c, &samples);
         let now = a.predicted.as_ref().unwrap();
-        let per_hour_spacing = 3_600_000.0 / now.checkpoints_per_hour;
+        let per_hour_spacing = 3_600_000.0 / now.checkpoints_per_hour();
         assert!(
-            (now.spacing_ms as f64 - per_hour_spacing).abs() < 0.05 * per_hour_spacing,
+            (now.spacing_ms() as f64 - per_hour_spacing).abs() < 0.05 * per_hour_spacing,
             "spacing {} ms against {per_hour_spacing:.0} ms from {} per hour",
-            now.spacing_ms,
-            now.checkpoints_per_hour
+            now.spacing_ms(),
+            now.checkpoints_per_hour()
         );
         assert_eq!(observed::spacing(&[6_000, 100, 2_900, 3_000]), Some(3_000));
         assert_eq!(observed::spacing(&[3_000, 3_000, 3_000, 600_000, 3_000]), Some(3_000));
         assert_eq!(observed::spacing(&[]), None);
+    }
+
+    /// Why `p` contradicts itself, if it does: its spacing must be one hour over every
+    /// checkpoint it counts per hour (completed + failed, the failed counting the expired),
+    /// within 5 %.
+    fn contradiction(p: &Prediction) -> Option<String> {
+        let per_hour = p.checkpoints_per_hour() + p.failures_per_hour();
+        let from_rates = 3_600_000.0 / per_hour;
+        let off = (p.spacing_ms() as f64 - from_rates).abs() / from_rates;
+        (per_hour.is_nan() || per_hour <= 0.0 || off.is_nan() || off > 0.05).then(|| {
+            format!(
+                "spacing {} ms, but {} completed + {} failed per hour give {from_rates:.0} ms",
+                p.spacing_ms(),
+                p.checkpoints_per_hour(),
+                p.failures_per_hour()
+            )
+        })
+    }
+
+    /// Every prediction `advice` holds, named: the current one and each finding's two.
+    fn predictions(a: &Advice) -> Vec<(String, &Prediction)> {
+        let mut out: Vec<(String, &Prediction)> = a.predicted.iter().map(|p| ("current".into(), p)).collect();
+        for f in &a.findings {
+            out.extend(f.predicted.current.iter().map(|p| (format!("{} current", f.id), p)));
+            out.extend(f.predicted.recommended.iter().map(|p| (format!("{} recommended", f.id), p)));
+        }
+        out
+    }
+
+    /// One generated checkpoint: what happened to it (0–5 completed, 6–7 expired, 8 declined),
+    /// its duration in thousandths of the timeout, its gap to the next trigger in hundredths of
+    /// the interval, whether an expired one told (late acknowledgements) how long it needed, and
+    /// its alignment in hundredths of its duration (0: none reported).
+    type Generated = (u8, u64, u64, bool, u64);
+
+    /// A job configured by the generated knobs whose checkpoints were `generated`.
+    fn generated_case(
+        (interval, min_pause_pct, timeout_tenths, max_concurrent, tolerable, unaligned): (
+            u64,
+            u64,
+            u64,
+            u32,
+            u32,
+            bool,
+        ),
+        generated: &[Generated],
+    ) -> (CheckpointConfiguration, Vec<Sample>) {
+        let timeout = (interval * timeout_tenths / 10).max(100);
+        let mut c =
+            config(interval, if min_pause_pct < 50 { 0 } else { interval * min_pause_pct / 100 }, tolerable);
+        c.settings.timeout_ms = Some(timeout);
+        c.settings.max_concurrent = max_concurrent;
+        c.settings.unaligned = unaligned;
+        c.retained_on_cancellation = Some(tolerable % 2 == 0);
+        let mut at = 1_700_000_000_000i64;
+        let samples = generated
+            .iter()
+            .enumerate()
+            .map(|(i, &(kind, duration_permille, gap_pct, told, alignment_pct))| {
+                let duration = (timeout * duration_permille / 1000).max(1);
+                let mut s = Sample::completed(i as u64 + 1, Timestamp(at), duration);
+                s.alignment_ms = (alignment_pct > 0).then_some(duration * alignment_pct / 100);
+                s.processed_bytes = Some(duration * 1_000);
+                s.full_state_bytes = Some(duration << 20);
+                match kind {
+                    6 | 7 => {
+                        s.status = CheckpointStatus::Failed;
+                        s.failure = Some(FailureReason::CheckpointExpired);
+                        s.needed_ms = told.then_some(timeout + duration);
+                        s.duration_ms = Some(timeout);
+                    }
+                    8 => {
+                        s.status = CheckpointStatus::Failed;
+                        s.failure = Some(FailureReason::CheckpointDeclined);
+                    }
+                    _ => {}
+                }
+                at += (interval * gap_pct / 100).max(1) as i64;
+                s
+            })
+            .collect();
+        (c, samples)
+    }
+
+    /// The demo's expiring job as `advise --url` read it from `checkpoint-sentinel demo`
+    /// (demo-expiring-2: interval 2 s, timeout 3 s, tolerable 100; every third checkpoint hangs
+    /// in its snapshot and expires, the others take 51 ms). The 6 s timeout recommended lets
+    /// each hang last 6 s while three ticks queue, and the two queued behind it run back to
+    /// back: the spacing was 51 ms (the mean of the short gaps, every hang's gap left out as
+    /// over 10× their median) beside 1,179.8 completed and 589.9 expired an hour.
+    #[test]
+    fn the_demo_s_expiring_job_gets_a_spacing_its_rates_agree_with() {
+        let mut c = config(2_000, 0, 100);
+        c.settings.timeout_ms = Some(3_000);
+        c.retained_on_cancellation = Some(false);
+        // (id, trigger ms after the first, duration ms; expired when `None`), from the demo's
+        // `/jobs/:id/checkpoints`.
+        let seen = [
+            (14, 0, Some(51)),
+            (15, 2_000, None),
+            (16, 5_000, Some(52)),
+            (17, 6_000, Some(51)),
+            (18, 8_000, None),
+            (19, 11_000, Some(51)),
+            (20, 12_000, Some(52)),
+            (21, 14_000, None),
+            (22, 17_000, Some(51)),
+            (23, 18_000, Some(51)),
+        ];
+        let samples: Vec<Sample> = seen
+            .iter()
+            .map(|&(id, at, duration)| {
+                let mut s =
+                    Sample::completed(id, Timestamp(1_796_441_995_220 + at), duration.unwrap_or(3_000));
+                if duration.is_none() {
+                    s.status = CheckpointStatus::Failed;
+                    s.failure = Some(FailureReason::CheckpointExpired);
+                }
+                s
+            })
+            .collect();
+        let a = advise(&c, &samples);
+        let f = a.findings.iter().find(|f| f.id == "timeout_tight").unwrap();
+        assert_eq!(f.recommendation.set["execution.checkpointing.timeout"], "6s");
+        for (which, p) in predictions(&a) {
+            assert_eq!(contradiction(p), None, "{which}");
+        }
+        let now = f.predicted.current.as_ref().unwrap();
+        let after = f.predicted.recommended.as_ref().unwrap();
+        assert!((1_900..=2_100).contains(&now.spacing_ms()), "{now:?}");
+        // Three checkpoints per 6 s hang + two 51 ms ones: about 2.03 s apart, a third expiring.
+        assert!((1_950..=2_150).contains(&after.spacing_ms()), "{after:?}");
+        assert!(after.expiries_per_hour() > 500.0, "{after:?}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 200, ..Default::default() })]
+        /// Whatever the configuration and the checkpoints, every prediction agrees with itself:
+        /// the spacing is what the checkpoints per hour beside it imply.
+        #[test]
+        fn every_prediction_s_spacing_agrees_with_its_rates(
+            knobs in (
+                100u64..=60_000,
+                0u64..=200,
+                5u64..=200,
+                1u32..=4,
+                proptest::prop_oneof![0u32..=5, 6u32..=200, proptest::strategy::Just(i32::MAX as u32)],
+                proptest::bool::ANY,
+            ),
+            generated in proptest::collection::vec(
+                (0u8..=8, 1u64..=950, 50u64..=300, proptest::bool::ANY, 0u64..=100),
+                1..40,
+            ),
+        ) {
+            let (c, samples) = generated_case(knobs, &generated);
+            let a = advise(&c, &samples);
+            for (which, p) in predictions(&a) {
+                if let Some(why) = contradiction(p) {
+                    proptest::prop_assert!(false, "{which}: {why}\n{c:?}\n{p:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -29,27 +29,46 @@ fn side_by_side(name: &str, current: &str, recommended: Option<&str>) -> String 
     }
 }
 
+/// A rate per hour with the decimals the prediction keeps (more than one below 10 an hour, so
+/// that the spacing printed beside it can be checked against it).
+fn per_hour(x: f64) -> String {
+    format!("{x:.*}", crate::advice::predict::rate_decimals(x))
+}
+
 /// The prediction's figures, current beside recommended.
 pub fn prediction_line(current: &Prediction, recommended: Option<&Prediction>) -> String {
     let window = |p: &Prediction| p.replay_window_ms.map_or("none".to_string(), human_ms);
     let mut parts = vec![
         side_by_side(
             "spacing",
-            &human_ms(current.spacing_ms),
-            recommended.map(|r| human_ms(r.spacing_ms)).as_deref(),
+            &human_ms(current.spacing_ms()),
+            recommended.map(|r| human_ms(r.spacing_ms())).as_deref(),
         ),
         side_by_side(
             "checkpoints/h",
-            &format!("{:.1}", current.checkpoints_per_hour),
-            recommended.map(|r| format!("{:.1}", r.checkpoints_per_hour)).as_deref(),
+            &per_hour(current.checkpoints_per_hour()),
+            recommended.map(|r| per_hour(r.checkpoints_per_hour())).as_deref(),
         ),
         side_by_side(
             "expiries/h",
-            &format!("{:.1}", current.expiries_per_hour),
-            recommended.map(|r| format!("{:.1}", r.expiries_per_hour)).as_deref(),
+            &per_hour(current.expiries_per_hour()),
+            recommended.map(|r| per_hour(r.expiries_per_hour())).as_deref(),
         ),
         side_by_side("replay window", &window(current), recommended.map(window).as_deref()),
     ];
+    // Failures other than expiries (declines) count in the spacing too: shown when there are
+    // any, so that the rates printed add up to the spacing printed.
+    let declines = |p: &Prediction| p.failures_per_hour() > p.expiries_per_hour();
+    if declines(current) || recommended.is_some_and(declines) {
+        parts.insert(
+            3,
+            side_by_side(
+                "failures/h (expiries included)",
+                &per_hour(current.failures_per_hour()),
+                recommended.map(|r| per_hour(r.failures_per_hour())).as_deref(),
+            ),
+        );
+    }
     if let Some(a) = current.alignment_ms {
         parts.push(side_by_side(
             "alignment",
