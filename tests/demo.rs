@@ -144,3 +144,119 @@ async fn the_interval_scale_applies_with_the_daemon() {
     assert_eq!(config["interval"], 60_000, "{config}");
     demo.shutdown().await;
 }
+
+/// One voice on the demo: the API and `diagnose` (over the same simulated cluster) give each job
+/// the same advice, a job whose only trouble is configuration advice is `ok` with its advice
+/// beside it (health and advice are two lanes), the headline counts health only and says the
+/// advice on its own line; and every time field of the API ends in `_ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_and_diagnose_agree_and_advice_is_not_ill_health() {
+    use clap::Parser;
+    use serde_json::Value;
+
+    let dir = tempfile::tempdir().unwrap();
+    let demo = start(DemoOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        jobs: 5,
+        seed: 1,
+        dir: Some(dir.path().to_path_buf()),
+        interval_scale: 1,
+    })
+    .await
+    .unwrap();
+    let base = format!("http://{}", demo.daemon.addr);
+    let get = |path: String| async move {
+        match reqwest::get(&path).await {
+            Ok(r) => r.json::<Value>().await.unwrap_or(Value::Null),
+            Err(_) => Value::Null,
+        }
+    };
+    // Every demo job runs with no retention (and most with 100 tolerable failures): its advice is
+    // there once its configuration is read; the healthy and the min-pause jobs are ok once a
+    // checkpoint completed.
+    let jobs = until(
+        "every demo job polled, with its advice",
+        Duration::from_secs(30),
+        || get(format!("{base}/api/v1/jobs")),
+        |v| {
+            v["jobs"].as_array().is_some_and(|jobs| {
+                let checkpointed = |j: &Value| {
+                    !["demo-healthy-0", "demo-minpause-3"].contains(&j["name"].as_str().unwrap_or(""))
+                        || j["completed_total"].as_u64().is_some_and(|n| n > 0)
+                };
+                jobs.len() == 5
+                    && jobs.iter().all(|j| j["advice"].as_array().is_some_and(|a| !a.is_empty()))
+                    && jobs.iter().all(checkpointed)
+            })
+        },
+    )
+    .await;
+    let job =
+        |name: &str| jobs["jobs"].as_array().unwrap().iter().find(|j| j["name"] == name).unwrap().clone();
+    for name in ["demo-healthy-0", "demo-minpause-3"] {
+        let j = job(name);
+        assert_eq!(j["health"], "ok", "{name}: advice is not ill health: {j}");
+        assert_eq!(j["advice"], serde_json::json!(["tolerable_too_high", "no_retention"]), "{name}");
+    }
+    let headline = &jobs["headlines"][0];
+    assert_eq!(headline["advice"], "5 jobs have configuration advice", "{headline}");
+    assert!(!headline["text"].as_str().unwrap().contains("5 of 5"), "{headline}");
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: checkpoint_sentinel::commands::diagnose::DiagnoseArgs,
+    }
+    let cli = Cli::parse_from(["diagnose", "--url", demo.flink_url.as_str(), "--format", "json"]);
+    let report = checkpoint_sentinel::commands::diagnose::diagnose(&cli.args).await.unwrap();
+    let report = serde_json::to_value(&report).unwrap();
+    assert_eq!(report["advice"], "5 jobs have configuration advice");
+    for j in report["jobs"].as_array().unwrap() {
+        let name = j["name"].as_str().unwrap();
+        assert_eq!(j["advice"], job(name)["advice"], "{name}: diagnose and the API give the same advice");
+    }
+    for name in ["demo-healthy-0", "demo-minpause-3"] {
+        let j = report["jobs"].as_array().unwrap().iter().find(|j| j["name"] == name).unwrap();
+        assert_eq!(j["verdict"], "healthy", "{name}: {j}");
+    }
+
+    // Every time in the API is epoch milliseconds under a name ending in `_ms`.
+    fn times_not_in_ms(v: &Value, path: &str, out: &mut Vec<String>) {
+        match v {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let epoch_ms = v.as_f64().is_some_and(|n| (1.7e12..1.9e12).contains(&n));
+                    if epoch_ms && !k.ends_with("_ms") {
+                        out.push(format!("{path}.{k}"));
+                    }
+                    times_not_in_ms(v, &format!("{path}.{k}"), out);
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| times_not_in_ms(v, &format!("{path}[]"), out)),
+            _ => {}
+        }
+    }
+    let ids: Vec<String> =
+        jobs["jobs"].as_array().unwrap().iter().map(|j| j["job_id"].as_str().unwrap().to_string()).collect();
+    let details = || async {
+        let mut all = Vec::new();
+        for id in &ids {
+            all.push(get(format!("{base}/api/v1/jobs/demo/{id}")).await);
+        }
+        all
+    };
+    // A trigger deviation (the expiring and failing jobs' triggers wait) carries a time too.
+    let details = until("a trigger deviation on some job", Duration::from_secs(60), details, |all| {
+        all.iter().any(|v| v["shadow"]["deviations"].as_array().is_some_and(|d| !d.is_empty()))
+    })
+    .await;
+    let mut wrong = Vec::new();
+    for path in ["/api/v1/jobs", "/api/v1/clusters", "/api/v1/alerts"] {
+        times_not_in_ms(&get(format!("{base}{path}")).await, path, &mut wrong);
+    }
+    for v in &details {
+        times_not_in_ms(v, "job", &mut wrong);
+    }
+    assert!(wrong.is_empty(), "time fields not in _ms: {wrong:?}");
+    demo.shutdown().await;
+}

@@ -155,7 +155,9 @@ impl DeviationKind {
 pub struct Deviation {
     /// The checkpoint it is about.
     pub checkpoint_id: u64,
-    /// Its trigger time (or, for `not_expired` and `id_skip`, when it was noticed).
+    /// Its trigger time (or, for `not_expired` and `id_skip`, when it was noticed); `at_ms` in
+    /// the API, like every other time.
+    #[serde(rename = "at_ms")]
     pub at: Timestamp,
     /// What it is attributed to.
     pub kind: DeviationKind,

@@ -271,7 +271,9 @@ pub struct CheckpointEvidence {
     pub subtask: u32,
     /// See `operator`.
     pub taskmanager: Option<String>,
-    /// When the subtask's and the TaskManager's samples were taken.
+    /// When the subtask's and the TaskManager's samples were taken; `sampled_at_ms` in the API
+    /// like every other time (a record written before that name still reads).
+    #[serde(rename = "sampled_at_ms", alias = "sampled_at")]
     pub sampled_at: Option<Timestamp>,
     /// The subtask's busy, backpressured and idle shares, input and output buffer usage, 0–1.
     pub busy: Option<f64>,
