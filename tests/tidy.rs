@@ -68,6 +68,8 @@ const PURE: &[&str] = &[
     "src/sources/logs/parse/lines.rs",
     "src/sources/logs/trace.rs",
     "src/sources/file_sd.rs",
+    "src/sources/poller/schedule.rs",
+    "src/sources/poller/phase.rs",
     "src/rules",
     "src/health",
 ];
