@@ -41,7 +41,7 @@ const PURE: &[&str] = &[
     "src/state/cluster.rs",
     "src/state/failure_text.rs",
     "src/state/history.rs",
-    "src/state/job.rs",
+    "src/state/job",
     "src/state/logs.rs",
     "src/state/outbox.rs",
     "src/state/record.rs",
