@@ -58,3 +58,43 @@ async fn clusters_come_and_go_with_the_file_and_bad_files_are_refused() {
     scrape_until(addr, "cluster a gone", WAIT, |m| up(m, "a").is_none() && up(m, "b") == Some(1.0)).await;
     daemon.shutdown().await;
 }
+
+/// A file that loads but that a start would refuse is refused by a reload too: the reload runs
+/// `preflight::check` as `run` and `check-config` do (here a `state.dir` that cannot be made,
+/// under a plain file), and the running configuration stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_preflight_refuses_is_not_reloaded() {
+    let a = replay("2.3.0", "healthy").await;
+    let b = replay("1.20.5", "healthy").await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sentinel.toml");
+    let state_in = |state_dir: &std::path::Path| {
+        format!("[state]\ndir = \"{}\"\n[server]\nlisten = \"127.0.0.1:0\"\n", state_dir.display())
+    };
+    let state = state_in(&dir.path().join("state"));
+    std::fs::write(&path, format!("{state}{}", cluster("a", &a.url))).unwrap();
+    let config = Config::load(&path).unwrap();
+    let daemon = checkpoint_sentinel::daemon::start(config, Some(path.clone())).await.unwrap();
+    let addr = daemon.addr;
+    scrape_until(addr, "cluster a up", WAIT, |m| up(m, "a") == Some(1.0)).await;
+
+    // Config::load takes this file; preflight does not (state.dir cannot be created).
+    let blocker = dir.path().join("blocker");
+    std::fs::write(&blocker, "a file, not a directory").unwrap();
+    let unusable = state_in(&blocker.join("state"));
+    let refused = format!("{unusable}{}{}", cluster("a", &a.url), cluster("b", &b.url));
+    std::fs::write(&path, refused).unwrap();
+    let problems = checkpoint_sentinel::preflight::check(&Config::load(&path).unwrap());
+    assert!(problems.iter().any(|p| p.starts_with("state.dir")), "{problems:?}");
+    let polls = |m: &str| sample(m, "checkpoint_sentinel_polls_total", &[("cluster", "a")]).unwrap_or(0.0);
+    // Ten more rounds of a (the file was looked at meanwhile): b is not polled.
+    let before = scrape(addr).await;
+    let after =
+        scrape_until(addr, "cluster a still polled", WAIT, |m| polls(m) >= polls(&before) + 10.0).await;
+    assert_eq!(up(&after, "b"), None, "a file preflight refuses was reloaded");
+
+    // The same clusters with a usable state.dir: taken.
+    std::fs::write(&path, format!("{state}{}{}", cluster("a", &a.url), cluster("b", &b.url))).unwrap();
+    scrape_until(addr, "cluster b up", WAIT, |m| up(m, "b") == Some(1.0)).await;
+    daemon.shutdown().await;
+}

@@ -41,7 +41,7 @@ const PURE: &[&str] = &[
     "src/state/cluster.rs",
     "src/state/failure_text.rs",
     "src/state/history.rs",
-    "src/state/job.rs",
+    "src/state/job",
     "src/state/logs.rs",
     "src/state/outbox.rs",
     "src/state/record.rs",
@@ -68,6 +68,8 @@ const PURE: &[&str] = &[
     "src/sources/logs/parse/lines.rs",
     "src/sources/logs/trace.rs",
     "src/sources/file_sd.rs",
+    "src/sources/poller/schedule.rs",
+    "src/sources/poller/phase.rs",
     "src/rules",
     "src/health",
 ];
@@ -273,4 +275,189 @@ fn user_facing_text_is_english_and_cites_no_seed_article() {
     assert!(foreign_or_seed("see seed 000 §3.4").is_some());
     assert!(foreign_or_seed("TIMEOUT (\u{8d85}\u{65f6}\u{578b})").is_some());
     assert!(foreign_or_seed("timeout: the snapshot itself takes too long").is_none());
+}
+
+/// A file of `src/` holds at most this many lines before its tests: past it, it does several
+/// jobs, and is split along their seams (ARCHITECTURE.md names each part).
+const MAX_FILE_LINES: usize = 900;
+
+/// A function (method, nested function) of `src/` is at most this many lines long, from its
+/// `fn` line to its closing brace, tests aside.
+const MAX_FN_LINES: usize = 150;
+
+/// ARCHITECTURE.md is read whole, or not at all: it stays this short.
+const MAX_ARCHITECTURE_LINES: usize = 300;
+
+/// The files of `src/` that are test code only: declared `#[cfg(test)] mod name;` by their
+/// parent (a `tests.rs`).
+fn test_only_files(files: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f).unwrap();
+        // A `mod.rs`, `lib.rs` or `main.rs` declares files beside it; `a.rs` declares them in `a/`.
+        let stem = f.file_stem().unwrap().to_string_lossy();
+        let dir = if ["mod", "lib", "main"].contains(&stem.as_ref()) {
+            f.parent().unwrap().to_path_buf()
+        } else {
+            f.with_extension("")
+        };
+        for after in text.split("#[cfg(test)]").skip(1) {
+            let Some((name, _)) = after.trim_start().strip_prefix("mod ").and_then(|r| r.split_once(';'))
+            else {
+                continue;
+            };
+            out.push(dir.join(format!("{}.rs", name.trim())));
+            out.push(dir.join(name.trim()).join("mod.rs"));
+        }
+    }
+    out
+}
+
+/// `src/`'s files that hold code besides tests, relative to the crate.
+fn code_files() -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    rust_files(&root().join("src"), &mut files);
+    let tests = test_only_files(&files);
+    files.sort();
+    files
+        .iter()
+        .filter(|f| !tests.contains(f))
+        .map(|f| {
+            let rel = f.strip_prefix(root()).unwrap().to_string_lossy().replace('\\', "/");
+            (rel, std::fs::read_to_string(f).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn no_file_holds_more_than_900_lines_before_its_tests() {
+    let long: Vec<String> = code_files()
+        .iter()
+        .map(|(path, text)| {
+            let lines = text.lines().take_while(|l| !l.trim_start().starts_with("#[cfg(test)]")).count();
+            (path, lines)
+        })
+        .filter(|(_, lines)| *lines > MAX_FILE_LINES)
+        .map(|(path, lines)| format!("{path}: {lines} lines"))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "files over {MAX_FILE_LINES} lines before their tests (split them along their seams):\n{}",
+        long.join("\n")
+    );
+}
+
+/// Every function of a parsed file with its length in lines, test code left out: a `mod` or
+/// function marked `#[cfg(test)]` or `#[test]`.
+struct FnLengths {
+    /// The enclosing functions and types, for the name.
+    scope: Vec<String>,
+    found: Vec<(String, usize)>,
+}
+
+fn is_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("test")
+            || (a.path().is_ident("cfg")
+                && a.parse_args::<syn::Meta>().is_ok_and(|m| m.path().is_ident("test")))
+    })
+}
+
+impl FnLengths {
+    fn record(&mut self, name: &syn::Ident, fn_token: &syn::token::Fn, block: &syn::Block) {
+        let first = fn_token.span.start().line;
+        let last = block.brace_token.span.close().end().line;
+        let name = self.scope.iter().chain([&name.to_string()]).cloned().collect::<Vec<_>>().join("::");
+        self.found.push((name, last + 1 - first));
+    }
+}
+
+impl<'ast> syn::visit::Visit<'ast> for FnLengths {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if !is_test(&m.attrs) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        if is_test(&f.attrs) {
+            return;
+        }
+        self.record(&f.sig.ident, &f.sig.fn_token, &f.block);
+        self.scope.push(f.sig.ident.to_string());
+        syn::visit::visit_item_fn(self, f);
+        self.scope.pop();
+    }
+
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        if is_test(&i.attrs) {
+            return;
+        }
+        let ty = match &*i.self_ty {
+            syn::Type::Path(p) => p.path.segments.last().map_or("?".to_string(), |s| s.ident.to_string()),
+            _ => "?".to_string(),
+        };
+        self.scope.push(ty);
+        syn::visit::visit_item_impl(self, i);
+        self.scope.pop();
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if is_test(&f.attrs) {
+            return;
+        }
+        self.record(&f.sig.ident, &f.sig.fn_token, &f.block);
+        self.scope.push(f.sig.ident.to_string());
+        syn::visit::visit_impl_item_fn(self, f);
+        self.scope.pop();
+    }
+
+    fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+        if let Some(block) = f.default.as_ref().filter(|_| !is_test(&f.attrs)) {
+            self.record(&f.sig.ident, &f.sig.fn_token, block);
+        }
+        syn::visit::visit_trait_item_fn(self, f);
+    }
+}
+
+/// Every function of `src/`'s code (tests aside) as (file, name, lines), longest first.
+fn function_lengths() -> Vec<(String, String, usize)> {
+    let mut all = Vec::new();
+    for (path, text) in code_files() {
+        let file = syn::parse_file(&text).unwrap_or_else(|e| panic!("{path}: cannot parse: {e}"));
+        let mut lengths = FnLengths { scope: Vec::new(), found: Vec::new() };
+        syn::visit::Visit::visit_file(&mut lengths, &file);
+        all.extend(lengths.found.into_iter().map(|(name, lines)| (path.clone(), name, lines)));
+    }
+    all.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.cmp(b)));
+    all
+}
+
+#[test]
+fn no_function_is_longer_than_150_lines() {
+    let all = function_lengths();
+    // The scan itself: it sees functions, methods and nested functions.
+    assert!(all.len() > 500, "only {} functions found in src/: the scan is broken", all.len());
+    assert!(all.iter().any(|(_, n, _)| n == "start_sharded"), "a free function");
+    assert!(all.iter().any(|(_, n, _)| n == "Poller::round"), "a method");
+    assert!(all.iter().any(|(_, n, _)| n == "shutdown_signal::received"), "a nested function");
+    let long: Vec<String> = all
+        .iter()
+        .filter(|(_, _, lines)| *lines > MAX_FN_LINES)
+        .map(|(path, name, lines)| format!("{path}: fn {name}: {lines} lines"))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FN_LINES} lines (split them where their steps part):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn architecture_md_is_at_most_300_lines() {
+    let lines = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap().lines().count();
+    assert!(
+        lines <= MAX_ARCHITECTURE_LINES,
+        "ARCHITECTURE.md has {lines} lines, at most {MAX_ARCHITECTURE_LINES}: tighten it, keep every invariant"
+    );
 }

@@ -1,0 +1,263 @@
+//! The REST poller: one task per cluster, turning Flink's answers into observations.
+//!
+//! Each round fetches `/overview` and `/jobs/overview`, then per watched job its
+//! `/checkpoints` (and `/checkpoints/config` plus `/jobs/:id` on first sight or after a state
+//! change). Details of a finished checkpoint are fetched once, for ids the state has not counted.
+//! Failures are observations too: they become error metrics and log lines, and the loop goes on
+//! with exponential back-off while the JobManager is unreachable.
+//!
+//! `mod.rs` holds the round; `job.rs` one job's poll, `pending.rs` the pending subtasks it
+//! names, `load.rs` the loads for the alignment shadow, `schedule.rs` (pure) when each is due,
+//! `cache.rs` what is remembered of a job between rounds, `phase.rs` (pure) where a pending
+//! subtask stands.
+
+mod cache;
+mod job;
+mod load;
+mod pending;
+mod phase;
+mod schedule;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use regex::Regex;
+use tokio::sync::Semaphore;
+
+pub use phase::{PendingPhase, pending_phase};
+pub use schedule::{
+    ADAPTIVE_ABOVE_JOBS, FINAL_SETTLE_MS, LOAD_EVERY_POLLS, LOAD_REFRESH_WITHIN_ROUNDS,
+    MAX_DEFERRED_REMEMBERED, MAX_FINAL_POLLS, MAX_LOAD_SUBTASKS, MAX_SKIPPED_ROUNDS, final_polls_done,
+    load_fetches_per_round, stats_due,
+};
+
+use cache::JobCache;
+
+use crate::app::AppState;
+use crate::config::{ClusterConfig, Pattern};
+use crate::observe::{ClusterPoll, JobKey, JobStatus, JobSummary, Observation};
+use crate::sources::flink::client::{ClientBuildError, FetchError, FlinkClient};
+use crate::sources::flink::{convert, dto};
+
+/// Longest wait between rounds while a cluster is failing.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Jobs in flight per permit of `max_concurrent_requests`: a job's requests come one after the
+/// other (listing, details, subtasks), so with only as many jobs as permits some permits idle
+/// while a job parses an answer or moves to its next request. Requests in flight stay bounded
+/// by the semaphore; two jobs per permit keep it busy.
+const JOBS_PER_REQUEST_SLOT: usize = 2;
+
+/// Polls one cluster.
+pub struct Poller {
+    config: ClusterConfig,
+    client: FlinkClient,
+    include: Vec<Regex>,
+    exclude: Vec<Regex>,
+    requests: Semaphore,
+    app: Arc<AppState>,
+    jobs: HashMap<String, JobCache>,
+    rounds: u64,
+    /// The JobManager's configuration (`/jobmanager/config`, for the advisor), fetched once per
+    /// round however many jobs are new in it: per job, the first round of 10,000 jobs asked
+    /// for the same answer 10,000 times.
+    cluster_options: tokio::sync::OnceCell<Vec<dto::ConfigEntry>>,
+    /// Whether this round polls statistics only where due ([`stats_due`]): the cluster has
+    /// more than [`ADAPTIVE_ABOVE_JOBS`] watched jobs.
+    adaptive: bool,
+}
+
+impl Poller {
+    /// A poller for `config` that reports into `app`.
+    pub fn new(config: ClusterConfig, app: Arc<AppState>) -> Result<Self, ClientBuildError> {
+        let client = FlinkClient::new(&config)?;
+        // Compiled when the config was read (and a config with a bad one refused); a pattern
+        // that did not compile fails the poller rather than widening or narrowing what it watches.
+        let compiled = |key: &str, ps: &[Pattern]| {
+            ps.iter()
+                .map(|p| {
+                    p.regex().cloned().map_err(|e| {
+                        ClientBuildError::invalid(
+                            &config.name,
+                            format!("{key}: {:?}: expected a regular expression ({e})", p.as_str()),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<Regex>, _>>()
+        };
+        let include = compiled("include_jobs", &config.include_jobs)?;
+        let exclude = compiled("exclude_jobs", &config.exclude_jobs)?;
+        Ok(Poller {
+            include,
+            exclude,
+            requests: Semaphore::new(config.max_concurrent_requests),
+            client,
+            config,
+            app,
+            jobs: HashMap::new(),
+            rounds: 0,
+            cluster_options: tokio::sync::OnceCell::new(),
+            adaptive: false,
+        })
+    }
+
+    /// Polls forever: a round every `poll_interval`, backing off while rounds fail.
+    pub async fn run(mut self) {
+        let mut failures: u32 = 0;
+        loop {
+            let started = Instant::now();
+            let reachable = self.round().await;
+            failures = if reachable { 0 } else { failures.saturating_add(1) };
+            let interval = self.config.poll_interval;
+            let wait = if failures == 0 {
+                interval
+            } else {
+                let backoff = interval.saturating_mul(1u32 << failures.min(6));
+                backoff.min(MAX_BACKOFF.max(interval))
+            };
+            tokio::time::sleep(wait.saturating_sub(started.elapsed())).await;
+        }
+    }
+
+    /// One poll round; returns whether the JobManager answered.
+    pub async fn round(&mut self) -> bool {
+        let started = Instant::now();
+        self.cluster_options = tokio::sync::OnceCell::new();
+        let mut errors = Vec::new();
+        let cluster = self.config.name.clone();
+        let report = |errors: Vec<&'static str>,
+                      reachable: bool,
+                      version: Option<String>,
+                      jobs: Option<Vec<JobSummary>>| {
+            Observation::ClusterPolled(ClusterPoll {
+                cluster: cluster.clone(),
+                duration_ms: started.elapsed().as_millis() as u64,
+                flink_version: version,
+                jobs,
+                errors,
+                reachable,
+            })
+        };
+        let overview = match self.fetch(self.client.overview()).await {
+            Ok(o) => o,
+            Err(e) => {
+                self.log_error(&e);
+                errors.push(e.kind());
+                self.app.apply(&report(errors, false, None, None));
+                return false;
+            }
+        };
+        let listed = match self.fetch(self.client.jobs_overview()).await {
+            Ok(jobs) => jobs.jobs,
+            Err(e) => {
+                self.log_error(&e);
+                errors.push(e.kind());
+                self.app.apply(&report(errors, true, overview.flink_version, None));
+                return true;
+            }
+        };
+        let mut watched: Vec<dto::JobOverview> = listed.into_iter().filter(|j| self.watches(j)).collect();
+        // At most max_jobs, running ones first (a stable sort keeps Flink's order otherwise).
+        if watched.len() > self.config.max_jobs {
+            watched.sort_by_key(|j| convert::job_status(j.state.as_deref()) != JobStatus::Running);
+            let cut = watched.len() - self.config.max_jobs;
+            watched.truncate(self.config.max_jobs);
+            self.app.count_cut(&self.config.name, "jobs", cut as u64);
+        }
+        let watched_ids: HashSet<&str> = watched.iter().map(|j| j.jid.as_str()).collect();
+        self.jobs.retain(|id, _| watched_ids.contains(id.as_str()));
+        self.adaptive = watched.len() > ADAPTIVE_ABOVE_JOBS;
+        // Jobs are polled concurrently (at most `max_concurrent_requests` of them, and as many
+        // requests in flight): each job's future owns its cache entry for the round, applies its
+        // own observations in order, and no two futures touch the same job, so what one job
+        // counted is never seen half-way by another. Different jobs interleave.
+        let mut slots: Vec<Option<JobCache>> = watched.iter().map(|j| self.jobs.remove(&j.jid)).collect();
+        let outcomes: Vec<(usize, Result<Option<JobSummary>, FetchError>)> = {
+            let this = &*self;
+            let polls = watched.iter().zip(slots.iter_mut()).enumerate().map(|(i, (job, slot))| async move {
+                // Boxed: all of a round's futures are made up front (below), and unboxed each
+                // carried `poll_job`'s 3.5 KB state from the start (36 MB at 10,000 jobs, held
+                // all round); boxed it exists only while the job is polled.
+                let outcome = match Box::pin(this.poll_job(job, slot)).await {
+                    Ok(Some(poll)) => {
+                        let summary = JobSummary {
+                            job_id: job.jid.clone(),
+                            name: poll.job_name.clone(),
+                            state: poll.job_state.clone(),
+                        };
+                        this.app.apply(&Observation::JobPolled(poll));
+                        if let Some(configuration) = slot.as_mut().and_then(|c| c.configuration.take()) {
+                            let key = JobKey { cluster: this.config.name.clone(), job_id: job.jid.clone() };
+                            this.app.apply(&Observation::JobConfiguration(key, configuration));
+                        }
+                        Ok(Some(summary))
+                    }
+                    Ok(None) => Ok(None),
+                    Err(e) => Err(e),
+                };
+                (i, outcome)
+            });
+            // Collected first: a `Map` over the closure in the stream trips the compiler's
+            // higher-ranked `Send` check when the poller's task is spawned.
+            let polls: Vec<_> = polls.collect();
+            futures_util::stream::iter(polls)
+                .buffer_unordered(self.config.max_concurrent_requests.max(1) * JOBS_PER_REQUEST_SLOT)
+                .collect()
+                .await
+        };
+        for (job, slot) in watched.iter().zip(slots) {
+            if let Some(cache) = slot {
+                self.jobs.insert(job.jid.clone(), cache);
+            }
+        }
+        let mut outcomes = outcomes;
+        outcomes.sort_by_key(|(i, _)| *i);
+        let mut summaries = Vec::with_capacity(watched.len());
+        for ((_, outcome), job) in outcomes.into_iter().zip(&watched) {
+            let listed = || JobSummary {
+                job_id: job.jid.clone(),
+                name: job.name.clone().unwrap_or_default(),
+                state: convert::job_status(job.state.as_deref()),
+            };
+            match outcome {
+                Ok(Some(summary)) => summaries.push(summary),
+                // A finished job that was polled one last time (or one without checkpointing) stays
+                // listed while the JobManager lists it, so its final numbers stay exported.
+                Ok(None) => summaries.push(listed()),
+                Err(e) => {
+                    self.log_error(&e);
+                    errors.push(e.kind());
+                    // Keep the job listed: one failed request must not drop its series.
+                    summaries.push(listed());
+                }
+            }
+        }
+        self.fetch_due_loads(&mut errors).await;
+        self.rounds += 1;
+        self.app.apply(&report(errors, true, overview.flink_version, Some(summaries)));
+        true
+    }
+
+    fn watches(&self, job: &dto::JobOverview) -> bool {
+        let name = job.name.as_deref().unwrap_or("");
+        (self.include.is_empty() || self.include.iter().any(|r| r.is_match(name)))
+            && !self.exclude.iter().any(|r| r.is_match(name))
+            // A cluster whose jobs are shared out between replicas: only the jobs this one owns.
+            && self.config.job_shard.is_none_or(|s| s.owns_job(&self.config.name, &job.jid))
+    }
+
+    async fn fetch<T>(&self, request: impl Future<Output = Result<T, FetchError>>) -> Result<T, FetchError> {
+        let _permit = self.requests.acquire().await.expect("the semaphore is never closed");
+        let answer = request.await;
+        if let Err(FetchError::TooLarge { .. }) = &answer {
+            self.app.count_cut(&self.config.name, "response_bodies", 1);
+        }
+        answer
+    }
+
+    fn log_error(&self, error: &FetchError) {
+        tracing::warn!(cluster = %self.config.name, kind = error.kind(), "{error}");
+    }
+}
