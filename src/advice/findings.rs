@@ -376,15 +376,46 @@ fn interval_below_duration(ctx: &Context) -> Option<Finding> {
     ))
 }
 
+/// The three findings that risk data or a stuck job (`advice::RISKS`), each tested once here:
+/// their finding functions and `advice::risks` (the daemon's check without the model run) ask
+/// the same test. Each reads the configuration, the observed figures, and whether they are
+/// enough for timing advice.
+pub type RiskTest = fn(&CheckpointConfiguration, &Observed, bool) -> bool;
+
+/// `timeout_tight` applies: (timeout, P99) when it does.
+fn timeout_tight_test(
+    config: &CheckpointConfiguration,
+    observed: &Observed,
+    enough: bool,
+) -> Option<(u64, u64)> {
+    let timeout = CoordinatorConfig::from_settings(&config.settings)?.timeout_ms;
+    let p99 = observed.duration_p99_ms?;
+    let tight = timeout * 10 < TIMEOUT_PER_P99_TENTHS * p99;
+    (enough && (observed.expired > 0 || tight)).then_some((timeout, p99))
+}
+
+/// `tolerable_too_high` applies: the tolerable count when it does (periodic checkpoints on).
+fn tolerable_too_high_test(config: &CheckpointConfiguration) -> Option<u32> {
+    let tolerable = config.settings.tolerable_failures?;
+    (tolerable > MAX_TOLERABLE && config.settings.interval_ms.is_some()).then_some(tolerable)
+}
+
+/// `no_retention` applies.
+fn no_retention_test(config: &CheckpointConfiguration) -> bool {
+    config.retained_on_cancellation == Some(false)
+}
+
+/// The risk tests by finding id, in `advice::RISKS`'s order.
+pub const RISK_TESTS: [(&str, RiskTest); 3] = [
+    ("tolerable_too_high", |c, _, _| tolerable_too_high_test(c).is_some()),
+    ("timeout_tight", |c, o, enough| timeout_tight_test(c, o, enough).is_some()),
+    ("no_retention", |c, _, _| no_retention_test(c)),
+];
+
 /// The timeout is under about 1.5× the P99 duration, or checkpoints expire.
 fn timeout_tight(ctx: &Context) -> Option<Finding> {
-    let timeout = ctx.knobs.as_ref()?.coordinator.timeout_ms;
-    let p99 = ctx.observed.duration_p99_ms?;
+    let (timeout, p99) = timeout_tight_test(ctx.config, ctx.observed, ctx.enough)?;
     let expired = ctx.observed.expired;
-    let tight = timeout * 10 < TIMEOUT_PER_P99_TENTHS * p99;
-    if expired == 0 && !tight {
-        return None;
-    }
     let by_p99 = ceil_to(TIMEOUT_PER_P99_TENTHS * p99 / 10, 1000);
     let needed = ctx.observed.expired_needed_ms;
     let wanted = match (expired, needed) {
@@ -509,10 +540,7 @@ fn max_concurrent_with_min_pause(ctx: &Context) -> Option<Finding> {
 
 /// More than 10 tolerable failures: a job whose checkpoints all fail stays up for hours.
 fn tolerable_too_high(ctx: &Context) -> Option<Finding> {
-    let tolerable = ctx.config.settings.tolerable_failures?;
-    if tolerable <= MAX_TOLERABLE {
-        return None;
-    }
+    let tolerable = tolerable_too_high_test(ctx.config)?;
     let k = ctx.knobs.as_ref()?;
     let stuck = stuck_job_fails_after(&k.coordinator);
     let after = CoordinatorConfig { tolerable_failures: RECOMMENDED_TOLERABLE, ..k.coordinator.clone() };
@@ -558,7 +586,7 @@ fn tolerable_zero(ctx: &Context) -> Option<Finding> {
 
 /// Checkpoints are deleted when the job is cancelled.
 fn no_retention(ctx: &Context) -> Option<Finding> {
-    if ctx.config.retained_on_cancellation != Some(false) {
+    if !no_retention_test(ctx.config) {
         return None;
     }
     Some(ctx.finding(

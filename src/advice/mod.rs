@@ -27,8 +27,10 @@ pub const TIMING: &[&str] = &[
     "max_concurrent_with_min_pause",
 ];
 
-/// Findings that risk data or a stuck job: `FlinkCheckpointConfigRisk` fires on them.
-pub const RISKS: &[&str] = &["tolerable_too_high", "timeout_tight", "no_retention"];
+/// Findings that risk data or a stuck job: the advice lane of every surface and
+/// `FlinkCheckpointConfigRisk` read them ([`job_risk_findings`]); their tests are
+/// `findings::RISK_TESTS`, in this order.
+pub const RISKS: [&str; 3] = ["tolerable_too_high", "timeout_tight", "no_retention"];
 
 /// Every finding id, in the order of `docs/advice.md` (the `finding` label's values).
 pub const ALL: &[&str] = &[
@@ -105,34 +107,45 @@ pub fn configuration_of(
     Some(c)
 }
 
-/// Which of the [`RISKS`] a job's configuration and recent checkpoints show, by the same
-/// thresholds as [`advise`] but without the model runs (cheap enough for every scrape).
+/// Which of the [`RISKS`] a job's configuration and recent checkpoints show: the same tests
+/// as [`advise`]'s findings (`findings::RISK_TESTS`), without the model runs.
 pub fn risks(configuration: &CheckpointConfiguration, samples: &[Sample]) -> [(&'static str, bool); 3] {
     let observed = Observed::of(samples);
-    let s = &configuration.settings;
-    let timeout_tight = observed.thin().is_none()
-        && s.interval_ms.is_some()
-        && (observed.expired > 0
-            || match (s.timeout_ms, observed.duration_p99_ms) {
-                (Some(t), Some(p99)) => t * 10 < findings::TIMEOUT_PER_P99_TENTHS * p99,
-                _ => false,
-            });
-    [
-        ("tolerable_too_high", s.tolerable_failures.is_some_and(|t| t > findings::MAX_TOLERABLE)),
-        ("timeout_tight", timeout_tight),
-        ("no_retention", configuration.retained_on_cancellation == Some(false)),
-    ]
+    let enough = observed.thin().is_none();
+    findings::RISK_TESTS.map(|(id, applies)| (id, applies(configuration, &observed, enough)))
 }
 
 /// [`risks`] of a job as the daemon knows it (its recent checkpoints); `None` before its
-/// first poll.
+/// first poll. Worked out again only when what they read changed ([`risk_inputs`]): the
+/// scrapes, rule rounds and API answers in between read the job's memo.
 pub fn job_risks(
     job: &crate::state::JobState,
     flink_version: Option<&str>,
 ) -> Option<[(&'static str, bool); 3]> {
-    let configuration = configuration_of(job, flink_version)?;
-    let samples: Vec<Sample> = job.recent.iter().map(|r| &**r).filter_map(Sample::from_record).collect();
-    Some(risks(&configuration, &samples))
+    let fingerprint = risk_inputs(job, flink_version)?;
+    let on = job.risks.get_or_compute(fingerprint, || {
+        let configuration = configuration_of(job, flink_version).unwrap_or_default();
+        let samples: Vec<Sample> = job.recent.iter().map(|r| &**r).filter_map(Sample::from_record).collect();
+        risks(&configuration, &samples).map(|(_, on)| on)
+    });
+    Some(std::array::from_fn(|i| (RISKS[i], on[i])))
+}
+
+/// A fingerprint of what [`risks`] reads of a job: the settings `findings::RISK_TESTS` read (a
+/// test that reads another must add it here), the retention, and what the recent checkpoints'
+/// samples are made of; `None` before its first poll.
+fn risk_inputs(job: &crate::state::JobState, flink_version: Option<&str>) -> Option<u64> {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let settings = job.settings.as_ref().or(job.configuration.as_ref().map(|c| &c.settings))?;
+    let mut h = foldhash::fast::FixedState::default().build_hasher();
+    (settings.interval_ms, settings.timeout_ms, settings.tolerable_failures, flink_version).hash(&mut h);
+    job.configuration.as_ref().and_then(|c| c.retained_on_cancellation).hash(&mut h);
+    for r in &job.recent {
+        (r.id, r.triggered_at.millis(), r.finished_at.millis(), r.status as u8, r.kind as u8).hash(&mut h);
+        (r.end_to_end_ms, r.slowest_phases_ms, r.max_phases_ms).hash(&mut h);
+        (r.failure_message.as_deref(), r.holdout.as_ref().and_then(|x| x.late_ack_ms)).hash(&mut h);
+    }
+    Some(h.finish())
 }
 
 /// A job's advice lane: the [`RISKS`] its configuration and recent checkpoints show, by id,
@@ -418,6 +431,94 @@ mod tests {
                 }
             }
         }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+        /// The risk findings are tested once: the daemon's cheap check (`risks`, no model run)
+        /// says a risk exactly when the advisor's findings have it, whatever the configuration
+        /// (periodic checkpoints on or off, retention unknown, kept or deleted) and checkpoints.
+        #[test]
+        fn the_risks_are_the_advisor_s_own_findings(
+            knobs in (
+                100u64..=60_000,
+                0u64..=200,
+                5u64..=200,
+                1u32..=4,
+                proptest::prop_oneof![0u32..=5, 6u32..=200, proptest::strategy::Just(i32::MAX as u32)],
+                proptest::bool::ANY,
+            ),
+            periodic in proptest::bool::ANY,
+            retained in proptest::prop_oneof![
+                proptest::strategy::Just(None), proptest::strategy::Just(Some(true)), proptest::strategy::Just(Some(false))
+            ],
+            generated in proptest::collection::vec(
+                (0u8..=8, 1u64..=950, 50u64..=300, proptest::bool::ANY, 0u64..=100),
+                1..40,
+            ),
+        ) {
+            let (mut c, samples) = generated_case(knobs, &generated);
+            c.retained_on_cancellation = retained;
+            if !periodic {
+                c.settings.interval_ms = None;
+            }
+            let a = advise(&c, &samples);
+            for (id, on) in risks(&c, &samples) {
+                proptest::prop_assert_eq!(on, a.has(id), "{} on {:?}", id, c);
+            }
+        }
+    }
+
+    /// A job's risks are worked out once per change of what they read: a poll that brings
+    /// nothing new reads the memo, a new checkpoint or a new setting works them out again.
+    #[test]
+    fn a_job_s_risks_follow_its_inputs_and_are_kept_between() {
+        use crate::observe::{CheckpointCounts, FinishedCheckpoint, JobKey, JobPoll, Observation};
+        use crate::state::State;
+        use crate::stats::WindowSpec;
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let poll = |state: &mut State, tolerable: u32, finished: Vec<FinishedCheckpoint>, at: i64| {
+            let settings = CheckpointSettings {
+                interval_ms: Some(10_000),
+                timeout_ms: Some(60_000),
+                tolerable_failures: Some(tolerable),
+                max_concurrent: 1,
+                ..CheckpointSettings::default()
+            };
+            let completed = finished.len() as u64;
+            state.apply(
+                &Observation::JobPolled(JobPoll {
+                    key: JobKey { cluster: "c".into(), job_id: "j".into() },
+                    job_name: "orders".into(),
+                    job_state: "RUNNING".into(),
+                    polled_at: Timestamp(at),
+                    counts: CheckpointCounts { completed, ..CheckpointCounts::default() },
+                    settings: Some(settings),
+                    in_progress: Vec::new(),
+                    finished,
+                    latest_restore: None,
+                    deferred: Default::default(),
+                }),
+                Timestamp(at),
+            );
+        };
+        let job = |state: &State| -> Option<[(&'static str, bool); 3]> {
+            job_risks(&state.clusters()["c"].jobs["j"], None)
+        };
+        let cp = |id: u64| FinishedCheckpoint::completed(id, Timestamp(id as i64 * 10_000), 500);
+        poll(&mut state, 100, vec![cp(1)], 10_000);
+        let first = job(&state).unwrap();
+        assert_eq!(first[0], ("tolerable_too_high", true));
+        let fingerprint = risk_inputs(&state.clusters()["c"].jobs["j"], None);
+        // Nothing new: the same inputs, the memo's answer.
+        poll(&mut state, 100, vec![cp(1)], 20_000);
+        assert_eq!(risk_inputs(&state.clusters()["c"].jobs["j"], None), fingerprint);
+        assert_eq!(job(&state).unwrap(), first);
+        // A new checkpoint, then a new setting: new inputs, worked out again.
+        poll(&mut state, 100, vec![cp(1), cp(2)], 30_000);
+        assert_ne!(risk_inputs(&state.clusters()["c"].jobs["j"], None), fingerprint);
+        poll(&mut state, 3, vec![cp(1), cp(2)], 40_000);
+        assert_eq!(job(&state).unwrap()[0], ("tolerable_too_high", false));
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod failure_text;
 pub mod history;
 pub mod job;
 pub mod logs;
+pub mod memo;
 pub mod outbox;
 pub mod persist;
 pub mod record;

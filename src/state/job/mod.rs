@@ -81,6 +81,9 @@ pub struct JobState {
     pub settings: Option<CheckpointSettings>,
     /// Its whole checkpoint configuration, for the advisor (not persisted: re-fetched).
     pub configuration: Option<Box<crate::observe::CheckpointConfiguration>>,
+    /// The advisor's risk findings, worked out again only when the configuration or the recent
+    /// checkpoints change (`advice::job_risks`; not persisted).
+    pub risks: super::memo::Memo<[bool; 3]>,
     /// Flink's counts as last polled.
     pub flink_counts: CheckpointCounts,
     /// Totals of earlier counting epochs: Flink's counts restart with a new JobMaster
@@ -182,6 +185,7 @@ impl JobState {
             last_seen: now,
             settings: None,
             configuration: None,
+            risks: Default::default(),
             flink_counts: CheckpointCounts::default(),
             earlier_incarnations: Totals::default(),
             newest: None,
