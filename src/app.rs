@@ -257,8 +257,8 @@ impl AppState {
         let store = self.store.get();
         crate::rules::DaemonFacts {
             store_failing: store.map(|s| s.failing().is_some()),
-            store_waiting_records: store.map(|_| state.outbox.len() as u64),
-            store_dropped_records: state.outbox.dropped(),
+            store_waiting_records: store.map(|_| state.outbox().len() as u64),
+            store_dropped_records: state.outbox().dropped(),
             state_persist_errors: self.persist_errors.load(Ordering::Relaxed),
             state_persist_failing: self.persist_problem.read().unwrap_or_else(|e| e.into_inner()).is_some(),
         }
@@ -303,7 +303,7 @@ impl AppState {
                 }
             }
         }
-        let waiting = self.state.read().unwrap_or_else(|e| e.into_inner()).outbox.len() as u64;
+        let waiting = self.state.read().unwrap_or_else(|e| e.into_inner()).outbox().len() as u64;
         let store = self.store.get().map(|store| StoreCounters {
             records: self.store_stats.records.load(Ordering::Relaxed),
             pruned: self.store_stats.pruned.load(Ordering::Relaxed),

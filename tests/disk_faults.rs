@@ -66,7 +66,7 @@ async fn a_full_disk_freed_again_loses_no_checkpoint_and_the_state_file_never_wa
 
     faults.free();
     persist_until(&app, dir.path(), || {
-        store.failing().is_none() && app.state.read().unwrap().outbox.is_empty()
+        store.failing().is_none() && app.state.read().unwrap().outbox().is_empty()
     })
     .await;
     assert_eq!(all(&store), (1..=60).collect::<Vec<_>>(), "every id once, none missing");
@@ -95,7 +95,7 @@ async fn a_kill_9_during_a_store_outage_loses_nothing_the_outbox_held() {
     let persisted = persist::load(dir.path()).unwrap().unwrap();
     assert_eq!(persisted.outbox_len(), 40);
     let mut state = persist::restore(WINDOW, persisted);
-    state.outbox.enable();
+    state.keep_for_store(true);
     let store = Arc::new(Store::open(dir.path(), BOUNDS).unwrap());
     let app = Arc::new(AppState::new(state));
     let _ = app.store.set(store.clone());
@@ -181,7 +181,7 @@ async fn a_real_full_tmpfs_freed_again_loses_no_checkpoint() {
     }
     std::fs::remove_file(&filler).unwrap();
     persist_until(&app, &state_dir, || {
-        store.failing().is_none() && app.state.read().unwrap().outbox.is_empty()
+        store.failing().is_none() && app.state.read().unwrap().outbox().is_empty()
     })
     .await;
     assert_eq!(all(&store), (1..=last).collect::<Vec<_>>(), "every id once, none missing");
@@ -244,7 +244,7 @@ async fn a_store_file_made_immutable_and_writable_again_loses_no_checkpoint() {
 
     immutable.release();
     persist_until(&app, dir.path(), || {
-        store.failing().is_none() && app.state.read().unwrap().outbox.is_empty()
+        store.failing().is_none() && app.state.read().unwrap().outbox().is_empty()
     })
     .await;
     assert_eq!(all(&store), (1..=60).collect::<Vec<_>>(), "every id once, none missing");
@@ -265,7 +265,7 @@ fn the_lock_hold_of_a_snapshot_with_50000_waiting_records() {
         let at = Timestamp(T0 + end as i64 * 10_000 + 2_000);
         state.apply(&poll((end - 9..=end).map(completed).collect()), at);
     }
-    assert_eq!(state.outbox.len(), 50_000);
+    assert_eq!(state.outbox().len(), 50_000);
     let median = |mut runs: Vec<Duration>| {
         runs.sort();
         runs[runs.len() / 2]
@@ -285,11 +285,11 @@ fn the_lock_hold_of_a_snapshot_with_50000_waiting_records() {
         (0..7)
             .map(|_| {
                 let started = std::time::Instant::now();
-                let records = state.outbox.take();
+                let (records, restores) = state.take_store_batch();
                 let snapshot = persist::snapshot(&state);
                 let took = started.elapsed();
                 assert_eq!(snapshot.outbox_len(), 0);
-                state.outbox.put_back(records);
+                state.return_store_batch(records, restores);
                 took
             })
             .collect(),

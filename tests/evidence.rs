@@ -322,7 +322,7 @@ fn failed_checkpoints_carry_the_evidence_into_the_store_record_and_the_alerts() 
     let load = scenario.load_report();
     let tm = "127.0.0.1:19125-bd2dde";
     let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
-    state.outbox.enable();
+    state.keep_for_store(true);
     let rules = builtin::rules().into_iter().map(|s| Rule::new(s).unwrap()).collect();
     let mut evaluator = Evaluator::new(rules);
     let first = polls[0].polled_at.millis();
@@ -389,7 +389,7 @@ fn failed_checkpoints_carry_the_evidence_into_the_store_record_and_the_alerts() 
         assert_eq!((e.class.as_deref(), e.used.as_slice()), (Some("timeout"), &["gc".to_string()][..]));
     }
     // The store gets the same record.
-    let stored = state.outbox.take();
+    let (stored, _) = state.take_store_batch();
     assert!(
         stored.iter().any(|o| o.checkpoint.record.evidence.as_ref().is_some_and(|e| e.gc_ratio == Some(0.4)))
     );

@@ -367,7 +367,7 @@ fn the_store_holds_each_restore_once_across_a_crash_between_its_write_and_the_st
     )
     .unwrap();
     let mut state = State::new(WINDOW);
-    state.outbox.enable();
+    state.keep_for_store(true);
     let poll = &polls[8];
     let mut report = restore_of(&s.polls[8], &s.job_id).unwrap();
     state.apply(&Observation::JobPolled(poll.clone()), poll.polled_at);
@@ -375,7 +375,7 @@ fn the_store_holds_each_restore_once_across_a_crash_between_its_write_and_the_st
     // The persister: the snapshot first, then the outbox into the store, then the state file.
     let persist = |state: &mut State| {
         let snapshot = persist::to_bytes(&persist::snapshot(state));
-        let (records, restores) = (state.outbox.take(), state.outbox.take_restores());
+        let (records, restores) = state.take_store_batch();
         store.write_all(&records, &restores, poll.polled_at).unwrap();
         snapshot
     };
@@ -392,7 +392,7 @@ fn the_store_holds_each_restore_once_across_a_crash_between_its_write_and_the_st
     state.apply(&Observation::Restore(report.clone()), poll.polled_at);
     let _lost = persist(&mut state); // written to the store; the state write never happens
     let mut state = persist::restore(WINDOW, serde_json::from_slice(&before).unwrap());
-    state.outbox.enable();
+    state.keep_for_store(true);
     assert!(state.restore_due("lab", &s.job_id, at), "the restarted daemon has it still restoring");
     state.apply(&Observation::JobPolled(poll.clone()), poll.polled_at);
     state.apply(&Observation::Restore(report), poll.polled_at);

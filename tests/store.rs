@@ -84,7 +84,7 @@ pub(crate) fn poll(finished: Vec<FinishedCheckpoint>) -> Observation {
 
 pub(crate) fn state_with_outbox() -> State {
     let mut state = State::new(WINDOW);
-    state.outbox.enable();
+    state.keep_for_store(true);
     state
 }
 
@@ -101,23 +101,23 @@ fn a_crash_between_the_store_write_and_the_state_write_neither_loses_nor_duplica
     // Round 1 persisted as the daemon does: records, then the snapshot.
     state.apply(&poll((1..=3).map(completed).collect()), Timestamp(T0 + 40_000));
     let mut snapshot_1 = persist::snapshot(&state);
-    store.write(&state.outbox.take(), Timestamp(T0 + 40_000)).unwrap();
+    store.write(&state.take_store_batch().0, Timestamp(T0 + 40_000)).unwrap();
     // In the store now: the snapshot no longer carries them (as the daemon's persister does).
     snapshot_1.clear_outbox();
     let snapshot_1 = persist::to_bytes(&snapshot_1);
     // Round 2: its records reach the store, then the daemon dies (kill -9) before the state
     // file is renamed into place: the state on disk is still round 1's.
     state.apply(&poll((1..=6).map(completed).collect()), Timestamp(T0 + 70_000));
-    let w = store.write(&state.outbox.take(), Timestamp(T0 + 70_000)).unwrap();
+    let w = store.write(&state.take_store_batch().0, Timestamp(T0 + 70_000)).unwrap();
     assert_eq!((w.inserted, w.rewritten), (3, 0));
     drop(store);
 
     // The restart: round 1's snapshot, the same store, and Flink's history shows 1..=8 now.
     let store = Store::open(dir.path(), BOUNDS).unwrap();
     let mut restored = persist::restore(WINDOW, serde_json::from_slice(&snapshot_1).unwrap());
-    restored.outbox.enable();
+    restored.keep_for_store(true);
     restored.apply(&poll((1..=8).map(completed).collect()), Timestamp(T0 + 90_000));
-    let records = restored.outbox.take();
+    let records = restored.take_store_batch().0;
     // 4, 5, 6 are counted again (the snapshot did not have them), 7 and 8 for the first time.
     assert_eq!(records.iter().map(|r| r.checkpoint.record.id).collect::<Vec<_>>(), [4, 5, 6, 7, 8]);
     let w = store.write(&records, Timestamp(T0 + 90_000)).unwrap();
@@ -133,7 +133,7 @@ fn a_checkpoint_id_used_again_after_a_restart_without_ha_is_a_second_record() {
     let mut state = state_with_outbox();
     state.apply(&poll(vec![completed(1)]), Timestamp(T0));
     // The same id an hour later: a new JobMaster without HA numbers from 1 again.
-    let first = state.outbox.take();
+    let first = state.take_store_batch().0;
     let mut second = first.clone();
     second[0].checkpoint.record.triggered_at = Timestamp(T0 + 3_600_000);
     store.write(&first, Timestamp(T0)).unwrap();
@@ -151,7 +151,8 @@ fn the_store_is_pruned_oldest_first_by_age_and_by_count() {
     let mut pruned = 0;
     for last in (10..=100).step_by(10) {
         state.apply(&poll(((last - 9)..=last).map(completed).collect()), Timestamp(T0));
-        pruned += store.write(&state.outbox.take(), Timestamp(T0 + last as i64 * 10_000)).unwrap().pruned;
+        pruned +=
+            store.write(&state.take_store_batch().0, Timestamp(T0 + last as i64 * 10_000)).unwrap().pruned;
     }
     assert_eq!(store.len().unwrap(), 50);
     assert_eq!(pruned, 50);
@@ -173,7 +174,7 @@ fn the_range_query_returns_the_newest_within_range_oldest_first() {
     for end in (10..=history.len()).step_by(10) {
         state.apply(&poll_after(&history, end), Timestamp(T0));
     }
-    store.write(&state.outbox.take(), Timestamp(T0 + 400_000)).unwrap();
+    store.write(&state.take_store_batch().0, Timestamp(T0 + 400_000)).unwrap();
     let at = |id: i64| Some(T0 + id * 10_000);
     let q = Query { since: at(10), until: at(20), limit: 5 };
     let (found, more) = store.query("c", "j", &q, |_| true).unwrap();
@@ -213,7 +214,7 @@ async fn the_history_api_serves_the_store_by_range_and_outcome() {
     for end in (10..=history.len()).step_by(10) {
         state.apply(&poll_after(&history, end), Timestamp(T0));
     }
-    store.write(&state.outbox.take(), Timestamp(T0 + 500_000)).unwrap();
+    store.write(&state.take_store_batch().0, Timestamp(T0 + 500_000)).unwrap();
     assert_eq!(state.clusters()["c"].jobs["j"].recent.len(), 32);
     let app = Arc::new(AppState::new(state));
     let _ = app.store.set(Arc::new(store));
@@ -275,7 +276,7 @@ fn savepoints_of_captured_flink_are_counted_and_stored_apart_from_checkpoints() 
         assert_eq!(job.savepoints.totals.failed, 0, "{version}");
         assert_eq!(job.savepoints.last_completed_at, Some(savepoint.finished_at), "{version}");
         assert_eq!(job.savepoints.last_duration_ms, savepoint.end_to_end_ms, "{version}");
-        let stored = state.outbox.take();
+        let (stored, _) = state.take_store_batch();
         assert_eq!(stored.len(), history.len(), "{version}: one record per checkpoint and savepoint");
         let kinds = stored.iter().filter(|r| r.checkpoint.record.kind == SnapshotKind::Savepoint).count();
         assert_eq!(kinds, 1, "{version}");
@@ -420,7 +421,7 @@ fn filled_store(dir: &std::path::Path, n: u64) -> u64 {
     let mut state = state_with_outbox();
     for last in (10..=n).step_by(10) {
         state.apply(&poll(((last - 9)..=last).map(completed).collect()), Timestamp(T0));
-        store.write(&state.outbox.take(), Timestamp(T0 + last as i64 * 10_000)).unwrap();
+        store.write(&state.take_store_batch().0, Timestamp(T0 + last as i64 * 10_000)).unwrap();
     }
     assert_eq!(store.len().unwrap(), n);
     drop(store);
@@ -444,7 +445,7 @@ fn opens_sets_aside_and_stores_anew(dir: &std::path::Path) {
     assert_eq!(set_aside(dir).len(), 1, "{:?}", set_aside(dir));
     let mut state = state_with_outbox();
     state.apply(&poll((2001..=2010).map(completed).collect()), Timestamp(T0));
-    store.write(&state.outbox.take(), Timestamp(T0 + 2011 * 10_000)).unwrap();
+    store.write(&state.take_store_batch().0, Timestamp(T0 + 2011 * 10_000)).unwrap();
     assert_eq!(all(&store), (2001..=2010).collect::<Vec<_>>());
     assert!(store.failing().is_none());
 }

@@ -151,7 +151,7 @@ fn the_tailer_brings_every_captured_span_and_the_poll_finds_none_unobserved() {
         let (completed, failed) = coordinator_truth(&log);
         let jobs: BTreeSet<String> = completed.iter().map(|(j, _)| j.clone()).collect();
         let mut state = State::new(WINDOW);
-        state.outbox.enable();
+        state.keep_for_store(true);
         // The jobs are known (first poll, nothing finished yet), then the log is read twice
         // over: the second time every span is a duplicate.
         for job in &jobs {
@@ -168,7 +168,7 @@ fn the_tailer_brings_every_captured_span_and_the_poll_finds_none_unobserved() {
             state.apply(&job_poll(job, 3, counts(n(&completed), n(&failed)), Vec::new()), Timestamp(3));
         }
         let mut stored: BTreeMap<(String, u64), usize> = BTreeMap::new();
-        for o in state.outbox.take() {
+        for o in state.take_store_batch().0 {
             *stored.entry((o.job_id.clone(), o.checkpoint.record.id)).or_default() += 1;
         }
         let cluster = &state.clusters()["c"];
@@ -257,12 +257,12 @@ fn job(state: &State) -> &checkpoint_sentinel::state::JobState {
 }
 
 fn stored_ids(state: &mut State) -> Vec<u64> {
-    state.outbox.take().into_iter().map(|o| o.checkpoint.record.id).collect()
+    state.take_store_batch().0.into_iter().map(|o| o.checkpoint.record.id).collect()
 }
 
 fn new_state() -> State {
     let mut state = State::new(WINDOW);
-    state.outbox.enable();
+    state.keep_for_store(true);
     state.apply(&poll_at(&State::new(WINDOW), 0), Timestamp(0));
     state
 }
@@ -339,7 +339,7 @@ fn a_restart_between_a_span_and_the_poll_neither_loses_nor_double_counts() {
     // kill -9 after the state write: the restarted daemon has the marks.
     let bytes = persist::to_bytes(&persist::snapshot(&state));
     let mut state = persist::restore(WINDOW, serde_json::from_slice(&bytes).unwrap());
-    state.outbox.enable();
+    state.keep_for_store(true);
     state.apply(&spans(15..=25), Timestamp(25_100)); // the tailer read some again
     state.apply(&poll_at(&state, 25), Timestamp(25_500));
     let j = job(&state);

@@ -22,7 +22,7 @@ use crate::time::Timestamp;
 pub async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation: u64) -> u64 {
     let generation = app.generation.load(Ordering::Acquire);
     let store = app.store.get().cloned();
-    let waiting = store.is_some() && !app.state.read().unwrap_or_else(|e| e.into_inner()).outbox.is_empty();
+    let waiting = store.is_some() && !app.state.read().unwrap_or_else(|e| e.into_inner()).outbox().is_empty();
     if generation == last_generation && !waiting {
         return last_generation;
     }
@@ -31,9 +31,9 @@ pub async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation
     // joins the snapshot only if the store does not take it (below, outside the lock).
     let (mut snapshot, records, restores) = {
         let mut state = app.state.write().unwrap_or_else(|e| e.into_inner());
-        log_dropped(&state.outbox.take_dropped());
+        log_dropped(&state.take_dropped_ranges());
         let (records, restores) = match store {
-            Some(_) => (state.outbox.take(), state.outbox.take_restores()),
+            Some(_) => state.take_store_batch(),
             None => (Vec::new(), Vec::new()),
         };
         (persist::snapshot(&state), records, restores)
@@ -102,8 +102,7 @@ fn note_store(app: &AppState, stored: Option<StoreOutcome>) {
             );
             app.store_stats.errors.fetch_add(1, Ordering::Relaxed);
             let mut state = app.state.write().unwrap_or_else(|e| e.into_inner());
-            state.outbox.put_back(records);
-            state.outbox.put_back_restores(restores);
+            state.return_store_batch(records, restores);
         }
     }
 }

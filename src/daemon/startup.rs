@@ -103,14 +103,12 @@ pub(super) fn log_shard(config: &Config, shard: Option<Shard>) {
 /// is filled only then) and the `[metrics]` settings.
 pub(super) fn shared_state(config: &Config, mut state: State) -> Arc<AppState> {
     let store = open_store(config);
-    if store.is_some() {
-        state.outbox.enable();
-    } else if !state.outbox.is_empty() {
+    let dropped = state.keep_for_store(store.is_some());
+    if dropped > 0 {
         tracing::warn!(
-            records = state.outbox.len(),
+            records = dropped,
             "the saved state holds records for the checkpoint store, which is off: they are not written"
         );
-        state.outbox.disable();
     }
     state.keep_operator_histograms(config.metrics.operators);
     state.keep_recent_checkpoints(config.state.recent_checkpoints);

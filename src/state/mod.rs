@@ -42,8 +42,9 @@ pub struct State {
     defer_model: bool,
     /// Jobs whose alignment engine run is due (deferred mode).
     model_due: BTreeSet<JobKey>,
-    /// Checkpoints counted since the persister last wrote them to the store.
-    pub outbox: outbox::Outbox,
+    /// Checkpoints counted since the persister last wrote them to the store: filled by
+    /// `apply`, emptied only through [`State::take_store_batch`] and its return.
+    outbox: outbox::Outbox,
     /// Whether jobs keep per-operator phase histograms (`[metrics] operators`): five per
     /// operator chain, most of a job's memory when nothing exports them.
     operator_histograms: bool,
@@ -66,6 +67,44 @@ impl State {
             recent_checkpoints: job::RECENT_CHECKPOINTS,
             p95_history_points: history::P95_HISTORY_POINTS,
         }
+    }
+
+    /// The checkpoints waiting for the store, read only (how many, how many were dropped).
+    pub fn outbox(&self) -> &outbox::Outbox {
+        &self.outbox
+    }
+
+    /// Whether counted checkpoints are kept for the checkpoint store: only while one is open.
+    /// Turning it off forgets what waits; returns how many records that was.
+    pub fn keep_for_store(&mut self, store_open: bool) -> usize {
+        let waiting = self.outbox.len();
+        if store_open {
+            self.outbox.enable();
+        } else if waiting > 0 {
+            self.outbox.disable();
+        }
+        if store_open { 0 } else { waiting }
+    }
+
+    /// The persister's batch: the records and restores waiting for the store, taken out (moved,
+    /// not copied, so the snapshot after it copies none of them).
+    pub fn take_store_batch(&mut self) -> (Vec<outbox::Outboxed>, Vec<outbox::OutboxedRestore>) {
+        (self.outbox.take(), self.outbox.take_restores())
+    }
+
+    /// A batch the store did not take, back in the outbox before what was counted since.
+    pub fn return_store_batch(
+        &mut self,
+        records: Vec<outbox::Outboxed>,
+        restores: Vec<outbox::OutboxedRestore>,
+    ) {
+        self.outbox.put_back(records);
+        self.outbox.put_back_restores(restores);
+    }
+
+    /// The id ranges the bounded outbox dropped since the last call (for the log).
+    pub fn take_dropped_ranges(&mut self) -> Vec<outbox::DroppedRange> {
+        self.outbox.take_dropped()
     }
 
     /// How many P95 samples each job keeps from now on (`[state] p95_history_points`); jobs

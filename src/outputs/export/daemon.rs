@@ -189,7 +189,7 @@ fn render_store(out: &mut impl Sink, state: &State, store: StoreCounters) {
     out.push(
         family!("checkpoint_sentinel_store_dropped_records_total"),
         &[],
-        Value::Number(state.outbox.dropped() as f64),
+        Value::Number(state.outbox().dropped() as f64),
     );
     out.push(
         family!("checkpoint_sentinel_store_files_set_aside_total"),
