@@ -1,10 +1,10 @@
 //! Wires the daemon together: config, persisted state, pollers, HTTP server, reloads, shutdown.
 //!
-//! This is the only module that owns tasks, signals and the file watcher; everything it
-//! starts reports into the shared `AppState`. Its parts: `lock` (the state directory),
-//! `startup` (state, store, logs), `serve` (the ports), `clusters` (pollers and discovery),
-//! `reload`, `alerts` (the rule loop and delivery), `persister`, and `supervisor` (the main
-//! task that keeps them in step).
+//! It starts, keeps in step and stops the daemon's tasks, and owns the signals and the config's
+//! file watcher; everything it starts reports into the shared `AppState`. Its parts: `lock` (the
+//! state directory), `startup` (state, store, logs), `serve` (the ports), `clusters` (pollers and
+//! discovery), `reload`, `alerts` (the rule loop and delivery), `persister`, and `supervisor` (the
+//! main task that keeps them in step).
 
 mod alerts;
 mod clusters;

@@ -1,7 +1,8 @@
 //! The answer first: per unhealthy job one [`Headline`] (what is wrong, where, the class, the one
-//! next step), ordered worst first by [`order`] and written as at most three lines by
-//! [`render`]; `diagnose`, `scan-logs`, the status page and the alert annotations all open with
-//! it. [`of_watched_job`] makes one from the daemon's view of a job. Pure: no I/O, no clock.
+//! next step), ordered worst first by [`order`] and written in at most three parts by
+//! [`render`] (each wrapped to [`TEXT_WIDTH`]); `diagnose` and `scan-logs` open with it (the
+//! status page and the API answer through `outputs::answer`). [`of_watched_job`] makes one from
+//! the daemon's view of a job. Pure: no I/O, no clock.
 
 use std::fmt;
 
