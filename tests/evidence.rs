@@ -4,11 +4,11 @@
 
 use std::path::PathBuf;
 
-use checkpoint_sentinel::health::evidence::at_checkpoint;
 use checkpoint_sentinel::observe::{CheckpointStatus, EvidenceRound, SnapshotKind, SubtaskEvidence};
 use checkpoint_sentinel::sources::flink::dto::{AggregatedMetric, MetricValue, TaskCheckpointDetails};
 use checkpoint_sentinel::sources::flink::metrics;
 use checkpoint_sentinel::state::evidence::{ClusterEvidence, skew_of};
+use checkpoint_sentinel::state::evidence_at::at_checkpoint;
 use checkpoint_sentinel::state::{CheckpointRecord, Holdout};
 use checkpoint_sentinel::time::Timestamp;
 

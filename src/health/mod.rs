@@ -11,7 +11,6 @@
 //! Who held a checkpoint up is [`culprit`]. Pure: no I/O, no clock.
 
 pub mod culprit;
-pub mod evidence;
 pub mod headline;
 pub mod links;
 

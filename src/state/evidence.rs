@@ -251,7 +251,7 @@ pub fn skew_of(operator: &str, sizes: impl Iterator<Item = (u32, Option<u64>)>) 
 }
 
 /// The evidence beside one checkpoint: its culprit subtask and that subtask's TaskManager at
-/// that moment, in one sentence with the numbers it rests on (`health::evidence` makes it).
+/// that moment, in one sentence with the numbers it rests on (`state::evidence_at` makes it).
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct CheckpointEvidence {

@@ -6,6 +6,7 @@
 pub mod checkpoint_ids;
 pub mod cluster;
 pub mod evidence;
+pub mod evidence_at;
 pub mod failure_text;
 pub mod history;
 pub mod job;
@@ -435,7 +436,7 @@ impl State {
 }
 
 /// Puts the evidence beside each of a job's newly counted checkpoints that failed or took at
-/// least half its timeout (`health::evidence`), in the store's record and the recent ring's.
+/// least half its timeout (`state::evidence_at`), in the store's record and the recent ring's.
 fn attach_evidence(cluster: &mut ClusterState, job_id: &str, counted: &mut [outbox::StoredCheckpoint]) {
     let Some(job) = cluster.jobs.get_mut(job_id) else { return };
     let timeout_ms = job.settings.as_ref().and_then(|s| s.timeout_ms);
@@ -445,7 +446,7 @@ fn attach_evidence(cluster: &mut ClusterState, job_id: &str, counted: &mut [outb
         if r.status != crate::observe::CheckpointStatus::Failed && !slow {
             continue;
         }
-        let found = crate::health::evidence::at_checkpoint(
+        let found = crate::state::evidence_at::at_checkpoint(
             &cluster.evidence,
             job_id,
             r,

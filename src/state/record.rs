@@ -153,7 +153,7 @@ pub struct CheckpointRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_thread: Option<Box<crate::observe::ThreadSample>>,
     /// What the metrics said about its culprit subtask and TaskManager when it was counted
-    /// (`health::evidence`); `None` without evidence or in records written before it was kept.
+    /// (`state::evidence_at`); `None` without evidence or in records written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Box<super::evidence::CheckpointEvidence>>,
 }

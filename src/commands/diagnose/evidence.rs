@@ -1,13 +1,13 @@
 //! `diagnose`'s evidence: for the culprit of the job's newest failed (or slow) checkpoint, the
 //! subtask's and its TaskManager's metrics now (three requests), in the sentence the daemon
-//! puts beside a checkpoint (`health::evidence`), and the line the report prints.
+//! puts beside a checkpoint (`state::evidence_at`), and the line the report prints.
 
 use crate::health::culprit::{last_acknowledger, sole_holder};
-use crate::health::evidence::at_checkpoint;
 use crate::observe::{CheckpointStatus, EvidenceRound, FinishedCheckpoint, SubtaskEvidence};
 use crate::sources::flink::client::FlinkClient;
 use crate::sources::flink::metrics;
 use crate::state::evidence::{CheckpointEvidence, ClusterEvidence};
+use crate::state::evidence_at::at_checkpoint;
 use crate::state::{CheckpointRecord, Holdout};
 use crate::time::Timestamp;
 
