@@ -4,12 +4,12 @@
 //!
 //! One look has no history, and rules with `increase()` measure from their first sample: a
 //! daemon's first round would not see the failures Flink already lists. So before the round the
-//! look applies a baseline, what a daemon watching since then would have known: a poll at the
-//! later of the oldest listed trigger and [`BASELINE_MS`] before now, with Flink's counts less
-//! what came after, and the rules evaluated then. Failures within that span then count as seen
-//! (`FlinkCheckpointFailed` fires for them, as it would have for a daemon watching); older ones
-//! are in the baseline, as old failures are for a daemon. Every rule's `for` is still longer
-//! than one look: such a rule whose condition holds is pending (at risk), never firing.
+//! look applies a baseline, what a daemon watching since then would have known: per job a poll
+//! at the later of its start and [`BASELINE_MS`] before now, with Flink's counts less what came
+//! after, and the rules evaluated then. Failures and restores within that span then count as
+//! seen (`FlinkCheckpointFailed`, `FlinkJobFrequentRestores` fire for them, as they would have
+//! for a daemon watching); older ones are in the baseline, as old failures are for a daemon. A
+//! rule's `for` is longer than the look: one whose condition holds now is pending (at risk).
 //!
 //! Time stands still at one instant, the JobManager's `now` (`/jobs/:id`): ages are Flink's, do
 //! not depend on how long the requests took, and a captured cluster reads as when captured. The client is memoised ([`FlinkClient::memoised`]):
@@ -81,8 +81,7 @@ pub async fn look(
     app.stop_clock(jm_now.map_or_else(Timestamp::now, Timestamp));
     let now = app.now();
     let mut evaluator = Evaluator::new(rules);
-    let baseline = baseline(config, client, jobs, now).await?;
-    if let Some((at, observations)) = baseline {
+    for (at, observations) in baseline(config, client, jobs, now).await? {
         for o in &observations {
             app.apply_at(o, at);
         }
@@ -128,32 +127,28 @@ pub enum LookError {
     Fetch(#[from] FetchError),
 }
 
-/// The baseline of each job with checkpointing on: (when, its observations), `None` when no job
-/// has one. The same instant for every job: the latest of their starts.
+/// The baseline of each job with checkpointing on, in time order: (when, what is applied
+/// then). A job's baseline is [`BASELINE_MS`] before now, or just before it started (or, when
+/// Flink does not say, before its oldest listed checkpoint) if that is later.
 async fn baseline(
     config: &ClusterConfig,
     client: &FlinkClient,
     jobs: &[&dto::JobOverview],
     now: Timestamp,
-) -> Result<Option<(Timestamp, Vec<Observation>)>, FetchError> {
-    let mut fetched = Vec::new();
+) -> Result<Vec<(Timestamp, Vec<Observation>)>, FetchError> {
+    let mut polls: Vec<(Timestamp, Observation)> = Vec::new();
     for job in jobs {
         let Some(checkpoint_config) = client.checkpoint_config(&job.jid).await? else { continue };
         let stats = client.checkpoints(&job.jid).await?;
-        fetched.push((job, checkpoint_config, stats));
+        let oldest = stats.history.iter().filter_map(|c| c.trigger_timestamp).min();
+        let Some(began) = job.start_time.filter(|t| *t > 0).or(oldest) else { continue };
+        let at = Timestamp(began - 1).max(now.plus_millis(-BASELINE_MS)).min(now);
+        let poll = baseline_poll(config, job, &checkpoint_config, &stats, at);
+        polls.push((at, Observation::JobPolled(poll)));
     }
-    let oldest = |stats: &dto::CheckpointingStatistics| {
-        stats.history.iter().filter_map(|c| c.trigger_timestamp).min().map(|t| Timestamp(t - 1))
-    };
-    let Some(at) = fetched
-        .iter()
-        .filter_map(|(_, _, stats)| oldest(stats))
-        .max()
-        .map(|t| t.max(now.plus_millis(-BASELINE_MS)))
-    else {
-        return Ok(None);
-    };
-    let mut observations = vec![Observation::ClusterPolled(ClusterPoll {
+    polls.sort_by_key(|(at, _)| *at);
+    let Some(first) = polls.first().map(|(at, _)| *at) else { return Ok(Vec::new()) };
+    let listing = Observation::ClusterPolled(ClusterPoll {
         cluster: config.name.clone(),
         duration_ms: 0,
         flink_version: None,
@@ -168,16 +163,21 @@ async fn baseline(
         ),
         errors: Vec::new(),
         reachable: true,
-    })];
-    for (job, checkpoint_config, stats) in &fetched {
-        observations.push(Observation::JobPolled(baseline_poll(config, job, checkpoint_config, stats, at)));
+    });
+    let mut steps: Vec<(Timestamp, Vec<Observation>)> = vec![(first, vec![listing])];
+    for (at, poll) in polls {
+        match steps.last_mut() {
+            Some((last, observations)) if *last == at => observations.push(poll),
+            _ => steps.push((at, vec![poll])),
+        }
     }
-    Ok(Some((at, observations)))
+    Ok(steps)
 }
 
 /// A job's poll as of `at`: the checkpoints that had finished by then (without their details:
 /// the round details the newer ones), Flink's counts less the ones listed after, nothing in
-/// progress.
+/// progress, and its restores: none if it started after `at`, else less the latest if that
+/// came after (how many more did, one look cannot tell).
 fn baseline_poll(
     config: &ClusterConfig,
     job: &dto::JobOverview,
@@ -205,6 +205,11 @@ fn baseline_poll(
         .and_then(|l| l.restored.as_ref())
         .and_then(|r| r.restore_timestamp.map(|t| (r.id, Timestamp(t))))
         .filter(|(_, t)| *t <= at);
+    if job.start_time.is_some_and(|t| t > at.millis()) {
+        counts.restored = 0;
+    } else if latest_restore.is_none() && stats.latest.as_ref().and_then(|l| l.restored.as_ref()).is_some() {
+        counts.restored = counts.restored.saturating_sub(1);
+    }
     JobPoll {
         key: JobKey { cluster: config.name.clone(), job_id: job.jid.clone() },
         job_name: job.name.clone().unwrap_or_default(),
