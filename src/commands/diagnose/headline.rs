@@ -199,13 +199,19 @@ pub fn judged(job: &str, health: Option<&crate::commands::look::JobHealth>) -> J
     };
     let headline = h.answer.as_ref().filter(|_| verdict != Verdict::Healthy).map(|a| {
         let class = a.class.map(HeadlineClass::from);
+        // The answer's culprit as a place, "operator #n on TaskManager …": its `where` sentence
+        // retells the `what` and the next step, and the headline is a few lines.
+        let where_ = a.culprit.as_ref().map(|w| {
+            let tm = w.taskmanager.as_deref().map(|t| format!(" on TaskManager {t}")).unwrap_or_default();
+            format!("{} #{}{tm}", w.operator, w.subtask)
+        });
         // The page that explains the class (the answer's own next step is the text).
-        let (_, doc) = headline::next_step(class, a.where_.as_deref());
+        let (_, doc) = headline::next_step(class, where_.as_deref());
         Headline {
             severity,
             job: job.to_string(),
             what: a.what.clone(),
-            where_: a.where_.clone(),
+            where_,
             class,
             next_step: a.next_step.clone(),
             doc_url: Some(doc.url),
