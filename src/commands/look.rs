@@ -88,7 +88,16 @@ pub async fn look(
         let state = app.state.read().unwrap_or_else(|e| e.into_inner());
         evaluator.evaluate(&state, at);
     }
-    let config = ClusterConfig { max_history_per_poll: detailed.max(1), ..config.clone() };
+    // The jobs are chosen (`only_jobs`): the configuration's name patterns, its shard of the
+    // jobs and its cap on them would leave out a job asked for by id.
+    let config = ClusterConfig {
+        max_history_per_poll: detailed.max(1),
+        include_jobs: Vec::new(),
+        exclude_jobs: Vec::new(),
+        job_shard: None,
+        max_jobs: config.max_jobs.max(jobs.len()),
+        ..config.clone()
+    };
     let mut poller = Poller::with_client(config.clone(), client.clone(), app.clone())?
         .only_jobs(jobs.iter().map(|j| j.jid.clone()));
     poller.round().await;
