@@ -49,6 +49,9 @@ pub struct AppState {
     pub store_stats: StoreStats,
     /// What file discovery last found, when it is on.
     pub discovery: RwLock<Option<crate::sources::discovery::DiscoveryStats>>,
+    /// The instant [`AppState::now`] reads instead of the wall clock once set
+    /// ([`AppState::stop_clock`]; `i64::MIN`: not set, the daemon's case).
+    stopped_at_ms: AtomicI64,
 }
 
 /// What the persister did with the checkpoint store.
@@ -147,6 +150,7 @@ impl AppState {
             store: std::sync::OnceLock::new(),
             store_stats: StoreStats::default(),
             discovery: RwLock::new(None),
+            stopped_at_ms: AtomicI64::new(i64::MIN),
         }
     }
 
@@ -157,7 +161,27 @@ impl AppState {
     /// (bounded by `MAX_MODEL_CHANNELS`), and its result handed back under a second short lock.
     /// Readers (`/metrics`, `/healthz`, the API, the rules) never wait for the engine.
     pub fn apply(&self, observation: &Observation) {
-        let now = Timestamp::now();
+        self.apply_at(observation, self.now());
+    }
+
+    /// The time the sources stamp their observations with: the wall clock, or the instant
+    /// [`AppState::stop_clock`] set.
+    pub fn now(&self) -> Timestamp {
+        match self.stopped_at_ms.load(Ordering::Relaxed) {
+            i64::MIN => Timestamp::now(),
+            at => Timestamp(at),
+        }
+    }
+
+    /// Makes [`AppState::now`] read `at` from now on: a one-shot look takes its answers as of
+    /// one instant, the JobManager's `now`, so that ages are Flink's and do not depend on how
+    /// long the look's requests took (nor on when a captured cluster was captured).
+    pub fn stop_clock(&self, at: Timestamp) {
+        self.stopped_at_ms.store(at.millis(), Ordering::Relaxed);
+    }
+
+    /// [`AppState::apply`] at `now` (a one-shot look's baseline, before the polls).
+    pub fn apply_at(&self, observation: &Observation, now: Timestamp) {
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         let failures = |state: &State| match observation {
             Observation::JobPolled(poll) => state

@@ -36,6 +36,15 @@ pub(crate) async fn serve(version: &str, name: &str) -> (String, String) {
 /// The same, answering 401 to any request without `Authorization: Bearer <token>` when a
 /// token is given (a JobManager behind an authenticating proxy).
 async fn serve_behind(version: &str, name: &str, token: Option<&str>) -> (String, String) {
+    let (url, job, _) = serve_counted(version, name, token).await;
+    (url, job)
+}
+
+/// Requests the server answered, by path and query.
+type Requests = Arc<std::sync::Mutex<std::collections::BTreeMap<String, u32>>>;
+
+/// [`serve_behind`], with the requests it answers counted by path.
+async fn serve_counted(version: &str, name: &str, token: Option<&str>) -> (String, String, Requests) {
     let dir = common::fixtures().join(format!("flink-{version}")).join(name).join("rest");
     let meta = common::read_json(&dir.join("../scenario.json"));
     let job_id = meta["job_id"].as_str().unwrap().to_string();
@@ -94,6 +103,14 @@ async fn serve_behind(version: &str, name: &str, token: Option<&str>) -> (String
             }),
         )
         .with_state(state);
+    let requests = Requests::default();
+    let counted = requests.clone();
+    let app = app.layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            *counted.lock().unwrap().entry(request.uri().to_string()).or_default() += 1;
+            next.run(request)
+        },
+    ));
     let app = match token {
         None => app,
         Some(token) => {
@@ -116,7 +133,7 @@ async fn serve_behind(version: &str, name: &str, token: Option<&str>) -> (String
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}"), job_id)
+    (format!("http://{addr}"), job_id, requests)
 }
 
 /// Runs the binary; returns (exit code, stdout).
@@ -152,7 +169,10 @@ async fn expired_is_unhealthy_timeout_class_held_by_the_sleeping_snapshot() {
     let (code, text) = diagnose(vec!["--url".into(), url.clone()]).await;
     assert_eq!(code, 1, "unhealthy");
     has(&text, "Job flink-lab-expired (fa0ff468ea40a97b00d7fc8a3075d65b) RUNNING: UNHEALTHY");
-    has(&text, "3 of the last 9 finished checkpoints expired");
+    // The daemon's answer and the health's reasons (one look: the failures Flink lists after the
+    // baseline are seen, the checkpoint in progress at 3.6 s of 4.0 s is about to expire).
+    has(&text, "WARNING flink-lab-expired: 3 of the last 9 checkpoints expired (timeout 4.0 s)");
+    has(&text, "FlinkCheckpointAboutToExpire fires; FlinkCheckpointFailed fires");
     // The three expiries read the same, so they are said once.
     has(&text, "27, 24, 21 EXPIRED after 4.0 s: Checkpoint expired before completing.");
     // The late acknowledgement of the subtask whose snapshot slept 6 s; its TaskManager, the
@@ -167,7 +187,8 @@ async fn expired_is_unhealthy_timeout_class_held_by_the_sleeping_snapshot() {
     // The answer (the cluster's line and the job's headline, wrapped to 100 columns, up to the
     // first empty line), then a screen of details.
     let answer = text.lines().take_while(|l| !l.is_empty()).count();
-    assert!(answer <= 8, "the answer is a few lines:\n{text}");
+    // (9: the daemon's next step names the subtask's TaskManager and takes three lines.)
+    assert!(answer <= 9, "the answer is a few lines:\n{text}");
     assert!(
         text.lines().count() - answer <= 50,
         "an expired report fits on one screen under its answer:\n{text}"
@@ -185,6 +206,36 @@ async fn expired_is_unhealthy_timeout_class_held_by_the_sleeping_snapshot() {
     assert_eq!(v["jobs"][0]["verdict"], "unhealthy");
     assert_eq!(v["jobs"][0]["classes"][0]["class"], "timeout");
     assert_eq!(v["jobs"][0]["failures"].as_array().unwrap().len(), 3);
+}
+
+/// The verdict is the daemon's after one look, and the look asks each path once: its poller
+/// round and the report's own fetch share the answers. Without the log, the expiries Flink lists
+/// after the baseline are seen (`FlinkCheckpointFailed`) though the latest checkpoint completed,
+/// and the answer calls them a timeout, not a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_look_judges_as_the_daemon_and_asks_each_path_once() {
+    let (url, _, requests) = serve_counted("1.20.5", "expired", None).await;
+    let (code, json) = diagnose(vec!["--url".into(), url, "--format".into(), "json".into()]).await;
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    let job = &v["jobs"][0];
+    assert_eq!(job["verdict"], "unhealthy");
+    let reasons: Vec<&str> =
+        job["verdict_reasons"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert_eq!(reasons[0], "FlinkCheckpointFailed fires", "{reasons:?}");
+    assert!(
+        !reasons.iter().any(|r| r.starts_with("the latest")),
+        "the latest checkpoint completed: {reasons:?}"
+    );
+    assert_eq!(job["headline"]["class"], "timeout");
+    assert_eq!(job["headline"]["what"], "3 of the last 9 checkpoints expired (timeout 4.0 s)");
+    let requests = requests.lock().unwrap();
+    let twice: Vec<(&String, &u32)> = requests.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "asked more than once: {twice:?}");
+    // The round's details of the newest checkpoints are the report's: 10 finished checkpoints
+    // and the one in progress, 3 vertices each, and a handful of other paths.
+    let total: u32 = requests.values().sum();
+    assert!(total <= 50, "{total} requests: {requests:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,12 +1,9 @@
 //! Is this job healthy, and why: the one policy the API, the status page and `diagnose` read.
 //!
-//! Two views of the same question, each with its typed answer and its reasons (which carry
-//! their numbers and render as the sentences the surfaces show):
-//! - [`job_health`]: the daemon's view of a job it watches, led by the alerts of the rule
-//!   pack ([`Health`], [`Reason`]);
-//! - [`snapshot_verdict`]: a one-shot view from what the REST API returns now, with no history
-//!   and no alerts (`diagnose`), whose "at risk" thresholds are the built-in rules' own
-//!   ([`Verdict`], [`VerdictReason`]).
+//! [`job_health`]: the view of a watched job, led by the alerts of the rule pack ([`Health`],
+//! [`Reason`], whose numbers render as the sentences the surfaces show). `diagnose` reads the
+//! same: it watches its jobs for one round (`commands::look`) and maps the level onto its
+//! verdict.
 //!
 //! Who held a checkpoint up is [`culprit`]. Pure: no I/O, no clock.
 
@@ -18,11 +15,10 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::observe::{CheckpointStatus, FinishedCheckpoint, JobStatus, SnapshotKind};
-use crate::rules::expr::Context;
+use crate::observe::{CheckpointStatus, JobStatus, SnapshotKind};
 use crate::rules::{Alert, AlertSeverity, AlertState, AlertsView};
 use crate::state::{ClusterState, JobState};
-use crate::time::{Timestamp, fmt_duration, human_ms};
+use crate::time::{Timestamp, fmt_duration};
 
 pub use crate::observe::Outcome;
 
@@ -259,285 +255,9 @@ fn failure_health(j: &JobState) -> Option<(Health, Reason)> {
     (count > 0).then_some((Health::Warning, Reason::LatestFailed { count, latest }))
 }
 
-/// How a job is doing in a one-shot look at the REST API (`diagnose`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Checkpoints complete well within their limits.
-    Healthy,
-    /// Checkpoints complete, but a phase uses over half the interval or timeout.
-    AtRisk,
-    /// Checkpoints fail or expire, the job is not running, or nothing completes.
-    Unhealthy,
-}
-
-/// Why a one-shot [`Verdict`] is not healthy, with its numbers; displayed as one sentence.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum VerdictReason {
-    /// The job is not running.
-    NotRunning(JobStatus),
-    /// Some of the newest finished checkpoints failed.
-    Failed {
-        /// How many expired.
-        expired: usize,
-        /// How many failed otherwise.
-        failed: usize,
-        /// Of how many finished checkpoints looked at.
-        of: usize,
-    },
-    /// Checkpoints are on and none ever completed.
-    NeverCompleted,
-    /// A checkpoint in progress waits on a subtask whose task thread a thread dump found in the
-    /// user's code (not yet expired: that would be [`VerdictReason::Failed`]).
-    HeldByUserCode {
-        /// The checkpoint.
-        checkpoint_id: u64,
-        /// How long it has been in progress, ms.
-        age_ms: u64,
-        /// The timeout, ms.
-        timeout_ms: Option<u64>,
-        /// `operator #subtask`.
-        subtask: String,
-        /// The user's frame, `class.method`.
-        frame: String,
-    },
-    /// A checkpoint has been in progress past the timeout.
-    InProgressPastTimeout {
-        /// For how long, ms.
-        for_ms: u64,
-    },
-    /// The longest recent completed checkpoint took over the share of the timeout that
-    /// `FlinkCheckpointDurationHigh` allows.
-    SlowCheckpoint {
-        /// Its duration, ms.
-        took_ms: u64,
-        /// The timeout, ms.
-        timeout_ms: u64,
-    },
-    /// A subtask's alignment took over the share of the interval that
-    /// `FlinkCheckpointAlignmentHigh` allows.
-    SlowAlignment {
-        /// The longest, ms.
-        ms: u64,
-        /// The interval, ms.
-        interval_ms: u64,
-    },
-    /// A subtask's start delay took over the share of the interval that
-    /// `FlinkCheckpointStartDelayHigh` allows.
-    SlowStartDelay {
-        /// The longest, ms.
-        ms: u64,
-        /// The interval, ms.
-        interval_ms: u64,
-    },
-}
-
-impl VerdictReason {
-    /// How bad it is.
-    pub fn verdict(&self) -> Verdict {
-        match self {
-            VerdictReason::NotRunning(_)
-            | VerdictReason::Failed { .. }
-            | VerdictReason::NeverCompleted
-            | VerdictReason::InProgressPastTimeout { .. } => Verdict::Unhealthy,
-            VerdictReason::SlowCheckpoint { .. }
-            | VerdictReason::HeldByUserCode { .. }
-            | VerdictReason::SlowAlignment { .. }
-            | VerdictReason::SlowStartDelay { .. } => Verdict::AtRisk,
-        }
-    }
-}
-
-impl fmt::Display for VerdictReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            VerdictReason::NotRunning(state) => write!(f, "the job is {state}"),
-            VerdictReason::Failed { expired, failed: 0, of } => {
-                write!(f, "{expired} of the last {of} finished checkpoints expired")
-            }
-            VerdictReason::Failed { expired: 0, failed, of } => {
-                write!(f, "{failed} of the last {of} finished checkpoints failed")
-            }
-            VerdictReason::Failed { expired, failed, of } => {
-                write!(f, "{expired} expired and {failed} failed of the last {of} finished checkpoints")
-            }
-            VerdictReason::NeverCompleted => f.write_str("no checkpoint has completed"),
-            VerdictReason::HeldByUserCode { checkpoint_id, age_ms, timeout_ms, subtask, frame } => {
-                let of = timeout_ms.map_or(String::new(), |t| format!(" of its {} timeout", human_ms(t)));
-                write!(
-                    f,
-                    "checkpoint {checkpoint_id} has waited {}{of} on {subtask}, whose task thread is in user code: {frame}",
-                    human_ms(*age_ms)
-                )
-            }
-            VerdictReason::InProgressPastTimeout { for_ms } => {
-                write!(f, "a checkpoint has been in progress for {}, past the timeout", human_ms(*for_ms))
-            }
-            VerdictReason::SlowCheckpoint { took_ms, timeout_ms } => write!(
-                f,
-                "the longest recent completed checkpoint took {} of the {} timeout",
-                human_ms(*took_ms),
-                human_ms(*timeout_ms)
-            ),
-            VerdictReason::SlowAlignment { ms, interval_ms } => write!(
-                f,
-                "alignment up to {} is over half the {} interval",
-                human_ms(*ms),
-                human_ms(*interval_ms)
-            ),
-            VerdictReason::SlowStartDelay { ms, interval_ms } => write!(
-                f,
-                "start delay up to {} is over half the {} interval",
-                human_ms(*ms),
-                human_ms(*interval_ms)
-            ),
-        }
-    }
-}
-
-/// What a one-shot look at a job saw, for [`snapshot_verdict`].
-#[derive(Clone, Debug)]
-pub struct Snapshot<'a> {
-    /// The job's state.
-    pub state: &'a JobStatus,
-    /// The newest finished checkpoints, newest first.
-    pub finished: &'a [FinishedCheckpoint],
-    /// Flink's count of completed checkpoints.
-    pub completed_total: u64,
-    /// The configured interval (`None`: periodic checkpoints are off).
-    pub interval_ms: Option<u64>,
-    /// The configured timeout.
-    pub timeout_ms: Option<u64>,
-    /// The age of the oldest checkpoint in progress.
-    pub oldest_in_progress_ms: Option<u64>,
-    /// The longest alignment of a subtask that stands out.
-    pub top_alignment_ms: Option<u64>,
-    /// The longest start delay of a subtask that stands out.
-    pub top_start_delay_ms: Option<u64>,
-    /// A checkpoint in progress held by a task thread in the user's code: (checkpoint id, its
-    /// age in ms, `operator #subtask`, the user's `class.method`).
-    pub held_in_user_code: Option<(u64, u64, String, String)>,
-}
-
-/// The verdict of a one-shot look and its reasons, in the order: job state, failures, progress,
-/// then the at-risk checks of the built-in rules.
-pub fn snapshot_verdict(s: &Snapshot<'_>) -> (Verdict, Vec<VerdictReason>) {
-    let mut reasons = Vec::new();
-    if !matches!(s.state, JobStatus::Running | JobStatus::Finished) {
-        reasons.push(VerdictReason::NotRunning(s.state.clone()));
-    }
-    let failed: Vec<&FinishedCheckpoint> =
-        s.finished.iter().filter(|cp| cp.status == CheckpointStatus::Failed).collect();
-    if !failed.is_empty() {
-        let expired = failed.iter().filter(|cp| Outcome::of_checkpoint(cp) == Outcome::Expired).count();
-        reasons.push(VerdictReason::Failed { expired, failed: failed.len() - expired, of: s.finished.len() });
-    }
-    if s.completed_total == 0 && s.interval_ms.is_some() {
-        reasons.push(VerdictReason::NeverCompleted);
-    }
-    if let (Some(t), Some(oldest)) = (s.timeout_ms, s.oldest_in_progress_ms)
-        && oldest > t
-    {
-        reasons.push(VerdictReason::InProgressPastTimeout { for_ms: oldest });
-    }
-    if let Some((checkpoint_id, age_ms, subtask, frame)) = s.held_in_user_code.clone() {
-        reasons.push(VerdictReason::HeldByUserCode {
-            checkpoint_id,
-            age_ms,
-            timeout_ms: s.timeout_ms,
-            subtask,
-            frame,
-        });
-    }
-    let longest = s
-        .finished
-        .iter()
-        .filter(|cp| cp.status == CheckpointStatus::Completed && cp.kind != SnapshotKind::Savepoint)
-        .filter_map(|cp| cp.end_to_end_ms)
-        .max();
-    if let (Some(timeout_ms), Some(took_ms)) = (s.timeout_ms, longest)
-        && Threshold::DurationHigh.exceeded(took_ms, timeout_ms)
-    {
-        reasons.push(VerdictReason::SlowCheckpoint { took_ms, timeout_ms });
-    }
-    if let (Some(interval_ms), Some(ms)) = (s.interval_ms, s.top_alignment_ms)
-        && Threshold::AlignmentHigh.exceeded(ms, interval_ms)
-    {
-        reasons.push(VerdictReason::SlowAlignment { ms, interval_ms });
-    }
-    if let (Some(interval_ms), Some(ms)) = (s.interval_ms, s.top_start_delay_ms)
-        && Threshold::StartDelayHigh.exceeded(ms, interval_ms)
-    {
-        reasons.push(VerdictReason::SlowStartDelay { ms, interval_ms });
-    }
-    let verdict = reasons.iter().map(VerdictReason::verdict).max().unwrap_or(Verdict::Healthy);
-    (verdict, reasons)
-}
-
-/// A built-in rule that compares a phase with a share of a limit, read as a threshold: the rule
-/// pack's condition decides, so a one-shot look and the alerts draw the line in one place.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Threshold {
-    /// `FlinkCheckpointDurationHigh`: the checkpoint duration against the timeout.
-    DurationHigh,
-    /// `FlinkCheckpointAlignmentHigh`: alignment against the interval.
-    AlignmentHigh,
-    /// `FlinkCheckpointStartDelayHigh`: start delay against the interval.
-    StartDelayHigh,
-}
-
-impl Threshold {
-    /// The rule, and the series its condition compares: (value, limit).
-    fn rule(self) -> (&'static str, &'static str, &'static str) {
-        match self {
-            Threshold::DurationHigh => ("FlinkCheckpointDurationHigh", "duration.p95", "timeout"),
-            Threshold::AlignmentHigh => ("FlinkCheckpointAlignmentHigh", "alignment.p95", "interval"),
-            Threshold::StartDelayHigh => ("FlinkCheckpointStartDelayHigh", "start_delay.p95", "interval"),
-        }
-    }
-
-    /// Whether `value_ms` against `limit_ms` crosses the rule's threshold (its condition holds
-    /// for those two values).
-    pub fn exceeded(self, value_ms: u64, limit_ms: u64) -> bool {
-        let (name, value, limit) = self.rule();
-        let probe = Probe { values: [(value, value_ms as f64), (limit, limit_ms as f64)] };
-        crate::rules::builtin::condition(name).is_some_and(|c| c.eval(&probe).holds)
-    }
-}
-
-/// Two series with a value each, nothing else: what a threshold rule's condition reads.
-struct Probe {
-    values: [(&'static str, f64); 2],
-}
-
-impl Context for Probe {
-    fn value(&self, series: &str) -> Option<f64> {
-        self.values.iter().find(|(name, _)| *name == series).map(|(_, v)| *v)
-    }
-    fn increase(&self, _: &str, _: f64) -> Option<f64> {
-        None
-    }
-    fn ago(&self, _: &str, _: f64) -> Option<f64> {
-        None
-    }
-    fn knows(&self, series: &str) -> bool {
-        self.values.iter().any(|(name, _)| *name == series)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_thresholds_are_the_rule_packs_half() {
-        assert!(Threshold::DurationHigh.exceeded(5_001, 10_000));
-        assert!(!Threshold::DurationHigh.exceeded(5_000, 10_000));
-        assert!(Threshold::AlignmentHigh.exceeded(2_501, 5_000));
-        assert!(!Threshold::AlignmentHigh.exceeded(2_500, 5_000));
-        assert!(Threshold::StartDelayHigh.exceeded(1, 1));
-        assert!(!Threshold::StartDelayHigh.exceeded(0, 1));
-    }
 
     #[test]
     fn reasons_read_as_the_surfaces_said_them() {
@@ -545,8 +265,5 @@ mod tests {
         assert_eq!(failed.to_string(), "the latest 3 checkpoints failed (latest: expired)");
         let one = Reason::LatestFailed { count: 1, latest: Outcome::Declined };
         assert_eq!(one.to_string(), "the latest checkpoint declined");
-        let mixed = VerdictReason::Failed { expired: 2, failed: 1, of: 10 };
-        assert_eq!(mixed.to_string(), "2 expired and 1 failed of the last 10 finished checkpoints");
-        assert_eq!(mixed.verdict(), Verdict::Unhealthy);
     }
 }

@@ -269,13 +269,20 @@ pub fn job_answer(
     }
     let what = capitalized(&what.join("; "));
     let culprit = window_culprit(c, job_id, j).filter(|w| stands_out(w, failing));
-    let class = alert_class.or(if failing {
-        Some(if counts.expired * 2 >= counts.failures() { Class::Timeout } else { Class::Failure })
-    } else if job_state.is_some() || reasons.iter().any(|r| matches!(r, Reason::Stalled { .. })) {
-        Some(Class::Failure)
-    } else {
-        None
-    });
+    let counted = failing
+        .then(|| if counts.expired * 2 >= counts.failures() { Class::Timeout } else { Class::Failure });
+    let class = match alert_class {
+        // An alert of any failure (`FlinkCheckpointFailed`) says less than the outcomes: mostly
+        // expiries are a timeout (without the log's `FlinkCheckpointExpiredBurst`, a REST-only
+        // daemon and `diagnose` called expiries "failure").
+        Some(Class::Failure) if counted.is_some() => counted,
+        Some(c) => Some(c),
+        None if counted.is_some() => counted,
+        None if job_state.is_some() || reasons.iter().any(|r| matches!(r, Reason::Stalled { .. })) => {
+            Some(Class::Failure)
+        }
+        None => None,
+    };
     let where_ = culprit.as_ref().map(|w| match (w.held_up, w.last_in) {
         (Some((k, of)), _) if of > 1 => format!("{}; it held up {k} of the {of} failed checkpoints", w.text),
         (None, Some((k, of))) => {

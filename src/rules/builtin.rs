@@ -361,12 +361,6 @@ pub fn compiled() -> &'static [super::Rule] {
     })
 }
 
-/// The parsed condition of the built-in rule `name`, for what reads a rule's threshold rather
-/// than repeating its numbers (`health::Threshold`); `None` for a name the pack does not have.
-pub fn condition(name: &str) -> Option<&'static super::expr::Condition> {
-    compiled().iter().find(|r| r.spec.name == name).map(super::Rule::condition)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,14 +1,14 @@
 //! `diagnose`'s answer first (pure): whether a job failed over (its restarts, the tolerable
-//! failures exceeded), each unhealthy job's [`Headline`], and the cluster's first line.
+//! failures exceeded), each job's verdict and [`Headline`] from the daemon's health of it, and
+//! the cluster's first line.
 
+use crate::health::Health;
 use crate::health::headline::{self, Headline, HeadlineClass, Severity};
-use crate::health::{Verdict, VerdictReason};
 use crate::model::coordinator::UNLIMITED_TOLERABLE;
 use crate::observe::{CheckpointStatus, FailureReason, FinishedCheckpoint, JobStatus, SnapshotKind};
-use crate::rules::Class;
 use crate::time::Timestamp;
 
-use super::report::{JobData, JobReport, Report};
+use super::report::{JobData, JobReport, Judged, Report, Verdict};
 use crate::observe::CheckpointSettings;
 
 /// What the failover findings read of a job: the fetched data and its settings.
@@ -186,46 +186,38 @@ pub fn clock(at: Timestamp) -> String {
     t.get(11..).unwrap_or(&t).replace(',', ".")
 }
 
-/// What a job's headline is made of.
-pub(super) struct Finding<'a, 'b> {
-    /// The job.
-    pub(super) job: &'a Job<'b>,
-    /// Its verdict and the reasons.
-    pub verdict: Verdict,
-    /// Why, one sentence each.
-    pub reasons: &'a [VerdictReason],
-    /// Whether and why it failed over.
-    pub failover: Option<&'a str>,
-    /// The most important failure class found.
-    pub class: Option<Class>,
-    /// The subtask to look at, with its TaskManager.
-    pub held_by: Option<String>,
-}
-
-/// The headline of a job that is not healthy.
-pub(super) fn verdict_headline(f: &Finding<'_, '_>) -> Option<Headline> {
-    let state = &f.job.d.state;
-    let severity = match f.verdict {
-        Verdict::Healthy => return None,
-        Verdict::Unhealthy if f.failover.is_some() || !matches!(state, JobStatus::Running) => {
-            Severity::Critical
-        }
-        Verdict::Unhealthy => Severity::Warning,
-        Verdict::AtRisk => Severity::AtRisk,
+/// A job's verdict, reasons and headline from the daemon's health of it after the one look
+/// (`None`: the look did not watch it): the headline is the API's answer, word for word.
+pub fn judged(job: &str, health: Option<&crate::commands::look::JobHealth>) -> Judged {
+    let Some(h) = health else { return Judged::unwatched() };
+    let verdict = Verdict::of(h.health);
+    let severity = match h.health {
+        Health::Critical => Severity::Critical,
+        Health::Warning => Severity::Warning,
+        Health::Pending | Health::Unknown => Severity::AtRisk,
+        Health::Ok => Severity::AtRisk,
     };
-    let class = if f.failover.is_some() { Some(HeadlineClass::Failover) } else { f.class.map(Into::into) };
-    let mut what: Vec<String> = f.reasons.iter().take(1).map(ToString::to_string).collect();
-    what.extend(f.failover.map(|f| format!("failed over: {f}")));
-    let (next_step, doc) = headline::next_step(class, f.held_by.as_deref());
-    Some(Headline {
-        severity,
-        job: if f.job.d.name.is_empty() { f.job.d.job_id.clone() } else { f.job.d.name.clone() },
-        what: what.join("; "),
-        where_: f.held_by.clone(),
-        class,
-        next_step,
-        doc_url: Some(doc.url),
-    })
+    let headline = h.answer.as_ref().filter(|_| verdict != Verdict::Healthy).map(|a| {
+        let class = a.class.map(HeadlineClass::from);
+        // The answer's culprit as a place, "operator #n on TaskManager …": its `where` sentence
+        // retells the `what` and the next step, and the headline is a few lines.
+        let where_ = a.culprit.as_ref().map(|w| {
+            let tm = w.taskmanager.as_deref().map(|t| format!(" on TaskManager {t}")).unwrap_or_default();
+            format!("{} #{}{tm}", w.operator, w.subtask)
+        });
+        // The page that explains the class (the answer's own next step is the text).
+        let (_, doc) = headline::next_step(class, where_.as_deref());
+        Headline {
+            severity,
+            job: job.to_string(),
+            what: a.what.clone(),
+            where_,
+            class,
+            next_step: a.next_step.clone(),
+            doc_url: Some(doc.url),
+        }
+    });
+    Judged { verdict, reasons: h.reasons.iter().map(ToString::to_string).collect(), headline }
 }
 
 /// The cluster's first line: how many jobs, how many of each verdict.

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::health::Outcome;
 use crate::health::headline::Headline;
+use crate::health::{Health, Outcome};
 use crate::observe::{FinishedCheckpoint, JobLoadReport, JobStatus};
 use crate::rules::Class;
 use crate::sources::flink::dto;
@@ -64,7 +64,51 @@ impl Location {
     }
 }
 
-pub use crate::health::Verdict;
+/// How a job is doing, in `diagnose`'s words (and its exit code): the daemon's [`Health`] of
+/// the job after one look ([`Verdict::of`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Nothing of the job is pending or firing, its checkpoints complete (exit 0).
+    Healthy,
+    /// An alert of the job is pending (its condition holds, not yet for its `for`: one look
+    /// never waits that long), or too little is known yet (exit 3).
+    AtRisk,
+    /// An alert fires, the latest checkpoints failed, the schedule stalls or the job is not
+    /// running (exit 1).
+    Unhealthy,
+}
+
+impl Verdict {
+    /// The one mapping of the daemon's health onto the verdict. `unknown` is at risk: a job with
+    /// no checkpoint seen yet has not shown it is healthy, nor that it fails (a cluster that does
+    /// not answer never gets here: `diagnose` exits 2 when it cannot fetch).
+    pub fn of(health: Health) -> Verdict {
+        match health {
+            Health::Critical | Health::Warning => Verdict::Unhealthy,
+            Health::Pending | Health::Unknown => Verdict::AtRisk,
+            Health::Ok => Verdict::Healthy,
+        }
+    }
+}
+
+/// A job's verdict, why, and its headline, from the one look ([`crate::commands::look`]).
+#[derive(Clone, Debug)]
+pub struct Judged {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The health's reasons, the API's `health_reasons`.
+    pub reasons: Vec<String>,
+    /// The answer as a headline; `None` when healthy.
+    pub headline: Option<Headline>,
+}
+
+impl Judged {
+    /// A job the look did not watch (its checkpointing is off): nothing to hold against it.
+    pub fn unwatched() -> Judged {
+        Judged { verdict: Verdict::Healthy, reasons: Vec::new(), headline: None }
+    }
+}
 
 /// The advisor's risk findings of a job (the daemon's `advice::job_risk_findings` over what
 /// `diagnose` fetched): its checkpoint configuration against its newest finished checkpoints.

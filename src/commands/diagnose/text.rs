@@ -123,8 +123,12 @@ fn verdict(o: &mut Out, j: &JobReport) {
         Verdict::Unhealthy => "UNHEALTHY",
     };
     o.line(format!("Job {} ({}) {}: {verdict}", j.name, j.job_id, j.state));
-    for r in &j.verdict_reasons {
-        o.line(format!("  - {r}"));
+    // The reasons on as few lines as they fit (an expired job has five: a screen has 50 lines).
+    if !j.verdict_reasons.is_empty() {
+        let reasons = format!("  - {}", j.verdict_reasons.join("; "));
+        for line in crate::health::headline::wrap(&reasons, crate::health::headline::TEXT_WIDTH, "    ") {
+            o.line(line);
+        }
     }
     if let Some(c) = &j.config {
         o.line(format!("Config: {c}"));

@@ -88,13 +88,22 @@ impl ClientBuildError {
     }
 }
 
-/// A client for one cluster's REST API.
+/// A client for one cluster's REST API. A clone shares the request counter and, when on, the
+/// memo ([`FlinkClient::memoised`]).
+#[derive(Clone)]
 pub struct FlinkClient {
     base: String,
     http: reqwest::Client,
     credentials: Credentials,
     max_response_bytes: u64,
+    /// Requests sent (answered or not), over every clone.
+    sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// A one-shot look's answers by path: a second ask of the same path is answered from here.
+    memo: Option<std::sync::Arc<std::sync::Mutex<Memo>>>,
 }
+
+/// The bodies of answered requests by path (`None`: Flink said 404).
+type Memo = std::collections::HashMap<String, Option<Vec<u8>>>;
 
 /// Clients by (timeout, max_concurrent_requests, CA file contents): see [`FlinkClient::new`].
 type ClientKey = (Duration, usize, Option<Vec<u8>>);
@@ -148,7 +157,23 @@ impl FlinkClient {
             http,
             credentials,
             max_response_bytes: config.max_response_bytes,
+            sent: Default::default(),
+            memo: None,
         })
+    }
+
+    /// The same client answering a path it already asked from memory, for a one-shot look
+    /// (`diagnose`, `advise`) whose parts ask the JobManager for the same paths (the poller's
+    /// round and the report's own fetch): each path costs one request. Never for the daemon,
+    /// which asks again because the answers change.
+    pub fn memoised(mut self) -> Self {
+        self.memo = Some(Default::default());
+        self
+    }
+
+    /// Requests sent so far by this client and its clones (the memo's answers are not requests).
+    pub fn requests_sent(&self) -> u64 {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// `GET /overview`.
@@ -327,6 +352,27 @@ impl FlinkClient {
     }
 
     async fn get_capped<T: DeserializeOwned>(&self, path: &str, limit: u64) -> Result<Option<T>, FetchError> {
+        let remembered =
+            self.memo.as_ref().and_then(|m| m.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned());
+        let body = match remembered {
+            Some(body) => body,
+            None => {
+                let body = self.fetch_body(path, limit).await?;
+                if let Some(memo) = &self.memo {
+                    memo.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_string(), body.clone());
+                }
+                body
+            }
+        };
+        let Some(body) = body else { return Ok(None) };
+        serde_json::from_slice(&body)
+            .map(Some)
+            .map_err(|e| FetchError::Decode { path: path.to_string(), message: e.to_string() })
+    }
+
+    /// One request's body, `None` on a 404.
+    async fn fetch_body(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>, FetchError> {
+        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let request = self.http.get(format!("{}{}", self.base, path)).authorize(&self.credentials);
         // reqwest's messages name the URL, and with it a password in the URL: not in our logs.
         let classify = |e: reqwest::Error| {
@@ -368,9 +414,7 @@ impl FlinkClient {
             }
             body.extend_from_slice(&chunk);
         }
-        serde_json::from_slice(&body)
-            .map(Some)
-            .map_err(|e| FetchError::Decode { path: path.to_string(), message: e.to_string() })
+        Ok(Some(body))
     }
 }
 

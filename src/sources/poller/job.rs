@@ -64,7 +64,7 @@ impl Poller {
         };
         if self.adaptive && !refresh && !terminal {
             let interval_ms = self.config.poll_interval.as_millis() as u64;
-            if !stats_due(cache.next_checkpoint_at, cache.skipped_rounds, Timestamp::now(), interval_ms) {
+            if !stats_due(cache.next_checkpoint_at, cache.skipped_rounds, self.app.now(), interval_ms) {
                 cache.skipped_rounds = cache.skipped_rounds.saturating_add(1);
                 return Ok(None);
             }
@@ -72,7 +72,7 @@ impl Poller {
         let stats = self.fetch(self.client.checkpoints(&job.jid)).await?;
         cache.next_checkpoint_at = next_checkpoint_at(&stats.history, &settings);
         cache.skipped_rounds = 0;
-        let polled_at = Timestamp::now();
+        let polled_at = self.app.now();
         let finished_ids: Vec<(u64, Timestamp)> = stats
             .history
             .iter()

@@ -6,7 +6,6 @@ use super::schedule::{LOAD_EVERY_POLLS, LOCATION_RETRY_POLLS, MAX_LOAD_SUBTASKS,
 use crate::observe::{JobKey, Observation};
 use crate::sources::flink::client::FetchError;
 use crate::sources::flink::convert;
-use crate::time::Timestamp;
 
 impl Poller {
     /// Fetches the graph load of at most [`load_fetches_per_round`] jobs whose load is
@@ -53,7 +52,7 @@ impl Poller {
                     }
                     self.app.apply(&Observation::JobLoad(crate::observe::JobLoadReport {
                         key: JobKey { cluster: self.config.name.clone(), job_id },
-                        measured_at: Timestamp::now(),
+                        measured_at: self.app.now(),
                         topology: Some(topology),
                         vertices,
                     }));

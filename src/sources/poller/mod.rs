@@ -60,6 +60,9 @@ pub struct Poller {
     app: Arc<AppState>,
     jobs: HashMap<String, JobCache>,
     rounds: u64,
+    /// Only these job ids when set (a one-shot look at `--job`): the include and exclude
+    /// patterns match names, which two jobs can share.
+    only: Option<HashSet<String>>,
     /// The JobManager's configuration (`/jobmanager/config`, for the advisor), fetched once per
     /// round however many jobs are new in it: per job, the first round of 10,000 jobs asked
     /// for the same answer 10,000 times.
@@ -73,6 +76,16 @@ impl Poller {
     /// A poller for `config` that reports into `app`.
     pub fn new(config: ClusterConfig, app: Arc<AppState>) -> Result<Self, ClientBuildError> {
         let client = FlinkClient::new(&config)?;
+        Self::with_client(config, client, app)
+    }
+
+    /// A poller for `config` asking through `client` (a one-shot look shares its memoised
+    /// client with the report's own fetch: [`FlinkClient::memoised`]).
+    pub fn with_client(
+        config: ClusterConfig,
+        client: FlinkClient,
+        app: Arc<AppState>,
+    ) -> Result<Self, ClientBuildError> {
         // Compiled when the config was read (and a config with a bad one refused); a pattern
         // that did not compile fails the poller rather than widening or narrowing what it watches.
         let compiled = |key: &str, ps: &[Pattern]| {
@@ -98,9 +111,16 @@ impl Poller {
             app,
             jobs: HashMap::new(),
             rounds: 0,
+            only: None,
             cluster_options: tokio::sync::OnceCell::new(),
             adaptive: false,
         })
+    }
+
+    /// Watches only the jobs `ids` (besides the patterns).
+    pub fn only_jobs(mut self, ids: impl IntoIterator<Item = String>) -> Self {
+        self.only = Some(ids.into_iter().collect());
+        self
     }
 
     /// Polls forever: a round every `poll_interval`, backing off while rounds fail.
@@ -242,7 +262,8 @@ impl Poller {
 
     fn watches(&self, job: &dto::JobOverview) -> bool {
         let name = job.name.as_deref().unwrap_or("");
-        (self.include.is_empty() || self.include.iter().any(|r| r.is_match(name)))
+        self.only.as_ref().is_none_or(|ids| ids.contains(&job.jid))
+            && (self.include.is_empty() || self.include.iter().any(|r| r.is_match(name)))
             && !self.exclude.iter().any(|r| r.is_match(name))
             // A cluster whose jobs are shared out between replicas: only the jobs this one owns.
             && self.config.job_shard.is_none_or(|s| s.owns_job(&self.config.name, &job.jid))

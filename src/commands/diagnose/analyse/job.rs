@@ -74,15 +74,6 @@ impl<'a> Job<'a> {
         }
     }
 
-    /// `operator #n on TaskManager …`, always with its TaskManager when the REST API named it
-    /// (a headline stands alone).
-    pub(super) fn located_with_taskmanager(&self, operator: &str, subtask: u32) -> String {
-        match self.location(operator, subtask) {
-            Some(l) => format!("{operator} #{subtask} on {}", l.text()),
-            None => format!("{operator} #{subtask}"),
-        }
-    }
-
     /// The finished checkpoints with per-subtask details, savepoints left out (triggered by
     /// hand, other rules).
     pub(super) fn with_details(&self) -> Vec<&'a FinishedCheckpoint> {

@@ -18,8 +18,6 @@ use job::Job;
 use lines::{blocking, config_line, failures, load, pending, recent, top_subtasks};
 use shadow::shadow_view;
 
-use crate::health::{Snapshot, snapshot_verdict};
-use crate::observe::FinishedCheckpoint;
 use crate::rules::Class;
 use crate::sources::flink::convert;
 
@@ -59,9 +57,10 @@ fn held_next_step(sample: &crate::observe::ThreadSample, frame: &crate::observe:
     )
 }
 
-/// The diagnosis of one job (pure).
-pub fn analyse(d: &JobData) -> JobReport {
-    use super::headline::{Finding, failover, restarts, verdict_headline};
+/// The diagnosis of one job (pure): the details of what was fetched, under the verdict and
+/// headline the daemon's pipeline gave it (`judged`).
+pub fn analyse(d: &JobData, judged: Judged) -> JobReport {
+    use super::headline::{failover, restarts};
     let job = Job::new(d);
     let counts = d.stats.counts.as_ref().map(convert::counts).unwrap_or_default();
     let recent = recent(d);
@@ -79,34 +78,8 @@ pub fn analyse(d: &JobData) -> JobReport {
     if classes.iter().any(|c| c.class == Class::Blocking) {
         spacing.extend(alignment_view);
     }
-    // A job that completed every checkpoint since its latest restart is judged on those: the
-    // failures before the restart are history, the restart a detail.
+    // Recovered (every checkpoint since its latest restart completed), the failover is a detail.
     let recovered = super::headline::recovered(&view, &restarts);
-    let since_restart: Vec<FinishedCheckpoint>;
-    let finished = match recovered {
-        Some(r) => {
-            since_restart = d.finished.iter().filter(|c| c.triggered_at >= r.restart).cloned().collect();
-            &since_restart
-        }
-        None => &d.finished,
-    };
-    let (verdict, reasons) = snapshot_verdict(&Snapshot {
-        state: &d.state,
-        finished,
-        completed_total: counts.completed,
-        interval_ms: job.interval,
-        timeout_ms: job.timeout,
-        oldest_in_progress_ms: recent
-            .iter()
-            .filter(|r| r.status == "IN_PROGRESS")
-            .filter_map(|r| r.took_ms)
-            .max(),
-        top_alignment_ms: top_alignment.first().map(|a| a.value_ms),
-        top_start_delay_ms: top_start_delay.first().map(|s| s.value_ms),
-        held_in_user_code: in_user_code.as_ref().map(|(id, age, sample, frame)| {
-            (*id, *age, format!("{} #{}", sample.operator, sample.subtask), frame.method_text())
-        }),
-    });
     let mut classes = classes;
     let mut held_by = holder(&job, bottleneck.as_ref(), &blocking);
     // A thread in the user's code holds the checkpoint up: that is where, and it blocks.
@@ -125,36 +98,19 @@ pub fn analyse(d: &JobData) -> JobReport {
     let holder = held_by.as_ref().map(|(op, st)| job.located(op, *st));
     let (causes, mut next) =
         causes_and_next(&job, &classes, &failures, &top_alignment, bottleneck.is_some(), holder);
-    let held_next = in_user_code.as_ref().map(|(_, _, sample, frame)| held_next_step(sample, frame));
-    if let Some(step) = &held_next {
-        next.insert(0, step.clone());
+    if let Some((_, _, sample, frame)) = &in_user_code {
+        next.insert(0, held_next_step(sample, frame));
     }
-    let next = if next.is_empty() { vec![nothing_found_next(verdict)] } else { next };
+    let next = if next.is_empty() { vec![nothing_found_next(judged.verdict)] } else { next };
     let failover = failover(&view, &restarts);
-    let mut headline = verdict_headline(&Finding {
-        job: &view,
-        verdict,
-        reasons: &reasons,
-        // Recovered, the failover is a detail of the report, not the headline.
-        failover: failover.as_deref().filter(|_| recovered.is_none()),
-        class: classes.first().map(|c| c.class),
-        held_by: held_by.as_ref().map(|(op, st)| job.located_with_taskmanager(op, *st)),
-    });
-    // When the held thread is the answer, its next step is the user's code, not backpressure.
-    if let (Some(h), Some(step), Some(crate::health::VerdictReason::HeldByUserCode { .. })) =
-        (headline.as_mut(), held_next, reasons.first())
-    {
-        h.next_step = step;
-        h.doc_url = Some(crate::health::links::RUNBOOK_BLOCKED.url);
-    }
     JobReport {
         job_id: d.job_id.clone(),
         name: d.name.clone(),
         state: d.state.clone(),
-        verdict,
-        verdict_reasons: reasons.iter().map(ToString::to_string).collect(),
+        verdict: judged.verdict,
+        verdict_reasons: judged.reasons,
         advice: super::report::advice_of(d),
-        headline,
+        headline: judged.headline,
         failover: failover.map(|f| match recovered {
             Some(r) => format!("{f}; {}", r.sentence()),
             None => f,
