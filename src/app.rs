@@ -176,12 +176,12 @@ impl AppState {
     /// Makes [`AppState::now`] read `at` from now on: a one-shot look takes its answers as of
     /// one instant, the JobManager's `now`, so that ages are Flink's and do not depend on how
     /// long the look's requests took (nor on when a captured cluster was captured).
-    pub fn stop_clock(&self, at: Timestamp) {
+    pub(crate) fn stop_clock(&self, at: Timestamp) {
         self.stopped_at_ms.store(at.millis(), Ordering::Relaxed);
     }
 
     /// [`AppState::apply`] at `now` (a one-shot look's baseline, before the polls).
-    pub fn apply_at(&self, observation: &Observation, now: Timestamp) {
+    pub(crate) fn apply_at(&self, observation: &Observation, now: Timestamp) {
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         let failures = |state: &State| match observation {
             Observation::JobPolled(poll) => state

@@ -53,6 +53,18 @@ pub fn fmt_duration(ms: u64) -> String {
     if ms >= 1000 { format!("{:.1} s", ms as f64 / 1000.0) } else { format!("{ms} ms") }
 }
 
+/// `a`, `a and b`, `a, b and c`, or the first `at_most` and how many more; `none` for none (the
+/// sentences of every surface that name several things).
+pub(crate) fn some_of<S: AsRef<str>>(items: &[S], at_most: usize, none: &str) -> String {
+    let names: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+    match names.as_slice() {
+        [] => none.to_string(),
+        [one] => (*one).to_string(),
+        [init @ .., last] if names.len() <= at_most => format!("{} and {last}", init.join(", ")),
+        _ => format!("{} and {} more", names[..at_most].join(", "), names.len() - at_most),
+    }
+}
+
 /// A duration for people: `40 ms`, `5.0 s`, `2.5 min` (the commands' reports).
 pub fn human_ms(ms: u64) -> String {
     if ms < 1_000 {

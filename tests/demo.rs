@@ -7,18 +7,22 @@ use crate::common::{scrape_until, try_scrape, until};
 
 use checkpoint_sentinel::commands::demo::{DemoOptions, start};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metrics_list_every_demo_job_within_10_s() {
-    let dir = tempfile::tempdir().unwrap();
-    let demo = start(DemoOptions {
+/// The demo's five jobs (one of each behaviour) in `dir`, its daemon on a free port.
+async fn five_jobs_in(dir: &std::path::Path) -> checkpoint_sentinel::commands::demo::RunningDemo {
+    let options = DemoOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         jobs: 5,
         seed: 1,
-        dir: Some(dir.path().to_path_buf()),
+        dir: Some(dir.to_path_buf()),
         interval_scale: 1,
-    })
-    .await
-    .unwrap();
+    };
+    start(options).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_list_every_demo_job_within_10_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = five_jobs_in(dir.path()).await;
     let addr = demo.daemon.addr;
     let ids: Vec<&str> = demo.jobs.iter().map(|(id, _)| id.as_str()).collect();
     let listed = |body: &str| ids.iter().all(|id| body.contains(&format!("job_id=\"{id}\"")));
@@ -155,15 +159,7 @@ async fn the_api_and_diagnose_agree_and_advice_is_not_ill_health() {
     use serde_json::Value;
 
     let dir = tempfile::tempdir().unwrap();
-    let demo = start(DemoOptions {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        jobs: 5,
-        seed: 1,
-        dir: Some(dir.path().to_path_buf()),
-        interval_scale: 1,
-    })
-    .await
-    .unwrap();
+    let demo = five_jobs_in(dir.path()).await;
     let base = format!("http://{}", demo.daemon.addr);
     let get = |path: String| async move {
         match reqwest::get(&path).await {

@@ -380,7 +380,7 @@ fn interval_below_duration(ctx: &Context) -> Option<Finding> {
 /// their finding functions and `advice::risks` (the daemon's check without the model run) ask
 /// the same test. Each reads the configuration, the observed figures, and whether they are
 /// enough for timing advice.
-pub type RiskTest = fn(&CheckpointConfiguration, &Observed, bool) -> bool;
+pub(crate) type RiskTest = fn(&CheckpointConfiguration, &Observed, bool) -> bool;
 
 /// `timeout_tight` applies: (timeout, P99) when it does.
 fn timeout_tight_test(
@@ -406,7 +406,7 @@ fn no_retention_test(config: &CheckpointConfiguration) -> bool {
 }
 
 /// The risk tests by finding id, in `advice::RISKS`'s order.
-pub const RISK_TESTS: [(&str, RiskTest); 3] = [
+pub(crate) const RISK_TESTS: [(&str, RiskTest); 3] = [
     ("tolerable_too_high", |c, _, _| tolerable_too_high_test(c).is_some()),
     ("timeout_tight", |c, o, enough| timeout_tight_test(c, o, enough).is_some()),
     ("no_retention", |c, _, _| no_retention_test(c)),

@@ -151,7 +151,7 @@ fn risk_inputs(job: &crate::state::JobState, flink_version: Option<&str>) -> Opt
 /// A job's advice lane: the [`RISKS`] its configuration and recent checkpoints show, by id,
 /// whatever its health; empty before its first poll. The page, the API, `diagnose` and the
 /// `FlinkCheckpointConfigRisk` alert read it.
-pub fn job_risk_findings(job: &crate::state::JobState) -> Vec<&'static str> {
+pub(crate) fn job_risk_findings(job: &crate::state::JobState) -> Vec<&'static str> {
     job_risks(job, None).into_iter().flatten().filter_map(|(finding, on)| on.then_some(finding)).collect()
 }
 
@@ -304,6 +304,24 @@ mod tests {
     /// its alignment in hundredths of its duration (0: none reported).
     type Generated = (u8, u64, u64, bool, u64);
 
+    /// Interval, min-pause (% of it), timeout (tenths of it), max-concurrent, tolerable failures
+    /// (few, many or unlimited), unaligned.
+    fn knobs() -> impl proptest::strategy::Strategy<Value = (u64, u64, u64, u32, u32, bool)> {
+        (
+            100u64..=60_000,
+            0u64..=200,
+            5u64..=200,
+            1u32..=4,
+            proptest::prop_oneof![0u32..=5, 6u32..=200, proptest::strategy::Just(i32::MAX as u32)],
+            proptest::bool::ANY,
+        )
+    }
+
+    /// Up to 40 generated checkpoints ([`Generated`]).
+    fn checkpoints() -> impl proptest::strategy::Strategy<Value = Vec<Generated>> {
+        proptest::collection::vec((0u8..=8, 1u64..=950, 50u64..=300, proptest::bool::ANY, 0u64..=100), 1..40)
+    }
+
     /// A job configured by the generated knobs whose checkpoints were `generated`.
     fn generated_case(
         (interval, min_pause_pct, timeout_tenths, max_concurrent, tolerable, unaligned): (
@@ -410,18 +428,8 @@ mod tests {
         /// the spacing is what the checkpoints per hour beside it imply.
         #[test]
         fn every_prediction_s_spacing_agrees_with_its_rates(
-            knobs in (
-                100u64..=60_000,
-                0u64..=200,
-                5u64..=200,
-                1u32..=4,
-                proptest::prop_oneof![0u32..=5, 6u32..=200, proptest::strategy::Just(i32::MAX as u32)],
-                proptest::bool::ANY,
-            ),
-            generated in proptest::collection::vec(
-                (0u8..=8, 1u64..=950, 50u64..=300, proptest::bool::ANY, 0u64..=100),
-                1..40,
-            ),
+            knobs in knobs(),
+            generated in checkpoints(),
         ) {
             let (c, samples) = generated_case(knobs, &generated);
             let a = advise(&c, &samples);
@@ -440,22 +448,12 @@ mod tests {
         /// (periodic checkpoints on or off, retention unknown, kept or deleted) and checkpoints.
         #[test]
         fn the_risks_are_the_advisor_s_own_findings(
-            knobs in (
-                100u64..=60_000,
-                0u64..=200,
-                5u64..=200,
-                1u32..=4,
-                proptest::prop_oneof![0u32..=5, 6u32..=200, proptest::strategy::Just(i32::MAX as u32)],
-                proptest::bool::ANY,
-            ),
+            knobs in knobs(),
             periodic in proptest::bool::ANY,
             retained in proptest::prop_oneof![
                 proptest::strategy::Just(None), proptest::strategy::Just(Some(true)), proptest::strategy::Just(Some(false))
             ],
-            generated in proptest::collection::vec(
-                (0u8..=8, 1u64..=950, 50u64..=300, proptest::bool::ANY, 0u64..=100),
-                1..40,
-            ),
+            generated in checkpoints(),
         ) {
             let (mut c, samples) = generated_case(knobs, &generated);
             c.retained_on_cancellation = retained;

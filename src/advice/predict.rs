@@ -131,7 +131,7 @@ impl Pace {
 
 /// The decimals a rate per hour is given to: one, and three significant digits below 10 (to a
 /// tenth, 0.4 an hour would move the spacing it implies by a quarter).
-pub fn rate_decimals(x: f64) -> usize {
+pub(crate) fn rate_decimals(x: f64) -> usize {
     if x > 0.0 && x.is_finite() { (2 - x.log10().floor() as i32).max(1) as usize } else { 1 }
 }
 

@@ -19,12 +19,10 @@ use std::sync::Arc;
 
 use crate::app::AppState;
 use crate::config::ClusterConfig;
-use crate::health::{Health, Reason};
 use crate::observe::{
     CheckpointCounts, CheckpointStatus, ClusterPoll, FinishedCheckpoint, JobKey, JobPoll, JobSummary,
     Observation,
 };
-use crate::outputs::answer::Answer;
 use crate::rules::{AlertsView, Evaluator, Rule};
 use crate::sources::flink::client::{ClientBuildError, FetchError, FlinkClient};
 use crate::sources::flink::{convert, dto};
@@ -43,21 +41,8 @@ pub struct Look {
     pub app: Arc<AppState>,
     /// The cluster's name in it.
     pub cluster: String,
-    /// When the rules were evaluated (the JobManager's clock).
-    pub now: Timestamp,
     /// The alerts pending or firing then.
     pub alerts: AlertsView,
-}
-
-/// A job's health as the API gives it.
-#[derive(Clone, Debug)]
-pub struct JobHealth {
-    /// The level.
-    pub health: Health,
-    /// Why, worst first.
-    pub reasons: Vec<Reason>,
-    /// What is wrong, where, the class, the next step; `None` when ok.
-    pub answer: Option<Answer>,
 }
 
 /// Looks once at `jobs` of the cluster `config` through `client` (memoised by the caller, who
@@ -108,20 +93,17 @@ pub async fn look(
         evaluator.evaluate(&state, now);
         alerts.set_active(evaluator.active_shared().cloned().collect());
     }
-    Ok(Look { app, cluster: config.name, now, alerts })
+    Ok(Look { app, cluster: config.name, alerts })
 }
 
 impl Look {
     /// The health of `job_id` and its answer, exactly as the API's job summary makes them;
     /// `None` when the round did not watch it (no checkpointing).
-    pub fn job(&self, job_id: &str) -> Option<JobHealth> {
+    pub fn job(&self, job_id: &str) -> Option<crate::outputs::answer::JobVerdict> {
         let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
         let c = state.clusters().get(&self.cluster)?;
         let j = c.jobs.get(job_id)?;
-        let (health, reasons) = crate::health::job_health(c, &self.cluster, job_id, j, &self.alerts);
-        let alerts: Vec<&crate::rules::Alert> = self.alerts.of_job(&self.cluster, job_id).collect();
-        let answer = crate::outputs::answer::job_answer(c, job_id, j, (health, &reasons), &alerts);
-        Some(JobHealth { health, reasons, answer })
+        Some(crate::outputs::answer::job_verdict(c, &self.cluster, job_id, j, &self.alerts))
     }
 }
 

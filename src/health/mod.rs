@@ -168,7 +168,7 @@ pub fn label<'a>(alert: &'a Alert, name: &str) -> &'a str {
 
 /// The advice lane's line beside a headline: "1 job has configuration advice", "3 jobs have
 /// configuration advice"; `None` for none. The page, the API and `diagnose` print it.
-pub fn advice_line(with_advice: usize) -> Option<String> {
+pub(crate) fn advice_line(with_advice: usize) -> Option<String> {
     match with_advice {
         0 => None,
         1 => Some("1 job has configuration advice".to_string()),
@@ -178,7 +178,7 @@ pub fn advice_line(with_advice: usize) -> Option<String> {
 
 /// Whether an alert is configuration advice (class `advice`): the other lane, which never makes a
 /// job or a cluster "not ok".
-pub fn is_advice(alert: &Alert) -> bool {
+pub(crate) fn is_advice(alert: &Alert) -> bool {
     label(alert, "class") == crate::rules::Class::Advice.as_str()
 }
 

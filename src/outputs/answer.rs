@@ -386,6 +386,32 @@ fn next_step(
     }
 }
 
+/// A job's health, its reasons and its answer: the one verdict the page, the API and `diagnose`
+/// (through `commands::look`) render.
+#[derive(Clone, Debug)]
+pub struct JobVerdict {
+    /// The level.
+    pub health: Health,
+    /// Why, worst first.
+    pub reasons: Vec<Reason>,
+    /// What is wrong, where, the class, the next step; `None` when ok.
+    pub answer: Option<Answer>,
+}
+
+/// The verdict of job `job_id` of `cluster` under `alerts` ([`JobVerdict`]).
+pub(crate) fn job_verdict(
+    c: &ClusterState,
+    cluster: &str,
+    job_id: &str,
+    j: &JobState,
+    alerts: &crate::rules::AlertsView,
+) -> JobVerdict {
+    let (health, reasons) = crate::health::job_health(c, cluster, job_id, j, alerts);
+    let of_job: Vec<&Alert> = alerts.of_job(cluster, job_id).collect();
+    let answer = job_answer(c, job_id, j, (health, &reasons), &of_job);
+    JobVerdict { health, reasons, answer }
+}
+
 /// One cluster's headline: how many of its jobs are not ok, and which is worst.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ClusterHeadline {

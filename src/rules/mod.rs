@@ -291,21 +291,24 @@ impl Evaluator {
     ) {
         let scope = entity.0;
         round.evaluated.insert(entity.clone());
-        let texts = match &subject {
-            Subject::Job(view) => view.texts(),
-            Subject::Cluster(view) => view.texts(),
-            _ => Vec::new(),
-        };
         let history = self.histories.entry(entity).or_default();
         history.sample(&subject, now, &self.windows[&scope]);
         let ctx = EvalContext::new(subject, history, now);
+        // The texts (the evidence beside a checkpoint, a cluster's riskiest jobs) only for a
+        // subject that a rule holds for: most hold for none, and a round has 10,000 jobs.
+        let mut texts: Option<Vec<(&'static str, String)>> = None;
         for rule in self.rules.iter().filter(|r| r.spec.scope == scope) {
             let outcome = rule.condition().eval(&ctx);
             // Most rules hold for no job: labels only for those that do.
             if outcome.holds {
                 let none = Detail::default();
                 let detail = if detail.read_by(rule) { detail } else { &none };
-                self.alerts.hold(rule, (labels, detail, &texts), outcome.value, &ctx, now);
+                let texts = texts.get_or_insert_with(|| match ctx.subject() {
+                    Subject::Job(view) => view.texts(),
+                    Subject::Cluster(view) => view.texts(),
+                    _ => Vec::new(),
+                });
+                self.alerts.hold(rule, (labels, detail, texts), outcome.value, &ctx, now);
             }
         }
     }
@@ -1113,11 +1116,11 @@ mod tests {
 
     #[test]
     fn named_jobs_read_as_a_list() {
-        use super::subjects::named_jobs;
-        assert_eq!(named_jobs(["a"].into_iter(), 1), "a");
-        assert_eq!(named_jobs(["a", "b", "c"].into_iter(), 3), "a, b and c");
-        assert_eq!(named_jobs(["a", "b", "c", "d", "e", "f"].into_iter(), 6), "a, b, c, d, e and 1 more");
-        assert_eq!(named_jobs([].into_iter(), 0), "none");
+        use crate::time::some_of;
+        assert_eq!(some_of(&["a"], 5, "none"), "a");
+        assert_eq!(some_of(&["a", "b", "c"], 5, "none"), "a, b and c");
+        assert_eq!(some_of(&["a", "b", "c", "d", "e", "f"], 5, "none"), "a, b, c, d, e and 1 more");
+        assert_eq!(some_of::<&str>(&[], 5, "none"), "none");
     }
 
     fn scoped(scope: Scope, expr: &str, summary: &str) -> Rule {

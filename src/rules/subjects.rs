@@ -90,7 +90,7 @@ impl ClusterView<'_> {
 
     /// Watched jobs whose configuration shows one of the advisor's risk findings, with how many
     /// each shows, most first (then by name).
-    pub fn config_risk_jobs(&self) -> Vec<(usize, &str)> {
+    pub(crate) fn config_risk_jobs(&self) -> Vec<(usize, &str)> {
         let mut risky: Vec<(usize, &str)> = evaluated_jobs(self.cluster)
             .map(|(_, job)| (crate::advice::job_risk_findings(job).len(), job.name.as_str()))
             .filter(|(n, _)| *n > 0)
@@ -103,24 +103,13 @@ impl ClusterView<'_> {
     /// jobs by name (at most [`NAMED_JOBS`], then how many more).
     pub fn texts(&self) -> Vec<(&'static str, String)> {
         let risky = self.config_risk_jobs();
-        vec![("config_risk_jobs", named_jobs(risky.iter().map(|(_, name)| *name), risky.len()))]
+        let names: Vec<&str> = risky.iter().map(|(_, name)| *name).collect();
+        vec![("config_risk_jobs", crate::time::some_of(&names, NAMED_JOBS, "none"))]
     }
 }
 
 /// How many jobs a cluster alert's description names before it says "and N more".
-pub const NAMED_JOBS: usize = 5;
-
-/// "a, b and c" or "a, b, c, d, e and 12 more": the first [`NAMED_JOBS`] of `total` jobs.
-pub(crate) fn named_jobs<'a>(names: impl Iterator<Item = &'a str>, total: usize) -> String {
-    let named: Vec<&str> = names.take(NAMED_JOBS).collect();
-    let more = total.saturating_sub(named.len());
-    match (named.split_last(), more) {
-        (None, _) => "none".to_string(),
-        (Some((only, [])), 0) => (*only).to_string(),
-        (Some((last, rest)), 0) => format!("{} and {last}", rest.join(", ")),
-        (Some(_), more) => format!("{} and {more} more", named.join(", ")),
-    }
-}
+pub(crate) const NAMED_JOBS: usize = 5;
 
 /// What the state knows of one TaskManager, gathered from the cluster's watched jobs.
 #[derive(Clone, Debug, Default, PartialEq)]

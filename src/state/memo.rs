@@ -12,7 +12,7 @@ impl<T: Clone> Memo<T> {
     /// The kept value when `fingerprint` is the one it was worked out from, else `compute()`'s
     /// (then kept). The lock is the job's own, held only for this: readers of other jobs never
     /// wait on it.
-    pub fn get_or_compute(&self, fingerprint: u64, compute: impl FnOnce() -> T) -> T {
+    pub(crate) fn get_or_compute(&self, fingerprint: u64, compute: impl FnOnce() -> T) -> T {
         // A panic while computing poisons nothing worth keeping: the next reader recomputes.
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
         match &*kept {

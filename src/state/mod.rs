@@ -104,7 +104,7 @@ impl State {
     }
 
     /// The id ranges the bounded outbox dropped since the last call (for the log).
-    pub fn take_dropped_ranges(&mut self) -> Vec<outbox::DroppedRange> {
+    pub(crate) fn take_dropped_ranges(&mut self) -> Vec<outbox::DroppedRange> {
         self.outbox.take_dropped()
     }
 

@@ -188,7 +188,7 @@ pub fn clock(at: Timestamp) -> String {
 
 /// A job's verdict, reasons and headline from the daemon's health of it after the one look
 /// (`None`: the look did not watch it): the headline is the API's answer, word for word.
-pub fn judged(job: &str, health: Option<&crate::commands::look::JobHealth>) -> Judged {
+pub(crate) fn judged(job: &str, health: Option<&crate::outputs::answer::JobVerdict>) -> Judged {
     let Some(h) = health else { return Judged::unwatched() };
     let verdict = Verdict::of(h.health);
     let severity = match h.health {

@@ -83,7 +83,7 @@ impl Verdict {
     /// The one mapping of the daemon's health onto the verdict. `unknown` is at risk: a job with
     /// no checkpoint seen yet has not shown it is healthy, nor that it fails (a cluster that does
     /// not answer never gets here: `diagnose` exits 2 when it cannot fetch).
-    pub fn of(health: Health) -> Verdict {
+    pub(crate) fn of(health: Health) -> Verdict {
         match health {
             Health::Critical | Health::Warning => Verdict::Unhealthy,
             Health::Pending | Health::Unknown => Verdict::AtRisk,
@@ -105,14 +105,14 @@ pub struct Judged {
 
 impl Judged {
     /// A job the look did not watch (its checkpointing is off): nothing to hold against it.
-    pub fn unwatched() -> Judged {
+    pub(crate) fn unwatched() -> Judged {
         Judged { verdict: Verdict::Healthy, reasons: Vec::new(), headline: None }
     }
 }
 
 /// The advisor's risk findings of a job (the daemon's `advice::job_risk_findings` over what
 /// `diagnose` fetched): its checkpoint configuration against its newest finished checkpoints.
-pub fn advice_of(d: &JobData) -> Vec<&'static str> {
+pub(crate) fn advice_of(d: &JobData) -> Vec<&'static str> {
     let Some(config) = &d.config else { return Vec::new() };
     let configuration =
         crate::sources::flink::convert::configuration(config, None, &[], d.flink_version.as_deref());

@@ -240,9 +240,9 @@ fn job_summary(
     alerts: &AlertsView,
     now: Timestamp,
 ) -> JobSummaryView {
-    let (health, reasons) = crate::health::job_health(c, cluster, job_id, j, alerts);
+    let super::answer::JobVerdict { health, reasons, answer } =
+        super::answer::job_verdict(c, cluster, job_id, j, alerts);
     let job_alerts: Vec<&Alert> = alerts.of_job(cluster, job_id).collect();
-    let answer = super::answer::job_answer(c, job_id, j, (health, &reasons), &job_alerts);
     let briefs = |state: AlertState| -> Vec<AlertBrief> {
         job_alerts
             .iter()

@@ -166,13 +166,13 @@ impl FlinkClient {
     /// (`diagnose`, `advise`) whose parts ask the JobManager for the same paths (the poller's
     /// round and the report's own fetch): each path costs one request. Never for the daemon,
     /// which asks again because the answers change.
-    pub fn memoised(mut self) -> Self {
+    pub(crate) fn memoised(mut self) -> Self {
         self.memo = Some(Default::default());
         self
     }
 
     /// Requests sent so far by this client and its clones (the memo's answers are not requests).
-    pub fn requests_sent(&self) -> u64 {
+    pub(crate) fn requests_sent(&self) -> u64 {
         self.sent.load(std::sync::atomic::Ordering::Relaxed)
     }
 

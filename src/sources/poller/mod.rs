@@ -81,7 +81,7 @@ impl Poller {
 
     /// A poller for `config` asking through `client` (a one-shot look shares its memoised
     /// client with the report's own fetch: [`FlinkClient::memoised`]).
-    pub fn with_client(
+    pub(crate) fn with_client(
         config: ClusterConfig,
         client: FlinkClient,
         app: Arc<AppState>,
@@ -118,7 +118,7 @@ impl Poller {
     }
 
     /// Watches only the jobs `ids` (besides the patterns).
-    pub fn only_jobs(mut self, ids: impl IntoIterator<Item = String>) -> Self {
+    pub(crate) fn only_jobs(mut self, ids: impl IntoIterator<Item = String>) -> Self {
         self.only = Some(ids.into_iter().collect());
         self
     }

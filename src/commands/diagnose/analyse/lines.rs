@@ -296,12 +296,7 @@ pub(super) fn load(job: &Job<'_>) -> (Vec<String>, Option<(String, u32)>) {
 
 /// `a`, `a and b`, `a, b and c`, or the first three and how many more.
 fn some_of(list: &[String]) -> String {
-    match list {
-        [] => "no subtask".into(),
-        [one] => one.clone(),
-        [init @ .., last] if list.len() <= 3 => format!("{} and {last}", init.join(", ")),
-        _ => format!("{} and {} more", list[..3].join(", "), list.len() - 3),
-    }
+    crate::time::some_of(list, 3, "no subtask")
 }
 
 /// One sentence on a failed checkpoint: how many subtasks acknowledged in time, and the
