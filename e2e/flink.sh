@@ -163,6 +163,9 @@ java17_opts() {
 }
 
 # Flat keys are valid both in the standard-YAML config.yaml (1.19+/2.x) and in flink-conf.yaml (<= 1.18).
+# taskmanager.rpc.port is 0 (Flink's default: a free port each start). A fixed port let the
+# TaskManager that failover starts after a kill -9 come back at the killed one's address, where
+# the JobManager's Pekko kept a quarantined association: it never registered (NoResourceAvailable).
 write_loopback_config() {
   local v="$1" fh="$2" b="$PORT_BASE" conf
   if [ -f "$fh/conf.dist/config.yaml" ]; then conf="$fh/conf/config.yaml"; rm -f "$fh/conf/flink-conf.yaml"
@@ -176,7 +179,7 @@ jobmanager.memory.process.size: $JM_MEM
 jobmanager.execution.failover-strategy: region
 taskmanager.host: 127.0.0.1
 taskmanager.bind-host: 127.0.0.1
-taskmanager.rpc.port: $((b + 125))
+taskmanager.rpc.port: 0
 taskmanager.data.port: $((b + 126))
 taskmanager.memory.process.size: $TM_MEM
 taskmanager.numberOfTaskSlots: $SLOTS

@@ -770,6 +770,7 @@ def skew(env):
 def failover(env):
     job = env.flink("submit", env.a.version, "healthy")
     watch(env, job, 15)
+    before = {t["id"] for t in get_json(f"{env.a.rest}/taskmanagers")["taskmanagers"]}
     tm = env.flink("tm-pid", env.a.version)
     subprocess.run(["kill", "-9", tm], check=True)
     # `start` keeps a TaskManager it finds alive: wait until the killed one is gone (on a loaded
@@ -777,6 +778,12 @@ def failover(env):
     # for slots for ever.
     wait_gone(int(tm))
     env.flink("start", env.a.version)
+    # `start` counts the killed TaskManager too until the JobManager's heartbeat drops it: wait
+    # for the new one to register, or the scenarios after this one find no slots.
+    for _ in range(90):
+        if {t["id"] for t in get_json(f"{env.a.rest}/taskmanagers")["taskmanagers"]} - before:
+            break
+        time.sleep(1)
     restored = None
     for _ in range(60):
         c = env.checkpoints(job)["counts"]

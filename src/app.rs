@@ -3,8 +3,9 @@
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
+use crate::counters::{CLOSE_REASONS, DiscoveryStats, ListenerStats, TLS_HANDSHAKE_ERRORS, TargetStats};
 use crate::observe::{EventSeverity, LogKind, Observation};
-use crate::outputs::listener::{CLOSE_REASONS, ListenerStats, TLS_HANDSHAKE_ERRORS};
+use crate::process::ProcessStats;
 use crate::rules::{AlertState, AlertsView};
 use crate::state::State;
 use crate::time::Timestamp;
@@ -15,7 +16,7 @@ pub struct AppState {
     /// What the daemon knows.
     pub state: RwLock<State>,
     /// Bumped on every applied observation, so the persister writes only after a change.
-    pub generation: AtomicU64,
+    pub(crate) generation: AtomicU64,
     persist_errors: AtomicU64,
     last_persisted_ms: AtomicI64,
     /// Why the last state write failed, `None` when it worked (for `/readyz`).
@@ -23,13 +24,13 @@ pub struct AppState {
     /// The latest alert evaluation, for metrics and the API.
     pub alerts: RwLock<AlertsView>,
     /// Delivery counters per Alertmanager, after each delivery round.
-    pub alertmanagers: RwLock<Vec<crate::outputs::alerting::TargetStats>>,
+    pub(crate) alertmanagers: RwLock<Vec<TargetStats>>,
     /// Woken when warning or error log events arrive: the rules look at them at once instead
     /// of at the next evaluation tick, so a failure line reaches Alertmanager within a second.
-    pub log_events_arrived: tokio::sync::Notify,
+    pub(crate) log_events_arrived: tokio::sync::Notify,
     /// Woken when a poll or a log line shows a checkpoint in progress, so the rule loop
     /// schedules the early-warning evaluation for its age (`rules::next_age_wake`).
-    pub checkpoint_started: tokio::sync::Notify,
+    pub(crate) checkpoint_started: tokio::sync::Notify,
     /// The counters of the daemon's port (connections, closures, TLS handshakes), shared with
     /// the listener that counts them.
     pub listener: std::sync::Arc<ListenerStats>,
@@ -38,17 +39,17 @@ pub struct AppState {
     /// Thread dumps and flame graphs asked for, per (cluster, outcome): [`AppState::count_thread_dump`].
     thread_looks: std::sync::Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
     /// What `/metrics` exports (`[metrics]`), set at start and on reload.
-    pub metrics: RwLock<crate::config::MetricsConfig>,
+    pub(crate) metrics: RwLock<crate::config::MetricsConfig>,
     /// `[thread_dumps]`, set at start and on reload; each cluster's looker reads it per round.
-    pub thread_dumps: RwLock<crate::config::ThreadDumpsConfig>,
+    pub(crate) thread_dumps: RwLock<crate::config::ThreadDumpsConfig>,
     /// How the evidence sources read (`[evidence]`), set at start and on reload.
-    pub evidence: RwLock<crate::config::EvidenceConfig>,
+    pub(crate) evidence: RwLock<crate::config::EvidenceConfig>,
     /// The checkpoint store, when `[store] enabled` and it opened.
     pub store: std::sync::OnceLock<std::sync::Arc<crate::state::store::Store>>,
     /// The store's counters.
-    pub store_stats: StoreStats,
+    pub(crate) store_stats: StoreStats,
     /// What file discovery last found, when it is on.
-    pub discovery: RwLock<Option<crate::sources::discovery::DiscoveryStats>>,
+    pub(crate) discovery: RwLock<Option<DiscoveryStats>>,
     /// The instant [`AppState::now`] reads instead of the wall clock once set
     /// ([`AppState::stop_clock`]; `i64::MIN`: not set, the daemon's case).
     stopped_at_ms: AtomicI64,
@@ -56,13 +57,13 @@ pub struct AppState {
 
 /// What the persister did with the checkpoint store.
 #[derive(Debug, Default)]
-pub struct StoreStats {
+pub(crate) struct StoreStats {
     /// Records in the store after the last write.
-    pub records: AtomicU64,
+    pub(crate) records: AtomicU64,
     /// Records pruned by age or count.
-    pub pruned: AtomicU64,
+    pub(crate) pruned: AtomicU64,
     /// Failed writes (retried with the next state write).
-    pub errors: AtomicU64,
+    pub(crate) errors: AtomicU64,
 }
 
 /// The daemon's own counters that live outside `State`.
@@ -71,57 +72,57 @@ pub struct DaemonStats {
     /// The checkpoint store's counters, when it is open.
     pub store: Option<StoreCounters>,
     /// Failed state writes.
-    pub persist_errors: u64,
+    pub(crate) persist_errors: u64,
     /// Last successful state write.
-    pub last_persisted: Option<Timestamp>,
+    pub(crate) last_persisted: Option<Timestamp>,
     /// Per rule: its pending and firing alerts.
-    pub alerts: Vec<RuleAlerts>,
+    pub(crate) alerts: Vec<RuleAlerts>,
     /// Delivery counters per Alertmanager.
-    pub alertmanagers: Vec<crate::outputs::alerting::TargetStats>,
+    pub(crate) alertmanagers: Vec<TargetStats>,
     /// Failed TLS handshakes on the daemon's port by reason, when it serves TLS.
-    pub tls_handshake_errors: Option<[(&'static str, u64); 3]>,
+    pub(crate) tls_handshake_errors: Option<[(&'static str, u64); 3]>,
     /// Connections to the daemon's port open now.
-    pub http_connections: i64,
+    pub(crate) http_connections: i64,
     /// Connections the daemon closed by reason ([`CLOSE_REASONS`]).
-    pub http_closed: [(&'static str, u64); 2],
+    pub(crate) http_closed: [(&'static str, u64); 2],
     /// What the bounds on outside input cut, per (cluster, what).
-    pub inputs_cut: Vec<(String, &'static str, u64)>,
+    pub(crate) inputs_cut: Vec<(String, &'static str, u64)>,
     /// Thread dumps and flame graphs, per (cluster, outcome).
-    pub thread_dumps: Vec<(String, &'static str, u64)>,
+    pub(crate) thread_dumps: Vec<(String, &'static str, u64)>,
     /// The process's CPU, memory, descriptors and threads (Linux only).
-    pub process: Option<crate::outputs::process::ProcessStats>,
+    pub(crate) process: Option<ProcessStats>,
     /// What to export: per-operator series or not, which quantiles (`[metrics]`).
-    pub metrics: crate::config::MetricsConfig,
+    pub(crate) metrics: crate::config::MetricsConfig,
     /// What file discovery last found, when it is on.
-    pub discovery: Option<crate::sources::discovery::DiscoveryStats>,
+    pub(crate) discovery: Option<DiscoveryStats>,
 }
 
 /// How many alerts of one rule are pending and firing (`checkpoint_sentinel_alerts`).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct RuleAlerts {
+pub(crate) struct RuleAlerts {
     /// The rule's name (`alertname`).
-    pub name: String,
+    pub(crate) name: String,
     /// Its severity label.
-    pub severity: &'static str,
+    pub(crate) severity: &'static str,
     /// Alerts pending.
-    pub pending: usize,
+    pub(crate) pending: usize,
     /// Alerts firing.
-    pub firing: usize,
+    pub(crate) firing: usize,
 }
 
 /// The checkpoint store's counters.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StoreCounters {
     /// Records in the store.
-    pub records: u64,
+    pub(crate) records: u64,
     /// Records pruned.
-    pub pruned: u64,
+    pub(crate) pruned: u64,
     /// Failed writes.
-    pub errors: u64,
+    pub(crate) errors: u64,
     /// Damaged files moved aside.
-    pub files_set_aside: u64,
+    pub(crate) files_set_aside: u64,
     /// Whether the last write (or open) failed.
-    pub failing: bool,
+    pub(crate) failing: bool,
     /// Records waiting in the outbox for the store.
     pub waiting: u64,
 }
@@ -166,7 +167,7 @@ impl AppState {
 
     /// The time the sources stamp their observations with: the wall clock, or the instant
     /// [`AppState::stop_clock`] set.
-    pub fn now(&self) -> Timestamp {
+    pub(crate) fn now(&self) -> Timestamp {
         match self.stopped_at_ms.load(Ordering::Relaxed) {
             i64::MIN => Timestamp::now(),
             at => Timestamp(at),
@@ -228,7 +229,7 @@ impl AppState {
 
     /// Counts `n` items of outside input a bound cut (`what`: one of the labels of
     /// `checkpoint_sentinel_inputs_cut_total`).
-    pub fn count_cut(&self, cluster: &str, what: &'static str, n: u64) {
+    pub(crate) fn count_cut(&self, cluster: &str, what: &'static str, n: u64) {
         if n == 0 {
             return;
         }
@@ -238,13 +239,13 @@ impl AppState {
 
     /// Counts one look at a subtask's thread (`outcome`: one of the labels of
     /// `checkpoint_sentinel_thread_dumps_total`).
-    pub fn count_thread_dump(&self, cluster: &str, outcome: &'static str) {
+    pub(crate) fn count_thread_dump(&self, cluster: &str, outcome: &'static str) {
         let mut counts = self.thread_looks.lock().unwrap_or_else(|e| e.into_inner());
         *counts.entry((cluster.to_string(), outcome)).or_insert(0) += 1;
     }
 
     /// Records the outcome of a state write (the error's text when it failed).
-    pub fn persisted(&self, result: Result<Timestamp, String>) {
+    pub(crate) fn persisted(&self, result: Result<Timestamp, String>) {
         let mut problem = self.persist_problem.write().unwrap_or_else(|e| e.into_inner());
         match result {
             Ok(at) => {
@@ -355,7 +356,7 @@ impl AppState {
             last_persisted: (last > 0).then_some(Timestamp(last)),
             alerts,
             alertmanagers: self.alertmanagers.read().unwrap_or_else(|e| e.into_inner()).clone(),
-            process: crate::outputs::process::read(),
+            process: crate::process::read(),
             metrics: self.metrics.read().unwrap_or_else(|e| e.into_inner()).clone(),
             discovery: self.discovery.read().unwrap_or_else(|e| e.into_inner()).clone(),
         }
@@ -366,7 +367,7 @@ impl AppState {
 /// runtime's other tasks do not wait behind it: on a worker of a multi-thread runtime the runtime
 /// hands that worker's tasks to another thread meanwhile (`block_in_place`); elsewhere (a
 /// current-thread runtime in tests, no runtime) it just runs.
-pub fn off_the_workers<R>(work: impl FnOnce() -> R) -> R {
+pub(crate) fn off_the_workers<R>(work: impl FnOnce() -> R) -> R {
     let multi_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     if multi_thread { tokio::task::block_in_place(work) } else { work() }

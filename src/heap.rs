@@ -24,7 +24,7 @@ pub const TRIM_PERIOD: Duration = Duration::from_secs(5);
 
 /// Whether this build can limit arenas and trim (glibc, the system allocator: neither the
 /// `jemalloc` nor the `mimalloc` feature).
-pub const fn trims() -> bool {
+pub(crate) const fn trims() -> bool {
     cfg!(all(target_os = "linux", target_env = "gnu", not(feature = "mimalloc"), not(feature = "jemalloc")))
 }
 

@@ -13,7 +13,8 @@
 //! - [`rules`] — rule conditions and the alert state machine.
 //! - [`health`] — is a job healthy, and which subtask holds its checkpoints up.
 //! - [`outputs`] — I/O out: `/metrics`, the JSON API, HTTP(S), access, Alertmanager.
-//! - [`app`] — state shared between the daemon's tasks.
+//! - [`app`] — state shared between the daemon's tasks; [`counters`], the counters' types it keeps
+//!   for sources and outputs; `process`, the daemon's own process figures.
 //! - [`outbound`] — what the daemon's outgoing HTTP requests share: credentials on a request.
 //! - [`daemon`] — wiring, reloads and shutdown.
 //! - [`telemetry`] — logging and build facts.
@@ -26,15 +27,17 @@ pub mod advice;
 pub mod app;
 pub mod commands;
 pub mod config;
+pub mod counters;
 pub mod daemon;
 pub mod health;
 pub mod heap;
 pub mod model;
 pub mod observe;
 pub mod open_files;
-pub mod outbound;
+pub(crate) mod outbound;
 pub mod outputs;
 pub mod preflight;
+pub(crate) mod process;
 pub mod rules;
 pub mod shadow;
 pub mod sources;

@@ -11,15 +11,15 @@
 
 /// Descriptors the daemon may hold at once, beyond its port's connections: the probe port's,
 /// the JobManager requests in flight, tailed logs, the store and the runtime's own.
-pub const HEADROOM: u64 = 512;
+pub(crate) const HEADROOM: u64 = 512;
 
 /// The soft limit before and after [`raise_to_hard_limit`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OpenFilesLimit {
     /// The soft limit the process started with.
-    pub before: u64,
+    pub(crate) before: u64,
     /// The soft limit now (the hard limit, or `before` when raising was refused).
-    pub now: u64,
+    pub(crate) now: u64,
 }
 
 /// Raises the soft limit of open files to the hard limit and logs it; warns when even the hard
@@ -47,7 +47,7 @@ pub fn raise_to_hard_limit(max_connections: usize) -> Option<OpenFilesLimit> {
 
 /// See the Unix version: elsewhere the limit is not read.
 #[cfg(not(unix))]
-pub fn raise_to_hard_limit(_max_connections: usize) -> Option<OpenFilesLimit> {
+pub(crate) fn raise_to_hard_limit(_max_connections: usize) -> Option<OpenFilesLimit> {
     None
 }
 

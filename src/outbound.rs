@@ -4,7 +4,7 @@
 use crate::config::Credentials;
 
 /// Adds configured credentials to an outgoing request.
-pub trait Authorize {
+pub(crate) trait Authorize {
     /// The request with `credentials` on it (basic or bearer authentication, or nothing).
     fn authorize(self, credentials: &Credentials) -> Self;
 }

@@ -94,7 +94,7 @@ fn secret_problem(secret: &Secret) -> Result<(), String> {
 /// The state directory exists and a file can be created in it, or it does not exist and can be
 /// created: its nearest existing ancestor is a directory in which a file can be created. Nothing
 /// is left behind.
-pub fn state_dir_writable(dir: &Path) -> Result<(), String> {
+pub(crate) fn state_dir_writable(dir: &Path) -> Result<(), String> {
     let mut existing: PathBuf = dir.to_path_buf();
     loop {
         match std::fs::metadata(&existing) {

@@ -24,13 +24,13 @@ use serde::{Deserialize, Serialize};
 use crate::time::Timestamp;
 
 /// Significant figures kept by every histogram.
-pub const SIGNIFICANT_FIGURES: u8 = 2;
+pub(crate) const SIGNIFICANT_FIGURES: u8 = 2;
 
 /// Largest value recorded; larger values are clamped to it and counted as out of range.
-pub const MAX_VALUE: u64 = 1 << 50;
+pub(crate) const MAX_VALUE: u64 = 1 << 50;
 
 /// The quantiles that are exported.
-pub const QUANTILES: [f64; 3] = [0.5, 0.95, 0.99];
+pub(crate) const QUANTILES: [f64; 3] = [0.5, 0.95, 0.99];
 
 /// Window shape: how long, in how many slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,11 +51,11 @@ impl WindowSpec {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Summary {
     /// Values in the window.
-    pub window_count: u64,
+    pub(crate) window_count: u64,
     /// `(quantile, value)` for each of [`QUANTILES`]; empty when the window is empty.
     pub quantiles: [Option<u64>; 3],
     /// Sum of every value ever recorded.
-    pub sum: u64,
+    pub(crate) sum: u64,
     /// Number of values ever recorded.
     pub count: u64,
 }
@@ -177,7 +177,7 @@ impl WindowedHistogram {
     }
 
     /// Drops slots that fell out of the window at `now`; returns whether anything changed.
-    pub fn expire(&mut self, now: Timestamp) -> bool {
+    pub(crate) fn expire(&mut self, now: Timestamp) -> bool {
         let horizon = now.millis() - self.spec.window_ms as i64;
         let before = self.slots.len();
         while self.slots.front().is_some_and(|s| s.start + self.spec.slot_ms() <= horizon) {
@@ -197,7 +197,7 @@ impl WindowedHistogram {
     }
 
     /// Values clamped because they exceeded [`MAX_VALUE`].
-    pub fn out_of_range(&self) -> u64 {
+    pub(crate) fn out_of_range(&self) -> u64 {
         self.out_of_range
     }
 
@@ -238,19 +238,8 @@ impl WindowedHistogram {
         self.window = (window_count, quantiles);
     }
 
-    /// Bytes held by the slots (for sizing: the buckets and their shared counts, not the
-    /// allocator's overhead).
-    pub fn heap_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Slot>()
-            + self
-                .slots
-                .iter()
-                .map(|s| 2 * std::mem::size_of::<usize>() + std::mem::size_of_val(&*s.buckets))
-                .sum::<usize>()
-    }
-
     /// A serialisable copy, for persisting across restarts. It shares the slots' buckets.
-    pub fn to_persisted(&self) -> PersistedHistogram {
+    pub(crate) fn to_persisted(&self) -> PersistedHistogram {
         PersistedHistogram {
             sum: self.sum,
             count: self.count,
@@ -260,7 +249,7 @@ impl WindowedHistogram {
     }
 
     /// Rebuilds a histogram from its persisted form.
-    pub fn from_persisted(spec: WindowSpec, persisted: &PersistedHistogram) -> Self {
+    pub(crate) fn from_persisted(spec: WindowSpec, persisted: &PersistedHistogram) -> Self {
         let mut h = WindowedHistogram::new(spec);
         h.sum = persisted.sum;
         h.count = persisted.count;
@@ -289,22 +278,22 @@ fn value_at_quantile(buckets: &[(u64, u32)], total: u64, quantile: f64) -> u64 {
 
 /// The on-disk form of a [`WindowedHistogram`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PersistedHistogram {
+pub(crate) struct PersistedHistogram {
     /// Lifetime sum.
-    pub sum: u64,
+    pub(crate) sum: u64,
     /// Lifetime count.
-    pub count: u64,
+    pub(crate) count: u64,
     /// Clamped values.
     #[serde(default)]
-    pub out_of_range: u64,
+    pub(crate) out_of_range: u64,
     /// Live slots.
-    pub slots: Vec<PersistedSlot>,
+    pub(crate) slots: Vec<PersistedSlot>,
 }
 
 /// One slot in its on-disk form, `{"start": epoch ms, "values": [[value, count], …]}` over
 /// its non-empty buckets; in memory it shares the live slot's buckets.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PersistedSlot(Slot);
+pub(crate) struct PersistedSlot(Slot);
 
 /// The JSON shape of a [`PersistedSlot`].
 #[derive(Serialize, Deserialize)]
@@ -321,7 +310,7 @@ impl PersistedSlot {
     }
 
     /// Its non-empty buckets as `(highest value of the bucket, count)`.
-    pub fn values(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+    pub(crate) fn values(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.0
             .buckets
             .iter()

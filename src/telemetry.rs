@@ -30,8 +30,8 @@ pub fn init(format: LogFormat) {
 }
 
 /// The daemon's version (`Cargo.toml`).
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The git commit it was built from, "unknown" without git at build time (see `build.rs`).
-pub const REVISION: &str = env!("SENTINEL_GIT_REVISION");
+pub(crate) const REVISION: &str = env!("SENTINEL_GIT_REVISION");
 /// The version of the compiler that built it.
-pub const RUSTC_VERSION: &str = env!("SENTINEL_RUSTC_VERSION");
+pub(crate) const RUSTC_VERSION: &str = env!("SENTINEL_RUSTC_VERSION");

@@ -20,7 +20,7 @@ impl Timestamp {
     }
 
     /// Seconds since the epoch, as Prometheus wants timestamps in metric values.
-    pub fn seconds(self) -> f64 {
+    pub(crate) fn seconds(self) -> f64 {
         self.0 as f64 / 1000.0
     }
 
@@ -49,7 +49,7 @@ impl fmt::Display for Timestamp {
 }
 
 /// `5.0 s` for durations of a second or more, `40 ms` below (the shadow's sentences).
-pub fn fmt_duration(ms: u64) -> String {
+pub(crate) fn fmt_duration(ms: u64) -> String {
     if ms >= 1000 { format!("{:.1} s", ms as f64 / 1000.0) } else { format!("{ms} ms") }
 }
 
@@ -66,7 +66,7 @@ pub(crate) fn some_of<S: AsRef<str>>(items: &[S], at_most: usize, none: &str) ->
 }
 
 /// A duration for people: `40 ms`, `5.0 s`, `2.5 min` (the commands' reports).
-pub fn human_ms(ms: u64) -> String {
+pub(crate) fn human_ms(ms: u64) -> String {
     if ms < 1_000 {
         format!("{ms} ms")
     } else if ms < 120_000 {
@@ -77,7 +77,7 @@ pub fn human_ms(ms: u64) -> String {
 }
 
 /// Formats `at` like log4j's `%d{yyyy-MM-dd HH:mm:ss,SSS}` in UTC (times before 1970 as 1970).
-pub fn log_time(at: Timestamp) -> String {
+pub(crate) fn log_time(at: Timestamp) -> String {
     let rfc = humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(at.0.max(0) as u64));
     let rfc = rfc.to_string(); // 2026-11-29T15:00:42.535Z
     format!("{} {},{}", &rfc[..10], &rfc[11..19], &rfc[20..23])

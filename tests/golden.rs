@@ -118,7 +118,7 @@ async fn check(version: &str, scenario: &str) {
 
 /// `promtool check metrics` must report nothing. Required in CI; skipped with a note elsewhere
 /// when promtool is not installed.
-pub fn promtool_check(metrics: &str) {
+pub(crate) fn promtool_check(metrics: &str) {
     use std::io::Write;
     let child = std::process::Command::new("promtool")
         .args(["check", "metrics"])

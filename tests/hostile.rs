@@ -682,13 +682,16 @@ async fn scrape_retrying_resets(client: &reqwest::Client, addr: SocketAddr, rese
     unreachable!("the last attempt returns or panics")
 }
 
-/// Whether an error is a connection reset by the peer, anywhere in its chain of causes.
+/// Whether an error is a connection the kernel refused before any answer, anywhere in its chain
+/// of causes: reset by the peer, or a connect that timed out (an overflowing accept queue drops
+/// the SYN instead of resetting it; on a machine loaded by other builds the kernel's retries ran
+/// out once, after two minutes, in a full `cargo test`).
 fn was_reset(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(error);
     while let Some(e) = cause {
-        if e.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionReset)
-        {
+        if e.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(io.kind(), std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::TimedOut)
+        }) {
             return true;
         }
         cause = e.source();

@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 
 /// A resource the stub serves: (API path prefix, plural, kind, apiVersion).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Res {
+pub(crate) enum Res {
     Services,
     FlinkDeployments,
     FlinkSessionJobs,
@@ -115,7 +115,7 @@ fn ns_of(object: &Value) -> &str {
 }
 
 /// The running stub.
-pub struct KubeStub {
+pub(crate) struct KubeStub {
     /// Its base URL (`http://127.0.0.1:port`).
     pub url: String,
     store: Arc<Mutex<Store>>,
@@ -123,7 +123,7 @@ pub struct KubeStub {
 
 impl KubeStub {
     /// Starts the stub with these objects (each written once, in order).
-    pub async fn start(objects: Vec<Value>) -> KubeStub {
+    pub(crate) async fn start(objects: Vec<Value>) -> KubeStub {
         let store = Arc::new(Mutex::new(Store { rv: 1000, ..Default::default() }));
         {
             let mut s = store.lock().unwrap();
@@ -145,14 +145,14 @@ impl KubeStub {
     }
 
     /// Creates or replaces an object (`ADDED` or `MODIFIED`).
-    pub fn apply(&self, object: Value) {
+    pub(crate) fn apply(&self, object: Value) {
         let mut s = self.store.lock().unwrap();
         let kind = if s.objects.contains_key(&key_of(&object)) { "MODIFIED" } else { "ADDED" };
         s.write(kind, object);
     }
 
     /// Deletes an object (`DELETED` with its last state).
-    pub fn delete(&self, res: Res, ns: &str, name: &str) {
+    pub(crate) fn delete(&self, res: Res, ns: &str, name: &str) {
         let mut s = self.store.lock().unwrap();
         let object =
             s.objects.get(&(res, ns.to_string(), name.to_string())).cloned().expect("no such object");
@@ -160,14 +160,14 @@ impl KubeStub {
     }
 
     /// Every open watch breaks off mid-stream (the connection drops).
-    pub fn drop_watches(&self) {
+    pub(crate) fn drop_watches(&self) {
         self.store.lock().unwrap().generation += 1;
     }
 
     /// `change` happens, then the history is compacted past it (as by other writes, which in a
     /// real cluster never stop) and open watches break off: a watch resuming from any version
     /// it saw gets 410 Gone, and only a new list shows the change.
-    pub fn compact(&self, change: impl FnOnce(&mut dyn FnMut(&'static str, Value))) {
+    pub(crate) fn compact(&self, change: impl FnOnce(&mut dyn FnMut(&'static str, Value))) {
         let mut s = self.store.lock().unwrap();
         change(&mut |kind, object| s.write(kind, object));
         s.rv += 1;
@@ -176,22 +176,22 @@ impl KubeStub {
     }
 
     /// Lists served per resource.
-    pub fn lists(&self, res: Res) -> usize {
+    pub(crate) fn lists(&self, res: Res) -> usize {
         self.store.lock().unwrap().lists.get(&res).copied().unwrap_or(0)
     }
 
     /// List pages served per resource.
-    pub fn pages(&self, res: Res) -> usize {
+    pub(crate) fn pages(&self, res: Res) -> usize {
         self.store.lock().unwrap().pages.get(&res).copied().unwrap_or(0)
     }
 
     /// Watches opened per resource.
-    pub fn watches(&self, res: Res) -> usize {
+    pub(crate) fn watches(&self, res: Res) -> usize {
         self.store.lock().unwrap().watches.get(&res).copied().unwrap_or(0)
     }
 
     /// Bookmarks sent, 410s sent.
-    pub fn bookmarks_and_gone(&self) -> (usize, usize) {
+    pub(crate) fn bookmarks_and_gone(&self) -> (usize, usize) {
         let s = self.store.lock().unwrap();
         (s.bookmarks_sent, s.gone_sent)
     }
@@ -355,7 +355,7 @@ fn line(v: &Value) -> Bytes {
 }
 
 /// A fixture of tests/fixtures/kubernetes/.
-pub fn fixture(name: &str) -> Value {
+pub(crate) fn fixture(name: &str) -> Value {
     let path = format!("{}/tests/fixtures/kubernetes/{name}", env!("CARGO_MANIFEST_DIR"));
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }

@@ -19,7 +19,7 @@ use crate::common::{Scenario, fixtures, read_json};
 const VERSIONS: [&str; 4] = ["2.3.0", "1.20.5", "1.17.2", "1.14.6"];
 
 /// A capture of the `poll/` layout as a scenario and its job polls.
-pub fn polls_of(version: &str, name: &str) -> (Scenario, Vec<JobPoll>) {
+pub(crate) fn polls_of(version: &str, name: &str) -> (Scenario, Vec<JobPoll>) {
     let dir = fixtures().join(format!("flink-{version}")).join(name);
     let meta = read_json(&dir.join("scenario.json"));
     let submitted = meta["submitted_ms"].as_i64().unwrap();

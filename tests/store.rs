@@ -123,7 +123,7 @@ fn a_crash_between_the_store_write_and_the_state_write_neither_loses_nor_duplica
     let w = store.write(&records, Timestamp(T0 + 90_000)).unwrap();
     assert_eq!((w.inserted, w.rewritten, w.records), (2, 3, 8));
     assert_eq!(all(&store), (1..=8).collect::<Vec<_>>(), "each checkpoint exactly once");
-    assert_eq!(store.len().unwrap(), 8);
+    assert_eq!(store.record_count().unwrap(), 8);
 }
 
 #[test]
@@ -154,7 +154,7 @@ fn the_store_is_pruned_oldest_first_by_age_and_by_count() {
         pruned +=
             store.write(&state.take_store_batch().0, Timestamp(T0 + last as i64 * 10_000)).unwrap().pruned;
     }
-    assert_eq!(store.len().unwrap(), 50);
+    assert_eq!(store.record_count().unwrap(), 50);
     assert_eq!(pruned, 50);
     assert_eq!(all(&store), (51..=100).collect::<Vec<_>>(), "the oldest went first");
     // Later, the age bound (1 h) takes every record triggered before checkpoint 81 was.
@@ -423,7 +423,7 @@ fn filled_store(dir: &std::path::Path, n: u64) -> u64 {
         state.apply(&poll(((last - 9)..=last).map(completed).collect()), Timestamp(T0));
         store.write(&state.take_store_batch().0, Timestamp(T0 + last as i64 * 10_000)).unwrap();
     }
-    assert_eq!(store.len().unwrap(), n);
+    assert_eq!(store.record_count().unwrap(), n);
     drop(store);
     std::fs::metadata(dir.join(STORE_FILE)).unwrap().len()
 }

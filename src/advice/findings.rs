@@ -15,7 +15,7 @@ use super::predict::{Knobs, Prediction, outcomes, predict, stuck_job_fails_after
 /// How much a finding matters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Severity {
+pub(crate) enum Severity {
     /// Worth knowing; nothing is at risk.
     Info,
     /// Costs throughput, data on failure, or a stuck job's time.
@@ -25,70 +25,68 @@ pub enum Severity {
 /// One figure of a finding's evidence.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[serde(untagged)]
-pub enum Value {
+pub(crate) enum Value {
     /// A count, a duration in ms or a size in bytes (the key says which).
     Int(u64),
     /// A ratio.
     Float(f64),
     /// A setting that is on or off.
     Bool(bool),
-    /// A setting's name.
-    Text(String),
 }
 
 /// What to set.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
-pub struct Recommendation {
+pub(crate) struct Recommendation {
     /// Flink configuration keys and their values (empty: nothing to set, only to know).
-    pub set: BTreeMap<String, String>,
+    pub(crate) set: BTreeMap<String, String>,
     /// The advice in a sentence or two, with the numbers.
-    pub text: String,
+    pub(crate) text: String,
 }
 
 /// The model's prediction side by side.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
-pub struct Predicted {
+pub(crate) struct Predicted {
     /// Under the current settings; `None` when the evidence is thin.
-    pub current: Option<Prediction>,
+    pub(crate) current: Option<Prediction>,
     /// Under the current settings with `recommendation.set` applied.
-    pub recommended: Option<Prediction>,
+    pub(crate) recommended: Option<Prediction>,
 }
 
 /// One finding.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// Its id (`ALL`).
-    pub id: &'static str,
+    pub(crate) id: &'static str,
     /// How much it matters.
-    pub severity: Severity,
+    pub(crate) severity: Severity,
     /// What is wrong, in one sentence with its numbers.
-    pub summary: String,
+    pub(crate) summary: String,
     /// The numbers it rests on.
-    pub evidence: BTreeMap<&'static str, Value>,
+    pub(crate) evidence: BTreeMap<&'static str, Value>,
     /// What to set.
-    pub recommendation: Recommendation,
+    pub(crate) recommendation: Recommendation,
     /// What the model predicts before and after.
-    pub predicted: Predicted,
+    pub(crate) predicted: Predicted,
 }
 
 /// `interval_below_duration`: the interval should be at least this many P95 durations.
-pub const INTERVAL_PER_DURATION: u64 = 2;
+pub(crate) const INTERVAL_PER_DURATION: u64 = 2;
 /// `timeout_tight`: the timeout should be at least this many P99 durations (×10).
-pub const TIMEOUT_PER_P99_TENTHS: u64 = 15;
+pub(crate) const TIMEOUT_PER_P99_TENTHS: u64 = 15;
 /// `tolerable_too_high`: more tolerable failures than this keep a stuck job up for hours.
-pub const MAX_TOLERABLE: u32 = 10;
+pub(crate) const MAX_TOLERABLE: u32 = 10;
 /// What `tolerable_too_high` and `tolerable_zero` recommend.
-pub const RECOMMENDED_TOLERABLE: u32 = 3;
+pub(crate) const RECOMMENDED_TOLERABLE: u32 = 3;
 /// `alignment_share_high`: alignment above this share of the cycle, in percent.
-pub const ALIGNMENT_SHARE_PERCENT: u64 = 50;
+pub(crate) const ALIGNMENT_SHARE_PERCENT: u64 = 50;
 /// `large_state_full_snapshots`: full snapshots of state above this size.
-pub const LARGE_STATE_BYTES: u64 = 1 << 30;
+pub(crate) const LARGE_STATE_BYTES: u64 = 1 << 30;
 /// `large_state_full_snapshots`: the heap backend above this size.
-pub const HEAP_STATE_BYTES: u64 = 5 << 30;
+pub(crate) const HEAP_STATE_BYTES: u64 = 5 << 30;
 
 /// One setting a recommendation changes.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Setting {
+pub(crate) enum Setting {
     /// `execution.checkpointing.interval`, ms.
     Interval(u64),
     /// `execution.checkpointing.min-pause`, ms.
@@ -113,7 +111,7 @@ pub enum Setting {
 
 impl Setting {
     /// The Flink configuration key of this setting in Flink `major`.
-    pub fn key(self, major: u32) -> &'static str {
+    pub(crate) fn key(self, major: u32) -> &'static str {
         let two = major >= 2;
         match self {
             Setting::Interval(_) => "execution.checkpointing.interval",
@@ -133,7 +131,7 @@ impl Setting {
     }
 
     /// Its value as Flink reads it (durations like `10s`, `500ms`).
-    pub fn value(self) -> String {
+    pub(crate) fn value(self) -> String {
         let duration =
             |ms: u64| if ms.is_multiple_of(1000) { format!("{}s", ms / 1000) } else { format!("{ms}ms") };
         match self {
@@ -150,25 +148,25 @@ impl Setting {
 }
 
 /// What every finding reads.
-pub struct Context<'a> {
+pub(crate) struct Context<'a> {
     /// The configuration.
-    pub config: &'a CheckpointConfiguration,
+    pub(crate) config: &'a CheckpointConfiguration,
     /// The samples.
-    pub samples: &'a [Sample],
+    pub(crate) samples: &'a [Sample],
     /// Their figures.
-    pub observed: &'a Observed,
+    pub(crate) observed: &'a Observed,
     /// The current settings as the model takes them (`None`: periodic checkpoints off).
-    pub knobs: Option<Knobs>,
+    pub(crate) knobs: Option<Knobs>,
     /// The model under the current settings (`None` when thin).
-    pub current: Option<Prediction>,
+    pub(crate) current: Option<Prediction>,
     /// Whether the evidence is enough for timing advice.
-    pub enough: bool,
+    pub(crate) enough: bool,
     observed_unaligned: bool,
 }
 
 impl<'a> Context<'a> {
     /// The context of one job; runs the model under the current settings when `enough`.
-    pub fn new(
+    pub(crate) fn new(
         config: &'a CheckpointConfiguration,
         samples: &'a [Sample],
         observed: &'a Observed,
@@ -256,7 +254,7 @@ impl<'a> Context<'a> {
 }
 
 /// Every finding that applies.
-pub fn all(ctx: &Context) -> Vec<Finding> {
+pub(crate) fn all(ctx: &Context) -> Vec<Finding> {
     let timing: [fn(&Context) -> Option<Finding>; 5] = [
         min_pause_binds,
         interval_below_duration,
@@ -652,7 +650,7 @@ fn storage_need(ctx: &Context) -> Option<Finding> {
 }
 
 /// Bytes in binary units.
-pub fn bytes(b: u64) -> String {
+pub(crate) fn bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = b as f64;
     let mut unit = 0;

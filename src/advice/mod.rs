@@ -8,15 +8,15 @@
 //! - [`predict`]: the model run under one set of settings.
 //! - [`findings`]: one function per finding, with its threshold.
 
-pub mod findings;
-pub mod observed;
-pub mod predict;
+pub(crate) mod findings;
+pub(crate) mod observed;
+pub(crate) mod predict;
 
 use crate::observe::CheckpointConfiguration;
 
-pub use findings::{Finding, Predicted, Recommendation, Severity, Value};
-pub use observed::{Observed, Sample};
-pub use predict::Prediction;
+pub(crate) use findings::{Finding, Severity};
+pub(crate) use observed::{Observed, Sample};
+pub(crate) use predict::Prediction;
 
 /// Findings about timing (the spacing, the timeout, alignment): a healthy job has none.
 pub const TIMING: &[&str] = &[
@@ -30,10 +30,10 @@ pub const TIMING: &[&str] = &[
 /// Findings that risk data or a stuck job: the advice lane of every surface and
 /// `FlinkCheckpointConfigRisk` read them ([`job_risk_findings`]); their tests are
 /// `findings::RISK_TESTS`, in this order.
-pub const RISKS: [&str; 3] = ["tolerable_too_high", "timeout_tight", "no_retention"];
+pub(crate) const RISKS: [&str; 3] = ["tolerable_too_high", "timeout_tight", "no_retention"];
 
 /// Every finding id, in the order of `docs/advice.md` (the `finding` label's values).
-pub const ALL: &[&str] = &[
+pub(crate) const ALL: &[&str] = &[
     "min_pause_binds",
     "interval_below_duration",
     "timeout_tight",
@@ -48,29 +48,30 @@ pub const ALL: &[&str] = &[
 
 /// The advice for one job.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Advice {
+pub(crate) struct Advice {
     /// The configuration read.
-    pub configuration: CheckpointConfiguration,
+    pub(crate) configuration: CheckpointConfiguration,
     /// What the checkpoints showed.
-    pub observed: Observed,
+    pub(crate) observed: Observed,
     /// Why the evidence is too thin for timing advice, when it is.
-    pub thin: Option<String>,
+    pub(crate) thin: Option<String>,
     /// The model under the current settings (`None` when thin or periodic checkpoints are off).
-    pub predicted: Option<Prediction>,
+    pub(crate) predicted: Option<Prediction>,
     /// The findings, warnings first.
-    pub findings: Vec<Finding>,
+    pub(crate) findings: Vec<Finding>,
 }
 
+#[cfg(test)]
 impl Advice {
     /// Whether finding `id` is among the findings.
-    pub fn has(&self, id: &str) -> bool {
+    pub(crate) fn has(&self, id: &str) -> bool {
         self.findings.iter().any(|f| f.id == id)
     }
 }
 
 /// The advice for a job configured as `configuration` whose finished checkpoints were
 /// `samples` (any order; savepoints already left out).
-pub fn advise(configuration: &CheckpointConfiguration, samples: &[Sample]) -> Advice {
+pub(crate) fn advise(configuration: &CheckpointConfiguration, samples: &[Sample]) -> Advice {
     let observed = Observed::of(samples);
     let thin = observed.thin();
     let ctx = findings::Context::new(configuration, samples, &observed, thin.is_none());
@@ -87,7 +88,7 @@ pub fn advise(configuration: &CheckpointConfiguration, samples: &[Sample]) -> Ad
 
 /// The configuration the advisor reads for a job: the whole one when the poller fetched it,
 /// else the timing settings alone; `None` before the first poll.
-pub fn configuration_of(
+pub(crate) fn configuration_of(
     job: &crate::state::JobState,
     flink_version: Option<&str>,
 ) -> Option<CheckpointConfiguration> {
@@ -109,7 +110,10 @@ pub fn configuration_of(
 
 /// Which of the [`RISKS`] a job's configuration and recent checkpoints show: the same tests
 /// as [`advise`]'s findings (`findings::RISK_TESTS`), without the model runs.
-pub fn risks(configuration: &CheckpointConfiguration, samples: &[Sample]) -> [(&'static str, bool); 3] {
+pub(crate) fn risks(
+    configuration: &CheckpointConfiguration,
+    samples: &[Sample],
+) -> [(&'static str, bool); 3] {
     let observed = Observed::of(samples);
     let enough = observed.thin().is_none();
     findings::RISK_TESTS.map(|(id, applies)| (id, applies(configuration, &observed, enough)))
@@ -118,7 +122,7 @@ pub fn risks(configuration: &CheckpointConfiguration, samples: &[Sample]) -> [(&
 /// [`risks`] of a job as the daemon knows it (its recent checkpoints); `None` before its
 /// first poll. Worked out again only when what they read changed ([`risk_inputs`]): the
 /// scrapes, rule rounds and API answers in between read the job's memo.
-pub fn job_risks(
+pub(crate) fn job_risks(
     job: &crate::state::JobState,
     flink_version: Option<&str>,
 ) -> Option<[(&'static str, bool); 3]> {
@@ -164,6 +168,7 @@ mod tests {
     use super::*;
     use crate::observe::{CheckpointSettings, CheckpointStatus, FailureReason};
     use crate::time::Timestamp;
+    use findings::Value;
 
     fn config(interval: u64, min_pause: u64, tolerable: u32) -> CheckpointConfiguration {
         CheckpointConfiguration {

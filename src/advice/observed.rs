@@ -8,39 +8,40 @@ use crate::state::record::CheckpointRecord;
 use crate::time::Timestamp;
 
 /// Fewer completed checkpoints than this are too few to time a recommendation on.
-pub const MIN_COMPLETED: usize = 5;
+pub(crate) const MIN_COMPLETED: usize = 5;
 
 /// One finished checkpoint (savepoints are left out: they are not on the periodic schedule).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Flink's id.
-    pub id: u64,
+    pub(crate) id: u64,
     /// Trigger time.
-    pub triggered_at: Timestamp,
+    pub(crate) triggered_at: Timestamp,
     /// Completed or failed.
-    pub status: CheckpointStatus,
+    pub(crate) status: CheckpointStatus,
     /// Trigger to last ack (completed) or to failure (failed), ms.
-    pub duration_ms: Option<u64>,
+    pub(crate) duration_ms: Option<u64>,
     /// Why it failed, when it did and the message says.
-    pub failure: Option<FailureReason>,
+    pub(crate) failure: Option<FailureReason>,
     /// The longest time a subtask spent before its snapshot: start delay + alignment, ms.
-    pub alignment_ms: Option<u64>,
+    pub(crate) alignment_ms: Option<u64>,
     /// Bytes processed during alignment (what unaligned checkpoints would persist instead).
-    pub processed_bytes: Option<u64>,
+    pub(crate) processed_bytes: Option<u64>,
     /// In-flight bytes persisted (unaligned checkpoints).
-    pub persisted_bytes: Option<u64>,
+    pub(crate) persisted_bytes: Option<u64>,
     /// Full state size (1.15+).
-    pub full_state_bytes: Option<u64>,
+    pub(crate) full_state_bytes: Option<u64>,
     /// Bytes this checkpoint wrote.
-    pub checkpointed_bytes: Option<u64>,
+    pub(crate) checkpointed_bytes: Option<u64>,
     /// An expired checkpoint whose every subtask acknowledged in the end (Flink records a late
     /// acknowledgement, marked aborted): how long it needed, ms.
-    pub needed_ms: Option<u64>,
+    pub(crate) needed_ms: Option<u64>,
 }
 
 impl Sample {
+    #[cfg(test)]
     /// A completed checkpoint with only its trigger time and duration known.
-    pub fn completed(id: u64, triggered_at: Timestamp, duration_ms: u64) -> Sample {
+    pub(crate) fn completed(id: u64, triggered_at: Timestamp, duration_ms: u64) -> Sample {
         Sample {
             id,
             triggered_at,
@@ -57,7 +58,7 @@ impl Sample {
     }
 
     /// A finished checkpoint as the poller or `convert::finished` gives it; `None` for a savepoint.
-    pub fn from_finished(cp: &FinishedCheckpoint) -> Option<Sample> {
+    pub(crate) fn from_finished(cp: &FinishedCheckpoint) -> Option<Sample> {
         if cp.kind == SnapshotKind::Savepoint {
             return None;
         }
@@ -95,7 +96,7 @@ impl Sample {
     }
 
     /// A checkpoint as the store keeps it; `None` for a savepoint.
-    pub fn from_stored(stored: &StoredCheckpoint) -> Option<Sample> {
+    pub(crate) fn from_stored(stored: &StoredCheckpoint) -> Option<Sample> {
         Some(Sample {
             processed_bytes: stored.processed_bytes,
             persisted_bytes: stored.persisted_bytes,
@@ -106,7 +107,7 @@ impl Sample {
     }
 
     /// A checkpoint as the daemon's recent list keeps it (no sizes); `None` for a savepoint.
-    pub fn from_record(r: &CheckpointRecord) -> Option<Sample> {
+    pub(crate) fn from_record(r: &CheckpointRecord) -> Option<Sample> {
         if r.kind == SnapshotKind::Savepoint {
             return None;
         }
@@ -130,49 +131,49 @@ impl Sample {
     }
 
     /// Whether it expired (the coordinator's timeout aborted it).
-    pub fn expired(&self) -> bool {
+    pub(crate) fn expired(&self) -> bool {
         self.failure == Some(FailureReason::CheckpointExpired)
     }
 }
 
 /// The figures of a job's samples the findings rest on.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// Completed checkpoints looked at.
-    pub completed: usize,
+    pub(crate) completed: usize,
     /// Failed ones, expired included.
-    pub failed: usize,
+    pub(crate) failed: usize,
     /// Expired ones.
-    pub expired: usize,
+    pub(crate) expired: usize,
     /// The longest an expired checkpoint needed, ms, of those acknowledged late by all their
     /// subtasks (`None`: none was, how long they needed is not known).
-    pub expired_needed_ms: Option<u64>,
+    pub(crate) expired_needed_ms: Option<u64>,
     /// How many expired checkpoints tell how long they needed.
-    pub expired_needed_known: usize,
+    pub(crate) expired_needed_known: usize,
     /// First to last trigger, ms.
-    pub span_ms: u64,
+    pub(crate) span_ms: u64,
     /// Completed durations, ms: median, 95th and 99th percentile (nearest rank).
-    pub duration_p50_ms: Option<u64>,
+    pub(crate) duration_p50_ms: Option<u64>,
     /// See `duration_p50_ms`.
-    pub duration_p95_ms: Option<u64>,
+    pub(crate) duration_p95_ms: Option<u64>,
     /// See `duration_p50_ms`.
-    pub duration_p99_ms: Option<u64>,
+    pub(crate) duration_p99_ms: Option<u64>,
     /// Mean gap between the triggers of consecutive ids, ms ([`spacing`]).
-    pub spacing_ms: Option<u64>,
+    pub(crate) spacing_ms: Option<u64>,
     /// Median start delay + alignment of the completed ones, ms.
-    pub alignment_p50_ms: Option<u64>,
+    pub(crate) alignment_p50_ms: Option<u64>,
     /// Median bytes processed during alignment.
-    pub processed_p50_bytes: Option<u64>,
+    pub(crate) processed_p50_bytes: Option<u64>,
     /// Median in-flight bytes persisted.
-    pub persisted_p50_bytes: Option<u64>,
+    pub(crate) persisted_p50_bytes: Option<u64>,
     /// The newest completed checkpoint's full state size (its checkpointed size before 1.15).
-    pub state_bytes: Option<u64>,
+    pub(crate) state_bytes: Option<u64>,
     /// Whether some completed checkpoint wrote well under its full state (incremental seen).
-    pub incremental_seen: bool,
+    pub(crate) incremental_seen: bool,
 }
 
 /// Nearest-rank percentile `p` (0–100) of `values`; `None` when empty.
-pub fn percentile(values: &[u64], p: u64) -> Option<u64> {
+pub(crate) fn percentile(values: &[u64], p: u64) -> Option<u64> {
     let mut sorted = values.to_vec();
     sorted.sort_unstable();
     let n = sorted.len() as u64;
@@ -189,7 +190,7 @@ pub fn percentile(values: &[u64], p: u64) -> Option<u64> {
 /// beside it: where a slow checkpoint holds the next trigger and the queued one follows at
 /// once (gaps of 6 s, 0.1 s, 3 s, 3 s), the median lands on whichever cluster of gaps is
 /// larger and moves between them with small timing differences.
-pub fn spacing(gaps: &[u64]) -> Option<u64> {
+pub(crate) fn spacing(gaps: &[u64]) -> Option<u64> {
     let median = percentile(gaps, 50)?;
     let typical: Vec<u64> =
         gaps.iter().copied().filter(|&g| g <= median.saturating_mul(GAP_OUTLIER_FACTOR)).collect();
@@ -198,11 +199,11 @@ pub fn spacing(gaps: &[u64]) -> Option<u64> {
 }
 
 /// A gap this many times the median is no part of the job's rhythm (see [`spacing`]).
-pub const GAP_OUTLIER_FACTOR: u64 = 10;
+pub(crate) const GAP_OUTLIER_FACTOR: u64 = 10;
 
 impl Observed {
     /// The figures of `samples` (any order).
-    pub fn of(samples: &[Sample]) -> Observed {
+    pub(crate) fn of(samples: &[Sample]) -> Observed {
         let mut sorted: Vec<&Sample> = samples.iter().collect();
         sorted.sort_by_key(|s| (s.triggered_at, s.id));
         let completed: Vec<&Sample> =
@@ -242,7 +243,7 @@ impl Observed {
     }
 
     /// Why these samples are too few to time advice on, if they are.
-    pub fn thin(&self) -> Option<String> {
+    pub(crate) fn thin(&self) -> Option<String> {
         (self.completed < MIN_COMPLETED).then(|| {
             format!(
                 "only {} completed checkpoint{} to go on (at least {MIN_COMPLETED} are needed): no timing advice yet",

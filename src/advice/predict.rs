@@ -16,31 +16,31 @@ use crate::time::Timestamp;
 use super::observed::Sample;
 
 /// The seed of every prediction's initial delay.
-pub const SEED: u64 = 29;
+pub(crate) const SEED: u64 = 29;
 /// Checkpoints each prediction simulates (at least; twice the observed ones when more).
-pub const SIMULATED: usize = 240;
+pub(crate) const SIMULATED: usize = 240;
 
 /// The settings a prediction runs under.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Knobs {
+pub(crate) struct Knobs {
     /// The coordinator's (interval, min-pause, max-concurrent, timeout, tolerable failures).
-    pub coordinator: CoordinatorConfig,
+    pub(crate) coordinator: CoordinatorConfig,
     /// Unaligned checkpoints.
-    pub unaligned: bool,
+    pub(crate) unaligned: bool,
     /// The aligned checkpoint timeout with unaligned on, ms (0: unaligned from the start).
-    pub aligned_timeout_ms: u64,
+    pub(crate) aligned_timeout_ms: u64,
 }
 
 /// What the model predicts under one set of settings. The spacing and the per-hour rates are
 /// private and set together ([`Pace`]): the spacing is always one hour over the completed and
 /// failed checkpoints per hour, whoever builds a prediction.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Prediction {
+pub(crate) struct Prediction {
     /// Mean gap between triggers, ms: the window from the first trigger to the last over the
     /// checkpoints triggered in it.
     spacing_ms: u64,
     /// What set most trigger times: `interval`, `min_pause`, `max_concurrent`, `timeout`.
-    pub binding: &'static str,
+    pub(crate) binding: &'static str,
     /// Completed checkpoints per hour.
     checkpoints_per_hour: f64,
     /// Expired checkpoints per hour.
@@ -49,37 +49,37 @@ pub struct Prediction {
     failures_per_hour: f64,
     /// The longest gap between two completed checkpoints, ms: the most processing a failure
     /// would replay.
-    pub replay_window_ms: Option<u64>,
+    pub(crate) replay_window_ms: Option<u64>,
     /// Median start delay + alignment per checkpoint, ms.
-    pub alignment_ms: Option<u64>,
+    pub(crate) alignment_ms: Option<u64>,
     /// In-flight bytes each checkpoint persists (unaligned), or would persist if unaligned were
     /// on (the bytes processed during alignment).
-    pub inflight_bytes: Option<u64>,
+    pub(crate) inflight_bytes: Option<u64>,
     /// With these outcomes the job fails (tolerable failures exceeded) this long after start, ms.
-    pub job_fails_after_ms: Option<u64>,
+    pub(crate) job_fails_after_ms: Option<u64>,
     /// Were every checkpoint to hang (a stuck job), it would fail this long after start, ms;
     /// `None`: never (unlimited tolerable failures).
-    pub stuck_job_fails_after_ms: Option<u64>,
+    pub(crate) stuck_job_fails_after_ms: Option<u64>,
 }
 
 impl Prediction {
     /// Mean gap between triggers, ms: 3,600,000 ÷ (completed + failed per hour).
-    pub fn spacing_ms(&self) -> u64 {
+    pub(crate) fn spacing_ms(&self) -> u64 {
         self.spacing_ms
     }
 
     /// Completed checkpoints per hour.
-    pub fn checkpoints_per_hour(&self) -> f64 {
+    pub(crate) fn checkpoints_per_hour(&self) -> f64 {
         self.checkpoints_per_hour
     }
 
     /// Expired checkpoints per hour (counted among the failed too).
-    pub fn expiries_per_hour(&self) -> f64 {
+    pub(crate) fn expiries_per_hour(&self) -> f64 {
         self.expiries_per_hour
     }
 
     /// Failed checkpoints per hour, expiries included.
-    pub fn failures_per_hour(&self) -> f64 {
+    pub(crate) fn failures_per_hour(&self) -> f64 {
         self.failures_per_hour
     }
 }
@@ -150,7 +150,7 @@ fn rate(x: f64) -> f64 {
 /// or hangs when they do not tell.
 /// An expired checkpoint that does not tell lasts `expired_needed_ms` (what those that tell
 /// needed at most) when given.
-pub fn outcomes(
+pub(crate) fn outcomes(
     samples: &[Sample],
     knobs: &Knobs,
     observed_unaligned: bool,
@@ -183,7 +183,7 @@ pub fn outcomes(
 }
 
 /// Runs the model over `outcomes` (repeated) under `knobs`; `None` without outcomes.
-pub fn predict(
+pub(crate) fn predict(
     knobs: &Knobs,
     outcomes: &[Outcome],
     alignment_ms: Option<u64>,
@@ -242,7 +242,7 @@ pub fn predict(
 
 /// When a job whose every checkpoint hangs fails, ms after start: `tolerable + 1` expiries,
 /// simulated up to [`SIMULATED`] of them and extrapolated at the simulated pace beyond.
-pub fn stuck_job_fails_after(config: &CoordinatorConfig) -> Option<u64> {
+pub(crate) fn stuck_job_fails_after(config: &CoordinatorConfig) -> Option<u64> {
     if config.tolerable_failures >= UNLIMITED_TOLERABLE {
         return None;
     }

@@ -33,22 +33,22 @@ use crate::time::Timestamp;
 
 /// How far back the baseline goes at most: `FlinkCheckpointFailed`'s window (`increase(…,
 /// 10m)`), so that a failure older than the daemon would still alert on is not told as new.
-pub const BASELINE_MS: i64 = 10 * 60_000;
+pub(crate) const BASELINE_MS: i64 = 10 * 60_000;
 
 /// What one look found: the state after the round and the alerts evaluated at its end.
-pub struct Look {
+pub(crate) struct Look {
     /// The state the round built.
-    pub app: Arc<AppState>,
+    pub(crate) app: Arc<AppState>,
     /// The cluster's name in it.
-    pub cluster: String,
+    pub(crate) cluster: String,
     /// The alerts pending or firing then.
-    pub alerts: AlertsView,
+    pub(crate) alerts: AlertsView,
 }
 
 /// Looks once at `jobs` of the cluster `config` through `client` (memoised by the caller, who
 /// reads the same answers for its report), with `rules`; `detailed` is how many of each job's
 /// newest finished checkpoints get their per-subtask details.
-pub async fn look(
+pub(crate) async fn look(
     config: &ClusterConfig,
     client: &FlinkClient,
     jobs: &[&dto::JobOverview],
@@ -99,7 +99,7 @@ pub async fn look(
 impl Look {
     /// The health of `job_id` and its answer, exactly as the API's job summary makes them;
     /// `None` when the round did not watch it (no checkpointing).
-    pub fn job(&self, job_id: &str) -> Option<crate::outputs::answer::JobVerdict> {
+    pub(crate) fn job(&self, job_id: &str) -> Option<crate::outputs::answer::JobVerdict> {
         let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
         let c = state.clusters().get(&self.cluster)?;
         let j = c.jobs.get(job_id)?;

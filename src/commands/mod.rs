@@ -12,6 +12,6 @@
 pub mod advise;
 pub mod demo;
 pub mod diagnose;
-pub(crate) mod look;
+pub mod look;
 pub mod scan_logs;
 pub mod simulate;

@@ -17,7 +17,7 @@ use crate::time::{Timestamp, human_ms};
 
 /// Output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// A sentence and a table.
     Text,
     /// One JSON document.
@@ -29,50 +29,50 @@ pub enum Format {
 pub struct SimulateArgs {
     /// Checkpoint interval (overrides the replayed config), e.g. `30s`.
     #[arg(long, value_parser = humantime::parse_duration)]
-    pub interval: Option<Duration>,
+    pub(crate) interval: Option<Duration>,
     /// Minimum pause between checkpoints [what-if default: 0s].
     #[arg(long, value_parser = humantime::parse_duration)]
-    pub min_pause: Option<Duration>,
+    pub(crate) min_pause: Option<Duration>,
     /// Maximum concurrent checkpoints [what-if default: 1].
     #[arg(long)]
-    pub max_concurrent: Option<u32>,
+    pub(crate) max_concurrent: Option<u32>,
     /// Checkpoint timeout [what-if default: 10m, Flink's; replay: the job's].
     #[arg(long, value_parser = humantime::parse_duration)]
-    pub timeout: Option<Duration>,
+    pub(crate) timeout: Option<Duration>,
     /// Tolerable consecutive failed checkpoints [what-if default: 0, Flink's: the first counted
     /// failure fails the job; replay: the job's].
     #[arg(long)]
-    pub tolerable_failures: Option<u32>,
+    pub(crate) tolerable_failures: Option<u32>,
     /// What-if: each checkpoint's outcome in turn, repeated: a duration (`50s`), `expired`, or
     /// `declined[:after]`; `@FILE` reads them from a file (commas or newlines).
     #[arg(long)]
-    pub durations: Option<String>,
+    pub(crate) durations: Option<String>,
     /// What-if: how many checkpoints to simulate (default: the outcomes in turn until at least
     /// 12 checkpoints and twice through the list, enough to see their spacing).
     #[arg(long)]
-    pub count: Option<usize>,
+    pub(crate) count: Option<usize>,
     /// What-if: seed of the random initial delay.
     #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// What-if: also simulate the checkpoints unaligned, as the alignment model runs them:
     /// barriers overtake the queued buffers, so the alignment (`--alignment`) drops to ~0 and each
     /// checkpoint is as much shorter, at the cost of persisting the in-flight data the barriers
     /// overtook; prints what changes [default: aligned only].
     #[arg(long, requires = "alignment", conflicts_with = "checkpoint_config")]
-    pub unaligned: bool,
+    pub(crate) unaligned: bool,
     /// What-if with `--unaligned`: how much of each given duration is alignment (the slowest
     /// subtask's "Alignment Duration" in Flink's checkpoint details), e.g. `20s`.
     #[arg(long, value_parser = humantime::parse_duration, requires = "unaligned")]
-    pub alignment: Option<Duration>,
+    pub(crate) alignment: Option<Duration>,
     /// Replay: Flink's `/jobs/:id/checkpoints/config` JSON.
     #[arg(long, requires = "history")]
-    pub checkpoint_config: Option<PathBuf>,
+    pub(crate) checkpoint_config: Option<PathBuf>,
     /// Replay: one or more `/jobs/:id/checkpoints` JSON responses, merged by id.
     #[arg(long, num_args = 1.., requires = "checkpoint_config")]
-    pub history: Vec<PathBuf>,
+    pub(crate) history: Vec<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
-    pub format: Format,
+    pub(crate) format: Format,
 }
 
 /// Why `simulate` cannot run.
@@ -101,16 +101,7 @@ pub enum SimulateError {
     Usage(String),
 }
 
-impl SimulateError {
-    /// Fixed label of the error kind.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            SimulateError::Read { .. } => "read",
-            SimulateError::Parse { .. } => "parse",
-            SimulateError::Usage(_) => "usage",
-        }
-    }
-}
+impl SimulateError {}
 
 /// Runs `simulate` and returns what to print.
 pub fn run(args: &SimulateArgs) -> Result<String, SimulateError> {
@@ -204,7 +195,7 @@ fn apply_overrides(model: &mut CoordinatorConfig, args: &SimulateArgs) {
 /// The outcomes unaligned: a completed checkpoint takes its alignment less (barriers overtake
 /// the queued buffers, so a subtask snapshots on its first barrier: alignment ~0, as the
 /// alignment model's unaligned mode has it); an expiry or a decline stays what it was.
-pub fn unaligned_outcomes(outcomes: &[Outcome], alignment_ms: u64) -> Vec<Outcome> {
+pub(crate) fn unaligned_outcomes(outcomes: &[Outcome], alignment_ms: u64) -> Vec<Outcome> {
     outcomes
         .iter()
         .map(|o| match *o {
@@ -219,7 +210,7 @@ pub fn unaligned_outcomes(outcomes: &[Outcome], alignment_ms: u64) -> Vec<Outcom
 /// In-flight data an unaligned checkpoint persists at most per back-pressured input channel:
 /// the buffers a full channel holds unread, which the barrier overtakes (the alignment model's
 /// backlog of a channel whose producer's output pool is full, Flink's default buffers).
-pub fn persisted_per_channel_bytes() -> u64 {
+pub(crate) fn persisted_per_channel_bytes() -> u64 {
     use crate::shadow::alignment::{BUFFER_BYTES, MAX_BUFFERS_PER_CHANNEL, unread_buffers};
     (unread_buffers(MAX_BUFFERS_PER_CHANNEL) * BUFFER_BYTES as f64).round() as u64
 }
@@ -286,7 +277,7 @@ fn unaligned_json(aligned: &WhatIf, unaligned: &WhatIf, alignment_ms: u64) -> St
 }
 
 /// Parses `50s,52s,expired,declined:2s` (commas, whitespace or newlines between items).
-pub fn parse_outcomes(list: &str) -> Result<Vec<Outcome>, SimulateError> {
+pub(crate) fn parse_outcomes(list: &str) -> Result<Vec<Outcome>, SimulateError> {
     let parse_ms = |s: &str| {
         humantime::parse_duration(s.trim())
             .map(|d| d.as_millis() as u64)
@@ -316,32 +307,32 @@ pub fn parse_outcomes(list: &str) -> Result<Vec<Outcome>, SimulateError> {
 /// Checkpoints a what-if simulates by default for `n` given outcomes: whole rounds of the list,
 /// at least two and at least 12 checkpoints, so the spacing they make shows (one duration is
 /// one checkpoint, which has no spacing).
-pub fn default_count(n: usize) -> usize {
+pub(crate) fn default_count(n: usize) -> usize {
     let n = n.max(1);
     n * 2.max(12usize.div_ceil(n))
 }
 
 /// The result of a what-if run.
 #[derive(Clone, Debug)]
-pub struct WhatIf {
+pub(crate) struct WhatIf {
     /// The configuration.
-    pub config: CoordinatorConfig,
+    pub(crate) config: CoordinatorConfig,
     /// (id, trigger ms since start, binding, end).
-    pub checkpoints: Vec<(u64, i64, Binding, Option<End>)>,
+    pub(crate) checkpoints: Vec<(u64, i64, Binding, Option<End>)>,
     /// Median gap between triggers, ms.
-    pub effective_interval_ms: u64,
+    pub(crate) effective_interval_ms: u64,
     /// Shortest, mean and longest gap between triggers, ms (`None` with fewer than two).
-    pub gaps_ms: Option<(u64, u64, u64)>,
+    pub(crate) gaps_ms: Option<(u64, u64, u64)>,
     /// Median duration of the given completed outcomes, ms.
-    pub median_duration_ms: u64,
+    pub(crate) median_duration_ms: u64,
     /// Dominant binding.
-    pub binding: Binding,
+    pub(crate) binding: Binding,
     /// When the job failed (tolerable failures exceeded), ms since start.
-    pub job_failed_at_ms: Option<i64>,
+    pub(crate) job_failed_at_ms: Option<i64>,
 }
 
 /// Runs the model on `outcomes` (repeated) until `count` checkpoints ended.
-pub fn what_if(config: CoordinatorConfig, outcomes: &[Outcome], count: usize, seed: u64) -> WhatIf {
+pub(crate) fn what_if(config: CoordinatorConfig, outcomes: &[Outcome], count: usize, seed: u64) -> WhatIf {
     let start = Timestamp(0);
     let mut model = Coordinator::new(config.clone(), start, Schedule::Seeded(seed));
     let mut next = 0usize;
@@ -386,7 +377,7 @@ pub fn what_if(config: CoordinatorConfig, outcomes: &[Outcome], count: usize, se
 }
 
 /// The one-sentence explanation of the effective interval (a median gap between triggers).
-pub fn explain(
+pub(crate) fn explain(
     config: &CoordinatorConfig,
     effective_ms: u64,
     median_duration_ms: u64,
@@ -448,7 +439,7 @@ fn explain_spacing(
 /// and with max-concurrent 1 or a min-pause at least until `min-pause` after it ended (a
 /// request that finds the slot taken waits for it, one that comes before the pause is over is
 /// rescheduled to its end: `CheckpointRequestDecider`).
-pub fn rule_spacing_ms(config: &CoordinatorConfig, duration_ms: u64) -> u64 {
+pub(crate) fn rule_spacing_ms(config: &CoordinatorConfig, duration_ms: u64) -> u64 {
     if config.max_concurrent <= 1 || config.min_pause_ms > 0 {
         config.interval_ms.max(duration_ms + config.min_pause_ms)
     } else {
@@ -459,7 +450,7 @@ pub fn rule_spacing_ms(config: &CoordinatorConfig, duration_ms: u64) -> u64 {
 /// What a what-if run computed, in one sentence: the spacing of the simulated triggers (every
 /// gap alike, or their mean and range when the outcomes make them differ) and the rule behind
 /// it; with fewer than two checkpoints, the spacing Flink's rules give.
-pub fn explain_what_if(r: &WhatIf) -> String {
+pub(crate) fn explain_what_if(r: &WhatIf) -> String {
     let durations: Vec<u64> = r
         .checkpoints
         .iter()

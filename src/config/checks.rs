@@ -349,7 +349,7 @@ fn secret_problems(
 // `Config::problems`, and discovery.rs sits below `Config` (it is one of its sections).
 impl DiscoveryConfig {
     /// Every problem with the values, each naming its key.
-    pub fn problems(&self, problems: &mut Vec<String>) {
+    pub(crate) fn problems(&self, problems: &mut Vec<String>) {
         for (i, p) in self.files.iter().enumerate() {
             if let Err(e) = glob::Pattern::new(p) {
                 problems.push(format!("discovery.files[{i}]: {p:?}: expected a glob pattern ({e})"));

@@ -16,7 +16,7 @@ pub struct ClusterConfig {
     /// A short name, used as the `cluster` label.
     pub name: String,
     /// The JobManager's REST base URL, e.g. `http://127.0.0.1:8081`.
-    pub url: String,
+    pub(crate) url: String,
     /// How often to poll.
     #[serde(with = "humantime_serde")]
     pub poll_interval: Duration,
@@ -30,18 +30,18 @@ pub struct ClusterConfig {
     /// of 1,000 jobs at 5 ms fits in about a second.
     pub max_concurrent_requests: usize,
     /// HTTP basic authentication.
-    pub basic_auth: Option<BasicAuth>,
+    pub(crate) basic_auth: Option<BasicAuth>,
     /// A bearer token.
-    pub bearer_token: Option<Secret>,
+    pub(crate) bearer_token: Option<Secret>,
     /// A PEM file with extra CA certificates for HTTPS.
-    pub ca_file: Option<PathBuf>,
+    pub(crate) ca_file: Option<PathBuf>,
     /// Regular expressions over job names: watch only matching jobs (empty: all).
-    pub include_jobs: Vec<Pattern>,
+    pub(crate) include_jobs: Vec<Pattern>,
     /// Regular expressions over job names: never watch matching jobs.
-    pub exclude_jobs: Vec<Pattern>,
+    pub(crate) exclude_jobs: Vec<Pattern>,
     /// A subtask that has not acknowledged an in-progress checkpoint after this share of the
     /// checkpoint timeout is reported as a `barrier_missing` event (source `rest`).
-    pub pending_subtask_after: f64,
+    pub(crate) pending_subtask_after: f64,
     /// A REST answer larger than this many bytes is cut off and counted as an error
     /// (`kind="too_large"`) instead of being read into memory.
     pub max_response_bytes: u64,
@@ -61,7 +61,7 @@ pub struct ClusterConfig {
     /// [`shard_clusters`](super::shard_clusters), never read from a file: the shard
     /// whose jobs this replica watches, when the cluster's jobs are shared out.
     #[serde(skip)]
-    pub job_shard: Option<Shard>,
+    pub(crate) job_shard: Option<Shard>,
 }
 
 impl Default for ClusterConfig {

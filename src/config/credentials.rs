@@ -9,28 +9,28 @@ use serde::{Deserialize, Serialize};
 /// Basic authentication credentials.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BasicAuth {
+pub(crate) struct BasicAuth {
     /// The user name.
-    pub username: String,
+    pub(crate) username: String,
     /// The password.
-    pub password: Secret,
+    pub(crate) password: Secret,
 }
 
 /// A secret given inline, in a file, or in an environment variable (exactly one of them).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Secret {
+pub(crate) struct Secret {
     /// The secret itself (avoid in files under version control).
-    pub value: Option<String>,
+    pub(crate) value: Option<String>,
     /// A file holding the secret (trailing newline ignored), e.g. a Kubernetes Secret mount.
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     /// The name of an environment variable holding the secret.
-    pub env: Option<String>,
+    pub(crate) env: Option<String>,
 }
 
 impl Secret {
     /// Reads the secret from wherever it is.
-    pub fn resolve(&self) -> Result<String, String> {
+    pub(crate) fn resolve(&self) -> Result<String, String> {
         if let Some(v) = &self.value {
             return Ok(v.clone());
         }
@@ -64,7 +64,7 @@ impl Secret {
 /// `basic_auth` or `bearer_token` with the secret read: what the daemon sends to Flink and to
 /// Alertmanager, or expects from its own readers.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub enum Credentials {
+pub(crate) enum Credentials {
     /// None (for the daemon's own endpoints: open to anyone).
     #[default]
     None,
@@ -82,7 +82,7 @@ pub enum Credentials {
 impl Credentials {
     /// Reads the secret of `basic` or, without it, of `bearer`; an error names the key under
     /// `prefix` (e.g. `alerting.basic_auth.password`).
-    pub fn resolve(
+    pub(crate) fn resolve(
         basic: Option<&BasicAuth>,
         bearer: Option<&Secret>,
         prefix: &str,
@@ -102,7 +102,7 @@ impl Credentials {
 
 /// `url` with the password of its user info (`http://user:pw@host/`) masked, for anything
 /// printed or exported (check-config, logs, warnings, the `alertmanager` label).
-pub fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     let Some(scheme_end) = url.find("://").map(|i| i + 3) else { return url.to_string() };
     let authority_end = url[scheme_end..].find(['/', '?', '#']).map_or(url.len(), |i| scheme_end + i);
     let authority = &url[scheme_end..authority_end];

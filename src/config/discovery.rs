@@ -27,11 +27,11 @@ pub struct DiscoveryConfig {
     pub refresh_interval: Duration,
     /// At most this many discovered clusters; targets beyond are left out (in the order of
     /// file paths, then of the files' entries) and counted.
-    pub max_clusters: usize,
+    pub(crate) max_clusters: usize,
     /// At most this many files are read (in path order); the others are counted as errors.
-    pub max_files: usize,
+    pub(crate) max_files: usize,
     /// A larger file is not read (a warning and an error count; what it gave before is kept).
-    pub max_file_bytes: u64,
+    pub(crate) max_file_bytes: u64,
     /// The settings of every discovered cluster.
     pub defaults: DiscoveryDefaults,
     /// `[discovery.kubernetes]`: Kubernetes discovery (src/sources/kubernetes.rs).
@@ -57,36 +57,36 @@ impl Default for DiscoveryConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct DiscoveryDefaults {
     /// `http` or `https`, for targets given as `host:port` (a target's `__scheme__` label wins).
-    pub scheme: String,
+    pub(crate) scheme: String,
     /// How often to poll.
     #[serde(with = "humantime_serde")]
     pub poll_interval: Duration,
     /// Timeout of each HTTP request.
     #[serde(with = "humantime_serde")]
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// At most this many requests in flight to each cluster.
-    pub max_concurrent_requests: usize,
+    pub(crate) max_concurrent_requests: usize,
     /// HTTP basic authentication.
-    pub basic_auth: Option<BasicAuth>,
+    pub(crate) basic_auth: Option<BasicAuth>,
     /// A bearer token.
-    pub bearer_token: Option<Secret>,
+    pub(crate) bearer_token: Option<Secret>,
     /// A PEM file with extra CA certificates for HTTPS.
-    pub ca_file: Option<PathBuf>,
+    pub(crate) ca_file: Option<PathBuf>,
     /// Regular expressions over job names: watch only matching jobs (empty: all).
-    pub include_jobs: Vec<Pattern>,
+    pub(crate) include_jobs: Vec<Pattern>,
     /// Regular expressions over job names: never watch matching jobs.
-    pub exclude_jobs: Vec<Pattern>,
+    pub(crate) exclude_jobs: Vec<Pattern>,
     /// As `pending_subtask_after` of `[[clusters]]`.
-    pub pending_subtask_after: f64,
+    pub(crate) pending_subtask_after: f64,
     /// As `max_response_bytes` of `[[clusters]]`.
-    pub max_response_bytes: u64,
+    pub(crate) max_response_bytes: u64,
     /// As `max_jobs` of `[[clusters]]`.
-    pub max_jobs: usize,
+    pub(crate) max_jobs: usize,
     /// As `max_history_per_poll` of `[[clusters]]`.
-    pub max_history_per_poll: usize,
+    pub(crate) max_history_per_poll: usize,
     /// As `shard_jobs` of `[[clusters]]`: every discovered cluster's jobs are shared out
     /// between the replicas of a sharded deployment.
-    pub shard_jobs: bool,
+    pub(crate) shard_jobs: bool,
     /// `[discovery.defaults.logs]`: a `[[logs]]` entry for every discovered cluster, its
     /// `paths` templates in which `{cluster}` is the cluster's name (`cluster` and `name` are
     /// left out: they are the discovered cluster's).
@@ -118,7 +118,7 @@ impl Default for DiscoveryDefaults {
 
 impl DiscoveryDefaults {
     /// The cluster `name` at `url` with these settings.
-    pub fn cluster(&self, name: &str, url: &str) -> ClusterConfig {
+    pub(crate) fn cluster(&self, name: &str, url: &str) -> ClusterConfig {
         ClusterConfig {
             name: name.to_string(),
             url: url.to_string(),
@@ -151,7 +151,7 @@ impl DiscoveryDefaults {
     /// and one whose name a `[[logs]]` entry's `name` already takes (`taken`). In a sharded
     /// deployment a cluster whose jobs are shared out has its logs followed by the cluster's
     /// owner only, as `[[logs]]`.
-    pub fn logs_of(&self, discovered: &[ClusterConfig], taken: &BTreeSet<String>) -> Vec<LogConfig> {
+    pub(crate) fn logs_of(&self, discovered: &[ClusterConfig], taken: &BTreeSet<String>) -> Vec<LogConfig> {
         let Some(template) = &self.logs else { return Vec::new() };
         discovered
             .iter()
@@ -178,7 +178,7 @@ pub const MAX_CLUSTERS_LIMIT: usize = 100_000;
 
 impl DiscoveryConfig {
     /// Whether any file or the Kubernetes API is to be watched.
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         !self.files.is_empty() || self.kubernetes.enabled
     }
 }

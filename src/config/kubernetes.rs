@@ -18,19 +18,19 @@ pub struct KubernetesConfig {
     /// Which kinds to watch: `services`, `flinkdeployments`, `flinksessionjobs`.
     pub kinds: Vec<String>,
     /// Label selector for Services (Flink's native integration labels its services so).
-    pub service_selector: String,
+    pub(crate) service_selector: String,
     /// Label selector for FlinkDeployments and FlinkSessionJobs (empty: all).
-    pub label_selector: String,
+    pub(crate) label_selector: String,
     /// The API server's URL, without credentials (e.g. `kubectl proxy`); else `kubeconfig`,
     /// else the in-cluster service account or the default kubeconfig.
     pub api_url: Option<String>,
     /// A kubeconfig file (its current context).
-    pub kubeconfig: Option<PathBuf>,
+    pub(crate) kubeconfig: Option<PathBuf>,
     /// The REST URL of a discovered cluster: `{scheme}` (`[discovery.defaults] scheme`),
     /// `{service}`, `{namespace}`, `{port}`, `{cluster_id}` are replaced.
     pub url_template: String,
     /// The REST port when the object does not say (Flink's `rest.port` default).
-    pub rest_port: u16,
+    pub(crate) rest_port: u16,
     /// At most this many objects (all kinds together) are kept; the rest are cut and counted.
     pub max_objects: usize,
     /// The API server ends each watch after this long (`timeoutSeconds`); it is then resumed.
@@ -39,7 +39,7 @@ pub struct KubernetesConfig {
     /// Connect and write timeout of every request to the API server (reads: `watch_timeout`
     /// plus this).
     #[serde(with = "humantime_serde")]
-    pub request_timeout: Duration,
+    pub(crate) request_timeout: Duration,
     /// At start (and when discovery restarts on a reload), wait at most this long for the first
     /// complete listing before the daemon goes on with what it has.
     #[serde(with = "humantime_serde")]
@@ -75,7 +75,7 @@ pub const MAX_OBJECTS_LIMIT: usize = 100_000;
 
 impl KubernetesConfig {
     /// Every problem with the values, each naming its key (`discovery.kubernetes.…`).
-    pub fn problems(&self, problems: &mut Vec<String>) {
+    pub(crate) fn problems(&self, problems: &mut Vec<String>) {
         let key = |k: &str| format!("discovery.kubernetes.{k}");
         for (i, ns) in self.namespaces.iter().enumerate() {
             if !is_dns_label(ns) {

@@ -12,7 +12,7 @@ impl Config {
     }
 
     /// Like [`load`](Self::load) with an explicit environment (for tests).
-    pub fn load_with_env(
+    pub(crate) fn load_with_env(
         file: &Path,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Config, ConfigError> {
@@ -211,7 +211,7 @@ pub(super) mod tests {
         assert!(config.discovery.defaults.logs.as_ref().is_some_and(|l| l.paths[0].contains("{cluster}")));
         let text = std::fs::read_to_string(dir.join("file_sd/flink-apps.yml")).unwrap();
         let targets =
-            crate::sources::discovery::parse_as(&text, crate::sources::discovery::Format::Yaml, "http")
+            crate::sources::file_sd::parse_as(&text, crate::sources::discovery::Format::Yaml, "http")
                 .unwrap();
         assert_eq!(targets.len(), 4);
     }

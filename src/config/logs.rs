@@ -53,7 +53,7 @@ impl Default for LogConfig {
 
 impl LogConfig {
     /// The entry's id: its name, or the cluster name.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         self.name.as_deref().unwrap_or(&self.cluster)
     }
 }
@@ -74,15 +74,15 @@ pub enum StartAt {
 #[serde(deny_unknown_fields)]
 pub struct LogPatternConfig {
     /// A name for messages.
-    pub name: String,
+    pub(crate) name: String,
     /// A regular expression over the message part of a line (after ` - `). Named captures
     /// `id`, `job`, `task`, `subtask`, `tm`, `dur` (ms), `bytes`, `reason`, `detail` fill the event.
-    pub regex: Pattern,
+    pub(crate) regex: Pattern,
     /// The event kind (the `kind` label): lower-case letters, digits and `_`.
-    pub kind: String,
+    pub(crate) kind: String,
     /// `info`, `warning` or `error`.
     #[serde(default = "default_severity")]
-    pub severity: crate::observe::EventSeverity,
+    pub(crate) severity: crate::observe::EventSeverity,
 }
 
 fn default_severity() -> crate::observe::EventSeverity {

@@ -29,14 +29,14 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use clusters::ClusterConfig;
-pub use credentials::{BasicAuth, Credentials, Secret, redact_url};
+pub(crate) use credentials::{BasicAuth, Credentials, Secret, redact_url};
 pub use discovery::{CLUSTER_PLACEHOLDER, DiscoveryConfig, DiscoveryDefaults, MAX_CLUSTERS_LIMIT};
 pub use kubernetes::{KUBERNETES_KINDS, KubernetesConfig, MAX_OBJECTS_LIMIT, render_url};
 pub use logs::{LogConfig, LogPatternConfig, StartAt};
-pub use patterns::Pattern;
-pub use rules::ConfiguredRule;
+pub(crate) use patterns::Pattern;
+pub(crate) use rules::ConfiguredRule;
 pub use shard::Shard;
-pub use thread_dumps::ThreadDumpsConfig;
+pub(crate) use thread_dumps::ThreadDumpsConfig;
 
 /// The whole configuration.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -74,20 +74,20 @@ pub struct Config {
 #[serde(deny_unknown_fields, default)]
 pub struct EvidenceConfig {
     /// Read the evidence at all.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// How often a round runs per cluster; at least [`EvidenceConfig::MIN_INTERVAL`], Flink's
     /// own metric fetcher's default (`metrics.fetcher.update-interval`): faster reads the same
     /// numbers again.
     #[serde(with = "humantime_serde")]
-    pub interval: Duration,
+    pub(crate) interval: Duration,
     /// At most this many requests per round per cluster; the rest wait for later rounds
     /// (counted in `checkpoint_sentinel_evidence_requests_total{outcome="cut"}`).
-    pub max_requests_per_round: usize,
+    pub(crate) max_requests_per_round: usize,
 }
 
 impl EvidenceConfig {
     /// The shortest interval taken.
-    pub const MIN_INTERVAL: Duration = Duration::from_secs(10);
+    pub(crate) const MIN_INTERVAL: Duration = Duration::from_secs(10);
 }
 
 impl Default for EvidenceConfig {
@@ -102,10 +102,10 @@ impl Default for EvidenceConfig {
 pub struct MetricsConfig {
     /// Export the `flink_operator_checkpoint_*` summaries (five per operator chain); without
     /// them the state keeps no per-operator histograms either.
-    pub operators: bool,
+    pub(crate) operators: bool,
     /// The quantiles of every summary, among 0.5, 0.95 and 0.99 (empty: `_sum` and `_count`
     /// only).
-    pub quantiles: Vec<f64>,
+    pub(crate) quantiles: Vec<f64>,
 }
 
 impl Default for MetricsConfig {
@@ -116,7 +116,7 @@ impl Default for MetricsConfig {
 
 impl MetricsConfig {
     /// For each of [`crate::stats::QUANTILES`], whether it is exported.
-    pub fn shown_quantiles(&self) -> [bool; 3] {
+    pub(crate) fn shown_quantiles(&self) -> [bool; 3] {
         crate::stats::QUANTILES.map(|q| self.quantiles.contains(&q))
     }
 }
@@ -126,29 +126,29 @@ impl MetricsConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct AlertingConfig {
     /// Alertmanager base URLs; alerts go to every one of them (v2 API).
-    pub alertmanagers: Vec<String>,
+    pub(crate) alertmanagers: Vec<String>,
     /// How often rules are evaluated.
     #[serde(with = "humantime_serde")]
     pub evaluation_interval: Duration,
     /// How often firing alerts are re-sent (well under Alertmanager's `resolve_timeout`).
     #[serde(with = "humantime_serde")]
-    pub resend_interval: Duration,
+    pub(crate) resend_interval: Duration,
     /// Timeout of each request to an Alertmanager.
     #[serde(with = "humantime_serde")]
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// The daemon's URL as users reach it, for alerts' `generatorURL` (default: the listen address).
-    pub external_url: Option<String>,
+    pub(crate) external_url: Option<String>,
     /// Whether the built-in rule pack is evaluated.
-    pub default_rules: bool,
+    pub(crate) default_rules: bool,
     /// Built-in rules to switch off, by name.
-    pub disable_rules: Vec<String>,
+    pub(crate) disable_rules: Vec<String>,
     /// Where the built-in rules' `runbook_url` points (an internal wiki, a copy of
     /// docs/runbook.md), `#<alert name in lower case>` appended.
-    pub runbook_base_url: String,
+    pub(crate) runbook_base_url: String,
     /// HTTP basic authentication towards the Alertmanagers.
-    pub basic_auth: Option<BasicAuth>,
+    pub(crate) basic_auth: Option<BasicAuth>,
     /// A bearer token towards the Alertmanagers.
-    pub bearer_token: Option<Secret>,
+    pub(crate) bearer_token: Option<Secret>,
 }
 
 impl Default for AlertingConfig {
@@ -185,16 +185,16 @@ pub struct ServerConfig {
     /// Each takes a file descriptor (`open_files`).
     pub max_connections: usize,
     /// Require `Authorization: Bearer <token>` (except on /healthz and /readyz).
-    pub bearer_token: Option<Secret>,
+    pub(crate) bearer_token: Option<Secret>,
     /// Require HTTP basic authentication (except on /healthz and /readyz).
-    pub basic_auth: Option<BasicAuth>,
+    pub(crate) basic_auth: Option<BasicAuth>,
     /// Serve HTTPS with this PEM certificate chain (leaf first); needs `tls_key_file`.
-    pub tls_cert_file: Option<PathBuf>,
+    pub(crate) tls_cert_file: Option<PathBuf>,
     /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of `tls_cert_file`.
-    pub tls_key_file: Option<PathBuf>,
+    pub(crate) tls_key_file: Option<PathBuf>,
     /// Mutual TLS: PEM CA certificates; every request but /healthz and /readyz must then come
     /// with a client certificate signed by one of them.
-    pub tls_client_ca_file: Option<PathBuf>,
+    pub(crate) tls_client_ca_file: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -215,7 +215,7 @@ impl Default for ServerConfig {
 impl ServerConfig {
     /// The certificate and key files when the listener serves TLS, or why the settings do not
     /// fit together.
-    pub fn tls_files(&self) -> Result<Option<(&std::path::Path, &std::path::Path)>, String> {
+    pub(crate) fn tls_files(&self) -> Result<Option<(&std::path::Path, &std::path::Path)>, String> {
         match (&self.tls_cert_file, &self.tls_key_file) {
             (Some(cert), Some(key)) => Ok(Some((cert, key))),
             (None, None) if self.tls_client_ca_file.is_some() => Err(
@@ -234,7 +234,7 @@ impl ServerConfig {
     }
 
     /// What a client must send to read the endpoints, with secrets resolved.
-    pub fn access(&self) -> Result<Credentials, String> {
+    pub(crate) fn access(&self) -> Result<Credentials, String> {
         Credentials::resolve(self.basic_auth.as_ref(), self.bearer_token.as_ref(), "server.")
     }
 }
@@ -245,9 +245,9 @@ impl ServerConfig {
 pub struct StatsConfig {
     /// The sliding window of the exported quantiles.
     #[serde(with = "humantime_serde")]
-    pub window: Duration,
+    pub(crate) window: Duration,
     /// How many sub-histograms the window is made of (its time resolution).
-    pub window_slots: u32,
+    pub(crate) window_slots: u32,
 }
 
 impl Default for StatsConfig {
@@ -266,10 +266,10 @@ pub struct StateConfig {
     #[serde(with = "humantime_serde")]
     pub persist_interval: Duration,
     /// How many recent checkpoints each job keeps (the API, the status page, diagnose).
-    pub recent_checkpoints: usize,
+    pub(crate) recent_checkpoints: usize,
     /// How many points of P95 over time each job keeps for the status page's chart (32 bytes
     /// each; 120 by default, 4 KiB a job).
-    pub p95_history_points: usize,
+    pub(crate) p95_history_points: usize,
 }
 
 impl Default for StateConfig {
@@ -288,13 +288,13 @@ impl Default for StateConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
     /// Whether every finished checkpoint and savepoint is kept in the store.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// Records whose checkpoint was triggered longer ago than this are pruned.
     #[serde(with = "humantime_serde")]
-    pub max_age: Duration,
+    pub(crate) max_age: Duration,
     /// At most this many records (all jobs together); the oldest go first. Restores are
     /// bounded to as many again, apart.
-    pub max_records: u64,
+    pub(crate) max_records: u64,
 }
 
 impl Default for StoreConfig {
@@ -305,7 +305,7 @@ impl Default for StoreConfig {
 
 impl StoreConfig {
     /// The store's bounds.
-    pub fn bounds(&self) -> crate::state::store::Bounds {
+    pub(crate) fn bounds(&self) -> crate::state::store::Bounds {
         crate::state::store::Bounds { max_age: self.max_age, max_records: self.max_records }
     }
 }
@@ -343,7 +343,7 @@ pub enum ConfigError {
 /// The clusters this replica polls, of `clusters` (configured or discovered): those it owns,
 /// and every cluster whose jobs are shared out (`shard_jobs`), marked with the shard so its
 /// poller keeps only the jobs this replica owns. All of them, unchanged, without sharding.
-pub fn shard_clusters(clusters: Vec<ClusterConfig>, shard: Option<Shard>) -> Vec<ClusterConfig> {
+pub(crate) fn shard_clusters(clusters: Vec<ClusterConfig>, shard: Option<Shard>) -> Vec<ClusterConfig> {
     let Some(shard) = shard else { return clusters };
     clusters
         .into_iter()
@@ -357,7 +357,7 @@ pub fn shard_clusters(clusters: Vec<ClusterConfig>, shard: Option<Shard>) -> Vec
 
 impl Config {
     /// The shard from the process environment.
-    pub fn shard_from_env() -> Result<Option<Shard>, String> {
+    pub(crate) fn shard_from_env() -> Result<Option<Shard>, String> {
         Shard::from_env(|name| std::env::var(name).ok())
     }
 
@@ -365,7 +365,7 @@ impl Config {
     /// whose jobs are shared out) and the `[[logs]]` of the clusters it owns: the logs of a
     /// cluster whose jobs are shared out are followed by the cluster's owner alone, so each
     /// line is counted once.
-    pub fn for_shard(mut self, shard: Option<Shard>) -> Config {
+    pub(crate) fn for_shard(mut self, shard: Option<Shard>) -> Config {
         if let Some(shard) = shard {
             self.clusters = shard_clusters(std::mem::take(&mut self.clusters), Some(shard));
             let kept: Vec<String> = self.clusters.iter().map(|c| c.name.clone()).collect();
@@ -379,7 +379,7 @@ impl Config {
     /// Each rule was parsed once: a configured one when the config was read (`ConfiguredRule`;
     /// `problems()` refuses a config with one that does not parse), the built-in pack once per
     /// process (`rules::builtin::compiled`).
-    pub fn effective_rules(&self) -> Vec<crate::rules::Rule> {
+    pub(crate) fn effective_rules(&self) -> Vec<crate::rules::Rule> {
         let mut rules: Vec<crate::rules::Rule> = if self.alerting.default_rules {
             crate::rules::builtin::compiled()
                 .iter()

@@ -9,19 +9,19 @@ use serde::{Deserialize, Serialize};
 /// compiles a pattern a second time, and no compile error can be dropped on the way.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(from = "String", into = "String")]
-pub struct Pattern {
+pub(crate) struct Pattern {
     text: String,
     compiled: Result<regex::Regex, regex::Error>,
 }
 
 impl Pattern {
     /// The pattern as written.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.text
     }
 
     /// The compiled regular expression, or why the text is not one.
-    pub fn regex(&self) -> Result<&regex::Regex, &regex::Error> {
+    pub(crate) fn regex(&self) -> Result<&regex::Regex, &regex::Error> {
         self.compiled.as_ref()
     }
 }

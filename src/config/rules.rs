@@ -16,7 +16,7 @@ pub struct ConfiguredRule {
 
 impl ConfiguredRule {
     /// The parsed rule, or why its condition does not parse.
-    pub fn rule(&self) -> Result<&crate::rules::Rule, &crate::rules::expr::ParseError> {
+    pub(crate) fn rule(&self) -> Result<&crate::rules::Rule, &crate::rules::expr::ParseError> {
         self.compiled.as_ref()
     }
 }

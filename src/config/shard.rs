@@ -13,7 +13,7 @@ pub struct Shard {
 impl Shard {
     /// From `SENTINEL_SHARD_INDEX` and `SENTINEL_SHARD_COUNT` (the Helm chart's StatefulSet sets
     /// them); `None` when unset, and an error naming the variable when they make no sense.
-    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<Option<Shard>, String> {
+    pub(crate) fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<Option<Shard>, String> {
         let read = |name: &str| -> Result<Option<u32>, String> {
             env(name)
                 .map(|v| {

@@ -10,23 +10,23 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields, default)]
 pub struct ThreadDumpsConfig {
     /// Whether the daemon looks at all.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// At most one thread dump per TaskManager in this time (a full dump stops its JVM at a
     /// safepoint); flame-graph requests of a vertex share the bound.
     #[serde(with = "humantime_serde")]
     pub min_interval: Duration,
     /// A checkpoint in progress longer than this share of its timeout is about to expire: its
     /// pending subtask's thread is looked at.
-    pub expiry_share: f64,
+    pub(crate) expiry_share: f64,
     /// Ask Flink's flame-graph sampler of the vertex first (when `rest.flamegraph.enabled` is on
     /// on the cluster; detected), else the TaskManager's thread dump.
-    pub flame_graph: bool,
+    pub(crate) flame_graph: bool,
     /// Timeout of each request (the flame graph's first answer is "waiting": it is asked again
     /// within this too).
     #[serde(with = "humantime_serde")]
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Largest answer read; a bigger one is cut off, counted and dropped.
-    pub max_response_bytes: u64,
+    pub(crate) max_response_bytes: u64,
 }
 
 impl Default for ThreadDumpsConfig {
@@ -44,7 +44,7 @@ impl Default for ThreadDumpsConfig {
 
 impl ThreadDumpsConfig {
     /// What is wrong with it, one line per key.
-    pub fn problems(&self) -> Vec<String> {
+    pub(crate) fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         if !(self.expiry_share > 0.0 && self.expiry_share < 1.0) {
             problems

@@ -7,7 +7,7 @@ use super::error::StartError;
 
 /// The lock file in the state directory: one daemon per directory (two wrote the same state
 /// file, 47 rename errors in 30 s).
-pub const LOCK_FILE: &str = "checkpoint-sentinel.lock";
+pub(crate) const LOCK_FILE: &str = "checkpoint-sentinel.lock";
 
 /// Takes the state directory's lock, held as long as the returned file is open.
 fn lock_state_dir(dir: &Path) -> Result<std::fs::File, StartError> {

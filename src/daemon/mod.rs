@@ -23,8 +23,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use error::StartError;
-pub use lock::LOCK_FILE;
+pub(crate) use error::StartError;
 pub use persister::persist_if_changed;
 
 use alerts::alert_loop;

@@ -9,43 +9,43 @@
 use crate::observe::{
     CheckpointStatus, FailureReason, FinishedCheckpoint, LogKind, OperatorCheckpoint, SubtaskCheckpoint,
 };
-pub use crate::state::record::{held, held_up, subtasks};
+pub(crate) use crate::state::record::{held, held_up, subtasks};
 use crate::state::{CheckpointRecord, ClusterState, Holdout};
 use crate::time::fmt_duration;
 
 use super::Outcome;
 
 /// The names of the phases of a subtask's checkpoint, in Flink's order.
-pub const PHASES: [&str; 4] = ["start delay", "alignment", "sync", "async"];
+pub(crate) const PHASES: [&str; 4] = ["start delay", "alignment", "sync", "async"];
 
 /// The subtask that held a checkpoint up, as the API and the status page show it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Culprit {
+pub(crate) struct Culprit {
     /// The operator chain (job vertex) name.
-    pub operator: String,
+    pub(crate) operator: String,
     /// The subtask index (0-based, as in the REST API).
-    pub subtask: u32,
+    pub(crate) subtask: u32,
     /// Whether it acknowledged before the checkpoint completed or failed.
-    pub acknowledged: bool,
+    pub(crate) acknowledged: bool,
     /// Its acknowledgement − trigger (of a failed checkpoint: an acknowledgement that came only
     /// after it had failed); `None` when it never acknowledged.
-    pub end_to_end_ms: Option<u64>,
+    pub(crate) end_to_end_ms: Option<u64>,
     /// Its own phases, as far as known ([`PHASES`]); they add up to about `end_to_end_ms`.
-    pub phases_ms: Option<[Option<u64>; 4]>,
+    pub(crate) phases_ms: Option<[Option<u64>; 4]>,
     /// Its TaskManager at that moment, as far as known ([`taskmanager_of`]).
-    pub taskmanager: Option<String>,
+    pub(crate) taskmanager: Option<String>,
     /// How it held the checkpoint up.
-    pub role: Role,
+    pub(crate) role: Role,
     /// Other subtasks that never acknowledged either (of a failed checkpoint).
-    pub others_unacknowledged: u32,
+    pub(crate) others_unacknowledged: u32,
     /// The same in one plain sentence.
-    pub text: String,
+    pub(crate) text: String,
 }
 
 /// How a [`Culprit`] held its checkpoint up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Role {
+pub(crate) enum Role {
     /// It acknowledged last: of a completed checkpoint, or of a failed one that every subtask
     /// (or every subtask whose details are known) acknowledged in time.
     AcknowledgedLast,
@@ -59,37 +59,39 @@ pub enum Role {
 
 impl Role {
     /// Whether it kept a failed checkpoint from completing (not just the last in time).
-    pub fn held_it_up(self) -> bool {
+    pub(crate) fn held_it_up(self) -> bool {
         self != Role::AcknowledgedLast
     }
 }
 
 /// A subtask's phases ([`PHASES`]).
-pub fn phases(st: &SubtaskCheckpoint) -> [Option<u64>; 4] {
+pub(crate) fn phases(st: &SubtaskCheckpoint) -> [Option<u64>; 4] {
     [st.start_delay_ms, st.alignment_ms, st.sync_ms, st.async_ms]
 }
 
 /// The phase that took longest: (name, ms); `None` when no phase is known.
-pub fn dominant_phase(phases: [Option<u64>; 4]) -> Option<(&'static str, u64)> {
+pub(crate) fn dominant_phase(phases: [Option<u64>; 4]) -> Option<(&'static str, u64)> {
     PHASES.into_iter().zip(phases).filter_map(|(name, v)| Some((name, v?))).max_by_key(|(_, v)| *v)
 }
 
 /// The one subtask that held a failed checkpoint up, when exactly one did: when several
 /// never acknowledged, none of them stands out and naming the first would be a guess.
-pub fn sole_holder(cp: &FinishedCheckpoint) -> Option<(&OperatorCheckpoint, &SubtaskCheckpoint)> {
+pub(crate) fn sole_holder(cp: &FinishedCheckpoint) -> Option<(&OperatorCheckpoint, &SubtaskCheckpoint)> {
     let mut all = held_up(cp);
     let one = all.next()?;
     all.next().is_none().then_some(one)
 }
 
 /// The subtask that acknowledged last (the last among equals in the details' order).
-pub fn last_acknowledger(cp: &FinishedCheckpoint) -> Option<(&OperatorCheckpoint, &SubtaskCheckpoint)> {
+pub(crate) fn last_acknowledger(
+    cp: &FinishedCheckpoint,
+) -> Option<(&OperatorCheckpoint, &SubtaskCheckpoint)> {
     subtasks(cp).filter(|(_, st)| st.acknowledged).max_by_key(|(_, st)| st.end_to_end_ms)
 }
 
 /// The subtask that held checkpoint `r` of job `job_id` up (see the module's rule), with its
 /// TaskManager; `None` when the record names none.
-pub fn of_record(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Option<Culprit> {
+pub(crate) fn of_record(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Option<Culprit> {
     let by_a_subtask = failed_by_a_subtask(r);
     let mut culprit = if let Some((task, subtask)) = by_a_subtask.then(|| decliner(c, job_id, r)).flatten() {
         declined(r, task, subtask)
@@ -240,7 +242,7 @@ fn acknowledged_last(r: &CheckpointRecord) -> Option<Culprit> {
 /// The TaskManager a log line of this checkpoint names for this subtask (where it was at that
 /// moment), else where the poller last saw the subtask run (Flink's per-subtask checkpoint
 /// statistics carry no location).
-pub fn taskmanager_of(
+pub(crate) fn taskmanager_of(
     c: &ClusterState,
     job_id: &str,
     checkpoint_id: u64,

@@ -1,25 +1,20 @@
 //! The answer first: per unhealthy job one [`Headline`] (what is wrong, where, the class, the one
 //! next step), ordered worst first by [`order`] and written in at most three parts by
 //! [`render`] (each wrapped to [`TEXT_WIDTH`]); `diagnose` and `scan-logs` open with it (the
-//! status page and the API answer through `outputs::answer`). [`of_watched_job`] makes one from
-//! the daemon's view of a job. Pure: no I/O, no clock.
+//! status page and the API answer through `outputs::answer`). Pure: no I/O, no clock.
 
 use std::fmt;
 
 use serde::Serialize;
 
-use crate::observe::{CheckpointStatus, FailureReason, JobStatus};
-use crate::rules::{AlertsView, Class};
-use crate::state::{CheckpointRecord, ClusterState, JobState};
+use crate::rules::Class;
 
-use super::culprit;
 use super::links::{self, Doc};
-use super::{Health, Outcome, Reason, job_health};
 
 /// How bad a job is, worst first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Severity {
+pub(crate) enum Severity {
     /// The job fails over, is not running, or a critical alert fires.
     Critical,
     /// Checkpoints fail or expire while the job runs.
@@ -30,7 +25,7 @@ pub enum Severity {
 
 impl Severity {
     /// As the text shows it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Severity::Critical => "CRITICAL",
             Severity::Warning => "WARNING",
@@ -43,7 +38,7 @@ impl Severity {
 /// fails and restarts), the worst, first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum HeadlineClass {
+pub(crate) enum HeadlineClass {
     /// The job failed over: the tolerable-failure budget was exceeded, it restarted or FAILED.
     Failover,
     /// Checkpoints fail with an explicit error.
@@ -58,7 +53,7 @@ pub enum HeadlineClass {
 
 impl HeadlineClass {
     /// Its name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             HeadlineClass::Failover => "failover",
             HeadlineClass::Failure => "failure",
@@ -88,26 +83,26 @@ impl fmt::Display for HeadlineClass {
 
 /// One unhealthy job in a few words each: the same fields on every surface.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Headline {
+pub(crate) struct Headline {
     /// How bad.
-    pub severity: Severity,
+    pub(crate) severity: Severity,
     /// The job's name.
-    pub job: String,
+    pub(crate) job: String,
     /// What is wrong, with its numbers.
-    pub what: String,
+    pub(crate) what: String,
     /// Where: operator, subtask, TaskManager (`None` when no subtask stands out).
     #[serde(rename = "where")]
-    pub where_: Option<String>,
+    pub(crate) where_: Option<String>,
     /// The class of the trouble, when known.
-    pub class: Option<HeadlineClass>,
+    pub(crate) class: Option<HeadlineClass>,
     /// The one next step.
-    pub next_step: String,
+    pub(crate) next_step: String,
     /// The page that explains it (Flink's documentation or the runbook).
-    pub doc_url: Option<&'static str>,
+    pub(crate) doc_url: Option<&'static str>,
 }
 
 /// Worst first: by severity, then class (failover first), then job name.
-pub fn order(mut headlines: Vec<Headline>) -> Vec<Headline> {
+pub(crate) fn order(mut headlines: Vec<Headline>) -> Vec<Headline> {
     headlines.sort_by(|a, b| {
         (a.severity, a.class.is_none(), a.class, &a.job).cmp(&(
             b.severity,
@@ -120,11 +115,11 @@ pub fn order(mut headlines: Vec<Headline>) -> Vec<Headline> {
 }
 
 /// The width the text surfaces keep their headline lines to: an 100-column terminal.
-pub const TEXT_WIDTH: usize = 100;
+pub(crate) const TEXT_WIDTH: usize = 100;
 
 /// `line` wrapped at word boundaries to at most `width` columns, the lines after the first
 /// indented by `indent`. A word longer than a line (a URL) stays whole, on a line of its own.
-pub fn wrap(line: &str, width: usize, indent: &str) -> Vec<String> {
+pub(crate) fn wrap(line: &str, width: usize, indent: &str) -> Vec<String> {
     let lead = line.len() - line.trim_start().len();
     let mut out: Vec<String> = Vec::new();
     let mut current = line[..lead].to_string();
@@ -147,7 +142,7 @@ pub fn wrap(line: &str, width: usize, indent: &str) -> Vec<String> {
 
 /// At most three parts: `SEVERITY job: what`, `  where … · class …`, `  next: … (url)`, each
 /// wrapped to [`TEXT_WIDTH`] (its continuation lines indented by four spaces).
-pub fn render(h: &Headline) -> Vec<String> {
+pub(crate) fn render(h: &Headline) -> Vec<String> {
     render_parts(h).iter().flat_map(|part| wrap(part, TEXT_WIDTH, "    ")).collect()
 }
 
@@ -166,7 +161,7 @@ fn render_parts(h: &Headline) -> Vec<String> {
 }
 
 /// The headlines as text, worst first, each at most three lines.
-pub fn render_all(headlines: &[Headline]) -> String {
+pub(crate) fn render_all(headlines: &[Headline]) -> String {
     let mut out = String::new();
     for h in headlines {
         for line in render(h) {
@@ -177,64 +172,8 @@ pub fn render_all(headlines: &[Headline]) -> String {
     out
 }
 
-/// The headline of a job the daemon watches, `None` when it is healthy (or nothing is known).
-pub fn of_watched_job(
-    c: &ClusterState,
-    cluster: &str,
-    job_id: &str,
-    j: &JobState,
-    alerts: &AlertsView,
-) -> Option<Headline> {
-    let (health, reasons) = job_health(c, cluster, job_id, j, alerts);
-    let severity = match health {
-        Health::Critical => Severity::Critical,
-        Health::Warning => Severity::Warning,
-        Health::Pending => Severity::AtRisk,
-        Health::Unknown | Health::Ok => return None,
-    };
-    let failed = j.recent.iter().rev().map(|r| &**r).find(|r| r.status == CheckpointStatus::Failed);
-    let culprit = failed.and_then(|r| culprit::of_record(c, job_id, r));
-    let class = watched_class(j, failed);
-    let where_ = culprit.as_ref().map(|k| {
-        let tm = k.taskmanager.as_deref().map(|t| format!(" on TaskManager {t}")).unwrap_or_default();
-        format!("{} #{}{tm}", k.operator, k.subtask)
-    });
-    let what: Vec<String> = reasons.iter().take(2).map(Reason::to_string).collect();
-    let (next_step, doc) = next_step(class, where_.as_deref());
-    Some(Headline {
-        severity,
-        job: if j.name.is_empty() { job_id.to_string() } else { j.name.clone() },
-        what: what.join("; "),
-        where_,
-        class,
-        next_step,
-        doc_url: Some(doc.url),
-    })
-}
-
-/// The class of a watched job's trouble: failover when it is restarting or failed or its last
-/// failure says the job failed over; else what its latest failed checkpoint says.
-fn watched_class(j: &JobState, failed: Option<&CheckpointRecord>) -> Option<HeadlineClass> {
-    if matches!(j.job_state, JobStatus::Restarting | JobStatus::Failing | JobStatus::Failed) {
-        return Some(HeadlineClass::Failover);
-    }
-    let r = failed?;
-    let reason = r.failure_message.as_deref().and_then(FailureReason::from_message);
-    Some(match Outcome::of(r.status, r.failure_message.as_deref()) {
-        Outcome::Expired => {
-            let barrier = r.holdout.as_ref().and_then(|h| culprit::dominant_phase(h.phases_ms));
-            match barrier {
-                Some(("alignment" | "start delay", _)) => HeadlineClass::Blocking,
-                _ => HeadlineClass::Timeout,
-            }
-        }
-        _ if reason == Some(FailureReason::TaskFailure) => HeadlineClass::Failover,
-        _ => HeadlineClass::Failure,
-    })
-}
-
 /// The one next step of a class, and the page that explains it.
-pub fn next_step(class: Option<HeadlineClass>, where_: Option<&str>) -> (String, Doc) {
+pub(crate) fn next_step(class: Option<HeadlineClass>, where_: Option<&str>) -> (String, Doc) {
     // The subtask without its TaskManager: the headline's "at" line names that already.
     let at = |w: Option<&str>, fallback: &str| {
         w.map_or(fallback.to_string(), |w| w.split(" on ").next().unwrap_or(w).to_string())

@@ -7,9 +7,9 @@
 //!
 //! Who held a checkpoint up is [`culprit`]. Pure: no I/O, no clock.
 
-pub mod culprit;
-pub mod headline;
-pub mod links;
+pub(crate) mod culprit;
+pub(crate) mod headline;
+pub(crate) mod links;
 
 use std::fmt;
 
@@ -27,7 +27,7 @@ pub use crate::observe::Outcome;
 /// yet for its `for`) makes `pending`; `ok` only when nothing of the job is pending or firing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Health {
+pub(crate) enum Health {
     /// A critical alert fires, or the job is failing or restarting.
     Critical,
     /// A warning (or info) alert fires, the latest checkpoint failed, or the schedule stalls.
@@ -43,7 +43,7 @@ pub enum Health {
 
 /// Why a watched job is not [`Health::Ok`], with its numbers; displayed as one short sentence.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Reason {
+pub(crate) enum Reason {
     /// An alert of the job fires.
     AlertFires {
         /// `alertname`.
@@ -82,21 +82,21 @@ pub enum Reason {
 /// A job that failed over (exceeded its tolerable failures, restarted) and completes its
 /// checkpoints again: see [`recovered`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Recovered {
+pub(crate) struct Recovered {
     /// When the first checkpoint triggered after the restart completed.
-    pub since: Timestamp,
+    pub(crate) since: Timestamp,
     /// The restarts from checkpoints in the hour before the latest one (at least 1).
-    pub restarts: u64,
+    pub(crate) restarts: u64,
 }
 
 /// The alerts about a failover that is over once the job completes its checkpoints again:
 /// they hold for a while after it (`FlinkCheckpointToleranceExceeded` an hour).
-pub const FAILOVER_ALERTS: [&str; 1] = ["FlinkCheckpointToleranceExceeded"];
+pub(crate) const FAILOVER_ALERTS: [&str; 1] = ["FlinkCheckpointToleranceExceeded"];
 
 /// Whether a job that failed over is healthy again: it runs, no checkpoint failed since its
 /// latest restart (the later of the last time it exceeded its tolerable failures and its latest
 /// restore) and one triggered after it completed. `None` when it never failed over.
-pub fn recovered(j: &JobState) -> Option<Recovered> {
+pub(crate) fn recovered(j: &JobState) -> Option<Recovered> {
     if j.job_state != JobStatus::Running || j.consecutive_failures() > 0 {
         return None;
     }
@@ -153,7 +153,7 @@ impl fmt::Display for Reason {
 
 /// An alert's severity from its `severity` label; a label the pack does not use reads as
 /// `warning` (every alert the evaluator makes has one of the pack's).
-pub fn alert_severity(alert: &Alert) -> AlertSeverity {
+pub(crate) fn alert_severity(alert: &Alert) -> AlertSeverity {
     match label(alert, "severity") {
         "critical" => AlertSeverity::Critical,
         "info" => AlertSeverity::Info,
@@ -162,7 +162,7 @@ pub fn alert_severity(alert: &Alert) -> AlertSeverity {
 }
 
 /// A label of an alert, `""` when it has none.
-pub fn label<'a>(alert: &'a Alert, name: &str) -> &'a str {
+pub(crate) fn label<'a>(alert: &'a Alert, name: &str) -> &'a str {
     alert.labels.get(name).map_or("", |t| t.as_str())
 }
 
@@ -183,13 +183,13 @@ pub(crate) fn is_advice(alert: &Alert) -> bool {
 }
 
 /// Whether an alert is about this job.
-pub fn is_of_job(alert: &Alert, cluster: &str, job_id: &str) -> bool {
+pub(crate) fn is_of_job(alert: &Alert, cluster: &str, job_id: &str) -> bool {
     label(alert, "cluster") == cluster && label(alert, "job_id") == job_id
 }
 
 /// A watched job's health and the reasons for it (see docs/api.md, "Health"), worst first
 /// among equals in the order: alerts, job state, failures, schedule, what is unknown.
-pub fn job_health(
+pub(crate) fn job_health(
     c: &ClusterState,
     cluster: &str,
     job_id: &str,

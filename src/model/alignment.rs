@@ -101,13 +101,13 @@ pub struct JobGraph {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StateModel {
     /// Fixed synchronous cost, ms.
-    pub sync_base_ms: f64,
+    pub(crate) sync_base_ms: f64,
     /// Synchronous cost per MiB of state, ms (copy-on-write snapshot, memtable flush…).
-    pub sync_ms_per_mib: f64,
+    pub(crate) sync_ms_per_mib: f64,
     /// Fixed asynchronous cost, ms.
-    pub async_base_ms: f64,
+    pub(crate) async_base_ms: f64,
     /// Upload throughput of state and persisted in-flight data, bytes per ms.
-    pub upload_bytes_per_ms: f64,
+    pub(crate) upload_bytes_per_ms: f64,
 }
 
 impl Default for StateModel {
@@ -149,23 +149,23 @@ impl Default for AlignmentConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SubtaskResult {
     /// Vertex index.
-    pub vertex: usize,
+    pub(crate) vertex: usize,
     /// Subtask index.
-    pub index: u32,
+    pub(crate) index: u32,
     /// Whether it snapshotted before the horizon.
-    pub acknowledged: bool,
+    pub(crate) acknowledged: bool,
     /// Trigger → first barrier (sources: trigger RPC).
-    pub start_delay_ms: f64,
+    pub(crate) start_delay_ms: f64,
     /// First barrier → snapshot.
-    pub alignment_ms: f64,
+    pub(crate) alignment_ms: f64,
     /// Synchronous snapshot.
-    pub sync_ms: f64,
+    pub(crate) sync_ms: f64,
     /// Asynchronous part (state and persisted in-flight data).
-    pub async_ms: f64,
+    pub(crate) async_ms: f64,
     /// Trigger → acknowledgement.
-    pub end_to_end_ms: f64,
+    pub(crate) end_to_end_ms: f64,
     /// Bytes processed between the first barrier and the snapshot.
-    pub processed_bytes: u64,
+    pub(crate) processed_bytes: u64,
     /// In-flight bytes persisted for this subtask's input channels.
     pub persisted_bytes: u64,
     /// Whether its snapshot was unaligned.
@@ -237,7 +237,7 @@ impl AlignmentResult {
 }
 
 /// A Flink-looking vertex id for vertex `v`.
-pub fn vertex_id(v: usize) -> String {
+pub(crate) fn vertex_id(v: usize) -> String {
     format!("{:032x}", (v as u128 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835))
 }
 

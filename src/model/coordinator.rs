@@ -33,13 +33,13 @@ use crate::observe::{
 use crate::time::Timestamp;
 
 /// `CheckpointRequestDecider.DEFAULT_MAX_QUEUED_REQUESTS`.
-pub const MAX_QUEUED_REQUESTS: usize = 1000;
+pub(crate) const MAX_QUEUED_REQUESTS: usize = 1000;
 /// Flink caps the minimum pause at one year to avoid overflows.
-pub const MAX_MIN_PAUSE_MS: u64 = 365 * 24 * 60 * 60 * 1000;
+pub(crate) const MAX_MIN_PAUSE_MS: u64 = 365 * 24 * 60 * 60 * 1000;
 /// `UNLIMITED_TOLERABLE_FAILURE_NUMBER` (`Integer.MAX_VALUE`): failures are never counted.
-pub const UNLIMITED_TOLERABLE: u32 = i32::MAX as u32;
+pub(crate) const UNLIMITED_TOLERABLE: u32 = i32::MAX as u32;
 /// `web.checkpoints.history` default: how many finished checkpoints `/checkpoints` lists.
-pub const REST_HISTORY: usize = 10;
+pub(crate) const REST_HISTORY: usize = 10;
 
 /// What the model needs to know about a job's checkpointing, durations in ms.
 #[derive(Clone, Debug, PartialEq)]
@@ -103,12 +103,12 @@ impl CoordinatorConfig {
     }
 
     /// `minPause`, capped like Flink does.
-    pub fn min_pause(&self) -> u64 {
+    pub(crate) fn min_pause(&self) -> u64 {
         self.min_pause_ms.min(MAX_MIN_PAUSE_MS)
     }
 
     /// `baseInterval = max(interval, minPause)`: the period of the fixed-rate trigger.
-    pub fn base_interval(&self) -> u64 {
+    pub(crate) fn base_interval(&self) -> u64 {
         self.interval_ms.max(self.min_pause()).max(1)
     }
 }
@@ -185,7 +185,7 @@ pub enum Schedule {
 
 /// How a finished checkpoint ended.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum End {
+pub(crate) enum End {
     /// Completed by the coordinator at this time (last ack + finalization).
     Completed(Timestamp),
     /// Aborted at this time for this reason.
@@ -196,17 +196,17 @@ pub enum End {
 #[derive(Clone, Debug, PartialEq)]
 pub struct PredictedCheckpoint {
     /// The id the coordinator gave it.
-    pub id: u64,
+    pub(crate) id: u64,
     /// When it was triggered.
-    pub triggered_at: Timestamp,
+    pub(crate) triggered_at: Timestamp,
     /// When the periodic request that led to it was made (earlier when it waited in the queue).
-    pub requested_at: Timestamp,
+    pub(crate) requested_at: Timestamp,
     /// What set the trigger time.
-    pub binding: Binding,
+    pub(crate) binding: Binding,
     /// Its outcome as supplied.
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
     /// How it ended; `None` while pending.
-    pub end: Option<End>,
+    pub(crate) end: Option<End>,
     /// Per-operator details to report with it (filled by whoever supplies the outcome, e.g.
     /// the alignment model).
     pub operators: Vec<OperatorCheckpoint>,
@@ -214,7 +214,7 @@ pub struct PredictedCheckpoint {
 
 impl PredictedCheckpoint {
     /// When it ended, if it did.
-    pub fn finished_at(&self) -> Option<Timestamp> {
+    pub(crate) fn finished_at(&self) -> Option<Timestamp> {
         match self.end? {
             End::Completed(t) | End::Failed(t, _) => Some(t),
         }
@@ -314,7 +314,7 @@ pub enum Event {
 /// simulated job passes through, with when a restarting one runs again (model-only; what a poll
 /// of Flink would report is [`CoordinatorStatus::observed`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CoordinatorStatus {
+pub(crate) enum CoordinatorStatus {
     /// Running; checkpoints are scheduled.
     Running,
     /// Failed over; runs again at the given time.
@@ -325,7 +325,7 @@ pub enum CoordinatorStatus {
 
 impl CoordinatorStatus {
     /// The same status in the observation vocabulary (what a poll of Flink would report).
-    pub fn observed(self) -> crate::observe::JobStatus {
+    pub(crate) fn observed(self) -> crate::observe::JobStatus {
         match self {
             CoordinatorStatus::Running => crate::observe::JobStatus::Running,
             CoordinatorStatus::Restarting(_) => crate::observe::JobStatus::Restarting,
@@ -477,29 +477,29 @@ impl Coordinator {
     }
 
     /// The configuration.
-    pub fn config(&self) -> &CoordinatorConfig {
+    pub(crate) fn config(&self) -> &CoordinatorConfig {
         &self.config
     }
 
     /// The model's current time.
-    pub fn now(&self) -> Timestamp {
+    pub(crate) fn now(&self) -> Timestamp {
         self.now
     }
 
     /// The job's state now.
-    pub fn status(&self) -> CoordinatorStatus {
+    pub(crate) fn status(&self) -> CoordinatorStatus {
         self.status
     }
 
     /// When the job last entered each state (`RUNNING`, `RESTARTING`, `FAILED`), as Flink's
     /// `/jobs/:id` `timestamps` says it.
-    pub fn last_entered(&self) -> std::collections::BTreeMap<String, i64> {
+    pub(crate) fn last_entered(&self) -> std::collections::BTreeMap<String, i64> {
         self.status_changes.iter().map(|(at, s)| (s.observed().as_str().to_string(), at.0)).collect()
     }
 
     /// Every checkpoint so far (the oldest may have been dropped, see
     /// [`CoordinatorConfig::keep_checkpoints`]).
-    pub fn checkpoints(&self) -> impl Iterator<Item = &PredictedCheckpoint> {
+    pub(crate) fn checkpoints(&self) -> impl Iterator<Item = &PredictedCheckpoint> {
         self.checkpoints.iter()
     }
 
@@ -526,7 +526,7 @@ impl Coordinator {
     }
 
     /// The time of the next thing that will happen, if anything will.
-    pub fn next_event_at(&self) -> Option<Timestamp> {
+    pub(crate) fn next_event_at(&self) -> Option<Timestamp> {
         let timer = self.timers.peek().map(|Reverse((t, _, _))| *t);
         match (timer, self.next_tick) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -535,7 +535,7 @@ impl Coordinator {
     }
 
     /// Processes the next event; returns its time, or `None` when nothing is scheduled.
-    pub fn step(&mut self, outcomes: &mut dyn Outcomes) -> Option<Timestamp> {
+    pub(crate) fn step(&mut self, outcomes: &mut dyn Outcomes) -> Option<Timestamp> {
         let timer_at = self.timers.peek().map(|Reverse((t, _, _))| *t);
         // Completions and aborts at the same millisecond run before a tick: the timer thread
         // runs the abort/complete callback's queued request first in practice, and either order
@@ -572,7 +572,7 @@ impl Coordinator {
     }
 
     /// Runs until `n` checkpoints have ended (or nothing is left to happen).
-    pub fn run_checkpoints(&mut self, n: usize, outcomes: &mut dyn Outcomes) {
+    pub(crate) fn run_checkpoints(&mut self, n: usize, outcomes: &mut dyn Outcomes) {
         while self.checkpoints.iter().filter(|c| c.end.is_some()).count() < n {
             if self.step(outcomes).is_none() {
                 break;
@@ -802,7 +802,7 @@ impl Coordinator {
     }
 
     /// The job's state at `at` (which may be in the past).
-    pub fn status_at(&self, at: Timestamp) -> CoordinatorStatus {
+    pub(crate) fn status_at(&self, at: Timestamp) -> CoordinatorStatus {
         self.status_changes
             .iter()
             .rev()

@@ -20,15 +20,15 @@ use crate::time::Timestamp;
 #[derive(Clone, Debug, PartialEq)]
 pub struct ObservedCheckpoint {
     /// Flink's id.
-    pub id: u64,
+    pub(crate) id: u64,
     /// Trigger time.
-    pub triggered_at: Timestamp,
+    pub(crate) triggered_at: Timestamp,
     /// Final status; `None` when the history only saw it in progress.
-    pub status: Option<CheckpointStatus>,
+    pub(crate) status: Option<CheckpointStatus>,
     /// Trigger to last ack (completed) or to failure (failed), ms.
-    pub duration_ms: Option<u64>,
+    pub(crate) duration_ms: Option<u64>,
     /// Why it failed.
-    pub failure: Option<FailureReason>,
+    pub(crate) failure: Option<FailureReason>,
 }
 
 /// One observed checkpoint next to its prediction.
@@ -37,11 +37,11 @@ pub struct ReplayRow {
     /// Flink's id.
     pub id: u64,
     /// The id the model gave the paired checkpoint.
-    pub model_id: u64,
+    pub(crate) model_id: u64,
     /// Observed trigger.
-    pub observed_trigger: Timestamp,
+    pub(crate) observed_trigger: Timestamp,
     /// Predicted trigger.
-    pub predicted_trigger: Timestamp,
+    pub(crate) predicted_trigger: Timestamp,
     /// Predicted − observed, ms.
     pub deviation_ms: i64,
     /// What set the predicted trigger time.
@@ -52,33 +52,33 @@ pub struct ReplayRow {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplayReport {
     /// The configuration the model ran with.
-    pub config: CoordinatorConfig,
+    pub(crate) config: CoordinatorConfig,
     /// Paired checkpoints, in order.
     pub rows: Vec<ReplayRow>,
     /// Observed checkpoints the model had no trigger for.
     pub unpaired_observed: Vec<u64>,
     /// Model checkpoints in the observed span that had no observation (filled with the
     /// median duration).
-    pub unobserved_predicted: usize,
+    pub(crate) unobserved_predicted: usize,
     /// Median |deviation| over the paired checkpoints, ms.
     pub median_abs_deviation_ms: u64,
     /// Median gap between consecutive predicted triggers, ms.
     pub effective_interval_ms: u64,
     /// Median duration of the observed completed checkpoints, ms.
-    pub median_duration_ms: u64,
+    pub(crate) median_duration_ms: u64,
     /// The constraint that set most trigger times.
     pub binding: Binding,
 }
 
 /// The median of `values` (lower median for an even count); 0 when empty.
-pub fn median(mut values: Vec<u64>) -> u64 {
+pub(crate) fn median(mut values: Vec<u64>) -> u64 {
     values.sort_unstable();
     if values.is_empty() { 0 } else { values[(values.len() - 1) / 2] }
 }
 
 /// The constraint that set most trigger times (ignoring the initial one); ties go to the
 /// later variant (min-pause, max-concurrent and timeout are the interesting explanations).
-pub fn dominant_binding<'a>(bindings: impl IntoIterator<Item = &'a Binding>) -> Binding {
+pub(crate) fn dominant_binding<'a>(bindings: impl IntoIterator<Item = &'a Binding>) -> Binding {
     let mut counts: std::collections::BTreeMap<Binding, usize> = Default::default();
     for b in bindings {
         if *b != Binding::Initial {

@@ -14,7 +14,7 @@ impl SplitMix64 {
     }
 
     /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -24,7 +24,7 @@ impl SplitMix64 {
 
     /// Uniform in `[0, n)`; `0` when `n == 0`. Uses the widening-multiply reduction, whose
     /// bias is below 2^-64 · n and irrelevant here.
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         ((self.next_u64() as u128 * n as u128) >> 64) as u64
     }
 
@@ -37,18 +37,13 @@ impl SplitMix64 {
     }
 
     /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// `value` scaled by a factor uniform in `[1 - spread, 1 + spread]`.
-    pub fn jitter(&mut self, value: f64, spread: f64) -> f64 {
-        value * (1.0 + spread * (2.0 * self.unit() - 1.0))
     }
 
     /// A generator derived from this seed and `stream`, so independent parts of a simulation
     /// (one per job, one per checkpoint) do not shift each other's draws.
-    pub fn fork(seed: u64, stream: u64) -> Self {
+    pub(crate) fn fork(seed: u64, stream: u64) -> Self {
         let mut mix = SplitMix64::new(seed ^ stream.wrapping_mul(0xD6E8_FEB8_6659_FD93));
         SplitMix64::new(mix.next_u64())
     }

@@ -30,30 +30,30 @@ pub struct CheckpointSettings {
 pub struct CheckpointConfiguration {
     /// The timing settings (interval, timeout, min-pause, max-concurrent, tolerable failures,
     /// unaligned and its aligned timeout, the state backend's class).
-    pub settings: CheckpointSettings,
+    pub(crate) settings: CheckpointSettings,
     /// Whether completed checkpoints are kept when the job is cancelled.
-    pub retained_on_cancellation: Option<bool>,
+    pub(crate) retained_on_cancellation: Option<bool>,
     /// The checkpoint storage's class name.
-    pub checkpoint_storage: Option<String>,
+    pub(crate) checkpoint_storage: Option<String>,
     /// Incremental snapshots (`execution.checkpointing.incremental`, 1.x
     /// `state.backend.incremental`).
-    pub incremental: Option<bool>,
+    pub(crate) incremental: Option<bool>,
     /// The changelog state backend.
-    pub changelog: Option<bool>,
+    pub(crate) changelog: Option<bool>,
     /// Local recovery (`execution.state-recovery.from-local`, 1.x `state.backend.local-recovery`).
-    pub local_recovery: Option<bool>,
+    pub(crate) local_recovery: Option<bool>,
     /// How many completed checkpoints are retained (`execution.checkpointing.num-retained`, 1.x
     /// `state.checkpoints.num-retained`; Flink's default is 1).
-    pub retained_checkpoints: Option<u32>,
+    pub(crate) retained_checkpoints: Option<u32>,
     /// The restart strategy, as `/jobs/:id/config` words it.
-    pub restart_strategy: Option<String>,
+    pub(crate) restart_strategy: Option<String>,
     /// Flink's version, e.g. `2.3.0`.
-    pub flink_version: Option<String>,
+    pub(crate) flink_version: Option<String>,
 }
 
 impl CheckpointConfiguration {
     /// Flink's major version (1 when unknown: the 1.x keys are the ones 2.x still reads most).
-    pub fn major_version(&self) -> u32 {
+    pub(crate) fn major_version(&self) -> u32 {
         self.flink_version
             .as_deref()
             .and_then(|v| v.split('.').next())
@@ -63,7 +63,7 @@ impl CheckpointConfiguration {
 
     /// Whether the state backend is the heap one (`HashMapStateBackend`, 1.x `MemoryStateBackend`
     /// and `FsStateBackend`).
-    pub fn heap_backend(&self) -> bool {
+    pub(crate) fn heap_backend(&self) -> bool {
         self.settings.state_backend.as_deref().is_some_and(|b| {
             let b = b.to_ascii_lowercase();
             b.contains("hashmap") || b.contains("memory") || b.contains("fsstate") || b == "heap"

@@ -50,32 +50,27 @@ pub struct Load {
     pub input_exclusive_usage: Option<f64>,
 }
 
-impl Load {
-    /// Whether no value is known.
-    pub fn is_empty(&self) -> bool {
-        *self == Load::default()
-    }
-}
+impl Load {}
 
 /// One operator chain's subtasks, aggregated by Flink's
 /// `/jobs/:jid/vertices/:vid/subtasks/metrics?agg=max,avg`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct OperatorLoad {
     /// Flink's job id.
-    pub job_id: String,
+    pub(crate) job_id: String,
     /// The job vertex id.
-    pub vertex_id: String,
+    pub(crate) vertex_id: String,
     /// The operator chain's name.
-    pub operator: String,
+    pub(crate) operator: String,
     /// The largest value of each metric over the subtasks.
-    pub max: Load,
+    pub(crate) max: Load,
     /// The average of each metric over the subtasks.
-    pub avg: Load,
+    pub(crate) avg: Load,
     /// RocksDB native metrics where the job enables them (`state.backend.rocksdb.metrics.*`):
     /// (property, each column family's largest value over the subtasks, summed over the column
     /// families or their largest: `sources::flink::metrics::ROCKSDB_METRICS`), e.g.
     /// `estimate-pending-compaction-bytes`.
-    pub rocksdb: Vec<(String, f64)>,
+    pub(crate) rocksdb: Vec<(String, f64)>,
 }
 
 /// One subtask's own load (`/jobs/:jid/vertices/:vid/subtasks/:i/metrics`).

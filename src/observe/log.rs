@@ -75,7 +75,7 @@ pub enum LogKind {
 
 impl LogKind {
     /// Every kind the built-in log patterns recognise, in the order reports list them.
-    pub const BUILTIN: [LogKind; 16] = [
+    pub(crate) const BUILTIN: [LogKind; 16] = [
         LogKind::Triggered,
         LogKind::Completed,
         LogKind::Expired,
@@ -95,10 +95,10 @@ impl LogKind {
     ];
 
     /// The kinds only the poller synthesises, from what the REST API shows.
-    pub const FROM_REST: [LogKind; 2] = [LogKind::SnapshotSlow, LogKind::SubtaskPending];
+    pub(crate) const FROM_REST: [LogKind; 2] = [LogKind::SnapshotSlow, LogKind::SubtaskPending];
 
     /// The kind of that name: a built-in one, or a user pattern's.
-    pub fn from_name(name: &str) -> LogKind {
+    pub(crate) fn from_name(name: &str) -> LogKind {
         LogKind::BUILTIN
             .iter()
             .chain(&LogKind::FROM_REST)
@@ -133,7 +133,7 @@ impl LogKind {
     }
 
     /// Whether it happens on every healthy checkpoint (triggered, completed, a barrier received).
-    pub fn is_routine(&self) -> bool {
+    pub(crate) fn is_routine(&self) -> bool {
         matches!(self, LogKind::Triggered | LogKind::Completed | LogKind::BarrierReceived)
     }
 }
@@ -226,7 +226,7 @@ pub struct LogEvent {
     #[serde(deserialize_with = "event_source")]
     pub source: FixedLabel,
     /// How serious it is.
-    pub severity: EventSeverity,
+    pub(crate) severity: EventSeverity,
     /// The file it was read from.
     pub file: String,
     /// The line's own timestamp text (the writer's local time, as logged).
@@ -262,22 +262,22 @@ pub struct LogEvent {
 
 /// A label from a fixed set (a metric label value), read back from text by interning. Named so
 /// that serde's derive does not take the `&'static str` for text borrowed from its input.
-pub type FixedLabel = &'static str;
+pub(crate) type FixedLabel = &'static str;
 
 /// The fixed source labels, read back from text (the persisted recent events).
-pub fn intern_source(source: &str) -> &'static str {
+pub(crate) fn intern_source(source: &str) -> &'static str {
     if source == "rest" { "rest" } else { "log" }
 }
 
 /// Whether an event's root cause counts as the cause of a checkpoint failure. The job failure
 /// "Exceeded checkpoint tolerable failure threshold" is a consequence: its causes were counted
 /// with the checkpoints that failed.
-pub fn counts_root_cause(kind: &str) -> bool {
+pub(crate) fn counts_root_cause(kind: &str) -> bool {
     kind != LogKind::TolerableExceeded.as_str()
 }
 
 /// Every category a root cause can get (the label values of the root-cause metric).
-pub const CAUSE_CATEGORIES: &[&str] = &[
+pub(crate) const CAUSE_CATEGORIES: &[&str] = &[
     "disk_full",
     "out_of_memory",
     "permission",
@@ -299,7 +299,7 @@ pub const CAUSE_CATEGORIES: &[&str] = &[
 ];
 
 /// A root-cause category read back from text; an unknown one (from a newer version) is `other`.
-pub fn intern_cause(category: &str) -> &'static str {
+pub(crate) fn intern_cause(category: &str) -> &'static str {
     CAUSE_CATEGORIES.iter().find(|c| **c == category).copied().unwrap_or("other")
 }
 
@@ -315,24 +315,24 @@ fn cause_category<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct FileId {
     /// Device number.
-    pub dev: u64,
+    pub(crate) dev: u64,
     /// Inode number.
-    pub ino: u64,
+    pub(crate) ino: u64,
 }
 
 /// Where a tailer stands in one file.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FilePosition {
     /// Device and inode.
-    pub id: FileId,
+    pub(crate) id: FileId,
     /// How many leading bytes the fingerprint covers.
-    pub head_len: usize,
+    pub(crate) head_len: usize,
     /// FNV-1a of those bytes.
-    pub head_hash: u64,
+    pub(crate) head_hash: u64,
     /// Every byte before this was turned into events.
     pub offset: u64,
     /// Where the file was last seen (for people reading the state file).
-    pub path: String,
+    pub(crate) path: String,
 }
 
 /// Where a tailer stands in every file it follows.
@@ -340,7 +340,7 @@ pub struct FilePosition {
 pub struct TailerPositions {
     /// When the tailer last listed the files, Unix ms: a file modified since then and not
     /// among `files` appeared after that listing and is read from its beginning.
-    pub written_at_ms: i64,
+    pub(crate) written_at_ms: i64,
     /// The files.
     pub files: Vec<FilePosition>,
 }
@@ -377,13 +377,13 @@ impl LogEvent {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TailerReport {
     /// The cluster its `[[logs]]` entry is bound to.
-    pub cluster: String,
+    pub(crate) cluster: String,
     /// The entry's id (its `name`, or the cluster name).
-    pub tailer: String,
+    pub(crate) tailer: String,
     /// Bytes read.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Complete lines read.
-    pub lines: u64,
+    pub(crate) lines: u64,
     /// Files followed now.
     pub files: u64,
     /// Rotations seen (rename, copytruncate, delete and recreate).
@@ -396,5 +396,5 @@ pub struct TailerReport {
     /// Bytes written to followed files and not read yet.
     pub lag_bytes: u64,
     /// Errors reading files.
-    pub errors: u64,
+    pub(crate) errors: u64,
 }

@@ -55,9 +55,9 @@ pub enum Observation {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadReport {
     /// Which job.
-    pub key: JobKey,
+    pub(crate) key: JobKey,
     /// The sample.
-    pub sample: ThreadSample,
+    pub(crate) sample: ThreadSample,
 }
 
 /// What a job last restored from (`latest.restored` of `/checkpoints`).
@@ -164,7 +164,7 @@ pub enum JobStatus {
 
 impl JobStatus {
     /// Every status Flink defines, in the order of its enum.
-    pub const KNOWN: [JobStatus; 11] = [
+    pub(crate) const KNOWN: [JobStatus; 11] = [
         JobStatus::Initializing,
         JobStatus::Created,
         JobStatus::Running,
@@ -187,7 +187,7 @@ impl JobStatus {
     }
 
     /// Flink's exact spelling (for [`JobStatus::Other`], what was read).
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             JobStatus::Initializing => "INITIALIZING",
             JobStatus::Created => "CREATED",
@@ -209,20 +209,20 @@ impl JobStatus {
     /// checkpoints no more under this JobManager). The one definition of "the job has ended":
     /// the poller's final polls, `State`, the rules, the API and `diagnose` all use it (a caller
     /// that needs another set says so beside it and builds it from this one).
-    pub fn has_ended(&self) -> bool {
+    pub(crate) fn has_ended(&self) -> bool {
         matches!(self, JobStatus::Finished | JobStatus::Canceled | JobStatus::Failed | JobStatus::Suspended)
     }
 
     /// Whether the job is on the way to an end or a restart: its checkpoint coordinator has
     /// stopped.
-    pub fn is_stopping(&self) -> bool {
+    pub(crate) fn is_stopping(&self) -> bool {
         matches!(self, JobStatus::Cancelling | JobStatus::Failing | JobStatus::Restarting)
     }
 
     /// Whether a checkpoint of a job in this status can be in progress. Not when the job has
     /// ended and, on purpose a larger set, not while it is stopping either: its coordinator
     /// stopped (or restarts) and aborted whatever was pending.
-    pub fn can_checkpoint(&self) -> bool {
+    pub(crate) fn can_checkpoint(&self) -> bool {
         !self.has_ended() && !self.is_stopping()
     }
 }
@@ -276,7 +276,7 @@ pub enum CheckpointStatus {
 
 impl CheckpointStatus {
     /// The label value used in metrics.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CheckpointStatus::Completed => "completed",
             CheckpointStatus::Failed => "failed",
@@ -303,9 +303,9 @@ pub struct InProgressCheckpoint {
     /// Trigger time.
     pub triggered_at: Timestamp,
     /// Subtasks that must acknowledge.
-    pub num_subtasks: u32,
+    pub(crate) num_subtasks: u32,
     /// Subtasks that acknowledged so far.
-    pub num_acknowledged: u32,
+    pub(crate) num_acknowledged: u32,
 }
 
 /// The checkpoint statistics of one job, from one poll.
@@ -338,9 +338,9 @@ pub struct JobPoll {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Deferred {
     /// Completed ones.
-    pub completed: u64,
+    pub(crate) completed: u64,
     /// Failed ones.
-    pub failed: u64,
+    pub(crate) failed: u64,
 }
 
 /// A completed or failed checkpoint with everything known about it.
@@ -363,13 +363,13 @@ pub struct FinishedCheckpoint {
     /// Full state size; unknown before Flink 1.15.
     pub full_state_bytes: Option<u64>,
     /// Bytes processed during alignment.
-    pub processed_bytes: Option<u64>,
+    pub(crate) processed_bytes: Option<u64>,
     /// In-flight bytes persisted.
     pub persisted_bytes: Option<u64>,
     /// Subtasks that had to acknowledge.
-    pub num_subtasks: u32,
+    pub(crate) num_subtasks: u32,
     /// Subtasks that acknowledged.
-    pub num_acknowledged: u32,
+    pub(crate) num_acknowledged: u32,
     /// Why it failed.
     pub failure_message: Option<String>,
     /// Per-operator details, when they could be fetched (only the newest checkpoints have them).
@@ -445,9 +445,9 @@ impl FinishedCheckpoint {
 #[derive(Clone, Debug, PartialEq)]
 pub struct OperatorCheckpoint {
     /// The vertex id.
-    pub vertex_id: String,
+    pub(crate) vertex_id: String,
     /// The vertex name.
-    pub name: String,
+    pub(crate) name: String,
     /// Per-subtask statistics (pending subtasks included, with `acknowledged = false`).
     pub subtasks: Vec<SubtaskCheckpoint>,
 }
@@ -512,7 +512,7 @@ pub enum FailureReason {
 
 impl FailureReason {
     /// Every reason, most specific message first (so prefix matching picks the right one).
-    pub const ALL: [FailureReason; 24] = [
+    pub(crate) const ALL: [FailureReason; 24] = [
         FailureReason::CheckpointDeclinedTaskNotReady,
         FailureReason::CheckpointDeclinedTaskClosing,
         FailureReason::CheckpointDeclinedSubsumed,
@@ -540,7 +540,7 @@ impl FailureReason {
     ];
 
     /// `CheckpointFailureReason.message()`.
-    pub fn message(self) -> &'static str {
+    pub(crate) fn message(self) -> &'static str {
         use FailureReason::*;
         match self {
             PeriodicSchedulerShutdown => "Periodic checkpoint scheduler is shut down.",
@@ -579,7 +579,7 @@ impl FailureReason {
     }
 
     /// The reason whose message `text` (a REST `failure_message` or a log line) contains.
-    pub fn from_message(text: &str) -> Option<FailureReason> {
+    pub(crate) fn from_message(text: &str) -> Option<FailureReason> {
         // Flink 1.x wrapped some messages; the known sentence is always in there.
         let trimmed = |m: &'static str| m.trim_end_matches('.');
         FailureReason::ALL.into_iter().find(|r| text.contains(trimmed(r.message())))
@@ -587,7 +587,7 @@ impl FailureReason {
 
     /// Whether a subtask failed the checkpoint (it declined, or its own snapshot failed and it
     /// declined for that), rather than the coordinator (expired, a task failure, a shutdown …).
-    pub fn failed_by_a_subtask(self) -> bool {
+    pub(crate) fn failed_by_a_subtask(self) -> bool {
         use FailureReason::*;
         matches!(
             self,
@@ -604,7 +604,7 @@ impl FailureReason {
 
     /// Whether this reason counts toward `tolerable-failed-checkpoints`
     /// (`CheckpointFailureManager.checkFailureCounter`).
-    pub fn counts_toward_tolerable(self, finalize_failure_counts: bool) -> bool {
+    pub(crate) fn counts_toward_tolerable(self, finalize_failure_counts: bool) -> bool {
         use FailureReason::*;
         match self {
             IoException | CheckpointAsyncException | CheckpointDeclined | CheckpointExpired => true,
@@ -631,7 +631,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The outcome of a finished checkpoint from its status and Flink's failure message.
-    pub fn of(status: CheckpointStatus, failure_message: Option<&str>) -> Outcome {
+    pub(crate) fn of(status: CheckpointStatus, failure_message: Option<&str>) -> Outcome {
         match status {
             CheckpointStatus::Completed => Outcome::Completed,
             CheckpointStatus::Failed => match failure_message.and_then(FailureReason::from_message) {
@@ -643,12 +643,12 @@ impl Outcome {
     }
 
     /// The outcome of a checkpoint as the poller reports it.
-    pub fn of_checkpoint(cp: &FinishedCheckpoint) -> Outcome {
+    pub(crate) fn of_checkpoint(cp: &FinishedCheckpoint) -> Outcome {
         Outcome::of(cp.status, cp.failure_message.as_deref())
     }
 
     /// Its name, as serialized.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Outcome::Completed => "completed",
             Outcome::Expired => "expired",
@@ -750,30 +750,30 @@ pub struct TopologyEdge {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SubtaskLoad {
     /// Subtask index.
-    pub index: u32,
+    pub(crate) index: u32,
     /// Records in per second.
     pub records_in_per_s: Option<f64>,
     /// Records out per second.
     pub records_out_per_s: Option<f64>,
     /// Average bytes per record read (cumulative read bytes / read records).
-    pub bytes_per_record_in: Option<f64>,
+    pub(crate) bytes_per_record_in: Option<f64>,
     /// Average bytes per record written.
-    pub bytes_per_record_out: Option<f64>,
+    pub(crate) bytes_per_record_out: Option<f64>,
     /// Share of time busy, 0..=1.
-    pub busy_ratio: Option<f64>,
+    pub(crate) busy_ratio: Option<f64>,
     /// Share of time idle, 0..=1.
-    pub idle_ratio: Option<f64>,
+    pub(crate) idle_ratio: Option<f64>,
     /// Share of time back-pressured, 0..=1.
-    pub backpressure_ratio: Option<f64>,
+    pub(crate) backpressure_ratio: Option<f64>,
     /// Output buffer pool usage, 0..=1.
-    pub out_pool_usage: Option<f64>,
+    pub(crate) out_pool_usage: Option<f64>,
 }
 
 /// The load of one vertex.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct VertexLoad {
     /// The vertex id.
-    pub vertex_id: String,
+    pub(crate) vertex_id: String,
     /// Its subtasks.
     pub subtasks: Vec<SubtaskLoad>,
     /// The TaskManager each subtask runs on, by subtask index (every subtask, not only the

@@ -7,10 +7,10 @@ use crate::time::Timestamp;
 
 /// Frames kept of one stack (Flink's own default depth is 50; a deeper stack is cut here and
 /// marked `stopped_early`).
-pub const MAX_FRAMES: usize = 64;
+pub(crate) const MAX_FRAMES: usize = 64;
 
 /// Characters kept of a class or method name (a generated lambda class can be long).
-pub const MAX_NAME_CHARS: usize = 200;
+pub(crate) const MAX_NAME_CHARS: usize = 200;
 
 /// A Java thread's state (`java.lang.Thread.State`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,7 +32,7 @@ pub enum ThreadState {
 
 impl ThreadState {
     /// Java's name of the state.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ThreadState::Runnable => "RUNNABLE",
             ThreadState::Blocked => "BLOCKED",
@@ -44,7 +44,7 @@ impl ThreadState {
     }
 
     /// From Java's name; `None` for anything else.
-    pub fn parse(text: &str) -> Option<ThreadState> {
+    pub(crate) fn parse(text: &str) -> Option<ThreadState> {
         Some(match text {
             "RUNNABLE" => ThreadState::Runnable,
             "BLOCKED" => ThreadState::Blocked,
@@ -61,11 +61,11 @@ impl ThreadState {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Frame {
     /// The fully qualified class (`sentinel.e2e.ScenarioJob$BlockingMap`).
-    pub class: String,
+    pub(crate) class: String,
     /// The method.
-    pub method: String,
+    pub(crate) method: String,
     /// The source file, when the class was compiled with it (`ScenarioJob.java`).
-    pub file: Option<String>,
+    pub(crate) file: Option<String>,
     /// The line; `None` for a native method or when unknown.
     pub line: Option<u32>,
 }
@@ -89,14 +89,14 @@ impl Frame {
     }
 
     /// Whether the frame is Flink's, the JDK's or a library Flink ships (not the user's code).
-    pub fn is_framework(&self) -> bool {
+    pub(crate) fn is_framework(&self) -> bool {
         is_framework_class(&self.class)
     }
 }
 
 /// Packages of Flink, the JDK, Scala and what Flink shades or runs on: a frame in one of them is
 /// not the user's code. A user class in a package of its own is everything else.
-pub const FRAMEWORK_PACKAGES: &[&str] = &[
+pub(crate) const FRAMEWORK_PACKAGES: &[&str] = &[
     "org.apache.flink.",
     "java.",
     "javax.",
@@ -115,7 +115,7 @@ pub const FRAMEWORK_PACKAGES: &[&str] = &[
 
 /// Whether `class` belongs to Flink, the JDK or a library Flink ships ([`FRAMEWORK_PACKAGES`]).
 /// Flink's shaded copies (`org.apache.flink.shaded.…`) are Flink's.
-pub fn is_framework_class(class: &str) -> bool {
+pub(crate) fn is_framework_class(class: &str) -> bool {
     FRAMEWORK_PACKAGES.iter().any(|p| class.starts_with(p))
 }
 
@@ -127,7 +127,7 @@ pub fn first_user_frame(frames: &[Frame]) -> Option<usize> {
 /// Where a sample came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SampleSource {
+pub(crate) enum SampleSource {
     /// `/taskmanagers/:tm/thread-dump`: one stack of every thread of the TaskManager.
     ThreadDump,
     /// `/jobs/:jid/vertices/:vid/flamegraph`: Flink's sampler, many stacks of the vertex's task
@@ -137,7 +137,7 @@ pub enum SampleSource {
 
 impl SampleSource {
     /// As the API and the metrics name it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SampleSource::ThreadDump => "thread_dump",
             SampleSource::FlameGraph => "flame_graph",
@@ -149,42 +149,42 @@ impl SampleSource {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThreadSample {
     /// The checkpoint it was taken for (one in progress that this subtask had not acknowledged).
-    pub checkpoint_id: u64,
+    pub(crate) checkpoint_id: u64,
     /// The operator chain (job vertex) name.
-    pub operator: String,
+    pub(crate) operator: String,
     /// The subtask index (0-based).
-    pub subtask: u32,
+    pub(crate) subtask: u32,
     /// The TaskManager's id.
-    pub taskmanager: String,
+    pub(crate) taskmanager: String,
     /// The thread's name (`Map -> Sink (1/2)#0`); the flame graph names none.
-    pub thread: Option<String>,
+    pub(crate) thread: Option<String>,
     /// When it was taken (the daemon's clock when the answer came).
-    pub taken_at: Timestamp,
+    pub(crate) taken_at: Timestamp,
     /// Its state; the flame graph tells none.
-    pub state: Option<ThreadState>,
+    pub(crate) state: Option<ThreadState>,
     /// Its frames, innermost first, at most [`MAX_FRAMES`].
-    pub frames: Vec<Frame>,
+    pub(crate) frames: Vec<Frame>,
     /// The index in `frames` of the first frame outside Flink and the JDK (the user's code).
-    pub user_frame: Option<usize>,
+    pub(crate) user_frame: Option<usize>,
     /// Whether the stack was cut before its end (`cluster.thread-dump.stacktrace-max-depth`,
     /// 8 frames before Flink 1.17, or [`MAX_FRAMES`]): the user's frame may lie below.
-    pub stopped_early: bool,
+    pub(crate) stopped_early: bool,
     /// Where it came from.
-    pub source: SampleSource,
+    pub(crate) source: SampleSource,
     /// Of the flame graph's samples of this vertex, those on this stack and all: (hits, of).
     #[serde(default)]
-    pub hits: Option<(u32, u32)>,
+    pub(crate) hits: Option<(u32, u32)>,
 }
 
 impl ThreadSample {
     /// The user's frame, when one was found.
-    pub fn user(&self) -> Option<&Frame> {
+    pub(crate) fn user(&self) -> Option<&Frame> {
         self.frames.get(self.user_frame?)
     }
 
     /// One line: `blocked in: class.method(File.java:42) on tm-1 (thread Map (1/2)#0)`; without
     /// a user frame, the innermost frame and why no user frame is named.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let thread = self.thread.as_deref().map_or(String::new(), |t| format!(" (thread {t})"));
         let state = self.state.map_or(String::new(), |s| format!(", {}", s.as_str()));
         match (self.user(), self.frames.first()) {

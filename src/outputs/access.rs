@@ -41,7 +41,11 @@ fn scheme_and_credentials_match(given: &[u8], expected: &[u8]) -> bool {
 /// `client_certificate_required` (mutual TLS), come over a connection whose client presented a
 /// certificate the TLS layer verified. With neither (the default: bind to a private address, or
 /// put a proxy in front) the router stays open.
-pub fn protect(credentials: &Credentials, client_certificate_required: bool, router: Router) -> Router {
+pub(crate) fn protect(
+    credentials: &Credentials,
+    client_certificate_required: bool,
+    router: Router,
+) -> Router {
     let expected = expected_header(credentials);
     if expected.is_none() && !client_certificate_required {
         return router;
@@ -149,7 +153,7 @@ mod tests {
         let request = |path: &str, client_certificate: Option<bool>| {
             let mut request = axum::http::Request::get(path).body(Body::empty()).unwrap();
             if let Some(client_certificate) = client_certificate {
-                let peer = TlsPeer { addr: ([127, 0, 0, 1], 1).into(), client_certificate };
+                let peer = TlsPeer { client_certificate };
                 request.extensions_mut().insert(ConnectInfo(peer));
             }
             request

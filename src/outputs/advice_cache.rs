@@ -9,7 +9,7 @@ use crate::advice::{Advice, Sample};
 use crate::observe::CheckpointConfiguration;
 
 /// How many jobs' advice is kept; the least recently asked for goes first.
-pub const CACHED_JOBS: usize = 256;
+pub(crate) const CACHED_JOBS: usize = 256;
 
 /// What one job's advice was worked out from, and the advice.
 struct Entry {
@@ -27,11 +27,11 @@ struct Entries {
 }
 
 /// The cached advice of up to [`CACHED_JOBS`] jobs and the permit to work out more.
-pub struct AdviceCache {
+pub(crate) struct AdviceCache {
     entries: Mutex<Entries>,
     /// One computation at a time: a page of many jobs, or a script asking for all of them,
     /// waits rather than taking every core from the poller.
-    pub computing: tokio::sync::Semaphore,
+    pub(crate) computing: tokio::sync::Semaphore,
 }
 
 impl Default for AdviceCache {
@@ -43,7 +43,7 @@ impl Default for AdviceCache {
 impl AdviceCache {
     /// The cached advice of `cluster`/`job_id`, if it was worked out from this configuration
     /// and these recent checkpoints (a new checkpoint, or one that finished since, misses).
-    pub fn get(
+    pub(crate) fn get(
         &self,
         cluster: &str,
         job_id: &str,
@@ -63,7 +63,7 @@ impl AdviceCache {
 
     /// Keeps `advice`, worked out from `configuration` and `recent`, dropping the least recently
     /// used job's when [`CACHED_JOBS`] are kept.
-    pub fn put(
+    pub(crate) fn put(
         &self,
         cluster: &str,
         job_id: &str,
@@ -84,14 +84,10 @@ impl AdviceCache {
         by_job.insert(key, Entry { configuration, recent, advice, last_used: *clock });
     }
 
+    #[cfg(test)]
     /// How many jobs' advice is kept.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).by_job.len()
-    }
-
-    /// Whether none is kept.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

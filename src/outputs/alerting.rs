@@ -10,6 +10,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::config::Credentials;
+pub(crate) use crate::counters::TargetStats;
 use crate::outbound::Authorize;
 use crate::rules::{Alert, AlertState, Labels};
 use crate::time::Timestamp;
@@ -23,30 +24,30 @@ const MAX_UNDELIVERED: usize = 10_000;
 
 /// One alert in Alertmanager's v2 `POST /api/v2/alerts` body.
 #[derive(Debug, Serialize, PartialEq)]
-pub struct PostableAlert {
+pub(crate) struct PostableAlert {
     /// Identity.
-    pub labels: Labels,
+    pub(crate) labels: Labels,
     /// summary, description, runbook_url.
-    pub annotations: Labels,
+    pub(crate) annotations: Labels,
     /// RFC 3339.
     #[serde(rename = "startsAt")]
-    pub starts_at: String,
+    pub(crate) starts_at: String,
     /// RFC 3339: in the future while firing, the resolve time once resolved.
     #[serde(rename = "endsAt")]
-    pub ends_at: String,
+    pub(crate) ends_at: String,
     /// A link back to the daemon.
     #[serde(rename = "generatorURL")]
-    pub generator_url: String,
+    pub(crate) generator_url: String,
 }
 
 /// RFC 3339 with milliseconds, UTC.
-pub fn rfc3339(at: Timestamp) -> String {
+pub(crate) fn rfc3339(at: Timestamp) -> String {
     let time = UNIX_EPOCH + Duration::from_millis(at.millis().max(0) as u64);
     humantime::format_rfc3339_millis(time).to_string()
 }
 
 /// The body for a set of alerts: firing ones end `valid_for` from `now` unless re-sent.
-pub fn payload(
+pub(crate) fn payload(
     alerts: &[Alert],
     now: Timestamp,
     valid_for: Duration,
@@ -86,21 +87,8 @@ struct Target {
     errors_total: u64,
 }
 
-/// Delivery counters of one Alertmanager, for metrics.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TargetStats {
-    /// The Alertmanager's URL.
-    pub url: String,
-    /// Successful posts.
-    pub sent_total: u64,
-    /// Failed posts.
-    pub errors_total: u64,
-    /// Resolved alerts waiting for delivery.
-    pub queued: usize,
-}
-
 /// Sends alerts to every configured Alertmanager.
-pub struct Notifier {
+pub(crate) struct Notifier {
     http: reqwest::Client,
     credentials: Credentials,
     targets: Vec<Target>,
@@ -113,7 +101,7 @@ impl Notifier {
     /// A notifier for `urls` (Alertmanager base URLs); every post is bounded by `timeout`.
     /// Fails only if no HTTP client can be built (the TLS backend failed to start): a client
     /// without the timeout would let one hanging Alertmanager hold delivery forever.
-    pub fn new(
+    pub(crate) fn new(
         urls: &[String],
         timeout: Duration,
         resend_every: Duration,
@@ -144,13 +132,13 @@ impl Notifier {
     }
 
     /// Sends `credentials` with every post.
-    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
+    pub(crate) fn with_credentials(mut self, credentials: Credentials) -> Self {
         self.credentials = credentials;
         self
     }
 
     /// Delivery counters per Alertmanager.
-    pub fn stats(&self) -> Vec<TargetStats> {
+    pub(crate) fn stats(&self) -> Vec<TargetStats> {
         self.targets
             .iter()
             .map(|t| TargetStats {
@@ -165,7 +153,7 @@ impl Notifier {
     /// One round: queue `resolved`, and post to each Alertmanager that is due (the firing set
     /// changed, something resolved, or `resend_every` passed), unless it is backing off. `now`
     /// is the only time the round reads: resends and back-off are measured from it.
-    pub async fn round<A: std::borrow::Borrow<Alert>>(
+    pub(crate) async fn round<A: std::borrow::Borrow<Alert>>(
         &mut self,
         firing: &[A],
         resolved: Vec<Alert>,

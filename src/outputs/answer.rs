@@ -17,22 +17,22 @@ use crate::time::fmt_duration;
 /// How the job's recent finished checkpoints ended (the ones its page lists; savepoints and the
 /// failures a cancel or stop causes are left out).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct RecentOutcomes {
+pub(crate) struct RecentOutcomes {
     /// Checkpoints counted.
-    pub of: u64,
+    pub(crate) of: u64,
     /// Completed.
-    pub completed: u64,
+    pub(crate) completed: u64,
     /// Expired (ran into the timeout).
-    pub expired: u64,
+    pub(crate) expired: u64,
     /// Declined by a task.
-    pub declined: u64,
+    pub(crate) declined: u64,
     /// Failed otherwise.
-    pub failed: u64,
+    pub(crate) failed: u64,
 }
 
 impl RecentOutcomes {
     /// The counts over the job's recent checkpoints.
-    pub fn of_job(j: &JobState) -> Self {
+    pub(crate) fn of_job(j: &JobState) -> Self {
         let mut n = RecentOutcomes::default();
         for r in j.recent.iter().filter(|r| counts(r)) {
             n.of += 1;
@@ -47,12 +47,12 @@ impl RecentOutcomes {
     }
 
     /// Failed ones, of any kind.
-    pub fn failures(&self) -> u64 {
+    pub(crate) fn failures(&self) -> u64 {
         self.expired + self.declined + self.failed
     }
 
     /// "6 of the last 19 checkpoints expired"; `None` when none failed.
-    pub fn sentence(&self) -> Option<String> {
+    pub(crate) fn sentence(&self) -> Option<String> {
         let (n, of) = (self.failures(), self.of);
         let parts: Vec<String> =
             [(self.expired, "expired"), (self.declined, "declined"), (self.failed, "failed")]
@@ -84,34 +84,34 @@ fn outcome(r: &CheckpointRecord) -> Outcome {
 /// one that did not acknowledge (never, late, or declined), else of the completed ones the one
 /// that acknowledged latest.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct WindowCulprit {
+pub(crate) struct WindowCulprit {
     /// The checkpoint it held up.
-    pub checkpoint_id: u64,
+    pub(crate) checkpoint_id: u64,
     /// How that checkpoint ended.
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
     /// The operator chain's name.
-    pub operator: String,
+    pub(crate) operator: String,
     /// The subtask index (0-based).
-    pub subtask: u32,
+    pub(crate) subtask: u32,
     /// How it held the checkpoint up.
-    pub role: Role,
+    pub(crate) role: Role,
     /// Its acknowledgement − trigger; `null` when it never acknowledged.
-    pub end_to_end_ms: Option<u64>,
+    pub(crate) end_to_end_ms: Option<u64>,
     /// Its TaskManager, as far as known.
-    pub taskmanager: Option<String>,
+    pub(crate) taskmanager: Option<String>,
     /// Of the failed checkpoints counted, how many this subtask held up, and of how many;
     /// `null` when none failed.
-    pub held_up: Option<(u64, u64)>,
+    pub(crate) held_up: Option<(u64, u64)>,
     /// When none failed: of the completed checkpoints counted, in how many it acknowledged
     /// last, and of how many.
-    pub last_in: Option<(u64, u64)>,
+    pub(crate) last_in: Option<(u64, u64)>,
     /// The same in one sentence, e.g. "stateful-map #0 never acknowledged checkpoint 4
     /// (expired after 4.0 s), on 127.0.0.1:6122-demo01 (localhost:6121)".
-    pub text: String,
+    pub(crate) text: String,
 }
 
 /// The subtask that held the recent checkpoints of job `job_id` up ([`WindowCulprit`]).
-pub fn window_culprit(c: &ClusterState, job_id: &str, j: &JobState) -> Option<WindowCulprit> {
+pub(crate) fn window_culprit(c: &ClusterState, job_id: &str, j: &JobState) -> Option<WindowCulprit> {
     let culprits: Vec<(&CheckpointRecord, Culprit)> = j
         .recent
         .iter()
@@ -195,27 +195,27 @@ fn culprit_sentence(r: &CheckpointRecord, cu: &Culprit) -> String {
 
 /// The answer for one job that is not ok: what is wrong, where, the class, the next step.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// What is wrong, in one sentence with its numbers.
-    pub what: String,
+    pub(crate) what: String,
     /// Where: the subtask that held the checkpoints up and its TaskManager, in one sentence;
     /// `null` when no one subtask stands out.
     #[serde(rename = "where")]
-    pub where_: Option<String>,
+    pub(crate) where_: Option<String>,
     /// That subtask, when one stands out.
-    pub culprit: Option<WindowCulprit>,
+    pub(crate) culprit: Option<WindowCulprit>,
     /// `blocking`, `timeout` or `failure`; `null` when it is none of these (a cluster that
     /// does not answer, no checkpoint yet).
-    pub class: Option<Class>,
+    pub(crate) class: Option<Class>,
     /// The one next step.
-    pub next_step: String,
+    pub(crate) next_step: String,
     /// The runbook section of the worst alert of the job.
-    pub runbook_url: Option<String>,
+    pub(crate) runbook_url: Option<String>,
 }
 
 /// The answer for a job of health `health` with `reasons` ([`crate::health::job_health`]) and
 /// its pending and firing `alerts`; `None` when it is ok.
-pub fn job_answer(
+pub(crate) fn job_answer(
     c: &ClusterState,
     job_id: &str,
     j: &JobState,
@@ -389,13 +389,13 @@ fn next_step(
 /// A job's health, its reasons and its answer: the one verdict the page, the API and `diagnose`
 /// (through `commands::look`) render.
 #[derive(Clone, Debug)]
-pub struct JobVerdict {
+pub(crate) struct JobVerdict {
     /// The level.
-    pub health: Health,
+    pub(crate) health: Health,
     /// Why, worst first.
-    pub reasons: Vec<Reason>,
+    pub(crate) reasons: Vec<Reason>,
     /// What is wrong, where, the class, the next step; `None` when ok.
-    pub answer: Option<Answer>,
+    pub(crate) answer: Option<Answer>,
 }
 
 /// The verdict of job `job_id` of `cluster` under `alerts` ([`JobVerdict`]).
@@ -414,23 +414,23 @@ pub(crate) fn job_verdict(
 
 /// One cluster's headline: how many of its jobs are not ok, and which is worst.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ClusterHeadline {
+pub(crate) struct ClusterHeadline {
     /// The cluster.
-    pub cluster: String,
+    pub(crate) cluster: String,
     /// The line, e.g. "demo: 3 of 5 jobs are not ok (1 critical, 1 warning, 1 pending); the
     /// worst is demo-failing-4".
-    pub text: String,
+    pub(crate) text: String,
     /// The worst job's id, when one is not ok: its row (first of the cluster's in `jobs`)
     /// carries its answer.
-    pub worst_job_id: Option<String>,
+    pub(crate) worst_job_id: Option<String>,
     /// The other lane, on its own line: "3 jobs have configuration advice"; `null` when none
     /// has. Advice never counts in `text`.
-    pub advice: Option<String>,
+    pub(crate) advice: Option<String>,
 }
 
 /// The headline of `cluster`, from its jobs' (id, name, health), worst first, and how many of
 /// them have configuration advice.
-pub fn cluster_headline(
+pub(crate) fn cluster_headline(
     cluster: &str,
     reachable: bool,
     jobs: &[(&str, &str, Health)],

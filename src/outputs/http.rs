@@ -19,7 +19,7 @@ use crate::{outputs::api, outputs::export};
 #[derive(Clone)]
 pub struct HttpState {
     /// The daemon's shared state.
-    pub app: Arc<AppState>,
+    pub(crate) app: Arc<AppState>,
     /// The thread that renders `/metrics`.
     metrics: std::sync::mpsc::Sender<Scrape>,
     /// The advice of recently asked-for jobs.
@@ -65,7 +65,7 @@ pub fn router(state: HttpState) -> Router {
 
 /// The probe port's routes (`[server] probe_listen`): /healthz and /readyz, nothing else, so
 /// that the port's own connection slots serve only probes.
-pub fn probe_router(state: HttpState) -> Router {
+pub(crate) fn probe_router(state: HttpState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))

@@ -12,50 +12,30 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+pub(crate) use crate::counters::CLOSE_REASONS;
+pub use crate::counters::ListenerStats;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
 /// A request's headers must be complete this long after its first byte (the first request's
 /// after the connection opened).
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection that moves no byte either way (a kept-alive connection between requests, or a
 /// client that stopped reading its response) for this long is closed.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Connections served at once on the probe port (`[server] probe_listen`), which serves only
 /// /healthz and /readyz: a kubelet opens one or two at a time.
-pub const PROBE_MAX_CONNECTIONS: usize = 64;
+pub(crate) const PROBE_MAX_CONNECTIONS: usize = 64;
 /// The probe port's timeouts: a probe sends its request at once and is answered in
 /// microseconds, so a connection that does neither gives its slot back quickly.
-pub const PROBE_TIMEOUTS: Timeouts =
+pub(crate) const PROBE_TIMEOUTS: Timeouts =
     Timeouts { header_read: Duration::from_secs(2), idle: Duration::from_secs(5) };
-
-/// Why the daemon closed a connection ([`ListenerStats::closed`]).
-pub const CLOSE_REASONS: [&str; 2] = ["header_timeout", "idle_timeout"];
-
-/// Why a TLS handshake on the daemon's port failed: a plain `http://` request, a client that
-/// broke it off or did not trust the certificate (or offered none that mutual TLS accepts),
-/// a client that did not finish in time.
-pub const TLS_HANDSHAKE_ERRORS: [&str; 3] = ["plain_http", "failed", "timeout"];
-
-/// The counters of the daemon's port, kept by the listener (and the TLS listener inside it) and
-/// read by the exporter through `AppState::listener`.
-#[derive(Debug, Default)]
-pub struct ListenerStats {
-    /// Connections open now.
-    pub connections: AtomicI64,
-    /// Connections the daemon closed, in the order of [`CLOSE_REASONS`].
-    pub closed: [AtomicU64; 2],
-    /// Whether the port serves TLS.
-    pub tls_serving: AtomicBool,
-    /// Failed TLS handshakes, in the order of [`TLS_HANDSHAKE_ERRORS`].
-    pub tls_handshake_errors: [AtomicU64; 3],
-}
 
 /// A listener whose connections carry the bounds above.
 pub struct Bounded<L> {
@@ -136,7 +116,7 @@ pub struct BoundedIo<T> {
 
 impl<T> BoundedIo<T> {
     /// The connection inside.
-    pub fn get_ref(&self) -> &T {
+    pub(crate) fn get_ref(&self) -> &T {
         &self.inner
     }
 }

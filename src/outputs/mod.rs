@@ -1,7 +1,6 @@
 //! Outputs: what the daemon serves and sends, all read from `State` (and the rules' alerts).
 //!
 //! - [`export`] — the Prometheus exposition of `State`.
-//! - [`process`] — the daemon's own `process_*` figures from `/proc`.
 //! - [`api`] — the JSON API under `/api/v1/` as pure views of the state.
 //! - [`http`] — the HTTP routes (`/metrics`, health, API, status page in `ui/`).
 //! - [`listener`] — bounds on the daemon's listener: connection cap, header and idle timeouts.
@@ -10,13 +9,12 @@
 //! - [`alerting`] — the Alertmanager client.
 //! - [`advice_cache`] — the advice endpoint's cache and its one-at-a-time computation.
 
-pub mod access;
-pub mod advice_cache;
+pub(crate) mod access;
+pub(crate) mod advice_cache;
 pub mod alerting;
 pub mod answer;
 pub mod api;
 pub mod export;
 pub mod http;
 pub mod listener;
-pub mod process;
-pub mod tls;
+pub(crate) mod tls;

@@ -26,7 +26,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
 use crate::config::ServerConfig;
-use crate::outputs::listener::{ListenerStats, TLS_HANDSHAKE_ERRORS};
+use crate::counters::{ListenerStats, TLS_HANDSHAKE_ERRORS};
 
 /// A client that has not finished its handshake by then is dropped, so a stalled or half-open
 /// connection holds a task and a socket for no longer than this.
@@ -43,9 +43,9 @@ const PLAIN_HTTP_ANSWER: &str = "this port serves HTTPS only: use an https:// UR
 
 /// The listener's TLS configuration, built from the files `[server]` names.
 #[derive(Clone)]
-pub struct Loaded {
+pub(crate) struct Loaded {
     /// What each handshake uses.
-    pub config: Arc<rustls::ServerConfig>,
+    pub(crate) config: Arc<rustls::ServerConfig>,
     /// The contents of the files it was built from, to tell whether a reload changed anything.
     files: Vec<Vec<u8>>,
 }
@@ -53,7 +53,7 @@ pub struct Loaded {
 /// Reads and checks `tls_cert_file`, `tls_key_file` and `tls_client_ca_file`: `None` when TLS
 /// is off, otherwise the configuration, or every problem naming its key, file and what was
 /// expected.
-pub fn load(server: &ServerConfig) -> Result<Option<Loaded>, Vec<String>> {
+pub(crate) fn load(server: &ServerConfig) -> Result<Option<Loaded>, Vec<String>> {
     let Some((cert_path, key_path)) = server.tls_files().map_err(|p| vec![p])? else { return Ok(None) };
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut problems = Vec::new();
@@ -185,7 +185,7 @@ fn client_verifier(
 }
 
 /// Hands the listener a new configuration when the files changed.
-pub struct Reloader {
+pub(crate) struct Reloader {
     current: Loaded,
     sender: watch::Sender<Arc<rustls::ServerConfig>>,
 }
@@ -194,7 +194,7 @@ impl Reloader {
     /// Re-reads the files `server` names. A changed, valid set is served from the next
     /// connection on; an invalid one (a key written before its certificate, say) is logged and
     /// the running certificate stays.
-    pub fn reload(&mut self, server: &ServerConfig) {
+    pub(crate) fn reload(&mut self, server: &ServerConfig) {
         match load(server) {
             Ok(Some(new)) if new.files != self.current.files => {
                 self.sender.send_replace(new.config.clone());
@@ -212,7 +212,7 @@ impl Reloader {
 
 /// A TLS listener for `axum::serve`. A task accepts TCP connections and runs each handshake in
 /// a task of its own, so a slow or silent client never holds up the others.
-pub struct TlsListener {
+pub(crate) struct TlsListener {
     local_addr: SocketAddr,
     accepted: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
     accept_task: JoinHandle<()>,
@@ -221,7 +221,7 @@ pub struct TlsListener {
 impl TlsListener {
     /// Serves TLS on `tcp` with `loaded`, at most `max_connections` handshakes at once; the
     /// `Reloader` swaps the configuration later. Failed handshakes are counted in `stats`.
-    pub fn new(
+    pub(crate) fn new(
         tcp: TcpListener,
         loaded: Loaded,
         stats: Arc<ListenerStats>,
@@ -355,12 +355,10 @@ async fn answer_plain_http(tcp: &mut TcpStream) {
 
 /// Who is on the other end of a TLS connection (axum's `ConnectInfo`).
 #[derive(Clone, Copy, Debug)]
-pub struct TlsPeer {
-    /// The client's address.
-    pub addr: SocketAddr,
+pub(crate) struct TlsPeer {
     /// Whether the client presented a certificate. rustls accepts one only if it chains to
     /// `tls_client_ca_file`, so this means "verified"; without a client CA it is never asked for.
-    pub client_certificate: bool,
+    pub(crate) client_certificate: bool,
 }
 
 type BoundedTls = crate::outputs::listener::Bounded<TlsListener>;
@@ -368,7 +366,7 @@ type BoundedTls = crate::outputs::listener::Bounded<TlsListener>;
 impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, BoundedTls>> for TlsPeer {
     fn connect_info(stream: axum::serve::IncomingStream<'_, BoundedTls>) -> Self {
         let presented = stream.io().get_ref().get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
-        TlsPeer { addr: *stream.remote_addr(), client_certificate: presented }
+        TlsPeer { client_certificate: presented }
     }
 }
 

@@ -21,16 +21,7 @@ pub enum AlertState {
     Resolved,
 }
 
-impl AlertState {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AlertState::Pending => "pending",
-            AlertState::Firing => "firing",
-            AlertState::Resolved => "resolved",
-        }
-    }
-}
+impl AlertState {}
 
 /// One alert instance: a rule for one job, cluster or TaskManager.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -43,11 +34,11 @@ pub struct Alert {
     /// Where it is.
     pub state: AlertState,
     /// Since when the condition holds.
-    pub active_since: Timestamp,
+    pub(crate) active_since: Timestamp,
     /// When it started firing.
-    pub fired_at: Option<Timestamp>,
+    pub(crate) fired_at: Option<Timestamp>,
     /// When it resolved.
-    pub resolved_at: Option<Timestamp>,
+    pub(crate) resolved_at: Option<Timestamp>,
     /// The latest value of the condition's left side.
     pub value: Option<f64>,
 }
@@ -66,11 +57,11 @@ pub(crate) type AlertsByJob = HashMap<(String, String), Vec<usize>>;
 #[derive(Debug, Default)]
 pub struct AlertsView {
     /// Per rule: (name, severity label).
-    pub rules: Vec<(String, &'static str)>,
+    pub(crate) rules: Vec<(String, &'static str)>,
     /// Pending and firing alerts, shared with the evaluator (`Evaluator::active_shared`).
     pub active: Vec<Arc<Alert>>,
     /// Recently resolved alerts, oldest first.
-    pub resolved: Vec<Alert>,
+    pub(crate) resolved: Vec<Alert>,
     /// Indices into `active` by (cluster, job id), built on first use: the health of every job
     /// asks for its own alerts, and a scan of all alerts per job was quadratic (three quarters
     /// of the daemon's CPU at 2,000 jobs, issue 31). Reset by [`AlertsView::set_active`] and
@@ -92,13 +83,17 @@ impl Clone for AlertsView {
 
 impl AlertsView {
     /// Replaces the active alerts (and forgets the index of the old ones).
-    pub fn set_active(&mut self, active: Vec<Arc<Alert>>) {
+    pub(crate) fn set_active(&mut self, active: Vec<Arc<Alert>>) {
         self.active = active;
         self.by_job = std::sync::OnceLock::new();
     }
 
     /// The active alerts of one job, in the order of `active`.
-    pub fn of_job<'a>(&'a self, cluster: &str, job_id: &str) -> impl Iterator<Item = &'a Alert> + Clone + 'a {
+    pub(crate) fn of_job<'a>(
+        &'a self,
+        cluster: &str,
+        job_id: &str,
+    ) -> impl Iterator<Item = &'a Alert> + Clone + 'a {
         let (built_for, index) = self.by_job.get_or_init(|| {
             let mut index = AlertsByJob::new();
             for (i, a) in self.active.iter().enumerate() {

@@ -14,11 +14,11 @@ use super::{AlertSeverity, Class, RuleSpec, Scope};
 
 /// Where the runbook is published; `[alerting] runbook_base_url` points the built-in rules'
 /// `runbook_url` elsewhere (an internal wiki), `#<alert name in lower case>` appended.
-pub const RUNBOOK_BASE_URL: &str =
+pub(crate) const RUNBOOK_BASE_URL: &str =
     "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md";
 
 /// The `runbook_url` of the built-in rule `name` under `base`.
-pub fn runbook_url(base: &str, name: &str) -> String {
+pub(crate) fn runbook_url(base: &str, name: &str) -> String {
     format!("{}#{}", base.trim_end_matches('#'), name.to_lowercase())
 }
 
@@ -348,7 +348,7 @@ pub fn rules() -> Vec<RuleSpec> {
 /// The pack parsed, once per process (the daemon takes it at start and on every reload). A
 /// built-in rule that does not parse is a bug the test below catches, so it panics rather than
 /// being left out.
-pub fn compiled() -> &'static [super::Rule] {
+pub(crate) fn compiled() -> &'static [super::Rule] {
     static COMPILED: std::sync::OnceLock<Vec<super::Rule>> = std::sync::OnceLock::new();
     COMPILED.get_or_init(|| {
         rules()

@@ -5,18 +5,11 @@ use std::collections::VecDeque;
 
 use super::expr::Context;
 use super::series::{self, Member, Read, Scope};
-pub use super::subjects::{ClusterView, DaemonView, JobView, TaskManagerView};
+pub(crate) use super::subjects::{ClusterView, DaemonView, JobView, TaskManagerView};
 use crate::time::Timestamp;
 
-pub use super::series::PROGRESS_TOLERABLE_CAP;
-
-/// Whether `name` is a series rules of the job scope can read.
-pub fn is_known_series(name: &str) -> bool {
-    series::is_known(Scope::Job, name)
-}
-
 /// What one evaluation is for: a job, a cluster or a TaskManager.
-pub enum Subject<'a> {
+pub(crate) enum Subject<'a> {
     /// A job.
     Job(JobView<'a>),
     /// A cluster.
@@ -29,7 +22,7 @@ pub enum Subject<'a> {
 
 impl Subject<'_> {
     /// Its scope.
-    pub fn scope(&self) -> Scope {
+    pub(crate) fn scope(&self) -> Scope {
         match self {
             Subject::Job(_) => Scope::Job,
             Subject::Cluster(_) => Scope::Cluster,
@@ -39,7 +32,7 @@ impl Subject<'_> {
     }
 
     /// The current value of `name`, through the series table.
-    pub fn value(&self, name: &str) -> Option<f64> {
+    pub(crate) fn value(&self, name: &str) -> Option<f64> {
         let (series, member) = series::find(self.scope(), name)?;
         match (&series.read, self) {
             (Read::Job(read), Subject::Job(v)) => read(v),
@@ -66,23 +59,23 @@ impl Subject<'_> {
 /// A ring keeps a sample at most every 1/`SAMPLES_PER_WINDOW` of the shortest window its series
 /// is read over, so `increase()` and `ago()` are off by at most that (10 s for `[10m]`, 24 min
 /// for `ago(…, 1d)` alone).
-pub const SAMPLES_PER_WINDOW: i64 = 60;
+pub(crate) const SAMPLES_PER_WINDOW: i64 = 60;
 
 /// What a scope's rules read through `increase()`/`ago()` of one series: its longest window
 /// (how long samples are kept) and its shortest (how finely).
 #[derive(Clone, Debug, PartialEq)]
-pub struct RingSpec {
+pub(crate) struct RingSpec {
     /// The series.
-    pub series: std::sync::Arc<str>,
+    pub(crate) series: std::sync::Arc<str>,
     /// The longest window over which a rule reads it, seconds.
-    pub longest_s: f64,
+    pub(crate) longest_s: f64,
     /// The shortest, seconds.
-    pub shortest_s: f64,
+    pub(crate) shortest_s: f64,
 }
 
 impl RingSpec {
     /// The `RingSpec`s of `(series, window)` pairs: one per series.
-    pub fn of_windows(pairs: &[(String, f64)]) -> Vec<RingSpec> {
+    pub(crate) fn of_windows(pairs: &[(String, f64)]) -> Vec<RingSpec> {
         let mut specs: Vec<RingSpec> = Vec::new();
         for (series, window_s) in pairs {
             match specs.iter_mut().find(|s| *s.series == **series) {
@@ -112,7 +105,7 @@ impl RingSpec {
 /// ring held every series as a map per sample spaced by the longest window: with `ago(…, 1d)`
 /// ~140 KB per job after a day, and `[10m]` read from samples 6 minutes apart.)
 #[derive(Default)]
-pub struct SeriesHistory {
+pub(crate) struct SeriesHistory {
     rings: Vec<SeriesRing>,
 }
 
@@ -162,7 +155,7 @@ impl SeriesRing {
 impl SeriesHistory {
     /// Records the current values of the windowed series of `subject`; `specs` are the scope's
     /// (a changed rule set keeps the rings of the series it still reads).
-    pub fn sample(&mut self, subject: &Subject<'_>, now: Timestamp, specs: &[RingSpec]) {
+    pub(crate) fn sample(&mut self, subject: &Subject<'_>, now: Timestamp, specs: &[RingSpec]) {
         let aligned =
             self.rings.len() == specs.len() && self.rings.iter().zip(specs).all(|(r, s)| r.spec == *s);
         if !aligned {
@@ -184,14 +177,15 @@ impl SeriesHistory {
         self.rings.iter().find(|r| *r.spec.series == *series)
     }
 
+    #[cfg(test)]
     /// Samples held, over every ring (for tests and sizing).
-    pub fn samples_held(&self) -> usize {
+    pub(crate) fn samples_held(&self) -> usize {
         self.rings.iter().map(|r| r.samples.len()).sum()
     }
 }
 
 /// The series of one job, cluster or TaskManager at one evaluation, with its history.
-pub struct EvalContext<'a> {
+pub(crate) struct EvalContext<'a> {
     subject: Subject<'a>,
     history: &'a SeriesHistory,
     now: Timestamp,
@@ -199,12 +193,12 @@ pub struct EvalContext<'a> {
 
 impl<'a> EvalContext<'a> {
     /// A context over `subject` and its history at `now`.
-    pub fn new(subject: Subject<'a>, history: &'a SeriesHistory, now: Timestamp) -> Self {
+    pub(crate) fn new(subject: Subject<'a>, history: &'a SeriesHistory, now: Timestamp) -> Self {
         EvalContext { subject, history, now }
     }
 
     /// What it is evaluated for.
-    pub fn subject(&self) -> &Subject<'a> {
+    pub(crate) fn subject(&self) -> &Subject<'a> {
         &self.subject
     }
 }

@@ -15,7 +15,7 @@ use std::fmt;
 
 /// A parsed, type-checked condition.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Condition {
+pub(crate) struct Condition {
     root: Expr,
     source: String,
 }
@@ -87,16 +87,16 @@ pub struct ParseError {
 
 /// The result of evaluating a condition.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Whether the condition holds.
-    pub holds: bool,
+    pub(crate) holds: bool,
     /// The value of the left side of the first comparison (the alert's `$value`).
-    pub value: Option<f64>,
+    pub(crate) value: Option<f64>,
 }
 
 impl Condition {
     /// Parses and type-checks `source`; `knows` tells which series names exist.
-    pub fn parse(source: &str, knows: &dyn Fn(&str) -> bool) -> Result<Condition, ParseError> {
+    pub(crate) fn parse(source: &str, knows: &dyn Fn(&str) -> bool) -> Result<Condition, ParseError> {
         let tokens = tokenize(source)?;
         let mut parser = Parser { tokens, pos: 0, source };
         let root = parser.expr()?;
@@ -118,13 +118,8 @@ impl Condition {
         Ok(Condition { root, source: source.to_string() })
     }
 
-    /// The expression as written.
-    pub fn source(&self) -> &str {
-        &self.source
-    }
-
     /// The series the condition reads.
-    pub fn series(&self) -> Vec<String> {
+    pub(crate) fn series(&self) -> Vec<String> {
         let mut out = Vec::new();
         collect_series(&self.root, &mut out);
         out.sort();
@@ -134,7 +129,7 @@ impl Condition {
 
     /// The `(series, window in seconds)` of every `increase()` and `ago()` call: what the
     /// evaluator must keep a history of.
-    pub fn windows(&self) -> Vec<(String, f64)> {
+    pub(crate) fn windows(&self) -> Vec<(String, f64)> {
         fn walk(e: &Expr, out: &mut Vec<(String, f64)>) {
             match e {
                 Expr::Call(Func::Increase | Func::Ago, args) => {
@@ -157,7 +152,7 @@ impl Condition {
     }
 
     /// Evaluates the condition.
-    pub fn eval(&self, ctx: &dyn Context) -> Outcome {
+    pub(crate) fn eval(&self, ctx: &dyn Context) -> Outcome {
         let holds = eval_bool(&self.root, ctx).unwrap_or(false);
         Outcome { holds, value: first_comparison_lhs(&self.root, ctx) }
     }
@@ -165,7 +160,7 @@ impl Condition {
 
 /// A number-valued expression (`increase(shadow.unexplained, 30m)`), for alert templates: the
 /// numbers a description states are computed exactly as the condition computes them.
-pub fn evaluate_number(source: &str, ctx: &dyn Context) -> Option<f64> {
+pub(crate) fn evaluate_number(source: &str, ctx: &dyn Context) -> Option<f64> {
     let tokens = tokenize(source).ok()?;
     let mut parser = Parser { tokens, pos: 0, source };
     let root = parser.expr().ok()?;

@@ -22,22 +22,25 @@ impl Labels {
     }
 
     /// The text of `name`.
-    pub fn get(&self, name: &str) -> Option<&Text> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Text> {
         self.position(name).ok().map(|i| &self.0[i].1)
     }
 
+    #[cfg(test)]
     /// The stored name and text of `name`.
-    pub fn get_key_value(&self, name: &str) -> Option<(&Text, &Text)> {
+    pub(crate) fn get_key_value(&self, name: &str) -> Option<(&Text, &Text)> {
         self.position(name).ok().map(|i| (&self.0[i].0, &self.0[i].1))
     }
 
+    #[cfg(test)]
     /// Whether `name` is set.
-    pub fn contains_key(&self, name: &str) -> bool {
+    pub(crate) fn contains_key(&self, name: &str) -> bool {
         self.position(name).is_ok()
     }
 
+    #[cfg(test)]
     /// Sets `name` to `text` (replacing its text if it is set).
-    pub fn insert(&mut self, name: Text, text: Text) {
+    pub(crate) fn insert(&mut self, name: Text, text: Text) {
         match self.position(&name) {
             Ok(i) => self.0[i].1 = text,
             Err(i) => {
@@ -49,23 +52,20 @@ impl Labels {
     }
 
     /// The entries, by name.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&Text, &Text)> + Clone {
+    pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = (&Text, &Text)> + Clone {
         self.0.iter().map(|(k, v)| (k, v))
     }
 
+    #[cfg(test)]
     /// The names, sorted.
-    pub fn keys(&self) -> impl ExactSizeIterator<Item = &Text> + Clone {
+    pub(crate) fn keys(&self) -> impl ExactSizeIterator<Item = &Text> + Clone {
         self.0.iter().map(|(k, _)| k)
     }
 
+    #[cfg(test)]
     /// How many there are.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 }
 

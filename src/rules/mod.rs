@@ -7,13 +7,13 @@
 
 pub mod alert;
 pub mod builtin;
-pub mod context;
-pub mod expr;
-pub mod labels;
+pub(crate) mod context;
+pub(crate) mod expr;
+pub(crate) mod labels;
 pub mod render;
 pub mod series;
-pub mod subjects;
-pub mod text;
+pub(crate) mod subjects;
+pub(crate) mod text;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -26,15 +26,15 @@ use crate::time::Timestamp;
 pub use alert::{Alert, AlertState, AlertsView};
 use context::{EvalContext, SeriesHistory, Subject};
 use expr::Condition;
-pub use labels::Labels;
+pub(crate) use labels::Labels;
 pub use render::{format_bytes, format_duration, render};
-pub use series::Scope;
-pub use subjects::DaemonFacts;
+pub(crate) use series::Scope;
+pub(crate) use subjects::DaemonFacts;
 use subjects::{ClusterView, DaemonView, JobView, TaskManagerView, evaluated_jobs, taskmanagers};
-pub use text::Text;
+pub(crate) use text::Text;
 
 /// How many resolved alerts are remembered for the API and status page.
-pub const HISTORY: usize = 256;
+pub(crate) const HISTORY: usize = 256;
 
 /// An alert's severity (its `severity` label), as the monitoring-mixins guideline has it. Unrelated
 /// to a log event's `observe::EventSeverity`.
@@ -114,11 +114,11 @@ pub struct RuleSpec {
     pub class: Class,
     /// Extra labels.
     #[serde(default)]
-    pub labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
     /// One-line summary; `{{ … }}` placeholders are filled in (see `render`).
-    pub summary: String,
+    pub(crate) summary: String,
     /// Longer description, with placeholders.
-    pub description: String,
+    pub(crate) description: String,
     /// Where the runbook section is.
     pub runbook_url: String,
 }
@@ -127,7 +127,7 @@ pub struct RuleSpec {
 #[derive(Clone, Debug)]
 pub struct Rule {
     /// What was written.
-    pub spec: RuleSpec,
+    pub(crate) spec: RuleSpec,
     condition: Condition,
 }
 
@@ -140,7 +140,7 @@ impl Rule {
     }
 
     /// The parsed condition.
-    pub fn condition(&self) -> &Condition {
+    pub(crate) fn condition(&self) -> &Condition {
         &self.condition
     }
 }
@@ -197,12 +197,12 @@ impl Evaluator {
     }
 
     /// The rules.
-    pub fn rules(&self) -> &[Rule] {
+    pub(crate) fn rules(&self) -> &[Rule] {
         &self.rules
     }
 
     /// Replaces the rules (config reload); alerts of rules that are gone resolve.
-    pub fn set_rules(&mut self, rules: Vec<Rule>) {
+    pub(crate) fn set_rules(&mut self, rules: Vec<Rule>) {
         self.windows = windows_of(&rules);
         self.rules = rules;
     }
@@ -213,12 +213,12 @@ impl Evaluator {
     }
 
     /// Pending and firing alerts, shared: cloning one copies a pointer.
-    pub fn active_shared(&self) -> impl Iterator<Item = &Arc<Alert>> {
+    pub(crate) fn active_shared(&self) -> impl Iterator<Item = &Arc<Alert>> {
         self.alerts.active.values().map(|a| &a.alert)
     }
 
     /// Recently resolved alerts, oldest first.
-    pub fn resolved(&self) -> impl Iterator<Item = &Alert> {
+    pub(crate) fn resolved(&self) -> impl Iterator<Item = &Alert> {
         self.alerts.history.iter()
     }
 
@@ -231,11 +231,11 @@ impl Evaluator {
     }
 
     /// [`Evaluator::evaluate`], the daemon-scope rules reading `facts`.
-    pub fn evaluate_with(&mut self, state: &State, facts: &DaemonFacts, now: Timestamp) -> Vec<Alert> {
+    pub(crate) fn evaluate_with(&mut self, state: &State, facts: &DaemonFacts, now: Timestamp) -> Vec<Alert> {
         let mut round = Round::default();
         self.alerts.round += 1;
         if self.windows.contains_key(&Scope::Daemon) {
-            let subject = Subject::Daemon(DaemonView { facts, now });
+            let subject = Subject::Daemon(DaemonView { facts });
             let entity = (Scope::Daemon, String::new(), String::new());
             self.evaluate_subject(entity, subject, &[], &Detail::default(), now, &mut round);
         }
@@ -248,7 +248,7 @@ impl Evaluator {
             }
             if self.windows.contains_key(&Scope::TaskManager) {
                 for (id, figures) in &taskmanagers(cluster) {
-                    let subject = Subject::TaskManager(TaskManagerView { id, figures, now });
+                    let subject = Subject::TaskManager(TaskManagerView { figures });
                     let entity = (Scope::TaskManager, cluster_name.clone(), id.clone());
                     let labels = [("cluster", cluster_name.as_str()), ("taskmanager", id.as_str())];
                     self.evaluate_subject(entity, subject, &labels, &Detail::default(), now, &mut round);
@@ -522,7 +522,7 @@ const AGE_STEPS: std::ops::Range<u64> = 10..20;
 /// such as `in_progress_age > 0.8 * timeout` fires within a few milliseconds of the crossing
 /// (plus the round gap) instead of at the next evaluation tick, which on a 4 s timeout would
 /// mostly come after the expiry. `None` when nothing is in progress.
-pub fn next_age_wake(state: &State, now: Timestamp) -> Option<Timestamp> {
+pub(crate) fn next_age_wake(state: &State, now: Timestamp) -> Option<Timestamp> {
     let mut next: Option<Timestamp> = None;
     for cluster in state.clusters().values() {
         for job in cluster.jobs.values().filter(|j| j.listed) {

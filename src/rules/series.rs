@@ -35,9 +35,6 @@ pub enum Scope {
 }
 
 impl Scope {
-    /// Every scope, in the order the docs list them.
-    pub const ALL: [Scope; 4] = [Scope::Job, Scope::Cluster, Scope::TaskManager, Scope::Daemon];
-
     /// The name in a rule (`scope = "cluster"`) and in the docs.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -49,7 +46,7 @@ impl Scope {
     }
 
     /// Whether this is the default scope (a rule that says nothing).
-    pub fn is_job(&self) -> bool {
+    pub(crate) fn is_job(&self) -> bool {
         *self == Scope::Job
     }
 }
@@ -123,7 +120,7 @@ impl Read {
 pub struct Series {
     /// The name; for a summary the base (`duration` of `duration.p95`), for a keyed family the
     /// prefix (`log` of `log.expired`).
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The unit of its values.
     pub unit: Unit,
     /// What it is, for the docs.
@@ -612,7 +609,7 @@ fn progress_window(v: &JobView<'_>) -> Option<f64> {
 
 /// `progress_window` counts at most this many tolerable failures: at tolerable 100 the
 /// uncapped window was 102 × max(interval, timeout), 17 h with a 10-minute timeout.
-pub const PROGRESS_TOLERABLE_CAP: u32 = 3;
+pub(crate) const PROGRESS_TOLERABLE_CAP: u32 = 3;
 
 const fn summary(
     name: &'static str,
@@ -685,7 +682,7 @@ const fn daemon(
 
 /// Which member of a series' family a name selects.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Member<'n> {
+pub(crate) enum Member<'n> {
     /// The series itself.
     Whole,
     /// A quantile of a summary, by its index in p50, p95, p99.
@@ -704,7 +701,7 @@ fn index() -> &'static HashMap<(Scope, &'static str), &'static Series> {
 
 /// The entry and member a series name of `scope` selects (`duration.p95`: `duration`, the
 /// p95), or `None` for a name that scope does not know.
-pub fn find(scope: Scope, name: &str) -> Option<(&'static Series, Member<'_>)> {
+pub(crate) fn find(scope: Scope, name: &str) -> Option<(&'static Series, Member<'_>)> {
     let index = index();
     if let Some(series) = index.get(&(scope, name)).filter(|s| is_single(s)) {
         return Some((series, Member::Whole));
@@ -730,7 +727,7 @@ fn is_single(series: &Series) -> bool {
 }
 
 /// Whether `name` is a series rules of `scope` can read.
-pub fn is_known(scope: Scope, name: &str) -> bool {
+pub(crate) fn is_known(scope: Scope, name: &str) -> bool {
     find(scope, name).is_some()
 }
 

@@ -12,27 +12,27 @@ use crate::time::Timestamp;
 /// What a job-scope series reads: the job, its id, its cluster's log events, and the time.
 pub struct JobView<'a> {
     /// The job.
-    pub job: &'a JobState,
+    pub(crate) job: &'a JobState,
     /// Its id.
-    pub job_id: &'a str,
+    pub(crate) job_id: &'a str,
     /// Its cluster's log events.
-    pub logs: Option<&'a LogState>,
+    pub(crate) logs: Option<&'a LogState>,
     /// Its cluster's evidence (state skew, the evidence beside checkpoints).
-    pub evidence: Option<&'a crate::state::evidence::ClusterEvidence>,
+    pub(crate) evidence: Option<&'a crate::state::evidence::ClusterEvidence>,
     /// The evaluation's time.
-    pub now: Timestamp,
+    pub(crate) now: Timestamp,
 }
 
 impl JobView<'_> {
     /// The job's most skewed operator in its latest checkpoint with per-subtask sizes.
-    pub fn state_skew(&self) -> Option<&crate::state::evidence::StateSkew> {
+    pub(crate) fn state_skew(&self) -> Option<&crate::state::evidence::StateSkew> {
         let skew = self.evidence?.skew.get(self.job_id)?;
         skew.operators.iter().max_by(|a, b| a.ratio.total_cmp(&b.ratio))
     }
 
     /// Text a description may name: `evidence` (" Beside checkpoint N: <the evidence>.", of
     /// the newest checkpoint that has it; empty when none has) and `skew_operator`.
-    pub fn texts(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn texts(&self) -> Vec<(&'static str, String)> {
         let evidence = self.job.recent.iter().rev().find_map(|r| Some((r.id, r.evidence.as_deref()?)));
         let beside = |(id, e): (u64, &crate::state::evidence::CheckpointEvidence)| {
             let class = e
@@ -49,7 +49,7 @@ impl JobView<'_> {
     }
 
     /// The job's log events of `kind`, from every source.
-    pub fn log_events(&self, kind: &str) -> f64 {
+    pub(crate) fn log_events(&self, kind: &str) -> f64 {
         let Some(logs) = self.logs else { return 0.0 };
         // Keyed by job first: a range, not a scan of every job's counters (a round over 1,000
         // jobs would compare a million keys).
@@ -62,7 +62,7 @@ impl JobView<'_> {
     }
 
     /// The job's trigger deviations that a coordinator rule explains, or that none does.
-    pub fn shadow_deviations(&self, explained: bool) -> f64 {
+    pub(crate) fn shadow_deviations(&self, explained: bool) -> f64 {
         self.job
             .shadow
             .trigger
@@ -77,14 +77,14 @@ impl JobView<'_> {
 /// What a cluster-scope series reads.
 pub struct ClusterView<'a> {
     /// The cluster.
-    pub cluster: &'a ClusterState,
+    pub(crate) cluster: &'a ClusterState,
     /// The evaluation's time.
-    pub now: Timestamp,
+    pub(crate) now: Timestamp,
 }
 
 impl ClusterView<'_> {
     /// Watched jobs that have not ended and failed a checkpoint since their last completed one.
-    pub fn failing_jobs(&self) -> usize {
+    pub(crate) fn failing_jobs(&self) -> usize {
         evaluated_jobs(self.cluster).filter(|(_, job)| job.consecutive_failures() > 0).count()
     }
 
@@ -101,7 +101,7 @@ impl ClusterView<'_> {
 
     /// The texts a cluster gives its alerts' descriptions: `config_risk_jobs`, the riskiest
     /// jobs by name (at most [`NAMED_JOBS`], then how many more).
-    pub fn texts(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn texts(&self) -> Vec<(&'static str, String)> {
         let risky = self.config_risk_jobs();
         let names: Vec<&str> = risky.iter().map(|(_, name)| *name).collect();
         vec![("config_risk_jobs", crate::time::some_of(&names, NAMED_JOBS, "none"))]
@@ -113,25 +113,25 @@ pub(crate) const NAMED_JOBS: usize = 5;
 
 /// What the state knows of one TaskManager, gathered from the cluster's watched jobs.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct TaskManagerFigures {
+pub(crate) struct TaskManagerFigures {
     /// Subtasks placed on it at their job's last load fetch.
-    pub subtasks: u64,
+    pub(crate) subtasks: u64,
     /// Jobs with a subtask on it.
-    pub jobs: u64,
+    pub(crate) jobs: u64,
     /// Recent completed checkpoints whose slowest subtask ran on it.
-    pub slowest_subtasks: u64,
+    pub(crate) slowest_subtasks: u64,
     /// Recent failed checkpoints whose holdout ran on it.
-    pub holdouts: u64,
+    pub(crate) holdouts: u64,
     /// Jobs whose latest restore's last subtask to start ran on it.
-    pub last_to_restore: u64,
+    pub(crate) last_to_restore: u64,
     /// The share of the last minute its JVM spent in GC (evidence), when known.
-    pub gc_time_ratio: Option<f64>,
+    pub(crate) gc_time_ratio: Option<f64>,
 }
 
 /// The TaskManagers that run subtasks of the cluster's watched jobs (those job rules are
 /// evaluated for), by id, with their figures. A subtask is placed where the job's last load
 /// fetch saw it, as the API places a checkpoint's slowest subtask when no log line says more.
-pub fn taskmanagers(cluster: &ClusterState) -> BTreeMap<String, TaskManagerFigures> {
+pub(crate) fn taskmanagers(cluster: &ClusterState) -> BTreeMap<String, TaskManagerFigures> {
     // Keyed by the state's own strings while counting: one allocation per TaskManager, not one
     // per subtask and checkpoint (this runs at every evaluation, over every job).
     let mut figures: BTreeMap<&str, TaskManagerFigures> = BTreeMap::new();
@@ -175,18 +175,14 @@ pub fn taskmanagers(cluster: &ClusterState) -> BTreeMap<String, TaskManagerFigur
 
 /// The jobs job rules are evaluated for: listed, and not ended (a job that finished, was
 /// cancelled, failed for good or was suspended no longer checkpoints).
-pub fn evaluated_jobs(cluster: &ClusterState) -> impl Iterator<Item = (&String, &JobState)> {
+pub(crate) fn evaluated_jobs(cluster: &ClusterState) -> impl Iterator<Item = (&String, &JobState)> {
     cluster.jobs.iter().filter(|(_, j)| j.listed && !j.job_state.has_ended()).map(|(id, j)| (id, &**j))
 }
 
 /// What a TaskManager-scope series reads.
 pub struct TaskManagerView<'a> {
-    /// The TaskManager's id, as Flink names it.
-    pub id: &'a str,
     /// What the state knows of it.
-    pub figures: &'a TaskManagerFigures,
-    /// The evaluation's time.
-    pub now: Timestamp,
+    pub(crate) figures: &'a TaskManagerFigures,
 }
 
 /// What the daemon knows of its own persistence, for the rules of the daemon scope. Plain data
@@ -199,17 +195,15 @@ pub struct DaemonFacts {
     /// Records waiting in the outbox for the store; `None` when no store is open.
     pub store_waiting_records: Option<u64>,
     /// Records the full outbox dropped unwritten (a counter).
-    pub store_dropped_records: u64,
+    pub(crate) store_dropped_records: u64,
     /// Failed writes of the state file (a counter).
-    pub state_persist_errors: u64,
+    pub(crate) state_persist_errors: u64,
     /// Whether the last write of the state file failed.
-    pub state_persist_failing: bool,
+    pub(crate) state_persist_failing: bool,
 }
 
 /// What a daemon-scope series reads.
 pub struct DaemonView<'a> {
     /// The daemon's facts.
-    pub facts: &'a DaemonFacts,
-    /// The evaluation's time.
-    pub now: Timestamp,
+    pub(crate) facts: &'a DaemonFacts,
 }

@@ -17,7 +17,7 @@ pub struct Text(Arc<str>);
 
 impl Text {
     /// The text.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -103,13 +103,13 @@ impl<'de> serde::Deserialize<'de> for Text {
 
 /// The texts in use, each held once. [`Interner::prune`] forgets those no alert holds any more.
 #[derive(Default)]
-pub struct Interner {
+pub(crate) struct Interner {
     texts: HashSet<Text>,
 }
 
 impl Interner {
     /// The shared text equal to `s` (added when new).
-    pub fn get(&mut self, s: &str) -> Text {
+    pub(crate) fn get(&mut self, s: &str) -> Text {
         if let Some(t) = self.texts.get(s) {
             return t.clone();
         }
@@ -119,17 +119,19 @@ impl Interner {
     }
 
     /// Forgets the texts held by nothing but the interner.
-    pub fn prune(&mut self) {
+    pub(crate) fn prune(&mut self) {
         self.texts.retain(|t| Arc::strong_count(&t.0) > 1);
     }
 
+    #[cfg(test)]
     /// How many texts are held.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.texts.len()
     }
 
+    #[cfg(test)]
     /// Whether none are.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.texts.is_empty()
     }
 }

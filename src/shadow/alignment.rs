@@ -34,26 +34,26 @@ use crate::observe::{
 use crate::time::fmt_duration;
 
 /// Flink's default network buffer (memory segment) size, bytes.
-pub const BUFFER_BYTES: u64 = 32 * 1024;
+pub(crate) const BUFFER_BYTES: u64 = 32 * 1024;
 /// `taskmanager.network.memory.max-buffers-per-channel` default.
-pub const MAX_BUFFERS_PER_CHANNEL: f64 = 10.0;
+pub(crate) const MAX_BUFFERS_PER_CHANNEL: f64 = 10.0;
 /// Checkpoints kept per operator for the observed medians.
 const KEPT: usize = 16;
 /// The engine gives up after this much simulated time, ms.
 const HORIZON_MS: u64 = 120_000;
 /// Below this (predicted and observed), barriers are not held up: no operator is named as
 /// holding them, and unaligned checkpoints have nothing to gain, ms.
-pub const NOTABLE_MS: f64 = 100.0;
+pub(crate) const NOTABLE_MS: f64 = 100.0;
 /// The engine's budget: a job graph with more channels (upstream subtask → downstream
 /// subtask pairs; a hash or rebalance edge between two vertices of parallelism P has P×P) or
 /// more subtasks than this is not modelled. The engine's cost grows faster than its channels
 /// (one run of the lab job with 4,656 channels took 47 ms, with a backlog 330 ms, in a debug
 /// build; 32,896 channels took 1.4 s and 4.1 s), and a job at parallelism 1,000 with a hash edge has a
 /// million; docs/reliability.md.
-pub const MAX_MODEL_CHANNELS: u64 = 4_096;
+pub(crate) const MAX_MODEL_CHANNELS: u64 = 4_096;
 
 /// Why a topology is too large for the engine's budget, or `Ok(())` when it fits.
-pub fn within_budget(topology: &JobTopology) -> Result<(), String> {
+pub(crate) fn within_budget(topology: &JobTopology) -> Result<(), String> {
     let by_id: BTreeMap<&str, u64> =
         topology.vertices.iter().map(|v| (v.id.as_str(), u64::from(v.parallelism.max(1)))).collect();
     let parallelism = |id: &str| by_id.get(id).copied().unwrap_or(1);
@@ -75,7 +75,7 @@ pub fn within_budget(topology: &JobTopology) -> Result<(), String> {
 }
 
 /// The engine's mode for a job's settings.
-pub fn mode(settings: &CheckpointSettings) -> Mode {
+pub(crate) fn mode(settings: &CheckpointSettings) -> Mode {
     if !settings.exactly_once {
         Mode::AtLeastOnce
     } else if settings.unaligned {
@@ -104,15 +104,15 @@ fn serialize_mode<S: serde::Serializer>(mode: &Mode, s: S) -> Result<S::Ok, S::E
 
 /// A graph ready for the engine, with the way back to Flink's ids and subtask indices.
 #[derive(Clone, Debug)]
-pub struct ShadowGraph {
+pub(crate) struct ShadowGraph {
     /// The engine's graph (vertex `i` is `vertex_ids[i]`).
-    pub graph: JobGraph,
+    pub(crate) graph: JobGraph,
     /// Flink's vertex ids by engine index.
-    pub vertex_ids: Vec<String>,
+    pub(crate) vertex_ids: Vec<String>,
     /// Engine subtask `i` of a vertex with parallelism `p` is Flink subtask `(i + rotation) % p`.
-    pub rotation: u32,
+    pub(crate) rotation: u32,
     /// Per engine vertex and subtask: whether the real subtask is saturated (busy ≥ 50 %).
-    pub saturated: Vec<Vec<bool>>,
+    pub(crate) saturated: Vec<Vec<bool>>,
 }
 
 /// Of the buffers a back-pressured subpartition holds, how many buffers' worth of records its
@@ -122,7 +122,7 @@ pub struct ShadowGraph {
 /// producer is filling. A producer stopped by `max-buffers-per-channel` stopped right after
 /// requesting that last buffer (the pool turns unavailable on the request that reaches the
 /// limit), so it holds next to nothing; otherwise it is half full on average.
-pub fn unread_buffers(in_use: f64) -> f64 {
+pub(crate) fn unread_buffers(in_use: f64) -> f64 {
     let in_use = in_use.min(MAX_BUFFERS_PER_CHANNEL);
     let filling = if in_use >= MAX_BUFFERS_PER_CHANNEL { 1.0 } else { 0.5 };
     (in_use - 0.5 - filling).max(0.0)
@@ -130,7 +130,7 @@ pub fn unread_buffers(in_use: f64) -> f64 {
 
 /// Builds the engine's graph; `None` when the topology or the load of a vertex is missing.
 /// A graph over [`MAX_MODEL_CHANNELS`] is `None` too (see [`within_budget`]).
-pub fn build_graph(topology: &JobTopology, load: &[VertexLoad]) -> Option<ShadowGraph> {
+pub(crate) fn build_graph(topology: &JobTopology, load: &[VertexLoad]) -> Option<ShadowGraph> {
     if topology.vertices.is_empty() || within_budget(topology).is_err() {
         return None;
     }
@@ -317,21 +317,21 @@ pub struct OperatorPrediction {
     /// The Flink subtask with the largest alignment.
     pub slowest_subtask: u32,
     /// How much later its barriers leave than they reached its slowest input, ms.
-    pub added_ms: f64,
+    pub(crate) added_ms: f64,
 }
 
 /// One run of the engine, summarised.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Prediction {
+pub(crate) struct Prediction {
     /// The mode it ran in (written as its name).
     #[serde(serialize_with = "serialize_mode")]
-    pub mode: Mode,
+    pub(crate) mode: Mode,
     /// Per operator, in the topology's order.
-    pub operators: Vec<OperatorPrediction>,
+    pub(crate) operators: Vec<OperatorPrediction>,
     /// Index of the operator holding the barriers up.
-    pub holder: Option<usize>,
+    pub(crate) holder: Option<usize>,
     /// In-flight bytes persisted by the saturated subtasks (unaligned), per checkpoint.
-    pub persisted_bytes: u64,
+    pub(crate) persisted_bytes: u64,
 }
 
 fn summarise(sg: &ShadowGraph, result: &AlignmentResult, mode: Mode) -> Prediction {
@@ -386,7 +386,7 @@ fn summarise(sg: &ShadowGraph, result: &AlignmentResult, mode: Mode) -> Predicti
 }
 
 /// Runs the engine on a graph in a mode.
-pub fn predict(sg: &ShadowGraph, mode: Mode) -> Prediction {
+pub(crate) fn predict(sg: &ShadowGraph, mode: Mode) -> Prediction {
     let config = AlignmentConfig { mode, horizon_ms: HORIZON_MS, ..AlignmentConfig::default() };
     let result = simulate(&sg.graph, &config, 1);
     summarise(sg, &result, mode)
@@ -451,7 +451,7 @@ pub struct OperatorObserved {
     /// Flink's vertex id.
     pub vertex_id: String,
     /// The operator chain's name.
-    pub name: String,
+    pub(crate) name: String,
     /// Median over checkpoints of the largest start delay of a subtask, ms.
     pub start_delay_ms: u64,
     /// Median over checkpoints of the largest alignment of a subtask, ms.
@@ -488,7 +488,7 @@ pub struct AlignmentShadow {
 /// One run of the engine to be made outside the state: the graph and the modes, cloned
 /// (bounded by [`MAX_MODEL_CHANNELS`]).
 #[derive(Clone, Debug)]
-pub struct ModelWork {
+pub(crate) struct ModelWork {
     version: u64,
     graph: ShadowGraph,
     configured: Mode,
@@ -497,7 +497,7 @@ pub struct ModelWork {
 
 /// The result of a [`ModelWork`], to be handed back with [`AlignmentShadow::finish`].
 #[derive(Clone, Debug)]
-pub struct ModelOutput {
+pub(crate) struct ModelOutput {
     version: u64,
     configured: Prediction,
     alternative: Option<Prediction>,
@@ -505,7 +505,7 @@ pub struct ModelOutput {
 
 impl ModelWork {
     /// Runs the engine (pure; bounded by the budget, may take tens of milliseconds).
-    pub fn run(&self) -> ModelOutput {
+    pub(crate) fn run(&self) -> ModelOutput {
         ModelOutput {
             version: self.version,
             configured: predict(&self.graph, self.configured),
@@ -522,13 +522,14 @@ fn push_bounded<T>(q: &mut VecDeque<T>, v: T) {
 }
 
 impl AlignmentShadow {
+    #[cfg(test)]
     /// An empty shadow.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         AlignmentShadow::default()
     }
 
     /// New settings (re-runs the engine when the mode changes).
-    pub fn set_settings(&mut self, settings: &CheckpointSettings) {
+    pub(crate) fn set_settings(&mut self, settings: &CheckpointSettings) {
         if self.settings.as_ref().map(mode) != Some(mode(settings)) {
             self.settings = Some(settings.clone());
             self.rerun();
@@ -538,7 +539,7 @@ impl AlignmentShadow {
     }
 
     /// A new graph and load measurement: re-runs the engine.
-    pub fn set_load(&mut self, topology: Option<&Arc<JobTopology>>, load: &[VertexLoad]) {
+    pub(crate) fn set_load(&mut self, topology: Option<&Arc<JobTopology>>, load: &[VertexLoad]) {
         if let Some(t) = topology {
             self.topology = Some(Arc::clone(t));
         }
@@ -549,7 +550,7 @@ impl AlignmentShadow {
     }
 
     /// Runs the engine outside [`Self::rerun`] from now on (see [`Self::take_work`]).
-    pub fn defer_runs(&mut self) {
+    pub(crate) fn defer_runs(&mut self) {
         self.deferred = true;
     }
 
@@ -568,7 +569,7 @@ impl AlignmentShadow {
     }
 
     /// The engine run that is due, if any (then not due any more).
-    pub fn take_work(&mut self) -> Option<ModelWork> {
+    pub(crate) fn take_work(&mut self) -> Option<ModelWork> {
         self.pending = false;
         let (Some(sg), Some(settings)) = (&self.graph, &self.settings) else { return None };
         let configured = mode(settings);
@@ -581,25 +582,26 @@ impl AlignmentShadow {
     }
 
     /// Whether a deferred engine run is due.
-    pub fn has_pending_work(&self) -> bool {
+    pub(crate) fn has_pending_work(&self) -> bool {
         self.pending
     }
 
     /// Takes the result of a run; dropped when the inputs changed since its [`ModelWork`].
-    pub fn finish(&mut self, output: ModelOutput) {
+    pub(crate) fn finish(&mut self, output: ModelOutput) {
         if output.version == self.inputs_version {
             self.configured = Some(output.configured);
             self.alternative = output.alternative;
         }
     }
 
+    #[cfg(test)]
     /// Why the engine does not model this job, when its graph is over the budget.
-    pub fn not_modelled(&self) -> Option<&str> {
+    pub(crate) fn not_modelled(&self) -> Option<&str> {
         self.not_modelled.as_deref()
     }
 
     /// Records the per-operator phases of a finished checkpoint.
-    pub fn observe(&mut self, checkpoint: &FinishedCheckpoint) {
+    pub(crate) fn observe(&mut self, checkpoint: &FinishedCheckpoint) {
         if checkpoint.status != CheckpointStatus::Completed
             || checkpoint.kind == SnapshotKind::Savepoint
             || checkpoint.operators.is_empty()
@@ -631,19 +633,16 @@ impl AlignmentShadow {
         push_bounded(&mut self.unaligned, checkpoint.kind == SnapshotKind::UnalignedCheckpoint);
     }
 
+    #[cfg(test)]
     /// The engine's graph, when the topology and load are known.
-    pub fn graph(&self) -> Option<&ShadowGraph> {
+    pub(crate) fn graph(&self) -> Option<&ShadowGraph> {
         self.graph.as_ref()
     }
 
+    #[cfg(test)]
     /// The prediction in the configured mode.
-    pub fn prediction(&self) -> Option<&Prediction> {
+    pub(crate) fn prediction(&self) -> Option<&Prediction> {
         self.configured.as_ref()
-    }
-
-    /// The prediction in the other mode (unaligned for aligned jobs, aligned for unaligned ones).
-    pub fn alternative(&self) -> Option<&Prediction> {
-        self.alternative.as_ref()
     }
 
     /// The observed medians per operator.
@@ -702,7 +701,7 @@ impl AlignmentShadow {
     /// "stateful-map holds the barriers up: …", or that nothing does when the barriers pass
     /// within [`NOTABLE_MS`] (predicted and observed).
     /// "stateful-map holds the barriers up: …", or why the alignment is not modelled.
-    pub fn headline(&self) -> Option<String> {
+    pub(crate) fn headline(&self) -> Option<String> {
         if let Some(reason) = &self.not_modelled {
             return Some(format!("alignment {reason}"));
         }
@@ -729,7 +728,7 @@ impl AlignmentShadow {
     }
 
     /// The unaligned what-if, with its numbers.
-    pub fn what_if(&self) -> Option<String> {
+    pub(crate) fn what_if(&self) -> Option<String> {
         let (aligned, unaligned, persisted) = self.what_if_numbers()?;
         let mb = persisted as f64 / 1_000_000.0;
         let configured_unaligned = self.configured.as_ref().is_some_and(|c| c.mode == Mode::Unaligned);
@@ -766,7 +765,7 @@ impl AlignmentShadow {
     }
 
     /// Plain contradictions between the configuration and what is observed.
-    pub fn contradictions(&self) -> Vec<String> {
+    pub(crate) fn contradictions(&self) -> Vec<String> {
         let mut out = Vec::new();
         let Some(settings) = &self.settings else { return out };
         let max_alignment = self
@@ -819,7 +818,7 @@ impl AlignmentShadow {
     }
 
     /// One subtask whose start delay is far above its peers' (the skew closest to the sources).
-    pub fn skew(&self) -> Option<String> {
+    pub(crate) fn skew(&self) -> Option<String> {
         let mut found: Option<(u64, String)> = None;
         for ring in self.observed.values() {
             let name = &ring.name;

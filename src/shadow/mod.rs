@@ -10,8 +10,8 @@
 //! - [`alignment`]: the alignment engine on the job graph and measured load; the operator
 //!   holding the barriers up, the unaligned what-if and contradictions.
 
-pub mod alignment;
-pub mod trigger;
+pub(crate) mod alignment;
+pub(crate) mod trigger;
 
 use crate::model::coordinator::Binding;
 use crate::observe::{JobLoadReport, JobPoll};
@@ -29,11 +29,11 @@ pub struct Explanation {
     /// Median observed gap between triggers, ms.
     pub observed_interval_ms: Option<u64>,
     /// Median gap the model expected, ms.
-    pub expected_interval_ms: Option<u64>,
+    pub(crate) expected_interval_ms: Option<u64>,
     /// When the model expects the next trigger, epoch ms.
-    pub expected_next_trigger_at_ms: Option<i64>,
+    pub(crate) expected_next_trigger_at_ms: Option<i64>,
     /// A stall in progress: no trigger although one was expected this long ago.
-    pub stall: Option<String>,
+    pub(crate) stall: Option<String>,
     /// The latest deviation.
     pub last_deviation: Option<Deviation>,
     /// The latest unexplained deviation.

@@ -25,37 +25,27 @@ use tokio::sync::{mpsc, watch};
 
 use crate::config::{ClusterConfig, DiscoveryConfig};
 
-pub use super::file_sd::{Format, name_of, parse_as};
-pub use super::target::Target;
+pub(crate) use super::file_sd::Format;
+#[cfg(test)]
+use super::file_sd::parse_as;
+pub(crate) use super::target::Target;
+pub(crate) use crate::counters::DiscoveryStats;
 
+#[cfg(test)]
 /// Parses one JSON file's contents into its targets; `scheme` for targets without one.
-pub fn parse(text: &str, scheme: &str) -> Result<Vec<Target>, String> {
+pub(crate) fn parse(text: &str, scheme: &str) -> Result<Vec<Target>, String> {
     parse_as(text, Format::Json, scheme)
 }
 
-/// What the last reading of the files gave, for metrics.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct DiscoveryStats {
-    /// Clusters discovered and handed to the daemon.
-    pub clusters: usize,
-    /// Targets left out at the last reading, by reason (`limit`, `duplicate`, `invalid`).
-    pub dropped: [(&'static str, u64); 3],
-    /// Failed file reads since start, by reason (`too_large`, `unreadable`, `invalid`,
-    /// `too_many_files`).
-    pub file_errors: [(&'static str, u64); 4],
-    /// What Kubernetes discovery did, when it is on.
-    pub kubernetes: Option<crate::sources::kubernetes::KubernetesStats>,
-}
-
 /// Reasons a target is left out.
-pub const DROP_REASONS: [&str; 3] = ["limit", "duplicate", "invalid"];
+pub(crate) const DROP_REASONS: [&str; 3] = ["limit", "duplicate", "invalid"];
 /// Reasons a file read fails.
-pub const FILE_ERRORS: [&str; 4] = ["too_large", "unreadable", "invalid", "too_many_files"];
+pub(crate) const FILE_ERRORS: [&str; 4] = ["too_large", "unreadable", "invalid", "too_many_files"];
 
 /// The discovered clusters from the files' targets (in path order): invalid names and URLs,
 /// names already taken (by a `[[clusters]]` entry or an earlier target) and targets beyond
 /// `max_clusters` are left out with a warning, and counted in `dropped`.
-pub fn merge(
+pub(crate) fn merge(
     files: &BTreeMap<PathBuf, Vec<Target>>,
     config: &DiscoveryConfig,
     static_names: &BTreeSet<String>,
@@ -98,10 +88,10 @@ pub fn merge(
 /// What discovery remembers of a file it read: its identity then, and how many targets past
 /// the cap it listed. A file whose identity has not changed is not read again.
 #[derive(Clone, Debug, PartialEq)]
-pub struct FileSeen {
+pub(crate) struct FileSeen {
     identity: FileIdentity,
     /// Targets past `max_clusters` the file listed (checked, counted, not kept).
-    pub cut: u64,
+    pub(crate) cut: u64,
 }
 
 /// A file's size, modification and change times (nanoseconds), device and inode: a file
@@ -141,7 +131,7 @@ impl FileIdentity {
 /// A YAML file's parser holds the whole document's events, so its bytes are capped by the
 /// target cap too: at most this many per discovered cluster (4 MB at the default 1,000), a
 /// generous room for a group's labels. JSON is read group by group and needs no such cap.
-pub const YAML_BYTES_PER_CLUSTER: u64 = 4096;
+pub(crate) const YAML_BYTES_PER_CLUSTER: u64 = 4096;
 
 /// The most bytes of the file at `path` that are read.
 fn byte_cap(path: &Path, config: &DiscoveryConfig) -> u64 {
@@ -156,7 +146,7 @@ fn byte_cap(path: &Path, config: &DiscoveryConfig) -> u64 {
 /// Reads the files the globs match now. `known` holds each file's targets from its last good
 /// reading and `seen` what that reading found: a file that cannot be read keeps them; a file
 /// whose identity did not change is not read again; a file no longer matched is forgotten.
-pub fn read_files(
+pub(crate) fn read_files(
     config: &DiscoveryConfig,
     known: &mut BTreeMap<PathBuf, Vec<Target>>,
     seen: &mut BTreeMap<PathBuf, FileSeen>,
@@ -243,7 +233,7 @@ fn read_file(
 /// and sends the discovered clusters whenever they change. `static_names` are the names of
 /// the `[[clusters]]` entries (they win a clash). Stops when `stop` turns true or the receiver
 /// is dropped.
-pub struct Discovery {
+pub(crate) struct Discovery {
     config: DiscoveryConfig,
     static_names: BTreeSet<String>,
     known: BTreeMap<PathBuf, Vec<Target>>,
@@ -252,14 +242,14 @@ pub struct Discovery {
     /// Kubernetes discovery's watches and what they found last.
     kubernetes: Option<KubernetesWatch>,
     /// The last clusters sent, and the stats of the last reading.
-    pub clusters: Vec<ClusterConfig>,
+    pub(crate) clusters: Vec<ClusterConfig>,
     /// For metrics.
-    pub stats: DiscoveryStats,
+    pub(crate) stats: DiscoveryStats,
 }
 
 impl Discovery {
     /// A discovery over `config`, its first reading done.
-    pub fn new(config: DiscoveryConfig, static_names: BTreeSet<String>) -> Self {
+    pub(crate) fn new(config: DiscoveryConfig, static_names: BTreeSet<String>) -> Self {
         let mut d = Discovery {
             config,
             static_names,
@@ -275,7 +265,7 @@ impl Discovery {
     }
 
     /// Re-reads the files; returns whether the clusters changed.
-    pub fn refresh(&mut self) -> bool {
+    pub(crate) fn refresh(&mut self) -> bool {
         read_files(&self.config, &mut self.known, &mut self.seen, &mut self.file_errors);
         self.remerge()
     }
@@ -312,7 +302,7 @@ impl Discovery {
 
     /// Runs as a task: sends the clusters (after the first reading, already in `self`) on
     /// every change, hands the stats to `publish` after every reading.
-    pub async fn run(
+    pub(crate) async fn run(
         mut self,
         sender: watch::Sender<Vec<ClusterConfig>>,
         publish: impl Fn(DiscoveryStats) + Send + 'static,
@@ -383,7 +373,7 @@ impl Discovery {
     /// Starts Kubernetes discovery when it is configured, and waits (at most
     /// `initial_wait`) for its first complete listing, so that the daemon's first clusters
     /// include what Kubernetes has. Must run inside the tokio runtime.
-    pub async fn start_kubernetes(&mut self) {
+    pub(crate) async fn start_kubernetes(&mut self) {
         let config = &self.config.kubernetes;
         if !config.enabled || self.kubernetes.is_some() {
             return;

@@ -33,7 +33,7 @@ const MAX_CULPRITS: usize = 64;
 /// it is about).
 #[allow(missing_docs)]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Request {
+pub(crate) enum Request {
     /// A vertex's subtasks, aggregated (max, avg).
     Operator { job_id: String, vertex_id: String, operator: String },
     /// A vertex's metric names (once: which RocksDB metrics it has).
@@ -49,16 +49,16 @@ pub enum Request {
 /// What a round wants, culprits first: their subtasks and TaskManagers, then every operator and
 /// TaskManager of the watched jobs. Read under the state's read lock: no I/O here.
 #[derive(Debug, Default, PartialEq)]
-pub struct Wanted<R> {
+pub(crate) struct Wanted<R> {
     /// Asked for every round.
-    pub first: Vec<Request>,
+    pub(crate) first: Vec<Request>,
     /// Asked for in turn, as the budget leaves room.
-    pub rest: R,
+    pub(crate) rest: R,
 }
 
 /// The requests asked for in turn, indexed without being built: a round makes only the few it
 /// takes (at 1,000 jobs a round wants about 5,500 and the budget takes 8).
-pub trait TakenInTurn {
+pub(crate) trait TakenInTurn {
     /// How many there are.
     fn len(&self) -> usize;
     /// Whether there are none.
@@ -79,7 +79,7 @@ impl TakenInTurn for Vec<Request> {
 }
 
 /// Metric names listed once per (job, vertex): its RocksDB metrics.
-pub type NamesByVertex = HashMap<String, HashMap<String, Vec<String>>>;
+pub(crate) type NamesByVertex = HashMap<String, HashMap<String, Vec<String>>>;
 
 /// Whether a vertex's metric names are still to be listed, given its job's known ones: the one
 /// test both the count of a job's requests and their enumeration use, so that they agree.
@@ -89,7 +89,7 @@ fn names_unknown(known: Option<&HashMap<String, Vec<String>>>, vertex_id: &str) 
 
 /// The operators of the watched jobs (each vertex's metric names first while unknown), then
 /// the TaskManagers that are not asked for every round, borrowed from the state.
-pub struct InTurn<'a> {
+pub(crate) struct InTurn<'a> {
     jobs: Vec<(&'a str, &'a crate::state::JobState)>,
     /// Where each job's requests end in the list.
     ends: Vec<usize>,
@@ -151,7 +151,7 @@ impl TakenInTurn for InTurn<'_> {
 
 /// What a round of `cluster` wants; `known_collectors` and `known_vertices` are the names
 /// listed already (per TaskManager, per job and vertex).
-pub fn wanted<'a>(
+pub(crate) fn wanted<'a>(
     cluster: &'a ClusterState,
     known_collectors: &HashMap<String, Vec<String>>,
     known_vertices: &'a NamesByVertex,
@@ -232,7 +232,11 @@ pub fn wanted<'a>(
 
 /// The requests a round makes within `budget`, the rest taken in turn from `cursor` on:
 /// (requests, how many were left out, the next cursor).
-pub fn choose<R: TakenInTurn>(wanted: Wanted<R>, budget: usize, cursor: usize) -> (Vec<Request>, u32, usize) {
+pub(crate) fn choose<R: TakenInTurn>(
+    wanted: Wanted<R>,
+    budget: usize,
+    cursor: usize,
+) -> (Vec<Request>, u32, usize) {
     let total = wanted.first.len() + wanted.rest.len();
     // Culprits first, but a quarter of the budget stays for the rest when there is any, so that
     // many failing jobs do not starve the operators and TaskManagers.
@@ -252,7 +256,7 @@ pub fn choose<R: TakenInTurn>(wanted: Wanted<R>, budget: usize, cursor: usize) -
 }
 
 /// Reads one cluster's evidence.
-pub struct EvidenceSource {
+pub(crate) struct EvidenceSource {
     config: ClusterConfig,
     client: FlinkClient,
     app: Arc<AppState>,
@@ -280,7 +284,7 @@ const MAX_NAMES_CACHED: usize = 4_096;
 
 impl EvidenceSource {
     /// A source for `config`'s cluster (its own client: same settings, shared connection pool).
-    pub fn new(config: ClusterConfig, app: Arc<AppState>) -> Result<Self, ClientBuildError> {
+    pub(crate) fn new(config: ClusterConfig, app: Arc<AppState>) -> Result<Self, ClientBuildError> {
         let client = FlinkClient::new(&config)?;
         Ok(EvidenceSource {
             config,
@@ -294,7 +298,7 @@ impl EvidenceSource {
     }
 
     /// Runs rounds until aborted.
-    pub async fn run(mut self) {
+    pub(crate) async fn run(mut self) {
         loop {
             let settings = self.app.evidence.read().unwrap_or_else(|e| e.into_inner()).clone();
             tokio::time::sleep(settings.interval.max(crate::config::EvidenceConfig::MIN_INTERVAL)).await;
@@ -309,7 +313,7 @@ impl EvidenceSource {
     }
 
     /// One round: `None` when there is nothing to ask (no watched job with known operators).
-    pub async fn round(&mut self, budget: usize) -> Option<EvidenceRound> {
+    pub(crate) async fn round(&mut self, budget: usize) -> Option<EvidenceRound> {
         let (requests, cut, next) = {
             let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
             let cluster = state.clusters().get(&self.config.name)?;

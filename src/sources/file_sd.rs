@@ -19,7 +19,7 @@ use super::target::Target;
 /// The format of a `file_sd` file, by its extension as Prometheus decides it: `.yml` and
 /// `.yaml` are YAML, anything else JSON.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// A JSON list of groups.
     Json,
     /// A YAML list of groups (the same shape).
@@ -28,7 +28,7 @@ pub enum Format {
 
 impl Format {
     /// The format of the file at `path`.
-    pub fn of(path: &std::path::Path) -> Format {
+    pub(crate) fn of(path: &std::path::Path) -> Format {
         match path.extension().and_then(|e| e.to_str()) {
             Some(e) if e.eq_ignore_ascii_case("yml") || e.eq_ignore_ascii_case("yaml") => Format::Yaml,
             _ => Format::Json,
@@ -48,22 +48,23 @@ const GROUP_SHAPE: &str = "{targets: [\"host:port\", …], labels: {name: value,
 
 /// A file's targets: the first ones up to the cap, and how many more it listed.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Parsed {
+pub(crate) struct Parsed {
     /// The targets kept, in the file's order.
-    pub targets: Vec<Target>,
+    pub(crate) targets: Vec<Target>,
     /// Targets past the cap: checked, counted, not kept.
-    pub cut: u64,
+    pub(crate) cut: u64,
 }
 
+#[cfg(test)]
 /// Parses one file's contents in `format` into its targets; `scheme` for targets without one.
 /// A mistake is named the same way in either format: the entry (0-based), the key and what
 /// was expected; a syntax error keeps the parser's line and column.
-pub fn parse_as(text: &str, format: Format, scheme: &str) -> Result<Vec<Target>, String> {
+pub(crate) fn parse_as(text: &str, format: Format, scheme: &str) -> Result<Vec<Target>, String> {
     read(text.as_bytes(), format, scheme, usize::MAX).map(|p| p.targets)
 }
 
 /// Reads a file in `format` from `reader`, keeping its first `keep` targets.
-pub fn read(reader: impl Read, format: Format, scheme: &str, keep: usize) -> Result<Parsed, String> {
+pub(crate) fn read(reader: impl Read, format: Format, scheme: &str, keep: usize) -> Result<Parsed, String> {
     let mut reading = Reading { format, scheme, keep, parsed: Parsed::default(), problem: None };
     let outcome = match format {
         Format::Json => {
@@ -329,7 +330,7 @@ impl<'de> Visitor<'de> for TargetsSeed<'_> {
 
 /// A target as a cluster name: letters, digits, '-', '_' and '.' kept, anything else '_'
 /// (`flink-orders-rest.team:8081` is `flink-orders-rest.team_8081`).
-pub fn name_of(target: &str) -> String {
+pub(crate) fn name_of(target: &str) -> String {
     let bare = target.split_once("://").map_or(target, |(_, rest)| rest).trim_end_matches('/');
     bare.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
 }

@@ -55,6 +55,7 @@ use serde::Deserialize;
 use tokio::sync::watch;
 
 use crate::config::{KUBERNETES_KINDS, KubernetesConfig, render_url};
+pub(crate) use crate::counters::{KubernetesStats, OperatorJob};
 use crate::sources::target::Target;
 
 /// The kinds of object watched.
@@ -69,11 +70,11 @@ pub enum Kind {
 }
 
 /// Every kind, in metric order.
-pub const KINDS: [Kind; 3] = [Kind::Service, Kind::FlinkDeployment, Kind::FlinkSessionJob];
+pub(crate) const KINDS: [Kind; 3] = [Kind::Service, Kind::FlinkDeployment, Kind::FlinkSessionJob];
 
 impl Kind {
     /// The resource's plural (the config's and the metrics' name for it).
-    pub fn plural(self) -> &'static str {
+    pub(crate) fn plural(self) -> &'static str {
         KUBERNETES_KINDS[self.index()]
     }
 
@@ -101,48 +102,30 @@ impl Kind {
 }
 
 /// The operator's API group and version.
-pub const GROUP: &str = "flink.apache.org";
+pub(crate) const GROUP: &str = "flink.apache.org";
 /// The operator's API version (the CRDs' served and stored version).
-pub const VERSION: &str = "v1beta1";
+pub(crate) const VERSION: &str = "v1beta1";
 
 /// The kinds configured (`[discovery.kubernetes] kinds`), in [`KINDS`] order.
-pub fn kinds(config: &KubernetesConfig) -> Vec<Kind> {
+pub(crate) fn kinds(config: &KubernetesConfig) -> Vec<Kind> {
     KINDS.into_iter().filter(|k| config.kinds.iter().any(|c| c == k.plural())).collect()
 }
 
 /// What an object says about a cluster (only these fields are kept).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Found {
+pub(crate) struct Found {
     /// The kind of object.
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// Its namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Flink's cluster id (`kubernetes.cluster-id`).
-    pub cluster_id: String,
+    pub(crate) cluster_id: String,
     /// The REST service's name.
-    pub service: String,
+    pub(crate) service: String,
     /// The REST service's port.
-    pub port: u16,
+    pub(crate) port: u16,
     /// What the operator's status says of the job (FlinkDeployment, FlinkSessionJob).
-    pub job: Option<OperatorJob>,
-}
-
-/// What the operator's status says of a job, for `flink_operator_*` series. Label values are
-/// bounded: states outside the CRD's enums become `other`, an odd job id is left empty.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct OperatorJob {
-    /// The discovered cluster's name.
-    pub cluster: String,
-    /// `flinkdeployment/<name>` or `flinksessionjob/<name>`.
-    pub resource: String,
-    /// `status.jobStatus.jobId` (empty when none yet).
-    pub job_id: String,
-    /// `status.jobStatus.state` (RUNNING, FAILED, …; empty when none yet).
-    pub state: String,
-    /// `status.lifecycleState` (STABLE, UPGRADING, …; empty when none yet).
-    pub lifecycle_state: String,
-    /// `status.jobStatus.savepointInfo.lastSavepoint.timeStamp`, epoch milliseconds.
-    pub last_savepoint_ms: Option<i64>,
+    pub(crate) job: Option<OperatorJob>,
 }
 
 /// `status.lifecycleState` values of the CRDs.
@@ -196,17 +179,17 @@ fn operator_job(cluster: String, resource: String, status: &DeploymentStatus) ->
 
 impl Found {
     /// The discovered cluster's name: `<namespace>.<cluster-id>`.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         format!("{}.{}", self.namespace, self.cluster_id)
     }
 }
 
 /// Flink's suffix of the REST service's name (`Constants.FLINK_REST_SERVICE_SUFFIX`).
-pub const REST_SERVICE_SUFFIX: &str = "-rest";
+pub(crate) const REST_SERVICE_SUFFIX: &str = "-rest";
 
 /// A Service as Flink's native integration creates it, as a [`Found`]; `None` for any other
 /// Service (not `-rest`, no port).
-pub fn from_service(svc: &Service, rest_port_name: &str) -> Option<Found> {
+pub(crate) fn from_service(svc: &Service, rest_port_name: &str) -> Option<Found> {
     let name = svc.metadata.name.as_deref()?;
     let namespace = svc.metadata.namespace.clone()?;
     let stem = name.strip_suffix(REST_SERVICE_SUFFIX).filter(|s| !s.is_empty())?;
@@ -291,7 +274,7 @@ fn rest_port_of(conf: &serde_json::Value) -> Option<u16> {
 
 /// A FlinkDeployment as a [`Found`]; `None` when it has no JobManager to poll (suspended,
 /// being deleted, JobManager missing).
-pub fn from_flink_deployment(obj: &DynamicObject, default_port: u16) -> Option<Found> {
+pub(crate) fn from_flink_deployment(obj: &DynamicObject, default_port: u16) -> Option<Found> {
     let name = obj.metadata.name.clone()?;
     let namespace = obj.metadata.namespace.clone()?;
     if obj.metadata.deletion_timestamp.is_some() {
@@ -317,7 +300,7 @@ pub fn from_flink_deployment(obj: &DynamicObject, default_port: u16) -> Option<F
 }
 
 /// A FlinkSessionJob as its session cluster (`spec.deploymentName`), as a [`Found`].
-pub fn from_session_job(obj: &DynamicObject, default_port: u16) -> Option<Found> {
+pub(crate) fn from_session_job(obj: &DynamicObject, default_port: u16) -> Option<Found> {
     let namespace = obj.metadata.namespace.clone()?;
     if obj.metadata.deletion_timestamp.is_some() {
         return None;
@@ -338,7 +321,11 @@ pub fn from_session_job(obj: &DynamicObject, default_port: u16) -> Option<Found>
 
 /// The targets of everything found: one per cluster name, its URL from the best-ranked object
 /// (a Service, else a FlinkDeployment, else a session job), in name order.
-pub fn targets<'a>(found: impl IntoIterator<Item = &'a Found>, template: &str, scheme: &str) -> Vec<Target> {
+pub(crate) fn targets<'a>(
+    found: impl IntoIterator<Item = &'a Found>,
+    template: &str,
+    scheme: &str,
+) -> Vec<Target> {
     let mut best: BTreeMap<String, &Found> = BTreeMap::new();
     for f in found {
         best.entry(f.name())
@@ -357,47 +344,13 @@ pub fn targets<'a>(found: impl IntoIterator<Item = &'a Found>, template: &str, s
         .collect()
 }
 
-/// Reasons a watch reported an error.
-pub const ERROR_REASONS: [&str; 6] = ["client", "list", "watch_start", "watch_stream", "gone", "api_error"];
-
-/// What the watches did, for metrics.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct KubernetesStats {
-    /// Objects kept, by kind ([`KINDS`] order).
-    pub objects: [u64; 3],
-    /// Objects cut (beyond `max_objects`), by kind, since start.
-    pub cut: [u64; 3],
-    /// Re-lists after the first listing (a watch that could not resume), by kind.
-    pub relists: [u64; 3],
-    /// Errors by kind and reason ([`ERROR_REASONS`] order).
-    pub errors: [[u64; 6]; 3],
-    /// Whether every watch has listed its objects completely at least once.
-    pub synced: bool,
-    /// Clusters from Kubernetes among the discovered clusters polled (set by discovery).
-    pub clusters: usize,
-    /// What the operator says of each job kept (FlinkDeployments, FlinkSessionJobs), in order.
-    pub jobs: Vec<OperatorJob>,
-}
-
-impl KubernetesStats {
-    /// The `kind` label of each position of the per-kind arrays.
-    pub fn kind_names(&self) -> [&'static str; 3] {
-        KINDS.map(Kind::plural)
-    }
-
-    /// The `reason` label of each position of an `errors` row.
-    pub fn error_reasons(&self) -> [&'static str; 6] {
-        ERROR_REASONS
-    }
-}
-
 /// What the Kubernetes task publishes: the targets and the stats.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct View {
     /// One per cluster, in name order.
-    pub targets: Vec<Target>,
+    pub(crate) targets: Vec<Target>,
     /// For metrics.
-    pub stats: KubernetesStats,
+    pub(crate) stats: KubernetesStats,
 }
 
 /// The objects of one watch (a kind in one namespace, or in all).
@@ -411,14 +364,14 @@ struct WatchState {
 }
 
 /// All watches' objects; pure bookkeeping (the events come in as arguments).
-pub struct Objects {
+pub(crate) struct Objects {
     watches: Vec<(Kind, WatchState)>,
     max_objects: usize,
     stats: KubernetesStats,
 }
 
 /// One watch's event, reduced to what is kept.
-pub enum Change {
+pub(crate) enum Change {
     /// A (re-)list starts.
     Init,
     /// An object listed (`Some` when it names a cluster).
@@ -433,7 +386,7 @@ pub enum Change {
 
 impl Objects {
     /// Bookkeeping for these watches.
-    pub fn new(kinds: impl IntoIterator<Item = Kind>, max_objects: usize) -> Self {
+    pub(crate) fn new(kinds: impl IntoIterator<Item = Kind>, max_objects: usize) -> Self {
         Objects {
             watches: kinds.into_iter().map(|k| (k, WatchState::default())).collect(),
             max_objects,
@@ -449,7 +402,7 @@ impl Objects {
     }
 
     /// Applies one event of watch `i`.
-    pub fn apply(&mut self, i: usize, change: Change) {
+    pub(crate) fn apply(&mut self, i: usize, change: Change) {
         let full = self.kept() >= self.max_objects;
         let kind = self.watches[i].0;
         let w = &mut self.watches[i].1;
@@ -500,20 +453,20 @@ impl Objects {
     }
 
     /// Counts an error of watch `i`.
-    pub fn error(&mut self, i: usize, reason: usize) {
+    pub(crate) fn error(&mut self, i: usize, reason: usize) {
         let kind = self.watches[i].0;
         self.stats.errors[kind.index()][reason] += 1;
     }
 
     /// Counts an error of every watch (the client could not be built).
-    pub fn client_error(&mut self) {
+    pub(crate) fn client_error(&mut self) {
         for k in self.watches.iter().map(|(k, _)| *k).collect::<Vec<_>>() {
             self.stats.errors[k.index()][0] += 1;
         }
     }
 
     /// The targets and stats now.
-    pub fn view(&self, template: &str, scheme: &str) -> View {
+    pub(crate) fn view(&self, template: &str, scheme: &str) -> View {
         let mut stats = self.stats.clone();
         stats.objects = [0; 3];
         for (k, w) in &self.watches {
@@ -555,7 +508,7 @@ async fn client(config: &KubernetesConfig) -> Result<kube::Client, String> {
     kube::Client::try_from(kc).map_err(|e| e.to_string())
 }
 
-/// A watcher error's reason index in [`ERROR_REASONS`].
+/// A watcher error's reason index in [`crate::counters::ERROR_REASONS`].
 fn reason(e: &watcher::Error) -> usize {
     match e {
         watcher::Error::InitialListFailed(_) => 1,

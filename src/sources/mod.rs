@@ -9,12 +9,12 @@
 //! - [`target`] — a discovered cluster (name, REST URL), what both discoveries give.
 //! - [`logs`] — the log tailer: JM/TM log files to checkpoint events.
 
-pub mod discovery;
-pub mod evidence;
+pub(crate) mod discovery;
+pub(crate) mod evidence;
 pub mod file_sd;
 pub mod flink;
 pub mod kubernetes;
 pub mod logs;
 pub mod poller;
-pub mod target;
-pub mod threads;
+pub(crate) mod target;
+pub(crate) mod threads;

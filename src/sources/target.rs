@@ -4,10 +4,10 @@
 
 /// A discovered target: (name, url).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Target {
+pub(crate) struct Target {
     /// The cluster name (from a file: the `cluster` label, else the target made a valid name;
     /// from Kubernetes: `<namespace>.<cluster-id>`).
-    pub name: String,
+    pub(crate) name: String,
     /// The JobManager's REST base URL.
-    pub url: String,
+    pub(crate) url: String,
 }

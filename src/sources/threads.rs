@@ -33,16 +33,21 @@ const LOOKED_CAPACITY: usize = 256;
 
 /// A checkpoint about to expire.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Due {
+pub(crate) struct Due {
     /// Its job.
-    pub job_id: String,
+    pub(crate) job_id: String,
     /// Its id.
-    pub checkpoint_id: u64,
+    pub(crate) checkpoint_id: u64,
 }
 
 /// The checkpoints of `cluster` in progress at `now` for at least `share` of their timeout,
 /// not in `looked`, oldest first.
-pub fn due(cluster: &ClusterState, now: Timestamp, share: f64, looked: &BTreeSet<(String, u64)>) -> Vec<Due> {
+pub(crate) fn due(
+    cluster: &ClusterState,
+    now: Timestamp,
+    share: f64,
+    looked: &BTreeSet<(String, u64)>,
+) -> Vec<Due> {
     let mut due: Vec<(Timestamp, Due)> = Vec::new();
     for (job_id, job) in &cluster.jobs {
         let Some(timeout) = job.settings.as_ref().and_then(|s| s.timeout_ms) else { continue };
@@ -58,7 +63,7 @@ pub fn due(cluster: &ClusterState, now: Timestamp, share: f64, looked: &BTreeSet
 }
 
 /// Whether the cluster's Flink samples a single subtask's flame graph (`subtaskindex`, 1.17+).
-pub fn has_subtask_flame_graph(version: Option<&str>) -> bool {
+pub(crate) fn has_subtask_flame_graph(version: Option<&str>) -> bool {
     let mut parts = version.unwrap_or("").split('.').map(|p| p.parse::<u32>().unwrap_or(0));
     let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     major > 1 || (major == 1 && minor >= 17)
@@ -74,7 +79,7 @@ struct Pending {
 }
 
 /// One cluster's looker.
-pub struct Looker {
+pub(crate) struct Looker {
     config: ClusterConfig,
     client: FlinkClient,
     app: Arc<AppState>,
@@ -88,7 +93,7 @@ pub struct Looker {
 
 impl Looker {
     /// A looker for `config`'s cluster, reporting into `app`.
-    pub fn new(config: ClusterConfig, app: Arc<AppState>) -> Result<Self, ClientBuildError> {
+    pub(crate) fn new(config: ClusterConfig, app: Arc<AppState>) -> Result<Self, ClientBuildError> {
         let client = FlinkClient::new(&config)?;
         Ok(Looker {
             config,
@@ -101,7 +106,7 @@ impl Looker {
     }
 
     /// Looks whenever a checkpoint is about to expire, forever.
-    pub async fn run(mut self) {
+    pub(crate) async fn run(mut self) {
         loop {
             tokio::time::sleep(TICK).await;
             let settings = self.app.thread_dumps.read().unwrap_or_else(|e| e.into_inner()).clone();

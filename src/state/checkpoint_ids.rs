@@ -10,16 +10,16 @@ use crate::time::Timestamp;
 /// all polled keeps one run whatever its age; each checkpoint the poller missed (counted from
 /// Flink's counts instead) splits a run. Ids below the oldest remembered run count as seen, so
 /// memory per job stays bounded: at most this many runs of 16 bytes.
-pub const SEEN_RUNS_CAPACITY: usize = 128;
+pub(crate) const SEEN_RUNS_CAPACITY: usize = 128;
 
 /// The ids of finished checkpoints already counted, as runs of consecutive ids, bounded in
 /// memory. (Before issue 31 they were a set of up to 1,024 ids, ~12 KB per job once full; the
 /// state file still reads that form.)
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(from = "SeenIdsOnDisk", into = "SeenIdsOnDisk")]
-pub struct SeenIds {
+pub(crate) struct SeenIds {
     /// Every id below this counts as seen.
-    pub floor: u64,
+    pub(crate) floor: u64,
     /// Counted ids at or above `floor`: inclusive (first, last) runs, sorted, neither
     /// overlapping nor adjacent.
     runs: Vec<(u64, u64)>,
@@ -27,7 +27,7 @@ pub struct SeenIds {
 
 impl SeenIds {
     /// Whether `id` was counted already.
-    pub fn contains(&self, id: u64) -> bool {
+    pub(crate) fn contains(&self, id: u64) -> bool {
         if id < self.floor {
             return true;
         }
@@ -36,17 +36,18 @@ impl SeenIds {
     }
 
     /// The highest id counted (`floor - 1` when no run is remembered, 0 when nothing is).
-    pub fn newest(&self) -> u64 {
+    pub(crate) fn newest(&self) -> u64 {
         self.runs.last().map_or(self.floor.saturating_sub(1), |&(_, last)| last)
     }
 
+    #[cfg(test)]
     /// How many runs are remembered (for tests and sizing).
-    pub fn runs(&self) -> usize {
+    pub(crate) fn runs(&self) -> usize {
         self.runs.len()
     }
 
     /// Marks `id` as counted; returns `true` if it was new.
-    pub fn insert(&mut self, id: u64) -> bool {
+    pub(crate) fn insert(&mut self, id: u64) -> bool {
         if self.contains(id) {
             return false;
         }
@@ -124,19 +125,19 @@ impl From<SeenIds> for SeenIdsOnDisk {
 
 /// How many checkpoint ids per job the log trackers remember (`JobState::logged` and the ids
 /// of [`FailureEvidence`]); older ones are done with by the time 64 newer ones were triggered.
-pub const LOGGED_CHECKPOINTS: usize = 64;
+pub(crate) const LOGGED_CHECKPOINTS: usize = 64;
 
 /// What a JobManager log line said about one checkpoint of a job, ahead of the next poll.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LoggedCheckpoint {
+pub(crate) struct LoggedCheckpoint {
     /// Trigger time, from `Triggering checkpoint N (…) @ <ms> for job J`.
-    pub triggered_at: Option<Timestamp>,
+    pub(crate) triggered_at: Option<Timestamp>,
     /// Whether a line said it completed, expired, was declined or failed.
-    pub finished: bool,
+    pub(crate) finished: bool,
     /// Whether its trigger line said it was a savepoint (`type=SavepointType{…}`).
-    pub savepoint: bool,
+    pub(crate) savepoint: bool,
     /// A line said it failed: `Some(true)` when the job was stopping (no checkpoint failure).
-    pub failed_stopping: Option<bool>,
+    pub(crate) failed_stopping: Option<bool>,
 }
 
 /// Failed checkpoints the daemon knows of, from whichever source said so first: a JobManager
@@ -149,7 +150,7 @@ pub struct FailureEvidence {
     /// Failed checkpoints counted, lifetime.
     pub total: u64,
     /// When the latest one was counted.
-    pub last_at: Option<Timestamp>,
+    pub(crate) last_at: Option<Timestamp>,
     /// The ids counted recently (at most [`LOGGED_CHECKPOINTS`]; below `floor` all count as
     /// seen).
     ids: BTreeSet<u64>,
@@ -164,7 +165,7 @@ impl FailureEvidence {
 
     /// Counts checkpoint `id` as failed at `at` unless it was counted already; returns whether
     /// it was new.
-    pub fn count(&mut self, id: u64, at: Timestamp) -> bool {
+    pub(crate) fn count(&mut self, id: u64, at: Timestamp) -> bool {
         if id < self.floor || !self.ids.insert(id) {
             return false;
         }

@@ -12,21 +12,21 @@ use crate::time::Timestamp;
 /// One watched cluster.
 pub struct ClusterState {
     /// Whether the last poll round reached the JobManager.
-    pub reachable: bool,
+    pub(crate) reachable: bool,
     /// Whether any poll round has ever reached it (readiness).
-    pub answered_once: bool,
+    pub(crate) answered_once: bool,
     /// Flink's version, as reported by `/overview`.
-    pub flink_version: Option<String>,
+    pub(crate) flink_version: Option<String>,
     /// Completed poll rounds.
-    pub polls_total: u64,
+    pub(crate) polls_total: u64,
     /// Poll errors by kind.
-    pub poll_errors: BTreeMap<&'static str, u64>,
+    pub(crate) poll_errors: BTreeMap<&'static str, u64>,
     /// Duration of the last poll round, ms.
-    pub last_poll_duration_ms: u64,
+    pub(crate) last_poll_duration_ms: u64,
     /// When the JobManager last answered.
-    pub last_success: Option<Timestamp>,
+    pub(crate) last_success: Option<Timestamp>,
     /// Durations of poll rounds.
-    pub poll_duration: WindowedHistogram,
+    pub(crate) poll_duration: WindowedHistogram,
     /// Jobs by id, boxed: a state is ~4 KB and a map node holds up to 11, often half empty.
     pub jobs: BTreeMap<String, Box<JobState>>,
     /// What its log files said.
@@ -36,20 +36,20 @@ pub struct ClusterState {
     pub(super) unclaimed: VecDeque<(LogEvent, Timestamp)>,
     /// Checkpoint spans of jobs not polled yet, counted when the job's first poll lists it
     /// (before that poll is applied); at most [`UNCLAIMED_SPANS`], persisted.
-    pub unclaimed_spans: VecDeque<CheckpointSpan>,
+    pub(crate) unclaimed_spans: VecDeque<CheckpointSpan>,
     /// What Flink's metrics said (evidence rounds), not persisted.
-    pub evidence: super::evidence::ClusterEvidence,
+    pub(crate) evidence: super::evidence::ClusterEvidence,
 }
 
 /// How many checkpoint spans of jobs not known yet a cluster keeps for them.
-pub const UNCLAIMED_SPANS: usize = 256;
+pub(crate) const UNCLAIMED_SPANS: usize = 256;
 
 /// How many checkpoint lines of jobs not known yet a cluster keeps for them.
 const UNCLAIMED_LOG_EVENTS: usize = 256;
 
 impl ClusterState {
     /// A cluster not polled yet, whose histograms use `window`.
-    pub fn new(window: WindowSpec) -> Self {
+    pub(crate) fn new(window: WindowSpec) -> Self {
         ClusterState {
             reachable: false,
             answered_once: false,

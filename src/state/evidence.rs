@@ -9,23 +9,23 @@ use crate::time::Timestamp;
 
 /// Samples kept per ring: 80 s at the 10 s minimum interval, so the GC share of the last
 /// minute always has a sample a minute old.
-pub const SAMPLES_KEPT: usize = 8;
+pub(crate) const SAMPLES_KEPT: usize = 8;
 /// Operators (job, operator chain) with a ring, per cluster; more are cut (counted).
-pub const MAX_OPERATORS: usize = 2_048;
+pub(crate) const MAX_OPERATORS: usize = 2_048;
 /// Single subtasks (culprits) with a ring, per cluster.
-pub const MAX_SUBTASKS: usize = 256;
+pub(crate) const MAX_SUBTASKS: usize = 256;
 /// TaskManagers with a ring, per cluster.
-pub const MAX_TASKMANAGERS: usize = 512;
+pub(crate) const MAX_TASKMANAGERS: usize = 512;
 /// A ring not refreshed for this long is dropped (its job, TaskManager or culprit is gone).
-pub const STALE_AFTER_MS: i64 = 5 * 60_000;
+pub(crate) const STALE_AFTER_MS: i64 = 5 * 60_000;
 /// The GC share is over (about) this window: "the last minute".
-pub const GC_WINDOW_MS: i64 = 60_000;
+pub(crate) const GC_WINDOW_MS: i64 = 60_000;
 /// Below this much state per subtask (median and max alike) skew is not worth a word.
-pub const MEANINGFUL_STATE_BYTES: u64 = 1 << 20;
+pub(crate) const MEANINGFUL_STATE_BYTES: u64 = 1 << 20;
 
 /// The TaskManager id the REST API takes, from a location `id (address)` (as the poller
 /// places subtasks).
-pub fn taskmanager_id(location: &str) -> &str {
+pub(crate) fn taskmanager_id(location: &str) -> &str {
     location.split(" (").next().unwrap_or(location)
 }
 
@@ -33,19 +33,19 @@ pub fn taskmanager_id(location: &str) -> &str {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample<T> {
     /// When its round answered.
-    pub at: Timestamp,
+    pub(crate) at: Timestamp,
     /// The value.
     pub value: T,
 }
 
 /// A bounded ring of samples, oldest first ([`SAMPLES_KEPT`]).
-pub type Ring<T> = VecDeque<Sample<T>>;
+pub(crate) type Ring<T> = VecDeque<Sample<T>>;
 
 /// The state size of one operator's subtasks in one checkpoint: max over median.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StateSkew {
     /// The operator chain.
-    pub operator: String,
+    pub(crate) operator: String,
     /// The subtask with the most state (0-based).
     pub hot_subtask: u32,
     /// Its state, bytes.
@@ -60,36 +60,36 @@ pub struct StateSkew {
 
 /// The skew of a job's latest completed checkpoint with per-subtask sizes.
 #[derive(Clone, Debug, PartialEq)]
-pub struct JobSkew {
+pub(crate) struct JobSkew {
     /// The checkpoint it was read from.
-    pub checkpoint_id: u64,
+    pub(crate) checkpoint_id: u64,
     /// Per operator with more than one subtask.
-    pub operators: Vec<StateSkew>,
+    pub(crate) operators: Vec<StateSkew>,
 }
 
 /// The evidence of one cluster.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterEvidence {
     /// Per (job id, operator chain): Flink's max and average over its subtasks.
-    pub operators: BTreeMap<(String, String), Ring<OperatorLoad>>,
+    pub(crate) operators: BTreeMap<(String, String), Ring<OperatorLoad>>,
     /// Per (job id, operator chain, subtask): the culprit subtasks' own load.
-    pub subtasks: BTreeMap<(String, String, u32), Ring<Load>>,
+    pub(crate) subtasks: BTreeMap<(String, String, u32), Ring<Load>>,
     /// Per TaskManager id.
     pub taskmanagers: BTreeMap<String, Ring<TaskManagerSample>>,
     /// Per job id: its latest checkpoint's state skew.
-    pub skew: BTreeMap<String, JobSkew>,
+    pub(crate) skew: BTreeMap<String, JobSkew>,
     /// Evidence rounds, requests made, requests cut by the budget, failed requests.
-    pub rounds: u64,
+    pub(crate) rounds: u64,
     /// See `rounds`.
-    pub requests: u64,
+    pub(crate) requests: u64,
     /// See `rounds`.
-    pub requests_cut: u64,
+    pub(crate) requests_cut: u64,
     /// See `rounds`.
-    pub errors: u64,
+    pub(crate) errors: u64,
     /// Series not kept because a map was at its cap.
-    pub series_cut: u64,
+    pub(crate) series_cut: u64,
     /// When the last round answered.
-    pub last_round: Option<Timestamp>,
+    pub(crate) last_round: Option<Timestamp>,
 }
 
 fn push<K: Ord + Clone, T>(
@@ -136,7 +136,7 @@ impl ClusterEvidence {
 
     /// Notes the state skew of the newest completed checkpoint among `finished` that has
     /// per-subtask sizes (older ones than the one kept change nothing).
-    pub fn observe_checkpoints(&mut self, job_id: &str, finished: &[FinishedCheckpoint]) {
+    pub(crate) fn observe_checkpoints(&mut self, job_id: &str, finished: &[FinishedCheckpoint]) {
         let newest = finished
             .iter()
             .filter(|cp| cp.status == crate::observe::CheckpointStatus::Completed)
@@ -156,7 +156,7 @@ impl ClusterEvidence {
 
     /// Drops rings not refreshed since [`STALE_AFTER_MS`] before `now`, and the skew of jobs
     /// `known` says are gone.
-    pub fn expire(&mut self, now: Timestamp, known: impl Fn(&str) -> bool) {
+    pub(crate) fn expire(&mut self, now: Timestamp, known: impl Fn(&str) -> bool) {
         fn fresh<T>(ring: &Ring<T>, now: Timestamp) -> bool {
             ring.back().is_some_and(|s| now.millis() - s.at.millis() <= STALE_AFTER_MS)
         }
@@ -226,7 +226,7 @@ pub struct GcShare {
     /// The collector that spent most of it.
     pub collector: Option<String>,
     /// The newest sample it rests on.
-    pub at: Timestamp,
+    pub(crate) at: Timestamp,
 }
 
 /// The skew of one operator from its subtasks' (index, state size): `None` with fewer than two
@@ -266,41 +266,41 @@ pub struct CheckpointEvidence {
     /// Why the evidence is thin (samples missing or older than the checkpoint), else `None`.
     pub thin: Option<String>,
     /// The culprit subtask: operator chain, index (0-based), TaskManager.
-    pub operator: String,
+    pub(crate) operator: String,
     /// See `operator`.
-    pub subtask: u32,
+    pub(crate) subtask: u32,
     /// See `operator`.
-    pub taskmanager: Option<String>,
+    pub(crate) taskmanager: Option<String>,
     /// When the subtask's and the TaskManager's samples were taken; `sampled_at_ms` in the API
     /// like every other time (a record written before that name still reads).
     #[serde(rename = "sampled_at_ms", alias = "sampled_at")]
-    pub sampled_at: Option<Timestamp>,
+    pub(crate) sampled_at: Option<Timestamp>,
     /// The subtask's busy, backpressured and idle shares, input and output buffer usage, 0–1.
-    pub busy: Option<f64>,
+    pub(crate) busy: Option<f64>,
     /// See `busy`.
-    pub backpressured: Option<f64>,
+    pub(crate) backpressured: Option<f64>,
     /// See `busy`.
-    pub idle: Option<f64>,
+    pub(crate) idle: Option<f64>,
     /// See `busy`.
-    pub input_pool_usage: Option<f64>,
+    pub(crate) input_pool_usage: Option<f64>,
     /// See `busy`.
-    pub output_pool_usage: Option<f64>,
+    pub(crate) output_pool_usage: Option<f64>,
     /// Whether the subtask's numbers are its own (`false`: its operator's maxima over subtasks).
     pub own_subtask: bool,
     /// The TaskManager's GC share of the last minute (0–1) and its main collector.
     pub gc_ratio: Option<f64>,
     /// See `gc_ratio`.
-    pub gc_collector: Option<String>,
+    pub(crate) gc_collector: Option<String>,
     /// Its heap used and max, bytes, and CPU load (0–1).
-    pub heap_used_bytes: Option<f64>,
+    pub(crate) heap_used_bytes: Option<f64>,
     /// See `heap_used_bytes`.
-    pub heap_max_bytes: Option<f64>,
+    pub(crate) heap_max_bytes: Option<f64>,
     /// See `heap_used_bytes`.
-    pub cpu_load: Option<f64>,
+    pub(crate) cpu_load: Option<f64>,
     /// The operator's state skew (max/median) and whether the culprit is its hot subtask.
-    pub state_skew: Option<f64>,
+    pub(crate) state_skew: Option<f64>,
     /// See `state_skew`.
-    pub hot_subtask: Option<u32>,
+    pub(crate) hot_subtask: Option<u32>,
 }
 
 #[cfg(test)]

@@ -10,19 +10,19 @@ use crate::time::Timestamp;
 
 /// A sample counts for a checkpoint from this long before its trigger (one evidence round and
 /// a half: the round before it started still tells its conditions) …
-pub const BEFORE_TRIGGER_MS: i64 = 15_000;
+pub(crate) const BEFORE_TRIGGER_MS: i64 = 15_000;
 /// … to this long after it finished (the next round).
-pub const AFTER_FINISH_MS: i64 = 15_000;
+pub(crate) const AFTER_FINISH_MS: i64 = 15_000;
 
 /// A subtask backpressured at least this share of the time is blocked downstream.
-pub const BACKPRESSURED: f64 = 0.5;
+pub(crate) const BACKPRESSURED: f64 = 0.5;
 /// Input buffers at least this full: the subtask cannot keep up (> 95 % is backpressure).
-pub const FULL_BUFFERS: f64 = 0.95;
+pub(crate) const FULL_BUFFERS: f64 = 0.95;
 /// GC at least this share of the last minute holds barriers up (`FlinkTaskManagerGcPressure`).
-pub const GC_PRESSURE: f64 = 0.25;
+pub(crate) const GC_PRESSURE: f64 = 0.25;
 /// State skew (max/median) at least this, with the culprit the hot subtask
 /// (`FlinkCheckpointStateSkew`).
-pub const STATE_SKEW: f64 = 4.0;
+pub(crate) const STATE_SKEW: f64 = 4.0;
 
 /// The sample of `ring` nearest to `at` within the checkpoint's window.
 fn near<T>(ring: Option<&Ring<T>>, from: i64, to: i64, at: Timestamp) -> Option<&Sample<T>> {
@@ -53,7 +53,7 @@ fn bytes(v: f64) -> String {
 }
 
 /// `G1_Old_Generation` → `G1 Old`.
-pub fn collector_name(name: &str) -> String {
+pub(crate) fn collector_name(name: &str) -> String {
     name.trim_end_matches("_Generation").replace('_', " ")
 }
 

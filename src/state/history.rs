@@ -27,22 +27,22 @@ use crate::time::Timestamp;
 /// buffer holds at most 128 of them (`VecDeque` rounds up to a power of two), so a job's history
 /// costs at most about 4 KiB: 4 MiB for 1,000 jobs, 40 MiB for 10,000 once every job has
 /// checkpointed for two hours at one a minute (the large-estate settings keep 30).
-pub const P95_HISTORY_POINTS: usize = 120;
+pub(crate) const P95_HISTORY_POINTS: usize = 120;
 
 /// The fewest and the most samples a job may be told to keep.
-pub const P95_HISTORY_POINTS_RANGE: std::ops::RangeInclusive<usize> = 2..=1_024;
+pub(crate) const P95_HISTORY_POINTS_RANGE: std::ops::RangeInclusive<usize> = 2..=1_024;
 
 /// The finest spacing between two samples, ms (the poller's usual interval).
-pub const MIN_SAMPLE_SPACING_MS: i64 = 1_000;
+pub(crate) const MIN_SAMPLE_SPACING_MS: i64 = 1_000;
 
 /// A P95 that is not known (the phase had no value in the window).
 const UNKNOWN: u32 = u32::MAX;
 
 /// The P95 of each phase at one time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct P95Sample {
+pub(crate) struct P95Sample {
     /// When the P95s had these values.
-    pub at: Timestamp,
+    pub(crate) at: Timestamp,
     /// ms, in the order of [`PhaseHistograms::iter`]; [`UNKNOWN`] when there is none. Four
     /// bytes each keep a sample small; a P95 of 49 days or more is stored as just under that.
     p95_ms: [u32; 5],
@@ -57,7 +57,7 @@ impl P95Sample {
     }
 
     /// The P95 of `phase`, ms; `None` when the window had no value for it.
-    pub fn p95_ms(&self, phase: Phase) -> Option<u64> {
+    pub(crate) fn p95_ms(&self, phase: Phase) -> Option<u64> {
         let index = match phase {
             Phase::EndToEnd => 0,
             Phase::Alignment => 1,
@@ -71,7 +71,7 @@ impl P95Sample {
 
 /// The recent P95s of a job's phases, oldest first, at most [`P95_HISTORY_POINTS`].
 #[derive(Clone, Debug)]
-pub struct P95History {
+pub(crate) struct P95History {
     spacing_ms: i64,
     max_spacing_ms: i64,
     window_ms: u64,
@@ -82,7 +82,7 @@ pub struct P95History {
 
 impl P95History {
     /// An empty history for histograms over `window`.
-    pub fn new(window: WindowSpec) -> Self {
+    pub(crate) fn new(window: WindowSpec) -> Self {
         let mut history = P95History {
             spacing_ms: MIN_SAMPLE_SPACING_MS,
             max_spacing_ms: MIN_SAMPLE_SPACING_MS,
@@ -96,7 +96,7 @@ impl P95History {
 
     /// Keeps at most `points` samples (within [`P95_HISTORY_POINTS_RANGE`]) from now on,
     /// spaced by up to `window / points`; the oldest beyond them are dropped now.
-    pub fn keep(&mut self, points: usize) {
+    pub(crate) fn keep(&mut self, points: usize) {
         let points = points.clamp(*P95_HISTORY_POINTS_RANGE.start(), *P95_HISTORY_POINTS_RANGE.end());
         self.points = points;
         self.max_spacing_ms = ((self.window_ms / points as u64) as i64).max(MIN_SAMPLE_SPACING_MS);
@@ -108,7 +108,7 @@ impl P95History {
     }
 
     /// Records the current P95s of `phases` at `at`.
-    pub fn sample(&mut self, phases: &PhaseHistograms, at: Timestamp) {
+    pub(crate) fn sample(&mut self, phases: &PhaseHistograms, at: Timestamp) {
         let sample = P95Sample::of(phases, at);
         let spacing = self.spacing_ms;
         if let Some(last) = self.samples.back_mut()
@@ -130,17 +130,19 @@ impl P95History {
     }
 
     /// The samples, oldest first.
-    pub fn samples(&self) -> impl Iterator<Item = &P95Sample> {
+    pub(crate) fn samples(&self) -> impl Iterator<Item = &P95Sample> {
         self.samples.iter()
     }
 
+    #[cfg(test)]
     /// The current spacing between samples, ms.
-    pub fn spacing_ms(&self) -> u64 {
+    pub(crate) fn spacing_ms(&self) -> u64 {
         self.spacing_ms as u64
     }
 
+    #[cfg(test)]
     /// Bytes held by the ring (for sizing).
-    pub fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         self.samples.capacity() * std::mem::size_of::<P95Sample>()
     }
 

@@ -12,12 +12,12 @@ use crate::observe::counts_root_cause;
 use crate::observe::{LogEvent, LogKind, LogRead, TailerPositions, TailerReport};
 
 /// How many recent log events per cluster are kept for the API and status page.
-pub const RECENT_LOG_EVENTS: usize = 256;
+pub(crate) const RECENT_LOG_EVENTS: usize = 256;
 
 /// At most this many distinct job ids get log-event series of their own per cluster; events of
 /// further job ids (log lines can name any) are counted under `job_id=""` and in
 /// [`LogState::job_ids_cut`] (before: 50,000 series, never pruned).
-pub const MAX_LOG_JOB_IDS: usize = 1_000;
+pub(crate) const MAX_LOG_JOB_IDS: usize = 1_000;
 
 /// How many (checkpoint id, cause) pairs are remembered to count each cause once per checkpoint.
 const COUNTED_CAUSES: usize = 256;
@@ -32,21 +32,21 @@ pub struct LogState {
     /// Recent non-routine events, oldest first.
     pub recent: VecDeque<LogEvent>,
     /// The latest report of each tailer bound to this cluster.
-    pub tailers: BTreeMap<String, TailerReport>,
+    pub(crate) tailers: BTreeMap<String, TailerReport>,
     /// Where each tailer bound to this cluster stands, by tailer id: every byte before these
     /// positions is counted above.
     pub positions: BTreeMap<String, TailerPositions>,
     /// (checkpoint id, cause) pairs already counted, oldest first.
     pub(super) counted_causes: VecDeque<(u64, &'static str)>,
     /// Events whose job id was past [`MAX_LOG_JOB_IDS`] (counted under no job).
-    pub job_ids_cut: u64,
+    pub(crate) job_ids_cut: u64,
     /// The job ids in `events` (built from them on first use, e.g. after a restore).
     job_ids: Option<BTreeSet<String>>,
 }
 
 impl LogState {
     /// Counts one event.
-    pub fn apply_event(&mut self, event: &LogEvent) {
+    pub(crate) fn apply_event(&mut self, event: &LogEvent) {
         let mut job = event.job_id.clone().unwrap_or_default();
         if !job.is_empty() {
             let events = &self.events;
@@ -94,7 +94,7 @@ impl LogState {
     }
 
     /// Counts a tailer's events and moves its positions past them.
-    pub fn apply_read(&mut self, read: &LogRead) {
+    pub(crate) fn apply_read(&mut self, read: &LogRead) {
         for event in &read.events {
             self.apply_event(event);
         }
@@ -102,7 +102,7 @@ impl LogState {
     }
 
     /// Replaces a tailer's counters with its latest report.
-    pub fn apply_report(&mut self, report: &TailerReport) {
+    pub(crate) fn apply_report(&mut self, report: &TailerReport) {
         self.tailers.insert(report.tailer.clone(), report.clone());
     }
 

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 /// The last value and the fingerprint of the inputs it was worked out from.
 #[derive(Debug, Default)]
-pub struct Memo<T>(Mutex<Option<(u64, T)>>);
+pub(crate) struct Memo<T>(Mutex<Option<(u64, T)>>);
 
 impl<T: Clone> Memo<T> {
     /// The kept value when `fingerprint` is the one it was worked out from, else `compute()`'s

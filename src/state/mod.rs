@@ -3,37 +3,34 @@
 //! Pure: no I/O, no clock, no tokio. The poller and the tailer produce observations, the
 //! daemon applies them here, and the exporter, HTTP API and rules read the result.
 
-pub mod checkpoint_ids;
-pub mod cluster;
+pub(crate) mod checkpoint_ids;
+pub(crate) mod cluster;
 pub mod evidence;
 pub mod evidence_at;
-pub mod failure_text;
-pub mod history;
-pub mod job;
-pub mod logs;
+pub(crate) mod failure_text;
+pub(crate) mod history;
+pub(crate) mod job;
+pub(crate) mod logs;
 pub mod memo;
 pub mod outbox;
 pub mod persist;
-pub mod record;
+pub(crate) mod record;
 pub mod restore;
 pub mod store;
-pub mod threads;
-pub mod tolerance;
-pub mod traced;
+pub(crate) mod threads;
+pub(crate) mod tolerance;
+pub(crate) mod traced;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::observe::{ClusterPoll, JobKey, Observation};
 use crate::stats::WindowSpec;
 use crate::time::Timestamp;
-pub use checkpoint_ids::{
-    FailureEvidence, LOGGED_CHECKPOINTS, LoggedCheckpoint, SEEN_RUNS_CAPACITY, SeenIds,
-};
-pub use cluster::{ClusterState, UNCLAIMED_SPANS};
+pub(crate) use checkpoint_ids::{FailureEvidence, SeenIds};
+pub(crate) use cluster::{ClusterState, UNCLAIMED_SPANS};
 pub use failure_text::{is_shutdown_failure, is_stop_failure};
 pub use job::{EPOCH_CONFIRM_POLLS, JobState, OperatorState, RECENT_CHECKPOINTS, SizeHistograms, SuspectRun};
 pub use record::{CheckpointRecord, Holdout, Phase, PhaseHistograms, SharedRecord, Totals};
-pub use tolerance::ToleranceCount;
 
 /// Everything the daemon knows about the clusters it watches.
 pub struct State {
@@ -110,7 +107,7 @@ impl State {
 
     /// How many P95 samples each job keeps from now on (`[state] p95_history_points`); jobs
     /// that keep more drop their oldest.
-    pub fn keep_p95_history(&mut self, points: usize) {
+    pub(crate) fn keep_p95_history(&mut self, points: usize) {
         self.p95_history_points = points;
         for job in self.clusters.values_mut().flat_map(|c| c.jobs.values_mut()) {
             job.p95_history.keep(points);
@@ -119,7 +116,7 @@ impl State {
 
     /// How many recent checkpoints each job keeps from now on (`[state] recent_checkpoints`);
     /// jobs that keep more drop their oldest.
-    pub fn keep_recent_checkpoints(&mut self, kept: usize) {
+    pub(crate) fn keep_recent_checkpoints(&mut self, kept: usize) {
         self.recent_checkpoints = kept.max(1);
         for job in self.clusters.values_mut().flat_map(|c| c.jobs.values_mut()) {
             job.recent_kept = self.recent_checkpoints;
@@ -132,7 +129,7 @@ impl State {
 
     /// Whether jobs keep per-operator phase histograms from now on; `false` drops the ones
     /// kept so far (`[metrics] operators = false`: nothing exports them).
-    pub fn keep_operator_histograms(&mut self, keep: bool) {
+    pub(crate) fn keep_operator_histograms(&mut self, keep: bool) {
         self.operator_histograms = keep;
         if !keep {
             for job in self.clusters.values_mut().flat_map(|c| c.jobs.values_mut()) {
@@ -144,7 +141,7 @@ impl State {
     /// From now on `apply` only notes which jobs' alignment engine must run again; the caller
     /// runs it with [`State::take_model_work`] and [`State::finish_model_work`], outside its
     /// lock (the engine may take tens of milliseconds on a large graph, `MAX_MODEL_CHANNELS`).
-    pub fn defer_model_runs(&mut self) {
+    pub(crate) fn defer_model_runs(&mut self) {
         self.defer_model = true;
         for job in self.clusters.values_mut().flat_map(|c| c.jobs.values_mut()) {
             job.shadow.alignment.defer_runs();
@@ -152,7 +149,7 @@ impl State {
     }
 
     /// The alignment engine runs that are due, with the inputs cloned.
-    pub fn take_model_work(&mut self) -> Vec<(JobKey, crate::shadow::alignment::ModelWork)> {
+    pub(crate) fn take_model_work(&mut self) -> Vec<(JobKey, crate::shadow::alignment::ModelWork)> {
         let due = std::mem::take(&mut self.model_due);
         due.into_iter()
             .filter_map(|key| {
@@ -163,7 +160,7 @@ impl State {
     }
 
     /// Hands back an engine run's result (dropped if the job's inputs changed meanwhile).
-    pub fn finish_model_work(&mut self, key: &JobKey, output: crate::shadow::alignment::ModelOutput) {
+    pub(crate) fn finish_model_work(&mut self, key: &JobKey, output: crate::shadow::alignment::ModelOutput) {
         if let Some(job) = self.clusters.get_mut(&key.cluster).and_then(|c| c.jobs.get_mut(&key.job_id)) {
             job.shadow.alignment.finish(output);
         }
@@ -178,11 +175,6 @@ impl State {
         if due {
             self.model_due.insert(key.clone());
         }
-    }
-
-    /// The histogram window.
-    pub fn window(&self) -> WindowSpec {
-        self.window
     }
 
     /// The watched clusters by name.
@@ -344,18 +336,11 @@ impl State {
     }
 
     /// Keeps exactly these clusters (after a config reload), dropping the state of others.
-    pub fn retain_clusters(&mut self, names: &[String]) {
+    pub(crate) fn retain_clusters(&mut self, names: &[String]) {
         self.clusters.retain(|name, _| names.contains(name));
         for name in names {
             self.cluster_mut(name);
         }
-    }
-
-    /// Finished checkpoint ids of a job that have not been counted yet, so the poller fetches
-    /// details only for those.
-    pub fn unseen(&self, cluster: &str, job_id: &str, ids: &[u64]) -> Vec<u64> {
-        let seen = self.clusters.get(cluster).and_then(|c| c.jobs.get(job_id)).map(|j| &j.seen);
-        ids.iter().copied().filter(|&id| !seen.is_some_and(|s| s.contains(id))).collect()
     }
 
     /// [`State::unseen`] of history entries (id, trigger time): an id already counted is
@@ -376,13 +361,8 @@ impl State {
             .collect()
     }
 
-    /// Whether every cluster has answered at least once.
-    pub fn all_answered(&self) -> bool {
-        self.clusters.values().all(|c| c.answered_once)
-    }
-
     /// Moves the sliding windows to `now` and forgets jobs unlisted for longer than a window.
-    pub fn expire(&mut self, now: Timestamp) {
+    pub(crate) fn expire(&mut self, now: Timestamp) {
         let horizon = now.millis() - self.window.window_ms as i64;
         for cluster in self.clusters.values_mut() {
             cluster.poll_duration.expire(now);

@@ -14,7 +14,7 @@ use crate::time::Timestamp;
 /// At most this many records wait in the outbox (about 1 KiB each): the store is written every
 /// `state.persist_interval`, so only a store that keeps failing fills it; the oldest are dropped
 /// then, and counted (`checkpoint_sentinel_store_records_dropped_total`).
-pub const OUTBOX_CAPACITY: usize = 50_000;
+pub(crate) const OUTBOX_CAPACITY: usize = 50_000;
 
 /// One finished checkpoint or savepoint as the store keeps it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -38,7 +38,7 @@ pub struct StoredCheckpoint {
 impl StoredCheckpoint {
     /// The store's record of `checkpoint`, counted as `record`; `location` says where a
     /// subtask (operator name, index) runs.
-    pub fn new(
+    pub(crate) fn new(
         record: &CheckpointRecord,
         checkpoint: &FinishedCheckpoint,
         location: impl Fn(&str, u32) -> Option<String>,
@@ -75,11 +75,11 @@ pub struct Outboxed {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OutboxedRestore {
     /// The cluster's name.
-    pub cluster: String,
+    pub(crate) cluster: String,
     /// The job id.
-    pub job_id: String,
+    pub(crate) job_id: String,
     /// The record.
-    pub record: super::restore::RestoreRecord,
+    pub(crate) record: super::restore::RestoreRecord,
 }
 
 /// Records counted since the persister last drained them, and those the store could not take
@@ -100,18 +100,18 @@ pub struct Outbox {
 
 /// Checkpoints of one job the outbox dropped, as ranges of ids.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DroppedRange {
+pub(crate) struct DroppedRange {
     /// The cluster's name.
-    pub cluster: String,
+    pub(crate) cluster: String,
     /// The job id.
-    pub job_id: String,
+    pub(crate) job_id: String,
     /// Inclusive id ranges, ascending.
-    pub ranges: Vec<(u64, u64)>,
+    pub(crate) ranges: Vec<(u64, u64)>,
 }
 
 impl DroppedRange {
     /// `257–1097, 1200` (as the log line says it).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         self.ranges
             .iter()
             .map(|(lo, hi)| if lo == hi { lo.to_string() } else { format!("{lo}–{hi}") })
@@ -136,17 +136,17 @@ fn ranges_of(mut ids: Vec<u64>) -> Vec<(u64, u64)> {
 
 impl Outbox {
     /// Starts keeping records.
-    pub fn enable(&mut self) {
+    pub(crate) fn enable(&mut self) {
         self.enabled = true;
     }
 
     /// Stops keeping records and forgets those waiting (the store is off).
-    pub fn disable(&mut self) {
+    pub(crate) fn disable(&mut self) {
         *self = Outbox::default();
     }
 
     /// Adds a job's newly counted records.
-    pub fn extend(&mut self, cluster: &str, job_id: &str, records: Vec<StoredCheckpoint>) {
+    pub(crate) fn extend(&mut self, cluster: &str, job_id: &str, records: Vec<StoredCheckpoint>) {
         if !self.enabled || records.is_empty() {
             return;
         }
@@ -159,12 +159,12 @@ impl Outbox {
     }
 
     /// Takes every waiting record, oldest first.
-    pub fn take(&mut self) -> Vec<Outboxed> {
+    pub(crate) fn take(&mut self) -> Vec<Outboxed> {
         std::mem::take(&mut self.records)
     }
 
     /// Adds a job's restores counted or changed (bounded like the checkpoints).
-    pub fn extend_restores(
+    pub(crate) fn extend_restores(
         &mut self,
         cluster: &str,
         job_id: &str,
@@ -182,12 +182,12 @@ impl Outbox {
     }
 
     /// Takes every waiting restore, oldest first.
-    pub fn take_restores(&mut self) -> Vec<OutboxedRestore> {
+    pub(crate) fn take_restores(&mut self) -> Vec<OutboxedRestore> {
         std::mem::take(&mut self.restores)
     }
 
     /// Puts restores the store could not take back in front.
-    pub fn put_back_restores(&mut self, mut restores: Vec<OutboxedRestore>) {
+    pub(crate) fn put_back_restores(&mut self, mut restores: Vec<OutboxedRestore>) {
         restores.append(&mut self.restores);
         self.restores = restores;
         self.bound_restores();
@@ -213,14 +213,14 @@ impl Outbox {
     }
 
     /// Puts records the store could not take back in front, to be written next time.
-    pub fn put_back(&mut self, mut records: Vec<Outboxed>) {
+    pub(crate) fn put_back(&mut self, mut records: Vec<Outboxed>) {
         records.append(&mut self.records);
         self.records = records;
         self.bound_records();
     }
 
     /// The checkpoints dropped since the last call, per job, as id ranges.
-    pub fn take_dropped(&mut self) -> Vec<DroppedRange> {
+    pub(crate) fn take_dropped(&mut self) -> Vec<DroppedRange> {
         std::mem::take(&mut self.dropped_ids)
             .into_iter()
             .map(|((cluster, job_id), ids)| DroppedRange { cluster, job_id, ranges: ranges_of(ids) })
@@ -228,7 +228,7 @@ impl Outbox {
     }
 
     /// Records dropped because the outbox was full.
-    pub fn dropped(&self) -> u64 {
+    pub(crate) fn dropped(&self) -> u64 {
         self.dropped
     }
 
@@ -243,12 +243,17 @@ impl Outbox {
     }
 
     /// What waits, for the state snapshot: records, restores and the count dropped so far.
-    pub fn waiting(&self) -> (Vec<Outboxed>, Vec<OutboxedRestore>, u64) {
+    pub(crate) fn waiting(&self) -> (Vec<Outboxed>, Vec<OutboxedRestore>, u64) {
         (self.records.clone(), self.restores.clone(), self.dropped)
     }
 
     /// Puts back what a snapshot held (a restart during a store outage), before anything new.
-    pub fn restore_waiting(&mut self, records: Vec<Outboxed>, restores: Vec<OutboxedRestore>, dropped: u64) {
+    pub(crate) fn restore_waiting(
+        &mut self,
+        records: Vec<Outboxed>,
+        restores: Vec<OutboxedRestore>,
+        dropped: u64,
+    ) {
         self.put_back(records);
         self.put_back_restores(restores);
         self.dropped += dropped;
@@ -266,12 +271,12 @@ pub struct SavepointStats {
     /// Its trigger to last acknowledgement, ms.
     pub last_duration_ms: Option<u64>,
     /// When the latest failed savepoint failed.
-    pub last_failed_at: Option<Timestamp>,
+    pub(crate) last_failed_at: Option<Timestamp>,
 }
 
 impl SavepointStats {
     /// Counts `record` if it is a savepoint (each record is counted once by `State`).
-    pub fn observe(&mut self, record: &CheckpointRecord) {
+    pub(crate) fn observe(&mut self, record: &CheckpointRecord) {
         if record.kind != SnapshotKind::Savepoint {
             return;
         }

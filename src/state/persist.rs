@@ -26,7 +26,7 @@ use crate::stats::{PersistedHistogram, WindowSpec, WindowedHistogram};
 use crate::time::Timestamp;
 
 /// The file name inside the state directory.
-pub const STATE_FILE: &str = "state.json";
+pub(crate) const STATE_FILE: &str = "state.json";
 
 /// Errors reading or writing the state file.
 #[derive(Debug, thiserror::Error)]
@@ -104,7 +104,7 @@ impl PersistedState {
 
     /// Holds `records` and `restores` for the store, in front of what the snapshot held: those
     /// the persister took out of the outbox before the snapshot and the store did not take.
-    pub fn hold_for_store(
+    pub(crate) fn hold_for_store(
         &mut self,
         mut records: Vec<super::outbox::Outboxed>,
         mut restores: Vec<super::outbox::OutboxedRestore>,
@@ -209,7 +209,7 @@ fn nothing_deferred(deferred: &Totals) -> bool {
 
 /// One operator's durable state.
 #[derive(Serialize, Deserialize)]
-pub struct PersistedOperator {
+pub(crate) struct PersistedOperator {
     name: String,
     last_seen: Timestamp,
     phases: [PersistedHistogram; 5],
@@ -338,7 +338,7 @@ pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
 
 impl ClusterState {
     /// Number of jobs currently listed by the JobManager.
-    pub fn listed_jobs(&self) -> usize {
+    pub(crate) fn listed_jobs(&self) -> usize {
         self.jobs.values().filter(|j| j.listed).count()
     }
 }
@@ -351,18 +351,12 @@ pub fn to_bytes(persisted: &PersistedState) -> Vec<u8> {
 /// Writes a snapshot to `dir/STATE_FILE` atomically, serialised straight into the file: at
 /// 10,000 jobs the JSON is tens of MB, which a `Vec` would hold (and the allocator keep) every
 /// `persist_interval` for nothing.
-pub fn write_snapshot(dir: &Path, persisted: &PersistedState) -> Result<(), PersistError> {
+pub(crate) fn write_snapshot(dir: &Path, persisted: &PersistedState) -> Result<(), PersistError> {
     write_atomic_with(dir, |file| {
         let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
         serde_json::to_writer(&mut out, persisted).map_err(std::io::Error::other)?;
         out.flush()
     })
-}
-
-/// Writes `bytes` to `dir/STATE_FILE` atomically: a temp file in the same directory, fsync,
-/// rename over the old file, fsync of the directory.
-pub fn write_atomic(dir: &Path, bytes: &[u8]) -> Result<(), PersistError> {
-    write_atomic_with(dir, |file| file.write_all(bytes))
 }
 
 /// [`write_atomic`] with the content written by `write` into the temp file.

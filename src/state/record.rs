@@ -21,7 +21,7 @@ pub struct Totals {
 
 impl Totals {
     /// The total for a status.
-    pub fn get(&self, status: CheckpointStatus) -> u64 {
+    pub(crate) fn get(&self, status: CheckpointStatus) -> u64 {
         match status {
             CheckpointStatus::Completed => self.completed,
             CheckpointStatus::Failed => self.failed,
@@ -29,7 +29,7 @@ impl Totals {
     }
 
     /// Adds `n` to the total for a status (saturating).
-    pub fn add(&mut self, status: CheckpointStatus, n: u64) {
+    pub(crate) fn add(&mut self, status: CheckpointStatus, n: u64) {
         match status {
             CheckpointStatus::Completed => self.completed = self.completed.saturating_add(n),
             CheckpointStatus::Failed => self.failed = self.failed.saturating_add(n),
@@ -44,16 +44,16 @@ pub struct PhaseHistograms {
     /// Alignment duration, ms.
     pub alignment: WindowedHistogram,
     /// Synchronous snapshot duration, ms.
-    pub sync: WindowedHistogram,
+    pub(crate) sync: WindowedHistogram,
     /// Asynchronous snapshot duration, ms.
-    pub async_: WindowedHistogram,
+    pub(crate) async_: WindowedHistogram,
     /// Start delay (trigger to first barrier), ms.
-    pub start_delay: WindowedHistogram,
+    pub(crate) start_delay: WindowedHistogram,
 }
 
 impl PhaseHistograms {
     /// Empty histograms of every phase over `window`.
-    pub fn new(window: WindowSpec) -> Self {
+    pub(crate) fn new(window: WindowSpec) -> Self {
         PhaseHistograms {
             end_to_end: WindowedHistogram::new(window),
             alignment: WindowedHistogram::new(window),
@@ -64,7 +64,7 @@ impl PhaseHistograms {
     }
 
     /// The histogram of one phase.
-    pub fn get(&self, phase: Phase) -> &WindowedHistogram {
+    pub(crate) fn get(&self, phase: Phase) -> &WindowedHistogram {
         match phase {
             Phase::EndToEnd => &self.end_to_end,
             Phase::Alignment => &self.alignment,
@@ -75,7 +75,7 @@ impl PhaseHistograms {
     }
 
     /// The histograms with their phase names, in a fixed order.
-    pub fn iter(&self) -> [(Phase, &WindowedHistogram); 5] {
+    pub(crate) fn iter(&self) -> [(Phase, &WindowedHistogram); 5] {
         [
             (Phase::EndToEnd, &self.end_to_end),
             (Phase::Alignment, &self.alignment),
@@ -178,17 +178,21 @@ pub struct Holdout {
 
 /// Whether a subtask held a failed checkpoint up: it never acknowledged, or its acknowledgement
 /// came only after the checkpoint had failed.
-pub fn held(cp: &FinishedCheckpoint, st: &SubtaskCheckpoint) -> bool {
+pub(crate) fn held(cp: &FinishedCheckpoint, st: &SubtaskCheckpoint) -> bool {
     let lifetime = cp.finished_at.since(cp.triggered_at);
     !st.acknowledged || st.end_to_end_ms.is_some_and(|e| e > lifetime)
 }
 
 /// Every subtask that held a failed checkpoint up ([`held`]), in the details' order.
-pub fn held_up(cp: &FinishedCheckpoint) -> impl Iterator<Item = (&OperatorCheckpoint, &SubtaskCheckpoint)> {
+pub(crate) fn held_up(
+    cp: &FinishedCheckpoint,
+) -> impl Iterator<Item = (&OperatorCheckpoint, &SubtaskCheckpoint)> {
     subtasks(cp).filter(move |(_, st)| held(cp, st))
 }
 
 /// Every subtask of a checkpoint's details, with its operator, in the details' order.
-pub fn subtasks(cp: &FinishedCheckpoint) -> impl Iterator<Item = (&OperatorCheckpoint, &SubtaskCheckpoint)> {
+pub(crate) fn subtasks(
+    cp: &FinishedCheckpoint,
+) -> impl Iterator<Item = (&OperatorCheckpoint, &SubtaskCheckpoint)> {
     cp.operators.iter().flat_map(|op| op.subtasks.iter().map(move |st| (op, st)))
 }

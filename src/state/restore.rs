@@ -21,7 +21,7 @@ use crate::observe::{RestoreReport, RestoredFrom, SubtaskStart};
 use crate::time::Timestamp;
 
 /// How many restores per job are kept (and persisted) for the API and the status page.
-pub const RECENT_RESTORES: usize = 16;
+pub(crate) const RECENT_RESTORES: usize = 16;
 
 /// Where a restore stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,7 +37,7 @@ pub enum RestoreOutcome {
 
 impl RestoreOutcome {
     /// The API's word for it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RestoreOutcome::Restoring => "restoring",
             RestoreOutcome::Measured => "measured",
@@ -98,7 +98,7 @@ pub struct RestoreStats {
     /// Records counted or changed since `State` last moved them into its outbox, for the
     /// checkpoint store (not persisted: the state file holds `recent`).
     #[serde(skip)]
-    pub changed: Vec<RestoreRecord>,
+    pub(crate) changed: Vec<RestoreRecord>,
 }
 
 /// When the last subtask of a restore at `restored_at` entered RUNNING, and which one it was:
@@ -106,7 +106,10 @@ pub struct RestoreStats {
 /// after `restored_at` (an answer from before the restore: Flink's REST caches the job for a
 /// few seconds). Subtasks that did not restart (a region failover restarts only the failed
 /// region) entered RUNNING before the restore and do not count.
-pub fn measure(restored_at: Timestamp, subtasks: &[SubtaskStart]) -> Option<(Timestamp, &SubtaskStart)> {
+pub(crate) fn measure(
+    restored_at: Timestamp,
+    subtasks: &[SubtaskStart],
+) -> Option<(Timestamp, &SubtaskStart)> {
     if subtasks.is_empty() || subtasks.iter().any(|s| !s.running_now || s.running_at.is_none()) {
         return None;
     }
@@ -122,7 +125,7 @@ impl RestoreStats {
     }
 
     /// Whether a restore at `restored_at` is still to be counted or timed.
-    pub fn due(&self, restored_at: Timestamp) -> bool {
+    pub(crate) fn due(&self, restored_at: Timestamp) -> bool {
         match self.latest() {
             None => true,
             Some(l) => {
@@ -135,7 +138,7 @@ impl RestoreStats {
     /// Takes what the poller saw of the job's latest restore: a newer one is counted (once: by
     /// its restore time) and the one before it, if still restoring, left unmeasured; the
     /// latest is timed once every subtask is RUNNING. An older one (a stale answer) is ignored.
-    pub fn observe(&mut self, report: &RestoreReport) {
+    pub(crate) fn observe(&mut self, report: &RestoreReport) {
         let at = report.restored.restored_at;
         match self.latest() {
             Some(l) if l.from.restored_at > at => return,
@@ -195,7 +198,7 @@ impl RestoreStats {
     }
 
     /// The job ended (or a newer restore came) before its latest restore could be timed.
-    pub fn give_up(&mut self) {
+    pub(crate) fn give_up(&mut self) {
         if let Some(l) = self.recent.back_mut().filter(|l| l.outcome == RestoreOutcome::Restoring) {
             l.outcome = RestoreOutcome::Unmeasured;
             self.note_latest();
@@ -203,7 +206,7 @@ impl RestoreStats {
     }
 
     /// The latest timed restore.
-    pub fn last_measured(&self) -> Option<&RestoreRecord> {
+    pub(crate) fn last_measured(&self) -> Option<&RestoreRecord> {
         self.recent.iter().rev().find(|r| r.outcome == RestoreOutcome::Measured)
     }
 }

@@ -32,7 +32,7 @@ use crate::time::Timestamp;
 pub const STORE_FILE: &str = "checkpoints.redb";
 
 /// The largest `limit` a query may ask for.
-pub const MAX_QUERY_LIMIT: usize = 10_000;
+pub(crate) const MAX_QUERY_LIMIT: usize = 10_000;
 
 /// (cluster, job id, trigger time ms, checkpoint id) → the record as JSON.
 const RECORDS: TableDefinition<(&str, &str, i64, u64), &[u8]> = TableDefinition::new("checkpoints");
@@ -118,7 +118,7 @@ struct Inner {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failing {
     /// The first failed write or open of this outage.
-    pub since: Timestamp,
+    pub(crate) since: Timestamp,
     /// What redb or the file system said last.
     pub reason: String,
     attempts: u32,
@@ -126,7 +126,7 @@ pub struct Failing {
 }
 
 /// Longest wait between two attempts to re-open a failing store.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// The wait before attempt `attempts + 1`: 1 s, 2 s, 4 s, ... up to [`MAX_BACKOFF`].
 fn backoff(attempts: u32) -> Duration {
@@ -300,7 +300,7 @@ fn copy_all(old: &Database, new: &Database) -> Result<u64, redb::Error> {
 }
 
 /// The store's page cache (redb's default is 1 GiB).
-pub const CACHE_BYTES: usize = 16 << 20;
+pub(crate) const CACHE_BYTES: usize = 16 << 20;
 
 impl Store {
     /// Opens (or creates) `dir/STORE_FILE`. A damaged file is moved aside
@@ -326,7 +326,7 @@ impl Store {
 
     /// A store not open yet: it is opened by the first write (for a daemon whose store could
     /// not be opened at start: it keeps trying, with back-off).
-    pub fn closed(dir: &Path, bounds: Bounds, faults: Arc<DiskFaults>) -> Store {
+    pub(crate) fn closed(dir: &Path, bounds: Bounds, faults: Arc<DiskFaults>) -> Store {
         Store {
             path: dir.join(STORE_FILE),
             bounds,
@@ -359,7 +359,7 @@ impl Store {
     /// Writes a new file with everything the open one held if the file at the path is not the
     /// open one (it, or its directory, was removed or replaced): redb would write on into the
     /// deleted file, lost at the next start.
-    pub fn follow_file(&self, now: Timestamp) {
+    pub(crate) fn follow_file(&self, now: Timestamp) {
         let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
         if inner.db.is_some() && file_id(&self.path) != inner.file_id {
             self.rewrite_replaced(&mut inner, now);
@@ -576,13 +576,8 @@ impl Store {
     }
 
     /// Records in the store.
-    pub fn len(&self) -> Result<u64, StoreError> {
+    pub fn record_count(&self) -> Result<u64, StoreError> {
         self.read(|db| Ok(db.begin_read()?.open_table(RECORDS)?.len()?))
-    }
-
-    /// Whether the store holds no record.
-    pub fn is_empty(&self) -> Result<bool, StoreError> {
-        Ok(self.len()? == 0)
     }
 
     /// One job's records triggered within the query's range that `keep` accepts: the newest

@@ -8,62 +8,63 @@ use crate::observe::{SampleSource, ThreadSample};
 use crate::time::Timestamp;
 
 /// Samples kept per job.
-pub const SAMPLES_PER_JOB: usize = 6;
+pub(crate) const SAMPLES_PER_JOB: usize = 6;
 
 /// Frames a checkpoint's record keeps of its sample (the innermost, and the user's frame).
-pub const RECORD_FRAMES: usize = 12;
+pub(crate) const RECORD_FRAMES: usize = 12;
 
 /// How long a verdict holds after its latest sample while no checkpoint completes: samples
 /// come at most every `[thread_dumps] min_interval` (10 minutes by default) and only while a
 /// checkpoint is about to expire, so a still-blocked job is sampled again within this.
-pub const VERDICT_HOLD_MS: u64 = 30 * 60 * 1000;
+pub(crate) const VERDICT_HOLD_MS: u64 = 30 * 60 * 1000;
 
 /// Consecutive samples in the same frame that make a verdict.
-pub const CONSECUTIVE: u32 = 2;
+pub(crate) const CONSECUTIVE: u32 = 2;
 
 /// Of one flame graph (many samples of the thread), the share in the user's frame that counts
 /// as consecutive samples in it.
-pub const FLAME_SHARE: f64 = 0.9;
+pub(crate) const FLAME_SHARE: f64 = 0.9;
 
 /// A job's recent thread samples, oldest first.
 #[derive(Clone, Debug, Default)]
-pub struct ThreadSamples {
+pub(crate) struct ThreadSamples {
     recent: VecDeque<ThreadSample>,
 }
 
 /// The verdict: the pending subtask's thread sits in the user's code.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Blocked<'a> {
+pub(crate) struct Blocked<'a> {
     /// The latest sample.
-    pub sample: &'a ThreadSample,
+    pub(crate) sample: &'a ThreadSample,
     /// Samples in a row (or, of a flame graph, its samples) in the same user frame.
-    pub consecutive: u32,
+    pub(crate) consecutive: u32,
 }
 
 impl Blocked<'_> {
     /// `class.method` of the user's frame.
-    pub fn frame(&self) -> String {
+    pub(crate) fn frame(&self) -> String {
         self.sample.user().map(|f| f.method_text()).unwrap_or_default()
     }
 }
 
 impl ThreadSamples {
     /// Keeps `sample`, dropping the oldest beyond [`SAMPLES_PER_JOB`].
-    pub fn push(&mut self, sample: ThreadSample) {
+    pub(crate) fn push(&mut self, sample: ThreadSample) {
         if self.recent.len() == SAMPLES_PER_JOB {
             self.recent.pop_front();
         }
         self.recent.push_back(sample);
     }
 
+    #[cfg(test)]
     /// Oldest first.
-    pub fn recent(&self) -> impl DoubleEndedIterator<Item = &ThreadSample> {
+    pub(crate) fn recent(&self) -> impl DoubleEndedIterator<Item = &ThreadSample> {
         self.recent.iter()
     }
 
     /// The latest sample taken for checkpoint `id`, cut to [`RECORD_FRAMES`] (and the user's
     /// frame) for its record.
-    pub fn for_record(&self, id: u64) -> Option<ThreadSample> {
+    pub(crate) fn for_record(&self, id: u64) -> Option<ThreadSample> {
         let mut sample = self.recent.iter().rev().find(|s| s.checkpoint_id == id)?.clone();
         let keep = RECORD_FRAMES.max(sample.user_frame.map_or(0, |u| u + 1));
         if sample.frames.len() > keep {
@@ -78,7 +79,11 @@ impl ThreadSamples {
     /// and the same subtask's samples before it sat in the same frame, method and line
     /// ([`CONSECUTIVE`] in a row), or it is a flame graph with [`FLAME_SHARE`] of at least two
     /// samples there (its nodes are lines already).
-    pub fn blocked(&self, last_completed_at: Option<Timestamp>, now: Timestamp) -> Option<Blocked<'_>> {
+    pub(crate) fn blocked(
+        &self,
+        last_completed_at: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Option<Blocked<'_>> {
         let latest = self.recent.back()?;
         // The same line, not only the same method: a thread parked in a call sits on one line,
         // while busy code that merely is slow moves between lines (and is not "blocked").

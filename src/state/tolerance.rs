@@ -34,7 +34,7 @@ pub struct ToleranceCount {
 impl ToleranceCount {
     /// Flink's count now: counted failures since the last completed checkpoint or the last time
     /// it was exceeded.
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.count
     }
 
@@ -44,12 +44,12 @@ impl ToleranceCount {
     }
 
     /// When it last did.
-    pub fn last_exceeded_at(&self) -> Option<Timestamp> {
+    pub(crate) fn last_exceeded_at(&self) -> Option<Timestamp> {
         self.last_exceeded_at
     }
 
     /// Checkpoint `id` completed: a newer one than the last starts the count over.
-    pub fn completed(&mut self, id: u64) {
+    pub(crate) fn completed(&mut self, id: u64) {
         if self.last_completed.is_none_or(|last| id > last) {
             self.last_completed = Some(id);
             self.clear();
@@ -58,7 +58,7 @@ impl ToleranceCount {
 
     /// Checkpoint `id` failed for `reason` (`None`: not known) at `at`; returns whether this
     /// failure exceeded the tolerable number (Flink fails the job now).
-    pub fn failed(
+    pub(crate) fn failed(
         &mut self,
         id: Option<u64>,
         reason: Option<FailureReason>,
@@ -84,7 +84,7 @@ impl ToleranceCount {
     }
 
     /// `n` failures that went by between polls without their details (reasons unknown).
-    pub fn failed_unseen(&mut self, n: u64, tolerable: Option<u32>, at: Timestamp) {
+    pub(crate) fn failed_unseen(&mut self, n: u64, tolerable: Option<u32>, at: Timestamp) {
         for _ in 0..n.min(COUNTED_IDS as u64) {
             self.failed(None, None, tolerable, at);
         }
@@ -93,21 +93,23 @@ impl ToleranceCount {
     /// The count as far as the tolerable number allows when it was learnt late (the job's
     /// settings came after its failures, or the count was rebuilt after a restart of the
     /// daemon): Flink started over at each exceedance, whose times are not known here.
-    pub fn settle(&mut self, tolerable: Option<u32>) {
+    pub(crate) fn settle(&mut self, tolerable: Option<u32>) {
         if let Some(t) = tolerable.filter(|t| *t != UNLIMITED_TOLERABLE) {
             self.count %= u64::from(t) + 1;
         }
     }
 
     /// A new JobMaster (a new counting epoch of the job): Flink's failure manager is new.
-    pub fn start_over(&mut self) {
+    pub(crate) fn start_over(&mut self) {
         self.clear();
         self.last_completed = None;
     }
 
     /// Rebuilt from the recent checkpoints (after a restart of the daemon), oldest first: the
     /// ids and reasons of failures counted since the newest completed one.
-    pub fn rebuilt(recent: impl Iterator<Item = (u64, bool, Option<FailureReason>)>) -> ToleranceCount {
+    pub(crate) fn rebuilt(
+        recent: impl Iterator<Item = (u64, bool, Option<FailureReason>)>,
+    ) -> ToleranceCount {
         let mut count = ToleranceCount::default();
         for (id, completed, reason) in recent {
             if completed {

@@ -16,20 +16,20 @@ use crate::observe::CheckpointStatus;
 
 /// How many marks a job keeps: more checkpoints than this counted from spans between two polls
 /// (a poll interval over 1,024 checkpoints) count the oldest as unobserved as well.
-pub const MAX_MARKS: usize = 1024;
+pub(crate) const MAX_MARKS: usize = 1024;
 
 /// A checkpoint counted from a span.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Mark {
+pub(crate) struct Mark {
     /// Completed or failed, as the span said.
-    pub status: CheckpointStatus,
+    pub(crate) status: CheckpointStatus,
     /// A poll's counts have taken it in (it is not unobserved, and not newly seen again).
-    pub reconciled: bool,
+    pub(crate) reconciled: bool,
     /// The poll found it in Flink's history and filled in the details.
-    pub filled: bool,
+    pub(crate) filled: bool,
     /// A failed one whose cause no log line or poll has told yet: it joins the consecutive
     /// failures once one does (a failure of a stopping job never does).
-    pub cause_pending: bool,
+    pub(crate) cause_pending: bool,
 }
 
 /// One job's span-counted checkpoints and its counts by source.
@@ -60,7 +60,7 @@ fn marks_in<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<u64, Mark
 
 impl Traced {
     /// A span counted checkpoint `id`.
-    pub fn counted_by_span(&mut self, id: u64, status: CheckpointStatus) {
+    pub(crate) fn counted_by_span(&mut self, id: u64, status: CheckpointStatus) {
         let cause_pending = status == CheckpointStatus::Failed;
         self.marks.insert(id, Mark { status, reconciled: false, filled: false, cause_pending });
         self.by_trace.add(status, 1);
@@ -70,19 +70,19 @@ impl Traced {
     }
 
     /// The poll counted a checkpoint itself.
-    pub fn counted_by_rest(&mut self, status: CheckpointStatus) {
+    pub(crate) fn counted_by_rest(&mut self, status: CheckpointStatus) {
         self.by_rest.add(status, 1);
     }
 
     /// Whether the poller should fetch the details of `id`: a span counted it and no poll has
     /// filled it in yet.
-    pub fn wants_details(&self, id: u64) -> bool {
+    pub(crate) fn wants_details(&self, id: u64) -> bool {
         self.marks.get(&id).is_some_and(|m| !m.filled)
     }
 
     /// The poll brought `id` with its details: `true` (once) when a span counted it, so the
     /// caller fills in what the span lacked instead of counting it.
-    pub fn fill(&mut self, id: u64) -> bool {
+    pub(crate) fn fill(&mut self, id: u64) -> bool {
         match self.marks.get_mut(&id) {
             Some(m) if !m.filled => {
                 m.filled = true;
@@ -93,7 +93,7 @@ impl Traced {
     }
 
     /// Takes the cause of a span-counted failure as told (once): `true` when it was waiting for it.
-    pub fn take_cause(&mut self, id: u64) -> bool {
+    pub(crate) fn take_cause(&mut self, id: u64) -> bool {
         match self.marks.get_mut(&id) {
             Some(m) if m.cause_pending => {
                 m.cause_pending = false;
@@ -108,7 +108,7 @@ impl Traced {
     /// how many were taken in; the rest of the rise went by unobserved. A mark the poll's
     /// counts do not reach yet (its span was read before Flink's REST answer caught up) waits
     /// for the next poll.
-    pub fn reconcile(&mut self, room: Totals) -> Totals {
+    pub(crate) fn reconcile(&mut self, room: Totals) -> Totals {
         let mut taken = Totals::default();
         for mark in self.marks.values_mut().filter(|m| !m.reconciled) {
             let (left, got) = match mark.status {
@@ -125,12 +125,12 @@ impl Traced {
 
     /// Forgets marks that are done: taken in by a poll, and filled or older than `oldest` (the
     /// oldest id of the poll's history: Flink no longer has its details).
-    pub fn prune(&mut self, oldest: Option<u64>) {
+    pub(crate) fn prune(&mut self, oldest: Option<u64>) {
         self.marks.retain(|id, m| !(m.reconciled && (m.filled || oldest.is_some_and(|o| *id < o))));
     }
 
     /// A new counting epoch (the ids restarted): the marks say nothing about the new ids.
-    pub fn start_over(&mut self) {
+    pub(crate) fn start_over(&mut self) {
         self.marks.clear();
     }
 
@@ -139,8 +139,9 @@ impl Traced {
         self.marks.len()
     }
 
+    #[cfg(test)]
     /// Whether no mark is held.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.marks.is_empty()
     }
 }

@@ -55,7 +55,7 @@ struct Gate {
 const GATE_PATIENCE: Duration = Duration::from_secs(30);
 
 /// A running many-jobs replay server.
-pub struct ManyServer {
+pub(crate) struct ManyServer {
     /// Its base URL.
     pub url: String,
     state: Arc<Many>,
@@ -63,77 +63,77 @@ pub struct ManyServer {
 
 impl ManyServer {
     /// The scenario every job replays.
-    pub fn scenario(&self) -> &Scenario {
+    pub(crate) fn scenario(&self) -> &Scenario {
         &self.state.scenario
     }
 
     /// The jobs' ids, in listing order.
-    pub fn job_ids(&self) -> &[String] {
+    pub(crate) fn job_ids(&self) -> &[String] {
         &self.state.ids
     }
 
     /// The name of job `i`.
-    pub fn job_name(&self, i: usize) -> String {
+    pub(crate) fn job_name(&self, i: usize) -> String {
         format!("many-{i:04}")
     }
 
     /// Requests answered so far.
-    pub fn requests(&self) -> usize {
+    pub(crate) fn requests(&self) -> usize {
         self.state.requests.load(Ordering::SeqCst)
     }
 
     /// The most requests that were in flight at once.
-    pub fn max_in_flight(&self) -> usize {
+    pub(crate) fn max_in_flight(&self) -> usize {
         self.state.max_in_flight.load(Ordering::SeqCst)
     }
 
     /// Forgets the most requests in flight so far: [`ManyServer::max_in_flight`] counts from now.
-    pub fn reset_max_in_flight(&self) {
+    pub(crate) fn reset_max_in_flight(&self) {
         self.state.max_in_flight.store(self.state.in_flight.load(Ordering::SeqCst), Ordering::SeqCst);
     }
 
     /// Closes the gate for job requests: each waits until `in_flight` requests are in flight at
     /// once, then the gate stays open (until closed again) and every waiting one goes on. After
     /// [`GATE_PATIENCE`] without that many, it opens anyway.
-    pub fn hold_until_in_flight(&self, in_flight: usize) {
+    pub(crate) fn hold_until_in_flight(&self, in_flight: usize) {
         self.state.gate.opens_at_in_flight.store(in_flight, Ordering::SeqCst);
         self.state.gate.holds_listing.store(false, Ordering::SeqCst);
         self.state.gate.closed.store(true, Ordering::SeqCst);
     }
 
     /// Closes the gate for every request, until [`ManyServer::release`].
-    pub fn hold_everything(&self) {
+    pub(crate) fn hold_everything(&self) {
         self.state.gate.opens_at_in_flight.store(0, Ordering::SeqCst);
         self.state.gate.holds_listing.store(true, Ordering::SeqCst);
         self.state.gate.closed.store(true, Ordering::SeqCst);
     }
 
     /// Opens the gate: every held request goes on.
-    pub fn release(&self) {
+    pub(crate) fn release(&self) {
         self.state.gate.open();
     }
 
     /// `/checkpoints` answers served to the job least polled.
-    pub fn min_polls(&self) -> usize {
+    pub(crate) fn min_polls(&self) -> usize {
         self.state.jobs.values().map(|(_, n)| n.load(Ordering::SeqCst)).min().unwrap_or(0)
     }
 
     /// (job, checkpoint) pairs whose details were asked for more than once.
     /// (A checkpoint's details are its per-vertex subtask details, asked for directly when the
     /// poller knows the job graph, or after `/checkpoints/details/:id`.)
-    pub fn details_asked_twice(&self) -> Vec<((String, u64), usize)> {
+    pub(crate) fn details_asked_twice(&self) -> Vec<((String, u64), usize)> {
         let details = self.state.details.lock().unwrap();
         details.iter().filter(|(_, n)| **n > 1).map(|((job, cp, _), n)| ((job.clone(), *cp), *n)).collect()
     }
 
     /// How many (job, checkpoint) details were asked for.
-    pub fn details_asked(&self) -> usize {
+    pub(crate) fn details_asked(&self) -> usize {
         let details = self.state.details.lock().unwrap();
         details.keys().map(|(job, cp, _)| (job, cp)).collect::<std::collections::HashSet<_>>().len()
     }
 
     /// Waits until every job was served the whole series plus `extra` more polls.
-    pub async fn wait_for_polls(&self, extra: usize) {
+    pub(crate) async fn wait_for_polls(&self, extra: usize) {
         let target = self.state.scenario.polls.len() + extra;
         let what = format!("{target} polls served to the least polled job");
         super::until(&what, Duration::from_secs(60), || async { self.min_polls() }, |n| *n >= target).await;
@@ -141,7 +141,7 @@ impl ManyServer {
 }
 
 /// `jobs` copies of `flink-<version>/<name>`, each request answered after `delay`.
-pub async fn replay_many(version: &str, name: &str, jobs: usize, delay: Duration) -> ManyServer {
+pub(crate) async fn replay_many(version: &str, name: &str, jobs: usize, delay: Duration) -> ManyServer {
     let scenario = Scenario::load(version, name);
     let ids: Vec<String> = (0..jobs).map(|i| format!("{i:08x}{}", &scenario.job_id[8..])).collect();
     let state = Arc::new(Many {

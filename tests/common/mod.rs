@@ -5,7 +5,7 @@
 //! everything else comes from the snapshot files, and what was not captured is a 404.
 #![allow(dead_code)]
 
-pub mod many;
+pub(crate) mod many;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -21,12 +21,12 @@ use serde_json::Value;
 
 /// Whether this run rewrites the goldens and the generated doc tables instead of comparing with
 /// them: `SENTINEL_BLESS=1`, the one bless variable of every golden.
-pub fn blessing() -> bool {
+pub(crate) fn blessing() -> bool {
     std::env::var_os("SENTINEL_BLESS").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// The fixtures folder of this repository.
-pub fn fixtures() -> PathBuf {
+pub(crate) fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
@@ -34,7 +34,7 @@ pub fn fixtures() -> PathBuf {
 /// layout: the first captures' `rest/poll/index.tsv` (`seq unix_ms file`), or
 /// `e2e/capture_evidence.py`'s `poll/NNN-checkpoints.json`, timed by the top `index.tsv` (every
 /// request's ms since the capture began, which ended at `captured_until_ms`).
-pub fn poll_series(dir: &Path) -> Vec<(PathBuf, i64)> {
+pub(crate) fn poll_series(dir: &Path) -> Vec<(PathBuf, i64)> {
     if let Ok(index) = std::fs::read_to_string(dir.join("rest/poll/index.tsv")) {
         return index
             .lines()
@@ -63,7 +63,7 @@ pub fn poll_series(dir: &Path) -> Vec<(PathBuf, i64)> {
 }
 
 /// When the snapshot after the series (`rest/checkpoints.json`) was taken, Unix ms.
-pub fn snapshot_time(dir: &Path) -> i64 {
+pub(crate) fn snapshot_time(dir: &Path) -> i64 {
     let meta: Value = read_json(&dir.join("scenario.json"));
     if let Some(at) = meta["snapshot_unix_ms"].as_i64() {
         return at;
@@ -98,7 +98,7 @@ fn capture_requests(dir: &Path) -> Option<(Vec<(i64, String)>, i64)> {
 }
 
 /// A vertex name as `e2e/capture_evidence.py` shortens it for file names.
-pub fn slug(name: &str) -> String {
+pub(crate) fn slug(name: &str) -> String {
     let mut out = String::new();
     for c in name.chars() {
         if c.is_ascii_alphanumeric() {
@@ -111,7 +111,7 @@ pub fn slug(name: &str) -> String {
 }
 
 /// A captured scenario.
-pub struct Scenario {
+pub(crate) struct Scenario {
     /// `tests/fixtures/flink-<version>/<scenario>`.
     pub dir: PathBuf,
     /// The job id.
@@ -122,7 +122,7 @@ pub struct Scenario {
 
 impl Scenario {
     /// Loads `flink-<version>/<name>`.
-    pub fn load(version: &str, name: &str) -> Scenario {
+    pub(crate) fn load(version: &str, name: &str) -> Scenario {
         let dir = fixtures().join(format!("flink-{version}")).join(name);
         let meta: Value = read_json(&dir.join("scenario.json"));
         let polls = poll_series(&dir)
@@ -136,7 +136,7 @@ impl Scenario {
     }
 
     /// Distinct completed, non-savepoint checkpoints across the poll series: (id, entry).
-    pub fn distinct_completed(&self) -> Vec<(u64, Value)> {
+    pub(crate) fn distinct_completed(&self) -> Vec<(u64, Value)> {
         let mut seen = std::collections::BTreeMap::new();
         for poll in &self.polls {
             for h in poll["history"].as_array().unwrap() {
@@ -149,7 +149,7 @@ impl Scenario {
     }
 
     /// Distinct finished ids with this status (savepoints included) across the series.
-    pub fn distinct_with_status(&self, status: &str) -> usize {
+    pub(crate) fn distinct_with_status(&self, status: &str) -> usize {
         let mut ids = std::collections::BTreeSet::new();
         for poll in &self.polls {
             for h in poll["history"].as_array().unwrap() {
@@ -162,12 +162,12 @@ impl Scenario {
     }
 
     /// Flink's counts in the last poll.
-    pub fn last_counts(&self) -> Value {
+    pub(crate) fn last_counts(&self) -> Value {
         self.polls.last().unwrap()["counts"].clone()
     }
 
     /// The captured per-vertex subtask details of a checkpoint, if any.
-    pub fn subtask_details(&self, checkpoint_id: u64) -> Vec<Value> {
+    pub(crate) fn subtask_details(&self, checkpoint_id: u64) -> Vec<Value> {
         let dir = self.dir.join("rest/checkpoint-details");
         let prefix = format!("checkpoint-{checkpoint_id}-subtasks-");
         let mut out = Vec::new();
@@ -184,7 +184,7 @@ impl Scenario {
 }
 
 /// Reads a JSON file.
-pub fn read_json(path: &Path) -> Value {
+pub(crate) fn read_json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -206,7 +206,7 @@ struct Replay {
 }
 
 /// A running replay server.
-pub struct ReplayServer {
+pub(crate) struct ReplayServer {
     /// Its base URL.
     pub url: String,
     state: Arc<Replay>,
@@ -214,22 +214,22 @@ pub struct ReplayServer {
 
 impl ReplayServer {
     /// How many `/checkpoints` requests were answered.
-    pub fn polls_served(&self) -> usize {
+    pub(crate) fn polls_served(&self) -> usize {
         self.state.step.load(Ordering::SeqCst)
     }
 
     /// How many `/jobs/:id/vertices/:vid` requests were answered.
-    pub fn vertex_requests(&self) -> usize {
+    pub(crate) fn vertex_requests(&self) -> usize {
         self.state.vertex_requests.load(Ordering::SeqCst)
     }
 
     /// The scenario it replays.
-    pub fn scenario(&self) -> &Scenario {
+    pub(crate) fn scenario(&self) -> &Scenario {
         &self.state.scenario
     }
 
     /// Waits until the whole series was served plus `extra` more polls.
-    pub async fn wait_for_polls(&self, extra: usize) {
+    pub(crate) async fn wait_for_polls(&self, extra: usize) {
         let target = self.state.scenario.polls.len() + extra;
         let what = format!("{target} polls served");
         until(&what, std::time::Duration::from_secs(30), || async { self.polls_served() }, |n| *n >= target)
@@ -238,13 +238,13 @@ impl ReplayServer {
 }
 
 /// Starts a replay server for `flink-<version>/<name>` on a free loopback port.
-pub async fn replay(version: &str, name: &str) -> ReplayServer {
+pub(crate) async fn replay(version: &str, name: &str) -> ReplayServer {
     replay_server(version, name, None, 0).await
 }
 
 /// A replay server whose job is cancelled once the series was served: listed CANCELED, one
 /// stale `/checkpoints` answer, then `rest/checkpoints-after-cancel.json`.
-pub async fn replay_then_cancel(version: &str, name: &str) -> ReplayServer {
+pub(crate) async fn replay_then_cancel(version: &str, name: &str) -> ReplayServer {
     let server = replay_server(version, name, None, 0).await;
     server.state.cancel_after_series.store(true, Ordering::SeqCst);
     server
@@ -253,13 +253,21 @@ pub async fn replay_then_cancel(version: &str, name: &str) -> ReplayServer {
 /// A replay server that also answers `/jobs/:id/vertices/:vid`, with every subtask
 /// `(unassigned)` until `unassigned_until_poll` polls were served, and `…/backpressure` with
 /// HTTP 500 (as Flink does while a young job's metrics are not collected yet).
-pub async fn replay_with_vertices(version: &str, name: &str, unassigned_until_poll: usize) -> ReplayServer {
+pub(crate) async fn replay_with_vertices(
+    version: &str,
+    name: &str,
+    unassigned_until_poll: usize,
+) -> ReplayServer {
     replay_server(version, name, Some(unassigned_until_poll), 0).await
 }
 
 /// A replay server whose `/jobs/:id` has no vertices and no plan until `until_poll` polls were
 /// served (a job Flink lists RUNNING while its cached details are still the initializing job's).
-pub async fn replay_without_graph_at_first(version: &str, name: &str, until_poll: usize) -> ReplayServer {
+pub(crate) async fn replay_without_graph_at_first(
+    version: &str,
+    name: &str,
+    until_poll: usize,
+) -> ReplayServer {
     replay_server(version, name, None, until_poll).await
 }
 
@@ -400,7 +408,7 @@ async fn vertex(State(s): S, UrlPath((_job, vertex)): UrlPath<(String, String)>)
 
 /// A configuration watching one cluster named `lab` at `url`, polled every `poll_interval`,
 /// the daemon on a free loopback port, its state in `state_dir`.
-pub fn watching(
+pub(crate) fn watching(
     url: &str,
     poll_interval: std::time::Duration,
     state_dir: &Path,
@@ -423,12 +431,12 @@ async fn vertex_backpressure(State(s): S) -> Response {
 }
 
 /// The daemon's `/metrics` at `addr`.
-pub async fn scrape(addr: SocketAddr) -> String {
+pub(crate) async fn scrape(addr: SocketAddr) -> String {
     reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap()
 }
 
 /// The daemon's `/metrics` at `addr`, or `None` while it does not answer.
-pub async fn try_scrape(addr: SocketAddr) -> Option<String> {
+pub(crate) async fn try_scrape(addr: SocketAddr) -> Option<String> {
     reqwest::get(format!("http://{addr}/metrics")).await.ok()?.text().await.ok()
 }
 
@@ -438,7 +446,7 @@ const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_millis(100);
 /// Observes with `observe` until `done` holds for what it saw, and returns that. After `timeout`
 /// it panics with `what` it waited for and the last value it saw. A sync condition is an
 /// `async` block around it.
-pub async fn until<V: std::fmt::Debug, F: std::future::Future<Output = V>>(
+pub(crate) async fn until<V: std::fmt::Debug, F: std::future::Future<Output = V>>(
     what: &str,
     timeout: std::time::Duration,
     mut observe: impl FnMut() -> F,
@@ -458,7 +466,7 @@ pub async fn until<V: std::fmt::Debug, F: std::future::Future<Output = V>>(
 }
 
 /// [`until`] from a thread outside the runtime: the condition is sync.
-pub fn until_blocking<V: std::fmt::Debug>(
+pub(crate) fn until_blocking<V: std::fmt::Debug>(
     what: &str,
     timeout: std::time::Duration,
     mut observe: impl FnMut() -> V,
@@ -478,7 +486,7 @@ pub fn until_blocking<V: std::fmt::Debug>(
 }
 
 /// Scrapes `/metrics` at `addr` until `done` holds for it (see [`until`]), and returns it.
-pub async fn scrape_until(
+pub(crate) async fn scrape_until(
     addr: SocketAddr,
     what: &str,
     timeout: std::time::Duration,
@@ -489,7 +497,7 @@ pub async fn scrape_until(
 }
 
 /// Parses Prometheus text: the value of the sample with exactly this name and these labels.
-pub fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+pub(crate) fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     metrics.lines().filter(|l| !l.starts_with('#')).find_map(|line| {
         let (series, value) = line.rsplit_once(' ')?;
         let (metric, rest) = match series.split_once('{') {
@@ -515,7 +523,7 @@ pub fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64>
 
 impl Scenario {
     /// The poll times of the series (`index.tsv`), then the snapshot time for the last step.
-    pub fn poll_times(&self) -> Vec<i64> {
+    pub(crate) fn poll_times(&self) -> Vec<i64> {
         let series = poll_series(&self.dir);
         let times: Vec<i64> = series.iter().map(|(_, at)| *at).collect();
         times.into_iter().chain(std::iter::once(snapshot_time(&self.dir))).collect()
@@ -523,17 +531,21 @@ impl Scenario {
 
     /// The series as the poller would report it: each finished id once (with its per-subtask
     /// details when they were captured), the captured `/checkpoints/config` as settings.
-    pub fn job_polls(&self) -> Vec<checkpoint_sentinel::observe::JobPoll> {
+    pub(crate) fn job_polls(&self) -> Vec<checkpoint_sentinel::observe::JobPoll> {
         self.job_polls_of(&self.polls)
     }
 
     /// [`Scenario::job_polls`] of an edited copy of the series.
-    pub fn job_polls_of(&self, polls: &[Value]) -> Vec<checkpoint_sentinel::observe::JobPoll> {
+    pub(crate) fn job_polls_of(&self, polls: &[Value]) -> Vec<checkpoint_sentinel::observe::JobPoll> {
         self.job_polls_at(polls, &self.poll_times())
     }
 
     /// [`Scenario::job_polls_of`] with the poll times given (one per poll).
-    pub fn job_polls_at(&self, polls: &[Value], times: &[i64]) -> Vec<checkpoint_sentinel::observe::JobPoll> {
+    pub(crate) fn job_polls_at(
+        &self,
+        polls: &[Value],
+        times: &[i64],
+    ) -> Vec<checkpoint_sentinel::observe::JobPoll> {
         use checkpoint_sentinel::observe::{JobKey, JobPoll};
         use checkpoint_sentinel::sources::flink::{convert, dto};
         use checkpoint_sentinel::time::Timestamp;
@@ -601,7 +613,7 @@ impl Scenario {
     }
 
     /// The captured graph and vertex load, as the poller reports it.
-    pub fn load_report(&self) -> checkpoint_sentinel::observe::JobLoadReport {
+    pub(crate) fn load_report(&self) -> checkpoint_sentinel::observe::JobLoadReport {
         use checkpoint_sentinel::observe::{JobKey, JobLoadReport};
         use checkpoint_sentinel::sources::flink::{convert, dto};
         use checkpoint_sentinel::time::Timestamp;
@@ -644,7 +656,7 @@ impl Scenario {
 /// The daemon binary running `config`, quiet, on a port the daemon chose itself (`--listen
 /// 127.0.0.1:0`, so no port is released and raced for): its address comes from its
 /// "listening" log line. Killed when dropped, so a failing assertion does not leave it running.
-pub fn spawn_daemon(config: &Path) -> Daemon {
+pub(crate) fn spawn_daemon(config: &Path) -> Daemon {
     use std::io::BufRead;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_checkpoint-sentinel"))
         .args(["run", "--config"])
@@ -673,16 +685,16 @@ pub fn spawn_daemon(config: &Path) -> Daemon {
 
 /// A port for another program that binds it itself (Alertmanager): bound and released here, so
 /// racy; the daemon itself never needs one ([`spawn_daemon`], `daemon::start` take port 0).
-pub fn port_for_another_program() -> u16 {
+pub(crate) fn port_for_another_program() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A daemon process of a test (see [`spawn_daemon`]) and the address it listens on.
-pub struct Daemon(pub std::process::Child, Option<SocketAddr>);
+pub(crate) struct Daemon(pub std::process::Child, Option<SocketAddr>);
 
 impl Daemon {
     /// The address it listens on.
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.1.expect("listening")
     }
 }

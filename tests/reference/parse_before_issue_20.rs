@@ -22,7 +22,7 @@ use regex::{Captures, Regex};
 use checkpoint_sentinel::observe::{EventSeverity as Severity, LogEvent, RootCause};
 
 /// Stack lines kept per event (the root cause is found in all of them).
-pub const MAX_STACK_LINES: usize = 40;
+pub(super) const MAX_STACK_LINES: usize = 40;
 /// Characters kept of a message or stack line.
 const MAX_TEXT: usize = 512;
 
@@ -31,7 +31,7 @@ const MAX_TEXT: usize = 512;
 const TOLERABLE: &str = "Exceeded checkpoint tolerable failure threshold";
 
 /// Every built-in kind, in the order reports list them.
-pub const BUILTIN_KINDS: &[&str] = &[
+pub(super) const BUILTIN_KINDS: &[&str] = &[
     "triggered",
     "completed",
     "expired",
@@ -52,7 +52,7 @@ pub const BUILTIN_KINDS: &[&str] = &[
 
 /// A user pattern from the config (`[[logs.patterns]]`), already validated.
 #[derive(Clone, Debug)]
-pub struct UserPattern {
+pub(super) struct UserPattern {
     /// Its name (for messages).
     pub name: String,
     /// Matched against the message part of timestamped lines.
@@ -71,7 +71,7 @@ struct Builtin {
 
 /// The compiled pattern set: built-in Flink patterns behind a literal prefilter, plus user
 /// patterns. Shared (`Arc`) by every file a tailer follows.
-pub struct Patterns {
+pub(super) struct Patterns {
     builtins: Vec<Builtin>,
     /// Needle index → indexes into `builtins` that need it.
     needle_targets: Vec<Vec<usize>>,
@@ -200,7 +200,7 @@ const BUILTINS: &[(&str, &str, Severity, &str)] = &[
 impl Patterns {
     /// The built-in Flink patterns plus `user` (checked first, so a user pattern can take over
     /// a line a built-in one would match).
-    pub fn new(user: Vec<UserPattern>) -> Arc<Patterns> {
+    pub(super) fn new(user: Vec<UserPattern>) -> Arc<Patterns> {
         let builtins: Vec<Builtin> = BUILTINS
             .iter()
             .map(|(_, kind, severity, re)| Builtin {
@@ -237,24 +237,24 @@ impl Patterns {
     }
 
     /// The built-in patterns only.
-    pub fn builtin() -> Arc<Patterns> {
+    pub(super) fn builtin() -> Arc<Patterns> {
         Patterns::new(Vec::new())
     }
 
     /// Whether a line can match anything: a cheap literal scan before any text is built.
-    pub fn might_match(&self, line: &[u8]) -> bool {
+    pub(super) fn might_match(&self, line: &[u8]) -> bool {
         !self.user.is_empty() || self.prefilter.is_match(line)
     }
 
     /// Whether user patterns are configured (they see every line, so no buffer prefilter applies).
-    pub fn has_user_patterns(&self) -> bool {
+    pub(super) fn has_user_patterns(&self) -> bool {
         !self.user.is_empty()
     }
 
     /// Appends the `(start, end)` of every built-in needle found in `haystack` (many lines at
     /// once), in order and non-overlapping. A line without one of them, and not the stack trace
     /// of a line with one, can produce no built-in event.
-    pub fn find_needles(&self, haystack: &[u8], out: &mut Vec<(usize, usize)>) {
+    pub(super) fn find_needles(&self, haystack: &[u8], out: &mut Vec<(usize, usize)>) {
         match &self.buffer_prefilter {
             BufferSearch::Packed(teddy) => {
                 out.extend(teddy.find_iter(haystack).map(|m| (m.start(), m.end())))
@@ -264,7 +264,7 @@ impl Patterns {
     }
 
     /// The event a log message stands for, if any.
-    pub fn recognise(&self, message: &str) -> Option<LogEvent> {
+    pub(super) fn recognise(&self, message: &str) -> Option<LogEvent> {
         for p in &self.user {
             if let Some(caps) = p.regex.captures(message) {
                 let mut event = blank(p.kind.clone(), p.severity, message);
@@ -281,7 +281,7 @@ impl Patterns {
     /// [`recognise`](Self::recognise) by the regexes alone, without the hand-written parsers of
     /// the most frequent lines (which must give exactly the same events; tests compare them).
     #[doc(hidden)]
-    pub fn recognise_by_regex(&self, message: &str) -> Option<LogEvent> {
+    pub(super) fn recognise_by_regex(&self, message: &str) -> Option<LogEvent> {
         for p in &self.user {
             if let Some(caps) = p.regex.captures(message) {
                 let mut event = blank(p.kind.clone(), p.severity, message);
@@ -522,14 +522,14 @@ fn refine(event: &mut LogEvent) {
 }
 
 /// The 0-based subtask index of a task name like `Map -> Sink (3/8)#0`.
-pub fn subtask_of(task: &str) -> Option<u32> {
+pub(super) fn subtask_of(task: &str) -> Option<u32> {
     split_task(task).1
 }
 
 /// `Map -> Sink (3/8)#0` → (`Map -> Sink`, Some(2)): the operator's name and the 0-based
 /// subtask index (Flink's `(k/n)` counts from 1; `#0` is the attempt number and is dropped).
 /// A name without `(k/n)` comes back whole.
-pub fn split_task(task: &str) -> (&str, Option<u32>) {
+pub(super) fn split_task(task: &str) -> (&str, Option<u32>) {
     let task = task.trim_end();
     let without_attempt = match task.rfind(")#") {
         Some(i) if task[i + 2..].bytes().all(|b| b.is_ascii_digit()) => &task[..=i],
@@ -603,7 +603,7 @@ fn is_user_frame(frame: &str) -> bool {
 /// The parts of a line in Flink's default layout
 /// (`%d{yyyy-MM-dd HH:mm:ss,SSS} %-5p %-60c %x - %m%n`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Header<'a> {
+pub(super) struct Header<'a> {
     /// `2026-11-29 15:04:08,723`.
     pub timestamp: &'a str,
     /// `INFO`, `WARN`, …
@@ -613,7 +613,7 @@ pub struct Header<'a> {
 }
 
 /// Whether a line starts with a log4j timestamp, i.e. starts a new record.
-pub fn is_record_start(line: &[u8]) -> bool {
+pub(super) fn is_record_start(line: &[u8]) -> bool {
     const DIGITS: [usize; 17] = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22];
     line.len() >= 23
         && DIGITS.iter().all(|&i| line[i].is_ascii_digit())
@@ -627,7 +627,7 @@ pub fn is_record_start(line: &[u8]) -> bool {
 
 /// `2026-12-01 13:34:42,967` (log4j's `yyyy-MM-dd HH:mm:ss,SSS`, `T` and `.` accepted) read as
 /// UTC → epoch ms.
-pub fn log_time_utc_ms(text: &str) -> Option<i64> {
+pub(super) fn log_time_utc_ms(text: &str) -> Option<i64> {
     let b = text.as_bytes();
     if b.len() < 23 || !is_record_start(b) {
         return None;
@@ -650,7 +650,7 @@ pub fn log_time_utc_ms(text: &str) -> Option<i64> {
 }
 
 /// Splits a record's first line into timestamp, level and message.
-pub fn split_header(line: &str) -> Option<Header<'_>> {
+pub(super) fn split_header(line: &str) -> Option<Header<'_>> {
     if !is_record_start(line.as_bytes()) {
         return None;
     }
@@ -671,7 +671,7 @@ const SERIALIZED: &str = "org.apache.flink.util.SerializedThrowable";
 /// One exception line unwrapped: Flink wraps remote causes in `SerializedThrowable` and
 /// futures wrap theirs in `ExecutionException`/`CompletionException`; the class that matters
 /// is the innermost one named on the line.
-pub fn exception_of(line: &str) -> (String, String) {
+pub(super) fn exception_of(line: &str) -> (String, String) {
     const WRAPPERS: &[&str] =
         &[SERIALIZED, "java.util.concurrent.ExecutionException", "java.util.concurrent.CompletionException"];
     let mut text = line.trim().strip_prefix("Caused by: ").unwrap_or(line.trim());
@@ -810,12 +810,12 @@ const CAUSES: &[(&str, &[&str])] = &[
 /// Whether an event's root cause counts as the cause of a checkpoint failure. The job failure
 /// "Exceeded checkpoint tolerable failure threshold" is a consequence: its causes were counted
 /// with the checkpoints that failed.
-pub fn counts_root_cause(kind: &str) -> bool {
+pub(super) fn counts_root_cause(kind: &str) -> bool {
     kind != "tolerable_exceeded"
 }
 
 /// Every category a root cause can get (the label values of the root-cause metric).
-pub const CAUSE_CATEGORIES: &[&str] = &[
+pub(super) const CAUSE_CATEGORIES: &[&str] = &[
     "disk_full",
     "out_of_memory",
     "permission",
@@ -840,12 +840,12 @@ pub const CAUSE_CATEGORIES: &[&str] = &[
 /// another cause too (the exception a task threw), that is its root cause and these are
 /// symptoms of it.
 /// In this order, the first is the root cause of a checkpoint that has nothing else.
-pub const SYMPTOM_CATEGORIES: &[&str] =
+pub(super) const SYMPTOM_CATEGORIES: &[&str] =
     &["expired", "tasks_not_running", "task_failure", "declined", "cancelled"];
 
 /// The category of a root cause: first by the deepest cause alone, then by the whole chain
 /// (frames show S3 or HDFS clients where the message does not), then by its class.
-pub fn classify(exception: &str, message: &str, chain: &[String]) -> &'static str {
+pub(super) fn classify(exception: &str, message: &str, chain: &[String]) -> &'static str {
     let root = format!("{exception}: {message}");
     for (category, needles) in CAUSES {
         if needles.iter().any(|n| root.contains(n)) {
@@ -888,26 +888,26 @@ struct Pending {
 }
 
 /// Turns lines into events, one record at a time. Feed complete lines in file order.
-pub struct RecordParser {
+pub(super) struct RecordParser {
     patterns: Arc<Patterns>,
     pending: Option<Pending>,
 }
 
 impl RecordParser {
     /// A parser with these patterns.
-    pub fn new(patterns: Arc<Patterns>) -> Self {
+    pub(super) fn new(patterns: Arc<Patterns>) -> Self {
         RecordParser { patterns, pending: None }
     }
 
     /// Takes one line (no newline) that starts at byte `offset`; pushes the events of the record
     /// it finishes, if any, to `out`.
-    pub fn push_line(&mut self, line: &[u8], offset: u64, out: &mut Vec<LogEvent>) {
+    pub(super) fn push_line(&mut self, line: &[u8], offset: u64, out: &mut Vec<LogEvent>) {
         self.push(line, offset, None, out);
     }
 
     /// As [`push_line`](Self::push_line), for a caller that already searched the line for the
     /// needles (`has_needle`), so the per-line prefilter is skipped.
-    pub fn push_searched_line(
+    pub(super) fn push_searched_line(
         &mut self,
         line: &[u8],
         offset: u64,
@@ -996,7 +996,7 @@ impl RecordParser {
 
     /// Finishes the record in progress (at a new record, at the end of a file, or when the
     /// file has been idle long enough that no stack trace is coming).
-    pub fn flush(&mut self, out: &mut Vec<LogEvent>) {
+    pub(super) fn flush(&mut self, out: &mut Vec<LogEvent>) {
         let Some(pending) = self.pending.take() else { return };
         if pending.events.is_empty() {
             return;
@@ -1058,18 +1058,18 @@ impl RecordParser {
     }
 
     /// Where the unfinished record starts: every byte before it has been turned into events.
-    pub fn pending_start(&self) -> Option<u64> {
+    pub(super) fn pending_start(&self) -> Option<u64> {
         self.pending.as_ref().map(|p| p.start)
     }
 
     /// Whether a record is waiting for more lines.
-    pub fn has_pending(&self) -> bool {
+    pub(super) fn has_pending(&self) -> bool {
         self.pending.is_some()
     }
 
     /// Whether the record in progress produced events, so its continuation lines (stack trace)
     /// matter; lines of other records need to be pushed only if they carry a needle.
-    pub fn wants_continuation(&self) -> bool {
+    pub(super) fn wants_continuation(&self) -> bool {
         self.pending.as_ref().is_some_and(|p| !p.events.is_empty())
     }
 }
@@ -1080,7 +1080,7 @@ fn text_of(line: &[u8]) -> Cow<'_, str> {
 
 /// Splits a byte stream into lines with a bounded buffer: a line longer than `max` is cut to
 /// its first `max` bytes (still recognised) and the rest is skipped up to its newline.
-pub struct LineSplitter {
+pub(super) struct LineSplitter {
     buf: Vec<u8>,
     max: usize,
     discarding: bool,
@@ -1094,12 +1094,12 @@ pub struct LineSplitter {
 
 impl LineSplitter {
     /// A splitter whose next byte is at `offset` in the file.
-    pub fn new(max: usize, offset: u64) -> Self {
+    pub(super) fn new(max: usize, offset: u64) -> Self {
         LineSplitter { buf: Vec::new(), max: max.max(1), discarding: false, offset, oversize: 0, lines: 0 }
     }
 
     /// Feeds the next bytes; calls `line(bytes, start offset)` for each complete line.
-    pub fn feed(&mut self, chunk: &[u8], mut line: impl FnMut(&[u8], u64)) {
+    pub(super) fn feed(&mut self, chunk: &[u8], mut line: impl FnMut(&[u8], u64)) {
         let mut pos = 0;
         for nl in memchr::memchr_iter(b'\n', chunk) {
             let segment = &chunk[pos..nl];
@@ -1147,7 +1147,7 @@ impl LineSplitter {
     }
 
     /// Emits a last line without newline (a file that will not grow any more).
-    pub fn finish(&mut self, mut line: impl FnMut(&[u8], u64)) {
+    pub(super) fn finish(&mut self, mut line: impl FnMut(&[u8], u64)) {
         if !self.buf.is_empty() && !self.discarding {
             let start = self.offset - self.buf.len() as u64;
             self.lines += 1;
@@ -1158,7 +1158,7 @@ impl LineSplitter {
     }
 
     /// Offset of the first byte not yet handed out as part of a line.
-    pub fn line_start(&self) -> u64 {
+    pub(super) fn line_start(&self) -> u64 {
         if self.discarding {
             // The cut line was handled already; resuming inside it is better than twice.
             self.offset
@@ -1168,7 +1168,7 @@ impl LineSplitter {
     }
 
     /// Offset of the next byte to feed.
-    pub fn offset(&self) -> u64 {
+    pub(super) fn offset(&self) -> u64 {
         self.offset
     }
 }
@@ -1178,7 +1178,7 @@ fn strip_cr(line: &[u8]) -> &[u8] {
 }
 
 /// Parses a whole buffer (tests and small inputs).
-pub fn parse_all(patterns: &Arc<Patterns>, bytes: &[u8]) -> Vec<LogEvent> {
+pub(super) fn parse_all(patterns: &Arc<Patterns>, bytes: &[u8]) -> Vec<LogEvent> {
     let mut parser = RecordParser::new(patterns.clone());
     let mut splitter = LineSplitter::new(1 << 20, 0);
     let mut out = Vec::new();

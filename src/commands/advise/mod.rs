@@ -8,7 +8,7 @@
 
 pub mod render;
 pub mod replay;
-pub mod report;
+pub(crate) mod report;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,7 +17,7 @@ use crate::advice::Sample;
 use crate::commands::diagnose::{self, DiagnoseArgs, DiagnoseError};
 use crate::sources::flink::client::FlinkClient;
 use crate::sources::flink::{convert, dto};
-pub use report::{AdviseError, AdviseReport, JobAdvice, job_advice};
+pub(crate) use report::{AdviseError, AdviseReport, job_advice};
 
 /// Output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -8,7 +8,7 @@ use crate::advice::{Advice, Finding, Prediction, Severity};
 use crate::time::human_ms;
 
 /// One job's advice as the contract's JSON object (what the API serves for the job).
-pub fn job_json(cluster: &str, job_id: &str, name: &str, advice: &Advice) -> serde_json::Value {
+pub(crate) fn job_json(cluster: &str, job_id: &str, name: &str, advice: &Advice) -> serde_json::Value {
     let view = crate::outputs::api::AdviceView { cluster, job_id, job_name: name, advice };
     serde_json::to_value(&view).unwrap_or_default()
 }
@@ -36,7 +36,7 @@ fn per_hour(x: f64) -> String {
 }
 
 /// The prediction's figures, current beside recommended.
-pub fn prediction_line(current: &Prediction, recommended: Option<&Prediction>) -> String {
+pub(crate) fn prediction_line(current: &Prediction, recommended: Option<&Prediction>) -> String {
     let window = |p: &Prediction| p.replay_window_ms.map_or("none".to_string(), human_ms);
     let mut parts = vec![
         side_by_side(
@@ -100,7 +100,7 @@ fn finding_text(f: &Finding) -> String {
 }
 
 /// The report for people.
-pub fn text(report: &AdviseReport) -> String {
+pub(crate) fn text(report: &AdviseReport) -> String {
     let mut out = String::new();
     for job in &report.jobs {
         let a = &job.advice;

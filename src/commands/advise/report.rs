@@ -19,28 +19,28 @@ pub enum AdviseError {
 
 /// One job's advice and who it is.
 #[derive(Clone, Debug)]
-pub struct JobAdvice {
+pub(crate) struct JobAdvice {
     /// The job id.
-    pub job_id: String,
+    pub(crate) job_id: String,
     /// The job name.
-    pub name: String,
+    pub(crate) name: String,
     /// The advice.
-    pub advice: Advice,
+    pub(crate) advice: Advice,
 }
 
 /// What `advise` found.
 #[derive(Clone, Debug)]
 pub struct AdviseReport {
     /// The URL or folder read.
-    pub source: String,
+    pub(crate) source: String,
     /// Flink's version.
-    pub flink_version: Option<String>,
+    pub(crate) flink_version: Option<String>,
     /// Per job.
-    pub jobs: Vec<JobAdvice>,
+    pub(crate) jobs: Vec<JobAdvice>,
 }
 
 /// The advice of `samples` under `configuration`.
-pub fn job_advice(
+pub(crate) fn job_advice(
     job_id: String,
     name: String,
     configuration: &crate::observe::CheckpointConfiguration,

@@ -14,13 +14,13 @@ use crate::shadow::alignment::{BUFFER_BYTES, MAX_BUFFERS_PER_CHANNEL, unread_buf
 use crate::time::{Timestamp, log_time};
 
 /// How often the simulated cluster advances.
-pub const TICK: Duration = Duration::from_millis(100);
+pub(crate) const TICK: Duration = Duration::from_millis(100);
 /// Alignment variants computed per profile (checkpoints cycle through them).
 const VARIANTS: u64 = 4;
 
 /// What a demo job does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Profile {
+pub(crate) enum Profile {
     /// Short aligned checkpoints on the interval.
     Healthy,
     /// A backlog on the fast source and a hot key: alignment dominates.
@@ -35,7 +35,7 @@ pub enum Profile {
 
 impl Profile {
     /// All profiles, in the order jobs cycle through them.
-    pub const ALL: [Profile; 5] = [
+    pub(crate) const ALL: [Profile; 5] = [
         Profile::Healthy,
         Profile::Backpressured,
         Profile::Expiring,
@@ -44,7 +44,7 @@ impl Profile {
     ];
 
     /// The job-name part.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Profile::Healthy => "healthy",
             Profile::Backpressured => "backpressured",
@@ -128,24 +128,24 @@ fn full_channel_backlog() -> u64 {
 /// The subtask that holds a failing checkpoint up (vertex index, subtask index): the hot key's
 /// stateful-map subtask, which hangs in its snapshot (expiring job) or declines (failing job)
 /// while the others acknowledge, as in the `expired` and `declined` captures.
-pub const HOLDOUT: (usize, u32) = (2, 0);
+pub(crate) const HOLDOUT: (usize, u32) = (2, 0);
 
 /// Bytes per record the demo's vertices report (their I/O counters).
-pub const RECORD_BYTES: f64 = 100.0;
+pub(crate) const RECORD_BYTES: f64 = 100.0;
 
 /// What one subtask of a demo job reports about its load.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct SubtaskRates {
+pub(crate) struct SubtaskRates {
     /// Bytes read per ms.
-    pub in_bytes_per_ms: f64,
+    pub(crate) in_bytes_per_ms: f64,
     /// Bytes written per ms (into each outgoing edge).
-    pub out_bytes_per_ms: f64,
+    pub(crate) out_bytes_per_ms: f64,
     /// Busy share of its time.
-    pub busy: f64,
+    pub(crate) busy: f64,
     /// Back-pressured share of its time.
-    pub backpressured: f64,
+    pub(crate) backpressured: f64,
     /// Share of its output buffer pool in use.
-    pub out_pool_usage: f64,
+    pub(crate) out_pool_usage: f64,
 }
 
 /// The share of upstream subtask `i`'s output on an edge that downstream subtask `j` of `p`
@@ -168,7 +168,7 @@ fn capacity(spec: &alignment::VertexSpec, index: u32) -> f64 {
 /// rate, every other subtask reads what its inputs send it and processes at most its capacity
 /// (busy = read / capacity), writing what it processes. A source whose edges carry a backlog is
 /// back-pressured (90 % of its time, its output pool full); nothing else is.
-pub fn steady_load(graph: &JobGraph) -> Vec<Vec<SubtaskRates>> {
+pub(crate) fn steady_load(graph: &JobGraph) -> Vec<Vec<SubtaskRates>> {
     let mut load: Vec<Vec<SubtaskRates>> = Vec::with_capacity(graph.vertices.len());
     for (v, spec) in graph.vertices.iter().enumerate() {
         let p = spec.parallelism.max(1);
@@ -254,17 +254,17 @@ fn balance(graph: &mut JobGraph) {
 
 /// One alignment run a profile's checkpoints reuse.
 #[derive(Clone, Debug)]
-pub struct Variant {
+pub(crate) struct Variant {
     /// Trigger → last ack, ms.
-    pub duration_ms: u64,
+    pub(crate) duration_ms: u64,
     /// Per-operator details.
-    pub operators: Vec<OperatorCheckpoint>,
+    pub(crate) operators: Vec<OperatorCheckpoint>,
     /// Bytes of state written.
-    pub state_bytes: u64,
+    pub(crate) state_bytes: u64,
     /// Bytes processed during alignment.
-    pub processed_bytes: u64,
+    pub(crate) processed_bytes: u64,
     /// In-flight bytes persisted.
-    pub persisted_bytes: u64,
+    pub(crate) persisted_bytes: u64,
 }
 
 /// One simulated job.
@@ -274,21 +274,21 @@ pub struct DemoJob {
     /// Job name.
     pub name: String,
     /// Its behaviour.
-    pub profile: Profile,
+    pub(crate) profile: Profile,
     /// When it was submitted.
-    pub start: Timestamp,
+    pub(crate) start: Timestamp,
     /// Its graph.
-    pub graph: JobGraph,
+    pub(crate) graph: JobGraph,
     /// The coordinator model.
     pub coordinator: Coordinator,
     /// What its subtasks report about their load (per vertex, per subtask), from `graph`.
-    pub load: Vec<Vec<SubtaskRates>>,
+    pub(crate) load: Vec<Vec<SubtaskRates>>,
     variants: Arc<Vec<Variant>>,
 }
 
 impl DemoJob {
     /// The variant checkpoint `id` uses.
-    pub fn variant(&self, id: u64) -> &Variant {
+    pub(crate) fn variant(&self, id: u64) -> &Variant {
         &self.variants[(id % self.variants.len() as u64) as usize]
     }
 }
@@ -306,7 +306,7 @@ impl DemoCluster {
     }
 
     /// As [`new`](Self::new), with every profile's intervals and timeouts times `scale`.
-    pub fn with_interval_scale(n: usize, seed: u64, start: Timestamp, scale: u64) -> Self {
+    pub(crate) fn with_interval_scale(n: usize, seed: u64, start: Timestamp, scale: u64) -> Self {
         let variants: Vec<Arc<Vec<Variant>>> =
             Profile::ALL.iter().map(|p| Arc::new(variants(*p, seed))).collect();
         let jobs = (0..n)

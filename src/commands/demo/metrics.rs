@@ -15,14 +15,14 @@ use super::cluster::{DemoJob, SubtaskRates};
 use super::rest::{Shared, not_found, vertex_index, with_job};
 
 /// The simulated cluster's one TaskManager (as `/jobs/:jid/vertices/:vid` places subtasks).
-pub const TASKMANAGER: &str = "127.0.0.1:6122-demo01";
+pub(crate) const TASKMANAGER: &str = "127.0.0.1:6122-demo01";
 /// Its heap, bytes.
 const HEAP_MAX: f64 = 512.0 * 1024.0 * 1024.0;
 
 type Params = Query<std::collections::HashMap<String, String>>;
 
 /// The metrics routes, merged into the demo's router beside `rest::router`'s.
-pub fn router(cluster: Shared) -> Router {
+pub(crate) fn router(cluster: Shared) -> Router {
     Router::new()
         .route("/jobs/{jid}/vertices/{vid}/subtasks/metrics", get(subtasks_aggregated))
         .route("/jobs/{jid}/vertices/{vid}/subtasks/{index}/metrics", get(subtask))

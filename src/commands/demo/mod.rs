@@ -7,7 +7,7 @@
 //! one that exceeds its tolerable failures and restarts.
 
 pub mod cluster;
-pub mod metrics;
+pub(crate) mod metrics;
 pub mod rest;
 
 use std::io::Write;

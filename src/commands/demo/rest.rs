@@ -18,7 +18,7 @@ use crate::observe::SubtaskCheckpoint;
 use crate::time::Timestamp;
 
 /// The simulated cluster, shared by the handlers.
-pub type Shared = Arc<Mutex<DemoCluster>>;
+pub(crate) type Shared = Arc<Mutex<DemoCluster>>;
 
 /// The routes of the simulated JobManager.
 pub fn router(cluster: Shared) -> Router {
@@ -37,12 +37,12 @@ pub fn router(cluster: Shared) -> Router {
 }
 
 /// A 404 with Flink's error body.
-pub fn not_found(what: String) -> Response {
+pub(crate) fn not_found(what: String) -> Response {
     (StatusCode::NOT_FOUND, Json(json!({ "errors": [what] }))).into_response()
 }
 
 /// Runs `f` on the job `jid`, or answers 404 like Flink.
-pub fn with_job(cluster: &Shared, jid: &str, f: impl FnOnce(&DemoJob) -> Response) -> Response {
+pub(crate) fn with_job(cluster: &Shared, jid: &str, f: impl FnOnce(&DemoJob) -> Response) -> Response {
     let cluster = cluster.lock().unwrap_or_else(|e| e.into_inner());
     match cluster.jobs.iter().find(|j| j.id == jid) {
         Some(job) => f(job),
@@ -142,7 +142,7 @@ fn vertex_spec<'a>(job: &'a DemoJob, vid: &str) -> Option<&'a crate::model::alig
 
 /// The index of the job's vertex with the REST id `vid`.
 /// The index of vertex `vid` in the job's graph.
-pub fn vertex_index(job: &DemoJob, vid: &str) -> Option<usize> {
+pub(crate) fn vertex_index(job: &DemoJob, vid: &str) -> Option<usize> {
     (0..job.graph.vertices.len()).find(|i| vertex_id(*i) == vid)
 }
 

@@ -19,7 +19,7 @@ const MAX_BYTES: u64 = 4 << 20;
 
 /// The stack of the first pending subtask of the oldest checkpoint in progress, when one is
 /// pending and its TaskManager is known; `None` otherwise or when the dump fails.
-pub async fn fetch(client: &FlinkClient, data: &JobData) -> Option<ThreadSample> {
+pub(crate) async fn fetch(client: &FlinkClient, data: &JobData) -> Option<ThreadSample> {
     let (&checkpoint_id, per_vertex) = data.pending.iter().find(|(_, v)| !v.is_empty())?;
     let vertices = &data.details.as_ref()?.vertices;
     // The most upstream vertex with a pending subtask: those downstream wait for its barrier.
@@ -43,11 +43,11 @@ pub async fn fetch(client: &FlinkClient, data: &JobData) -> Option<ThreadSample>
 }
 
 /// The report's line: `Checkpoint 7, stateful-map #0: blocked in: …`.
-pub fn line(sample: &ThreadSample) -> String {
+pub(crate) fn line(sample: &ThreadSample) -> String {
     format!("Checkpoint {}, {} #{}: {}", sample.checkpoint_id, sample.operator, sample.subtask, sample.text())
 }
 
 /// The text output's part: the line under its own heading, when there is one.
-pub fn text(j: &JobReport) -> Option<String> {
+pub(crate) fn text(j: &JobReport) -> Option<String> {
     j.blocked_thread.as_ref().map(|l| format!("The thread holding it up:\n  {l}"))
 }

@@ -34,7 +34,7 @@ fn culprit(d: &JobData) -> Option<(&FinishedCheckpoint, String, String, u32)> {
 }
 
 /// Fetches the evidence of `d`'s culprit now; `None` when no checkpoint calls for it.
-pub async fn fetch(client: &FlinkClient, d: &JobData) -> Option<CheckpointEvidence> {
+pub(crate) async fn fetch(client: &FlinkClient, d: &JobData) -> Option<CheckpointEvidence> {
     let (cp, vertex_id, operator, subtask) = culprit(d)?;
     let now = Timestamp::now();
     let mut round = EvidenceRound { cluster: "diagnose".into(), at: now, ..Default::default() };
@@ -88,7 +88,7 @@ pub async fn fetch(client: &FlinkClient, d: &JobData) -> Option<CheckpointEviden
 
 /// The report's line: "Evidence now for checkpoint 12's culprit: <sentence>; class timeout
 /// (gc)."
-pub fn line(checkpoint_id: u64, e: &CheckpointEvidence) -> String {
+pub(crate) fn line(checkpoint_id: u64, e: &CheckpointEvidence) -> String {
     let class = match &e.class {
         Some(c) => format!("; class {c} ({})", e.used.join(", ")),
         None => String::new(),
@@ -97,7 +97,7 @@ pub fn line(checkpoint_id: u64, e: &CheckpointEvidence) -> String {
 }
 
 /// [`fetch`] and [`line`] together: the report's evidence line of `d`, if any.
-pub async fn report_line(client: &FlinkClient, d: &JobData) -> Option<String> {
+pub(crate) async fn report_line(client: &FlinkClient, d: &JobData) -> Option<String> {
     let id = culprit(d)?.0.id;
     Some(line(id, &fetch(client, d).await?))
 }

@@ -28,19 +28,19 @@ impl Job<'_> {
 
 /// The restarts `diagnose` can tell from one look at the REST API.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Restarts {
+pub(crate) struct Restarts {
     /// The latest restart: when the job last entered RESTARTING (`/jobs/:id` `timestamps`).
-    pub latest: Option<Timestamp>,
+    pub(crate) latest: Option<Timestamp>,
     /// A restart inferred from the history: (the first checkpoint after it, when it began). The
     /// oldest checkpoints Flink still lists failed in a row, fewer than the tolerable number,
     /// and the next one came after a gap: the run began before the history does, and the gap is
     /// the restart it caused.
-    pub inferred: Option<(u64, Timestamp)>,
+    pub(crate) inferred: Option<(u64, Timestamp)>,
 }
 
 impl Restarts {
     /// Every restart known, in time order.
-    pub fn all(&self) -> Vec<Timestamp> {
+    pub(crate) fn all(&self) -> Vec<Timestamp> {
         let mut all: Vec<Timestamp> =
             self.latest.into_iter().chain(self.inferred.map(|(_, at)| at)).collect();
         all.sort();
@@ -99,21 +99,21 @@ pub(super) fn restarts(job: &Job<'_>) -> Restarts {
 /// A job that failed over and is healthy again: running, and every periodic checkpoint
 /// triggered since its latest restart completed (at least one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Recovered {
+pub(crate) struct Recovered {
     /// The latest restart.
-    pub restart: Timestamp,
+    pub(crate) restart: Timestamp,
     /// When the first checkpoint after it completed: the first listed one when Flink's history
     /// no longer reaches back to the restart (`exact` false).
-    pub since: Timestamp,
+    pub(crate) since: Timestamp,
     /// Whether the history reaches back to the restart (a checkpoint before it is listed).
-    pub exact: bool,
+    pub(crate) exact: bool,
     /// The restarts known: those the REST API times, or Flink's count of restores if higher.
-    pub restarts: u64,
+    pub(crate) restarts: u64,
 }
 
 impl Recovered {
     /// "healthy again since 15:39:23.833 UTC, after 1 restart".
-    pub fn sentence(&self) -> String {
+    pub(crate) fn sentence(&self) -> String {
         let s = if self.restarts == 1 { "" } else { "s" };
         let earlier = if self.exact { "" } else { " or earlier" };
         format!("healthy again since {} UTC{earlier}, after {} restart{s}", clock(self.since), self.restarts)
@@ -181,7 +181,7 @@ pub(super) fn failover(job: &Job<'_>, restarts: &Restarts) -> Option<String> {
 }
 
 /// `15:26:21.340`.
-pub fn clock(at: Timestamp) -> String {
+pub(crate) fn clock(at: Timestamp) -> String {
     let t = crate::time::log_time(at);
     t.get(11..).unwrap_or(&t).replace(',', ".")
 }
@@ -221,7 +221,7 @@ pub(crate) fn judged(job: &str, health: Option<&crate::outputs::answer::JobVerdi
 }
 
 /// The cluster's first line: how many jobs, how many of each verdict.
-pub fn cluster_line(url: &str, version: Option<&str>, jobs: &[JobReport]) -> String {
+pub(crate) fn cluster_line(url: &str, version: Option<&str>, jobs: &[JobReport]) -> String {
     let count = |v: Verdict| jobs.iter().filter(|j| j.verdict == v).count();
     let (bad, risk, ok) = (count(Verdict::Unhealthy), count(Verdict::AtRisk), count(Verdict::Healthy));
     let total = jobs.len();
@@ -235,13 +235,18 @@ pub fn cluster_line(url: &str, version: Option<&str>, jobs: &[JobReport]) -> Str
 }
 
 /// The headlines of every job, worst first.
-pub fn headlines(jobs: &[JobReport]) -> Vec<Headline> {
+pub(crate) fn headlines(jobs: &[JobReport]) -> Vec<Headline> {
     headline::order(jobs.iter().filter_map(|j| j.headline.clone()).collect())
 }
 
 impl Report {
     /// The report of these jobs, with its summary and headlines.
-    pub fn new(url: String, flink_version: Option<String>, at_ms: i64, jobs: Vec<JobReport>) -> Report {
+    pub(crate) fn new(
+        url: String,
+        flink_version: Option<String>,
+        at_ms: i64,
+        jobs: Vec<JobReport>,
+    ) -> Report {
         Report {
             summary: cluster_line(&url, flink_version.as_deref(), &jobs),
             headline: headlines(&jobs),

@@ -13,12 +13,12 @@
 //! Files: this one (arguments, fetching, exit code), [`report`] (the data and the report),
 //! [`analyse`] (pure analysis), [`text`] (the text output), [`blocked`] (the blocked thread).
 
-pub mod analyse;
-pub mod blocked;
-pub mod evidence;
-pub mod headline;
-pub mod report;
-pub mod text;
+pub(crate) mod analyse;
+pub(crate) mod blocked;
+pub(crate) mod evidence;
+pub(crate) mod headline;
+pub(crate) mod report;
+pub(crate) mod text;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -35,7 +35,7 @@ use text::to_text;
 
 /// Output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// A report for people.
     Text,
     /// One JSON document.
@@ -47,26 +47,26 @@ pub enum Format {
 pub struct DiagnoseArgs {
     /// The JobManager's REST base URL, e.g. `http://127.0.0.1:8081`.
     #[arg(long, required_unless_present = "config", conflicts_with = "config")]
-    pub url: Option<String>,
+    pub(crate) url: Option<String>,
     /// Take the cluster's URL, credentials and CA from the daemon's configuration file instead
     /// (for a JobManager behind TLS or authentication).
     #[arg(long)]
-    pub config: Option<std::path::PathBuf>,
+    pub(crate) config: Option<std::path::PathBuf>,
     /// With `--config`: which `[[clusters]]` entry (by `name`); needed when there are several.
     #[arg(long, requires = "config")]
-    pub cluster: Option<String>,
+    pub(crate) cluster: Option<String>,
     /// Diagnose only this job id (default: every job that is not finished, canceled or failed).
     #[arg(long)]
-    pub job: Option<String>,
+    pub(crate) job: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
-    pub format: Format,
+    pub(crate) format: Format,
     /// How many of the newest finished checkpoints to look at in detail.
     #[arg(long, default_value_t = 10)]
-    pub checkpoints: usize,
+    pub(crate) checkpoints: usize,
     /// Timeout of each request.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 /// Why a cluster cannot be diagnosed.
@@ -186,7 +186,7 @@ async fn is_checkpoint_sentinel(url: &str, timeout: Duration) -> bool {
 }
 
 /// Fetches what [`analyse`] needs about one job.
-pub async fn fetch(
+pub(crate) async fn fetch(
     client: &FlinkClient,
     job: &dto::JobOverview,
     flink_version: Option<String>,
@@ -224,7 +224,7 @@ pub async fn fetch(
 }
 
 /// Vertex id to its name (the id when it has none).
-pub fn vertex_names(details: Option<&dto::JobDetails>) -> BTreeMap<String, String> {
+pub(crate) fn vertex_names(details: Option<&dto::JobDetails>) -> BTreeMap<String, String> {
     details
         .iter()
         .flat_map(|d| {
@@ -235,7 +235,7 @@ pub fn vertex_names(details: Option<&dto::JobDetails>) -> BTreeMap<String, Strin
 
 /// The newest `checkpoints` finished checkpoints of `history` (newest first), with their
 /// per-subtask details (vertices whose details cannot be fetched are left out).
-pub async fn fetch_finished(
+pub(crate) async fn fetch_finished(
     client: &FlinkClient,
     id: &str,
     history: &[&dto::CheckpointStatistics],
@@ -341,7 +341,7 @@ fn record_locations(
 }
 
 /// 0 when every job is healthy, 1 when one is unhealthy, 3 when the worst is at risk.
-pub fn exit_code(report: &Report) -> u8 {
+pub(crate) fn exit_code(report: &Report) -> u8 {
     match report.jobs.iter().map(|j| j.verdict).max() {
         Some(Verdict::Unhealthy) => 1,
         Some(Verdict::AtRisk) => 3,
@@ -351,7 +351,7 @@ pub fn exit_code(report: &Report) -> u8 {
 
 /// The cluster to diagnose: `--url` alone, or an entry of the `--config` file with its
 /// credentials and CA (the request timeout is `--timeout` either way).
-pub fn cluster_config(args: &DiagnoseArgs) -> Result<ClusterConfig, DiagnoseError> {
+pub(crate) fn cluster_config(args: &DiagnoseArgs) -> Result<ClusterConfig, DiagnoseError> {
     let Some(path) = &args.config else {
         let url = args.url.clone().unwrap_or_default();
         let valid = url::Url::parse(&url).is_ok_and(|u| {

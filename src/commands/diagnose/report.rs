@@ -14,43 +14,43 @@ use crate::time::Timestamp;
 
 /// Everything fetched about one job (the input of [`analyse`]).
 #[derive(Clone, Debug)]
-pub struct JobData {
+pub(crate) struct JobData {
     /// `/jobs/overview` entry: id, name, state.
-    pub job_id: String,
+    pub(crate) job_id: String,
     /// The job name.
-    pub name: String,
+    pub(crate) name: String,
     /// `RUNNING`, …
-    pub state: JobStatus,
+    pub(crate) state: JobStatus,
     /// The Flink version of the cluster.
-    pub flink_version: Option<String>,
+    pub(crate) flink_version: Option<String>,
     /// `/jobs/:id`.
-    pub details: Option<dto::JobDetails>,
+    pub(crate) details: Option<dto::JobDetails>,
     /// `/jobs/:id/checkpoints/config`.
-    pub config: Option<dto::CheckpointConfig>,
+    pub(crate) config: Option<dto::CheckpointConfig>,
     /// `/jobs/:id/checkpoints`.
-    pub stats: dto::CheckpointingStatistics,
+    pub(crate) stats: dto::CheckpointingStatistics,
     /// The newest finished checkpoints, newest first, with per-subtask details when Flink still
     /// had them.
-    pub finished: Vec<FinishedCheckpoint>,
+    pub(crate) finished: Vec<FinishedCheckpoint>,
     /// Per in-progress checkpoint id: per vertex id, the subtask indexes not acknowledged yet.
-    pub pending: BTreeMap<u64, Vec<(String, Vec<u32>)>>,
+    pub(crate) pending: BTreeMap<u64, Vec<(String, Vec<u32>)>>,
     /// Per vertex id, per subtask index: where it runs (current attempt).
-    pub locations: BTreeMap<(String, u32), Location>,
+    pub(crate) locations: BTreeMap<(String, u32), Location>,
     /// The vertices' load (busy, backpressure) as the poller reads it.
-    pub load: Option<JobLoadReport>,
+    pub(crate) load: Option<JobLoadReport>,
     /// When the data was fetched (the JobManager's clock from `/jobs/:id` when it has one).
-    pub fetched_at: Timestamp,
+    pub(crate) fetched_at: Timestamp,
     /// The stack of the first pending subtask of a checkpoint in progress ([`super::blocked`]).
-    pub blocked_thread: Option<crate::observe::ThreadSample>,
+    pub(crate) blocked_thread: Option<crate::observe::ThreadSample>,
 }
 
 /// Where a subtask runs.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct Location {
+pub(crate) struct Location {
     /// `taskmanager-id`.
-    pub taskmanager_id: Option<String>,
+    pub(crate) taskmanager_id: Option<String>,
     /// `endpoint` (host:port, 1.17+) or `host`.
-    pub host: Option<String>,
+    pub(crate) host: Option<String>,
 }
 
 impl Location {
@@ -68,7 +68,7 @@ impl Location {
 /// the job after one look ([`Verdict::of`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Nothing of the job is pending or firing, its checkpoints complete (exit 0).
     Healthy,
     /// An alert of the job is pending (its condition holds, not yet for its `for`: one look
@@ -94,13 +94,13 @@ impl Verdict {
 
 /// A job's verdict, why, and its headline, from the one look ([`crate::commands::look`]).
 #[derive(Clone, Debug)]
-pub struct Judged {
+pub(crate) struct Judged {
     /// The verdict.
-    pub verdict: Verdict,
+    pub(crate) verdict: Verdict,
     /// The health's reasons, the API's `health_reasons`.
-    pub reasons: Vec<String>,
+    pub(crate) reasons: Vec<String>,
     /// The answer as a headline; `None` when healthy.
-    pub headline: Option<Headline>,
+    pub(crate) headline: Option<Headline>,
 }
 
 impl Judged {
@@ -129,172 +129,172 @@ pub(crate) fn advice_of(d: &JobData) -> Vec<&'static str> {
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     /// The cluster in one line: how many jobs, how many unhealthy or at risk.
-    pub summary: String,
+    pub(crate) summary: String,
     /// Every job that is not healthy, worst first (each as `JobReport::headline`).
-    pub headline: Vec<Headline>,
+    pub(crate) headline: Vec<Headline>,
     /// The advice lane on its own line: "3 jobs have configuration advice"; `null` for none.
-    pub advice: Option<String>,
+    pub(crate) advice: Option<String>,
     /// The REST URL.
-    pub url: String,
+    pub(crate) url: String,
     /// Flink's version.
-    pub flink_version: Option<String>,
+    pub(crate) flink_version: Option<String>,
     /// When it was made.
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// One per job.
-    pub jobs: Vec<JobReport>,
+    pub(crate) jobs: Vec<JobReport>,
 }
 
 /// The diagnosis of one job.
 #[derive(Clone, Debug, Serialize)]
-pub struct JobReport {
+pub(crate) struct JobReport {
     /// Flink's job id.
-    pub job_id: String,
+    pub(crate) job_id: String,
     /// The job name.
-    pub name: String,
+    pub(crate) name: String,
     /// Its state.
-    pub state: JobStatus,
+    pub(crate) state: JobStatus,
     /// How it is doing.
-    pub verdict: Verdict,
+    pub(crate) verdict: Verdict,
     /// Why, one sentence each.
-    pub verdict_reasons: Vec<String>,
+    pub(crate) verdict_reasons: Vec<String>,
     /// What is wrong, where, the class and the next step; `None` when healthy.
-    pub headline: Option<Headline>,
+    pub(crate) headline: Option<Headline>,
     /// Whether and why the job failed over (tolerable failures exceeded, restarts, FAILED).
-    pub failover: Option<String>,
+    pub(crate) failover: Option<String>,
     /// The checkpoint configuration in one line.
-    pub config: Option<String>,
+    pub(crate) config: Option<String>,
     /// The other lane: the advisor's risk findings the configuration and the checkpoints show
     /// (`tolerable_too_high`, `timeout_tight`, `no_retention`). Advice never changes `verdict`.
-    pub advice: Vec<&'static str>,
+    pub(crate) advice: Vec<&'static str>,
     /// The TaskManager every subtask runs on, when there is only one (then the report does not
     /// repeat it on every subtask).
-    pub taskmanager: Option<Location>,
+    pub(crate) taskmanager: Option<Location>,
     /// Flink's counts: completed, failed, in progress, restored.
-    pub counts: [u64; 4],
+    pub(crate) counts: [u64; 4],
     /// The newest checkpoints, newest first.
-    pub recent: Vec<CheckpointLine>,
+    pub(crate) recent: Vec<CheckpointLine>,
     /// Failed and expired checkpoints among them, with reasons and the subtasks that held them.
-    pub failures: Vec<FailureLine>,
+    pub(crate) failures: Vec<FailureLine>,
     /// Subtasks not acknowledged yet in checkpoints still in progress.
-    pub pending: Vec<String>,
+    pub(crate) pending: Vec<String>,
     /// Where the first of them is held: `Checkpoint 7, blocking-map #0: blocked in:
     /// class.method(File.java:42) on <tm> (thread <name>)` (left out when not looked at).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub blocked_thread: Option<String>,
+    pub(crate) blocked_thread: Option<String>,
     /// The longest alignments (per subtask, its longest over the recent checkpoints), only
     /// culprits: at least 100 ms and a tenth of the interval, and twice its siblings' median or
     /// over half the interval. Savepoints are left out.
-    pub top_alignment: Vec<SubtaskStat>,
+    pub(crate) top_alignment: Vec<SubtaskStat>,
     /// The longest start delays, chosen the same way.
-    pub top_start_delay: Vec<SubtaskStat>,
+    pub(crate) top_start_delay: Vec<SubtaskStat>,
     /// Subtasks that acknowledged last in at least a third of the completed checkpoints, when
     /// those take long enough to matter (1 s, or a tenth of the interval), with how often.
-    pub blocking: Vec<Blocking>,
+    pub(crate) blocking: Vec<Blocking>,
     /// Backpressure and busy subtasks (`/vertices/:id/backpressure`).
-    pub load: Vec<String>,
+    pub(crate) load: Vec<String>,
     /// The failure classes found, most important first, with the evidence.
-    pub classes: Vec<ClassFinding>,
+    pub(crate) classes: Vec<ClassFinding>,
     /// Likely causes, each with the page that explains it.
-    pub causes: Vec<Cause>,
+    pub(crate) causes: Vec<Cause>,
     /// The shadow model's explanation of the spacing of the triggers.
-    pub spacing: Vec<String>,
+    pub(crate) spacing: Vec<String>,
     /// The next thing to check.
-    pub next: Vec<String>,
+    pub(crate) next: Vec<String>,
     /// What the metrics say now about the culprit of the newest failed or slow checkpoint and
     /// its TaskManager (`diagnose::evidence`), when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub evidence: Option<String>,
+    pub(crate) evidence: Option<String>,
 }
 
 /// One recent checkpoint.
 #[derive(Clone, Debug, Serialize)]
-pub struct CheckpointLine {
+pub(crate) struct CheckpointLine {
     /// Id.
-    pub id: u64,
+    pub(crate) id: u64,
     /// `COMPLETED`, `EXPIRED`, `DECLINED`, `FAILED`, `IN_PROGRESS`; `SAVEPOINT` is a kind.
-    pub status: String,
+    pub(crate) status: String,
     /// Savepoint?
-    pub savepoint: bool,
+    pub(crate) savepoint: bool,
     /// Trigger time.
-    pub triggered_at_ms: Option<i64>,
+    pub(crate) triggered_at_ms: Option<i64>,
     /// Trigger to completion or failure (or to now when in progress).
-    pub took_ms: Option<u64>,
+    pub(crate) took_ms: Option<u64>,
     /// Checkpointed bytes.
-    pub size_bytes: Option<u64>,
+    pub(crate) size_bytes: Option<u64>,
     /// Acknowledged / all subtasks.
-    pub acknowledged: (u32, u32),
+    pub(crate) acknowledged: (u32, u32),
 }
 
 /// A failed checkpoint.
 #[derive(Clone, Debug, Serialize)]
-pub struct FailureLine {
+pub(crate) struct FailureLine {
     /// Id.
-    pub id: u64,
+    pub(crate) id: u64,
     /// `expired`, `declined` or `failed`.
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
     /// Trigger to failure.
-    pub after_ms: Option<u64>,
+    pub(crate) after_ms: Option<u64>,
     /// Flink's message.
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The subtasks that held it up: never acknowledged, or acknowledged after it failed.
-    pub held_by: Vec<String>,
+    pub(crate) held_by: Vec<String>,
     /// Subtasks that acknowledged in time / all subtasks (from the per-subtask details, or
     /// Flink's counts when it no longer has them).
-    pub acknowledged: (u32, u32),
+    pub(crate) acknowledged: (u32, u32),
     /// What held it up or ended it, in one sentence, naming subtasks only where they explain it.
-    pub summary: String,
+    pub(crate) summary: String,
 }
 
 /// One subtask's phase value.
 #[derive(Clone, Debug, Serialize)]
-pub struct SubtaskStat {
+pub(crate) struct SubtaskStat {
     /// Operator chain name.
-    pub operator: String,
+    pub(crate) operator: String,
     /// Subtask index.
-    pub subtask: u32,
+    pub(crate) subtask: u32,
     /// The value, ms.
-    pub value_ms: u64,
+    pub(crate) value_ms: u64,
     /// In which checkpoint.
-    pub checkpoint_id: u64,
+    pub(crate) checkpoint_id: u64,
     /// The median of the same phase over the other subtasks of the operator in that checkpoint.
-    pub siblings_median_ms: Option<u64>,
+    pub(crate) siblings_median_ms: Option<u64>,
     /// Where it runs.
-    pub location: Option<Location>,
+    pub(crate) location: Option<Location>,
 }
 
 /// A subtask that acknowledged last.
 #[derive(Clone, Debug, Serialize)]
-pub struct Blocking {
+pub(crate) struct Blocking {
     /// Operator chain name.
-    pub operator: String,
+    pub(crate) operator: String,
     /// Subtask index.
-    pub subtask: u32,
+    pub(crate) subtask: u32,
     /// In how many of the checkpoints with details.
-    pub times: usize,
+    pub(crate) times: usize,
     /// Of how many.
-    pub of: usize,
+    pub(crate) of: usize,
     /// Its phase that took longest, the last time.
-    pub dominant_phase: &'static str,
+    pub(crate) dominant_phase: &'static str,
     /// Where it runs.
-    pub location: Option<Location>,
+    pub(crate) location: Option<Location>,
 }
 
 /// A failure class with its evidence.
 #[derive(Clone, Debug, Serialize)]
-pub struct ClassFinding {
+pub(crate) struct ClassFinding {
     /// Blocking, timeout or failure.
-    pub class: Class,
+    pub(crate) class: Class,
     /// Why.
-    pub evidence: String,
+    pub(crate) evidence: String,
 }
 
 /// A likely cause.
 #[derive(Clone, Debug, Serialize)]
-pub struct Cause {
+pub(crate) struct Cause {
     /// The cause.
-    pub cause: String,
+    pub(crate) cause: String,
     /// The title of the page that explains it (Flink's documentation or the runbook).
-    pub source: &'static str,
+    pub(crate) source: &'static str,
     /// Its address.
-    pub url: &'static str,
+    pub(crate) url: &'static str,
 }

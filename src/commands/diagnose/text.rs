@@ -27,7 +27,7 @@ impl Out {
 }
 
 /// The report as text.
-pub fn to_text(report: &Report) -> String {
+pub(crate) fn to_text(report: &Report) -> String {
     let mut o = Out::default();
     o.line(format!(
         "checkpoint-sentinel diagnose: {} (Flink {}), {} UTC",

@@ -26,8 +26,8 @@ mod scan;
 mod summary;
 mod text;
 
-use std::io::{self, Read};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::sources::logs::parse::Patterns;
@@ -67,19 +67,4 @@ pub fn scan_paths_streaming(
     let mut scanner = Scanner::new(patterns.clone(), max_line_bytes);
     scanner.scan_paths(paths)?;
     name_vertices(scanner.finish(), paths, max_line_bytes)
-}
-
-/// Reads one stream into `report` (events kept, as [`scan_paths`]).
-pub fn scan_reader(
-    path: &Path,
-    reader: impl Read,
-    patterns: &Arc<Patterns>,
-    max_line_bytes: usize,
-    report: &mut ScanReport,
-) -> io::Result<()> {
-    let mut scanner =
-        Scanner::new(patterns.clone(), max_line_bytes).keep_events(true).continuing(std::mem::take(report));
-    scanner.scan_reader(path, reader)?;
-    *report = scanner.finish();
-    Ok(())
 }

@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 /// Vertices named at most (a job has tens; a log of many jobs a few thousand).
-pub const MAX_VERTICES: usize = 10_000;
+pub(crate) const MAX_VERTICES: usize = 10_000;
 
 static DEPLOYING: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"Deploying (?P<name>.+?) \(\d+/\d+\) \(attempt #\d+\) with attempt id \S+ and vertex id (?P<vertex>[0-9a-f]{32})_\d+")
@@ -21,7 +21,7 @@ static DEPLOYING: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Vertex id → operator name, from the "Deploying …" lines of `paths`.
-pub fn vertex_names(paths: &[PathBuf], max_line_bytes: usize) -> io::Result<HashMap<String, String>> {
+pub(crate) fn vertex_names(paths: &[PathBuf], max_line_bytes: usize) -> io::Result<HashMap<String, String>> {
     let mut names = HashMap::new();
     for path in paths {
         let mut reader = BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);

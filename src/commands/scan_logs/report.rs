@@ -27,7 +27,7 @@ pub struct FileSummary {
 impl FileSummary {
     /// A file with lines of which none starts with a log4j timestamp: not a Flink log in
     /// Flink's layout (`%d{yyyy-MM-dd HH:mm:ss,SSS} %-5p %-60c %x - %m%n`).
-    pub fn is_not_a_flink_log(&self) -> bool {
+    pub(crate) fn is_not_a_flink_log(&self) -> bool {
         self.lines > 0 && self.records == 0
     }
 }
@@ -52,11 +52,6 @@ impl ScanReport {
             *counts.entry(kind.clone()).or_insert(0) += n;
         }
         counts
-    }
-
-    /// Timeline events not kept because the cap was reached (0 unless the input is enormous).
-    pub fn timeline_events_dropped(&self) -> u64 {
-        self.aggregate.timeline_events_dropped
     }
 
     /// The blocking table's rows: (task, subtask, what it did), by task and subtask.

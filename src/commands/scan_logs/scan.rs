@@ -243,13 +243,6 @@ impl Scanner {
         Ok(())
     }
 
-    /// Continues `report`: what this scan reads is added to it, its events numbered on.
-    pub(super) fn continuing(mut self, report: ScanReport) -> Self {
-        self.seq = report.aggregate.next_seq;
-        self.report = report;
-        self
-    }
-
     /// The report.
     pub fn finish(mut self) -> ScanReport {
         self.report.aggregate.next_seq = self.seq;

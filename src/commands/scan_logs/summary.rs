@@ -35,7 +35,7 @@ impl ScanReport {
     }
 
     /// Per job whose checkpoints failed (or that failed over), worst first.
-    pub fn headlines(&self) -> Vec<Headline> {
+    pub(crate) fn headlines(&self) -> Vec<Headline> {
         let a = &self.aggregate;
         let timelines = a.timelines();
         let mut jobs: BTreeMap<&str, JobCounts> = BTreeMap::new();

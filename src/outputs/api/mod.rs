@@ -19,13 +19,10 @@ mod views;
 pub use views::*;
 
 /// How many log events a job's detail lists (newest first).
-pub const JOB_EVENTS: usize = 50;
-
-/// The version of this API; it is in every path.
-pub const VERSION: &str = "v1";
+pub(crate) const JOB_EVENTS: usize = 50;
 
 /// `GET /api/v1/clusters`.
-pub fn clusters(state: &State, alerts: &AlertsView, now: Timestamp) -> ClustersResponse {
+pub(crate) fn clusters(state: &State, alerts: &AlertsView, now: Timestamp) -> ClustersResponse {
     let clusters = state
         .clusters()
         .iter()
@@ -60,7 +57,7 @@ pub fn clusters(state: &State, alerts: &AlertsView, now: Timestamp) -> ClustersR
 
 /// `GET /api/v1/jobs`: every known job, worst first: by the severity of its firing alerts,
 /// then its health, then by name (and cluster, job id); and a headline per cluster.
-pub fn jobs(state: &State, alerts: &AlertsView, now: Timestamp) -> JobsResponse {
+pub(crate) fn jobs(state: &State, alerts: &AlertsView, now: Timestamp) -> JobsResponse {
     let mut jobs: Vec<JobSummaryView> = state
         .clusters()
         .iter()
@@ -177,7 +174,7 @@ pub fn job(
 }
 
 /// `GET /api/v1/events`: the newest `limit` non-routine log events of every cluster.
-pub fn events(state: &State, limit: usize, now: Timestamp) -> EventsResponse {
+pub(crate) fn events(state: &State, limit: usize, now: Timestamp) -> EventsResponse {
     let mut events: Vec<(usize, ClusterEvent)> = Vec::new();
     for (name, c) in state.clusters() {
         // Each cluster's ring is in file order; keep its newest `limit` and interleave by age.
@@ -286,7 +283,7 @@ fn job_summary(
 }
 
 /// A job's health and the reasons for it, as sentences ([`crate::health::job_health`]).
-pub fn job_health(
+pub(crate) fn job_health(
     c: &ClusterState,
     cluster: &str,
     job_id: &str,
@@ -298,7 +295,7 @@ pub fn job_health(
 }
 
 /// `completed`, `expired`, `declined` or `failed`.
-pub fn outcome(r: &CheckpointRecord) -> Outcome {
+pub(crate) fn outcome(r: &CheckpointRecord) -> Outcome {
     Outcome::of(r.status, r.failure_message.as_deref())
 }
 
@@ -334,12 +331,12 @@ fn checkpoint_view(c: &ClusterState, job_id: &str, r: &CheckpointRecord) -> Chec
 }
 /// Whether `outcome` is one a query may ask for: an outcome of [`outcome`], or `failed_any`
 /// (every failed one, expired and declined included).
-pub fn is_query_outcome(outcome: &str) -> bool {
+pub(crate) fn is_query_outcome(outcome: &str) -> bool {
     ["completed", "expired", "declined", "failed", "failed_any"].contains(&outcome)
 }
 
 /// Whether a record matches a query's `outcome`.
-pub fn outcome_matches(r: &CheckpointRecord, wanted: &str) -> bool {
+pub(crate) fn outcome_matches(r: &CheckpointRecord, wanted: &str) -> bool {
     match wanted {
         "failed_any" => r.status == CheckpointStatus::Failed,
         other => outcome(r).as_str() == other,
@@ -348,7 +345,7 @@ pub fn outcome_matches(r: &CheckpointRecord, wanted: &str) -> bool {
 
 /// A stored record as the API shows it: the TaskManager of its slowest subtask is the one
 /// recorded when it was counted, else (older records) where that subtask runs now.
-pub fn stored_checkpoint_view(
+pub(crate) fn stored_checkpoint_view(
     c: &ClusterState,
     job_id: &str,
     stored: &crate::state::outbox::StoredCheckpoint,
@@ -1069,8 +1066,6 @@ mod tests {
         assert!(j.health_reasons[0].starts_with("healthy again since "), "{:?}", j.health_reasons);
         assert!(j.health_reasons[0].ends_with(" UTC, after 1 restart"), "{:?}", j.health_reasons);
         assert_eq!(after.headlines[0].text, "prod: its one job is ok");
-        let c = &s.clusters()["prod"];
-        assert!(crate::health::headline::of_watched_job(c, "prod", "j1", &c.jobs["j1"], &view).is_none());
     }
 
     /// The demo's backpressured job: checkpoints complete, two alerts pending. Not `ok`.

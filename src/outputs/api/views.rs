@@ -13,139 +13,139 @@ use crate::time::Timestamp;
 
 /// `GET /api/v1/clusters`.
 #[derive(Clone, Debug, Serialize)]
-pub struct ClustersResponse {
+pub(crate) struct ClustersResponse {
     /// The server's time, so clients compute ages against the same clock.
-    pub now_ms: i64,
+    pub(crate) now_ms: i64,
     /// Every watched cluster, by name.
-    pub clusters: Vec<ClusterView>,
+    pub(crate) clusters: Vec<ClusterView>,
 }
 
 /// One watched cluster.
 #[derive(Clone, Debug, Serialize)]
-pub struct ClusterView {
+pub(crate) struct ClusterView {
     /// The configured name.
-    pub name: String,
+    pub(crate) name: String,
     /// Whether the last poll round reached the JobManager.
-    pub reachable: bool,
+    pub(crate) reachable: bool,
     /// Whether any poll round ever reached it.
-    pub answered_once: bool,
+    pub(crate) answered_once: bool,
     /// Flink's version from `/overview`.
-    pub flink_version: Option<String>,
+    pub(crate) flink_version: Option<String>,
     /// Completed poll rounds.
-    pub polls_total: u64,
+    pub(crate) polls_total: u64,
     /// Poll errors by kind (`connect`, `timeout`, `http_status`, `decode`).
-    pub poll_errors: BTreeMap<&'static str, u64>,
+    pub(crate) poll_errors: BTreeMap<&'static str, u64>,
     /// Duration of the last poll round.
-    pub last_poll_duration_ms: u64,
+    pub(crate) last_poll_duration_ms: u64,
     /// When the JobManager last answered.
-    pub last_success_at_ms: Option<i64>,
+    pub(crate) last_success_at_ms: Option<i64>,
     /// Jobs known (listed now or recently).
-    pub jobs: usize,
+    pub(crate) jobs: usize,
     /// The worst health of its jobs (`unknown` when unreachable).
-    pub health: Health,
+    pub(crate) health: Health,
     /// Root causes classified from its log files, by category.
-    pub root_causes: BTreeMap<&'static str, u64>,
+    pub(crate) root_causes: BTreeMap<&'static str, u64>,
 }
 
-pub use crate::health::Health;
+pub(crate) use crate::health::Health;
 
 /// `GET /api/v1/jobs`.
 #[derive(Clone, Debug, Serialize)]
-pub struct JobsResponse {
+pub(crate) struct JobsResponse {
     /// The server's time.
-    pub now_ms: i64,
+    pub(crate) now_ms: i64,
     /// One line per cluster: how many of its jobs are not ok, and the worst.
-    pub headlines: Vec<ClusterHeadline>,
+    pub(crate) headlines: Vec<ClusterHeadline>,
     /// Every known job, worst first ([`jobs`]).
-    pub jobs: Vec<JobSummaryView>,
+    pub(crate) jobs: Vec<JobSummaryView>,
 }
 
-pub use crate::outputs::answer::{Answer, ClusterHeadline, RecentOutcomes, WindowCulprit};
+pub(crate) use crate::outputs::answer::{Answer, ClusterHeadline, RecentOutcomes, WindowCulprit};
 
 /// A job in the jobs table.
 #[derive(Clone, Debug, Serialize)]
-pub struct JobSummaryView {
+pub(crate) struct JobSummaryView {
     /// The configured cluster name.
-    pub cluster: String,
+    pub(crate) cluster: String,
     /// Flink's job id.
-    pub job_id: String,
+    pub(crate) job_id: String,
     /// The job name.
-    pub name: String,
+    pub(crate) name: String,
     /// Flink's job state (`RUNNING`, `RESTARTING`, …).
-    pub state: JobStatus,
+    pub(crate) state: JobStatus,
     /// Whether the JobManager listed it in the last poll round.
-    pub listed: bool,
+    pub(crate) listed: bool,
     /// How it is doing.
-    pub health: Health,
+    pub(crate) health: Health,
     /// Why it is not `ok`, one short sentence each.
-    pub health_reasons: Vec<String>,
+    pub(crate) health_reasons: Vec<String>,
     /// What is wrong, where, the class and the next step; `null` when it is ok.
-    pub answer: Option<Answer>,
+    pub(crate) answer: Option<Answer>,
     /// How its recent checkpoints ended (the ones its page lists).
-    pub recent_outcomes: RecentOutcomes,
+    pub(crate) recent_outcomes: RecentOutcomes,
     /// The newest finished checkpoint (completed or failed).
-    pub last_checkpoint: Option<CheckpointView>,
+    pub(crate) last_checkpoint: Option<CheckpointView>,
     /// When the newest completed checkpoint completed.
-    pub last_completed_at_ms: Option<i64>,
+    pub(crate) last_completed_at_ms: Option<i64>,
     /// Checkpoints in progress at the last poll.
-    pub in_progress: usize,
+    pub(crate) in_progress: usize,
     /// Age of the oldest checkpoint in progress.
-    pub oldest_in_progress_age_ms: Option<u64>,
+    pub(crate) oldest_in_progress_age_ms: Option<u64>,
     /// Failed checkpoints since the last completed one (among the recent ones).
-    pub consecutive_failures: u64,
+    pub(crate) consecutive_failures: u64,
     /// Checkpoints counted so far (equal to Flink's counts).
-    pub completed_total: u64,
+    pub(crate) completed_total: u64,
     /// Failed checkpoints counted so far.
-    pub failed_total: u64,
+    pub(crate) failed_total: u64,
     /// P95 per phase over the histogram window (completed checkpoints, slowest subtask each).
-    pub p95_ms: PhaseValues,
+    pub(crate) p95_ms: PhaseValues,
     /// Configured interval.
-    pub interval_ms: Option<u64>,
+    pub(crate) interval_ms: Option<u64>,
     /// Configured timeout.
-    pub timeout_ms: Option<u64>,
+    pub(crate) timeout_ms: Option<u64>,
     /// Firing alerts of this job.
-    pub firing_alerts: Vec<AlertBrief>,
+    pub(crate) firing_alerts: Vec<AlertBrief>,
     /// Pending alerts of this job (condition holds, not yet for `for`).
-    pub pending_alerts: usize,
+    pub(crate) pending_alerts: usize,
     /// Those pending alerts.
-    pub pending_alert_list: Vec<AlertBrief>,
+    pub(crate) pending_alert_list: Vec<AlertBrief>,
     /// The other lane: the advisor's risk findings its configuration shows (`tolerable_too_high`,
     /// `timeout_tight`, `no_retention`; docs/advice.md), whatever its health. Advice never makes
     /// a job "not ok"; `/api/v1/jobs/{cluster}/{job_id}/advice` has the details.
-    pub advice: Vec<&'static str>,
+    pub(crate) advice: Vec<&'static str>,
 }
 
 /// One value per tracked phase (ms); `None` when unknown.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct PhaseValues {
+pub(crate) struct PhaseValues {
     /// Trigger to last acknowledgement.
-    pub end_to_end: Option<u64>,
+    pub(crate) end_to_end: Option<u64>,
     /// Trigger to first barrier.
-    pub start_delay: Option<u64>,
+    pub(crate) start_delay: Option<u64>,
     /// First to last barrier.
-    pub alignment: Option<u64>,
+    pub(crate) alignment: Option<u64>,
     /// Synchronous snapshot.
-    pub sync: Option<u64>,
+    pub(crate) sync: Option<u64>,
     /// Asynchronous snapshot.
     #[serde(rename = "async")]
-    pub async_: Option<u64>,
+    pub(crate) async_: Option<u64>,
 }
 
 /// An alert, briefly.
 #[derive(Clone, Debug, Serialize)]
-pub struct AlertBrief {
+pub(crate) struct AlertBrief {
     /// `alertname`.
-    pub name: String,
+    pub(crate) name: String,
     /// `critical`, `warning` or `info`.
-    pub severity: AlertSeverity,
+    pub(crate) severity: AlertSeverity,
     /// `blocking`, `timeout` or `failure`.
-    pub class: String,
+    pub(crate) class: String,
     /// The rendered summary.
-    pub summary: String,
+    pub(crate) summary: String,
     /// When it started firing.
-    pub fired_at_ms: Option<i64>,
+    pub(crate) fired_at_ms: Option<i64>,
     /// Since when its condition holds (pending, then firing).
-    pub active_since_ms: i64,
+    pub(crate) active_since_ms: i64,
 }
 
 /// A finished checkpoint.
@@ -156,71 +156,71 @@ pub struct CheckpointView {
     /// `completed`, `expired`, `declined` or `failed`.
     pub outcome: Outcome,
     /// `checkpoint`, `unaligned_checkpoint` or `savepoint`.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
     /// Trigger time.
-    pub triggered_at_ms: i64,
+    pub(crate) triggered_at_ms: i64,
     /// Completion or failure time.
-    pub finished_at_ms: i64,
+    pub(crate) finished_at_ms: i64,
     /// Trigger to last acknowledgement (Flink's `end_to_end_duration`).
-    pub end_to_end_ms: Option<u64>,
+    pub(crate) end_to_end_ms: Option<u64>,
     /// Trigger to completion or failure.
     pub elapsed_ms: u64,
     /// The longest value of each phase over all acknowledged subtasks (each may be a different
     /// subtask); `None` when the per-subtask details could not be fetched.
-    pub phases_ms: Option<PhaseValues>,
+    pub(crate) phases_ms: Option<PhaseValues>,
     /// The subtask that acknowledged last.
     pub slowest_subtask: Option<SlowestSubtask>,
     /// Why it failed, as Flink words it.
-    pub failure_message: Option<String>,
+    pub(crate) failure_message: Option<String>,
     /// What the metrics said about its culprit subtask and TaskManager at that moment (a slow
     /// or failed checkpoint's: `text`, `class`, `used`, `thin` and the numbers), else `null`.
-    pub evidence: Option<crate::state::evidence::CheckpointEvidence>,
+    pub(crate) evidence: Option<crate::state::evidence::CheckpointEvidence>,
     /// The stack of the subtask that held it up, when one was sampled while it was in progress
     /// (`[thread_dumps]`, docs/thread-dumps.md); `null` otherwise.
-    pub blocked_thread: Option<BlockedThreadView>,
+    pub(crate) blocked_thread: Option<BlockedThreadView>,
 }
 
 /// The task thread of the subtask that held a checkpoint up, as sampled.
 #[derive(Clone, Debug, Serialize)]
-pub struct BlockedThreadView {
+pub(crate) struct BlockedThreadView {
     /// The operator chain (job vertex) name.
-    pub operator: String,
+    pub(crate) operator: String,
     /// The subtask index (0-based).
-    pub subtask: u32,
+    pub(crate) subtask: u32,
     /// The TaskManager's id.
-    pub taskmanager: String,
+    pub(crate) taskmanager: String,
     /// The thread's name (`null` from a flame graph).
-    pub thread: Option<String>,
+    pub(crate) thread: Option<String>,
     /// `RUNNABLE`, `BLOCKED`, `WAITING`, `TIMED_WAITING` (`null` from a flame graph).
-    pub state: Option<&'static str>,
+    pub(crate) state: Option<&'static str>,
     /// When it was taken.
-    pub taken_at_ms: i64,
+    pub(crate) taken_at_ms: i64,
     /// `thread_dump` or `flame_graph`.
-    pub source: &'static str,
+    pub(crate) source: &'static str,
     /// The top frames, innermost first; the user's frame is marked.
-    pub frames: Vec<FrameView>,
+    pub(crate) frames: Vec<FrameView>,
     /// The first frame outside Flink and the JDK, `class.method(File.java:42)`.
-    pub user_frame: Option<String>,
+    pub(crate) user_frame: Option<String>,
     /// Whether the stack stopped before its end (`cluster.thread-dump.stacktrace-max-depth`,
     /// 8 frames before Flink 1.17): a user frame may lie below.
-    pub stopped_early: bool,
+    pub(crate) stopped_early: bool,
     /// Of a flame graph, the samples in its user frame and all: `[hits, of]`.
-    pub hits: Option<(u32, u32)>,
+    pub(crate) hits: Option<(u32, u32)>,
     /// The same in one line (`blocked in: … on tm-1 (thread …)`).
-    pub text: String,
+    pub(crate) text: String,
 }
 
 /// One frame of a [`BlockedThreadView`].
 #[derive(Clone, Debug, Serialize)]
-pub struct FrameView {
+pub(crate) struct FrameView {
     /// `class.method(File.java:42)`.
-    pub text: String,
+    pub(crate) text: String,
     /// Whether it is the user's frame.
-    pub user: bool,
+    pub(crate) user: bool,
 }
 
 /// The API's view of a thread sample.
-pub fn blocked_thread_view(s: &crate::observe::ThreadSample) -> BlockedThreadView {
+pub(crate) fn blocked_thread_view(s: &crate::observe::ThreadSample) -> BlockedThreadView {
     BlockedThreadView {
         operator: s.operator.clone(),
         subtask: s.subtask,
@@ -256,16 +256,16 @@ pub struct SlowestSubtask {
     pub acknowledged: bool,
     /// How it held the checkpoint up: `acknowledged_last`, `acknowledged_late`,
     /// `never_acknowledged` or `declined`.
-    pub role: crate::health::culprit::Role,
+    pub(crate) role: crate::health::culprit::Role,
     /// Its acknowledgement − trigger (for a subtask of a failed checkpoint, an acknowledgement
     /// that came only after the checkpoint had failed); `null` when it never acknowledged.
     pub end_to_end_ms: Option<u64>,
     /// Its own phases (they add up to about `end_to_end_ms`).
-    pub phases_ms: Option<PhaseValues>,
+    pub(crate) phases_ms: Option<PhaseValues>,
     /// Its TaskManager: as a log line of this checkpoint named it, else where the subtask ran
     /// when the poller last fetched the job's vertices (Flink's per-subtask checkpoint
     /// statistics carry no location).
-    pub taskmanager: Option<String>,
+    pub(crate) taskmanager: Option<String>,
     /// The same in one plain sentence, e.g. "stateful-map #0 never acknowledged (5 of 6
     /// acknowledged)".
     pub text: String,
@@ -275,78 +275,78 @@ pub struct SlowestSubtask {
 #[derive(Clone, Debug, Serialize)]
 pub struct JobDetailView {
     /// The server's time.
-    pub now_ms: i64,
+    pub(crate) now_ms: i64,
     /// Everything the jobs table shows.
     #[serde(flatten)]
-    pub summary: JobSummaryView,
+    pub(crate) summary: JobSummaryView,
     /// The checkpoint configuration as last polled.
-    pub settings: Option<SettingsView>,
+    pub(crate) settings: Option<SettingsView>,
     /// P50/P95/P99 per phase over the window.
-    pub phases: PhaseQuantiles,
+    pub(crate) phases: PhaseQuantiles,
     /// P95 per phase over time, oldest first: a point whenever they changed, at most one per
     /// spacing (`state::history`); not persisted, so it starts empty after a restart.
-    pub p95_history: Vec<P95Point>,
+    pub(crate) p95_history: Vec<P95Point>,
     /// Per operator chain: P95 of every subtask's phases.
-    pub operators: Vec<OperatorView>,
+    pub(crate) operators: Vec<OperatorView>,
     /// Recent finished checkpoints, oldest first.
     pub checkpoints: Vec<CheckpointView>,
     /// The subtask that held those checkpoints up: of the newest failed one the subtask that
     /// did not acknowledge it, else the one that acknowledged latest.
-    pub slowest_in_window: Option<WindowCulprit>,
+    pub(crate) slowest_in_window: Option<WindowCulprit>,
     /// Checkpoints in progress at the last poll.
-    pub checkpoints_in_progress: Vec<InProgressView>,
+    pub(crate) checkpoints_in_progress: Vec<InProgressView>,
     /// The latest restore.
-    pub latest_restore: Option<RestoreView>,
+    pub(crate) latest_restore: Option<RestoreView>,
     /// The job's latest restores the daemon saw, newest first (at most
     /// `state::restore::RECENT_RESTORES`), and how many it counted by what they restored from.
-    pub restores: RestoresView,
+    pub(crate) restores: RestoresView,
     /// The shadow model's expectation and explanation.
-    pub shadow: ShadowView,
+    pub(crate) shadow: ShadowView,
     /// This job's pending and firing alerts, and its recently resolved ones.
-    pub alerts: JobAlerts,
+    pub(crate) alerts: JobAlerts,
     /// Recent non-routine log events of this job, newest first.
-    pub events: Vec<EventView>,
+    pub(crate) events: Vec<EventView>,
     /// Per operator chain, the state skew of its latest completed checkpoint with per-subtask
     /// sizes (1 MiB of state or more; max over median, the hot subtask).
-    pub state_skew: Vec<crate::state::evidence::StateSkew>,
+    pub(crate) state_skew: Vec<crate::state::evidence::StateSkew>,
 }
 
 /// The P95 of each phase at one time.
 #[derive(Clone, Copy, Debug, Serialize)]
-pub struct P95Point {
+pub(crate) struct P95Point {
     /// When the P95s had these values.
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// P95 per phase over the window ending then; `null` for a phase without values.
-    pub p95_ms: PhaseValues,
+    pub(crate) p95_ms: PhaseValues,
 }
 
 /// The checkpoint configuration.
 #[derive(Clone, Debug, Serialize)]
-pub struct SettingsView {
+pub(crate) struct SettingsView {
     /// `exactly_once` or `at_least_once`.
-    pub mode: CheckpointingMode,
+    pub(crate) mode: CheckpointingMode,
     /// Interval (absent when periodic checkpoints are off).
-    pub interval_ms: Option<u64>,
+    pub(crate) interval_ms: Option<u64>,
     /// Timeout.
-    pub timeout_ms: Option<u64>,
+    pub(crate) timeout_ms: Option<u64>,
     /// Minimum pause between checkpoints.
-    pub min_pause_ms: u64,
+    pub(crate) min_pause_ms: u64,
     /// Maximum concurrent checkpoints.
-    pub max_concurrent: u32,
+    pub(crate) max_concurrent: u32,
     /// Tolerable consecutive failed checkpoints.
-    pub tolerable_failures: Option<u32>,
+    pub(crate) tolerable_failures: Option<u32>,
     /// Unaligned checkpoints enabled.
-    pub unaligned: bool,
+    pub(crate) unaligned: bool,
     /// Aligned checkpoint timeout.
-    pub aligned_checkpoint_timeout_ms: Option<u64>,
+    pub(crate) aligned_checkpoint_timeout_ms: Option<u64>,
     /// State backend.
-    pub state_backend: Option<String>,
+    pub(crate) state_backend: Option<String>,
 }
 
 /// The guarantee checkpoints give (`execution.checkpointing.mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum CheckpointingMode {
+pub(crate) enum CheckpointingMode {
     /// Barriers are aligned (or unaligned): every record counted once in the state.
     ExactlyOnce,
     /// Barriers are not aligned: records after a barrier may be in the state twice on restore.
@@ -355,98 +355,98 @@ pub enum CheckpointingMode {
 
 /// P50/P95/P99 of one phase.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct Quantiles {
+pub(crate) struct Quantiles {
     /// Median.
-    pub p50: Option<u64>,
+    pub(crate) p50: Option<u64>,
     /// 95th percentile.
-    pub p95: Option<u64>,
+    pub(crate) p95: Option<u64>,
     /// 99th percentile.
-    pub p99: Option<u64>,
+    pub(crate) p99: Option<u64>,
     /// Values in the window.
-    pub window_count: u64,
+    pub(crate) window_count: u64,
 }
 
 /// Quantiles per phase.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct PhaseQuantiles {
+pub(crate) struct PhaseQuantiles {
     /// Trigger to last acknowledgement.
-    pub end_to_end: Quantiles,
+    pub(crate) end_to_end: Quantiles,
     /// Trigger to first barrier.
-    pub start_delay: Quantiles,
+    pub(crate) start_delay: Quantiles,
     /// First to last barrier.
-    pub alignment: Quantiles,
+    pub(crate) alignment: Quantiles,
     /// Synchronous snapshot.
-    pub sync: Quantiles,
+    pub(crate) sync: Quantiles,
     /// Asynchronous snapshot.
     #[serde(rename = "async")]
-    pub async_: Quantiles,
+    pub(crate) async_: Quantiles,
 }
 
 /// One operator chain.
 #[derive(Clone, Debug, Serialize)]
-pub struct OperatorView {
+pub(crate) struct OperatorView {
     /// The vertex id.
-    pub vertex_id: String,
+    pub(crate) vertex_id: String,
     /// The operator chain's name.
-    pub name: String,
+    pub(crate) name: String,
     /// P95 of every acknowledged subtask's phases.
-    pub p95_ms: PhaseValues,
+    pub(crate) p95_ms: PhaseValues,
 }
 
 /// A checkpoint in progress.
 #[derive(Clone, Debug, Serialize)]
-pub struct InProgressView {
+pub(crate) struct InProgressView {
     /// Checkpoint id.
-    pub id: u64,
+    pub(crate) id: u64,
     /// Trigger time.
-    pub triggered_at_ms: i64,
+    pub(crate) triggered_at_ms: i64,
     /// Subtasks that must acknowledge.
-    pub num_subtasks: u32,
+    pub(crate) num_subtasks: u32,
     /// Subtasks that acknowledged.
-    pub num_acknowledged: u32,
+    pub(crate) num_acknowledged: u32,
     /// The stack of the subtask holding it up, when sampled ([`BlockedThreadView`]).
-    pub blocked_thread: Option<BlockedThreadView>,
+    pub(crate) blocked_thread: Option<BlockedThreadView>,
 }
 
 /// A restore.
 #[derive(Clone, Debug, Serialize)]
-pub struct RestoreView {
+pub(crate) struct RestoreView {
     /// The checkpoint restored from, when known.
-    pub checkpoint_id: Option<u64>,
+    pub(crate) checkpoint_id: Option<u64>,
     /// When the JobManager restored it (Flink's `restore_timestamp`): the restore's start.
-    pub at_ms: i64,
+    pub(crate) at_ms: i64,
     /// Whether it was a savepoint (`null` until the daemon looked at the restore).
-    pub is_savepoint: Option<bool>,
+    pub(crate) is_savepoint: Option<bool>,
     /// Where the checkpoint or savepoint was stored.
-    pub external_path: Option<String>,
+    pub(crate) external_path: Option<String>,
     /// `restoring` (not every subtask RUNNING yet), `measured`, or `unmeasured` (the job
     /// restarted again or ended first); `null` until the daemon looked at the restore.
-    pub status: Option<&'static str>,
+    pub(crate) status: Option<&'static str>,
     /// When the last subtask entered RUNNING: the restore's end.
-    pub running_at_ms: Option<i64>,
+    pub(crate) running_at_ms: Option<i64>,
     /// `running_at_ms` − `at_ms`.
-    pub duration_ms: Option<u64>,
+    pub(crate) duration_ms: Option<u64>,
     /// When the job entered RESTARTING before it (a failover).
-    pub restarting_at_ms: Option<i64>,
+    pub(crate) restarting_at_ms: Option<i64>,
     /// `running_at_ms` − `restarting_at_ms`: how long the job did not run.
-    pub downtime_ms: Option<u64>,
+    pub(crate) downtime_ms: Option<u64>,
     /// The subtask that was RUNNING last.
-    pub last_subtask: Option<crate::state::restore::LastSubtask>,
+    pub(crate) last_subtask: Option<crate::state::restore::LastSubtask>,
     /// Subtasks of the job when timed.
-    pub subtasks: Option<u32>,
+    pub(crate) subtasks: Option<u32>,
     /// The same in one sentence.
-    pub text: String,
+    pub(crate) text: String,
 }
 
 /// A job's restores.
 #[derive(Clone, Debug, Serialize)]
-pub struct RestoresView {
+pub(crate) struct RestoresView {
     /// Restores counted from a checkpoint (failovers).
-    pub from_checkpoint: u64,
+    pub(crate) from_checkpoint: u64,
     /// Restores counted from a savepoint.
-    pub from_savepoint: u64,
+    pub(crate) from_savepoint: u64,
     /// The latest ones, newest first.
-    pub recent: Vec<RestoreView>,
+    pub(crate) recent: Vec<RestoreView>,
 }
 
 /// What a restore restored from, in words: "checkpoint 12", "savepoint 7".
@@ -459,7 +459,7 @@ fn restored_what(from: &crate::observe::RestoredFrom) -> String {
 }
 
 /// The view of one restore the daemon counted.
-pub fn restore_view(r: &crate::state::restore::RestoreRecord) -> RestoreView {
+pub(crate) fn restore_view(r: &crate::state::restore::RestoreRecord) -> RestoreView {
     use crate::state::restore::RestoreOutcome;
     let fmt = crate::time::fmt_duration;
     let what = restored_what(&r.from);
@@ -531,43 +531,43 @@ pub(super) fn latest_restore_view(j: &crate::state::JobState) -> Option<RestoreV
 
 /// What the shadow model says.
 #[derive(Clone, Debug, Serialize)]
-pub struct ShadowView {
+pub(crate) struct ShadowView {
     /// The sentences and numbers (schedule, expected next trigger, stall, alignment holder, …).
-    pub explanation: Explanation,
+    pub(crate) explanation: Explanation,
     /// Recent deviations of observed triggers from the model, oldest first.
-    pub deviations: Vec<Deviation>,
+    pub(crate) deviations: Vec<Deviation>,
     /// Deviations so far by kind.
-    pub deviation_counts: BTreeMap<&'static str, u64>,
+    pub(crate) deviation_counts: BTreeMap<&'static str, u64>,
     /// P95 of |observed − expected| trigger time over the window.
-    pub trigger_deviation_p95_ms: Option<u64>,
+    pub(crate) trigger_deviation_p95_ms: Option<u64>,
 }
 
 /// A job's alerts.
 #[derive(Clone, Debug, Serialize)]
-pub struct JobAlerts {
+pub(crate) struct JobAlerts {
     /// Pending and firing.
-    pub active: Vec<AlertView>,
+    pub(crate) active: Vec<AlertView>,
     /// Recently resolved, newest first.
-    pub resolved: Vec<AlertView>,
+    pub(crate) resolved: Vec<AlertView>,
 }
 
 /// An alert as the API shows it, its times under the API's convention (epoch ms, `…_at_ms`).
 #[derive(Clone, Debug, Serialize)]
-pub struct AlertView {
+pub(crate) struct AlertView {
     /// Identity: `alertname`, `severity`, `class`, the subject's labels.
-    pub labels: Labels,
+    pub(crate) labels: Labels,
     /// `summary`, `description`, `runbook_url`.
-    pub annotations: Labels,
+    pub(crate) annotations: Labels,
     /// `pending`, `firing` or `resolved`.
-    pub state: AlertState,
+    pub(crate) state: AlertState,
     /// The latest value of the condition's left side.
-    pub value: Option<f64>,
+    pub(crate) value: Option<f64>,
     /// Since when the condition holds, epoch ms.
-    pub active_at_ms: i64,
+    pub(crate) active_at_ms: i64,
     /// When it started firing, epoch ms.
-    pub fired_at_ms: Option<i64>,
+    pub(crate) fired_at_ms: Option<i64>,
     /// When it resolved, epoch ms.
-    pub resolved_at_ms: Option<i64>,
+    pub(crate) resolved_at_ms: Option<i64>,
 }
 
 impl From<&Alert> for AlertView {
@@ -586,111 +586,111 @@ impl From<&Alert> for AlertView {
 
 /// A log event.
 #[derive(Clone, Debug, Serialize)]
-pub struct EventView {
+pub(crate) struct EventView {
     /// `expired`, `declined`, `failed`, `barrier_missing`, …
-    pub kind: LogKind,
+    pub(crate) kind: LogKind,
     /// `info`, `warning` or `error`.
-    pub severity: crate::observe::EventSeverity,
+    pub(crate) severity: crate::observe::EventSeverity,
     /// `log` or `rest`.
-    pub source: &'static str,
+    pub(crate) source: &'static str,
     /// The line's own timestamp text (the writer's local time, no zone). Deprecated: read
     /// `logged_at_ms`.
-    pub logged_at: Option<String>,
+    pub(crate) logged_at: Option<String>,
     /// The line's time, epoch ms, reading its text as UTC (Flink's log4j layout writes no zone;
     /// right when the JobManager and TaskManagers log in UTC, as the official images do).
-    pub logged_at_ms: Option<i64>,
+    pub(crate) logged_at_ms: Option<i64>,
     /// The checkpoint it is about.
-    pub checkpoint_id: Option<u64>,
+    pub(crate) checkpoint_id: Option<u64>,
     /// The task (operator chain) it names.
-    pub task: Option<String>,
+    pub(crate) task: Option<String>,
     /// The subtask index it names.
-    pub subtask: Option<u32>,
+    pub(crate) subtask: Option<u32>,
     /// The TaskManager it names.
-    pub taskmanager: Option<String>,
+    pub(crate) taskmanager: Option<String>,
     /// Why, as Flink words it.
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The classified deepest cause of its stack trace.
-    pub root_cause: Option<crate::observe::RootCause>,
+    pub(crate) root_cause: Option<crate::observe::RootCause>,
     /// The line's message.
-    pub message: String,
+    pub(crate) message: String,
     /// The file it came from.
-    pub file: String,
+    pub(crate) file: String,
 }
 
 /// `GET /api/v1/events`.
 #[derive(Clone, Debug, Serialize)]
-pub struct EventsResponse {
+pub(crate) struct EventsResponse {
     /// The server's time.
-    pub now_ms: i64,
+    pub(crate) now_ms: i64,
     /// Recent non-routine log events of every cluster, newest first: (cluster, job id, event).
-    pub events: Vec<ClusterEvent>,
+    pub(crate) events: Vec<ClusterEvent>,
 }
 
 /// An event with the cluster and job it belongs to.
 #[derive(Clone, Debug, Serialize)]
-pub struct ClusterEvent {
+pub(crate) struct ClusterEvent {
     /// The cluster.
-    pub cluster: String,
+    pub(crate) cluster: String,
     /// The job, when the line names one.
-    pub job_id: Option<String>,
+    pub(crate) job_id: Option<String>,
     /// The event.
     #[serde(flatten)]
-    pub event: EventView,
+    pub(crate) event: EventView,
 }
 
 /// `GET /api/v1/jobs/{cluster}/{job_id}/advice`: the advisor's findings (`docs/advice.md`),
 /// the same object as one job of `advise --format json`.
 #[derive(Clone, Debug, Serialize)]
-pub struct AdviceView<'a> {
+pub(crate) struct AdviceView<'a> {
     /// The cluster.
-    pub cluster: &'a str,
+    pub(crate) cluster: &'a str,
     /// The job id.
-    pub job_id: &'a str,
+    pub(crate) job_id: &'a str,
     /// The job name.
-    pub job_name: &'a str,
+    pub(crate) job_name: &'a str,
     /// Configuration, observed figures, thin-evidence note, prediction and findings.
     #[serde(flatten)]
-    pub advice: &'a crate::advice::Advice,
+    pub(crate) advice: &'a crate::advice::Advice,
 }
 
 /// `GET /api/v1/jobs/{cluster}/{job_id}/checkpoints`: records of the checkpoint store.
 #[derive(Clone, Debug, Serialize)]
-pub struct CheckpointHistoryView {
+pub(crate) struct CheckpointHistoryView {
     /// The server's time.
-    pub now_ms: i64,
+    pub(crate) now_ms: i64,
     /// The cluster's name.
-    pub cluster: String,
+    pub(crate) cluster: String,
     /// The job id.
-    pub job_id: String,
+    pub(crate) job_id: String,
     /// The range asked for (trigger times, epoch ms, inclusive), `null` when open.
-    pub since_ms: Option<i64>,
+    pub(crate) since_ms: Option<i64>,
     /// The end of that range.
-    pub until_ms: Option<i64>,
+    pub(crate) until_ms: Option<i64>,
     /// The outcome asked for, if any.
-    pub outcome: Option<String>,
+    pub(crate) outcome: Option<String>,
     /// The limit applied.
-    pub limit: usize,
+    pub(crate) limit: usize,
     /// Whether more records matched than `limit`: these are the newest `limit`.
-    pub truncated: bool,
+    pub(crate) truncated: bool,
     /// The records, oldest first, in the shape of the job's `checkpoints`.
-    pub checkpoints: Vec<StoredCheckpointView>,
+    pub(crate) checkpoints: Vec<StoredCheckpointView>,
     /// The job's restores with a restore time in the range (the newest `limit`), oldest first,
     /// in the shape of the job's `latest_restore`.
-    pub restores: Vec<RestoreView>,
+    pub(crate) restores: Vec<RestoreView>,
 }
 
 /// A checkpoint or savepoint from the store.
 #[derive(Clone, Debug, Serialize)]
-pub struct StoredCheckpointView {
+pub(crate) struct StoredCheckpointView {
     /// What the job's `checkpoints` show of it.
     #[serde(flatten)]
-    pub checkpoint: CheckpointView,
+    pub(crate) checkpoint: CheckpointView,
     /// Bytes it persisted (the incremental size for incremental checkpoints).
-    pub checkpointed_bytes: Option<u64>,
+    pub(crate) checkpointed_bytes: Option<u64>,
     /// Full state size (Flink 1.15 and later).
-    pub full_state_bytes: Option<u64>,
+    pub(crate) full_state_bytes: Option<u64>,
     /// Bytes processed during alignment.
-    pub processed_data_bytes: Option<u64>,
+    pub(crate) processed_data_bytes: Option<u64>,
     /// In-flight bytes persisted.
-    pub persisted_data_bytes: Option<u64>,
+    pub(crate) persisted_data_bytes: Option<u64>,
 }

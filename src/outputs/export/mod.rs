@@ -57,7 +57,7 @@ pub enum Part {
 
 /// Into how many walks the [`Part::Jobs`] families are split: each walk formats a quarter of
 /// them (the others are skipped before any formatting).
-pub const JOB_GROUPS: usize = 4;
+pub(crate) const JOB_GROUPS: usize = 4;
 
 /// Every part, in the order the server sends them.
 pub const PARTS: [Part; 9] = [

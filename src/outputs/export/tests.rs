@@ -101,7 +101,7 @@ fn busy_state(jobs: usize, minutes: i64) -> (State, DaemonStats, Timestamp) {
                 ..Default::default()
             }),
         }),
-        process: crate::outputs::process::read(),
+        process: crate::process::read(),
         metrics: crate::config::MetricsConfig::default(),
         ..DaemonStats::default()
     };

@@ -34,7 +34,7 @@ pub enum DeviationKind {
 
 impl DeviationKind {
     /// Every kind, in label order.
-    pub const ALL: [DeviationKind; 11] = [
+    pub(crate) const ALL: [DeviationKind; 11] = [
         DeviationKind::MinPause,
         DeviationKind::MaxConcurrent,
         DeviationKind::LongCheckpoint,
@@ -49,7 +49,7 @@ impl DeviationKind {
     ];
 
     /// The label value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             DeviationKind::MinPause => "min_pause",
             DeviationKind::MaxConcurrent => "max_concurrent",

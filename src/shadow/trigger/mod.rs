@@ -47,7 +47,7 @@ const OVERDUE_GRACE_MS: u64 = 5_000;
 
 /// How far an observed trigger may be from the expected one and still agree: 100 ms or 5 % of
 /// the period, whichever is larger (Flink's own jitter: finalisation, trigger RPCs, timers).
-pub fn tolerance_ms(period_ms: u64) -> u64 {
+pub(crate) fn tolerance_ms(period_ms: u64) -> u64 {
     (period_ms / 20).max(100)
 }
 
@@ -78,7 +78,7 @@ const DEFAULT_REST_LAG_MS: u64 = 3_000;
 /// after its trigger on 1.17 and later, and the poll waits for its next round on top), plus
 /// one poll interval (a lag sample taken right after a trigger does not show the worst phase of
 /// the poll against the schedule).
-pub fn stall_tolerance_ms(period_ms: u64, max_lag_ms: Option<u64>, poll_gap_ms: Option<u64>) -> u64 {
+pub(crate) fn stall_tolerance_ms(period_ms: u64, max_lag_ms: Option<u64>, poll_gap_ms: Option<u64>) -> u64 {
     tolerance_ms(period_ms) + max_lag_ms.unwrap_or(0) + poll_gap_ms.unwrap_or(0)
 }
 
@@ -125,8 +125,9 @@ pub struct TriggerShadow {
 }
 
 impl TriggerShadow {
+    #[cfg(test)]
     /// An empty shadow.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         TriggerShadow::default()
     }
 
@@ -138,12 +139,12 @@ impl TriggerShadow {
 
     /// Forgets the schedule (checkpoint ids restarted under the same job id: a new run of the
     /// job); keeps the Flink version. The settings come again with the next poll.
-    pub fn start_over(&mut self) {
+    pub(crate) fn start_over(&mut self) {
         *self = TriggerShadow { flink_major: self.flink_major, ..TriggerShadow::default() };
     }
 
     /// The settings the shadow runs with.
-    pub fn settings(&self) -> Option<&CheckpointSettings> {
+    pub(crate) fn settings(&self) -> Option<&CheckpointSettings> {
         self.settings.as_ref()
     }
 
@@ -160,7 +161,7 @@ impl TriggerShadow {
 
     /// Feeds one poll; returns |observed − expected| trigger time, ms, of each newly compared
     /// checkpoint (for the deviation summary).
-    pub fn observe_poll(&mut self, poll: &JobPoll) -> Vec<u64> {
+    pub(crate) fn observe_poll(&mut self, poll: &JobPoll) -> Vec<u64> {
         if let Some(settings) = &poll.settings {
             self.set_settings(settings);
         }
@@ -251,7 +252,7 @@ impl TriggerShadow {
     }
 
     /// The longest recent lag between a trigger and the first poll that showed the checkpoint.
-    pub fn max_first_seen_lag_ms(&self) -> Option<u64> {
+    pub(crate) fn max_first_seen_lag_ms(&self) -> Option<u64> {
         self.first_seen_lags.iter().copied().max()
     }
 
@@ -262,7 +263,7 @@ impl TriggerShadow {
     }
 
     /// How long past its expected time a trigger may go unseen before it counts as a stall.
-    pub fn current_stall_tolerance_ms(&self) -> Option<u64> {
+    pub(crate) fn current_stall_tolerance_ms(&self) -> Option<u64> {
         let config = self.config.as_ref()?;
         Some(stall_tolerance_ms(config.base_interval(), self.lag_allowed_ms(), self.poll_gap_ms))
     }
@@ -326,18 +327,18 @@ impl TriggerShadow {
     }
 
     /// The model's expectation of the next trigger and the rule that sets it.
-    pub fn expected_next(&self) -> Option<(Timestamp, Binding)> {
+    pub(crate) fn expected_next(&self) -> Option<(Timestamp, Binding)> {
         self.expected_next
     }
 
     /// Median gap between recent consecutive triggers as the model expected them, ms.
-    pub fn expected_interval_ms(&self) -> Option<u64> {
+    pub(crate) fn expected_interval_ms(&self) -> Option<u64> {
         let gaps: Vec<u64> = self.recent.iter().filter_map(|c| c.expected_gap_ms).collect();
         (!gaps.is_empty()).then(|| median(gaps))
     }
 
     /// Median gap between recent consecutive observed triggers, ms.
-    pub fn observed_interval_ms(&self) -> Option<u64> {
+    pub(crate) fn observed_interval_ms(&self) -> Option<u64> {
         let gaps: Vec<u64> = self.recent.iter().filter_map(|c| c.observed_gap_ms).collect();
         (!gaps.is_empty()).then(|| median(gaps))
     }
@@ -348,7 +349,7 @@ impl TriggerShadow {
     }
 
     /// The rule that set most recent triggers.
-    pub fn dominant_rule(&self) -> Option<Binding> {
+    pub(crate) fn dominant_rule(&self) -> Option<Binding> {
         let bindings: Vec<Binding> = self.recent.iter().filter_map(|c| c.binding).collect();
         (!bindings.is_empty()).then(|| dominant_binding(&bindings))
     }

@@ -61,7 +61,7 @@ pub enum FetchError {
 
 impl FetchError {
     /// A bounded label value for metrics.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             FetchError::Connect { .. } => "connect",
             FetchError::Timeout { .. } => "timeout",
@@ -83,7 +83,7 @@ pub struct ClientBuildError {
 
 impl ClientBuildError {
     /// A setting of `cluster` that no client or poller can be built with.
-    pub fn invalid(cluster: &str, message: String) -> Self {
+    pub(crate) fn invalid(cluster: &str, message: String) -> Self {
         ClientBuildError { cluster: cluster.to_string(), message }
     }
 }
@@ -91,7 +91,7 @@ impl ClientBuildError {
 /// A client for one cluster's REST API. A clone shares the request counter and, when on, the
 /// memo ([`FlinkClient::memoised`]).
 #[derive(Clone)]
-pub struct FlinkClient {
+pub(crate) struct FlinkClient {
     base: String,
     http: reqwest::Client,
     credentials: Credentials,
@@ -115,7 +115,7 @@ const MAX_SHARED_CLIENTS: usize = 64;
 
 impl FlinkClient {
     /// Builds a client: resolves secrets and reads the CA file.
-    pub fn new(config: &ClusterConfig) -> Result<Self, ClientBuildError> {
+    pub(crate) fn new(config: &ClusterConfig) -> Result<Self, ClientBuildError> {
         let fail = |message: String| ClientBuildError { cluster: config.name.clone(), message };
         let pem = match &config.ca_file {
             Some(ca) => Some(std::fs::read(ca).map_err(|e| fail(format!("ca_file {}: {e}", ca.display())))?),
@@ -177,42 +177,45 @@ impl FlinkClient {
     }
 
     /// `GET /overview`.
-    pub async fn overview(&self) -> Result<dto::ClusterOverview, FetchError> {
+    pub(crate) async fn overview(&self) -> Result<dto::ClusterOverview, FetchError> {
         self.get("/overview").await
     }
 
     /// `GET /jobs/overview`.
-    pub async fn jobs_overview(&self) -> Result<dto::JobsOverview, FetchError> {
+    pub(crate) async fn jobs_overview(&self) -> Result<dto::JobsOverview, FetchError> {
         self.get("/jobs/overview").await
     }
 
     /// `GET /jobs/:id`.
-    pub async fn job(&self, job_id: &str) -> Result<dto::JobDetails, FetchError> {
+    pub(crate) async fn job(&self, job_id: &str) -> Result<dto::JobDetails, FetchError> {
         self.get(&format!("/jobs/{job_id}")).await
     }
 
     /// `GET /jobs/:id/checkpoints/config`; `None` when checkpointing is disabled (404).
-    pub async fn checkpoint_config(&self, job_id: &str) -> Result<Option<dto::CheckpointConfig>, FetchError> {
+    pub(crate) async fn checkpoint_config(
+        &self,
+        job_id: &str,
+    ) -> Result<Option<dto::CheckpointConfig>, FetchError> {
         self.get_optional(&format!("/jobs/{job_id}/checkpoints/config")).await
     }
 
     /// `GET /jobs/:id/config`: the restart strategy and global job parameters.
-    pub async fn job_config(&self, job_id: &str) -> Result<Option<dto::JobConfig>, FetchError> {
+    pub(crate) async fn job_config(&self, job_id: &str) -> Result<Option<dto::JobConfig>, FetchError> {
         self.get_optional(&format!("/jobs/{job_id}/config")).await
     }
 
     /// `GET /jobmanager/config`: the cluster's configuration, key by key.
-    pub async fn jobmanager_config(&self) -> Result<Vec<dto::ConfigEntry>, FetchError> {
+    pub(crate) async fn jobmanager_config(&self) -> Result<Vec<dto::ConfigEntry>, FetchError> {
         self.get("/jobmanager/config").await
     }
 
     /// `GET /jobs/:id/checkpoints`.
-    pub async fn checkpoints(&self, job_id: &str) -> Result<dto::CheckpointingStatistics, FetchError> {
+    pub(crate) async fn checkpoints(&self, job_id: &str) -> Result<dto::CheckpointingStatistics, FetchError> {
         self.get(&format!("/jobs/{job_id}/checkpoints")).await
     }
 
     /// `GET /jobs/:id/checkpoints/details/:cp`; `None` once Flink forgot it (404).
-    pub async fn checkpoint_details(
+    pub(crate) async fn checkpoint_details(
         &self,
         job_id: &str,
         checkpoint_id: u64,
@@ -221,7 +224,7 @@ impl FlinkClient {
     }
 
     /// `GET /jobs/:id/checkpoints/details/:cp/subtasks/:vertex`; `None` when forgotten (404).
-    pub async fn subtask_details(
+    pub(crate) async fn subtask_details(
         &self,
         job_id: &str,
         checkpoint_id: u64,
@@ -232,7 +235,7 @@ impl FlinkClient {
     }
 
     /// `GET /jobs/:id/vertices/:vertex` (per-subtask I/O counters); `None` when unknown (404).
-    pub async fn vertex(
+    pub(crate) async fn vertex(
         &self,
         job_id: &str,
         vertex_id: &str,
@@ -241,7 +244,7 @@ impl FlinkClient {
     }
 
     /// `GET /jobs/:id/vertices/:vertex/subtasktimes`; `None` when unknown (404).
-    pub async fn subtask_times(
+    pub(crate) async fn subtask_times(
         &self,
         job_id: &str,
         vertex_id: &str,
@@ -250,7 +253,7 @@ impl FlinkClient {
     }
 
     /// `GET /jobs/:id/vertices/:vertex/backpressure`; `None` when unknown (404).
-    pub async fn vertex_backpressure(
+    pub(crate) async fn vertex_backpressure(
         &self,
         job_id: &str,
         vertex_id: &str,
@@ -260,7 +263,7 @@ impl FlinkClient {
 
     /// `GET /jobs/:id/vertices/:vertex/metrics?get=…` for the given metric ids; `None` when
     /// unknown (404).
-    pub async fn vertex_metrics(
+    pub(crate) async fn vertex_metrics(
         &self,
         job_id: &str,
         vertex_id: &str,
@@ -277,7 +280,7 @@ impl FlinkClient {
     /// stack depth is Flink's `cluster.thread-dump.stacktrace-max-depth`); `None` when the
     /// TaskManager is gone (404).
     /// Read up to `limit` bytes.
-    pub async fn thread_dump(
+    pub(crate) async fn thread_dump(
         &self,
         taskmanager_id: &str,
         limit: u64,
@@ -287,7 +290,7 @@ impl FlinkClient {
 
     /// `GET /jobs/:id/vertices/:vertex/flamegraph?type=full&subtaskindex=N` (the subtask's own
     /// samples from 1.17; merged over the vertex before); `None` when unknown (404).
-    pub async fn flame_graph(
+    pub(crate) async fn flame_graph(
         &self,
         job_id: &str,
         vertex_id: &str,
@@ -301,7 +304,7 @@ impl FlinkClient {
     /// `GET /jobs/:id/vertices/:vertex/subtasks/metrics?get=…&agg=…`: the named metrics
     /// aggregated over the vertex's subtasks; without names, the list of names. `None` when
     /// unknown (404).
-    pub async fn subtasks_metrics(
+    pub(crate) async fn subtasks_metrics(
         &self,
         job_id: &str,
         vertex_id: &str,
@@ -314,7 +317,7 @@ impl FlinkClient {
     }
 
     /// `GET /jobs/:id/vertices/:vertex/subtasks/:index/metrics?get=…`: one subtask's values.
-    pub async fn subtask_metrics(
+    pub(crate) async fn subtask_metrics(
         &self,
         job_id: &str,
         vertex_id: &str,
@@ -330,7 +333,7 @@ impl FlinkClient {
 
     /// `GET /taskmanagers/:tm/metrics?get=…`; without names, the list of its metrics' names.
     /// `None` when unknown (404: the TaskManager is gone).
-    pub async fn taskmanager_metrics(
+    pub(crate) async fn taskmanager_metrics(
         &self,
         taskmanager: &str,
         names: &[&str],

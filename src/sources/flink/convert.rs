@@ -15,7 +15,7 @@ fn non_negative(value: Option<i64>) -> Option<u64> {
 
 /// A job's `state` (of `/jobs/overview`, `/jobs/:id`): Flink's status; none read as an empty
 /// [`JobStatus::Other`].
-pub fn job_status(state: Option<&str>) -> JobStatus {
+pub(crate) fn job_status(state: Option<&str>) -> JobStatus {
     JobStatus::parse(state.unwrap_or_default())
 }
 
@@ -42,7 +42,7 @@ pub fn settings(config: &dto::CheckpointConfig) -> CheckpointSettings {
 /// A job's whole checkpoint configuration: `/checkpoints/config`, the restart strategy and
 /// global job parameters of `/jobs/:id/config`, and the cluster's `/jobmanager/config` (a job
 /// parameter wins over the cluster's option of the same key).
-pub fn configuration(
+pub(crate) fn configuration(
     config: &dto::CheckpointConfig,
     job: Option<&dto::JobConfig>,
     cluster: &[dto::ConfigEntry],
@@ -100,7 +100,7 @@ pub fn restored_from(restored: &dto::RestoredCheckpoint) -> Option<crate::observ
 
 /// The subtasks of one vertex's `subtasktimes`, named `operator`: when each current attempt
 /// entered INITIALIZING and RUNNING, and whether RUNNING (or FINISHED) is its latest state.
-pub fn subtask_starts(operator: &str, times: &dto::SubtaskTimes) -> Vec<crate::observe::SubtaskStart> {
+pub(crate) fn subtask_starts(operator: &str, times: &dto::SubtaskTimes) -> Vec<crate::observe::SubtaskStart> {
     let at = |st: &dto::SubtaskTimesEntry, state: &str| {
         st.timestamps.get(state).copied().filter(|&t| t > 0).map(Timestamp)
     };
@@ -245,7 +245,7 @@ fn operator(vertex: &VertexDetails<'_>) -> OperatorCheckpoint {
 
 /// The largest parallelism Flink allows (`KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM`,
 /// 2^15): a larger one in an answer is garbled and is taken as this.
-pub const MAX_PARALLELISM: u32 = 1 << 15;
+pub(crate) const MAX_PARALLELISM: u32 = 1 << 15;
 
 /// The job graph of `/jobs/:id`: vertices with names and parallelism (at most
 /// [`MAX_PARALLELISM`]), edges from `plan`. `None` when there is no plan.
@@ -285,7 +285,7 @@ pub fn topology(job: &dto::JobDetails) -> Option<JobTopology> {
 }
 
 /// The per-subtask metric names the alignment shadow asks for (each prefixed `<subtask>.`).
-pub const LOAD_METRICS: [&str; 5] = [
+pub(crate) const LOAD_METRICS: [&str; 5] = [
     "numRecordsInPerSecond",
     "numRecordsOutPerSecond",
     "busyTimeMsPerSecond",
@@ -298,7 +298,7 @@ pub const LOAD_METRICS: [&str; 5] = [
 /// until a task has run 60 s they are its count so far divided by 60 s, not by its running time
 /// (`MeterView.update`: `(values[now] - values[now - 60 s]) / 60`); the views are updated every
 /// 5 s. Forty seconds into a job the rates read two thirds of the real ones.
-pub const RATE_WINDOW_MS: f64 = 65_000.0;
+pub(crate) const RATE_WINDOW_MS: f64 = 65_000.0;
 
 /// How long a subtask has been running as of the vertex details' counters, ms: Flink computes
 /// `accumulated-busy-time` as now − task start − idle − back-pressured

@@ -14,15 +14,7 @@ use serde::{Deserialize, Deserializer};
 pub struct ClusterOverview {
     /// Flink's version string, e.g. `2.3.0`.
     #[serde(rename = "flink-version")]
-    pub flink_version: Option<String>,
-    /// Registered TaskManagers.
-    pub taskmanagers: Option<u32>,
-    /// Total task slots.
-    #[serde(rename = "slots-total")]
-    pub slots_total: Option<u32>,
-    /// Running jobs.
-    #[serde(rename = "jobs-running")]
-    pub jobs_running: Option<u32>,
+    pub(crate) flink_version: Option<String>,
 }
 
 /// `GET /jobs/overview`.
@@ -37,60 +29,54 @@ pub struct JobsOverview {
 #[derive(Debug, Clone, Deserialize)]
 pub struct JobOverview {
     /// The job id (32 hex digits).
-    pub jid: String,
+    pub(crate) jid: String,
     /// The job name.
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// `RUNNING`, `RESTARTING`, `FAILED`, `CANCELED`, `FINISHED`, …
-    pub state: Option<String>,
+    pub(crate) state: Option<String>,
     /// When the job was submitted, epoch ms.
     #[serde(rename = "start-time")]
-    pub start_time: Option<i64>,
+    pub(crate) start_time: Option<i64>,
 }
 
 /// `GET /jobs/:id`: the job graph, used for operator names and (later) the alignment shadow.
 #[derive(Debug, Clone, Deserialize)]
 pub struct JobDetails {
     /// The job id.
-    pub jid: Option<String>,
+    pub(crate) jid: Option<String>,
     /// The job name.
     pub name: Option<String>,
-    /// The job state.
-    pub state: Option<String>,
     /// The job vertices (operator chains).
     #[serde(default)]
     pub vertices: Vec<JobVertex>,
     /// The execution plan with edges and ship strategies.
-    pub plan: Option<Plan>,
+    pub(crate) plan: Option<Plan>,
     /// The JobManager's clock when it answered, epoch ms.
-    pub now: Option<i64>,
+    pub(crate) now: Option<i64>,
     /// When the job last entered each job status (`RESTARTING`, `RUNNING`, …), epoch ms; 0 for
     /// a status it never entered.
     #[serde(default)]
-    pub timestamps: std::collections::BTreeMap<String, i64>,
+    pub(crate) timestamps: std::collections::BTreeMap<String, i64>,
 }
 
 /// `/jobs/:id/vertices/:vertex/subtasktimes` (every version from 1.13 to 2.x): when each
 /// subtask's current execution attempt entered each execution state.
 #[derive(Debug, Clone, Deserialize)]
-pub struct SubtaskTimes {
-    /// The vertex id.
-    pub id: Option<String>,
-    /// The operator chain's name.
-    pub name: Option<String>,
+pub(crate) struct SubtaskTimes {
     /// The subtasks.
     #[serde(default)]
-    pub subtasks: Vec<SubtaskTimesEntry>,
+    pub(crate) subtasks: Vec<SubtaskTimesEntry>,
 }
 
 /// One subtask of `subtasktimes`.
 #[derive(Debug, Clone, Deserialize)]
-pub struct SubtaskTimesEntry {
+pub(crate) struct SubtaskTimesEntry {
     /// The subtask index (0-based).
-    pub subtask: u32,
+    pub(crate) subtask: u32,
     /// Execution state (`DEPLOYING`, `INITIALIZING`, `RUNNING`, …) → when the attempt entered
     /// it, epoch ms; 0 for a state it never entered.
     #[serde(default)]
-    pub timestamps: std::collections::BTreeMap<String, i64>,
+    pub(crate) timestamps: std::collections::BTreeMap<String, i64>,
 }
 
 /// One vertex of `/jobs/:id`.
@@ -106,110 +92,103 @@ pub struct JobVertex {
 
 /// `plan` inside `/jobs/:id`.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The plan's nodes.
     #[serde(default)]
-    pub nodes: Vec<PlanNode>,
+    pub(crate) nodes: Vec<PlanNode>,
 }
 
 /// A node of the execution plan.
 #[derive(Debug, Clone, Deserialize)]
-pub struct PlanNode {
+pub(crate) struct PlanNode {
     /// The vertex id.
-    pub id: String,
+    pub(crate) id: String,
     /// The parallelism.
-    pub parallelism: Option<u32>,
+    pub(crate) parallelism: Option<u32>,
     /// Inputs of this node.
     #[serde(default)]
-    pub inputs: Vec<PlanInput>,
+    pub(crate) inputs: Vec<PlanInput>,
 }
 
 /// An edge into a plan node.
 #[derive(Debug, Clone, Deserialize)]
-pub struct PlanInput {
+pub(crate) struct PlanInput {
     /// The upstream vertex id.
-    pub id: String,
+    pub(crate) id: String,
     /// `FORWARD`, `HASH`, `REBALANCE`, …
-    pub ship_strategy: Option<String>,
+    pub(crate) ship_strategy: Option<String>,
 }
 
 /// `GET /jobs/:id/checkpoints/config`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct CheckpointConfig {
     /// `exactly_once` or `at_least_once` (case varies).
-    pub mode: Option<String>,
+    pub(crate) mode: Option<String>,
     /// Checkpoint interval in ms; `i64::MAX` when periodic checkpoints are off.
-    pub interval: Option<i64>,
+    pub(crate) interval: Option<i64>,
     /// Checkpoint timeout in ms.
-    pub timeout: Option<i64>,
+    pub(crate) timeout: Option<i64>,
     /// Minimum pause between checkpoints in ms.
-    pub min_pause: Option<i64>,
+    pub(crate) min_pause: Option<i64>,
     /// Maximum concurrent checkpoints.
-    pub max_concurrent: Option<i64>,
+    pub(crate) max_concurrent: Option<i64>,
     /// State backend class name.
-    pub state_backend: Option<String>,
+    pub(crate) state_backend: Option<String>,
     /// Checkpoint storage class name.
-    pub checkpoint_storage: Option<String>,
+    pub(crate) checkpoint_storage: Option<String>,
     /// Whether unaligned checkpoints are enabled.
-    pub unaligned_checkpoints: Option<bool>,
+    pub(crate) unaligned_checkpoints: Option<bool>,
     /// Tolerable failed checkpoints before the job fails.
-    pub tolerable_failed_checkpoints: Option<i64>,
+    pub(crate) tolerable_failed_checkpoints: Option<i64>,
     /// Aligned checkpoint timeout in ms (1.14+).
-    pub aligned_checkpoint_timeout: Option<i64>,
-    /// Whether checkpoints continue after tasks finish (1.14+).
-    pub checkpoints_after_tasks_finish: Option<bool>,
+    pub(crate) aligned_checkpoint_timeout: Option<i64>,
     /// Whether completed checkpoints outlive the job (externalized, retained on cancellation).
-    pub externalization: Option<Externalization>,
+    pub(crate) externalization: Option<Externalization>,
     /// Whether the changelog state backend is on (1.15+).
-    pub state_changelog_enabled: Option<bool>,
+    pub(crate) state_changelog_enabled: Option<bool>,
 }
 
 /// `externalization` of `/checkpoints/config`.
 #[derive(Debug, Clone, Copy, Deserialize)]
-pub struct Externalization {
-    /// Externalized checkpoints on (always `true` in 2.x, where every checkpoint is).
-    pub enabled: Option<bool>,
+pub(crate) struct Externalization {
     /// `true`: deleted when the job is cancelled (`DELETE_ON_CANCELLATION`).
-    pub delete_on_cancellation: Option<bool>,
+    pub(crate) delete_on_cancellation: Option<bool>,
 }
 
 /// `GET /jobs/:id/config`.
 #[derive(Debug, Clone, Deserialize)]
-pub struct JobConfig {
+pub(crate) struct JobConfig {
     /// The job's execution config.
     #[serde(rename = "execution-config")]
-    pub execution_config: Option<ExecutionConfig>,
+    pub(crate) execution_config: Option<ExecutionConfig>,
 }
 
 /// `execution-config` of `/jobs/:id/config`.
 #[derive(Debug, Clone, Deserialize)]
-pub struct ExecutionConfig {
+pub(crate) struct ExecutionConfig {
     /// The restart strategy as a sentence, e.g. `Restart with fixed delay (PT3S). #5 restart attempts.`
     #[serde(rename = "restart-strategy")]
-    pub restart_strategy: Option<String>,
-    /// The job's parallelism.
-    #[serde(rename = "job-parallelism")]
-    pub job_parallelism: Option<i64>,
+    pub(crate) restart_strategy: Option<String>,
     /// The global job parameters (any JSON value; only strings are read).
     #[serde(rename = "user-config", default)]
-    pub user_config: BTreeMap<String, serde_json::Value>,
+    pub(crate) user_config: BTreeMap<String, serde_json::Value>,
 }
 
 /// One entry of `GET /jobmanager/config` (an array of them).
 #[derive(Debug, Clone, Deserialize)]
-pub struct ConfigEntry {
+pub(crate) struct ConfigEntry {
     /// The option key, e.g. `state.backend.incremental`.
-    pub key: String,
+    pub(crate) key: String,
     /// Its value as a string.
-    pub value: Option<String>,
+    pub(crate) value: Option<String>,
 }
 
 /// `GET /config` (the web dashboard's configuration).
 #[derive(Debug, Clone, Deserialize)]
-pub struct DashboardConfig {
+pub(crate) struct DashboardConfig {
     /// Flink's version string.
     #[serde(rename = "flink-version")]
-    pub flink_version: Option<String>,
+    pub(crate) flink_version: Option<String>,
 }
 
 /// `GET /jobs/:id/checkpoints`.
@@ -228,26 +207,20 @@ pub struct CheckpointingStatistics {
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 pub struct Counts {
     /// Restores of this job.
-    pub restored: Option<u64>,
-    /// All triggered checkpoints.
-    pub total: Option<u64>,
+    pub(crate) restored: Option<u64>,
     /// Checkpoints in progress now.
-    pub in_progress: Option<u64>,
+    pub(crate) in_progress: Option<u64>,
     /// Completed checkpoints (and savepoints).
-    pub completed: Option<u64>,
+    pub(crate) completed: Option<u64>,
     /// Failed checkpoints, including attempts that never got an id.
-    pub failed: Option<u64>,
+    pub(crate) failed: Option<u64>,
 }
 
 /// `latest` of `/checkpoints`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct LatestCheckpoints {
-    /// The latest completed checkpoint.
-    pub completed: Option<CheckpointStatistics>,
     /// The latest savepoint.
     pub savepoint: Option<CheckpointStatistics>,
-    /// The latest failed checkpoint.
-    pub failed: Option<CheckpointStatistics>,
     /// The checkpoint the job last restored from.
     pub restored: Option<RestoredCheckpoint>,
 }
@@ -260,9 +233,9 @@ pub struct RestoredCheckpoint {
     /// When the restore happened, epoch ms.
     pub restore_timestamp: Option<i64>,
     /// Whether it was a savepoint.
-    pub is_savepoint: Option<bool>,
+    pub(crate) is_savepoint: Option<bool>,
     /// Where it was stored.
-    pub external_path: Option<String>,
+    pub(crate) external_path: Option<String>,
 }
 
 /// A checkpoint in `history`, `latest.*` and `/checkpoints/details/:id`.
@@ -270,74 +243,45 @@ pub struct RestoredCheckpoint {
 pub struct CheckpointStatistics {
     /// Type tag: `completed`, `failed` or `in_progress`.
     #[serde(rename = "className", alias = "@class")]
-    pub class_name: Option<String>,
+    pub(crate) class_name: Option<String>,
     /// The checkpoint id.
     pub id: u64,
     /// `COMPLETED`, `FAILED` or `IN_PROGRESS`.
-    pub status: Option<String>,
+    pub(crate) status: Option<String>,
     /// Whether this is a savepoint.
-    pub is_savepoint: Option<bool>,
+    pub(crate) is_savepoint: Option<bool>,
     /// When the coordinator triggered it, epoch ms.
-    pub trigger_timestamp: Option<i64>,
+    pub(crate) trigger_timestamp: Option<i64>,
     /// The latest acknowledgement, epoch ms.
-    pub latest_ack_timestamp: Option<i64>,
+    pub(crate) latest_ack_timestamp: Option<i64>,
     /// Bytes persisted by this checkpoint (1.15+).
     pub checkpointed_size: Option<i64>,
     /// Full state size from 1.15; before 1.15 the checkpointed (possibly incremental) size.
     pub state_size: Option<i64>,
     /// Latest ack − trigger, ms (for an in-progress one: only up to its latest ack).
-    pub end_to_end_duration: Option<i64>,
+    pub(crate) end_to_end_duration: Option<i64>,
     /// Bytes processed during alignment.
-    pub processed_data: Option<i64>,
+    pub(crate) processed_data: Option<i64>,
     /// In-flight bytes persisted (unaligned checkpoints).
-    pub persisted_data: Option<i64>,
+    pub(crate) persisted_data: Option<i64>,
     /// Subtasks that must acknowledge.
-    pub num_subtasks: Option<u32>,
+    pub(crate) num_subtasks: Option<u32>,
     /// Subtasks that acknowledged.
-    pub num_acknowledged_subtasks: Option<u32>,
+    pub(crate) num_acknowledged_subtasks: Option<u32>,
     /// `CHECKPOINT`, `UNALIGNED_CHECKPOINT` (1.15+), `SAVEPOINT`, `SYNC_SAVEPOINT`.
-    pub checkpoint_type: Option<String>,
+    pub(crate) checkpoint_type: Option<String>,
     /// Per-vertex statistics; empty in `/checkpoints`, filled in `/details/:id`.
     #[serde(default)]
-    pub tasks: BTreeMap<String, TaskCheckpointStatistics>,
-    /// Where a completed checkpoint is stored.
-    pub external_path: Option<String>,
+    pub tasks: BTreeMap<String, serde::de::IgnoredAny>,
     /// When a failed checkpoint failed, epoch ms.
-    pub failure_timestamp: Option<i64>,
+    pub(crate) failure_timestamp: Option<i64>,
     /// Why a failed checkpoint failed, e.g. `Checkpoint expired before completing.`
-    pub failure_message: Option<String>,
-}
-
-/// One vertex inside `/checkpoints/details/:id` → `tasks`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct TaskCheckpointStatistics {
-    /// The checkpoint id.
-    pub id: Option<u64>,
-    /// Status of this vertex's part.
-    pub status: Option<String>,
-    /// Latest ack of any subtask, epoch ms.
-    pub latest_ack_timestamp: Option<i64>,
-    /// Bytes persisted by this vertex (1.15+).
-    pub checkpointed_size: Option<i64>,
-    /// State size (see [`CheckpointStatistics::state_size`]).
-    pub state_size: Option<i64>,
-    /// End-to-end duration of this vertex's part, ms.
-    pub end_to_end_duration: Option<i64>,
-    /// Subtasks of this vertex.
-    pub num_subtasks: Option<u32>,
-    /// Subtasks that acknowledged.
-    pub num_acknowledged_subtasks: Option<u32>,
+    pub(crate) failure_message: Option<String>,
 }
 
 /// `GET /jobs/:id/checkpoints/details/:cp/subtasks/:vertex`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct TaskCheckpointDetails {
-    /// The checkpoint id.
-    pub id: Option<u64>,
-    /// Status of this vertex's part.
-    pub status: Option<String>,
-    /// Subtasks of this vertex.
-    pub num_subtasks: Option<u32>,
     /// Per-subtask statistics.
     #[serde(default)]
     pub subtasks: Vec<SubtaskCheckpointStatistics>,
@@ -348,29 +292,23 @@ pub struct TaskCheckpointDetails {
 pub struct SubtaskCheckpointStatistics {
     /// Type tag: `completed` or `pending`.
     #[serde(rename = "className", alias = "@class")]
-    pub class_name: Option<String>,
+    pub(crate) class_name: Option<String>,
     /// Subtask index.
     pub index: u32,
     /// `completed` or `pending_or_failed`.
-    pub status: Option<String>,
-    /// When this subtask acknowledged, epoch ms.
-    pub ack_timestamp: Option<i64>,
+    pub(crate) status: Option<String>,
     /// Ack − trigger, ms.
-    pub end_to_end_duration: Option<i64>,
-    /// Bytes persisted (1.15+).
-    pub checkpointed_size: Option<i64>,
+    pub(crate) end_to_end_duration: Option<i64>,
     /// State size.
     pub state_size: Option<i64>,
     /// Synchronous and asynchronous snapshot durations.
-    pub checkpoint: Option<SubtaskSnapshotDurations>,
+    pub(crate) checkpoint: Option<SubtaskSnapshotDurations>,
     /// Alignment statistics.
-    pub alignment: Option<SubtaskAlignment>,
+    pub(crate) alignment: Option<SubtaskAlignment>,
     /// Time from trigger until the first barrier reached this subtask, ms.
-    pub start_delay: Option<i64>,
+    pub(crate) start_delay: Option<i64>,
     /// Whether this subtask took an unaligned checkpoint.
-    pub unaligned_checkpoint: Option<bool>,
-    /// Whether this subtask's checkpoint was aborted.
-    pub aborted: Option<bool>,
+    pub(crate) unaligned_checkpoint: Option<bool>,
 }
 
 impl SubtaskCheckpointStatistics {
@@ -383,30 +321,28 @@ impl SubtaskCheckpointStatistics {
 
 /// `checkpoint` of a subtask.
 #[derive(Debug, Clone, Copy, Deserialize)]
-pub struct SubtaskSnapshotDurations {
+pub(crate) struct SubtaskSnapshotDurations {
     /// Synchronous part, ms.
-    pub sync: Option<i64>,
+    pub(crate) sync: Option<i64>,
     /// Asynchronous part, ms (for unaligned checkpoints it includes persisting in-flight data).
     #[serde(rename = "async")]
-    pub async_: Option<i64>,
+    pub(crate) async_: Option<i64>,
 }
 
 /// `alignment` of a subtask.
 #[derive(Debug, Clone, Copy, Deserialize)]
-pub struct SubtaskAlignment {
-    /// Always 0 in current Flink (vestigial).
-    pub buffered: Option<i64>,
+pub(crate) struct SubtaskAlignment {
     /// Bytes processed during alignment.
-    pub processed: Option<i64>,
+    pub(crate) processed: Option<i64>,
     /// In-flight bytes persisted.
-    pub persisted: Option<i64>,
+    pub(crate) persisted: Option<i64>,
     /// Alignment duration, ms.
-    pub duration: Option<i64>,
+    pub(crate) duration: Option<i64>,
 }
 
 /// A number that Flink may also send as the string `"NaN"` (per-subtask percentiles).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MaybeNan(pub Option<f64>);
+pub(crate) struct MaybeNan(pub(crate) Option<f64>);
 
 impl<'de> Deserialize<'de> for MaybeNan {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -424,32 +360,9 @@ impl<'de> Deserialize<'de> for MaybeNan {
     }
 }
 
-/// Flink's `StatsSummaryDto`: min/max/avg since 1.5, percentiles since 1.14.
-#[derive(Debug, Clone, Copy, Deserialize)]
-pub struct StatsSummary {
-    /// Minimum.
-    pub min: Option<i64>,
-    /// Maximum.
-    pub max: Option<i64>,
-    /// Average.
-    pub avg: Option<i64>,
-    /// Median; `"NaN"` in per-subtask summaries.
-    pub p50: Option<MaybeNan>,
-    /// 95th percentile.
-    pub p95: Option<MaybeNan>,
-    /// 99th percentile.
-    pub p99: Option<MaybeNan>,
-}
-
 /// `GET /jobs/:id/vertices/:vertex`: per-subtask I/O counters.
 #[derive(Debug, Clone, Deserialize)]
 pub struct VertexDetails {
-    /// The vertex id.
-    pub id: Option<String>,
-    /// The vertex name.
-    pub name: Option<String>,
-    /// The parallelism.
-    pub parallelism: Option<u32>,
     /// Its subtasks.
     #[serde(default)]
     pub subtasks: Vec<VertexSubtask>,
@@ -459,69 +372,67 @@ pub struct VertexDetails {
 #[derive(Debug, Clone, Deserialize)]
 pub struct VertexSubtask {
     /// Subtask index (`subtask`; older versions also call it that).
-    pub subtask: u32,
+    pub(crate) subtask: u32,
     /// Cumulative I/O metrics.
-    pub metrics: Option<IoMetrics>,
+    pub(crate) metrics: Option<IoMetrics>,
     /// The TaskManager's host (up to 1.20; 2.x has `endpoint` only).
-    pub host: Option<String>,
+    pub(crate) host: Option<String>,
     /// The TaskManager's `host:port` (1.17 and later).
-    pub endpoint: Option<String>,
+    pub(crate) endpoint: Option<String>,
     /// The TaskManager's id (`taskmanager-id`).
     #[serde(rename = "taskmanager-id")]
-    pub taskmanager_id: Option<String>,
+    pub(crate) taskmanager_id: Option<String>,
     /// Milliseconds since the subtask was deployed, as of the request (`-1` before that).
-    pub duration: Option<i64>,
+    pub(crate) duration: Option<i64>,
 }
 
 /// The `metrics` of a vertex or subtask (cumulative since the task started).
 #[derive(Debug, Clone, Copy, Deserialize)]
-pub struct IoMetrics {
+pub(crate) struct IoMetrics {
     /// Bytes read.
     #[serde(rename = "read-bytes")]
-    pub read_bytes: Option<u64>,
+    pub(crate) read_bytes: Option<u64>,
     /// Bytes written.
     #[serde(rename = "write-bytes")]
-    pub write_bytes: Option<u64>,
+    pub(crate) write_bytes: Option<u64>,
     /// Records read.
     #[serde(rename = "read-records")]
-    pub read_records: Option<u64>,
+    pub(crate) read_records: Option<u64>,
     /// Records written.
     #[serde(rename = "write-records")]
-    pub write_records: Option<u64>,
+    pub(crate) write_records: Option<u64>,
     /// Milliseconds spent busy since the task started running (1.20 and later, a float in 2.x).
     #[serde(rename = "accumulated-busy-time")]
-    pub accumulated_busy_ms: Option<MaybeNan>,
+    pub(crate) accumulated_busy_ms: Option<MaybeNan>,
     /// Milliseconds spent idle since the task started running.
     #[serde(rename = "accumulated-idle-time")]
-    pub accumulated_idle_ms: Option<MaybeNan>,
+    pub(crate) accumulated_idle_ms: Option<MaybeNan>,
     /// Milliseconds spent back-pressured since the task started running.
     #[serde(rename = "accumulated-backpressured-time")]
-    pub accumulated_backpressured_ms: Option<MaybeNan>,
+    pub(crate) accumulated_backpressured_ms: Option<MaybeNan>,
 }
 
 /// `GET /jobs/:id/vertices/:vertex/backpressure`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct VertexBackPressure {
-    /// `ok`, or `deprecated` while a sample is taken (older versions).
-    pub status: Option<String>,
     /// Per subtask.
     #[serde(default)]
-    pub subtasks: Vec<SubtaskBackPressure>,
+    pub(crate) subtasks: Vec<SubtaskBackPressure>,
 }
 
 /// One subtask of [`VertexBackPressure`].
 #[derive(Debug, Clone, Copy, Deserialize)]
-pub struct SubtaskBackPressure {
+pub(crate) struct SubtaskBackPressure {
     /// Subtask index.
-    pub subtask: u32,
+    pub(crate) subtask: u32,
     /// Back-pressured share of time.
-    pub ratio: Option<f64>,
+    pub(crate) ratio: Option<f64>,
     /// Idle share of time (1.13+).
     #[serde(rename = "idleRatio")]
-    pub idle_ratio: Option<f64>,
+    pub(crate) idle_ratio: Option<f64>,
     /// Busy share of time (1.13+).
     #[serde(rename = "busyRatio")]
-    pub busy_ratio: Option<f64>,
+    pub(crate) busy_ratio: Option<f64>,
 }
 
 /// One entry of an aggregating metrics endpoint (`…/subtasks/metrics?get=…&agg=…`,
@@ -530,14 +441,10 @@ pub struct SubtaskBackPressure {
 pub struct AggregatedMetric {
     /// The metric's name.
     pub id: String,
-    /// Smallest value.
-    pub min: Option<f64>,
     /// Largest value.
     pub max: Option<f64>,
     /// Average.
     pub avg: Option<f64>,
-    /// Sum.
-    pub sum: Option<f64>,
 }
 
 /// One entry of `GET /jobs/:id/vertices/:vertex/metrics?get=…`.

@@ -8,7 +8,7 @@ use crate::sources::flink::dto::{AggregatedMetric, MetricValue};
 
 /// Per-subtask metrics asked for (1.14 has all but hard/soft backpressure; 2.x dropped the
 /// legacy `buffers.*` names, so the `Shuffle.Netty.*` ones, present from 1.9, are used).
-pub const SUBTASK_METRICS: [&str; 9] = [
+pub(crate) const SUBTASK_METRICS: [&str; 9] = [
     "busyTimeMsPerSecond",
     "idleTimeMsPerSecond",
     "backPressuredTimeMsPerSecond",
@@ -22,7 +22,7 @@ pub const SUBTASK_METRICS: [&str; 9] = [
 
 /// TaskManager metrics asked for beside the collectors' (`Status.JVM.GarbageCollector.*`,
 /// whose names come from the TaskManager's own list: the JVM names its collectors).
-pub const TASKMANAGER_METRICS: [&str; 7] = [
+pub(crate) const TASKMANAGER_METRICS: [&str; 7] = [
     "Status.JVM.Memory.Heap.Used",
     "Status.JVM.Memory.Heap.Max",
     "Status.JVM.CPU.Load",
@@ -38,7 +38,7 @@ const GC_PREFIX: &str = "Status.JVM.GarbageCollector.";
 /// name, and whether the operator's figure is their sum over its column families (a property of
 /// each column family) or their largest value (a property of the whole database or of the
 /// block cache the column families share: each reports the same number).
-pub const ROCKSDB_METRICS: [(&str, RocksDbAcross); 5] = [
+pub(crate) const ROCKSDB_METRICS: [(&str, RocksDbAcross); 5] = [
     ("estimate-pending-compaction-bytes", RocksDbAcross::Sum),
     ("num-running-compactions", RocksDbAcross::Max),
     ("size-all-mem-tables", RocksDbAcross::Sum),
@@ -48,7 +48,7 @@ pub const ROCKSDB_METRICS: [(&str, RocksDbAcross); 5] = [
 
 /// How a RocksDB property's values of one operator's column families combine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RocksDbAcross {
+pub(crate) enum RocksDbAcross {
     /// Added up.
     Sum,
     /// The largest.
@@ -57,13 +57,13 @@ pub enum RocksDbAcross {
 
 /// At most this many RocksDB metric names are asked for per vertex (the five properties of up
 /// to eight column families, one per state the operator declares).
-pub const MAX_ROCKSDB_NAMES: usize = 40;
+pub(crate) const MAX_ROCKSDB_NAMES: usize = 40;
 
 /// The RocksDB property a metric id names, if one of [`ROCKSDB_METRICS`]. Flink registers them
 /// per column family, `<operator>.<column family>.rocksdb_<property>` as the REST API lists
 /// them (`rocksdb.<property>` is RocksDB's name, its dot turned into an underscore), or
 /// `<operator>.rocksdb_<property>` with `column-family-as-variable`.
-pub fn rocksdb_property(id: &str) -> Option<(&'static str, RocksDbAcross)> {
+pub(crate) fn rocksdb_property(id: &str) -> Option<(&'static str, RocksDbAcross)> {
     let last = id.rsplit('.').next()?;
     let property = last.strip_prefix("rocksdb_").or_else(|| {
         // The dotted form, should a version keep RocksDB's own name.

@@ -21,18 +21,18 @@ use crate::time::Timestamp;
 pub struct ThreadDump {
     /// Every thread of the TaskManager's JVM.
     #[serde(rename = "threadInfos", default)]
-    pub thread_infos: Vec<ThreadInfo>,
+    pub(crate) thread_infos: Vec<ThreadInfo>,
 }
 
 /// One thread of a [`ThreadDump`].
 #[derive(Debug, Clone, Deserialize)]
-pub struct ThreadInfo {
+pub(crate) struct ThreadInfo {
     /// The thread's name.
     #[serde(rename = "threadName")]
-    pub thread_name: Option<String>,
+    pub(crate) thread_name: Option<String>,
     /// Its state and stack as Java prints them.
     #[serde(rename = "stringifiedThreadInfo")]
-    pub stringified: Option<String>,
+    pub(crate) stringified: Option<String>,
 }
 
 /// `GET /jobs/:jid/vertices/:vid/flamegraph`.
@@ -40,23 +40,23 @@ pub struct ThreadInfo {
 pub struct FlameGraph {
     /// When the samples ended (epoch ms), or -1, -2, -3 (see the module's text).
     #[serde(rename = "endTimestamp")]
-    pub end_timestamp: Option<i64>,
+    pub(crate) end_timestamp: Option<i64>,
     /// The merged stacks; `null` unless samples were taken.
-    pub data: Option<FlameNode>,
+    pub(crate) data: Option<FlameNode>,
 }
 
 /// One node of a [`FlameGraph`]: a frame and how many samples passed through it.
 #[derive(Debug, Clone, Deserialize)]
-pub struct FlameNode {
+pub(crate) struct FlameNode {
     /// `class.method:line` (`root` at the top).
     #[serde(default)]
-    pub name: String,
+    pub(crate) name: String,
     /// Samples through this frame.
     #[serde(default)]
-    pub value: u32,
+    pub(crate) value: u32,
     /// The frames it called.
     #[serde(default)]
-    pub children: Vec<FlameNode>,
+    pub(crate) children: Vec<FlameNode>,
 }
 
 /// One thread's stack read from a dump.
@@ -95,7 +95,7 @@ pub enum FlameAnswer {
 /// Whether `thread` is the task thread of subtask `subtask` (0-based) of the vertex named
 /// `vertex`: Flink names it `<task name> (<subtask+1>/<parallelism>)#<attempt>` (no `#attempt`
 /// before 1.12); a legacy source runs its loop in `Legacy Source Thread - <the same>`.
-pub fn is_task_thread(thread: &str, vertex: &str, subtask: u32, parallelism: Option<u32>) -> bool {
+pub(crate) fn is_task_thread(thread: &str, vertex: &str, subtask: u32, parallelism: Option<u32>) -> bool {
     let name = thread.strip_prefix("Legacy Source Thread - ").unwrap_or(thread);
     let Some(rest) = name.strip_prefix(vertex).and_then(|r| r.strip_prefix(" (")) else { return false };
     let Some((counts, attempt)) = rest.split_once(')') else { return false };
@@ -134,7 +134,7 @@ pub fn find_task_thread<'a>(
 /// The task thread of `operator`'s `subtask` in `dump` ([`find_task_thread`]), as the sample of
 /// a thread dump of `taskmanager` taken at `taken_at` while `checkpoint_id` waited for it.
 #[allow(clippy::too_many_arguments)]
-pub fn task_thread_sample(
+pub(crate) fn task_thread_sample(
     dump: &ThreadDump,
     checkpoint_id: u64,
     operator: &str,
@@ -162,7 +162,7 @@ pub fn task_thread_sample(
 
 /// Reads Java's printing of one thread: `"name" [daemon] [prio=5] Id=N STATE [on …] …`, then `\tat frame` lines,
 /// `\t- locked …` lines (skipped) and a `\t...` line when the stack was cut.
-pub fn parse_thread(text: &str) -> ParsedThread {
+pub(crate) fn parse_thread(text: &str) -> ParsedThread {
     let mut lines = text.lines();
     // `"name" Id=7 STATE …` (Flink 1.17+); Java's own text before that has `daemon prio=5`
     // between the name and the id.
@@ -190,7 +190,7 @@ pub fn parse_thread(text: &str) -> ParsedThread {
 
 /// One `StackTraceElement.toString()`: `[loader/][module@version/]class.method(File.java:42)`,
 /// `(Native Method)` or `(Unknown Source)`.
-pub fn parse_frame(text: &str) -> Option<Frame> {
+pub(crate) fn parse_frame(text: &str) -> Option<Frame> {
     let (head, place) = text.trim().split_once('(')?;
     let place = place.strip_suffix(')').unwrap_or(place);
     let (file, line) = match place {

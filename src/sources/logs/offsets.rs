@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-pub use crate::observe::{FileId, FilePosition, TailerPositions};
+pub(crate) use crate::observe::{FileId, FilePosition, TailerPositions};
 
 /// How many leading bytes identify a file's content.
 pub const FINGERPRINT_BYTES: usize = 1024;
@@ -25,13 +25,13 @@ impl FileId {
 
     /// Without inodes, only the fingerprint tells files apart.
     #[cfg(not(unix))]
-    pub fn of(_meta: &std::fs::Metadata) -> FileId {
+    pub(crate) fn of(_meta: &std::fs::Metadata) -> FileId {
         FileId { dev: 0, ino: 0 }
     }
 }
 
 /// FNV-1a, 64 bit: stable across Rust releases, unlike `DefaultHasher`.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in bytes {
         hash ^= u64::from(b);
@@ -41,7 +41,7 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// Reads up to [`FINGERPRINT_BYTES`] from the start of `file` without moving its position.
-pub fn read_head(file: &File) -> io::Result<Vec<u8>> {
+pub(crate) fn read_head(file: &File) -> io::Result<Vec<u8>> {
     let mut head = vec![0u8; FINGERPRINT_BYTES];
     let mut filled = 0;
     while filled < head.len() {
@@ -73,7 +73,7 @@ impl FilePosition {
 
     /// Whether `head` starts with the bytes this position's fingerprint covers (a copy of the
     /// file has them too). An empty fingerprint says nothing.
-    pub fn same_content(&self, head: &[u8]) -> bool {
+    pub(crate) fn same_content(&self, head: &[u8]) -> bool {
         self.head_len > 0 && head.len() >= self.head_len && fnv1a(&head[..self.head_len]) == self.head_hash
     }
 }
@@ -90,14 +90,14 @@ struct LegacyOffsets {
 }
 
 /// Where earlier versions kept the positions of tailer `id`.
-pub fn legacy_path(state_dir: &Path, id: &str) -> PathBuf {
+pub(crate) fn legacy_path(state_dir: &Path, id: &str) -> PathBuf {
     let safe: String =
         id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
     state_dir.join("log-offsets").join(format!("{safe}.json"))
 }
 
 /// Reads the positions an earlier version saved; `Ok(None)` when there are none.
-pub fn load_legacy(path: &Path) -> io::Result<Option<TailerPositions>> {
+pub(crate) fn load_legacy(path: &Path) -> io::Result<Option<TailerPositions>> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),

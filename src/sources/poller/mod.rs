@@ -124,7 +124,7 @@ impl Poller {
     }
 
     /// Polls forever: a round every `poll_interval`, backing off while rounds fail.
-    pub async fn run(mut self) {
+    pub(crate) async fn run(mut self) {
         let mut failures: u32 = 0;
         loop {
             let started = Instant::now();

@@ -38,130 +38,130 @@ pub const RECENT_CHECKPOINTS: usize = 32;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SuspectRun {
     /// Polls in the run.
-    pub polls: u32,
+    pub(crate) polls: u32,
     /// Whether a poll of the run reported a restore newer than the last one known.
-    pub restored: bool,
+    pub(crate) restored: bool,
     /// Whether the last poll of the run showed checkpoint ids that restarted.
-    pub ids_restarted: bool,
+    pub(crate) ids_restarted: bool,
 }
 
 /// The size histograms of a job.
 pub struct SizeHistograms {
     /// Bytes persisted by each checkpoint.
-    pub checkpointed: WindowedHistogram,
+    pub(crate) checkpointed: WindowedHistogram,
     /// Full state size (Flink 1.15+).
-    pub full_state: WindowedHistogram,
+    pub(crate) full_state: WindowedHistogram,
     /// Bytes processed during alignment.
-    pub processed: WindowedHistogram,
+    pub(crate) processed: WindowedHistogram,
     /// In-flight bytes persisted.
-    pub persisted: WindowedHistogram,
+    pub(crate) persisted: WindowedHistogram,
 }
 
 /// Per-operator (job vertex) histograms: every subtask's value of each phase.
 pub struct OperatorState {
     /// The operator chain's name.
-    pub name: String,
+    pub(crate) name: String,
     /// Its phase histograms (`end_to_end` is each subtask's ack − trigger).
-    pub phases: PhaseHistograms,
+    pub(crate) phases: PhaseHistograms,
     /// When a checkpoint last brought data for it.
-    pub last_seen: Timestamp,
+    pub(crate) last_seen: Timestamp,
 }
 
 /// One job.
 pub struct JobState {
     /// The job name.
-    pub name: String,
+    pub(crate) name: String,
     /// The job's status (`RUNNING`, …).
-    pub job_state: JobStatus,
+    pub(crate) job_state: JobStatus,
     /// Whether the JobManager listed it in the last poll round.
-    pub listed: bool,
+    pub(crate) listed: bool,
     /// When it was last listed or polled.
-    pub last_seen: Timestamp,
+    pub(crate) last_seen: Timestamp,
     /// Its checkpoint configuration.
     pub settings: Option<CheckpointSettings>,
     /// Its whole checkpoint configuration, for the advisor (not persisted: re-fetched).
-    pub configuration: Option<Box<crate::observe::CheckpointConfiguration>>,
+    pub(crate) configuration: Option<Box<crate::observe::CheckpointConfiguration>>,
     /// The advisor's risk findings, worked out again only when the configuration or the recent
     /// checkpoints change (`advice::job_risks`; not persisted).
-    pub risks: super::memo::Memo<[bool; 3]>,
+    pub(crate) risks: super::memo::Memo<[bool; 3]>,
     /// Flink's counts as last polled.
     pub flink_counts: CheckpointCounts,
     /// Totals of earlier counting epochs: Flink's counts restart with a new JobMaster
     /// (JobManager failover, or a redeploy under the same job id). Each epoch adds its highest
     /// counts.
-    pub earlier_incarnations: Totals,
+    pub(crate) earlier_incarnations: Totals,
     /// The newest finished checkpoint of this epoch: (id, trigger time). A checkpoint with an
     /// id at or below it but triggered later means the ids restarted.
-    pub newest: Option<(u64, Timestamp)>,
+    pub(crate) newest: Option<(u64, Timestamp)>,
     /// Consecutive polls whose counts were below `flink_counts` or whose ids had restarted,
     /// and whether they brought evidence of a new epoch (a newer restore, restarted ids).
-    pub suspect: SuspectRun,
+    pub(crate) suspect: SuspectRun,
     /// Checkpoints counted from Flink's counts without their own details.
     pub unobserved: Totals,
     /// Finished checkpoints the last poll left for a later round while Flink still lists them
     /// (`JobPoll::deferred`): in Flink's counts already, neither counted nor unobserved yet.
     /// Not persisted: after a restart the poller starts its deferral afresh.
-    pub deferred: Totals,
+    pub(crate) deferred: Totals,
     /// Finished checkpoint ids already counted.
-    pub seen: SeenIds,
+    pub(crate) seen: SeenIds,
     /// Checkpoints in progress at the last poll.
     pub in_progress: Vec<InProgressCheckpoint>,
     /// When that poll was answered.
-    pub in_progress_polled_at: Timestamp,
+    pub(crate) in_progress_polled_at: Timestamp,
     /// The latest completed checkpoint (shared with `recent` and the state file's snapshot:
     /// a record is written once and copied only when changed).
     pub last_completed: Option<SharedRecord>,
     /// The latest failed checkpoint.
-    pub last_failed: Option<SharedRecord>,
+    pub(crate) last_failed: Option<SharedRecord>,
     /// The latest restore: (checkpoint id, when).
-    pub latest_restore: Option<(Option<u64>, Timestamp)>,
+    pub(crate) latest_restore: Option<(Option<u64>, Timestamp)>,
     /// Recent finished checkpoints, oldest first.
     pub recent: VecDeque<SharedRecord>,
     /// Job-level phase histograms: per checkpoint, the slowest subtask's value of each phase.
     pub phases: PhaseHistograms,
     /// Their P95s over time, for the status page (rebuilt from observations, not persisted).
-    pub p95_history: P95History,
+    pub(crate) p95_history: P95History,
     /// Job-level size histograms.
-    pub sizes: SizeHistograms,
+    pub(crate) sizes: SizeHistograms,
     /// Per-operator histograms by vertex id (none while `keep_operators` is off).
-    pub operators: BTreeMap<String, OperatorState>,
+    pub(crate) operators: BTreeMap<String, OperatorState>,
     /// Whether `operators` is kept (`State::keep_operator_histograms`).
-    pub keep_operators: bool,
+    pub(crate) keep_operators: bool,
     /// How many checkpoints `recent` keeps (`State::keep_recent_checkpoints`).
-    pub recent_kept: usize,
+    pub(crate) recent_kept: usize,
     /// The reference model run beside the job (rebuilt from observations, not persisted).
     pub shadow: Shadow,
     /// |observed − expected| trigger time of each compared checkpoint, ms.
-    pub trigger_deviation: WindowedHistogram,
+    pub(crate) trigger_deviation: WindowedHistogram,
     /// Where each operator's subtasks ran (by operator name, then subtask index) when the
     /// poller last fetched the job's load; rebuilt from observations, not persisted.
-    pub subtask_locations: BTreeMap<String, Vec<Option<String>>>,
+    pub(crate) subtask_locations: BTreeMap<String, Vec<Option<String>>>,
     /// The last thread samples of subtasks that held a checkpoint up (bounded, not persisted).
-    pub threads: super::threads::ThreadSamples,
+    pub(crate) threads: super::threads::ThreadSamples,
     /// Failed checkpoints since the last completed one (a running count, not bounded by the
     /// recent ring; failures of a stopping job do not count).
     consecutive_failures: u64,
     /// When the first failure of the current run of consecutive failures finished.
-    pub failing_since: Option<Timestamp>,
+    pub(crate) failing_since: Option<Timestamp>,
     /// Flink's own count towards `tolerable-failed-checkpoints` (only the failures its failure
     /// manager counts; starts over when exceeded), and how often it was exceeded.
     pub tolerance: ToleranceCount,
     /// When the daemon saw the job enter RUNNING (its first poll if it was running then).
-    pub running_since: Option<Timestamp>,
+    pub(crate) running_since: Option<Timestamp>,
     /// Whether a checkpoint completed since `running_since` (or the job had completed one
     /// when first seen running).
-    pub completed_since_running: bool,
+    pub(crate) completed_since_running: bool,
     /// Whether a poll of this job was applied yet.
     polled: bool,
     /// Failures Flink counted that never got a checkpoint id: a trigger that failed before it
     /// started ("Not all required tasks are currently running" while a job deploys, …). They
     /// are not failed checkpoints, and Flink does not count them towards the tolerable failures.
-    pub failed_without_id: u64,
+    pub(crate) failed_without_id: u64,
     /// Flink's total count and the highest checkpoint id at the last poll.
     total_and_max_id: Option<(u64, u64)>,
     /// What the JobManager log said about the job's latest checkpoints (by id, at most
     /// [`LOGGED_CHECKPOINTS`]), ahead of the next poll; rebuilt from the log, not persisted.
-    pub logged: BTreeMap<u64, LoggedCheckpoint>,
+    pub(crate) logged: BTreeMap<u64, LoggedCheckpoint>,
     /// Failed checkpoints known from the log or the poll, each once (persisted).
     pub failures: FailureEvidence,
     /// Its savepoints, counted apart from its checkpoints.
@@ -177,7 +177,7 @@ pub struct JobState {
 
 impl JobState {
     /// A job seen first at `now`, with nothing observed yet.
-    pub fn new(window: WindowSpec, name: String, job_state: JobStatus, now: Timestamp) -> Self {
+    pub(crate) fn new(window: WindowSpec, name: String, job_state: JobStatus, now: Timestamp) -> Self {
         JobState {
             name,
             job_state,
@@ -238,7 +238,7 @@ impl JobState {
     /// (Flink's canceller has expired them by then, whatever the last poll said), and minus
     /// those only a poll knows of that it saw younger than half their timeout (they may have
     /// completed since, unheard). Nothing for a job that ended.
-    pub fn live_in_progress(&self, now: Timestamp) -> Vec<(u64, Timestamp)> {
+    pub(crate) fn live_in_progress(&self, now: Timestamp) -> Vec<(u64, Timestamp)> {
         if !self.job_state.can_checkpoint() {
             return Vec::new();
         }
@@ -287,13 +287,13 @@ impl JobState {
     }
 
     /// Where a subtask of an operator ran at the last load fetch.
-    pub fn subtask_location(&self, operator: &str, subtask: u32) -> Option<&str> {
+    pub(crate) fn subtask_location(&self, operator: &str, subtask: u32) -> Option<&str> {
         self.subtask_locations.get(operator)?.get(subtask as usize)?.as_deref()
     }
 
     /// Whether the thread samples say the user's code holds a subtask's thread at `now`
     /// (`super::threads`): until a checkpoint completes after the latest sample.
-    pub fn blocked_thread(&self, now: Timestamp) -> Option<super::threads::Blocked<'_>> {
+    pub(crate) fn blocked_thread(&self, now: Timestamp) -> Option<super::threads::Blocked<'_>> {
         self.threads.blocked(self.last_completed.as_ref().map(|r| r.finished_at), now)
     }
 
@@ -333,7 +333,7 @@ impl JobState {
 
     /// Flink's own count towards `tolerable-failed-checkpoints` ([`ToleranceCount`]); `None`
     /// until the tolerable number is known (without it the count's resets are not known).
-    pub fn counted_failures(&self) -> Option<u64> {
+    pub(crate) fn counted_failures(&self) -> Option<u64> {
         self.tolerable().map(|_| self.tolerance.count())
     }
 
@@ -345,7 +345,7 @@ impl JobState {
     /// How long (ms) the job has been running without completing a checkpoint, at `now`;
     /// `None` when it is not running or completed one since it entered RUNNING.
     /// A job without periodic checkpoints (no interval) has none: it is not waiting for one.
-    pub fn running_without_checkpoint_ms(&self, now: Timestamp) -> Option<u64> {
+    pub(crate) fn running_without_checkpoint_ms(&self, now: Timestamp) -> Option<u64> {
         let periodic = self.settings.as_ref().is_none_or(|s| s.interval_ms.is_some());
         if self.job_state != JobStatus::Running || self.completed_since_running || !periodic {
             return None;
@@ -402,8 +402,9 @@ pub(super) mod tests {
     use super::*;
     use crate::observe::{ClusterPoll, Observation};
     use crate::observe::{FinishedCheckpoint, JobPoll, LogEvent};
+    use crate::state::checkpoint_ids::SEEN_RUNS_CAPACITY;
     use crate::state::record::Phase;
-    use crate::state::{SEEN_RUNS_CAPACITY, State, persist};
+    use crate::state::{State, persist};
 
     use crate::observe::{JobKey, SubtaskCheckpoint};
 

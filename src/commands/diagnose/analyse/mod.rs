@@ -59,7 +59,7 @@ fn held_next_step(sample: &crate::observe::ThreadSample, frame: &crate::observe:
 
 /// The diagnosis of one job (pure): the details of what was fetched, under the verdict and
 /// headline the daemon's pipeline gave it (`judged`).
-pub fn analyse(d: &JobData, judged: Judged) -> JobReport {
+pub(crate) fn analyse(d: &JobData, judged: Judged) -> JobReport {
     use super::headline::{failover, restarts};
     let job = Job::new(d);
     let counts = d.stats.counts.as_ref().map(convert::counts).unwrap_or_default();

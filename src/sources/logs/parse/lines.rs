@@ -8,9 +8,9 @@ use std::borrow::Cow;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header<'a> {
     /// `2026-11-29 15:04:08,723`.
-    pub timestamp: &'a str,
+    pub(crate) timestamp: &'a str,
     /// `INFO`, `WARN`, …
-    pub level: &'a str,
+    pub(crate) level: &'a str,
     /// The message after ` - ` (the whole rest of the line if there is no ` - `).
     pub message: &'a str,
 }
@@ -62,9 +62,9 @@ pub struct LineSplitter {
     /// Offset of the next byte to be fed.
     offset: u64,
     /// Lines cut because they were longer than `max`.
-    pub oversize: u64,
+    pub(crate) oversize: u64,
     /// Complete lines emitted.
-    pub lines: u64,
+    pub(crate) lines: u64,
 }
 
 impl LineSplitter {
@@ -124,7 +124,7 @@ impl LineSplitter {
     /// Accounts for `bytes` bytes holding `lines` complete lines that the caller handled
     /// itself. Only right after a newline (nothing buffered, no line being skipped), and only
     /// for lines not longer than the limit.
-    pub fn skip(&mut self, bytes: usize, lines: u64) {
+    pub(crate) fn skip(&mut self, bytes: usize, lines: u64) {
         debug_assert!(self.buf.is_empty() && !self.discarding);
         self.offset += bytes as u64;
         self.lines += lines;
@@ -142,7 +142,7 @@ impl LineSplitter {
     }
 
     /// Offset of the first byte not yet handed out as part of a line.
-    pub fn line_start(&self) -> u64 {
+    pub(crate) fn line_start(&self) -> u64 {
         if self.discarding {
             // The cut line was handled already; resuming inside it is better than twice.
             self.offset
@@ -152,7 +152,7 @@ impl LineSplitter {
     }
 
     /// Offset of the next byte to feed.
-    pub fn offset(&self) -> u64 {
+    pub(crate) fn offset(&self) -> u64 {
         self.offset
     }
 }

@@ -9,16 +9,14 @@
 //! the next timestamped line arrives or the caller flushes it, so the caller can persist "the
 //! start of the unfinished record" as its read position and never emit a record twice.
 
-pub mod causes;
+pub(crate) mod causes;
 mod fast;
 mod fields;
-pub mod lines;
-pub mod patterns;
-pub mod records;
+pub(crate) mod lines;
+pub(crate) mod patterns;
+pub(crate) mod records;
 #[cfg(test)]
 mod tests;
-
-use std::sync::Arc;
 
 pub use causes::{SYMPTOM_CATEGORIES, classify, classify_text, exception_of};
 pub use fields::{split_task, subtask_of};
@@ -29,7 +27,7 @@ pub use records::RecordParser;
 use crate::observe::{EventSeverity, LogEvent, LogKind};
 
 /// Stack lines kept per event (the root cause is found in all of them).
-pub const MAX_STACK_LINES: usize = 40;
+pub(crate) const MAX_STACK_LINES: usize = 40;
 /// Characters kept of a message or stack line.
 const MAX_TEXT: usize = 512;
 
@@ -66,8 +64,9 @@ fn bounded(text: &str) -> String {
     format!("{}…", &text[..end])
 }
 
+#[cfg(test)]
 /// Parses a whole buffer (tests and small inputs).
-pub fn parse_all(patterns: &Arc<Patterns>, bytes: &[u8]) -> Vec<LogEvent> {
+pub(crate) fn parse_all(patterns: &std::sync::Arc<Patterns>, bytes: &[u8]) -> Vec<LogEvent> {
     let mut parser = RecordParser::new(patterns.clone());
     let mut splitter = LineSplitter::new(1 << 20, 0);
     let mut out = Vec::new();

@@ -17,14 +17,12 @@ pub const BUILTIN_KINDS: &[LogKind] = &LogKind::BUILTIN;
 /// A user pattern from the config (`[[logs.patterns]]`), already validated.
 #[derive(Clone, Debug)]
 pub struct UserPattern {
-    /// Its name (for messages).
-    pub name: String,
     /// Matched against the message part of timestamped lines.
-    pub regex: Regex,
+    pub(crate) regex: Regex,
     /// The event kind it produces.
-    pub kind: LogKind,
+    pub(crate) kind: LogKind,
     /// Its severity.
-    pub severity: EventSeverity,
+    pub(crate) severity: EventSeverity,
 }
 
 struct Builtin {
@@ -232,7 +230,7 @@ const BUILTINS: &[(&str, LogKind, EventSeverity, &str)] = &[
 impl Patterns {
     /// The built-in Flink patterns plus `user` (checked first, so a user pattern can take over
     /// a line a built-in one would match).
-    pub fn new(user: Vec<UserPattern>) -> Arc<Patterns> {
+    pub(crate) fn new(user: Vec<UserPattern>) -> Arc<Patterns> {
         let builtins: Vec<Builtin> = BUILTINS
             .iter()
             .map(|(_, kind, severity, re)| Builtin {
@@ -289,12 +287,12 @@ impl Patterns {
     }
 
     /// Whether a line can match anything: a cheap literal scan before any text is built.
-    pub fn might_match(&self, line: &[u8]) -> bool {
+    pub(crate) fn might_match(&self, line: &[u8]) -> bool {
         !self.user.is_empty() || self.prefilter.is_match(line)
     }
 
     /// Whether user patterns are configured (they see every line, so no buffer prefilter applies).
-    pub fn has_user_patterns(&self) -> bool {
+    pub(crate) fn has_user_patterns(&self) -> bool {
         !self.user.is_empty()
     }
 
@@ -322,7 +320,7 @@ impl Patterns {
     /// [`recognise`](Self::recognise) given the needles the buffer search found in the message
     /// (`Some(mask)`, a bit per needle index: exactly the needles in it), so the per-line
     /// overlapping search is skipped.
-    pub fn recognise_with(&self, message: &str, needles: Option<u32>) -> Option<LogEvent> {
+    pub(crate) fn recognise_with(&self, message: &str, needles: Option<u32>) -> Option<LogEvent> {
         for p in &self.user {
             if let Some(caps) = p.regex.captures(message) {
                 let mut event = blank(p.kind.clone(), p.severity, message);

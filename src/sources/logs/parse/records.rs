@@ -109,13 +109,13 @@ impl RecordParser {
     }
 
     /// The patterns it recognises lines with.
-    pub fn patterns(&self) -> &Arc<Patterns> {
+    pub(crate) fn patterns(&self) -> &Arc<Patterns> {
         &self.patterns
     }
 
     /// Whether events carry their stack lines ([`LogEvent::stack`]); on by default. The root
     /// cause is classified either way.
-    pub fn keep_stack(mut self, keep: bool) -> Self {
+    pub(crate) fn keep_stack(mut self, keep: bool) -> Self {
         self.keep_stack = keep;
         self
     }
@@ -128,7 +128,7 @@ impl RecordParser {
 
     /// As [`push_line`](Self::push_line), for a caller that already searched the line for the
     /// needles (`has_needle`), so the per-line prefilter is skipped.
-    pub fn push_searched_line(
+    pub(crate) fn push_searched_line(
         &mut self,
         line: &[u8],
         offset: u64,
@@ -141,7 +141,7 @@ impl RecordParser {
     /// As [`push_searched_line`](Self::push_searched_line) with the needles the buffer search
     /// found in the line (`Found` only when those are all of them), so the recogniser skips its
     /// own search.
-    pub fn push_line_with_needles(
+    pub(crate) fn push_line_with_needles(
         &mut self,
         line: &[u8],
         offset: u64,
@@ -311,18 +311,18 @@ impl RecordParser {
     }
 
     /// Where the unfinished record starts: every byte before it has been turned into events.
-    pub fn pending_start(&self) -> Option<u64> {
+    pub(crate) fn pending_start(&self) -> Option<u64> {
         self.pending.as_ref().map(|p| p.start)
     }
 
     /// Whether a record is waiting for more lines.
-    pub fn has_pending(&self) -> bool {
+    pub(crate) fn has_pending(&self) -> bool {
         self.pending.is_some()
     }
 
     /// Whether the record in progress produced events, so its continuation lines (stack trace)
     /// matter; lines of other records need to be pushed only if they carry a needle.
-    pub fn wants_continuation(&self) -> bool {
+    pub(crate) fn wants_continuation(&self) -> bool {
         self.pending.as_ref().is_some_and(|p| !p.events.is_empty())
     }
 }

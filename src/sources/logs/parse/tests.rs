@@ -401,7 +401,6 @@ fn exceptions_are_unwrapped() {
 #[test]
 fn user_patterns_come_first_and_use_named_captures() {
     let user = UserPattern {
-        name: "slow-sink".into(),
         regex: Regex::new(r"^Sink (?P<task>\S+) flushed checkpoint (?P<id>\d+) in (?P<dur>\d+) ms$").unwrap(),
         kind: "slow_flush".into(),
         severity: EventSeverity::Warning,

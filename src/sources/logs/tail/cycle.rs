@@ -51,7 +51,7 @@ pub struct TailOptions {
 
 impl TailOptions {
     /// Options from a config entry.
-    pub fn from_config(config: &LogConfig) -> Self {
+    pub(crate) fn from_config(config: &LogConfig) -> Self {
         TailOptions {
             id: config.id().to_string(),
             cluster: config.cluster.clone(),
@@ -171,7 +171,7 @@ impl TailCore {
     }
 
     /// The options it was made with.
-    pub fn options(&self) -> &TailOptions {
+    pub(crate) fn options(&self) -> &TailOptions {
         &self.opts
     }
 
@@ -206,7 +206,7 @@ impl TailCore {
     }
 
     /// Whether the positions moved since this was last asked.
-    pub fn take_moved(&mut self) -> bool {
+    pub(crate) fn take_moved(&mut self) -> bool {
         std::mem::take(&mut self.moved)
     }
 
@@ -227,7 +227,7 @@ impl TailCore {
     }
 
     /// Whether checkpoint spans were read since the last [`TailCore::read`].
-    pub fn has_spans(&self) -> bool {
+    pub(crate) fn has_spans(&self) -> bool {
         !self.spans.is_empty()
     }
 
@@ -409,7 +409,7 @@ impl TailCore {
     /// How long until a record held for its stack trace is due to be flushed, when one is:
     /// the tailer wakes then rather than at its next poll, so an event that no further line
     /// follows still reaches the rules within `flush_after`.
-    pub fn flush_due_in(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn flush_due_in(&self, now: Instant) -> Option<Duration> {
         self.followers
             .iter()
             .filter(|f| f.parser.has_pending())

@@ -9,9 +9,9 @@ use crate::sources::logs::offsets::FileId;
 /// A `**` in a glob descends at most this many directories, and one listing looks at most at
 /// [`MAX_LISTED`] entries: symlinked directories are not followed (a symlink loop under `**`
 /// spun a thread at 100 % and then blocked shutdown), and a huge tree cannot stall a cycle.
-pub const MAX_GLOB_DEPTH: usize = 16;
+pub(crate) const MAX_GLOB_DEPTH: usize = 16;
 /// See [`MAX_GLOB_DEPTH`].
-pub const MAX_LISTED: usize = 100_000;
+pub(crate) const MAX_LISTED: usize = 100_000;
 
 /// What one listing found.
 #[derive(Default)]

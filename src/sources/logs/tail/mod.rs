@@ -34,5 +34,4 @@ mod task;
 
 pub use cycle::{TailCore, TailOptions};
 pub use follow::feed_searched;
-pub use list::{MAX_GLOB_DEPTH, MAX_LISTED};
 pub use task::{TailerHandle, Tailers, spawn, user_patterns};

@@ -32,7 +32,6 @@ pub fn user_patterns(config: &LogConfig) -> Vec<UserPattern> {
         .iter()
         .filter_map(|p| match p.regex.regex() {
             Ok(regex) => Some(UserPattern {
-                name: p.name.clone(),
                 regex: regex.clone(),
                 kind: LogKind::from_name(&p.kind),
                 severity: p.severity,
@@ -47,7 +46,7 @@ pub fn user_patterns(config: &LogConfig) -> Vec<UserPattern> {
 
 impl TailCore {
     /// Directories to watch for the wake-up hint: the fixed prefix of each glob.
-    pub fn watch_dirs(&self) -> Vec<PathBuf> {
+    pub(crate) fn watch_dirs(&self) -> Vec<PathBuf> {
         let mut dirs: Vec<PathBuf> =
             self.options().paths.iter().map(|p| fixed_prefix(Path::new(p))).collect();
         dirs.sort();
@@ -118,7 +117,7 @@ pub struct TailerHandle {
 impl TailerHandle {
     /// Asks the tailer to stop, and waits until its last cycle is applied to the state, at
     /// most [`STOP_TIMEOUT`] (a cycle stuck on a file system must not hold shutdown).
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         let _ = self.stop.send(true);
         let abort = self.task.abort_handle();
         if tokio::time::timeout(STOP_TIMEOUT, self.task).await.is_err() {

@@ -10,25 +10,25 @@ const TICKS_PER_SECOND: f64 = 100.0;
 
 /// One reading of the process's figures.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct ProcessStats {
+pub(crate) struct ProcessStats {
     /// User and system CPU time, seconds.
-    pub cpu_seconds: f64,
+    pub(crate) cpu_seconds: f64,
     /// Resident memory, bytes.
-    pub resident_memory_bytes: f64,
+    pub(crate) resident_memory_bytes: f64,
     /// Virtual memory, bytes.
-    pub virtual_memory_bytes: f64,
+    pub(crate) virtual_memory_bytes: f64,
     /// Open file descriptors.
-    pub open_fds: f64,
+    pub(crate) open_fds: f64,
     /// The soft limit of open file descriptors.
-    pub max_fds: f64,
+    pub(crate) max_fds: f64,
     /// Start of the process, seconds since the Unix epoch.
-    pub start_time_seconds: f64,
+    pub(crate) start_time_seconds: f64,
     /// Threads.
-    pub threads: f64,
+    pub(crate) threads: f64,
 }
 
 /// Reads `/proc/self`; `None` when it cannot (not Linux, or `/proc` not mounted).
-pub fn read() -> Option<ProcessStats> {
+pub(crate) fn read() -> Option<ProcessStats> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
@@ -39,7 +39,13 @@ pub fn read() -> Option<ProcessStats> {
 
 /// The figures from the texts of `/proc/self/stat`, `/proc/self/status`, `/proc/self/limits`
 /// and `/proc/stat`, and the number of entries of `/proc/self/fd`.
-pub fn parse(stat: &str, status: &str, limits: &str, boot: &str, open_fds: usize) -> Option<ProcessStats> {
+pub(crate) fn parse(
+    stat: &str,
+    status: &str,
+    limits: &str,
+    boot: &str,
+    open_fds: usize,
+) -> Option<ProcessStats> {
     // The command name in parentheses may hold spaces: fields count from after its last ')'.
     let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
     // Field n of proc(5) (1-based, pid = 1, comm = 2, state = 3) is fields[n - 3].
