@@ -48,9 +48,21 @@ impl fmt::Display for Timestamp {
     }
 }
 
-/// `5.0 s` for durations of a second or more, `40 ms` below (the shadow's sentences).
-pub(crate) fn fmt_duration(ms: u64) -> String {
-    if ms >= 1000 { format!("{:.1} s", ms as f64 / 1000.0) } else { format!("{ms} ms") }
+/// Bytes for people, in binary units: `812 B`, `1.5 KiB`, `512 MiB`, `12 GiB` (one decimal below
+/// 10 of a unit unless whole). The one size formatter: the advisor, the evidence, the alert texts.
+pub(crate) fn bytes(v: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = v;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 || v >= 10.0 || v.fract() < 0.05 {
+        format!("{v:.0} {}", UNITS[unit])
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
 }
 
 /// `a`, `a and b`, `a, b and c`, or the first `at_most` and how many more; `none` for none (the
@@ -65,7 +77,8 @@ pub(crate) fn some_of<S: AsRef<str>>(items: &[S], at_most: usize, none: &str) ->
     }
 }
 
-/// A duration for people: `40 ms`, `5.0 s`, `2.5 min` (the commands' reports).
+/// A duration for people: `40 ms`, `5.0 s`, `2.5 min`. The one duration formatter of every
+/// surface but the alert texts' `duration` filter (`rules::format_duration`: `1m 15s`).
 pub(crate) fn human_ms(ms: u64) -> String {
     if ms < 1_000 {
         format!("{ms} ms")

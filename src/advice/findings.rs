@@ -649,14 +649,7 @@ fn storage_need(ctx: &Context) -> Option<Finding> {
     ))
 }
 
-/// Bytes in binary units.
-pub(crate) fn bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[unit]) }
+/// Bytes in binary units (`time::bytes`).
+fn bytes(b: u64) -> String {
+    crate::time::bytes(b as f64)
 }

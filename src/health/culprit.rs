@@ -11,7 +11,7 @@ use crate::observe::{
 };
 pub(crate) use crate::state::record::{held, held_up, subtasks};
 use crate::state::{CheckpointRecord, ClusterState, Holdout};
-use crate::time::fmt_duration;
+use crate::time::human_ms;
 
 use super::Outcome;
 
@@ -154,7 +154,7 @@ fn declined(r: &CheckpointRecord, task: String, subtask: u32) -> Culprit {
 
 /// The subtask that did not acknowledge a failed checkpoint before it failed.
 fn held_out(r: &CheckpointRecord, h: &Holdout, by_a_subtask: bool) -> Culprit {
-    let fmt = fmt_duration;
+    let fmt = human_ms;
     let outcome = Outcome::of(r.status, r.failure_message.as_deref());
     let name = format!("{} #{}", h.operator, h.subtask);
     // Others that acknowledged only after the checkpoint had failed.
@@ -208,7 +208,7 @@ fn held_out(r: &CheckpointRecord, h: &Holdout, by_a_subtask: bool) -> Culprit {
 /// The subtask that acknowledged last (of a failed checkpoint: every subtask acknowledged in
 /// time, or only some subtasks' details are known).
 fn acknowledged_last(r: &CheckpointRecord) -> Option<Culprit> {
-    let fmt = fmt_duration;
+    let fmt = human_ms;
     let (operator, subtask, e2e) = r.slowest_subtask.as_ref()?;
     let of = of_acknowledged(r);
     let text = match r.status {

@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::observe::{CheckpointStatus, JobStatus, SnapshotKind};
 use crate::rules::{Alert, AlertSeverity, AlertState, AlertsView};
 use crate::state::{ClusterState, JobState};
-use crate::time::{Timestamp, fmt_duration};
+use crate::time::{Timestamp, human_ms};
 
 pub use crate::observe::Outcome;
 
@@ -137,7 +137,7 @@ impl fmt::Display for Reason {
                 write!(f, "the latest {count} checkpoints failed (latest: {latest})")
             }
             Reason::Stalled { for_ms } => {
-                write!(f, "no checkpoint triggered for {} past the expected time", fmt_duration(*for_ms))
+                write!(f, "no checkpoint triggered for {} past the expected time", human_ms(*for_ms))
             }
             Reason::Unreachable => f.write_str("the cluster does not answer"),
             Reason::NoCheckpointYet => f.write_str("no checkpoint seen yet"),

@@ -12,7 +12,7 @@ use crate::health::{Health, Outcome, Reason, label};
 use crate::observe::{CheckpointStatus, SnapshotKind};
 use crate::rules::{Alert, AlertState, Class};
 use crate::state::{CheckpointRecord, ClusterState, JobState, is_stop_failure};
-use crate::time::fmt_duration;
+use crate::time::human_ms;
 
 /// How the job's recent finished checkpoints ended (the ones its page lists; savepoints and the
 /// failures a cancel or stop causes are left out).
@@ -163,7 +163,7 @@ pub(crate) fn window_culprit(c: &ClusterState, job_id: &str, j: &JobState) -> Op
 /// What a culprit did to its checkpoint, naming it: "stateful-map #0 never acknowledged
 /// checkpoint 4 (expired after 4.0 s), on tm-1".
 fn culprit_sentence(r: &CheckpointRecord, cu: &Culprit) -> String {
-    let fmt = fmt_duration;
+    let fmt = human_ms;
     let (id, outcome, lived) = (r.id, outcome(r), fmt(r.finished_at.since(r.triggered_at)));
     let name = match cu.others_unacknowledged {
         0 => format!("{} #{}", cu.operator, cu.subtask),
@@ -245,7 +245,7 @@ pub(crate) fn job_answer(
         if counts.expired > 0
             && let Some(t) = j.settings.as_ref().and_then(|s| s.timeout_ms)
         {
-            s.push_str(&format!(" (timeout {})", fmt_duration(t)));
+            s.push_str(&format!(" (timeout {})", human_ms(t)));
         }
         let streak = j.consecutive_failures();
         if streak > 1 && streak < counts.failures() {
@@ -287,8 +287,7 @@ pub(crate) fn job_answer(
         (Some((k, of)), _) if of > 1 => format!("{}; it held up {k} of the {of} failed checkpoints", w.text),
         (None, Some((k, of))) => {
             let tm = w.taskmanager.as_ref().map(|tm| format!(", on {tm}")).unwrap_or_default();
-            let longest =
-                w.end_to_end_ms.map(|ms| format!(", up to {}", fmt_duration(ms))).unwrap_or_default();
+            let longest = w.end_to_end_ms.map(|ms| format!(", up to {}", human_ms(ms))).unwrap_or_default();
             format!(
                 "{} #{} acknowledged last in {k} of the last {of} completed checkpoints{longest}{tm}",
                 w.operator, w.subtask

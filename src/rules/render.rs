@@ -73,16 +73,9 @@ pub fn format_duration(seconds: f64) -> String {
     if h > 0 { format!("{h}h {m}m") } else { format!("{m}m {s}s") }
 }
 
-/// `1536` → `1.5 KiB`.
+/// `1536` → `1.5 KiB` (the `bytes` filter of alert texts; `time::bytes`).
 pub fn format_bytes(bytes: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < units.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{v:.0} B") } else { format!("{v:.1} {}", units[unit]) }
+    crate::time::bytes(bytes)
 }
 
 #[cfg(test)]

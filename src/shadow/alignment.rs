@@ -31,7 +31,7 @@ use crate::model::replay::median;
 use crate::observe::{
     CheckpointSettings, CheckpointStatus, FinishedCheckpoint, JobTopology, SnapshotKind, VertexLoad,
 };
-use crate::time::fmt_duration;
+use crate::time::human_ms;
 
 /// Flink's default network buffer (memory segment) size, bytes.
 pub(crate) const BUFFER_BYTES: u64 = 32 * 1024;
@@ -708,12 +708,12 @@ impl AlignmentShadow {
         let h = self.holder()?;
         let observed = self
             .observed_alignment_ms(&h.vertex_id)
-            .map(|o| format!(" (observed median ~{})", fmt_duration(o)))
+            .map(|o| format!(" (observed median ~{})", human_ms(o)))
             .unwrap_or_default();
         if self.nothing_held_up() {
             return Some(format!(
                 "no operator holds the barriers up: predicted alignment ~{} at most, at {}{observed}",
-                fmt_duration(h.alignment_ms.round() as u64),
+                human_ms(h.alignment_ms.round() as u64),
                 h.name,
             ));
         }
@@ -722,8 +722,8 @@ impl AlignmentShadow {
              alignment ~{}{observed}",
             h.name,
             h.slowest_subtask,
-            fmt_duration(h.start_delay_ms.round() as u64),
-            fmt_duration(h.alignment_ms.round() as u64),
+            human_ms(h.start_delay_ms.round() as u64),
+            human_ms(h.alignment_ms.round() as u64),
         ))
     }
 
@@ -737,13 +737,13 @@ impl AlignmentShadow {
             return Some(if configured_unaligned {
                 format!(
                     "aligned checkpoints would do as well here: predicted alignment ~{} aligned, ~{} unaligned",
-                    fmt_duration(aligned.round() as u64),
-                    fmt_duration(unaligned.round() as u64)
+                    human_ms(aligned.round() as u64),
+                    human_ms(unaligned.round() as u64)
                 )
             } else {
                 format!(
                     "unaligned checkpoints would gain nothing here: alignment is ~{} aligned already",
-                    fmt_duration(aligned.round() as u64)
+                    human_ms(aligned.round() as u64)
                 )
             });
         }
@@ -751,15 +751,15 @@ impl AlignmentShadow {
             format!(
                 "unaligned checkpoints keep alignment at ~{} instead of ~{} aligned, at the cost of ~{mb:.1} MB \
                  persisted in-flight data per checkpoint",
-                fmt_duration(unaligned.round() as u64),
-                fmt_duration(aligned.round() as u64)
+                human_ms(unaligned.round() as u64),
+                human_ms(aligned.round() as u64)
             )
         } else {
             format!(
                 "with unaligned checkpoints alignment would drop from ~{} to ~{}, at the cost of ~{mb:.1} MB \
                  persisted in-flight data per checkpoint",
-                fmt_duration(aligned.round() as u64),
-                fmt_duration(unaligned.round() as u64)
+                human_ms(aligned.round() as u64),
+                human_ms(unaligned.round() as u64)
             )
         })
     }
@@ -781,8 +781,8 @@ impl AlignmentShadow {
         {
             out.push(format!(
                 "unaligned checkpoints are configured but alignment dominates: ~{} of the ~{} checkpoint at {}",
-                fmt_duration(a),
-                fmt_duration(e2e),
+                human_ms(a),
+                human_ms(e2e),
                 self.observed[id].name
             ));
         }
@@ -794,9 +794,9 @@ impl AlignmentShadow {
             out.push(format!(
                 "aligned-checkpoint-timeout {} is configured but none of the last {} checkpoints switched to \
                  unaligned although alignment reached ~{}",
-                fmt_duration(timeout_ms),
+                human_ms(timeout_ms),
                 self.unaligned.len(),
-                fmt_duration(a)
+                human_ms(a)
             ));
         }
         if let (Some(interval), Some((id, a))) = (settings.interval_ms, max_alignment)
@@ -805,10 +805,10 @@ impl AlignmentShadow {
         {
             out.push(format!(
                 "alignment ~{} at {} is {} % of the {} interval",
-                fmt_duration(a),
+                human_ms(a),
                 self.observed[id].name,
                 a * 100 / interval,
-                fmt_duration(interval)
+                human_ms(interval)
             ));
         }
         if let Some(skew) = self.skew() {
@@ -837,8 +837,8 @@ impl AlignmentShadow {
                     high,
                     format!(
                         "skew: {name} subtask {worst} start delay ~{} vs ~{} for its peers",
-                        fmt_duration(high),
-                        fmt_duration(peers)
+                        human_ms(high),
+                        human_ms(peers)
                     ),
                 ));
             }

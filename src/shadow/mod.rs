@@ -92,7 +92,7 @@ impl Shadow {
                 format!(
                     "no checkpoint triggered although the model expected one {} ago (coordinator stall, \
                      JobManager overload or GC pause?)",
-                    crate::time::fmt_duration(ms)
+                    crate::time::human_ms(ms)
                 )
             }),
             last_deviation: deviations.last().map(|d| (*d).clone()),

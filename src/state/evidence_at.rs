@@ -36,22 +36,6 @@ fn pct(v: f64) -> String {
     format!("{:.0} %", v * 100.0)
 }
 
-/// `536870912` → `512 MiB` (whole units; `rules::format_bytes` would import the state back).
-fn bytes(v: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = v;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < units.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if v >= 10.0 || v.fract() < 0.05 {
-        format!("{v:.0} {}", units[unit])
-    } else {
-        format!("{v:.1} {}", units[unit])
-    }
-}
-
 /// `G1_Old_Generation` → `G1 Old`.
 pub(crate) fn collector_name(name: &str) -> String {
     name.trim_end_matches("_Generation").replace('_', " ")
@@ -133,7 +117,7 @@ pub fn at_checkpoint(
         parts.push(format!("GC {} of {of}{by}", pct(g.ratio)));
     }
     if let (Some(used), Some(max)) = (e.heap_used_bytes, e.heap_max_bytes) {
-        parts.push(format!("heap {} of {}", pct(used / max), bytes(max)));
+        parts.push(format!("heap {} of {}", pct(used / max), crate::time::bytes(max)));
     }
     if let Some(s) = skew.filter(|s| s.ratio >= 2.0) {
         parts.push(format!("state skew {:.1}x (hot subtask #{})", s.ratio, s.hot_subtask));

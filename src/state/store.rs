@@ -418,7 +418,7 @@ impl Store {
                 "{} (failing since {}; next attempt in {})",
                 failing.reason,
                 crate::time::log_time(failing.since),
-                crate::time::fmt_duration(failing.next_try.since(now))
+                crate::time::human_ms(failing.next_try.since(now))
             )));
         }
         self.reopen(inner, now)
@@ -495,7 +495,7 @@ impl Store {
             Ok(Ok(written)) => {
                 if let Some(failing) = inner.failing.take() {
                     tracing::warn!(
-                        down_for = %crate::time::fmt_duration(now.since(failing.since)),
+                        down_for = %crate::time::human_ms(now.since(failing.since)),
                         "the checkpoint store takes writes again"
                     );
                 }

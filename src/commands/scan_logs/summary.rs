@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::health::headline::{self, Headline, HeadlineClass, Severity};
-use crate::time::fmt_duration;
+use crate::time::human_ms;
 
 use super::aggregate::{Alignment, Timeline};
 use super::report::ScanReport;
@@ -191,7 +191,7 @@ impl ScanReport {
                 "  {} checkpoint(s) with barriers on several channels; the longest alignment {} ({} in \
                  checkpoint {}); {most} aligned longest in {n} of them",
                 worst.len(),
-                fmt_duration(l.ms),
+                human_ms(l.ms),
                 super::text::who(Some(l.task), l.subtask, None),
                 l.checkpoint_id
             );
@@ -202,7 +202,7 @@ impl ScanReport {
                 "  checkpoint {}: {} aligned {} over {} channel(s), the last barrier from {}",
                 w.checkpoint_id,
                 super::text::who(Some(w.task), w.subtask, None),
-                fmt_duration(w.ms),
+                human_ms(w.ms),
                 w.channels,
                 w.last_channel
             );

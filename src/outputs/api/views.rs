@@ -461,7 +461,7 @@ fn restored_what(from: &crate::observe::RestoredFrom) -> String {
 /// The view of one restore the daemon counted.
 pub(crate) fn restore_view(r: &crate::state::restore::RestoreRecord) -> RestoreView {
     use crate::state::restore::RestoreOutcome;
-    let fmt = crate::time::fmt_duration;
+    let fmt = crate::time::human_ms;
     let what = restored_what(&r.from);
     let text = match (r.outcome, r.duration_ms) {
         (RestoreOutcome::Measured, Some(ms)) => {

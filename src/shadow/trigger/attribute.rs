@@ -8,7 +8,7 @@ use super::predict::{
 };
 use super::{JOBMANAGER_LATENCY_MS, MAX_SINCE_ANCHOR, MAX_UNSEEN, RECENT, TriggerShadow};
 use crate::model::coordinator::{Binding, CoordinatorConfig, UNLIMITED_TOLERABLE};
-use crate::time::fmt_duration;
+use crate::time::human_ms;
 
 impl TriggerShadow {
     /// Whether `nearest` is a queued request (it waited for a completion, an abort or an
@@ -56,9 +56,9 @@ impl TriggerShadow {
             let sentence = format!(
                 "checkpoint {} came {} after checkpoint {}, not {}: {cause}",
                 c.id,
-                fmt_duration(gap),
+                human_ms(gap),
                 prev.id,
-                fmt_duration(interval)
+                human_ms(interval)
             );
             self.push(Deviation { checkpoint_id: c.id, at: c.triggered_at, kind, explained: true, sentence });
         }

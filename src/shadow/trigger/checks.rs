@@ -7,7 +7,7 @@ use super::predict::{RestartMark, Seen, run_model};
 use super::{OVERDUE_GRACE_MS, TriggerShadow, stall_tolerance_ms, tolerance_ms};
 use crate::model::coordinator::Outcome;
 use crate::observe::{CheckpointStatus, InProgressCheckpoint, JobPoll, JobStatus};
-use crate::time::{Timestamp, fmt_duration};
+use crate::time::{Timestamp, human_ms};
 
 impl TriggerShadow {
     pub(super) fn detect_restart(&mut self, poll: &JobPoll) {
@@ -82,8 +82,8 @@ impl TriggerShadow {
                 "checkpoint {} completed {} after its trigger, past its {} timeout: it should have expired \
                  (JobManager overloaded or its timer thread stalled?)",
                 s.id,
-                fmt_duration(s.duration_ms),
-                fmt_duration(timeout)
+                human_ms(s.duration_ms),
+                human_ms(timeout)
             );
             self.push(Deviation {
                 checkpoint_id: s.id,
@@ -119,8 +119,8 @@ impl TriggerShadow {
             let sentence = format!(
                 "checkpoint {id} is still in progress {} after its trigger, past its {} timeout: the \
                  coordinator did not expire it (JobManager overloaded or its timer thread stalled?)",
-                fmt_duration(now.since(trigger)),
-                fmt_duration(timeout)
+                human_ms(now.since(trigger)),
+                human_ms(timeout)
             );
             self.push(Deviation {
                 checkpoint_id: id,

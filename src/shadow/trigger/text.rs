@@ -7,7 +7,7 @@ use super::predict::{Seen, ran_when_slot_freed};
 use super::{TriggerShadow, tolerance_ms};
 use crate::model::coordinator::{Binding, CoordinatorConfig};
 use crate::model::replay::median;
-use crate::time::fmt_duration;
+use crate::time::human_ms;
 
 impl TriggerShadow {
     #[allow(clippy::too_many_arguments)]
@@ -25,16 +25,15 @@ impl TriggerShadow {
         let head = format!(
             "checkpoint {} came {} after checkpoint {}, not {}",
             c.id,
-            fmt_duration(gap),
+            human_ms(gap),
             prev.id,
-            fmt_duration(config.interval_ms)
+            human_ms(config.interval_ms)
         );
-        let d = fmt_duration(prev.duration_ms);
+        let d = human_ms(prev.duration_ms);
         match kind {
-            DeviationKind::MinPause if binding == Binding::MinPause => format!(
-                "{head}: min-pause {} binds after its {d} checkpoint",
-                fmt_duration(config.min_pause_ms)
-            ),
+            DeviationKind::MinPause if binding == Binding::MinPause => {
+                format!("{head}: min-pause {} binds after its {d} checkpoint", human_ms(config.min_pause_ms))
+            }
             // A short checkpoint holds no trigger by itself: the request had queued behind an
             // earlier long or expiring one and ran when the slot was free again.
             DeviationKind::LongCheckpoint
@@ -58,7 +57,7 @@ impl TriggerShadow {
             DeviationKind::Timeout if binding == Binding::Timeout => format!(
                 "{head}: checkpoint {} expired at its {} timeout and held the slot until then",
                 prev.id,
-                fmt_duration(config.timeout_ms)
+                human_ms(config.timeout_ms)
             ),
             DeviationKind::MinPause
             | DeviationKind::LongCheckpoint
@@ -71,8 +70,8 @@ impl TriggerShadow {
             }
             DeviationKind::Savepoint => format!(
                 "{head}: {} late against the expected {}, because a savepoint ran in between and held the slot",
-                fmt_duration(dev.unsigned_abs()),
-                fmt_duration(expected_gap)
+                human_ms(dev.unsigned_abs()),
+                human_ms(expected_gap)
             ),
             // At a job's start the scheduler itself restarts: the JobManager logs show a
             // trigger that failed because tasks were not running yet followed by a new
@@ -81,22 +80,22 @@ impl TriggerShadow {
             DeviationKind::ManualTrigger if prev.id == 1 => format!(
                 "{head}: {} earlier than the {} the {} allows: the checkpoint scheduler restarted at the \
                  job's start (with a new random initial delay once every task runs), or a manual trigger",
-                fmt_duration(dev.unsigned_abs()),
-                fmt_duration(expected_gap),
+                human_ms(dev.unsigned_abs()),
+                human_ms(expected_gap),
                 rule_name(binding)
             ),
             DeviationKind::ManualTrigger => format!(
                 "{head}: {} earlier than the {} the {} allows: a manual trigger (REST or CLI), or a \
                  checkpoint scheduler restarted by the JobManager",
-                fmt_duration(dev.unsigned_abs()),
-                fmt_duration(expected_gap),
+                human_ms(dev.unsigned_abs()),
+                human_ms(expected_gap),
                 rule_name(binding)
             ),
             DeviationKind::LateTrigger => format!(
                 "{head}: {} later than the {} the {} sets, with no rule to explain it (coordinator stall, \
                  JobManager overload or GC pause, clock jump?)",
-                fmt_duration(dev.unsigned_abs()),
-                fmt_duration(expected_gap),
+                human_ms(dev.unsigned_abs()),
+                human_ms(expected_gap),
                 rule_name(binding)
             ),
             DeviationKind::TolerableFailures
@@ -113,8 +112,8 @@ impl TriggerShadow {
         let observed = self.observed_interval_ms()?;
         let interval = config.interval_ms;
         let mp = config.min_pause_ms;
-        let d = fmt_duration(median(self.durations.iter().copied().collect()));
-        let every = fmt_duration(observed);
+        let d = human_ms(median(self.durations.iter().copied().collect()));
+        let every = human_ms(observed);
         let as_configured = observed.abs_diff(interval) <= tolerance_ms(config.base_interval());
         let rule = match self.dominant_rule()? {
             // The schedule keeps the interval; other rules moved only some triggers.
@@ -124,26 +123,26 @@ impl TriggerShadow {
         let text = match rule {
             Binding::MinPause if interval < mp => format!(
                 "checkpoints every {every}, not {}: min-pause {} binds after each ~{d} checkpoint",
-                fmt_duration(interval),
-                fmt_duration(mp)
+                human_ms(interval),
+                human_ms(mp)
             ),
             Binding::MinPause if interval == mp && self.flink_major.is_none_or(|m| m >= 2) => format!(
                 "checkpoints every {every} = max(interval, min-pause {}): min-pause binds after each ~{d} \
                  checkpoint (Flink {} reports max(interval, min-pause) as the interval, so the configured \
                  interval is {} or less and cannot be told apart)",
-                fmt_duration(mp),
+                human_ms(mp),
                 self.flink_major.map_or("2.x".to_string(), |m| format!("{m}.x")),
-                fmt_duration(mp)
+                human_ms(mp)
             ),
             Binding::MinPause => format!(
                 "checkpoints every {every}, not {}: each ~{d} checkpoint plus min-pause {} outlasts the interval",
-                fmt_duration(interval),
-                fmt_duration(mp)
+                human_ms(interval),
+                human_ms(mp)
             ),
             Binding::MaxConcurrent if config.max_concurrent > 1 => format!(
                 "checkpoints every {every}, not {}: each ~{d} checkpoint keeps {} pending (max-concurrent {}) \
                  and the next one waits for a free slot",
-                fmt_duration(interval),
+                human_ms(interval),
                 config.max_concurrent,
                 config.max_concurrent
             ),
@@ -152,26 +151,26 @@ impl TriggerShadow {
             Binding::MaxConcurrent if median(self.durations.iter().copied().collect()) < interval => format!(
                 "checkpoints every {every}, not {}: periodic triggers queued while a checkpoint was pending \
                  (max-concurrent 1) run back to back as each ~{d} checkpoint completes",
-                fmt_duration(interval)
+                human_ms(interval)
             ),
             Binding::MaxConcurrent => format!(
                 "checkpoints every {every}, not {}: each ~{d} checkpoint outlasts the interval and \
                  max-concurrent 1 makes the next one wait for it",
-                fmt_duration(interval)
+                human_ms(interval)
             ),
             Binding::Timeout => format!(
                 "checkpoints every {every}, not {}: checkpoints expire at the {} timeout and the next one \
                  starts at the expiry",
-                fmt_duration(interval),
-                fmt_duration(settings.timeout_ms.unwrap_or(config.timeout_ms))
+                human_ms(interval),
+                human_ms(settings.timeout_ms.unwrap_or(config.timeout_ms))
             ),
             Binding::Interval | Binding::Initial if !as_configured => format!(
                 "checkpoints every {every}, not the configured {}; each takes ~{d}",
-                fmt_duration(interval)
+                human_ms(interval)
             ),
             Binding::Interval | Binding::Initial => {
                 let mut text =
-                    format!("checkpoints every {every} as configured (interval {})", fmt_duration(interval));
+                    format!("checkpoints every {every} as configured (interval {})", human_ms(interval));
                 if !self.durations.is_empty() {
                     text.push_str(&format!("; each takes ~{d}"));
                 }
