@@ -154,6 +154,23 @@ async fn the_daemon_serves_the_advice_and_exports_the_risks() {
     }
     let missing = reqwest::get(format!("http://{}/api/v1/jobs/lab/nope/advice", daemon.addr)).await.unwrap();
     assert_eq!(missing.status(), 404);
+    // `advise --url` on the same cluster goes through the daemon's pipeline (`commands::look`):
+    // the same findings as the daemon's API (the replay moves on between the two, so the counts
+    // behind them may have grown).
+    let args = checkpoint_sentinel::commands::advise::AdviseArgs {
+        url: Some(flink.url.clone()),
+        config: None,
+        cluster: None,
+        replay: None,
+        job: Some(job_id.clone()),
+        format: checkpoint_sentinel::commands::advise::Format::Json,
+        checkpoints: 10,
+        timeout: std::time::Duration::from_secs(10),
+    };
+    let live: serde_json::Value =
+        serde_json::from_str(&checkpoint_sentinel::commands::advise::run(&args).await.unwrap()).unwrap();
+    let one = &live["jobs"][0];
+    assert_eq!(ids(one), found, "advise --url and the daemon's API");
     daemon.shutdown().await;
 }
 

@@ -86,6 +86,17 @@ pub(crate) fn advise(configuration: &CheckpointConfiguration, samples: &[Sample]
     }
 }
 
+/// What the advisor reads of a job as the daemon knows it: its configuration and the samples of
+/// its recent checkpoints; `None` before its first poll. The daemon's advice, its risk memo and
+/// `advise` on a live cluster all start here.
+pub(crate) fn job_inputs(
+    job: &crate::state::JobState,
+    flink_version: Option<&str>,
+) -> Option<(CheckpointConfiguration, Vec<Sample>)> {
+    let configuration = configuration_of(job, flink_version)?;
+    Some((configuration, job.recent.iter().map(|r| &**r).filter_map(Sample::from_record).collect()))
+}
+
 /// The configuration the advisor reads for a job: the whole one when the poller fetched it,
 /// else the timing settings alone; `None` before the first poll.
 pub(crate) fn configuration_of(

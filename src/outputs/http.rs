@@ -300,15 +300,13 @@ async fn api_advice(
         let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
         s.clusters().get(&cluster).and_then(|c| {
             let job = c.jobs.get(&job_id)?;
-            let recent: Vec<crate::advice::Sample> =
-                job.recent.iter().map(|r| &**r).filter_map(crate::advice::Sample::from_record).collect();
-            Some((job.name.clone(), crate::advice::configuration_of(job, c.flink_version.as_deref()), recent))
+            Some((job.name.clone(), crate::advice::job_inputs(job, c.flink_version.as_deref())))
         })
     };
-    let Some((name, configuration, recent)) = found else {
+    let Some((name, inputs)) = found else {
         return json_error(StatusCode::NOT_FOUND, format!("no job {job_id} in cluster {cluster}"));
     };
-    let Some(configuration) = configuration else {
+    let Some((configuration, recent)) = inputs else {
         return json_error(StatusCode::NOT_FOUND, format!("job {job_id} has not been polled yet"));
     };
     let view = |advice: Arc<crate::advice::Advice>| {

@@ -13,7 +13,6 @@ pub(crate) mod report;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::advice::Sample;
 use crate::commands::diagnose::{self, DiagnoseArgs, DiagnoseError};
 use crate::sources::flink::client::FlinkClient;
 use crate::sources::flink::{convert, dto};
@@ -73,6 +72,9 @@ pub async fn run(args: &AdviseArgs) -> Result<String, AdviseError> {
     })
 }
 
+/// A live cluster through the daemon's pipeline (`commands::look`): the poller's round into a
+/// fresh `State`, then each job's advice from what the daemon would know of it
+/// (`advice::job_inputs`, as its API's advice), not from a fetch of advise's own.
 async fn live(args: &AdviseArgs) -> Result<AdviseReport, AdviseError> {
     let as_diagnose = DiagnoseArgs {
         url: args.url.clone(),
@@ -84,44 +86,31 @@ async fn live(args: &AdviseArgs) -> Result<AdviseReport, AdviseError> {
         timeout: args.timeout,
     };
     let cluster = diagnose::cluster_config(&as_diagnose)?;
-    let client = FlinkClient::new(&cluster).map_err(DiagnoseError::from)?;
+    let client = FlinkClient::new(&cluster).map_err(DiagnoseError::from)?.memoised();
     let overview = client.overview().await.map_err(DiagnoseError::from)?;
     let jobs = client.jobs_overview().await.map_err(DiagnoseError::from)?;
-    // The cluster's options are optional: some deployments turn the endpoint's values off.
-    let cluster_options = client.jobmanager_config().await.unwrap_or_default();
     let selected: Vec<&dto::JobOverview> = match &args.job {
         Some(id) => vec![
             jobs.jobs.iter().find(|j| &j.jid == id).ok_or_else(|| DiagnoseError::NoSuchJob(id.clone()))?,
         ],
         None => jobs.jobs.iter().filter(|j| !convert::job_status(j.state.as_deref()).has_ended()).collect(),
     };
+    let (rules, window) = diagnose::rules_and_window(&as_diagnose)?;
+    let look = crate::commands::look::look(&cluster, &client, &selected, rules, window, args.checkpoints)
+        .await
+        .map_err(DiagnoseError::from)?;
+    let state = look.app.state.read().unwrap_or_else(|e| e.into_inner());
     let mut out = Vec::new();
-    for job in selected {
-        let id = job.jid.as_str();
-        let Some(config) = client.checkpoint_config(id).await.map_err(DiagnoseError::from)? else { continue };
-        let stats = client.checkpoints(id).await.map_err(DiagnoseError::from)?;
-        let details = client.job(id).await.ok();
-        let job_config = client.job_config(id).await.ok().flatten();
-        let names = diagnose::vertex_names(details.as_ref());
-        let mut history: Vec<&dto::CheckpointStatistics> = stats.history.iter().collect();
-        history.sort_by_key(|c| std::cmp::Reverse(c.id));
-        let detailed = diagnose::fetch_finished(&client, id, &history, &names, args.checkpoints).await;
-        let mut samples: Vec<Sample> = detailed.iter().filter_map(Sample::from_finished).collect();
-        let seen: std::collections::BTreeSet<u64> = samples.iter().map(|s| s.id).collect();
-        samples.extend(
-            history
-                .iter()
-                .filter(|cp| !seen.contains(&cp.id))
-                .filter_map(|cp| convert::finished(cp, &[]))
-                .filter_map(|f| Sample::from_finished(&f)),
-        );
-        let configuration = convert::configuration(
-            &config,
-            job_config.as_ref(),
-            &cluster_options,
-            overview.flink_version.as_deref(),
-        );
-        out.push(job_advice(id.to_string(), job.name.clone().unwrap_or_default(), &configuration, &samples));
+    if let Some(c) = state.clusters().get(&look.cluster) {
+        for job in &selected {
+            let Some(known) = c.jobs.get(&job.jid) else { continue };
+            let Some((configuration, samples)) = crate::advice::job_inputs(known, c.flink_version.as_deref())
+            else {
+                continue;
+            };
+            let name = job.name.clone().unwrap_or_else(|| known.name.clone());
+            out.push(job_advice(job.jid.clone(), name, &configuration, &samples));
+        }
     }
     Ok(AdviseReport {
         source: crate::config::redact_url(&cluster.url),

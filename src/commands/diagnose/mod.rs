@@ -162,7 +162,7 @@ pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
 
 /// The rule pack and the statistics window the look evaluates: the `--config` file's (its
 /// own rules, disabled ones left out), else the built-in pack and the default window.
-fn rules_and_window(
+pub(crate) fn rules_and_window(
     args: &DiagnoseArgs,
 ) -> Result<(Vec<crate::rules::Rule>, crate::stats::WindowSpec), DiagnoseError> {
     let config = match &args.config {
