@@ -98,7 +98,7 @@ pub(crate) struct Headline {
     /// The one next step.
     pub(crate) next_step: String,
     /// The page that explains it (Flink's documentation or the runbook).
-    pub(crate) doc_url: Option<&'static str>,
+    pub(crate) doc_url: Option<String>,
 }
 
 /// Worst first: by severity, then class (failover first), then job name.
@@ -155,7 +155,7 @@ fn render_parts(h: &Headline) -> Vec<String> {
     if !second.is_empty() {
         lines.push(format!("  {}", second.join("; ")));
     }
-    let link = h.doc_url.map(|u| format!(" ({u})")).unwrap_or_default();
+    let link = h.doc_url.as_ref().map(|u| format!(" ({u})")).unwrap_or_default();
     lines.push(format!("  next: {}{link}", h.next_step));
     lines
 }
@@ -249,7 +249,7 @@ mod tests {
     fn a_headline_is_at_most_three_lines_and_says_where_and_what_to_do() {
         let mut h = headline(Severity::Critical, "job", Some(HeadlineClass::Failure));
         h.where_ = Some("stateful-map #0".into());
-        h.doc_url = Some("https://example.org/runbook");
+        h.doc_url = Some("https://example.org/runbook".into());
         let lines = render(&h);
         assert_eq!(
             lines,

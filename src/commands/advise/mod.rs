@@ -95,7 +95,7 @@ async fn live(args: &AdviseArgs) -> Result<AdviseReport, AdviseError> {
         ],
         None => jobs.jobs.iter().filter(|j| !convert::job_status(j.state.as_deref()).has_ended()).collect(),
     };
-    let (rules, window) = diagnose::rules_and_window(&as_diagnose)?;
+    let (rules, window, _) = diagnose::rules_and_window(&as_diagnose)?;
     let look = crate::commands::look::look(&cluster, &client, &selected, rules, window, args.checkpoints)
         .await
         .map_err(DiagnoseError::from)?;

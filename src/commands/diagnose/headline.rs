@@ -214,7 +214,7 @@ pub(crate) fn judged(job: &str, health: Option<&crate::outputs::answer::JobVerdi
             where_,
             class,
             next_step: a.next_step.clone(),
-            doc_url: Some(doc.url),
+            doc_url: Some(doc.url.to_string()),
         }
     });
     Judged { verdict, reasons: h.reasons.iter().map(ToString::to_string).collect(), headline }
@@ -240,6 +240,20 @@ pub(crate) fn headlines(jobs: &[JobReport]) -> Vec<Headline> {
 }
 
 impl Report {
+    /// Points every runbook link of the report (headlines, causes) at `runbook_base_url` (the
+    /// configuration's `[alerting] runbook_base_url`), as the alerts' `runbook_url` are.
+    pub(crate) fn rebase_runbook_links(&mut self, runbook_base_url: &str) {
+        let rebase = |url: &mut String| *url = crate::health::links::rebased(url, runbook_base_url);
+        for h in self.headline.iter_mut().chain(self.jobs.iter_mut().filter_map(|j| j.headline.as_mut())) {
+            if let Some(url) = h.doc_url.as_mut() {
+                rebase(url);
+            }
+        }
+        for c in self.jobs.iter_mut().flat_map(|j| j.causes.iter_mut()) {
+            rebase(&mut c.url);
+        }
+    }
+
     /// The report of these jobs, with its summary and headlines.
     pub(crate) fn new(
         url: String,

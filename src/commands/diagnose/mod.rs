@@ -140,7 +140,7 @@ pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
         }
         None => jobs.jobs.iter().filter(|j| !j.state.as_deref().is_some_and(ended_for_diagnose)).collect(),
     };
-    let (rules, window) = rules_and_window(args)?;
+    let (rules, window, runbook_base_url) = rules_and_window(args)?;
     let look =
         crate::commands::look::look(&cluster, &client, &selected, rules, window, args.checkpoints).await?;
     let mut reports = Vec::new();
@@ -157,19 +157,25 @@ pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
         jobs = reports.len(),
         "diagnose: requests to the JobManager"
     );
-    Ok(Report::new(cluster.url, overview.flink_version, Timestamp::now().millis(), reports))
+    let mut report = Report::new(cluster.url, overview.flink_version, Timestamp::now().millis(), reports);
+    report.rebase_runbook_links(&runbook_base_url);
+    Ok(report)
 }
 
-/// The rule pack and the statistics window the look evaluates: the `--config` file's (its
-/// own rules, disabled ones left out), else the built-in pack and the default window.
+/// The rule pack and the statistics window the look evaluates, and the runbook its links point
+/// at: the `--config` file's (its own rules, disabled ones left out), else the built-in ones.
 pub(crate) fn rules_and_window(
     args: &DiagnoseArgs,
-) -> Result<(Vec<crate::rules::Rule>, crate::stats::WindowSpec), DiagnoseError> {
+) -> Result<(Vec<crate::rules::Rule>, crate::stats::WindowSpec, String), DiagnoseError> {
     let config = match &args.config {
         Some(path) => crate::config::Config::load(path)?,
         None => crate::config::Config::default(),
     };
-    Ok((config.effective_rules(), crate::daemon::window_of(&config)))
+    Ok((
+        config.effective_rules(),
+        crate::daemon::window_of(&config),
+        config.alerting.runbook_base_url.clone(),
+    ))
 }
 
 /// Whether `url` is checkpoint-sentinel's own HTTP server (a common slip: the daemon's address

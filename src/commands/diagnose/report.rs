@@ -296,5 +296,5 @@ pub(crate) struct Cause {
     /// The title of the page that explains it (Flink's documentation or the runbook).
     pub(crate) source: &'static str,
     /// Its address.
-    pub(crate) url: &'static str,
+    pub(crate) url: String,
 }

@@ -323,7 +323,7 @@ fn causes<'a>(o: &mut Out, j: &'a JobReport) -> Vec<(&'a str, &'a str)> {
         let n = match pages.iter().position(|p| p.1 == c.url) {
             Some(i) => i + 1,
             None => {
-                pages.push((c.source, c.url));
+                pages.push((c.source, &c.url));
                 pages.len()
             }
         };

@@ -124,7 +124,7 @@ impl ScanReport {
             where_,
             class: Some(class),
             next_step,
-            doc_url: Some(doc.url),
+            doc_url: Some(doc.url.to_string()),
         }
     }
 

@@ -15,7 +15,7 @@ use crate::health::links::{
 };
 
 fn cause(c: &str, doc: Doc) -> Cause {
-    Cause { cause: c.to_string(), source: doc.title, url: doc.url }
+    Cause { cause: c.to_string(), source: doc.title, url: doc.url.to_string() }
 }
 
 /// Likely causes and the next thing to check, by class, then the spacing's own cause.
@@ -238,13 +238,17 @@ fn failure_cause(message: &str) -> Cause {
     table
         .iter()
         .find(|(needle, _, _)| message.to_lowercase().contains(&needle.to_lowercase()))
-        .map(|(_, cause, doc)| Cause { cause: (*cause).to_string(), source: doc.title, url: doc.url })
+        .map(|(_, cause, doc)| Cause {
+            cause: (*cause).to_string(),
+            source: doc.title,
+            url: doc.url.to_string(),
+        })
         .unwrap_or_else(|| Cause {
             cause: format!(
                 "Flink says: {}; the stack trace in the TaskManager log names the cause",
                 message.trim_end_matches('.')
             ),
             source: RUNBOOK_FAILURES.title,
-            url: RUNBOOK_FAILURES.url,
+            url: RUNBOOK_FAILURES.url.to_string(),
         })
 }
