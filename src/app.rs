@@ -1,6 +1,6 @@
 //! The state shared between the sources, the HTTP server and the persister.
 
-use std::sync::RwLock;
+use parking_lot::RwLock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use crate::counters::{CLOSE_REASONS, DiscoveryStats, ListenerStats, TLS_HANDSHAKE_ERRORS, TargetStats};
@@ -35,9 +35,9 @@ pub struct AppState {
     /// the listener that counts them.
     pub listener: std::sync::Arc<ListenerStats>,
     /// What the bounds on outside input cut, per (cluster, what): see [`AppState::count_cut`].
-    inputs_cut: std::sync::Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
+    inputs_cut: parking_lot::Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
     /// Thread dumps and flame graphs asked for, per (cluster, outcome): [`AppState::count_thread_dump`].
-    thread_looks: std::sync::Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
+    thread_looks: parking_lot::Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
     /// What `/metrics` exports (`[metrics]`), set at start and on reload.
     pub(crate) metrics: RwLock<crate::config::MetricsConfig>,
     /// `[thread_dumps]`, set at start and on reload; each cluster's looker reads it per round.
@@ -183,7 +183,7 @@ impl AppState {
 
     /// [`AppState::apply`] at `now` (a one-shot look's baseline, before the polls).
     pub(crate) fn apply_at(&self, observation: &Observation, now: Timestamp) {
-        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.write();
         let failures = |state: &State| match observation {
             Observation::JobPolled(poll) => state
                 .clusters()
@@ -201,7 +201,7 @@ impl AppState {
         drop(state);
         if !work.is_empty() {
             let outputs = off_the_workers(|| work.iter().map(|(key, w)| (key, w.run())).collect::<Vec<_>>());
-            let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+            let mut state = self.state.write();
             for (key, output) in outputs {
                 state.finish_model_work(key, output);
             }
@@ -233,20 +233,20 @@ impl AppState {
         if n == 0 {
             return;
         }
-        let mut cuts = self.inputs_cut.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cuts = self.inputs_cut.lock();
         *cuts.entry((cluster.to_string(), what)).or_insert(0) += n;
     }
 
     /// Counts one look at a subtask's thread (`outcome`: one of the labels of
     /// `checkpoint_sentinel_thread_dumps_total`).
     pub(crate) fn count_thread_dump(&self, cluster: &str, outcome: &'static str) {
-        let mut counts = self.thread_looks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut counts = self.thread_looks.lock();
         *counts.entry((cluster.to_string(), outcome)).or_insert(0) += 1;
     }
 
     /// Records the outcome of a state write (the error's text when it failed).
     pub(crate) fn persisted(&self, result: Result<Timestamp, String>) {
-        let mut problem = self.persist_problem.write().unwrap_or_else(|e| e.into_inner());
+        let mut problem = self.persist_problem.write();
         match result {
             Ok(at) => {
                 self.last_persisted_ms.store(at.millis(), Ordering::Relaxed);
@@ -263,7 +263,7 @@ impl AppState {
     /// checkpoint store's failure (with since when). Empty when both are written.
     pub fn write_problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
-        if let Some(why) = self.persist_problem.read().unwrap_or_else(|e| e.into_inner()).clone() {
+        if let Some(why) = self.persist_problem.read().clone() {
             problems.push(format!("the state file cannot be written: {why}"));
         }
         if let Some(failing) = self.store.get().and_then(|s| s.failing()) {
@@ -285,14 +285,14 @@ impl AppState {
             store_waiting_records: store.map(|_| state.outbox().len() as u64),
             store_dropped_records: state.outbox().dropped(),
             state_persist_errors: self.persist_errors.load(Ordering::Relaxed),
-            state_persist_failing: self.persist_problem.read().unwrap_or_else(|e| e.into_inner()).is_some(),
+            state_persist_failing: self.persist_problem.read().is_some(),
         }
     }
 
     /// The daemon's own counters.
     pub fn daemon_stats(&self) -> DaemonStats {
         let last = self.last_persisted_ms.load(Ordering::Relaxed);
-        let view = self.alerts.read().unwrap_or_else(|e| e.into_inner());
+        let view = self.alerts.read();
         let alerts = view
             .rules
             .iter()
@@ -313,22 +313,17 @@ impl AppState {
                 (TLS_HANDSHAKE_ERRORS[i], listener.tls_handshake_errors[i].load(Ordering::Relaxed))
             })
         });
-        let mut inputs_cut: Vec<(String, &'static str, u64)> = self
-            .inputs_cut
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|((cluster, what), n)| (cluster.clone(), *what, *n))
-            .collect();
+        let mut inputs_cut: Vec<(String, &'static str, u64)> =
+            self.inputs_cut.lock().iter().map(|((cluster, what), n)| (cluster.clone(), *what, *n)).collect();
         {
-            let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+            let state = self.state.read();
             for (name, cluster) in state.clusters() {
                 if cluster.logs.job_ids_cut > 0 {
                     inputs_cut.push((name.clone(), "log_job_ids", cluster.logs.job_ids_cut));
                 }
             }
         }
-        let waiting = self.state.read().unwrap_or_else(|e| e.into_inner()).outbox().len() as u64;
+        let waiting = self.state.read().outbox().len() as u64;
         let store = self.store.get().map(|store| StoreCounters {
             records: self.store_stats.records.load(Ordering::Relaxed),
             pruned: self.store_stats.pruned.load(Ordering::Relaxed),
@@ -346,7 +341,6 @@ impl AppState {
             thread_dumps: self
                 .thread_looks
                 .lock()
-                .unwrap_or_else(|e| e.into_inner())
                 .iter()
                 .map(|((cluster, outcome), n)| (cluster.clone(), *outcome, *n))
                 .collect(),
@@ -355,10 +349,10 @@ impl AppState {
             persist_errors: self.persist_errors.load(Ordering::Relaxed),
             last_persisted: (last > 0).then_some(Timestamp(last)),
             alerts,
-            alertmanagers: self.alertmanagers.read().unwrap_or_else(|e| e.into_inner()).clone(),
+            alertmanagers: self.alertmanagers.read().clone(),
             process: crate::process::read(),
-            metrics: self.metrics.read().unwrap_or_else(|e| e.into_inner()).clone(),
-            discovery: self.discovery.read().unwrap_or_else(|e| e.into_inner()).clone(),
+            metrics: self.metrics.read().clone(),
+            discovery: self.discovery.read().clone(),
         }
     }
 }

@@ -294,7 +294,8 @@ async fn every_prediction_on_the_demo_agrees_with_itself() {
     use checkpoint_sentinel::commands::advise::{AdviseArgs, Format};
     use checkpoint_sentinel::commands::demo::{cluster::DemoCluster, rest};
     use checkpoint_sentinel::time::Timestamp;
-    use std::sync::{Arc, Mutex};
+    use parking_lot::Mutex;
+    use std::sync::Arc;
 
     let start = Timestamp(1_796_441_900_000);
     let cluster = Arc::new(Mutex::new(DemoCluster::new(5, 1, start)));
@@ -313,7 +314,7 @@ async fn every_prediction_on_the_demo_agrees_with_itself() {
     };
     let (mut checked, mut expiring_recommended) = (0, 0);
     for seconds in [20, 45, 90, 180, 600] {
-        cluster.lock().unwrap().advance(start.plus_millis(seconds * 1_000));
+        cluster.lock().advance(start.plus_millis(seconds * 1_000));
         let doc: serde_json::Value =
             serde_json::from_str(&checkpoint_sentinel::commands::advise::run(&args).await.unwrap()).unwrap();
         for job in doc["jobs"].as_array().unwrap() {

@@ -112,7 +112,7 @@ async fn every_demo_job_gets_the_explanation_its_scenario_implies() {
     // prediction's holder, its observed alignment, the slowest subtask of the last checkpoint)
     // and the explanation's text.
     let model_and_data = || async {
-        let state = demo.daemon.app.state.read().unwrap();
+        let state = demo.daemon.app.state.read();
         let j = &state.clusters()["demo"].jobs[&bp];
         let a = &j.shadow.alignment;
         let holder = a.holder().cloned();

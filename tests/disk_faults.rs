@@ -65,10 +65,8 @@ async fn a_full_disk_freed_again_loses_no_checkpoint_and_the_state_file_never_wa
     assert_eq!(app.daemon_stats().store.unwrap().waiting, 50);
 
     faults.free();
-    persist_until(&app, dir.path(), || {
-        store.failing().is_none() && app.state.read().unwrap().outbox().is_empty()
-    })
-    .await;
+    persist_until(&app, dir.path(), || store.failing().is_none() && app.state.read().outbox().is_empty())
+        .await;
     assert_eq!(all(&store), (1..=60).collect::<Vec<_>>(), "every id once, none missing");
     assert_eq!(state_file_outbox(dir.path()), 0);
     assert!(store.reopened() >= 1, "healed by closing and opening the database again");
@@ -180,10 +178,8 @@ async fn a_real_full_tmpfs_freed_again_loses_no_checkpoint() {
         persist_if_changed(&app, &state_dir, u64::MAX).await;
     }
     std::fs::remove_file(&filler).unwrap();
-    persist_until(&app, &state_dir, || {
-        store.failing().is_none() && app.state.read().unwrap().outbox().is_empty()
-    })
-    .await;
+    persist_until(&app, &state_dir, || store.failing().is_none() && app.state.read().outbox().is_empty())
+        .await;
     assert_eq!(all(&store), (1..=last).collect::<Vec<_>>(), "every id once, none missing");
 }
 
@@ -235,7 +231,7 @@ async fn a_store_file_made_immutable_and_writable_again_loses_no_checkpoint() {
     }
     let failing = store.failing().expect("an immutable file takes no write");
     eprintln!("chattr +i: the store fails with: {}", failing.reason);
-    let facts = app.daemon_facts(&app.state.read().unwrap());
+    let facts = app.daemon_facts(&app.state.read());
     assert_eq!(
         (facts.store_failing, facts.store_waiting_records),
         (Some(true), Some(50)),
@@ -243,10 +239,8 @@ async fn a_store_file_made_immutable_and_writable_again_loses_no_checkpoint() {
     );
 
     immutable.release();
-    persist_until(&app, dir.path(), || {
-        store.failing().is_none() && app.state.read().unwrap().outbox().is_empty()
-    })
-    .await;
+    persist_until(&app, dir.path(), || store.failing().is_none() && app.state.read().outbox().is_empty())
+        .await;
     assert_eq!(all(&store), (1..=60).collect::<Vec<_>>(), "every id once, none missing");
     assert_eq!(state_file_outbox(dir.path()), 0);
     assert!(app.write_problems().is_empty());
@@ -324,7 +318,7 @@ async fn the_built_in_store_alert_fires_within_a_minute_of_the_first_refused_wri
     .unwrap();
     let failed_at = std::time::Instant::now();
     let firing = || async {
-        let view = daemon.app.alerts.read().unwrap();
+        let view = daemon.app.alerts.read();
         view.active.iter().any(|a| {
             a.name() == "CheckpointSentinelStoreFailing"
                 && a.state == checkpoint_sentinel::rules::AlertState::Firing

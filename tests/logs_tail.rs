@@ -464,7 +464,7 @@ async fn the_daemon_task_applies_events_and_positions_to_the_state() {
     let mut tailers = Tailers::default();
     tailers.sync(std::slice::from_ref(&config), &dir.path().join("state"), &app).await;
     let count = |kind: &str| {
-        let state = app.state.read().unwrap();
+        let state = app.state.read();
         state
             .clusters()
             .get("c")
@@ -478,7 +478,7 @@ async fn the_daemon_task_applies_events_and_positions_to_the_state() {
     }
     assert_eq!((count("expired"), count("failed")), (17, 3));
     tailers.stop_all().await;
-    let state = app.state.read().unwrap();
+    let state = app.state.read();
     let logs = &state.clusters()["c"].logs;
     // The positions are in the state with the counters they match, not in a file of their own.
     assert_eq!(logs.positions["c"].files[0].offset, std::fs::metadata(&log).unwrap().len());

@@ -19,7 +19,7 @@ async fn the_subtask_that_has_not_acknowledged_is_named() {
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
     server.wait_for_polls(4).await;
     let events: Vec<_> = {
-        let state = daemon.app.state.read().unwrap();
+        let state = daemon.app.state.read();
         state.clusters()["lab"].logs.recent.iter().filter(|e| e.source == "rest").cloned().collect()
     };
     daemon.shutdown().await;

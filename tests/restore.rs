@@ -319,7 +319,7 @@ async fn poll_live(url: &str, live: &Arc<Live>) -> Polled {
     for _ in 0..live.steps.len() + 3 {
         assert!(poller.round().await);
     }
-    let state = app.state.read().unwrap();
+    let state = app.state.read();
     let job = &state.clusters()["lab"].jobs[&live.job_id];
     let once = checkpoint_sentinel::state::restore::RestoreTotals { checkpoint: 1, savepoint: 0 };
     assert_eq!(job.restores.totals, once);

@@ -70,7 +70,7 @@ pub(crate) async fn look(
         for o in &observations {
             app.apply_at(o, at);
         }
-        let state = app.state.read().unwrap_or_else(|e| e.into_inner());
+        let state = app.state.read();
         evaluator.evaluate(&state, at);
     }
     // The jobs are chosen (`only_jobs`): the configuration's name patterns, its shard of the
@@ -89,7 +89,7 @@ pub(crate) async fn look(
     let now = app.now();
     let mut alerts = AlertsView::default();
     {
-        let state = app.state.read().unwrap_or_else(|e| e.into_inner());
+        let state = app.state.read();
         evaluator.evaluate(&state, now);
         alerts.set_active(evaluator.active_shared().cloned().collect());
     }
@@ -100,7 +100,7 @@ impl Look {
     /// The health of `job_id` and its answer, exactly as the API's job summary makes them;
     /// `None` when the round did not watch it (no checkpointing).
     pub(crate) fn job(&self, job_id: &str) -> Option<crate::outputs::answer::JobVerdict> {
-        let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
+        let state = self.app.state.read();
         let c = state.clusters().get(&self.cluster)?;
         let j = c.jobs.get(job_id)?;
         Some(crate::outputs::answer::job_verdict(c, &self.cluster, job_id, j, &self.alerts))

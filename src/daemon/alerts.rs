@@ -66,7 +66,7 @@ pub(super) async fn alert_loop(
         let walk_started = std::time::Instant::now();
         let age_wake = {
             let now = Timestamp::now();
-            let state = app.state.read().unwrap_or_else(|e| e.into_inner());
+            let state = app.state.read();
             crate::rules::next_age_wake(&state, now)
                 .map(|at| tokio::time::Instant::now() + Duration::from_millis(at.since(now)))
         };
@@ -194,7 +194,7 @@ async fn deliver_loop(
         }
         if let (Some(n), Some((firing, resolved, now))) = (notifier.as_mut(), pending) {
             n.round(&firing, resolved, now).await;
-            *app.alertmanagers.write().unwrap_or_else(|e| e.into_inner()) = n.stats();
+            *app.alertmanagers.write() = n.stats();
         }
     }
 }
@@ -207,7 +207,7 @@ fn evaluate(
 ) {
     let now = Timestamp::now();
     let resolved = {
-        let state = app.state.read().unwrap_or_else(|e| e.into_inner());
+        let state = app.state.read();
         evaluator.evaluate_with(&state, &app.daemon_facts(&state), now)
     };
     // Shared, not copied: an alert is cloned only when the evaluator changes it while the view
@@ -216,7 +216,7 @@ fn evaluate(
     let firing: Vec<Arc<crate::rules::Alert>> =
         active.iter().filter(|a| a.state == crate::rules::AlertState::Firing).cloned().collect();
     {
-        let mut view = app.alerts.write().unwrap_or_else(|e| e.into_inner());
+        let mut view = app.alerts.write();
         view.rules =
             evaluator.rules().iter().map(|r| (r.spec.name.clone(), r.spec.severity.as_str())).collect();
         view.set_active(active);

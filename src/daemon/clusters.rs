@@ -57,7 +57,7 @@ pub(super) fn apply_clusters(
         return;
     }
     let names: Vec<String> = clusters.into_iter().map(|c| c.name).collect();
-    app.state.write().unwrap_or_else(|e| e.into_inner()).retain_clusters(&names);
+    app.state.write().retain_clusters(&names);
     app.generation.fetch_add(1, Ordering::Release);
 }
 
@@ -72,10 +72,10 @@ pub(super) fn spawn_discovery(
     rx.mark_unchanged();
     let task = match discovery {
         Some(d) => {
-            *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = Some(d.stats.clone());
+            *app.discovery.write() = Some(d.stats.clone());
             let app = app.clone();
             tokio::spawn(d.run(tx, move |stats| {
-                *app.discovery.write().unwrap_or_else(|e| e.into_inner()) = Some(stats);
+                *app.discovery.write() = Some(stats);
             }))
         }
         None => tokio::spawn(async move {

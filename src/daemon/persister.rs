@@ -22,7 +22,7 @@ use crate::time::Timestamp;
 pub async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation: u64) -> u64 {
     let generation = app.generation.load(Ordering::Acquire);
     let store = app.store.get().cloned();
-    let waiting = store.is_some() && !app.state.read().unwrap_or_else(|e| e.into_inner()).outbox().is_empty();
+    let waiting = store.is_some() && !app.state.read().outbox().is_empty();
     if generation == last_generation && !waiting {
         return last_generation;
     }
@@ -30,7 +30,7 @@ pub async fn persist_if_changed(app: &Arc<AppState>, dir: &Path, last_generation
     // no waiting record: with 50,000 waiting that copy was most of the lock's hold. The batch
     // joins the snapshot only if the store does not take it (below, outside the lock).
     let (mut snapshot, records, restores) = {
-        let mut state = app.state.write().unwrap_or_else(|e| e.into_inner());
+        let mut state = app.state.write();
         log_dropped(&state.take_dropped_ranges());
         let (records, restores) = match store {
             Some(_) => state.take_store_batch(),
@@ -101,7 +101,7 @@ fn note_store(app: &AppState, stored: Option<StoreOutcome>) {
                 "cannot write the checkpoint store; the records wait in the outbox and in the state file: {e}"
             );
             app.store_stats.errors.fetch_add(1, Ordering::Relaxed);
-            let mut state = app.state.write().unwrap_or_else(|e| e.into_inner());
+            let mut state = app.state.write();
             state.return_store_batch(records, restores);
         }
     }

@@ -152,7 +152,7 @@ pub(super) async fn reload(
         return;
     }
     let names: Vec<String> = all_clusters(&new.clusters, &discovered).into_iter().map(|c| c.name).collect();
-    app.state.write().unwrap_or_else(|e| e.into_inner()).retain_clusters(&names);
+    app.state.write().retain_clusters(&names);
     app.generation.fetch_add(1, Ordering::Release);
     tracing::info!(clusters = names.len(), "configuration reloaded");
     current.clusters = new.clusters;
@@ -160,9 +160,9 @@ pub(super) async fn reload(
     current.logs = new.logs;
     current.alerting = new.alerting;
     current.rules = new.rules;
-    *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = new.metrics.clone();
-    app.state.write().unwrap_or_else(|e| e.into_inner()).keep_operator_histograms(new.metrics.operators);
-    *app.thread_dumps.write().unwrap_or_else(|e| e.into_inner()) = new.thread_dumps.clone();
-    *app.evidence.write().unwrap_or_else(|e| e.into_inner()) = new.evidence.clone();
+    *app.metrics.write() = new.metrics.clone();
+    app.state.write().keep_operator_histograms(new.metrics.operators);
+    *app.thread_dumps.write() = new.thread_dumps.clone();
+    *app.evidence.write() = new.evidence.clone();
     current.metrics = new.metrics;
 }

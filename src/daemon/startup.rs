@@ -114,9 +114,9 @@ pub(super) fn shared_state(config: &Config, mut state: State) -> Arc<AppState> {
     state.keep_recent_checkpoints(config.state.recent_checkpoints);
     state.keep_p95_history(config.state.p95_history_points);
     let app = Arc::new(AppState::new(state));
-    *app.metrics.write().unwrap_or_else(|e| e.into_inner()) = config.metrics.clone();
-    *app.thread_dumps.write().unwrap_or_else(|e| e.into_inner()) = config.thread_dumps.clone();
-    *app.evidence.write().unwrap_or_else(|e| e.into_inner()) = config.evidence.clone();
+    *app.metrics.write() = config.metrics.clone();
+    *app.thread_dumps.write() = config.thread_dumps.clone();
+    *app.evidence.write() = config.evidence.clone();
     if let Some(store) = store {
         let _ = app.store.set(Arc::new(store));
     }

@@ -73,7 +73,7 @@ impl Supervisor {
                     persisted_generation = persist_if_changed(&self.app, &self.state_dir, persisted_generation).await;
                 }
                 _ = expire_tick.tick() => {
-                    self.app.state.write().unwrap_or_else(|e| e.into_inner()).expire(Timestamp::now());
+                    self.app.state.write().expire(Timestamp::now());
                 }
                 Ok(()) = self.discovered_rx.changed() => self.on_discovered().await,
                 Some(()) = reload_rx.recv() => {
@@ -128,7 +128,7 @@ impl Supervisor {
             None
         };
         self.discovered = first_reading(&mut fresh, self.shard).await;
-        *self.app.discovery.write().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.app.discovery.write() = None;
         (self.discovery_task, self.discovered_rx) = spawn_discovery(fresh, &self.app);
         apply_clusters(&self.current.clusters, &self.discovered, &mut self.pollers, &self.app);
     }

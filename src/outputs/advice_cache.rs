@@ -2,8 +2,9 @@
 //! or its recent checkpoints changed, and never more than one at a time (each runs the
 //! reference model over up to 1,000 stored checkpoints, about 10 predictions).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::advice::{Advice, Sample};
 use crate::observe::CheckpointConfiguration;
@@ -50,7 +51,7 @@ impl AdviceCache {
         configuration: &CheckpointConfiguration,
         recent: &[Sample],
     ) -> Option<Arc<Advice>> {
-        let mut guard = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.entries.lock();
         let Entries { clock, by_job } = &mut *guard;
         *clock += 1;
         let entry = by_job.get_mut(&(cluster.to_string(), job_id.to_string()))?;
@@ -71,7 +72,7 @@ impl AdviceCache {
         recent: Vec<Sample>,
         advice: Arc<Advice>,
     ) {
-        let mut guard = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.entries.lock();
         let Entries { clock, by_job } = &mut *guard;
         *clock += 1;
         let key = (cluster.to_string(), job_id.to_string());
@@ -87,7 +88,7 @@ impl AdviceCache {
     #[cfg(test)]
     /// How many jobs' advice is kept.
     pub(crate) fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).by_job.len()
+        self.entries.lock().by_job.len()
     }
 }
 

@@ -126,9 +126,9 @@ const INITIAL_SLOT: &str = r#"<script id="initial" type="application/json">null<
 /// The status page with the first view's data (`/api/v1/clusters` and `/api/v1/jobs` as they
 /// are now) in it, so the jobs table is drawn without waiting on a fetch.
 async fn index(Extract(state): Extract<HttpState>) -> Response {
-    let alerts = state.app.alerts.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let alerts = state.app.alerts.read().clone();
     let initial = {
-        let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+        let s = state.app.state.read();
         let now = Timestamp::now();
         serde_json::json!({ "clusters": api::clusters(&s, &alerts, now), "jobs": api::jobs(&s, &alerts, now) })
     };
@@ -148,18 +148,18 @@ fn json_no_cache<T: serde::Serialize>(value: &T) -> Response {
 }
 
 async fn api_clusters(Extract(state): Extract<HttpState>) -> Response {
-    let alerts = state.app.alerts.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let alerts = state.app.alerts.read().clone();
     let view = {
-        let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+        let s = state.app.state.read();
         api::clusters(&s, &alerts, Timestamp::now())
     };
     json_no_cache(&view)
 }
 
 async fn api_jobs(Extract(state): Extract<HttpState>) -> Response {
-    let alerts = state.app.alerts.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let alerts = state.app.alerts.read().clone();
     let view = {
-        let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+        let s = state.app.state.read();
         api::jobs(&s, &alerts, Timestamp::now())
     };
     json_no_cache(&view)
@@ -169,9 +169,9 @@ async fn api_job(
     Extract(state): Extract<HttpState>,
     Path((cluster, job_id)): Path<(String, String)>,
 ) -> Response {
-    let alerts = state.app.alerts.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let alerts = state.app.alerts.read().clone();
     let view = {
-        let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+        let s = state.app.state.read();
         api::job(&s, &alerts, &cluster, &job_id, Timestamp::now())
     };
     match view {
@@ -227,7 +227,7 @@ async fn api_checkpoints(
     {
         return bad_request(format!("since={since} is after until={until} (both epoch ms)"));
     }
-    if !state.app.state.read().unwrap_or_else(|e| e.into_inner()).clusters().contains_key(&cluster) {
+    if !state.app.state.read().clusters().contains_key(&cluster) {
         return (
             StatusCode::NOT_FOUND,
             axum::Json(serde_json::json!({ "error": format!("no cluster {cluster}") })),
@@ -261,7 +261,7 @@ async fn api_checkpoints(
                 .into_response();
         }
     };
-    let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+    let s = state.app.state.read();
     let Some(c) = s.clusters().get(&cluster) else {
         return (
             StatusCode::NOT_FOUND,
@@ -297,7 +297,7 @@ async fn api_advice(
     Path((cluster, job_id)): Path<(String, String)>,
 ) -> Response {
     let found = {
-        let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+        let s = state.app.state.read();
         s.clusters().get(&cluster).and_then(|c| {
             let job = c.jobs.get(&job_id)?;
             Some((job.name.clone(), crate::advice::job_inputs(job, c.flink_version.as_deref())))
@@ -358,7 +358,7 @@ struct EventsQuery {
 async fn api_events(Extract(state): Extract<HttpState>, Query(q): Query<EventsQuery>) -> Response {
     let limit = q.limit.unwrap_or(100).min(crate::state::logs::RECENT_LOG_EVENTS);
     let view = {
-        let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+        let s = state.app.state.read();
         api::events(&s, limit, Timestamp::now())
     };
     json_no_cache(&view)
@@ -501,7 +501,7 @@ fn render_body(renderer: &mut export::TextRenderer, app: &AppState) -> axum::bod
     for part in export::PARTS {
         // Each part under one read lock: every family is consistent in itself.
         let chunks = {
-            let s = app.state.read().unwrap_or_else(|e| e.into_inner());
+            let s = app.state.read();
             renderer.render(&s, &daemon, now, part)
         };
         for chunk in chunks {
@@ -516,7 +516,7 @@ fn render_body(renderer: &mut export::TextRenderer, app: &AppState) -> axum::bod
 
 /// Pending, firing and recently resolved alerts of the daemon's own rules.
 async fn alerts(Extract(state): Extract<HttpState>) -> Response {
-    let view = state.app.alerts.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let view = state.app.alerts.read().clone();
     use crate::outputs::api::AlertView;
     let active: Vec<AlertView> = view.active.iter().map(|a| AlertView::from(&**a)).collect();
     let resolved: Vec<AlertView> = view.resolved.iter().map(AlertView::from).collect();
@@ -525,7 +525,7 @@ async fn alerts(Extract(state): Extract<HttpState>) -> Response {
 
 async fn readyz(Extract(state): Extract<HttpState>) -> Response {
     let waiting: Vec<String> = {
-        let s = state.app.state.read().unwrap_or_else(|e| e.into_inner());
+        let s = state.app.state.read();
         s.clusters().iter().filter(|(_, c)| !c.answered_once).map(|(n, _)| n.clone()).collect()
     };
     // A daemon that cannot keep what it counts is not ready either: the reason is in the body.

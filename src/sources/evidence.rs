@@ -300,7 +300,7 @@ impl EvidenceSource {
     /// Runs rounds until aborted.
     pub(crate) async fn run(mut self) {
         loop {
-            let settings = self.app.evidence.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let settings = self.app.evidence.read().clone();
             tokio::time::sleep(settings.interval.max(crate::config::EvidenceConfig::MIN_INTERVAL)).await;
             if !settings.enabled {
                 continue;
@@ -315,7 +315,7 @@ impl EvidenceSource {
     /// One round: `None` when there is nothing to ask (no watched job with known operators).
     pub(crate) async fn round(&mut self, budget: usize) -> Option<EvidenceRound> {
         let (requests, cut, next) = {
-            let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
+            let state = self.app.state.read();
             let cluster = state.clusters().get(&self.config.name)?;
             let wanted = wanted(cluster, &self.collectors, &self.rocksdb);
             if wanted.first.is_empty() && wanted.rest.is_empty() {

@@ -109,12 +109,12 @@ impl Looker {
     pub(crate) async fn run(mut self) {
         loop {
             tokio::time::sleep(TICK).await;
-            let settings = self.app.thread_dumps.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let settings = self.app.thread_dumps.read().clone();
             if !settings.enabled {
                 continue;
             }
             let (due, version) = {
-                let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
+                let state = self.app.state.read();
                 let Some(cluster) = state.clusters().get(&self.config.name) else { continue };
                 (
                     due(cluster, Timestamp::now(), settings.expiry_share, &self.looked),
@@ -178,7 +178,7 @@ impl Looker {
             });
             // The poller's last placing, `id (endpoint)`: the id is what the REST path takes.
             let taskmanager = from_vertex.or_else(|| {
-                let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
+                let state = self.app.state.read();
                 let job = state.clusters().get(&self.config.name)?.jobs.get(&d.job_id)?;
                 let at = job.subtask_location(&operator, subtask)?;
                 Some(at.split(" (").next().unwrap_or(at).to_string())

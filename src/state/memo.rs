@@ -2,7 +2,7 @@
 //! changes, so that readers under the state's read lock (every scrape, rule round and API
 //! answer) do not work it out again.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 /// The last value and the fingerprint of the inputs it was worked out from.
 #[derive(Debug, Default)]
@@ -14,7 +14,7 @@ impl<T: Clone> Memo<T> {
     /// wait on it.
     pub(crate) fn get_or_compute(&self, fingerprint: u64, compute: impl FnOnce() -> T) -> T {
         // A panic while computing poisons nothing worth keeping: the next reader recomputes.
-        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = self.0.lock();
         match &*kept {
             Some((f, value)) if *f == fingerprint => value.clone(),
             _ => {

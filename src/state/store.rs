@@ -15,10 +15,11 @@
 // and boxing it would lose `?` from redb's many error types.
 #![allow(clippy::result_large_err)]
 
+use parking_lot::RwLock;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use redb::backends::FileBackend;
@@ -318,7 +319,7 @@ impl Store {
     ) -> Result<Store, StoreError> {
         let store = Store::closed(dir, bounds, faults);
         {
-            let mut inner = store.inner.write().unwrap_or_else(|e| e.into_inner());
+            let mut inner = store.inner.write();
             store.open_into(&mut inner, Timestamp::now()).map_err(|message| store.err(message))?;
         }
         Ok(store)
@@ -353,14 +354,14 @@ impl Store {
 
     /// Why the store cannot be written now, and since when; `None` when the last write worked.
     pub fn failing(&self) -> Option<Failing> {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).failing.clone()
+        self.inner.read().failing.clone()
     }
 
     /// Writes a new file with everything the open one held if the file at the path is not the
     /// open one (it, or its directory, was removed or replaced): redb would write on into the
     /// deleted file, lost at the next start.
     pub(crate) fn follow_file(&self, now: Timestamp) {
-        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.inner.write();
         if inner.db.is_some() && file_id(&self.path) != inner.file_id {
             self.rewrite_replaced(&mut inner, now);
         }
@@ -488,7 +489,7 @@ impl Store {
         restores: &[OutboxedRestore],
         now: Timestamp,
     ) -> Result<Written, StoreError> {
-        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.inner.write();
         self.heal(&mut inner, now)?;
         let db = inner.db.as_ref().ok_or_else(|| self.err("not open"))?;
         match guarded(|| write_txn(db, self.bounds, records, restores, now)) {
@@ -538,7 +539,7 @@ impl Store {
     /// Runs a read on the open database; a panic on a damaged file is an error of this read
     /// (the next write finds the damage and moves the file aside).
     fn read<T>(&self, f: impl FnOnce(&Database) -> Result<T, redb::Error>) -> Result<T, StoreError> {
-        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        let inner = self.inner.read();
         let db = inner.db.as_ref().ok_or_else(|| self.err("not open (it is failing; see the log)"))?;
         match guarded(|| f(db)) {
             Ok(result) => result.map_err(|e| self.err(e)),

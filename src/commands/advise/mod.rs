@@ -99,7 +99,7 @@ async fn live(args: &AdviseArgs) -> Result<AdviseReport, AdviseError> {
     let look = crate::commands::look::look(&cluster, &client, &selected, rules, window, args.checkpoints)
         .await
         .map_err(DiagnoseError::from)?;
-    let state = look.app.state.read().unwrap_or_else(|e| e.into_inner());
+    let state = look.app.state.read();
     let mut out = Vec::new();
     if let Some(c) = state.clusters().get(&look.cluster) {
         for job in &selected {

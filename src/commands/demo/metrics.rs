@@ -144,7 +144,7 @@ async fn taskmanager(State(cluster): State<Shared>, Path(tm): Path<String>, quer
     if tm != TASKMANAGER {
         return not_found(format!("TaskManager {tm} not found"));
     }
-    let cluster = cluster.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = cluster.lock();
     let Some(first) = cluster.jobs.first() else { return not_found("no TaskManager".into()) };
     let up_ms = first.coordinator.now().since(first.start) as f64;
     drop(cluster);

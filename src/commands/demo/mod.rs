@@ -10,10 +10,11 @@ pub mod cluster;
 pub(crate) mod metrics;
 pub mod rest;
 
+use parking_lot::Mutex;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{ClusterConfig, Config, LogConfig, StartAt};
@@ -156,7 +157,7 @@ pub async fn start_simulator(options: SimulatorOptions) -> Result<RunningSimulat
         options.interval_scale,
     )));
     let jobs = {
-        let c = cluster.lock().unwrap_or_else(|e| e.into_inner());
+        let c = cluster.lock();
         c.jobs.iter().map(|j| (j.id.clone(), j.name.clone())).collect()
     };
     let listener =
@@ -184,7 +185,7 @@ pub async fn start_simulator(options: SimulatorOptions) -> Result<RunningSimulat
         let mut tick = tokio::time::interval(TICK);
         loop {
             tick.tick().await;
-            let lines = cluster.lock().unwrap_or_else(|e| e.into_inner()).advance(Timestamp::now());
+            let lines = cluster.lock().advance(Timestamp::now());
             if let Err(e) = append(&ticker_log, &lines) {
                 tracing::warn!(file = %ticker_log.display(), "cannot write the demo log: {e}");
             }
@@ -224,7 +225,7 @@ async fn start_in(options: DemoOptions, now: Timestamp, dir: &Path) -> Result<Ru
         options.interval_scale.max(1),
     )));
     let jobs = {
-        let c = cluster.lock().unwrap_or_else(|e| e.into_inner());
+        let c = cluster.lock();
         c.jobs.iter().map(|j| (j.id.clone(), j.name.clone())).collect()
     };
 
@@ -244,7 +245,7 @@ async fn start_in(options: DemoOptions, now: Timestamp, dir: &Path) -> Result<Ru
         let mut tick = tokio::time::interval(TICK);
         loop {
             tick.tick().await;
-            let lines = ticker_cluster.lock().unwrap_or_else(|e| e.into_inner()).advance(Timestamp::now());
+            let lines = ticker_cluster.lock().advance(Timestamp::now());
             if let Err(e) = append(&ticker_log, &lines) {
                 tracing::warn!(file = %ticker_log.display(), "cannot write the demo log: {e}");
             }

@@ -1,7 +1,8 @@
 //! The demo cluster's REST API in Flink 2.x's JSON shapes (field names and type tags as in
 //! the `flink-2.3.0` captures), so the real poller reads it unchanged.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
@@ -43,7 +44,7 @@ pub(crate) fn not_found(what: String) -> Response {
 
 /// Runs `f` on the job `jid`, or answers 404 like Flink.
 pub(crate) fn with_job(cluster: &Shared, jid: &str, f: impl FnOnce(&DemoJob) -> Response) -> Response {
-    let cluster = cluster.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = cluster.lock();
     match cluster.jobs.iter().find(|j| j.id == jid) {
         Some(job) => f(job),
         None => not_found(format!("Job {jid} not found")),
@@ -51,7 +52,7 @@ pub(crate) fn with_job(cluster: &Shared, jid: &str, f: impl FnOnce(&DemoJob) -> 
 }
 
 async fn overview(State(cluster): State<Shared>) -> Response {
-    let cluster = cluster.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = cluster.lock();
     let running =
         cluster.jobs.iter().filter(|j| j.coordinator.status() == CoordinatorStatus::Running).count();
     Json(json!({
@@ -69,7 +70,7 @@ async fn overview(State(cluster): State<Shared>) -> Response {
 }
 
 async fn jobs_overview(State(cluster): State<Shared>) -> Response {
-    let cluster = cluster.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = cluster.lock();
     let now = Timestamp::now();
     let jobs: Vec<Value> = cluster
         .jobs

@@ -99,7 +99,7 @@ pub(crate) struct FlinkClient {
     /// Requests sent (answered or not), over every clone.
     sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// A one-shot look's answers by path: a second ask of the same path is answered from here.
-    memo: Option<std::sync::Arc<std::sync::Mutex<Memo>>>,
+    memo: Option<std::sync::Arc<parking_lot::Mutex<Memo>>>,
 }
 
 /// The bodies of answered requests by path (`None`: Flink said 404).
@@ -108,7 +108,7 @@ type Memo = std::collections::HashMap<String, Option<Vec<u8>>>;
 /// Clients by (timeout, max_concurrent_requests, CA file contents): see [`FlinkClient::new`].
 type ClientKey = (Duration, usize, Option<Vec<u8>>);
 static SHARED_CLIENTS: std::sync::LazyLock<
-    std::sync::Mutex<std::collections::HashMap<ClientKey, reqwest::Client>>,
+    parking_lot::Mutex<std::collections::HashMap<ClientKey, reqwest::Client>>,
 > = std::sync::LazyLock::new(Default::default);
 /// Distinct client settings kept at most (the cache starts over beyond).
 const MAX_SHARED_CLIENTS: usize = 64;
@@ -127,7 +127,7 @@ impl FlinkClient {
         // pools stay per host): each client holds its own TLS roots, about 0.3 MB, which
         // 1,000 discovered clusters paid 1,000 times. Credentials go with each request.
         let key = (config.timeout, config.max_concurrent_requests, pem.clone());
-        let mut shared = SHARED_CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut shared = SHARED_CLIENTS.lock();
         let http = match shared.get(&key) {
             Some(http) => http.clone(),
             None => {
@@ -355,14 +355,13 @@ impl FlinkClient {
     }
 
     async fn get_capped<T: DeserializeOwned>(&self, path: &str, limit: u64) -> Result<Option<T>, FetchError> {
-        let remembered =
-            self.memo.as_ref().and_then(|m| m.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned());
+        let remembered = self.memo.as_ref().and_then(|m| m.lock().get(path).cloned());
         let body = match remembered {
             Some(body) => body,
             None => {
                 let body = self.fetch_body(path, limit).await?;
                 if let Some(memo) = &self.memo {
-                    memo.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_string(), body.clone());
+                    memo.lock().insert(path.to_string(), body.clone());
                 }
                 body
             }

@@ -80,7 +80,7 @@ impl Poller {
             .map(|cp| (cp.id, Timestamp(cp.trigger_timestamp.unwrap_or(0))))
             .collect();
         let unseen = {
-            let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
+            let state = self.app.state.read();
             state.unseen_entries(&self.config.name, &job.jid, &finished_ids)
         };
         let backlog = self.defer_beyond_limit(cache, &stats.history, unseen);
@@ -217,7 +217,7 @@ impl Poller {
             stats.latest.as_ref().and_then(|l| l.restored.as_ref()).and_then(convert::restored_from);
         let Some(restored) = restored else { return };
         let due = {
-            let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
+            let state = self.app.state.read();
             state.restore_due(&self.config.name, job_id, restored.restored_at)
         };
         if cache.restore.is_none_or(|(at, _, _)| at != restored.restored_at) {

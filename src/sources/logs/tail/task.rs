@@ -143,7 +143,7 @@ pub fn spawn(config: &LogConfig, state_dir: &Path, app: Arc<AppState>) -> Tailer
 /// version kept beside it.
 fn resume_positions(config: &LogConfig, state_dir: &Path, app: &AppState) -> Option<TailerPositions> {
     let in_state = {
-        let state = app.state.read().unwrap_or_else(|e| e.into_inner());
+        let state = app.state.read();
         state.clusters().get(&config.cluster).and_then(|c| c.logs.positions.get(config.id())).cloned()
     };
     if in_state.is_some() {
