@@ -45,12 +45,9 @@ impl Shard {
             h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
             h ^ (h >> 33)
         }
-        let mut key: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in cluster.bytes() {
-            key ^= u64::from(b);
-            key = key.wrapping_mul(0x0100_0000_01b3);
-        }
-        let key = mix(key);
+        let mut fnv1a = fnv::FnvHasher::default();
+        std::hash::Hasher::write(&mut fnv1a, cluster.as_bytes());
+        let key = mix(std::hash::Hasher::finish(&fnv1a));
         let score = |i: u32| mix(key ^ u64::from(i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         (0..self.count).max_by_key(|&i| (score(i), std::cmp::Reverse(i))) == Some(self.index)
     }
