@@ -44,6 +44,8 @@ pub struct AppState {
     pub(crate) thread_dumps: RwLock<crate::config::ThreadDumpsConfig>,
     /// How the evidence sources read (`[evidence]`), set at start and on reload.
     pub(crate) evidence: RwLock<crate::config::EvidenceConfig>,
+    /// How the storage sources list (`[storage]`), set at start and on reload.
+    pub storage: RwLock<crate::config::StorageConfig>,
     /// The checkpoint store, when `[store] enabled` and it opened.
     pub store: std::sync::OnceLock<std::sync::Arc<crate::state::store::Store>>,
     /// The store's counters.
@@ -148,6 +150,7 @@ impl AppState {
             metrics: RwLock::default(),
             thread_dumps: RwLock::default(),
             evidence: RwLock::default(),
+            storage: RwLock::default(),
             store: std::sync::OnceLock::new(),
             store_stats: StoreStats::default(),
             discovery: RwLock::new(None),

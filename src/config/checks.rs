@@ -36,6 +36,21 @@ impl Config {
                 humantime::format_duration(self.evidence.interval)
             ));
         }
+        if self.storage.interval < super::StorageConfig::MIN_INTERVAL {
+            problems.push(format!(
+                "storage.interval: {}: at least 10s",
+                humantime::format_duration(self.storage.interval)
+            ));
+        }
+        if self.storage.max_requests_per_round == 0 || self.storage.max_requests_per_round > 10_000 {
+            problems.push(format!(
+                "storage.max_requests_per_round: {}: expected 1 to 10000",
+                self.storage.max_requests_per_round
+            ));
+        }
+        if self.storage.max_entries_per_job == 0 {
+            problems.push("storage.max_entries_per_job: 0: expected at least 1".to_string());
+        }
         if self.evidence.max_requests_per_round == 0 || self.evidence.max_requests_per_round > 1000 {
             problems.push(format!(
                 "evidence.max_requests_per_round: {}: expected 1 to 1000",

@@ -62,6 +62,20 @@ pub struct ClusterConfig {
     /// whose jobs this replica watches, when the cluster's jobs are shared out.
     #[serde(skip)]
     pub(crate) job_shard: Option<Shard>,
+    /// Where a checkpoint path Flink names is found by the daemon: the longest `flink` prefix
+    /// that matches is replaced by its `local` (a mount of the same storage), e.g.
+    /// `{ flink = "s3://bucket/ckpt", local = "/mnt/ckpt" }`.
+    pub storage_paths: Vec<StoragePath>,
+}
+
+/// One `storage_paths` entry of a cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoragePath {
+    /// The prefix as Flink names it (`s3://bucket/ckpt`, `file:/flink/ckpt`).
+    pub flink: String,
+    /// Where the daemon reads it (`/mnt/ckpt`, `s3://other-bucket/ckpt`).
+    pub local: String,
 }
 
 impl Default for ClusterConfig {
@@ -83,6 +97,7 @@ impl Default for ClusterConfig {
             max_history_per_poll: 20,
             shard_jobs: false,
             job_shard: None,
+            storage_paths: Vec::new(),
         }
     }
 }

@@ -136,6 +136,7 @@ impl DiscoveryDefaults {
             max_history_per_poll: self.max_history_per_poll,
             shard_jobs: self.shard_jobs,
             job_shard: None,
+            storage_paths: Vec::new(),
         }
     }
 }

@@ -67,6 +67,52 @@ pub struct Config {
     pub thread_dumps: ThreadDumpsConfig,
     /// Why checkpoints are slow, from Flink's metrics endpoints (subtasks, TaskManagers).
     pub evidence: EvidenceConfig,
+    /// The jobs' checkpoint storage, listed (`sources::storage`).
+    pub storage: StorageConfig,
+}
+
+/// `[storage]`: listing the jobs' checkpoint directories (`sources::storage`). Local and mounted
+/// paths need nothing more; `s3://`, `gs://`, `az://`/`abfs://` take their credentials from the
+/// environment as their SDKs do (`AWS_*`, instance roles and web identity; `GOOGLE_*`;
+/// `AZURE_*`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// List the storage at all.
+    pub enabled: bool,
+    /// Also list object stores (`s3://`, `gs://`, Azure); off lists only local and mounted
+    /// paths (`file:`), which cost nothing.
+    pub object_stores: bool,
+    /// How often a round runs per cluster (at least 10 s).
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+    /// At most this many list requests per round per cluster (a request is a page of up to
+    /// 1,000 entries, S3's page, or a local directory walk); what is left waits for later
+    /// rounds, counted in `checkpoint_sentinel_storage_requests_total{outcome="cut"}`.
+    pub max_requests_per_round: usize,
+    /// A job's directory is read up to this many entries (the rest counted as cut).
+    pub max_entries_per_job: usize,
+    /// Timeout of each request.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+impl StorageConfig {
+    /// The shortest interval taken.
+    pub const MIN_INTERVAL: Duration = Duration::from_secs(10);
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            enabled: true,
+            object_stores: true,
+            interval: Duration::from_secs(60),
+            max_requests_per_round: 20,
+            max_entries_per_job: 20_000,
+            timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 /// `[evidence]`: the metrics read beside the checkpoints (`sources::evidence`).

@@ -88,13 +88,14 @@ pub(super) fn spawn_discovery(
 /// The running pollers, by cluster name, with the config each was started with.
 #[derive(Default)]
 pub(super) struct Pollers {
-    /// Per cluster: its config, its poller, its thread looker (`sources::threads`) and its
-    /// evidence source (`sources::evidence`).
+    /// Per cluster: its config, its poller, its thread looker (`sources::threads`), its
+    /// evidence source (`sources::evidence`) and its storage source (`sources::storage`).
     running: HashMap<String, ClusterTasks>,
 }
 
-/// A cluster's config and its tasks: the poller, the thread looker, the evidence source.
-type ClusterTasks = (ClusterConfig, JoinHandle<()>, JoinHandle<()>, JoinHandle<()>);
+/// A cluster's config and its tasks: the poller, the thread looker, the evidence source, the
+/// storage source.
+type ClusterTasks = (ClusterConfig, JoinHandle<()>, JoinHandle<()>, JoinHandle<()>, JoinHandle<()>);
 
 impl Pollers {
     /// Starts, restarts and stops pollers so that exactly `clusters` run. Builds every new
@@ -102,20 +103,21 @@ impl Pollers {
     pub(super) fn sync(&mut self, clusters: &[ClusterConfig], app: &Arc<AppState>) -> Result<(), StartError> {
         let mut fresh = Vec::new();
         for c in clusters {
-            if self.running.get(&c.name).is_some_and(|(old, _, _, _)| old == c) {
+            if self.running.get(&c.name).is_some_and(|(old, ..)| old == c) {
                 continue;
             }
             let looker = crate::sources::threads::Looker::new(c.clone(), app.clone())?;
             let evidence = crate::sources::evidence::EvidenceSource::new(c.clone(), app.clone())?;
             fresh.push((c.clone(), Poller::new(c.clone(), app.clone())?, looker, evidence));
         }
-        self.running.retain(|name, (_, handle, looker, evidence)| {
+        self.running.retain(|name, (_, handle, looker, evidence, storage)| {
             let keep =
                 clusters.iter().any(|c| &c.name == name) && !fresh.iter().any(|(c, _, _, _)| &c.name == name);
             if !keep {
                 handle.abort();
                 looker.abort();
                 evidence.abort();
+                storage.abort();
                 tracing::info!(cluster = %name, "stopped polling");
             }
             keep
@@ -125,16 +127,19 @@ impl Pollers {
             let handle = tokio::spawn(poller.run());
             let looker = tokio::spawn(looker.run());
             let evidence = tokio::spawn(evidence.run());
-            self.running.insert(c.name.clone(), (c, handle, looker, evidence));
+            let storage =
+                tokio::spawn(crate::sources::storage::StorageSource::new(c.clone(), app.clone()).run());
+            self.running.insert(c.name.clone(), (c, handle, looker, evidence, storage));
         }
         Ok(())
     }
 
     pub(super) fn stop_all(&mut self) {
-        for (_, (_, handle, looker, evidence)) in self.running.drain() {
+        for (_, (_, handle, looker, evidence, storage)) in self.running.drain() {
             handle.abort();
             looker.abort();
             evidence.abort();
+            storage.abort();
         }
     }
 }

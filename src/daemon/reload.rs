@@ -164,5 +164,6 @@ pub(super) async fn reload(
     app.state.write().keep_operator_histograms(new.metrics.operators);
     *app.thread_dumps.write() = new.thread_dumps.clone();
     *app.evidence.write() = new.evidence.clone();
+    *app.storage.write() = new.storage.clone();
     current.metrics = new.metrics;
 }

@@ -117,6 +117,7 @@ pub(super) fn shared_state(config: &Config, mut state: State) -> Arc<AppState> {
     *app.metrics.write() = config.metrics.clone();
     *app.thread_dumps.write() = config.thread_dumps.clone();
     *app.evidence.write() = config.evidence.clone();
+    *app.storage.write() = config.storage.clone();
     if let Some(store) = store {
         let _ = app.store.set(Arc::new(store));
     }

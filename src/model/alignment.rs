@@ -229,6 +229,7 @@ impl AlignmentResult {
                         persisted_bytes: s.acknowledged.then_some(s.persisted_bytes),
                         unaligned: s.unaligned,
                         state_size_bytes: None,
+                        checkpointed_bytes: None,
                     })
                     .collect(),
             })

@@ -250,6 +250,7 @@ impl PredictedCheckpoint {
             num_acknowledged: if status == CheckpointStatus::Completed { num_subtasks } else { 0 },
             failure_message: failure.map(|r| r.message().to_string()),
             operators: self.operators.clone(),
+            external_path: None,
         })
     }
 }

@@ -49,7 +49,18 @@ pub struct CheckpointConfiguration {
     pub(crate) restart_strategy: Option<String>,
     /// Flink's version, e.g. `2.3.0`.
     pub(crate) flink_version: Option<String>,
+    /// The configured checkpoint directory (`execution.checkpointing.dir`, 1.x
+    /// `state.checkpoints.dir`).
+    pub checkpoint_dir: Option<String>,
+    /// File merging (`execution.checkpointing.file-merging.enabled`, FLIP-306, 1.20+).
+    pub file_merging: Option<bool>,
+    /// The RPC frame size, bytes (`pekko.framesize`, 1.x `akka.framesize`; Flink's default
+    /// 10485760b): an acknowledgement larger than it is dropped (before FLINK-39738).
+    pub framesize_bytes: Option<u64>,
 }
+
+/// Flink's default `pekko.framesize`, bytes.
+pub const DEFAULT_FRAMESIZE_BYTES: u64 = 10_485_760;
 
 impl CheckpointConfiguration {
     /// Flink's major version (1 when unknown: the 1.x keys are the ones 2.x still reads most).

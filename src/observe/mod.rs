@@ -9,10 +9,12 @@ use crate::time::Timestamp;
 mod config;
 mod evidence;
 mod log;
+mod storage;
 mod threads;
 pub use config::*;
 pub use evidence::*;
 pub use log::*;
+pub use storage::*;
 pub use threads::*;
 
 /// Identifies a job within a cluster.
@@ -49,6 +51,8 @@ pub enum Observation {
     ThreadSampled(ThreadReport),
     /// What Flink's metrics said about a cluster's subtasks and TaskManagers in one round.
     Evidence(EvidenceRound),
+    /// What the checkpoint storage of a cluster's jobs held in one round (`sources::storage`).
+    Storage(StorageRound),
 }
 
 /// A thread sample for a job, as the thread looker reports it.
@@ -374,6 +378,8 @@ pub struct FinishedCheckpoint {
     pub failure_message: Option<String>,
     /// Per-operator details, when they could be fetched (only the newest checkpoints have them).
     pub operators: Vec<OperatorCheckpoint>,
+    /// Where a completed checkpoint is stored (`external_path`, e.g. `s3://b/ckpt/<job>/chk-7`).
+    pub external_path: Option<String>,
 }
 
 /// A checkpoint built by hand (tests, benches): [`FinishedCheckpoint::completed`] gives a plain
@@ -397,6 +403,7 @@ impl FinishedCheckpoint {
             num_acknowledged: 0,
             failure_message: None,
             operators: Vec::new(),
+            external_path: None,
         }
     }
 
@@ -478,6 +485,8 @@ pub struct SubtaskCheckpoint {
     /// Its state size, bytes (Flink's `state_size`: the full size from 1.15, before it what
     /// the checkpoint persisted, the increment of an incremental checkpoint).
     pub state_size_bytes: Option<u64>,
+    /// What it uploaded this time, bytes (Flink's `checkpointed_size`, 1.15+).
+    pub checkpointed_bytes: Option<u64>,
 }
 
 /// Flink's `CheckpointFailureReason`, with the message REST and logs show.

@@ -8,6 +8,7 @@
 //! - [`kubernetes`] — clusters found by watching the Kubernetes API (Flink's services, the operator's resources).
 //! - [`target`] — a discovered cluster (name, REST URL), what both discoveries give.
 //! - [`logs`] — the log tailer: JM/TM log files to checkpoint events.
+//! - [`storage`] — the per-cluster storage rounds: the jobs' checkpoint directories listed.
 
 pub(crate) mod discovery;
 pub(crate) mod evidence;
@@ -16,5 +17,6 @@ pub mod flink;
 pub mod kubernetes;
 pub mod logs;
 pub mod poller;
+pub(crate) mod storage;
 pub(crate) mod target;
 pub(crate) mod threads;

@@ -39,6 +39,8 @@ pub struct ClusterState {
     pub(crate) unclaimed_spans: VecDeque<CheckpointSpan>,
     /// What Flink's metrics said (evidence rounds), not persisted.
     pub(crate) evidence: super::evidence::ClusterEvidence,
+    /// What its jobs' checkpoint storage held (storage rounds), not persisted.
+    pub storage: super::storage::ClusterStorage,
 }
 
 /// How many checkpoint spans of jobs not known yet a cluster keeps for them.
@@ -64,6 +66,7 @@ impl ClusterState {
             unclaimed: VecDeque::new(),
             unclaimed_spans: VecDeque::new(),
             evidence: Default::default(),
+            storage: Default::default(),
         }
     }
 

@@ -16,6 +16,7 @@ pub mod outbox;
 pub mod persist;
 pub(crate) mod record;
 pub mod restore;
+pub mod storage;
 pub mod store;
 pub(crate) mod threads;
 pub(crate) mod tolerance;
@@ -234,6 +235,7 @@ impl State {
                     }
                 }
                 job.apply_poll(poll, window);
+                job.storage.observe_poll(&poll.finished);
                 let mut counted = std::mem::take(&mut job.outbox);
                 let restores = std::mem::take(&mut job.restores.changed);
                 cluster.evidence.observe_checkpoints(&poll.key.job_id, &poll.finished);
@@ -292,6 +294,20 @@ impl State {
                 }
             }
             Observation::Evidence(round) => self.cluster_mut(&round.cluster).evidence.apply(round),
+            Observation::Storage(round) => {
+                let cluster = self.cluster_mut(&round.cluster);
+                cluster.storage.apply(round);
+                for listing in &round.jobs {
+                    if let Some(job) = cluster.jobs.get_mut(&listing.job_id) {
+                        job.storage.observe_listing(listing, round.at);
+                    }
+                }
+                for job_id in &round.throttled_jobs {
+                    if let Some(job) = cluster.jobs.get_mut(job_id) {
+                        job.storage.throttled += 1;
+                    }
+                }
+            }
             Observation::LogTailer(report) => self.cluster_mut(&report.cluster).logs.apply_report(report),
             Observation::JobConfiguration(key, configuration) => {
                 let Some(cluster) = self.clusters.get_mut(&key.cluster) else { return };

@@ -51,6 +51,7 @@ pub(super) fn render_cluster(out: &mut impl Sink, c: &str, cluster: &ClusterStat
     );
     render_logs(out, c, cluster);
     super::evidence::render_evidence(out, c, cluster);
+    super::storage::render_storage(out, c, cluster);
 }
 
 fn render_logs(out: &mut impl Sink, c: &str, cluster: &crate::state::ClusterState) {

@@ -633,6 +633,98 @@ pub const METRICS: &[MetricDef] = &[
         "Evidence samples not kept because their map (operators, culprit subtasks, TaskManagers) was at its cap."
     ),
     metric!(
+        "checkpoint_sentinel_storage_requests_total",
+        Counter,
+        &["cluster", "outcome"],
+        "List requests of the storage rounds to the jobs' checkpoint storage (a page of up to 1,000 entries, or a local directory walk): made, cut (left for a later round by [storage] max_requests_per_round) and failed."
+    ),
+    metric!(
+        "checkpoint_sentinel_storage_errors_total",
+        Counter,
+        &["cluster", "kind"],
+        "Failed listings of the checkpoint storage by kind: throttled (503 SlowDown, 429), not_found, denied, timeout, unsupported (a scheme the daemon cannot read, or [storage] object_stores off), other."
+    ),
+    metric!(
+        "checkpoint_sentinel_storage_entries_cut_total",
+        Counter,
+        &["cluster"],
+        "Listings of a job's checkpoint directory stopped at [storage] max_entries_per_job."
+    ),
+    metric!(
+        "checkpoint_sentinel_storage_unreachable",
+        Gauge,
+        &["cluster"],
+        "Checkpoint directories the daemon cannot read now (said once in its log when they became so)."
+    ),
+    metric!(
+        "flink_checkpoint_storage_abandoned_bytes",
+        Gauge,
+        &["cluster", "base"],
+        "Bytes in the folders of jobs that no longer run (ended, or unknown to the cluster and quiet for 10 minutes) under a base checkpoint directory."
+    ),
+    metric!(
+        "flink_checkpoint_storage_abandoned_jobs",
+        Gauge,
+        &["cluster", "base"],
+        "Folders of jobs that no longer run under a base checkpoint directory (the 32 largest)."
+    ),
+    metric!(
+        "flink_checkpoint_storage_bytes",
+        Gauge,
+        JOB,
+        "Bytes under the job's checkpoint directory (every object: chk-N, shared/, taskowned/), from its latest listing."
+    ),
+    metric!(
+        "flink_checkpoint_storage_shared_bytes",
+        Gauge,
+        JOB,
+        "Of them, bytes under shared/ (incremental state shared between checkpoints)."
+    ),
+    metric!("flink_checkpoint_storage_objects", Gauge, JOB, "Objects under the job's checkpoint directory."),
+    metric!(
+        "flink_checkpoint_storage_reported_state_bytes",
+        Gauge,
+        JOB,
+        "The full state size Flink reports for the job's newest completed checkpoint, beside what its directory holds."
+    ),
+    metric!(
+        "flink_checkpoint_storage_orphaned_bytes",
+        Gauge,
+        JOB,
+        "Bytes in chk-N folders no retained or in-progress checkpoint holds (leftovers of expired, discarded or never-deleted checkpoints); not written with file merging on."
+    ),
+    metric!("flink_checkpoint_storage_orphaned_folders", Gauge, JOB, "Those folders."),
+    metric!(
+        "flink_checkpoint_storage_complete_folders",
+        Gauge,
+        JOB,
+        "chk-N folders with a _metadata file (complete checkpoints on storage), against flink_checkpoint_num_retained."
+    ),
+    metric!(
+        "flink_checkpoint_num_retained",
+        Gauge,
+        JOB,
+        "Completed checkpoints Flink retains (execution.checkpointing.num-retained, 1.x state.checkpoints.num-retained; default 1)."
+    ),
+    metric!(
+        "flink_checkpoint_metadata_bytes",
+        Gauge,
+        JOB,
+        "Size of the _metadata file of the job's newest checkpoint folder, from the listing (never read)."
+    ),
+    metric!(
+        "flink_checkpoint_frame_size_bytes",
+        Gauge,
+        JOB,
+        "The RPC frame size an acknowledgement must fit (pekko.framesize, 1.x akka.framesize; default 10485760)."
+    ),
+    metric!(
+        "flink_checkpoint_storage_throttled_total",
+        Counter,
+        JOB,
+        "Listings of the job's checkpoint directory the storage throttled (503 SlowDown, 429) since the daemon started."
+    ),
+    metric!(
         "flink_taskmanager_gc_time_ratio",
         Gauge,
         TASKMANAGER,

@@ -30,6 +30,7 @@ mod evidence;
 mod families;
 mod job;
 mod sink;
+mod storage;
 #[cfg(test)]
 mod tests;
 

@@ -83,7 +83,26 @@ pub(crate) fn configuration(
             .and_then(|e| e.restart_strategy.clone())
             .or_else(|| lookup(&["restart-strategy.type", "restart-strategy"])),
         flink_version: flink_version.map(str::to_string),
+        checkpoint_dir: lookup(&["execution.checkpointing.dir", "state.checkpoints.dir"]),
+        file_merging: flag(&["execution.checkpointing.file-merging.enabled"]),
+        framesize_bytes: lookup(&["pekko.framesize", "akka.framesize"]).and_then(|v| parse_bytes(&v)),
     }
+}
+
+/// A Flink memory size (`10485760b`, `10 mb`, `1g`, a bare number of bytes) in bytes.
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let t = text.trim().to_ascii_lowercase();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let scale: u64 = match unit.trim() {
+        "" | "b" | "bytes" => 1,
+        "k" | "kb" | "kibibytes" => 1 << 10,
+        "m" | "mb" | "mebibytes" => 1 << 20,
+        "g" | "gb" | "gibibytes" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(scale)
 }
 
 /// What `latest.restored` of `/checkpoints` says the job last restored from; `None` without a
@@ -214,6 +233,7 @@ pub fn finished(
         num_acknowledged: checkpoint.num_acknowledged_subtasks.unwrap_or(0),
         failure_message: checkpoint.failure_message.clone(),
         operators,
+        external_path: checkpoint.external_path.clone(),
     })
 }
 
@@ -236,6 +256,8 @@ fn operator(vertex: &VertexDetails<'_>) -> OperatorCheckpoint {
                 persisted_bytes: non_negative(st.alignment.and_then(|a| a.persisted)),
                 unaligned: st.unaligned_checkpoint.unwrap_or(false),
                 state_size_bytes: non_negative(st.state_size),
+                // Before 1.15 `state_size` was what the checkpoint persisted.
+                checkpointed_bytes: non_negative(st.checkpointed_size.or(st.state_size)),
             }
         })
         .collect();

@@ -277,6 +277,8 @@ pub struct CheckpointStatistics {
     pub(crate) failure_timestamp: Option<i64>,
     /// Why a failed checkpoint failed, e.g. `Checkpoint expired before completing.`
     pub(crate) failure_message: Option<String>,
+    /// Where a completed checkpoint is stored (the storage source lists its folder).
+    pub(crate) external_path: Option<String>,
 }
 
 /// `GET /jobs/:id/checkpoints/details/:cp/subtasks/:vertex`.
@@ -301,6 +303,8 @@ pub struct SubtaskCheckpointStatistics {
     pub(crate) end_to_end_duration: Option<i64>,
     /// State size.
     pub state_size: Option<i64>,
+    /// Bytes this subtask persisted (1.15+): its upload, over the async duration.
+    pub(crate) checkpointed_size: Option<i64>,
     /// Synchronous and asynchronous snapshot durations.
     pub(crate) checkpoint: Option<SubtaskSnapshotDurations>,
     /// Alignment statistics.

@@ -173,6 +173,9 @@ pub struct JobState {
     /// Checkpoints counted from Flink's trace spans ahead of the poll, and counts by source
     /// (persisted).
     pub traced: traced::Traced,
+    /// Its checkpoint storage: the completed checkpoints' paths and the latest listing (not
+    /// persisted).
+    pub storage: super::storage::JobStorageState,
 }
 
 impl JobState {
@@ -214,6 +217,7 @@ impl JobState {
             trigger_deviation: WindowedHistogram::new(window),
             subtask_locations: BTreeMap::new(),
             threads: super::threads::ThreadSamples::default(),
+            storage: Default::default(),
             savepoints: outbox::SavepointStats::default(),
             restores: restore::RestoreStats::default(),
             outbox: Vec::new(),

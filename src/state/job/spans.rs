@@ -115,6 +115,7 @@ impl JobState {
             num_acknowledged: 0,
             failure_message: None,
             operators: Vec::new(),
+            external_path: None,
         };
         self.traced.counted_by_span(span.id, span.status);
         let streak = match (span.status, logged.failed_stopping) {

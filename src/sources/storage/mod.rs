@@ -1,0 +1,546 @@
+//! The storage source: a task per cluster that lists its jobs' checkpoint directories through
+//! the `object_store` crate (local and mounted paths, S3 and S3-compatible endpoints, GCS,
+//! Azure Blob) and applies each round as one `Observation::Storage`. It reads no file's
+//! contents: sizes come from the listings (`_metadata` too).
+//!
+//! Where it looks: per watched job, the parent of its completed checkpoints' external paths
+//! (from the polls), else `<configured checkpoint dir>/<job id>`; per base directory, the job
+//! folders in it. Paths go through the cluster's `storage_paths` mapping first.
+//!
+//! Cost bounds: at most `[storage] max_requests_per_round` list requests a round (a request is
+//! a page of up to 1,000 entries, or one local directory walk), jobs taken in turn; what a round
+//! leaves is counted. A job's listing stops at `max_entries_per_job`. Every request has
+//! `[storage] timeout`, the round twice the budget's worth. A directory it cannot reach is said
+//! once (a warning and `checkpoint_sentinel_storage_unreachable`), not every round; throttling
+//! (`503 SlowDown`, 429) is counted, and the job's listing tried again next time. The object
+//! stores' own retries are off: each answer the storage gives is seen and counted.
+
+pub(crate) mod analyse;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use object_store::ObjectStore;
+use object_store::path::Path as ObjPath;
+
+use crate::app::AppState;
+use crate::config::{ClusterConfig, StorageConfig};
+use crate::observe::{AbandonedJob, BaseStorage, DEFAULT_FRAMESIZE_BYTES, Observation, StorageRound};
+use crate::state::ClusterState;
+use crate::time::Timestamp;
+use analyse::{Entry, JobFacts};
+
+/// Entries an S3-style list page holds (what a request costs, in entries).
+const PAGE: u64 = 1_000;
+
+/// Folders of jobs that do not run listed per round at most (their sizes are kept between).
+const ABANDONED_PER_ROUND: usize = 4;
+
+/// Folders of jobs that do not run kept per base directory (the largest).
+const ABANDONED_KEPT: usize = 32;
+
+/// A folder of a job the cluster does not list at all is taken as abandoned only when nothing
+/// was written in it for this long (it may be a job this daemon does not watch).
+const UNLISTED_QUIET_MS: u64 = 10 * 60 * 1000;
+
+/// Why a listing failed, as a fixed metric label.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ListError {
+    /// The storage answered 503 SlowDown or 429.
+    #[error("throttled: {0}")]
+    Throttled(String),
+    /// The directory or bucket does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Credentials missing or refused.
+    #[error("access denied: {0}")]
+    Denied(String),
+    /// No answer within `[storage] timeout`.
+    #[error("timed out")]
+    Timeout,
+    /// A scheme the daemon cannot read (`hdfs://`), or object stores are off.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl ListError {
+    /// The metric label.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            ListError::Throttled(_) => "throttled",
+            ListError::NotFound(_) => "not_found",
+            ListError::Denied(_) => "denied",
+            ListError::Timeout => "timeout",
+            ListError::Unsupported(_) => "unsupported",
+            ListError::Other(_) => "other",
+        }
+    }
+
+    /// Whether the directory is unreachable (said once), not merely busy.
+    fn unreachable(&self) -> bool {
+        !matches!(self, ListError::Throttled(_) | ListError::Timeout)
+    }
+
+    fn of(e: &object_store::Error) -> ListError {
+        let text = e.to_string();
+        let lower = text.to_ascii_lowercase();
+        match e {
+            object_store::Error::NotFound { .. } => ListError::NotFound(text),
+            object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
+                ListError::Denied(text)
+            }
+            _ if ["slowdown", "slow down", "503", "429", "too many requests", "reduce your request rate"]
+                .iter()
+                .any(|n| lower.contains(n)) =>
+            {
+                ListError::Throttled(text)
+            }
+            _ if lower.contains("nosuchbucket") || lower.contains("404") => ListError::NotFound(text),
+            _ if lower.contains("accessdenied") || lower.contains("403") => ListError::Denied(text),
+            _ if lower.contains("timed out") || lower.contains("timeout") => ListError::Timeout,
+            _ => ListError::Other(text),
+        }
+    }
+}
+
+/// A Flink path split into the store that holds it and the path inside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Location {
+    /// The store (`file`, `s3://bucket`, `gs://bucket`, `abfss://container@account…`).
+    pub store: String,
+    /// The path inside it.
+    pub path: String,
+}
+
+/// Where `path` (already mapped) lives; `None` for a scheme no store here reads.
+pub(crate) fn locate(path: &str) -> Option<Location> {
+    if let Some(rest) = path.strip_prefix("file:").or_else(|| path.starts_with('/').then_some(path)) {
+        let local = format!("/{}", rest.trim_start_matches('/'));
+        return Some(Location { store: "file".into(), path: local });
+    }
+    let (scheme, rest) = path.split_once("://")?;
+    let scheme = match scheme {
+        "s3" | "s3a" | "s3n" | "s3p" => "s3",
+        "gs" => "gs",
+        "abfs" | "abfss" | "az" | "adl" | "azure" | "wasb" | "wasbs" => scheme,
+        _ => return None,
+    };
+    let (bucket, inner) = rest.split_once('/').unwrap_or((rest, ""));
+    Some(Location { store: format!("{scheme}://{bucket}"), path: inner.trim_matches('/').to_string() })
+}
+
+/// Builds the store for a location's `store` key.
+fn build_store(key: &str, s: &StorageConfig) -> Result<Arc<dyn ObjectStore>, ListError> {
+    if key == "file" {
+        return Ok(Arc::new(object_store::local::LocalFileSystem::new()));
+    }
+    if !s.object_stores {
+        return Err(ListError::Unsupported(format!("{key}: [storage] object_stores is off")));
+    }
+    let retry = object_store::RetryConfig { max_retries: 0, ..Default::default() };
+    let client = object_store::ClientOptions::new().with_timeout(s.timeout).with_connect_timeout(s.timeout);
+    let built: Result<Arc<dyn ObjectStore>, object_store::Error> = if key.starts_with("s3://") {
+        object_store::aws::AmazonS3Builder::from_env()
+            .with_url(key)
+            .with_retry(retry)
+            .with_client_options(client)
+            .build()
+            .map(|s| Arc::new(s) as _)
+    } else if key.starts_with("gs://") {
+        object_store::gcp::GoogleCloudStorageBuilder::from_env()
+            .with_url(key)
+            .with_retry(retry)
+            .with_client_options(client)
+            .build()
+            .map(|s| Arc::new(s) as _)
+    } else {
+        object_store::azure::MicrosoftAzureBuilder::from_env()
+            .with_url(key)
+            .with_retry(retry)
+            .with_client_options(client)
+            .build()
+            .map(|s| Arc::new(s) as _)
+    };
+    built.map_err(|e| ListError::Other(e.to_string()))
+}
+
+/// What a round lists, read under the state's read lock.
+#[derive(Debug, Default)]
+pub(crate) struct Plan {
+    /// Per watched running job: what Flink says, and its directory as the daemon reads it.
+    pub jobs: Vec<(JobFacts, String)>,
+    /// Base directories: (as Flink names it, as the daemon reads it).
+    pub bases: Vec<(String, String)>,
+    /// Every job the cluster lists: its status and whether it runs.
+    pub known: HashMap<String, (String, bool)>,
+}
+
+/// What a round of `cluster` lists (`mapping`: the cluster's `storage_paths`).
+pub(crate) fn plan(cluster: &ClusterState, mapping: &[(String, String)]) -> Plan {
+    let mut out = Plan::default();
+    let mut bases = std::collections::BTreeSet::new();
+    for (job_id, job) in &cluster.jobs {
+        let running = job.listed && !job.job_state.has_ended();
+        out.known.insert(job_id.clone(), (job.job_state.to_string(), running));
+        let config = job.configuration.as_deref();
+        let newest = job.storage.paths.iter().next_back();
+        let dir = newest.and_then(|(_, k)| analyse::job_dir_of(&k.path).map(str::to_string)).or_else(|| {
+            config?.checkpoint_dir.as_ref().map(|d| format!("{}/{job_id}", d.trim_end_matches('/')))
+        });
+        let Some(dir) = dir else { continue };
+        if let Some(base) = analyse::parent_of(&dir) {
+            bases.insert(base.to_string());
+        }
+        if !running {
+            continue;
+        }
+        let interval = job.settings.as_ref().and_then(|s| s.interval_ms).unwrap_or(0);
+        let facts = JobFacts {
+            job_id: job_id.clone(),
+            dir: dir.clone(),
+            num_retained: config.and_then(|c| c.retained_checkpoints).unwrap_or(1),
+            newest_completed: newest.map(|(id, _)| *id).or(job.last_completed.as_ref().map(|r| r.id)),
+            in_progress: job.in_progress.iter().map(|c| c.id).collect(),
+            reported_state_bytes: newest.and_then(|(_, k)| k.full_state_bytes),
+            file_merging: config.and_then(|c| c.file_merging).unwrap_or(false),
+            framesize_bytes: config.and_then(|c| c.framesize_bytes).unwrap_or(DEFAULT_FRAMESIZE_BYTES),
+            grace_ms: (2 * interval).max(60_000),
+        };
+        let local = analyse::mapped(&dir, mapping);
+        out.jobs.push((facts, local));
+    }
+    out.bases = bases.into_iter().map(|b| (b.clone(), analyse::mapped(&b, mapping))).collect();
+    out
+}
+
+/// Lists one cluster's checkpoint storage.
+pub(crate) struct StorageSource {
+    config: ClusterConfig,
+    app: Arc<AppState>,
+    stores: HashMap<String, Arc<dyn ObjectStore>>,
+    /// The next job in turn.
+    cursor: usize,
+    /// Directories said to be unreachable (not said again until they answer).
+    unreachable: HashSet<String>,
+    /// Per (base, job id): the last listing of a folder of a job that does not run.
+    abandoned: HashMap<(String, String), AbandonedJob>,
+}
+
+/// A round's request budget and counts.
+struct Budget {
+    left: usize,
+    made: u32,
+    cut: u32,
+    entries_cut: u64,
+    errors: Vec<&'static str>,
+}
+
+impl Budget {
+    /// Takes one request; `false` when none is left.
+    fn take(&mut self) -> bool {
+        if self.left == 0 {
+            return false;
+        }
+        self.left -= 1;
+        self.made += 1;
+        true
+    }
+}
+
+impl StorageSource {
+    /// A source for `config`'s cluster.
+    pub(crate) fn new(config: ClusterConfig, app: Arc<AppState>) -> Self {
+        StorageSource {
+            config,
+            app,
+            stores: HashMap::new(),
+            cursor: 0,
+            unreachable: HashSet::new(),
+            abandoned: HashMap::new(),
+        }
+    }
+
+    /// Runs rounds until aborted.
+    pub(crate) async fn run(mut self) {
+        loop {
+            let settings = self.app.storage.read().unwrap_or_else(|e| e.into_inner()).clone();
+            tokio::time::sleep(settings.interval.max(StorageConfig::MIN_INTERVAL)).await;
+            if !settings.enabled {
+                continue;
+            }
+            if let Some(round) = self.round(&settings).await {
+                self.app.apply(&Observation::Storage(round));
+            }
+        }
+    }
+
+    fn mapping(&self) -> Vec<(String, String)> {
+        self.config.storage_paths.iter().map(|m| (m.flink.clone(), m.local.clone())).collect()
+    }
+
+    /// One round: `None` when there is nothing to list (no watched job with a known directory).
+    pub(crate) async fn round(&mut self, s: &StorageConfig) -> Option<StorageRound> {
+        let plan = {
+            let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
+            plan(state.clusters().get(&self.config.name)?, &self.mapping())
+        };
+        if plan.jobs.is_empty() && plan.bases.is_empty() {
+            return None;
+        }
+        let mut budget = Budget {
+            left: s.max_requests_per_round.max(1),
+            made: 0,
+            cut: 0,
+            entries_cut: 0,
+            errors: Vec::new(),
+        };
+        let mut round = StorageRound { cluster: self.config.name.clone(), ..Default::default() };
+        // The whole round is bounded too: each request has the timeout, a round its budget's worth.
+        let deadline = s.timeout * (s.max_requests_per_round.min(1_000) as u32 + 1) + Duration::from_secs(1);
+        let work = async {
+            self.list_jobs(&plan, s, &mut budget, &mut round).await;
+            self.list_bases(&plan, s, &mut budget, &mut round).await;
+        };
+        if tokio::time::timeout(deadline, work).await.is_err() {
+            budget.errors.push("timeout");
+        }
+        round.at = Timestamp::now();
+        round.requests = budget.made;
+        round.requests_cut = budget.cut;
+        round.entries_cut = budget.entries_cut;
+        round.errors = budget.errors;
+        Some(round)
+    }
+
+    async fn list_jobs(
+        &mut self,
+        plan: &Plan,
+        s: &StorageConfig,
+        budget: &mut Budget,
+        round: &mut StorageRound,
+    ) {
+        let n = plan.jobs.len();
+        let start = self.cursor % n.max(1);
+        let mut listed = 0;
+        for k in 0..n {
+            let (facts, local) = &plan.jobs[(start + k) % n];
+            if budget.left == 0 {
+                budget.cut += 1;
+                continue;
+            }
+            listed += 1;
+            let listing = self.list_dir(local, s, budget).await;
+            match listing {
+                Ok((entries, truncated)) => {
+                    self.answered(local, round);
+                    round.jobs.push(analyse::analyse(&entries, truncated, facts, Timestamp::now()));
+                }
+                Err(e) => {
+                    if matches!(e, ListError::Throttled(_)) {
+                        round.throttled_jobs.push(facts.job_id.clone());
+                    }
+                    self.failed(local, &e, budget, round)
+                }
+            }
+        }
+        self.cursor = (start + listed) % n.max(1);
+    }
+
+    async fn list_bases(
+        &mut self,
+        plan: &Plan,
+        s: &StorageConfig,
+        budget: &mut Budget,
+        round: &mut StorageRound,
+    ) {
+        for (base, local) in &plan.bases {
+            if !budget.take() {
+                budget.cut += 1;
+                continue;
+            }
+            let folders = match self.folders(local, s).await {
+                Ok(f) => f,
+                Err(e) => {
+                    self.failed(local, &e, budget, round);
+                    continue;
+                }
+            };
+            let job_folders = folders.len() as u32;
+            let stopped: Vec<(String, Option<String>)> = folders
+                .into_iter()
+                .filter(|f| analyse::is_job_id(f))
+                .filter_map(|f| match plan.known.get(&f) {
+                    Some((_, true)) => None,
+                    Some((status, false)) => Some((f, Some(status.clone()))),
+                    None => Some((f, None)),
+                })
+                .collect();
+            let present: HashSet<&str> = stopped.iter().map(|(f, _)| f.as_str()).collect();
+            self.abandoned.retain(|(b, j), _| b != base || present.contains(j.as_str()));
+            let mut fresh = 0;
+            for (job_id, status) in &stopped {
+                let key = (base.clone(), job_id.clone());
+                if self.abandoned.contains_key(&key) || fresh >= ABANDONED_PER_ROUND || budget.left == 0 {
+                    continue;
+                }
+                fresh += 1;
+                let dir = format!("{}/{job_id}", local.trim_end_matches('/'));
+                match self.list_dir(&dir, s, budget).await {
+                    Ok((entries, _)) => {
+                        let a = analyse::abandoned(job_id, status.as_deref(), &entries, Timestamp::now());
+                        self.abandoned.insert(key, a);
+                    }
+                    Err(e) => budget.errors.push(e.kind()),
+                }
+            }
+            let mut abandoned: Vec<AbandonedJob> = self
+                .abandoned
+                .iter()
+                .filter(|((b, _), a)| {
+                    b == base && a.objects > 0 && (a.status.is_some() || a.age_ms >= UNLISTED_QUIET_MS)
+                })
+                .map(|(_, a)| a.clone())
+                .collect();
+            abandoned.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.job_id.cmp(&b.job_id)));
+            let abandoned_bytes = abandoned.iter().map(|a| a.bytes).sum();
+            abandoned.truncate(ABANDONED_KEPT);
+            round.bases.push(BaseStorage { base: base.clone(), job_folders, abandoned, abandoned_bytes });
+        }
+    }
+
+    /// Notes that `dir` answered (said once if it had not).
+    fn answered(&mut self, dir: &str, round: &mut StorageRound) {
+        if self.unreachable.remove(dir) {
+            tracing::info!(cluster = %self.config.name, dir, "checkpoint storage answers again");
+            round.reachable_again.push(dir.to_string());
+        }
+    }
+
+    /// Counts a failed listing of `dir`; an unreachable directory is said once.
+    fn failed(&mut self, dir: &str, e: &ListError, budget: &mut Budget, round: &mut StorageRound) {
+        budget.errors.push(e.kind());
+        if e.unreachable() && self.unreachable.insert(dir.to_string()) {
+            tracing::warn!(cluster = %self.config.name, dir, "checkpoint storage not readable, said once until it is: {e}");
+            round.unreachable.push(dir.to_string());
+        } else {
+            tracing::debug!(cluster = %self.config.name, dir, "checkpoint storage listing failed: {e}");
+        }
+    }
+
+    fn store(&mut self, key: &str, s: &StorageConfig) -> Result<Arc<dyn ObjectStore>, ListError> {
+        if let Some(store) = self.stores.get(key) {
+            return Ok(store.clone());
+        }
+        let store = build_store(key, s)?;
+        self.stores.insert(key.to_string(), store.clone());
+        Ok(store)
+    }
+
+    /// Every object under `dir` (at most `max_entries_per_job`, pages within the budget), with
+    /// paths relative to it; `true` when it stopped short. One request is taken already for a
+    /// base's folder listing, not for this.
+    async fn list_dir(
+        &mut self,
+        dir: &str,
+        s: &StorageConfig,
+        budget: &mut Budget,
+    ) -> Result<(Vec<Entry>, bool), ListError> {
+        let location = locate(dir).ok_or_else(|| ListError::Unsupported(dir.to_string()))?;
+        let store = self.store(&location.store, s)?;
+        let prefix = self.check_local(&location, s).await?;
+        if !budget.take() {
+            budget.cut += 1;
+            return Ok((Vec::new(), true));
+        }
+        let local = location.store == "file";
+        let mut stream = store.list(Some(&prefix));
+        let mut entries = Vec::new();
+        let strip = format!("{}/", prefix.as_ref());
+        loop {
+            let next =
+                tokio::time::timeout(s.timeout, stream.next()).await.map_err(|_| ListError::Timeout)?;
+            let Some(item) = next else { return Ok((entries, false)) };
+            let meta = item.map_err(|e| ListError::of(&e))?;
+            if entries.len() >= s.max_entries_per_job {
+                budget.entries_cut += 1;
+                return Ok((entries, true));
+            }
+            // The next S3 page is another request.
+            if !local && !entries.is_empty() && entries.len() as u64 % PAGE == 0 && !budget.take() {
+                budget.cut += 1;
+                return Ok((entries, true));
+            }
+            let path = meta.location.as_ref();
+            entries.push(Entry {
+                path: path.strip_prefix(strip.as_str()).unwrap_or(path).to_string(),
+                size: meta.size,
+                modified: Timestamp(meta.last_modified.timestamp_millis()),
+            });
+        }
+    }
+
+    /// A local directory must exist (an empty listing would say nothing of a missing mount);
+    /// returns the store's path of the location.
+    async fn check_local(&self, location: &Location, s: &StorageConfig) -> Result<ObjPath, ListError> {
+        if location.store != "file" {
+            return Ok(ObjPath::from(location.path.as_str()));
+        }
+        match tokio::time::timeout(s.timeout, tokio::fs::metadata(&location.path)).await {
+            Err(_) => return Err(ListError::Timeout),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ListError::NotFound(location.path.clone()));
+            }
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(ListError::Denied(location.path.clone()));
+            }
+            Ok(Err(e)) => return Err(ListError::Other(e.to_string())),
+            Ok(Ok(_)) => {}
+        }
+        ObjPath::from_absolute_path(&location.path).map_err(|e| ListError::Other(e.to_string()))
+    }
+
+    /// The folder names directly under `dir` (one request).
+    async fn folders(&mut self, dir: &str, s: &StorageConfig) -> Result<Vec<String>, ListError> {
+        let location = locate(dir).ok_or_else(|| ListError::Unsupported(dir.to_string()))?;
+        let store = self.store(&location.store, s)?;
+        let prefix = self.check_local(&location, s).await?;
+        let listed = tokio::time::timeout(s.timeout, store.list_with_delimiter(Some(&prefix)))
+            .await
+            .map_err(|_| ListError::Timeout)?
+            .map_err(|e| ListError::of(&e))?;
+        Ok(listed.common_prefixes.iter().filter_map(|p| p.filename().map(str::to_string)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flink_paths_locate_in_their_store() {
+        let l = locate("file:/tmp/ckpt/j").unwrap();
+        assert_eq!((l.store.as_str(), l.path.as_str()), ("file", "/tmp/ckpt/j"));
+        assert_eq!(locate("file:///tmp/x").unwrap().path, "/tmp/x");
+        assert_eq!(locate("/mnt/x").unwrap().path, "/mnt/x");
+        let l = locate("s3a://bucket/ckpt/j/").unwrap();
+        assert_eq!((l.store.as_str(), l.path.as_str()), ("s3://bucket", "ckpt/j"));
+        assert_eq!(locate("gs://b/p").unwrap().store, "gs://b");
+        assert_eq!(locate("hdfs://nn/p"), None);
+    }
+
+    #[test]
+    fn throttling_is_told_from_the_error_text() {
+        let e = object_store::Error::Generic {
+            store: "S3",
+            source: "Server returned non-2xx status code: 503 Service Unavailable: SlowDown".into(),
+        };
+        assert_eq!(ListError::of(&e).kind(), "throttled");
+        let e = object_store::Error::NotFound { path: "x".into(), source: "gone".into() };
+        assert_eq!(ListError::of(&e).kind(), "not_found");
+    }
+}
