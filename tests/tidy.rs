@@ -54,6 +54,8 @@ const PURE: &[&str] = &[
     "src/sources/flink/convert.rs",
     "src/sources/flink/threads.rs",
     "src/state/evidence.rs",
+    "src/state/storage.rs",
+    "src/sources/storage/analyse.rs",
     "src/sources/flink/metrics.rs",
     "src/model",
     "src/shadow",

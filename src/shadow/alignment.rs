@@ -975,6 +975,7 @@ mod tests {
                 name: "stateful-map".into(),
                 subtasks,
             }],
+            external_path: None,
         }
     }
 

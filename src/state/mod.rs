@@ -294,20 +294,7 @@ impl State {
                 }
             }
             Observation::Evidence(round) => self.cluster_mut(&round.cluster).evidence.apply(round),
-            Observation::Storage(round) => {
-                let cluster = self.cluster_mut(&round.cluster);
-                cluster.storage.apply(round);
-                for listing in &round.jobs {
-                    if let Some(job) = cluster.jobs.get_mut(&listing.job_id) {
-                        job.storage.observe_listing(listing, round.at);
-                    }
-                }
-                for job_id in &round.throttled_jobs {
-                    if let Some(job) = cluster.jobs.get_mut(job_id) {
-                        job.storage.throttled += 1;
-                    }
-                }
-            }
+            Observation::Storage(round) => self.apply_storage(round),
             Observation::LogTailer(report) => self.cluster_mut(&report.cluster).logs.apply_report(report),
             Observation::JobConfiguration(key, configuration) => {
                 let Some(cluster) = self.clusters.get_mut(&key.cluster) else { return };
@@ -388,6 +375,22 @@ impl State {
             }
             let jobs = &cluster.jobs;
             cluster.evidence.expire(now, |job| jobs.contains_key(job));
+        }
+    }
+
+    /// A storage round: its counters to the cluster, each listing to its job.
+    fn apply_storage(&mut self, round: &crate::observe::StorageRound) {
+        let cluster = self.cluster_mut(&round.cluster);
+        cluster.storage.apply(round);
+        for listing in &round.jobs {
+            if let Some(job) = cluster.jobs.get_mut(&listing.job_id) {
+                job.storage.observe_listing(listing, round.at);
+            }
+        }
+        for job_id in &round.throttled_jobs {
+            if let Some(job) = cluster.jobs.get_mut(job_id) {
+                job.storage.throttled += 1;
+            }
         }
     }
 

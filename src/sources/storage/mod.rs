@@ -471,7 +471,8 @@ impl StorageSource {
                 return Ok((entries, true));
             }
             // The next S3 page is another request.
-            if !local && !entries.is_empty() && entries.len() as u64 % PAGE == 0 && !budget.take() {
+            if !local && !entries.is_empty() && (entries.len() as u64).is_multiple_of(PAGE) && !budget.take()
+            {
                 budget.cut += 1;
                 return Ok((entries, true));
             }
