@@ -86,6 +86,11 @@ pub(crate) async fn look(
     let mut poller = Poller::with_client(config.clone(), client.clone(), app.clone())?
         .only_jobs(jobs.iter().map(|j| j.jid.clone()));
     poller.round().await;
+    // One storage round over what the poll learnt (the checkpoints' paths, the configuration).
+    let mut storage = crate::sources::storage::StorageSource::new(config.clone(), app.clone());
+    if let Some(round) = storage.round(&crate::config::StorageConfig::default()).await {
+        app.apply(&crate::observe::Observation::Storage(round));
+    }
     let now = app.now();
     let mut alerts = AlertsView::default();
     {
@@ -104,6 +109,16 @@ impl Look {
         let c = state.clusters().get(&self.cluster)?;
         let j = c.jobs.get(job_id)?;
         Some(crate::outputs::answer::job_verdict(c, &self.cluster, job_id, j, &self.alerts))
+    }
+}
+
+impl Look {
+    /// What the storage round found of `job_id`, in words (`health::storage::lines`).
+    pub(crate) fn storage_lines(&self, job_id: &str) -> Vec<String> {
+        let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
+        let Some(c) = state.clusters().get(&self.cluster) else { return Vec::new() };
+        let Some(j) = c.jobs.get(job_id) else { return Vec::new() };
+        crate::health::storage::lines(&j.storage, &c.storage, self.app.now())
     }
 }
 

@@ -10,6 +10,7 @@
 pub(crate) mod culprit;
 pub(crate) mod headline;
 pub(crate) mod links;
+pub(crate) mod storage;
 
 use std::fmt;
 

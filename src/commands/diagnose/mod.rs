@@ -150,6 +150,7 @@ pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
         let judged = headline::judged(&name, look.job(&job.jid).as_ref());
         let mut report = analyse(&data, judged);
         report.evidence = evidence::report_line(&client, &data).await;
+        report.storage.extend(look.storage_lines(&job.jid));
         reports.push(report);
     }
     tracing::debug!(

@@ -204,6 +204,10 @@ pub(crate) struct JobReport {
     /// its TaskManager (`diagnose::evidence`), when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) evidence: Option<String>,
+    /// The checkpoint storage: the async phase's upload rate per subtask, then what the job's
+    /// checkpoint directory holds (`health::storage::lines`); left out when nothing is known.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) storage: Vec<String>,
 }
 
 /// One recent checkpoint.

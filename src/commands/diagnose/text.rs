@@ -68,6 +68,7 @@ pub(crate) fn to_text(report: &Report) -> String {
         if let Some(text) = super::blocked::text(j) {
             o.line(text);
         }
+        storage(&mut o, j);
         o.line("");
         phase_tables(&mut o, j);
         blocking(&mut o, j);
@@ -234,6 +235,19 @@ fn failures(o: &mut Out, j: &JobReport) {
 fn evidence(o: &mut Out, j: &JobReport) {
     if let Some(line) = &j.evidence {
         o.line(format!("  {line}"));
+    }
+}
+
+/// The checkpoint storage: upload rates, what the job's directory holds.
+fn storage(o: &mut Out, j: &JobReport) {
+    if j.storage.is_empty() {
+        return;
+    }
+    o.line("Storage:");
+    for line in &j.storage {
+        for l in crate::health::headline::wrap(line, crate::health::headline::TEXT_WIDTH - 2, "    ") {
+            o.line(format!("  {l}"));
+        }
     }
 }
 

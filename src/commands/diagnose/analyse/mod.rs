@@ -15,7 +15,7 @@ mod shadow;
 use causes::{causes_and_next, nothing_found_next};
 use classes::{classes, holder};
 use job::Job;
-use lines::{blocking, config_line, failures, load, pending, recent, top_subtasks};
+use lines::{blocking, config_line, failures, load, pending, recent, top_subtasks, upload};
 use shadow::shadow_view;
 
 use crate::rules::Class;
@@ -131,5 +131,6 @@ pub(crate) fn analyse(d: &JobData, judged: Judged) -> JobReport {
         spacing,
         next,
         evidence: None,
+        storage: upload(&job),
     }
 }
