@@ -309,11 +309,15 @@ scenario_args() {
     blocked)      echo "--interval-ms 3000 --timeout-ms 10000 --tolerable 1000 --block-ms 40000 --block-after-s 8 --block-pause-ms 8000" ;;
     gc)           echo "--interval-ms 3000 --timeout-ms 3000 --tolerable 1000 --gc-retain-pct 80 --gc-churn-mb 300 --payload-bytes 1024" ;;
     skew)         echo "--interval-ms 3000 --parallelism 4 --skew-keys 0.9 --payload-bytes 512" ;;
+    # The checkpoint storage (issue 40): a job whose checkpoints are kept on cancellation, and a
+    # union list state that grows 16 KiB per checkpoint and subtask, inlined into _metadata.
+    storage)      echo "--interval-ms 2000 --retain-on-cancel true" ;;
+    metadata-growth) echo "--interval-ms 1500 --union-grow-bytes 16384 --inline-threshold 1mb" ;;
     rocksdb)      echo "--interval-ms 3000 --state-backend rocksdb --incremental true --rocksdb-metrics true --max-keys 200000 --payload-bytes 512 --rate 2000" ;;
     *) return 1 ;;
   esac
 }
-SCENARIOS="healthy expired declined backpressure unaligned minpause failover tolerable-exceeded blocked gc skew rocksdb"
+SCENARIOS="healthy expired declined backpressure unaligned minpause failover tolerable-exceeded blocked gc skew rocksdb storage metadata-growth"
 
 cmd_scenarios() {
   local s

@@ -85,6 +85,9 @@ paths = ["$LOG_DIR/flink-*-standalonesession-*.log", "$LOG_DIR/flink-*-taskexecu
 [state]
 dir = "$WORK/state"
 persist_interval = "1s"
+[storage]
+# The storage scenarios list every 10 s (the default minute would outlast them).
+interval = "10s"
 [thread_dumps]
 # The blocked scenario needs two looks at the held thread; at the default of one dump per
 # TaskManager in 10 minutes the second would come after the scenario ends.
@@ -113,6 +116,26 @@ class = "blocking"
 summary = "State of {{ job_name }} is skewed onto one subtask"
 description = "Operator {{ skew_operator }} of {{ job_name }} holds {{ state_skew_max_size | bytes }} on subtask #{{ state_skew_hot_subtask }}, {{ value }} times its median subtask's state."
 runbook_url = "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md#flinkcheckpointstateskew"
+# FlinkCheckpointStorageLeaking waits an hour for 100 MB of orphans, FlinkCheckpointMetadataNearFrameSize
+# ten minutes for half of the 10 MiB frame size; the storage scenarios reach these in a minute.
+[[rules]]
+name = "E2ECheckpointStorageLeaking"
+expr = "storage_orphaned_bytes > 1KB"
+for = "0s"
+severity = "warning"
+class = "failure"
+summary = "The checkpoint storage of {{ job_name }} holds what no checkpoint needs"
+description = "The checkpoint directory of {{ job_name }} on {{ cluster }} holds {{ storage_orphaned_bytes | bytes }} in {{ storage_orphaned_folders }} chk-N folder(s) no retained or in-progress checkpoint holds."
+runbook_url = "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md#flinkcheckpointstorageleaking"
+[[rules]]
+name = "E2ECheckpointMetadataGrowth"
+expr = "metadata_bytes > 512KiB"
+for = "0s"
+severity = "warning"
+class = "timeout"
+summary = "The checkpoint _metadata of {{ job_name }} is {{ value | bytes }}"
+description = "The newest checkpoint of {{ job_name }} on {{ cluster }} wrote a _metadata of {{ metadata_bytes | bytes }} (frame size {{ frame_size | bytes }})."
+runbook_url = "https://github.com/checkpoint-sentinel/checkpoint-sentinel/blob/main/docs/runbook.md#flinkcheckpointmetadatanearframesize"
 TOML
 "$BIN" check-config "$WORK/sentinel.toml" > /dev/null
 "$BIN" run --config "$WORK/sentinel.toml" > "$WORK/daemon.log" 2>&1 &

@@ -61,11 +61,13 @@ savepoint in its history); out of range it is skipped with a printed reason.
 Prints one line per assertion with the numbers; exits non-zero if any failed. Stdlib only.
 """
 import argparse
+import glob
 import html
 import json
 import math
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -393,13 +395,15 @@ def declined(env):
     cancel_and_check(env, "declined", job)
 
 
-def run_diagnose(env, job):
+def run_diagnose(env, job, config=None):
     """`checkpoint-sentinel diagnose` against Flink's REST, as text and as JSON; prints the text
-    indented (it goes into the CI log). Returns (text exit code, text, JSON exit code, report)."""
-    cmd = [env.a.bin, "diagnose", "--url", env.a.rest, "--job", job]
+    indented (it goes into the CI log). Returns (text exit code, text, JSON exit code, report).
+    With `config`, the daemon's file (its cluster and its rules) instead of --url."""
+    where = ["--config", config] if config else ["--url", env.a.rest]
+    cmd = [env.a.bin, "diagnose", *where, "--job", job]
     text = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     as_json = subprocess.run(cmd + ["--format", "json"], capture_output=True, text=True, timeout=120)
-    print(f"    $ checkpoint-sentinel diagnose --url {env.a.rest} --job {job}    (exit {text.returncode})")
+    print(f"    $ checkpoint-sentinel diagnose {' '.join(where)} --job {job}    (exit {text.returncode})")
     for line in (text.stdout + text.stderr).rstrip().splitlines():
         print(f"    {line}".rstrip())
     report = json.loads(as_json.stdout) if as_json.returncode != 2 and as_json.stdout.strip() else {}
@@ -1197,6 +1201,314 @@ def prometheus(env):
           f"count(last_over_time(flink_checkpoints_total[15m])) = {value}; target: {health}")
 
 
+# --- The checkpoint storage (issue 40) ------------------------------------------------------------
+
+def checkpoint_base(env, job):
+    """The base checkpoint directory as Flink names it (`file:/…/checkpoints`) and as a local path,
+    from the job's newest completed checkpoint's external_path."""
+    for _ in range(60):
+        path = ((env.checkpoints(job).get("latest") or {}).get("completed") or {}).get("external_path")
+        if path:
+            base = path.rsplit("/", 2)[0]
+            return base, "/" + base.split(":", 1)[1].lstrip("/")
+        time.sleep(1)
+    raise RuntimeError(f"job {job}: no completed checkpoint with an external path in 60 s")
+
+
+def tree_bytes(path):
+    """Bytes and files under `path`."""
+    total, files = 0, 0
+    for root, _, names in os.walk(path):
+        for n in names:
+            try:
+                total += os.path.getsize(os.path.join(root, n))
+                files += 1
+            except OSError:
+                pass  # a checkpoint Flink deleted while we walked
+    return total, files
+
+
+def wait_metric(url, name, pred, seconds, **labels):
+    """The first value of `name{labels}` at `url` for which pred holds, polling every second."""
+    value = None
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            value = one(get(f"{url}/metrics"), name, **labels)
+        except Exception:  # not up yet
+            value = None
+        if value is not None and pred(value):
+            return value
+        time.sleep(1)
+    return value
+
+
+def print_answer(env, daemon, cluster, job, label):
+    """The answer the page renders for the job (the API's, verbatim) and the page's own text."""
+    api = get_json(f"{daemon}/api/v1/jobs/{cluster}/{job}")
+    answer = api.get("answer") or {}
+    print(f"    {label} page answer: what: {answer.get('what')}")
+    print(f"    {label} page answer: next: {answer.get('next_step')}")
+    dom = page(PageEnv(env, daemon), f"#/jobs/{cluster}/{job}")
+    text = html.unescape(re.sub(r"<[^>]+>", " ", dom))
+    found = re.search(r"([^.]*checkpoint storage:[^\n]*?)(Where:|Next:)", text)
+    if found:
+        print(f"    {label} page: {' '.join(found.group(1).split())}")
+    return answer, text
+
+
+class PageEnv:
+    """`page` reads env.a.daemon: the same, at another daemon."""
+    def __init__(self, env, daemon):
+        self.a = argparse.Namespace(**{**vars(env.a), "daemon": daemon})
+
+
+def storage_orphans(env):
+    """A cancelled job whose checkpoints are kept (RETAIN_ON_CANCELLATION) leaves its folder; a
+    running job gets a chk-N folder no checkpoint holds (the files an expired checkpoint leaves
+    when Flink cannot discard them, written two hours ago). The daemon's listing must count the
+    orphan's exact bytes, name the cancelled job's folder with its exact bytes, fire the e2e
+    leaking rule, and diagnose and the page must name the storage."""
+    gone = env.flink("submit", env.a.version, "storage")
+    base, local = checkpoint_base(env, gone)
+    watch(env, gone, 6)
+    env.flink("cancel", env.a.version, gone)
+    gone_bytes, gone_files = tree_bytes(os.path.join(local, gone))
+    check("storage-orphans: the cancelled job's folder is kept (RETAIN_ON_CANCELLATION)", gone_files > 0,
+          f"{gone_files} files, {gone_bytes} bytes under {local}/{gone}")
+    job = env.flink("submit", env.a.version, "storage")
+    checkpoint_base(env, job)
+    leftover = os.path.join(local, job, "chk-1")
+    os.makedirs(leftover, exist_ok=True)
+    want = 0
+    for i, size in enumerate((7000, 3100)):
+        f = os.path.join(leftover, f"e2e-leftover-{i}")
+        with open(f, "wb") as out:
+            out.write(os.urandom(size))
+        want += size
+        os.utime(f, (time.time() - 7200, time.time() - 7200))
+    try:
+        got = wait_metric(env.a.daemon, "flink_checkpoint_storage_orphaned_bytes", lambda v: v == want, 60, job_id=job)
+        check("storage-orphans: orphaned bytes equal the leftover folder's", got == want,
+              f"flink_checkpoint_storage_orphaned_bytes {got}, the leftover chk-1 holds {want} bytes")
+        m = env.metrics()
+        folders = one(m, "flink_checkpoint_storage_orphaned_folders", job_id=job)
+        complete = one(m, "flink_checkpoint_storage_complete_folders", job_id=job)
+        retained = one(m, "flink_checkpoint_num_retained", job_id=job)
+        check("storage-orphans: one orphan, complete folders within num-retained (+1 being replaced)",
+              folders == 1 and retained == 1 and complete is not None and 1 <= complete <= 2,
+              f"orphaned folders {folders}, complete folders {complete}, num_retained {retained}")
+        abandoned = wait_metric(env.a.daemon, "flink_checkpoint_storage_abandoned_bytes", lambda v: v >= gone_bytes, 60,
+                                base=base)
+        check("storage-orphans: the cancelled job's folder counted under its base directory",
+              abandoned is not None and abandoned >= gone_bytes,
+              f"flink_checkpoint_storage_abandoned_bytes{{base={base}}} {abandoned}, the cancelled job's folder {gone_bytes}")
+        fired, _ = alert_matching(env, job, lambda a: a["labels"]["alertname"] == "E2ECheckpointStorageLeaking", 30)
+        check("storage-orphans: the leaking rule reaches Alertmanager", fired is not None,
+              f"{fired['annotations'].get('summary') if fired else 'no alert'}")
+        code, text, _, report = run_diagnose(env, job, env.a.daemon_config)
+        check("storage-orphans: diagnose names the orphan and the cancelled job's folder",
+              "orphan chk-1:" in text and gone in text and "CANCELED" in text,
+              f"exit {code}; storage lines {report.get('storage')}")
+        check("storage-orphans: diagnose's verdict (the daemon's rules) names the checkpoint storage",
+              code != 0 and "checkpoint storage:" in text, f"exit {code}, verdict {report.get('verdict')}")
+        answer, page_text = print_answer(env, env.a.daemon, env.a.cluster, job, "storage-orphans")
+        check("storage-orphans: the page's answer names the checkpoint storage",
+              "checkpoint storage:" in (answer.get("what") or "") and "checkpoint storage:" in page_text,
+              f"what: {answer.get('what')}")
+    finally:
+        env.flink("cancel", env.a.version, job)
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def s3_put_tree(endpoint, bucket, prefix, local):
+    """Copies `local` into bucket/prefix through `endpoint` (moto's boto3); returns (bytes, objects)."""
+    code = (
+        "import boto3,os,sys\n"
+        "s3=boto3.client('s3',endpoint_url=sys.argv[1],aws_access_key_id='e2e',aws_secret_access_key='e2e',region_name='us-east-1')\n"
+        "s3.create_bucket(Bucket=sys.argv[2])\n"
+        "n=b=0\n"
+        "for root,_,names in os.walk(sys.argv[4]):\n"
+        "  for f in names:\n"
+        "    p=os.path.join(root,f); data=open(p,'rb').read()\n"
+        "    s3.put_object(Bucket=sys.argv[2],Key=sys.argv[3]+'/'+os.path.relpath(p,sys.argv[4]),Body=data); n+=1; b+=len(data)\n"
+        "print(b,n)\n")
+    out = subprocess.run([MOTO_PYTHON, "-c", code, endpoint, bucket, prefix, local], capture_output=True, text=True,
+                         timeout=120)
+    if out.returncode != 0:
+        raise RuntimeError(f"copy into S3 failed: {out.stderr[-400:]}")
+    b, n = out.stdout.split()
+    return int(b), int(n)
+
+
+MOTO_PYTHON = None
+
+
+def moto_venv():
+    """A venv with moto's server (`pip install 'moto[server]'`, from PyPI) in the e2e cache."""
+    global MOTO_PYTHON
+    cache = os.environ.get("SENTINEL_E2E_CACHE", os.path.expanduser("~/.cache/checkpoint-sentinel-e2e"))
+    venv = os.path.join(cache, "moto-venv")
+    if not os.path.exists(os.path.join(venv, "bin", "moto_server")):
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "moto[server]"], check=True, timeout=600)
+    MOTO_PYTHON = os.path.join(venv, "bin", "python")
+    return venv
+
+
+def storage_s3(env):
+    """A live job's checkpoint folder copied into an S3-compatible server (moto's, from PyPI)
+    behind a proxy that answers every third request 503 SlowDown; a second daemon maps the
+    job's Flink path onto s3://… (`storage_paths`) and reads it through object_store's S3
+    client. Its listing must equal what was copied, its throttled count must equal the 503s the
+    proxy sent, FlinkCheckpointStorageThrottled must fire, and diagnose and the page must name
+    the storage."""
+    a = env.a
+    venv = moto_venv()
+    ports = int(a.daemon.rsplit(":", 1)[1])
+    moto_port, proxy_port, daemon_port = ports + 10, ports + 11, ports + 4
+    work = os.path.join(os.path.dirname(a.daemon_config), "storage-s3")
+    os.makedirs(work, exist_ok=True)
+    stats = os.path.join(work, "proxy-stats")
+    procs = []
+    job = env.flink("submit", a.version, "storage")
+    try:
+        log = open(os.path.join(work, "moto.log"), "a")
+        procs.append(subprocess.Popen([os.path.join(venv, "bin", "moto_server"), "-p", str(moto_port)], stdout=log,
+                                      stderr=log, start_new_session=True))
+        procs.append(subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "s3_throttle_proxy.py"),
+                                       str(proxy_port), str(moto_port), "3", stats], stdout=log, stderr=log,
+                                      start_new_session=True))
+        for _ in range(60):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{moto_port}/", timeout=2)
+                break
+            except Exception:
+                time.sleep(0.5)
+        base, local = checkpoint_base(env, job)
+        watch(env, job, 4)
+        # A stable copy: the newest complete checkpoint folder and shared/, taken while Flink goes on.
+        snapshot = os.path.join(work, "layout", job)
+        shutil.rmtree(os.path.join(work, "layout"), ignore_errors=True)
+        for root, _, names in os.walk(os.path.join(local, job)):
+            for n in names:
+                src = os.path.join(root, n)
+                dst = os.path.join(snapshot, os.path.relpath(src, os.path.join(local, job)))
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                try:
+                    shutil.copy2(src, dst)
+                except OSError:
+                    pass  # a checkpoint Flink subsumed while we copied
+        want_bytes, want_objects = s3_put_tree(f"http://127.0.0.1:{moto_port}", "e2e-checkpoints",
+                                               f"checkpoints/{job}", snapshot)
+        config = os.path.join(work, "sentinel.toml")
+        with open(config, "w") as f:
+            f.write(f"""[server]
+listen = "127.0.0.1:{daemon_port}"
+[[clusters]]
+name = "s3"
+url = "{a.rest}"
+poll_interval = "2s"
+storage_paths = [{{ flink = "{base}", local = "s3://e2e-checkpoints/checkpoints" }}]
+[state]
+dir = "{work}/state"
+[storage]
+interval = "10s"
+[alerting]
+evaluation_interval = "1s"
+""")
+        s3_env = {**os.environ, "AWS_ENDPOINT": f"http://127.0.0.1:{proxy_port}", "AWS_ALLOW_HTTP": "true",
+                  "AWS_ACCESS_KEY_ID": "e2e", "AWS_SECRET_ACCESS_KEY": "e2e", "AWS_REGION": "us-east-1"}
+        dlog = open(os.path.join(work, "daemon.log"), "a")
+        procs.append(subprocess.Popen([a.bin, "run", "--config", config], stdout=dlog, stderr=dlog, env=s3_env,
+                                      start_new_session=True))
+        daemon = f"http://127.0.0.1:{daemon_port}"
+        for _ in range(120):
+            try:
+                get(f"{daemon}/readyz", timeout=2)
+                break
+            except Exception:
+                time.sleep(0.5)
+        got = wait_metric(daemon, "flink_checkpoint_storage_bytes", lambda v: v == want_bytes, 90, job_id=job)
+        objects = one(get(f"{daemon}/metrics"), "flink_checkpoint_storage_objects", job_id=job)
+        check("storage-s3: the S3 listing equals the copied layout", got == want_bytes and objects == want_objects,
+              f"flink_checkpoint_storage_bytes {got} / objects {objects}; copied {want_bytes} bytes in {want_objects} objects")
+        throttled = wait_metric(daemon, "flink_checkpoint_storage_throttled_total", lambda v: v >= 1, 60, job_id=job)
+        m = get(f"{daemon}/metrics")
+        errors = one(m, "checkpoint_sentinel_storage_errors_total", cluster="s3", kind="throttled")
+        made = one(m, "checkpoint_sentinel_storage_requests_total", cluster="s3", outcome="made")
+        with open(stats) as f:
+            proxied, slowed = (int(x) for x in f.read().split())
+        # Requests go out only from this daemon (the copy went to moto directly).
+        check("storage-s3: every 503 SlowDown the proxy sent is a throttled listing, none retried",
+              errors == slowed and made == proxied and throttled is not None and throttled >= 1,
+              f"daemon: {errors} throttled of {made} requests, job {throttled}; proxy: {slowed} 503 of {proxied}")
+        fired = None
+        end = time.time() + 30
+        while time.time() < end and not fired:
+            fired = next((x for x in get_json(f"{daemon}/api/v1/alerts").get("active", [])
+                          if x["labels"].get("job_id") == job and x["labels"]["alertname"] == "FlinkCheckpointStorageThrottled"),
+                         None)
+            time.sleep(1)
+        check("storage-s3: FlinkCheckpointStorageThrottled fires", fired is not None,
+              f"{fired['state'] + ': ' + fired['annotations'].get('summary', '') if fired else 'no alert'}")
+        cmd = [a.bin, "diagnose", "--config", config, "--job", job]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=s3_env)
+        print(f"    $ checkpoint-sentinel diagnose --config {config} --job {job}    (exit {out.returncode})")
+        for line in (out.stdout + out.stderr).rstrip().splitlines():
+            print(f"    {line}".rstrip())
+        check("storage-s3: diagnose reads the job's folder on S3", "read at s3://e2e-checkpoints/checkpoints" in out.stdout,
+              "the Storage section names the S3 path it read")
+        answer, page_text = print_answer(env, daemon, "s3", job, "storage-s3")
+        check("storage-s3: the page's answer names the throttling storage",
+              "503 SlowDown" in (answer.get("what") or "") and "checkpoint storage:" in page_text,
+              f"what: {answer.get('what')}")
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except OSError:
+                pass
+        env.flink("cancel", a.version, job)
+
+
+def metadata_growth(env):
+    """A union list state that grows 16 KiB per checkpoint and subtask, inlined into _metadata:
+    the daemon's flink_checkpoint_metadata_bytes must be a size the _metadata file had on disk,
+    the e2e rule (_metadata over 512 KiB) must fire, and diagnose and the page must name the
+    storage with the growth per checkpoint."""
+    job = env.flink("submit", env.a.version, "metadata-growth")
+    try:
+        _, local = checkpoint_base(env, job)
+        sizes = set()
+        fired = None
+        end = time.time() + 120
+        while time.time() < end and not fired:
+            for d in glob.glob(os.path.join(local, job, "chk-*", "_metadata")):
+                try:
+                    sizes.add(os.path.getsize(d))
+                except OSError:
+                    pass
+            fired = next((x for x in job_alerts(env, job) if x["labels"]["alertname"] == "E2ECheckpointMetadataGrowth"
+                          and x["state"] == "firing"), None)
+            time.sleep(0.5)
+        value = one(env.metrics(), "flink_checkpoint_metadata_bytes", job_id=job)
+        check("storage metadata-growth: the e2e rule fires once _metadata passes 512 KiB", fired is not None,
+              f"flink_checkpoint_metadata_bytes {value}; sizes seen on disk up to {max(sizes) if sizes else None}")
+        check("storage metadata-growth: the exported size is one the _metadata file had", value in sizes,
+              f"exported {value}; {len(sizes)} sizes seen on disk")
+        time.sleep(25)  # three storage rounds (10 s) of distinct checkpoints: the growth per checkpoint
+        code, text, _, report = run_diagnose(env, job, env.a.daemon_config)
+        check("storage metadata-growth: diagnose prints the _metadata against the frame size",
+              "_metadata of checkpoint" in text and "frame size" in text, f"storage lines {report.get('storage')}")
+        answer, page_text = print_answer(env, env.a.daemon, env.a.cluster, job, "metadata-growth")
+        check("storage metadata-growth: the page's answer names the growing _metadata",
+              "_metadata" in (answer.get("what") or "") and "growing" in (answer.get("what") or ""),
+              f"what: {answer.get('what')}")
+    finally:
+        env.flink("cancel", env.a.version, job)
+
+
 def main():
     ap = argparse.ArgumentParser()
     for flag in ("rest", "daemon", "alertmanager", "prometheus", "flink-sh", "bin", "version"):
@@ -1210,7 +1522,7 @@ def main():
     a = ap.parse_args()
     env = Env(a)
     for scenario in (healthy, expired, declined, backpressure, failover, restore_savepoint, store, savepoint, traces,
-                     blocked, gc, skew, prometheus):
+                     blocked, gc, skew, storage_orphans, storage_s3, metadata_growth, prometheus):
         if a.only and scenario.__name__ not in a.only:
             continue
         if not applies(scenario.__name__, a.version):

@@ -94,7 +94,11 @@ public class ScenarioJob {
             "  --gc-churn-mb N                 ... and replace N MiB/s per subtask of that retained data, so old objects",
             "                                  die and the old generation must be collected (0)",
             "  --skew-keys F                   skew: fraction F of the distinct keys (and of the records) whose key group",
-            "                                  belongs to stateful-map subtask 0 (0.0 = off; sets max parallelism 128)");
+            "                                  belongs to stateful-map subtask 0 (0.0 = off; sets max parallelism 128)",
+            "  --retain-on-cancel true|false   keep the completed checkpoints when the job is cancelled (false)",
+            "  --union-grow-bytes N            metadata-growth: stateful-map's union list state grows N bytes per",
+            "                                  checkpoint and subtask (0 = no union state)",
+            "  --inline-threshold SIZE         state below SIZE is inlined into _metadata (Flink's default 20kb; at most 1mb)");
     }
 
     public static void main(String[] argv) throws Exception {
@@ -136,6 +140,13 @@ public class ScenarioJob {
                     "size-all-mem-tables", "block-cache-usage", "estimate-live-data-size"}) {
                 c.put("state.backend.rocksdb.metrics." + m, "true");
             }
+        }
+        if (Boolean.parseBoolean(a.getOrDefault("retain-on-cancel", "false"))) {
+            c.put("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
+        }
+        if (a.containsKey("inline-threshold")) {
+            c.put("execution.checkpointing.data-inline-threshold", a.get("inline-threshold")); // 2.x key
+            c.put("state.storage.fs.memory-threshold", a.get("inline-threshold"));             // 1.x key
         }
         c.put("pipeline.name", name);
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(Configuration.fromMap(c));
@@ -193,7 +204,9 @@ public class ScenarioJob {
         final int parallelism;
         final long blockMs, blockAfterS, blockPauseMs;
         final double gcRetainPct, gcChurnMb, skewKeys;
+        final int unionGrowBytes;
         Params(Map<String, String> a) {
+            unionGrowBytes = Integer.parseInt(a.getOrDefault("union-grow-bytes", "0"));
             parallelism = Integer.parseInt(a.getOrDefault("parallelism", "2"));
             blockMs = Long.parseLong(a.getOrDefault("block-ms", "0"));
             blockAfterS = Long.parseLong(a.getOrDefault("block-after-s", "10"));
@@ -291,6 +304,7 @@ public class ScenarioJob {
         final Params p;
         transient ValueState<Long> count; transient ValueState<String> last;
         transient ListState<Long> processedState, poisonState; transient long processed; transient boolean restored;
+        transient ListState<String> unionState; transient java.util.List<String> grown;
         transient long startNanos, debtNanos; transient Integer subtask; // transient: null after deserialization
         transient GarbageMaker garbage;
         StatefulMap(Params p) { this.p = p; }
@@ -300,6 +314,10 @@ public class ScenarioJob {
             poisonState = ctx.getOperatorStateStore().getListState(new ListStateDescriptor<>("poison", new PoisonLongSerializer()));
             restored = ctx.isRestored();
             for (Long v : processedState.get()) processed += v;
+            if (p.unionGrowBytes > 0) {
+                unionState = ctx.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("grow", String.class));
+                grown = new java.util.ArrayList<>();
+            }
             LOG.info("sentinel-e2e: stateful-map initializeState restored={} processedSoFar={}", restored, processed);
         }
 
@@ -316,6 +334,14 @@ public class ScenarioJob {
                 Thread.sleep(p.snapSleepMs);
             }
             processedState.update(java.util.Collections.singletonList(processed));
+            if (unionState != null) {
+                // metadata-growth: the union list state gains N bytes per checkpoint (inlined into
+                // _metadata below the inline threshold), as union state does in real jobs.
+                char[] chunk = new char[p.unionGrowBytes];
+                java.util.Arrays.fill(chunk, (char) ('a' + (int) (id % 26)));
+                grown.add(new String(chunk));
+                unionState.update(grown);
+            }
             boolean poison = p.snapDeclineEvery > 0 && id % p.snapDeclineEvery == 0 && me;
             if (poison) LOG.warn("sentinel-e2e: poisoning operator state so the async snapshot of checkpoint {} fails on subtask {}", id, st);
             poisonState.update(java.util.Collections.singletonList(poison ? PoisonLongSerializer.POISON : id));

@@ -649,7 +649,132 @@ fn storage_need(ctx: &Context) -> Option<Finding> {
     ))
 }
 
+/// Retention and cleanup advice from what the job's checkpoint storage holds (its latest
+/// listing): orphaned folders to delete, more complete folders than Flink retains, a `_metadata`
+/// past half the frame size, `shared/` at three times the state. No model run: these are facts
+/// of the storage, not of the schedule.
+pub(crate) fn storage_findings(l: &crate::observe::JobStorage) -> Vec<Finding> {
+    let finding = |id,
+                   severity,
+                   summary: String,
+                   evidence: Vec<(&'static str, Value)>,
+                   set: Vec<(&str, String)>,
+                   text: &str| {
+        Finding {
+            id,
+            severity,
+            summary,
+            evidence: evidence.into_iter().collect(),
+            recommendation: Recommendation {
+                set: set.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                text: text.to_string(),
+            },
+            predicted: Predicted::default(),
+        }
+    };
+    let mut out = Vec::new();
+    if !l.file_merging && !l.orphans.is_empty() {
+        let oldest = l.orphans.iter().map(|o| o.age_ms).max().unwrap_or(0);
+        out.push(finding(
+            "orphaned_checkpoints",
+            Severity::Warning,
+            format!(
+                "{} chk-N folder(s) in {} hold {} that no retained or in-progress checkpoint needs (the oldest written {} ago)",
+                l.orphans.len(),
+                l.dir,
+                bytes(l.orphaned_bytes),
+                human_ms(oldest)
+            ),
+            vec![("orphaned_bytes", Value::Int(l.orphaned_bytes)), ("orphaned_folders", Value::Int(l.orphans.len() as u64))],
+            vec![],
+            "Delete them (never a folder a retained or in-progress checkpoint holds); if they keep coming, read the \
+             JobManager log for why Flink did not discard them.",
+        ));
+    }
+    if l.complete_folders > l.num_retained + 1 {
+        out.push(finding(
+            "retained_beyond_setting",
+            Severity::Info,
+            format!(
+                "{} complete checkpoints on storage where Flink retains {} (num-retained)",
+                l.complete_folders, l.num_retained
+            ),
+            vec![("complete_folders", Value::Int(u64::from(l.complete_folders))), ("retained", Value::Int(u64::from(l.num_retained)))],
+            vec![],
+            "The extra ones are not restored from by Flink's own recovery: keep those you want as savepoints, delete \
+             the rest.",
+        ));
+    }
+    if let Some((id, b)) = l.metadata
+        && l.framesize_bytes > 0
+        && 2 * b > l.framesize_bytes
+    {
+        out.push(finding(
+            "metadata_near_frame_size",
+            Severity::Warning,
+            format!("the _metadata of checkpoint {id} is {}, past half the {} frame size", bytes(b), bytes(l.framesize_bytes)),
+            vec![("metadata_bytes", Value::Int(b)), ("framesize_bytes", Value::Int(l.framesize_bytes))],
+            vec![("pekko.framesize", format!("{}b", 2 * l.framesize_bytes))],
+            "Shrink the union list state or lower execution.checkpointing.data-inline-threshold; until then a larger \
+             frame size keeps acknowledgements from being dropped (set on the JobManager and every TaskManager).",
+        ));
+    }
+    if let Some(state) = l.reported_state_bytes.filter(|s| *s > 0 && l.shared_bytes > 3 * s) {
+        out.push(finding(
+            "shared_outruns_state",
+            Severity::Info,
+            format!("shared/ holds {} against {} of state Flink reports", bytes(l.shared_bytes), bytes(state)),
+            vec![("shared_bytes", Value::Int(l.shared_bytes)), ("state_bytes", Value::Int(state))],
+            vec![],
+            "Incremental state that never shrinks: give the state a TTL, and check that compaction runs and subsumed \
+             checkpoints are discarded.",
+        ));
+    }
+    out
+}
+
 /// Bytes in binary units (`time::bytes`).
 fn bytes(b: u64) -> String {
     crate::time::bytes(b as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::{JobStorage, OrphanFolder};
+
+    #[test]
+    fn storage_findings_follow_the_listing() {
+        let quiet = JobStorage {
+            complete_folders: 1,
+            num_retained: 1,
+            framesize_bytes: 10 << 20,
+            ..Default::default()
+        };
+        assert!(storage_findings(&quiet).is_empty());
+        let leaking = JobStorage {
+            orphans: vec![OrphanFolder { id: 3, bytes: 500, age_ms: 60_000, completed: true }],
+            orphaned_bytes: 500,
+            complete_folders: 4,
+            metadata: Some((9, 6 << 20)),
+            shared_bytes: 4_000,
+            reported_state_bytes: Some(1_000),
+            ..quiet
+        };
+        let ids: Vec<&str> = storage_findings(&leaking).iter().map(|f| f.id).collect();
+        assert_eq!(
+            ids,
+            [
+                "orphaned_checkpoints",
+                "retained_beyond_setting",
+                "metadata_near_frame_size",
+                "shared_outruns_state"
+            ]
+        );
+        let frame = &storage_findings(&leaking)[2];
+        assert_eq!(frame.recommendation.set.get("pekko.framesize").map(String::as_str), Some("20971520b"));
+        // With file merging, orphans are not told.
+        let merged = JobStorage { file_merging: true, ..leaking };
+        assert!(!storage_findings(&merged).iter().any(|f| f.id == "orphaned_checkpoints"));
+    }
 }

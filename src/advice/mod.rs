@@ -97,6 +97,22 @@ pub(crate) fn job_inputs(
     Some((configuration, job.recent.iter().map(|r| &**r).filter_map(Sample::from_record).collect()))
 }
 
+/// `advice` with the retention and cleanup findings of the job's latest storage listing
+/// (`findings::storage_findings`) added; the same advice when there are none.
+pub(crate) fn with_storage(
+    advice: std::sync::Arc<Advice>,
+    listing: Option<&crate::observe::JobStorage>,
+) -> std::sync::Arc<Advice> {
+    let extra = listing.map(findings::storage_findings).unwrap_or_default();
+    if extra.is_empty() {
+        return advice;
+    }
+    let mut a = (*advice).clone();
+    a.findings.extend(extra);
+    a.findings.sort_by(|x, y| y.severity.cmp(&x.severity));
+    std::sync::Arc::new(a)
+}
+
 /// The configuration the advisor reads for a job: the whole one when the poller fetched it,
 /// else the timing settings alone; `None` before the first poll.
 pub(crate) fn configuration_of(

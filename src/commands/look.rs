@@ -87,7 +87,23 @@ pub(crate) async fn look(
         .only_jobs(jobs.iter().map(|j| j.jid.clone()));
     poller.round().await;
     // One storage round over what the poll learnt (the checkpoints' paths, the configuration).
-    let mut storage = crate::sources::storage::StorageSource::new(config.clone(), app.clone());
+    // The cluster's whole job list (memoised: the round asked for it) tells which other job
+    // folders belong to running jobs and which to ended ones.
+    let known = client
+        .jobs_overview()
+        .await
+        .map(|o| {
+            o.jobs
+                .iter()
+                .map(|j| {
+                    let state = j.state.clone().unwrap_or_default();
+                    let runs = !crate::observe::JobStatus::parse(&state).has_ended();
+                    (j.jid.clone(), (state, runs))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut storage = crate::sources::storage::StorageSource::new(config.clone(), app.clone()).knowing(known);
     if let Some(round) = storage.round(&crate::config::StorageConfig::default()).await {
         app.apply(&crate::observe::Observation::Storage(round));
     }

@@ -17,14 +17,27 @@ fn bytes(b: u64) -> String {
 /// The share of the frame size past which the `_metadata` is worth saying (the rule's threshold).
 const METADATA_SHARE: f64 = 0.5;
 
+/// A `_metadata` that reaches the frame size within this many checkpoints at its growth is said.
+const METADATA_REACH: f64 = 1_000.0;
+
 /// Whether the storage is where the evidence points: orphans, a `_metadata` past half the frame
-/// size, throttled listings, or `shared/` at three times the state.
+/// size or growing to it within [`METADATA_REACH`] checkpoints, throttled listings, or `shared/`
+/// at three times the state.
 pub(crate) fn points_there(s: &JobStorageState) -> bool {
     let Some(l) = s.listing() else { return s.throttled > 0 };
-    s.throttled > 0
-        || !l.orphans.is_empty()
-        || metadata_share(l).is_some_and(|r| r > METADATA_SHARE)
-        || shared_outruns(l)
+    s.throttled > 0 || !l.orphans.is_empty() || metadata_at_risk(s, l) || shared_outruns(l)
+}
+
+/// Checkpoints until the `_metadata` reaches the frame size at its growth (`None`: not growing).
+fn checkpoints_to_frame(s: &JobStorageState, l: &JobStorage) -> Option<f64> {
+    let (_, b) = l.metadata?;
+    let g = s.metadata_growth_per_checkpoint().filter(|g| *g > 0.0)?;
+    Some(l.framesize_bytes.saturating_sub(b) as f64 / g)
+}
+
+fn metadata_at_risk(s: &JobStorageState, l: &JobStorage) -> bool {
+    metadata_share(l).is_some_and(|r| r > METADATA_SHARE)
+        || checkpoints_to_frame(s, l).is_some_and(|n| n < METADATA_REACH)
 }
 
 fn metadata_share(l: &JobStorage) -> Option<f64> {
@@ -55,10 +68,19 @@ pub(crate) fn sentence(s: &JobStorageState) -> Option<String> {
             ));
         }
         if let (Some((id, b)), Some(r)) = (l.metadata, metadata_share(l))
-            && r > METADATA_SHARE
+            && metadata_at_risk(s, l)
         {
+            let growth = match (s.metadata_growth_per_checkpoint(), checkpoints_to_frame(s, l)) {
+                (Some(g), Some(n)) => {
+                    format!(
+                        ", growing {} per checkpoint: the frame size in about {n:.0} checkpoints",
+                        bytes(g as u64)
+                    )
+                }
+                _ => String::new(),
+            };
             parts.push(format!(
-                "the _metadata of checkpoint {id} is {}, {:.0}% of the {} frame size",
+                "the _metadata of checkpoint {id} is {}, {:.1}% of the {} frame size{growth}",
                 bytes(b),
                 r * 100.0,
                 bytes(l.framesize_bytes)
@@ -133,7 +155,7 @@ pub(crate) fn lines(s: &JobStorageState, cluster: &ClusterStorage, now: Timestam
             })
             .unwrap_or_default();
         out.push(format!(
-            "_metadata of checkpoint {id}: {} ({:.1}% of the {} frame size, pekko.framesize){growth}",
+            "_metadata of checkpoint {id}: {} ({:.2}% of the {} frame size, pekko.framesize){growth}",
             bytes(b),
             metadata_share(l).unwrap_or(0.0) * 100.0,
             bytes(l.framesize_bytes)
@@ -170,8 +192,75 @@ pub(crate) fn lines(s: &JobStorageState, cluster: &ClusterStorage, now: Timestam
             named.join(", ")
         ));
     }
-    if let Some((_, at)) = &s.latest {
+    if let Some((_, at)) = &s.latest
+        && now.since(*at) >= 1_000
+    {
         out.push(format!("listed {} ago", human_ms(now.since(*at))));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::{CheckpointFolder, OrphanFolder};
+
+    fn listing(metadata: u64, orphans: Vec<OrphanFolder>) -> JobStorage {
+        let orphaned_bytes = orphans.iter().map(|o| o.bytes).sum();
+        JobStorage {
+            dir: "file:/c/j".into(),
+            bytes: 10_000,
+            objects: 4,
+            checkpoints: vec![CheckpointFolder {
+                id: 9,
+                metadata_bytes: Some(metadata),
+                ..Default::default()
+            }],
+            complete_folders: 1,
+            num_retained: 1,
+            metadata: Some((9, metadata)),
+            framesize_bytes: 10 << 20,
+            orphaned_bytes,
+            orphans,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_quiet_storage_points_nowhere() {
+        let mut s = JobStorageState::default();
+        s.observe_listing(&listing(4_000, Vec::new()), Timestamp(0));
+        assert!(!points_there(&s));
+        assert_eq!(sentence(&s), None);
+        let lines = lines(&s, &ClusterStorage::default(), Timestamp(5_000));
+        assert!(lines.iter().any(|l| l == "no orphaned chk-N folder"), "{lines:?}");
+        assert!(lines.iter().any(|l| l.starts_with("_metadata of checkpoint 9: 3.9 KiB")), "{lines:?}");
+    }
+
+    #[test]
+    fn orphans_throttling_and_a_growing_metadata_are_said() {
+        let orphan = OrphanFolder { id: 3, bytes: 2_048, age_ms: 7_200_000, completed: false };
+        let mut s = JobStorageState::default();
+        s.observe_listing(&listing(4_000, vec![orphan]), Timestamp(0));
+        let said = sentence(&s).unwrap();
+        assert!(
+            said.contains("holds 1 chk-N folder(s) no retained or in-progress checkpoint holds (2.0 KiB)"),
+            "{said}"
+        );
+        s.throttled = 2;
+        assert!(sentence(&s).unwrap().contains("answered 2 of the daemon's listings 503 SlowDown"));
+        // The _metadata grows 100 KiB a checkpoint: it reaches 10 MiB in about 100 checkpoints.
+        let mut g = JobStorageState::default();
+        for id in 0..4u64 {
+            let mut l = listing(1_000_000 + id * 102_400, Vec::new());
+            l.checkpoints[0].id = 10 + id;
+            l.metadata = Some((10 + id, 1_000_000 + id * 102_400));
+            g.observe_listing(&l, Timestamp(id as i64));
+        }
+        let said = sentence(&g).unwrap();
+        assert!(
+            said.contains("growing 100.0 KiB per checkpoint: the frame size in about 90 checkpoints"),
+            "{said}"
+        );
+    }
 }

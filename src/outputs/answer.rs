@@ -298,7 +298,7 @@ pub(crate) fn job_answer(
     let mut next_step = next_step(class, culprit.as_ref(), job_state.is_some(), reasons);
     // The storage, when the evidence points there: its alert is the worst, or checkpoints time
     // out while its listings are throttled or its _metadata nears the frame size.
-    let storage_alert = worst.map(|a| a.name()).filter(|n| STORAGE_ALERTS.contains(n));
+    let storage_alert = worst.map(|a| a.name()).filter(|n| is_storage_alert(n));
     let mut what = what;
     if let Some(sentence) = crate::health::storage::sentence(&j.storage)
         .filter(|_| storage_alert.is_some() || class == Some(Class::Timeout))
@@ -310,33 +310,32 @@ pub(crate) fn job_answer(
     Some(Answer { what, where_, culprit, class, next_step, runbook_url })
 }
 
-/// The alerts about the checkpoint storage.
-const STORAGE_ALERTS: [&str; 3] = [
-    "FlinkCheckpointStorageLeaking",
-    "FlinkCheckpointMetadataNearFrameSize",
-    "FlinkCheckpointStorageThrottled",
-];
+/// Whether an alert is about the checkpoint storage: the built-in `FlinkCheckpointStorage*` and
+/// `FlinkCheckpointMetadataNearFrameSize`, and rules of one's own named alike.
+fn is_storage_alert(name: &str) -> bool {
+    name.contains("Storage") || name.contains("Metadata")
+}
 
 /// The next step when the storage is where the evidence points.
 fn storage_step(alert: Option<&str>, s: &crate::state::storage::JobStorageState) -> String {
-    let throttled = alert == Some("FlinkCheckpointStorageThrottled") || (alert.is_none() && s.throttled > 0);
-    match alert {
-        _ if throttled => "The checkpoint storage throttles (503 SlowDown): spread the checkpoint keys over more \
-                           prefixes (s3.entropy.key), ask for a higher request rate, or checkpoint less often; \
-                           compare every subtask's upload rate in `checkpoint-sentinel diagnose`."
-            .to_string(),
-        Some("FlinkCheckpointMetadataNearFrameSize") | None
-            if s.listing().is_some_and(|l| l.metadata.is_some_and(|(_, b)| 2 * b > l.framesize_bytes)) =>
-        {
-            "Shrink what every checkpoint's acknowledgements carry: the union list state (make it keyed or plain list \
-             state), state inlined below execution.checkpointing.data-inline-threshold; or raise pekko.framesize. \
-             Past the frame size an acknowledgement is dropped and the checkpoint expires."
-                .to_string()
-        }
-        _ => "Delete the chk-N folders no retained or in-progress checkpoint holds (`checkpoint-sentinel diagnose` \
-              lists them with their age) and the folders of cancelled jobs you will not restore from; read the \
-              JobManager log around their checkpoint ids for why Flink did not discard them."
-            .to_string(),
+    let throttled = alert.is_some_and(|a| a.contains("Throttled")) || (alert.is_none() && s.throttled > 0);
+    let orphans = s.listing().is_some_and(|l| !l.orphans.is_empty());
+    let metadata = alert.is_some_and(|a| a.contains("Metadata")) || (alert.is_none() && !orphans);
+    if throttled {
+        "The checkpoint storage throttles (503 SlowDown): spread the checkpoint keys over more prefixes \
+         (s3.entropy.key), ask for a higher request rate, or checkpoint less often; compare every subtask's \
+         upload rate in `checkpoint-sentinel diagnose`."
+            .to_string()
+    } else if metadata {
+        "Shrink what every checkpoint's acknowledgements carry: the union list state (make it keyed or plain list \
+         state), state inlined below execution.checkpointing.data-inline-threshold; or raise pekko.framesize. \
+         Past the frame size an acknowledgement is dropped and the checkpoint expires."
+            .to_string()
+    } else {
+        "Delete the chk-N folders no retained or in-progress checkpoint holds (`checkpoint-sentinel diagnose` lists \
+         them with their age) and the folders of cancelled jobs you will not restore from; read the JobManager log \
+         around their checkpoint ids for why Flink did not discard them."
+            .to_string()
     }
 }
 

@@ -300,16 +300,21 @@ async fn api_advice(
         let s = state.app.state.read();
         s.clusters().get(&cluster).and_then(|c| {
             let job = c.jobs.get(&job_id)?;
-            Some((job.name.clone(), crate::advice::job_inputs(job, c.flink_version.as_deref())))
+            Some((
+                job.name.clone(),
+                crate::advice::job_inputs(job, c.flink_version.as_deref()),
+                job.storage.listing().cloned(),
+            ))
         })
     };
-    let Some((name, inputs)) = found else {
+    let Some((name, inputs, storage)) = found else {
         return json_error(StatusCode::NOT_FOUND, format!("no job {job_id} in cluster {cluster}"));
     };
     let Some((configuration, recent)) = inputs else {
         return json_error(StatusCode::NOT_FOUND, format!("job {job_id} has not been polled yet"));
     };
     let view = |advice: Arc<crate::advice::Advice>| {
+        let advice = crate::advice::with_storage(advice, storage.as_ref());
         json_no_cache(&api::AdviceView {
             cluster: &cluster,
             job_id: &job_id,

@@ -200,7 +200,7 @@ pub(crate) fn plan(cluster: &ClusterState, mapping: &[(String, String)]) -> Plan
             continue;
         }
         let interval = job.settings.as_ref().and_then(|s| s.interval_ms).unwrap_or(0);
-        let facts = JobFacts {
+        let mut facts = JobFacts {
             job_id: job_id.clone(),
             dir: dir.clone(),
             num_retained: config.and_then(|c| c.retained_checkpoints).unwrap_or(1),
@@ -212,6 +212,9 @@ pub(crate) fn plan(cluster: &ClusterState, mapping: &[(String, String)]) -> Plan
             grace_ms: (2 * interval).max(60_000),
         };
         let local = analyse::mapped(&dir, mapping);
+        if local != dir {
+            facts.dir = format!("{dir} (read at {local})");
+        }
         out.jobs.push((facts, local));
     }
     out.bases = bases.into_iter().map(|b| (b.clone(), analyse::mapped(&b, mapping))).collect();
@@ -229,6 +232,8 @@ pub(crate) struct StorageSource {
     unreachable: HashSet<String>,
     /// Per (base, job id): the last listing of a folder of a job that does not run.
     abandoned: HashMap<(String, String), AbandonedJob>,
+    /// Jobs the cluster lists that the state does not hold (a look at a few jobs): status, runs.
+    also_known: HashMap<String, (String, bool)>,
 }
 
 /// A round's request budget and counts.
@@ -262,7 +267,15 @@ impl StorageSource {
             cursor: 0,
             unreachable: HashSet::new(),
             abandoned: HashMap::new(),
+            also_known: HashMap::new(),
         }
+    }
+
+    /// Also knows these jobs' statuses (`diagnose` watches only the jobs it was asked about,
+    /// but the cluster's job list says which other folders belong to running jobs).
+    pub(crate) fn knowing(mut self, jobs: HashMap<String, (String, bool)>) -> Self {
+        self.also_known = jobs;
+        self
     }
 
     /// Runs rounds until aborted.
@@ -285,10 +298,13 @@ impl StorageSource {
 
     /// One round: `None` when there is nothing to list (no watched job with a known directory).
     pub(crate) async fn round(&mut self, s: &StorageConfig) -> Option<StorageRound> {
-        let plan = {
+        let mut plan = {
             let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
             plan(state.clusters().get(&self.config.name)?, &self.mapping())
         };
+        for (job, known) in &self.also_known {
+            plan.known.entry(job.clone()).or_insert_with(|| known.clone());
+        }
         if plan.jobs.is_empty() && plan.bases.is_empty() {
             return None;
         }
