@@ -100,14 +100,9 @@ pub(crate) fn sentence(s: &JobStorageState) -> Option<String> {
 /// `diagnose`'s "Storage" lines for a job (empty when its storage was not listed).
 pub(crate) fn lines(s: &JobStorageState, cluster: &ClusterStorage, now: Timestamp) -> Vec<String> {
     let mut out = Vec::new();
-    let Some(l) = s.listing() else {
-        if let Some(dir) = cluster.unreachable.iter().next() {
-            out.push(format!(
-                "not readable from here: {dir} (said once in the log; set storage_paths for a mount)"
-            ));
-        }
-        return out;
-    };
+    // Not listed (not readable from here: the daemon's log said so once, and
+    // `checkpoint_sentinel_storage_unreachable` counts it): nothing to say.
+    let Some(l) = s.listing() else { return out };
     let state =
         l.reported_state_bytes.map(|b| format!(", Flink reports {} of state", bytes(b))).unwrap_or_default();
     let cut = if l.truncated { " (listing cut at max_entries_per_job: at least)" } else { "" };

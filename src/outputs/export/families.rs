@@ -636,7 +636,7 @@ pub const METRICS: &[MetricDef] = &[
         "checkpoint_sentinel_storage_requests_total",
         Counter,
         &["cluster", "outcome"],
-        "List requests of the storage rounds to the jobs' checkpoint storage (a page of up to 1,000 entries, or a local directory walk): made, cut (left for a later round by [storage] max_requests_per_round) and failed."
+        "List requests of the storage rounds (a page of up to 1,000 entries, or a local directory walk): made, cut (left for a later round by [storage] max_requests_per_round) and failed."
     ),
     metric!(
         "checkpoint_sentinel_storage_errors_total",

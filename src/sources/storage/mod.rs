@@ -143,26 +143,32 @@ fn build_store(key: &str, s: &StorageConfig) -> Result<Arc<dyn ObjectStore>, Lis
         return Err(ListError::Unsupported(format!("{key}: [storage] object_stores is off")));
     }
     let retry = object_store::RetryConfig { max_retries: 0, ..Default::default() };
-    let client = object_store::ClientOptions::new().with_timeout(s.timeout).with_connect_timeout(s.timeout);
+    // Timeouts as configuration keys: `with_client_options` would replace what the environment
+    // set (`AWS_ALLOW_HTTP`, a proxy, certificates).
+    let timeout = humantime::format_duration(s.timeout).to_string();
+    let timeouts = [object_store::ClientConfigKey::Timeout, object_store::ClientConfigKey::ConnectTimeout];
     let built: Result<Arc<dyn ObjectStore>, object_store::Error> = if key.starts_with("s3://") {
-        object_store::aws::AmazonS3Builder::from_env()
-            .with_url(key)
-            .with_retry(retry)
-            .with_client_options(client)
+        use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+        let b = AmazonS3Builder::from_env().with_url(key).with_retry(retry);
+        timeouts
+            .into_iter()
+            .fold(b, |b, k| b.with_config(AmazonS3ConfigKey::Client(k), &timeout))
             .build()
             .map(|s| Arc::new(s) as _)
     } else if key.starts_with("gs://") {
-        object_store::gcp::GoogleCloudStorageBuilder::from_env()
-            .with_url(key)
-            .with_retry(retry)
-            .with_client_options(client)
+        use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+        let b = GoogleCloudStorageBuilder::from_env().with_url(key).with_retry(retry);
+        timeouts
+            .into_iter()
+            .fold(b, |b, k| b.with_config(GoogleConfigKey::Client(k), &timeout))
             .build()
             .map(|s| Arc::new(s) as _)
     } else {
-        object_store::azure::MicrosoftAzureBuilder::from_env()
-            .with_url(key)
-            .with_retry(retry)
-            .with_client_options(client)
+        use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+        let b = MicrosoftAzureBuilder::from_env().with_url(key).with_retry(retry);
+        timeouts
+            .into_iter()
+            .fold(b, |b, k| b.with_config(AzureConfigKey::Client(k), &timeout))
             .build()
             .map(|s| Arc::new(s) as _)
     };

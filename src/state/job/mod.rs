@@ -174,8 +174,8 @@ pub struct JobState {
     /// (persisted).
     pub traced: traced::Traced,
     /// Its checkpoint storage: the completed checkpoints' paths and the latest listing (not
-    /// persisted).
-    pub storage: super::storage::JobStorageState,
+    /// persisted; boxed, the state stays within its allocation class).
+    pub storage: Box<super::storage::JobStorageState>,
 }
 
 impl JobState {
