@@ -109,7 +109,7 @@ pub(crate) fn with_storage(
     }
     let mut a = (*advice).clone();
     a.findings.extend(extra);
-    a.findings.sort_by(|x, y| y.severity.cmp(&x.severity));
+    a.findings.sort_by_key(|x| std::cmp::Reverse(x.severity));
     std::sync::Arc::new(a)
 }
 

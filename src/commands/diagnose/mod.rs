@@ -632,6 +632,39 @@ mod tests {
         assert_eq!(text.matches("map #").count(), 0, "no subtask listed one by one:\n{text}");
     }
 
+    /// The async phase's upload rate per subtask: one slow subtask among fast siblings is that
+    /// subtask; all slow alike is the storage's throughput.
+    #[test]
+    fn upload_rates_tell_one_subtask_from_the_storage() {
+        let up = |index, bytes: u64, async_ms| SubtaskCheckpoint {
+            index,
+            acknowledged: true,
+            end_to_end_ms: Some(async_ms + 10),
+            async_ms: Some(async_ms),
+            checkpointed_bytes: Some(bytes),
+            ..SubtaskCheckpoint::default()
+        };
+        let one_slow = vec![up(0, 1 << 20, 10_000), up(1, 1 << 20, 500), up(2, 1 << 20, 500)];
+        let finished = vec![checkpoint(5, SnapshotKind::Checkpoint, CheckpointStatus::Completed, one_slow)];
+        let report = analysed(&job(serde_json::json!([]), finished));
+        assert_eq!(
+            report.storage,
+            vec![
+                "Upload (checkpoint 5, bytes persisted over async duration): slowest map #0 102.4 KiB/s \
+                 (1.0 MiB in 10.0 s), its siblings' median 2.0 MiB/s: that subtask"
+                    .to_string()
+            ]
+        );
+        let all_slow = vec![up(0, 1 << 20, 10_000), up(1, 1 << 20, 9_000)];
+        let finished = vec![checkpoint(6, SnapshotKind::Checkpoint, CheckpointStatus::Completed, all_slow)];
+        let report = analysed(&job(serde_json::json!([]), finished));
+        assert!(
+            report.storage[0].ends_with("every subtask alike, the storage's throughput"),
+            "{:?}",
+            report.storage
+        );
+    }
+
     /// An expiry that no subtask acknowledged names no subtask as the one to look at (seen on
     /// the demo's expiring job: "what Source #0 does while it snapshots" was a guess).
     #[test]
