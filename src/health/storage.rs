@@ -6,8 +6,8 @@
 //! Pure: the listing's time and `now` are arguments.
 
 use crate::observe::JobStorage;
-use crate::rules::render::format_bytes;
 use crate::state::storage::{ClusterStorage, JobStorageState};
+use crate::time::bytes as format_bytes;
 use crate::time::{Timestamp, human_ms};
 
 fn bytes(b: u64) -> String {
@@ -239,7 +239,7 @@ mod tests {
         s.observe_listing(&listing(4_000, vec![orphan]), Timestamp(0));
         let said = sentence(&s).unwrap();
         assert!(
-            said.contains("holds 1 chk-N folder(s) no retained or in-progress checkpoint holds (2.0 KiB)"),
+            said.contains("holds 1 chk-N folder(s) no retained or in-progress checkpoint holds (2 KiB)"),
             "{said}"
         );
         s.throttled = 2;
@@ -254,7 +254,7 @@ mod tests {
         }
         let said = sentence(&g).unwrap();
         assert!(
-            said.contains("growing 100.0 KiB per checkpoint: the frame size in about 90 checkpoints"),
+            said.contains("growing 100 KiB per checkpoint: the frame size in about 90 checkpoints"),
             "{said}"
         );
     }

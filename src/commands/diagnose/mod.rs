@@ -650,8 +650,8 @@ mod tests {
         assert_eq!(
             report.storage,
             vec![
-                "Upload (checkpoint 5, bytes persisted over async duration): slowest map #0 102.4 KiB/s \
-                 (1.0 MiB in 10.0 s), its siblings' median 2.0 MiB/s: that subtask"
+                "Upload (checkpoint 5, bytes persisted over async duration): slowest map #0 102 KiB/s (1 MiB \
+                 in 10.0 s), its siblings' median 2 MiB/s: that subtask"
                     .to_string()
             ]
         );

@@ -383,7 +383,7 @@ pub(super) fn upload(job: &Job<'_>) -> Vec<String> {
         return Vec::new();
     }
     rates.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let rate = |r: f64| format!("{}/s", crate::rules::render::format_bytes(r));
+    let rate = |r: f64| format!("{}/s", crate::time::bytes(r));
     let (slow, op, i, b, ms) = rates[0];
     let siblings: Vec<f64> = rates[1..].iter().filter(|r| r.1 == op).map(|r| r.0).collect();
     let median = |v: &[f64]| (!v.is_empty()).then(|| v[v.len() / 2]);
@@ -391,7 +391,7 @@ pub(super) fn upload(job: &Job<'_>) -> Vec<String> {
         "Upload (checkpoint {}, bytes persisted over async duration): slowest {op} #{i} {} ({} in {})",
         cp.id,
         rate(slow),
-        crate::rules::render::format_bytes(b as f64),
+        crate::time::bytes(b as f64),
         human_ms(ms)
     );
     match median(&siblings) {
