@@ -131,7 +131,7 @@ impl Look {
 impl Look {
     /// What the storage round found of `job_id`, in words (`health::storage::lines`).
     pub(crate) fn storage_lines(&self, job_id: &str) -> Vec<String> {
-        let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
+        let state = self.app.state.read();
         let Some(c) = state.clusters().get(&self.cluster) else { return Vec::new() };
         let Some(j) = c.jobs.get(job_id) else { return Vec::new() };
         crate::health::storage::lines(&j.storage, &c.storage, self.app.now())

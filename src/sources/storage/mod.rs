@@ -287,7 +287,7 @@ impl StorageSource {
     /// Runs rounds until aborted.
     pub(crate) async fn run(mut self) {
         loop {
-            let settings = self.app.storage.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let settings = self.app.storage.read().clone();
             tokio::time::sleep(settings.interval.max(StorageConfig::MIN_INTERVAL)).await;
             if !settings.enabled {
                 continue;
@@ -305,7 +305,7 @@ impl StorageSource {
     /// One round: `None` when there is nothing to list (no watched job with a known directory).
     pub(crate) async fn round(&mut self, s: &StorageConfig) -> Option<StorageRound> {
         let mut plan = {
-            let state = self.app.state.read().unwrap_or_else(|e| e.into_inner());
+            let state = self.app.state.read();
             plan(state.clusters().get(&self.config.name)?, &self.mapping())
         };
         for (job, known) in &self.also_known {
