@@ -447,7 +447,13 @@ impl StorageSource {
     fn failed(&mut self, dir: &str, e: &ListError, budget: &mut Budget, round: &mut StorageRound) {
         budget.errors.push(e.kind());
         if e.unreachable() && self.unreachable.insert(dir.to_string()) {
-            tracing::warn!(cluster = %self.config.name, dir, "checkpoint storage not readable, said once until it is: {e}");
+            // One warning while the cluster has any unreadable directory, not one per job: at
+            // 10,000 jobs on a storage the daemon cannot see, one line says it (the metric counts them).
+            if self.unreachable.len() == 1 {
+                tracing::warn!(cluster = %self.config.name, dir, "checkpoint storage not readable (said once; the others of this cluster at debug level, counted in the metrics): {e}");
+            } else {
+                tracing::debug!(cluster = %self.config.name, dir, "checkpoint storage not readable: {e}");
+            }
             round.unreachable.push(dir.to_string());
         } else {
             tracing::debug!(cluster = %self.config.name, dir, "checkpoint storage listing failed: {e}");
