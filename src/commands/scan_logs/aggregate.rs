@@ -188,6 +188,8 @@ pub(super) struct Aggregate {
     barrier_times: BTreeMap<(SubtaskKey, u64), BarrierTimes>,
     /// "Exceeded checkpoint tolerable failure threshold" lines by the reason they give.
     pub(super) failovers: BTreeMap<u32, u64>,
+    /// Vertex id → operator name, from the "Deploying …" lines (`names.rs`).
+    pub(super) vertex_names: HashMap<String, String>,
 }
 
 /// The barriers of one subtask for one checkpoint, from DEBUG lines.
@@ -353,10 +355,13 @@ impl Aggregate {
     }
 
     /// Gives the tasks named by a vertex id (`857e98…`, from an attempt id) the name the same
-    /// logs give that vertex (`stateful-map`).
-    pub(super) fn name_vertices(&mut self, names: &std::collections::HashMap<String, String>) {
+    /// logs give that vertex (`stateful-map`), when some task is named so.
+    pub(super) fn name_vertices(&mut self) {
+        if self.vertex_names.is_empty() || !self.has_vertex_ids() {
+            return;
+        }
         for s in self.strings.strings.iter_mut() {
-            if let Some(name) = names.get(&**s) {
+            if let Some(name) = self.vertex_names.get(&**s) {
                 *s = name.as_str().into();
             }
         }

@@ -13,6 +13,7 @@ use crate::sources::logs::parse::Patterns;
 
 use super::aggregate::{Aggregate, BorrowedEvent};
 use super::lines::{RangeTotals, scan_range};
+use super::names::add_names;
 use super::pack::PackedEvents;
 use super::plan::{PARALLEL_MIN_BYTES, Unit, plan};
 use super::report::{FileSummary, ScanReport};
@@ -196,6 +197,7 @@ impl Scanner {
             UnitEvents::Packed(packed) => packed.views().for_each(|e| sink.add_view(&e)),
         }
         let (t, s) = (&mut files.totals, scanned.totals);
+        add_names(&mut self.report.aggregate.vertex_names, s.vertices);
         (t.end, t.lines, t.oversize, t.records) =
             (s.end, t.lines + s.lines, t.oversize + s.oversize, t.records.max(s.records));
         if unit.last {
@@ -233,6 +235,7 @@ impl Scanner {
         );
         self.buf = buf;
         let totals = result?;
+        add_names(&mut self.report.aggregate.vertex_names, totals.vertices);
         self.report.files.push(FileSummary {
             path: path.to_path_buf(),
             bytes: totals.end,
@@ -243,10 +246,24 @@ impl Scanner {
         Ok(())
     }
 
-    /// The report.
+    /// Continues `report`: what this scan reads is added to it, its events numbered on.
+    pub(super) fn continuing(mut self, report: ScanReport) -> Self {
+        self.seq = report.aggregate.next_seq;
+        self.report = report;
+        self
+    }
+
+    /// The report: tasks named by a vertex id get the name the logs give that vertex.
     pub fn finish(mut self) -> ScanReport {
         self.report.aggregate.next_seq = self.seq;
+        self.report.aggregate.name_vertices();
         self.report
+    }
+
+    /// The vertex names found so far.
+    #[cfg(test)]
+    pub(super) fn vertex_names(&self) -> &std::collections::HashMap<String, String> {
+        &self.report.aggregate.vertex_names
     }
 }
 

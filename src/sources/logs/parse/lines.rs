@@ -151,6 +151,11 @@ impl LineSplitter {
         }
     }
 
+    /// Whether the next byte fed starts a line (nothing held, no cut line being skipped).
+    pub fn at_line_start(&self) -> bool {
+        self.buf.is_empty() && !self.discarding
+    }
+
     /// Offset of the next byte to feed.
     pub(crate) fn offset(&self) -> u64 {
         self.offset
