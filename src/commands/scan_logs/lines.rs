@@ -26,6 +26,8 @@ pub(super) struct RangeTotals {
     pub(super) records: u64,
     /// The vertices its "Deploying …" lines name, in order.
     pub(super) vertices: Vec<(String, String)>,
+    /// The jobs its "Job … switched from state …" lines name, in order.
+    pub(super) jobs: Vec<(String, String)>,
 }
 
 /// Scans `reader`, whose first byte is at `start` in its file and starts a line, and hands
@@ -116,6 +118,7 @@ pub(super) fn scan_range(
         oversize: splitter.oversize,
         records: lines.records,
         vertices: lines.vertices.found,
+        jobs: lines.vertices.jobs,
     })
 }
 

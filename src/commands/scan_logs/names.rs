@@ -1,12 +1,14 @@
-//! The names of job vertices as the same logs give them: a JobManager's "Deploying stateful-map
-//! (1/2) (attempt #0) with attempt id …_857e98…_0_0 and vertex id 857e98…_0 to …" line maps the
-//! vertex id that later lines carry (a late message names only an attempt id) to its operator.
+//! The names of job vertices and jobs as the same logs give them: a JobManager's "Deploying
+//! stateful-map (1/2) (attempt #0) with attempt id …_857e98…_0_0 and vertex id 857e98…_0 to …"
+//! line maps the vertex id that later lines carry (a late message names only an attempt id) to
+//! its operator, and its "Job flink-lab (b9a74d…) switched from state RUNNING to RESTARTING."
+//! lines map a job id to the job's name.
 //!
 //! Found in the scan's own pass (issue 42: a second pass over the files, line by line, was
-//! half of the scan's instructions): one SIMD substring search per read buffer for
-//! [`NEEDLE`], the lines that hold it parsed by hand (the regex [`DEPLOYING`] decides any
+//! half of the scan's instructions): one SIMD substring search per read buffer for both
+//! needles, the lines that hold one parsed by hand (the regex [`DEPLOYING`] decides any
 //! non-ASCII line), lines cut at the scan's line limit as the scan cuts them. At most
-//! [`MAX_VERTICES`] names are kept.
+//! [`MAX_VERTICES`] names of each are kept.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -19,8 +21,15 @@ pub(super) const MAX_VERTICES: usize = 10_000;
 
 /// What every line that names a vertex holds.
 const NEEDLE: &[u8] = b" and vertex id ";
+/// What every line that names a job holds (`Job <name> (<id>) switched from state A to B.`).
+const JOB_NEEDLE: &[u8] = b") switched from state ";
 
 static FINDER: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(NEEDLE));
+static JOB_FINDER: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(JOB_NEEDLE));
+/// Both needles, searched over whole buffers.
+static BOTH: LazyLock<aho_corasick::AhoCorasick> = LazyLock::new(|| {
+    aho_corasick::AhoCorasick::new([NEEDLE, JOB_NEEDLE]).expect("two literals build an automaton")
+});
 
 /// The language of a line that names a vertex (the hand-written [`deploying`] is held equal to it).
 static DEPLOYING: LazyLock<Regex> = LazyLock::new(|| {
@@ -34,6 +43,9 @@ static DEPLOYING: LazyLock<Regex> = LazyLock::new(|| {
 pub(super) struct RangeNames {
     pub(super) found: Vec<(String, String)>,
     last: HashMap<String, String>,
+    /// (job id, job name), likewise.
+    pub(super) jobs: Vec<(String, String)>,
+    last_job: HashMap<String, String>,
 }
 
 impl RangeNames {
@@ -43,7 +55,7 @@ impl RangeNames {
     /// [`RangeNames::line`] whole when it ends (a line that began in an earlier buffer).
     pub(super) fn search_chunk(&mut self, chunk: &[u8], starts_line: bool, max: usize) {
         let mut from = 0;
-        while let Some(at) = FINDER.find(&chunk[from..]).map(|i| from + i) {
+        while let Some(at) = BOTH.find(&chunk[from..]).map(|m| from + m.start()) {
             let start = match memchr::memrchr(b'\n', &chunk[from..at]) {
                 Some(i) => from + i + 1,
                 None if from > 0 || starts_line => from,
@@ -74,6 +86,13 @@ impl RangeNames {
 
     /// One whole line (already cut at the line limit).
     pub(super) fn line(&mut self, line: &[u8]) {
+        if JOB_FINDER.find(line).is_some()
+            && let Some((job, name)) = job_line(&String::from_utf8_lossy(line))
+            && self.last_job.get(job).is_none_or(|n| n != name)
+        {
+            self.last_job.insert(job.to_string(), name.to_string());
+            self.jobs.push((job.to_string(), name.to_string()));
+        }
         if FINDER.find(line).is_none() {
             return;
         }
@@ -95,6 +114,21 @@ pub(super) fn add_names(names: &mut HashMap<String, String>, found: Vec<(String,
         }
         names.insert(vertex, name);
     }
+}
+
+/// (job id, job name) of `… - Job <name> (<32 hex>) switched from state …` (Flink's
+/// `ExecutionGraph` since 1.x): the name is the message after `Job ` up to ` (<id>)`.
+fn job_line(line: &str) -> Option<(&str, &str)> {
+    let at = memmem::find(line.as_bytes(), JOB_NEEDLE)?;
+    let id = line.get(at.checked_sub(32)?..at)?;
+    if !id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return None;
+    }
+    let head = line.get(..at - 32)?.strip_suffix(" (")?;
+    // The message follows the first ` - ` (a logger name holds none).
+    let message = &head[memmem::find(head.as_bytes(), b" - ")? + 3..];
+    let name = message.strip_prefix("Job ")?;
+    (!name.is_empty()).then_some((id, name))
 }
 
 /// (vertex id, operator name) of a line that matches [`DEPLOYING`], as its captures give

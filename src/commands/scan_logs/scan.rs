@@ -198,6 +198,7 @@ impl Scanner {
         }
         let (t, s) = (&mut files.totals, scanned.totals);
         add_names(&mut self.report.aggregate.vertex_names, s.vertices);
+        add_names(&mut self.report.aggregate.job_names, s.jobs);
         (t.end, t.lines, t.oversize, t.records) =
             (s.end, t.lines + s.lines, t.oversize + s.oversize, t.records.max(s.records));
         if unit.last {
@@ -236,6 +237,7 @@ impl Scanner {
         self.buf = buf;
         let totals = result?;
         add_names(&mut self.report.aggregate.vertex_names, totals.vertices);
+        add_names(&mut self.report.aggregate.job_names, totals.jobs);
         self.report.files.push(FileSummary {
             path: path.to_path_buf(),
             bytes: totals.end,
