@@ -345,4 +345,22 @@ mod tests {
             );
         }
     }
+
+    /// Issue 40: a throttled storage, a missing bucket and an acknowledgement Pekko dropped,
+    /// each the root cause of the checkpoint whose asynchronous part it failed.
+    #[test]
+    fn storage_and_acknowledgement_causes_attach_to_their_checkpoints() {
+        let log = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/written/storage-causes/logs/flink-root-taskexecutor-0-vm.log");
+        let report = scan_paths_streaming(&[log], &Patterns::builtin(), 1 << 20).unwrap();
+        let a = &report.aggregate;
+        let category = |id| a.cause_of(id).map(|c| c.category);
+        assert_eq!(category(7), Some("storage_throttled"));
+        assert_eq!(category(8), Some("storage_error"));
+        assert_eq!(category(9), Some("oversized_ack"));
+        let text = report.to_text();
+        for line in ["  oversized_ack          1", "  storage_error          1", "  storage_throttled      1"] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
+    }
 }
