@@ -359,7 +359,8 @@ mod tests {
         assert_eq!(category(8), Some("storage_error"));
         assert_eq!(category(9), Some("oversized_ack"));
         let text = report.to_text();
-        for line in ["  oversized_ack          1", "  storage_error          1", "  storage_throttled      1"] {
+        for line in ["  oversized_ack          1", "  storage_error          1", "  storage_throttled      1"]
+        {
             assert!(text.contains(line), "{line} in\n{text}");
         }
     }
