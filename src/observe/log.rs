@@ -277,7 +277,7 @@ pub(crate) fn counts_root_cause(kind: &str) -> bool {
 }
 
 /// Every category a root cause can get (the label values of the root-cause metric).
-pub const CAUSE_CATEGORIES: &[&str] = &[
+pub(crate) const CAUSE_CATEGORIES: &[&str] = &[
     "oversized_ack",
     "storage_throttled",
     "disk_full",

@@ -248,13 +248,6 @@ impl Scanner {
         Ok(())
     }
 
-    /// Continues `report`: what this scan reads is added to it, its events numbered on.
-    pub(super) fn continuing(mut self, report: ScanReport) -> Self {
-        self.seq = report.aggregate.next_seq;
-        self.report = report;
-        self
-    }
-
     /// The report: tasks named by a vertex id get the name the logs give that vertex.
     pub fn finish(mut self) -> ScanReport {
         self.report.aggregate.next_seq = self.seq;

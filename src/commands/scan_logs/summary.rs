@@ -43,7 +43,7 @@ impl ScanReport {
 
     /// Per job whose checkpoints failed (or that failed over), worst first. A failover line
     /// names no job: it counts for the job an earlier line of its file named last.
-    pub fn headlines(&self) -> Vec<Headline> {
+    pub(crate) fn headlines(&self) -> Vec<Headline> {
         let a = &self.aggregate;
         let timelines = a.timelines();
         let mut jobs: BTreeMap<&str, JobCounts> = BTreeMap::new();

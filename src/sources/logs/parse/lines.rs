@@ -155,7 +155,7 @@ impl LineSplitter {
     }
 
     /// Whether the next byte fed starts a line (nothing held, no cut line being skipped).
-    pub fn at_line_start(&self) -> bool {
+    pub(crate) fn at_line_start(&self) -> bool {
         self.buf.is_empty() && !self.discarding
     }
 
