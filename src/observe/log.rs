@@ -278,11 +278,14 @@ pub(crate) fn counts_root_cause(kind: &str) -> bool {
 
 /// Every category a root cause can get (the label values of the root-cause metric).
 pub(crate) const CAUSE_CATEGORIES: &[&str] = &[
+    "oversized_ack",
+    "storage_throttled",
     "disk_full",
     "out_of_memory",
     "permission",
     "serialization",
     "closed_stream",
+    "storage_error",
     "expired",
     "timeout",
     "s3",

@@ -188,6 +188,38 @@ pub(super) struct Aggregate {
     barrier_times: BTreeMap<(SubtaskKey, u64), BarrierTimes>,
     /// "Exceeded checkpoint tolerable failure threshold" lines by the reason they give.
     pub(super) failovers: BTreeMap<u32, u64>,
+    /// Vertex id → operator name, from the "Deploying …" lines (`names.rs`).
+    pub(super) vertex_names: HashMap<String, String>,
+    /// Job id → job name, from the "Job <name> (<id>) switched from state …" lines.
+    pub(super) job_names: HashMap<String, String>,
+    /// Failovers (tolerable-failure lines) by job symbol: the line names no job, so the job is
+    /// the last one an earlier line of the same file named (0: none did).
+    pub(super) failovers_by_job: BTreeMap<u32, Failovers>,
+    /// "Restoring job …" lines by job symbol.
+    pub(super) restores_by_job: BTreeMap<u32, u64>,
+    /// The file being folded in: the last job and checkpoint its lines named.
+    context: FileContext,
+}
+
+/// What the lines of the file being folded in said last.
+#[derive(Debug, Default)]
+struct FileContext {
+    job: u32,
+    checkpoint: Option<u64>,
+}
+
+/// Checkpoint ids kept per job's failovers, to name them when no line names the job.
+const MAX_FAILOVER_IDS: usize = 5;
+
+/// The failovers of one job: how many, why, in which files, after which checkpoints.
+#[derive(Debug, Default)]
+pub(super) struct Failovers {
+    pub(super) count: u64,
+    /// Reason symbol → count.
+    pub(super) reasons: BTreeMap<u32, u64>,
+    pub(super) files: BTreeSet<u32>,
+    /// The checkpoint the file's lines named last before each failover (the first few).
+    pub(super) checkpoints: BTreeSet<u64>,
 }
 
 /// The barriers of one subtask for one checkpoint, from DEBUG lines.
@@ -213,6 +245,7 @@ impl Aggregate {
     pub(super) fn add_file(&mut self, name: &str) -> u32 {
         let sym = self.strings.intern(Some(name));
         self.files.push(sym);
+        self.context = FileContext::default();
         sym
     }
 
@@ -224,6 +257,17 @@ impl Aggregate {
         let job = self.note_job(e);
         let cause = self.note_cause(e);
         let kind = e.kind;
+        if kind == "tolerable_exceeded" {
+            let reason = self.strings.intern(e.reason);
+            *self.failovers.entry(reason).or_insert(0) += 1;
+            self.note_failover(job, reason, file);
+        }
+        if job != 0 {
+            self.context.job = job;
+        }
+        if e.checkpoint_id.is_some() {
+            self.context.checkpoint = e.checkpoint_id;
+        }
         if kind == "completed"
             && let Some(id) = e.checkpoint_id
         {
@@ -237,14 +281,30 @@ impl Aggregate {
             return;
         }
         if kind == "restored" {
+            *self.restores_by_job.entry(job).or_insert(0) += 1;
             return;
-        }
-        if kind == "tolerable_exceeded" {
-            let reason = self.strings.intern(e.reason);
-            *self.failovers.entry(reason).or_insert(0) += 1;
         }
         let Some(id) = e.checkpoint_id else { return };
         self.add_to_timeline(e, (job, id), cause, file, seq);
+    }
+
+    /// A failover, for its job: the one it names, else the last one its file named before it.
+    fn note_failover(&mut self, job: u32, reason: u32, file: u32) {
+        let job = if job != 0 { job } else { self.context.job };
+        let f = self.failovers_by_job.entry(job).or_default();
+        f.count += 1;
+        *f.reasons.entry(reason).or_insert(0) += 1;
+        f.files.insert(file);
+        if let Some(id) = self.context.checkpoint
+            && f.checkpoints.len() < MAX_FAILOVER_IDS
+        {
+            f.checkpoints.insert(id);
+        }
+    }
+
+    /// The symbol of a string already seen (0 if never).
+    pub(super) fn sym_of(&self, s: &str) -> u32 {
+        self.strings.ids.get(s).copied().unwrap_or(0)
     }
 
     fn count_kind(&mut self, kind: &str) {
@@ -353,10 +413,13 @@ impl Aggregate {
     }
 
     /// Gives the tasks named by a vertex id (`857e98…`, from an attempt id) the name the same
-    /// logs give that vertex (`stateful-map`).
-    pub(super) fn name_vertices(&mut self, names: &std::collections::HashMap<String, String>) {
+    /// logs give that vertex (`stateful-map`), when some task is named so.
+    pub(super) fn name_vertices(&mut self) {
+        if self.vertex_names.is_empty() || !self.has_vertex_ids() {
+            return;
+        }
         for s in self.strings.strings.iter_mut() {
-            if let Some(name) = names.get(&**s) {
+            if let Some(name) = self.vertex_names.get(&**s) {
                 *s = name.as_str().into();
             }
         }

@@ -5,6 +5,7 @@
 use std::io::{self, Read};
 use std::sync::Arc;
 
+use super::names::RangeNames;
 use crate::observe::LogEvent;
 use crate::sources::logs::parse::{
     LineNeedles, LineSplitter, Patterns, RecordParser, is_record_start, line_needles,
@@ -23,6 +24,10 @@ pub(super) struct RangeTotals {
     pub(super) oversize: u64,
     /// Record starts seen (counting stops at the first).
     pub(super) records: u64,
+    /// The vertices its "Deploying …" lines name, in order.
+    pub(super) vertices: Vec<(String, String)>,
+    /// The jobs its "Job … switched from state …" lines name, in order.
+    pub(super) jobs: Vec<(String, String)>,
 }
 
 /// Scans `reader`, whose first byte is at `start` in its file and starts a line, and hands
@@ -63,6 +68,7 @@ pub(super) fn scan_range(
         records: 0,
         events: Vec::new(),
         next: 0,
+        vertices: RangeNames::default(),
     };
     loop {
         let n = match reader.read(buf) {
@@ -73,6 +79,7 @@ pub(super) fn scan_range(
         };
         let chunk = &buf[..n];
         let chunk_start = splitter.offset();
+        lines.vertices.search_chunk(chunk, splitter.at_line_start(), max_line_bytes);
         needles.clear();
         if !all_lines {
             patterns.find_needles(chunk, &mut needles);
@@ -105,7 +112,14 @@ pub(super) fn scan_range(
     for e in lines.events.drain(..) {
         emit(e);
     }
-    Ok(RangeTotals { end, lines: splitter.lines, oversize: splitter.oversize, records: lines.records })
+    Ok(RangeTotals {
+        end,
+        lines: splitter.lines,
+        oversize: splitter.oversize,
+        records: lines.records,
+        vertices: lines.vertices.found,
+        jobs: lines.vertices.jobs,
+    })
 }
 
 /// The per-line state of one range.
@@ -121,6 +135,9 @@ struct Lines<'p> {
     events: Vec<LogEvent>,
     /// Index of the first needle of the buffer not before the current line.
     next: usize,
+    /// Vertex names (lines within a buffer are searched for by the buffer; a line that began
+    /// in an earlier one is handed over here).
+    vertices: RangeNames,
 }
 
 impl Lines<'_> {
@@ -137,6 +154,9 @@ impl Lines<'_> {
     ) {
         if self.records == 0 && is_record_start(line) {
             self.records = 1;
+        }
+        if offset < chunk_start {
+            self.vertices.line(line);
         }
         let (candidate, found) = if self.all_lines {
             (true, LineNeedles::Unknown)

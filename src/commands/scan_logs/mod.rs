@@ -13,7 +13,8 @@
 //!
 //! Several files, or a large one cut into ranges at record starts, are scanned on one thread
 //! per core ([`Scanner::scan_paths`]); the events are folded in in file order, so the report is
-//! the one of a serial pass.
+//! the one of a serial pass. Tasks named by a vertex id get the operator name the same logs
+//! give it, from lines found in the same pass (`names.rs`).
 
 mod aggregate;
 mod json;
@@ -44,17 +45,7 @@ pub fn scan_paths(
 ) -> io::Result<ScanReport> {
     let mut scanner = Scanner::new(patterns.clone(), max_line_bytes).keep_events(true);
     scanner.scan_paths(paths)?;
-    name_vertices(scanner.finish(), paths, max_line_bytes)
-}
-
-/// Tasks named by a vertex id get the operator name the same logs give it (a second pass over
-/// the files, only when some task is named so: [`names`]).
-fn name_vertices(mut report: ScanReport, paths: &[PathBuf], max_line_bytes: usize) -> io::Result<ScanReport> {
-    if report.aggregate.has_vertex_ids() {
-        let names = names::vertex_names(paths, max_line_bytes)?;
-        report.aggregate.name_vertices(&names);
-    }
-    Ok(report)
+    Ok(scanner.finish())
 }
 
 /// Reads `paths` with the given line limit into the aggregate only: memory bounded by the
@@ -66,5 +57,5 @@ pub fn scan_paths_streaming(
 ) -> io::Result<ScanReport> {
     let mut scanner = Scanner::new(patterns.clone(), max_line_bytes);
     scanner.scan_paths(paths)?;
-    name_vertices(scanner.finish(), paths, max_line_bytes)
+    Ok(scanner.finish())
 }

@@ -13,6 +13,7 @@ use crate::sources::logs::parse::Patterns;
 
 use super::aggregate::{Aggregate, BorrowedEvent};
 use super::lines::{RangeTotals, scan_range};
+use super::names::add_names;
 use super::pack::PackedEvents;
 use super::plan::{PARALLEL_MIN_BYTES, Unit, plan};
 use super::report::{FileSummary, ScanReport};
@@ -196,6 +197,8 @@ impl Scanner {
             UnitEvents::Packed(packed) => packed.views().for_each(|e| sink.add_view(&e)),
         }
         let (t, s) = (&mut files.totals, scanned.totals);
+        add_names(&mut self.report.aggregate.vertex_names, s.vertices);
+        add_names(&mut self.report.aggregate.job_names, s.jobs);
         (t.end, t.lines, t.oversize, t.records) =
             (s.end, t.lines + s.lines, t.oversize + s.oversize, t.records.max(s.records));
         if unit.last {
@@ -233,6 +236,8 @@ impl Scanner {
         );
         self.buf = buf;
         let totals = result?;
+        add_names(&mut self.report.aggregate.vertex_names, totals.vertices);
+        add_names(&mut self.report.aggregate.job_names, totals.jobs);
         self.report.files.push(FileSummary {
             path: path.to_path_buf(),
             bytes: totals.end,
@@ -243,10 +248,17 @@ impl Scanner {
         Ok(())
     }
 
-    /// The report.
+    /// The report: tasks named by a vertex id get the name the logs give that vertex.
     pub fn finish(mut self) -> ScanReport {
         self.report.aggregate.next_seq = self.seq;
+        self.report.aggregate.name_vertices();
         self.report
+    }
+
+    /// The vertex names found so far.
+    #[cfg(test)]
+    pub(super) fn vertex_names(&self) -> &std::collections::HashMap<String, String> {
+        &self.report.aggregate.vertex_names
     }
 }
 

@@ -2,17 +2,24 @@
 //! wrong with the failovers and the root cause, where, the class, what to do), and the
 //! alignment the DEBUG barrier lines show, summarised.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use crate::health::headline::{self, Headline, HeadlineClass, Severity};
 use crate::time::human_ms;
 
-use super::aggregate::{Alignment, Timeline};
+use super::aggregate::{Alignment, Failovers, Timeline};
 use super::report::ScanReport;
 
 /// Checkpoints listed one by one in the alignment section (the JSON has them all).
 const ALIGNMENT_ROWS: usize = 10;
+/// Checkpoint ids named in the headline of lines that name no job.
+const MAX_IDS_NAMED: usize = 5;
+
+/// The file name of a path (the headline names a log, not where it was copied to).
+fn base_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
 
 /// What the logs say about one job's checkpoints.
 #[derive(Default)]
@@ -34,7 +41,8 @@ impl ScanReport {
         !self.headlines().is_empty()
     }
 
-    /// Per job whose checkpoints failed (or that failed over), worst first.
+    /// Per job whose checkpoints failed (or that failed over), worst first. A failover line
+    /// names no job: it counts for the job an earlier line of its file named last.
     pub(crate) fn headlines(&self) -> Vec<Headline> {
         let a = &self.aggregate;
         let timelines = a.timelines();
@@ -44,20 +52,17 @@ impl ScanReport {
             j.seen += 1;
             *j.by_outcome.entry(t.outcome).or_insert(0) += 1;
         }
-        let failovers: u64 = a.failovers.values().sum();
-        // The lines that say the job failed over name no job: the one whose checkpoints failed most.
-        let failing_most =
-            jobs.iter().filter(|(_, j)| j.failed() > 0).max_by_key(|(_, j)| j.failed()).map(|(id, _)| *id);
+        for job in a.failovers_by_job.keys() {
+            jobs.entry(a.str(*job).unwrap_or_default()).or_default();
+        }
         let mut out = Vec::new();
         for (job, counts) in &jobs {
-            let failed_over = failovers > 0 && failing_most == Some(*job);
-            if counts.failed() == 0 && !failed_over {
+            let failovers = a.failovers_by_job.get(&a.sym_of(job)).filter(|_| !job.is_empty());
+            let failovers = if job.is_empty() { a.failovers_by_job.get(&0) } else { failovers };
+            if counts.failed() == 0 && failovers.is_none() {
                 continue;
             }
-            out.push(self.job_headline(job, counts, failed_over, &timelines));
-        }
-        if failovers > 0 && failing_most.is_none() {
-            out.push(self.job_headline("", &JobCounts::default(), true, &timelines));
+            out.push(self.job_headline(job, counts, failovers, &timelines));
         }
         headline::order(out)
     }
@@ -66,13 +71,13 @@ impl ScanReport {
         &self,
         job: &str,
         c: &JobCounts,
-        failed_over: bool,
+        failovers: Option<&Failovers>,
         timelines: &[Timeline<'_>],
     ) -> Headline {
         let a = &self.aggregate;
         let mut what = Vec::new();
-        if failed_over {
-            what.push(self.failover_sentence());
+        if let Some(f) = failovers {
+            what.push(self.failover_sentence(job, f));
         }
         let mut counts = None;
         if c.seen > 0 {
@@ -109,6 +114,7 @@ impl ScanReport {
         }
         what.extend(counts);
         let where_ = self.top_holder();
+        let failed_over = failovers.is_some();
         let class = if failed_over {
             HeadlineClass::Failover
         } else if c.by_outcome.get("expired").copied().unwrap_or(0) * 2 > c.failed() {
@@ -119,7 +125,7 @@ impl ScanReport {
         let (next_step, doc) = headline::next_step(Some(class), where_.as_deref());
         Headline {
             severity: if failed_over { Severity::Critical } else { Severity::Warning },
-            job: if job.is_empty() { "a job the lines do not name".into() } else { format!("job {job}") },
+            job: self.job_label(job, failovers, timelines),
             what: what.join("; "),
             where_,
             class: Some(class),
@@ -128,12 +134,46 @@ impl ScanReport {
         }
     }
 
-    /// "the job failed over 3 times (…)": the tolerable-failure lines and the restores.
-    fn failover_sentence(&self) -> String {
+    /// "job flink-lab (b9a74d…)" or "job b9a74d…"; for lines that name no job, what they do
+    /// say: the files they are in and the checkpoints around them.
+    fn job_label(&self, job: &str, failovers: Option<&Failovers>, timelines: &[Timeline<'_>]) -> String {
         let a = &self.aggregate;
-        let n: u64 = a.failovers.values().sum();
-        let reason = a.failovers.iter().max_by_key(|(_, n)| **n).and_then(|(r, _)| a.str(*r));
-        let restored = self.kind_counts().get("restored").copied().unwrap_or(0);
+        if !job.is_empty() {
+            return match a.job_names.get(job) {
+                Some(name) => format!("job {name} ({job})"),
+                None => format!("job {job}"),
+            };
+        }
+        let mut files: BTreeSet<&str> = BTreeSet::new();
+        let mut ids: BTreeSet<u64> = BTreeSet::new();
+        if let Some(f) = failovers {
+            files.extend(f.files.iter().filter_map(|s| a.str(*s)).map(base_name));
+            ids.extend(f.checkpoints.iter().copied());
+        }
+        for t in timelines.iter().filter(|t| t.job_id.is_empty()) {
+            ids.insert(t.id);
+            files.extend(t.events.iter().filter_map(|e| a.str(e.file)).map(base_name));
+        }
+        let files: Vec<&str> = files.into_iter().collect();
+        let ids: Vec<String> = ids.iter().take(MAX_IDS_NAMED).map(u64::to_string).collect();
+        let around = match ids.len() {
+            0 => String::new(),
+            1 => format!("; checkpoint {}", ids[0]),
+            n if n == MAX_IDS_NAMED => format!("; checkpoints {}, …", ids.join(", ")),
+            _ => format!("; checkpoints {}", ids.join(", ")),
+        };
+        format!(
+            "the job in {} (its lines there name no job id{around})",
+            crate::time::some_of(&files, 3, "these logs")
+        )
+    }
+
+    /// "the job failed over 3 times (…)": its tolerable-failure lines and its restores.
+    fn failover_sentence(&self, job: &str, f: &Failovers) -> String {
+        let a = &self.aggregate;
+        let n = f.count;
+        let reason = f.reasons.iter().max_by_key(|(_, n)| **n).and_then(|(r, _)| a.str(*r));
+        let restored = a.restores_by_job.get(&a.sym_of(job)).copied().unwrap_or(0);
         let times = if n == 1 { "once".to_string() } else { format!("{n} times") };
         let latest = reason.map(|r| format!(", the latest: {}", r.trim_end_matches('.'))).unwrap_or_default();
         let restores = match restored {
@@ -222,5 +262,106 @@ impl ScanReport {
                     "alignment_ms": a.ms, "last_channel": a.last_channel, "channels": a.channels})
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use crate::commands::scan_logs::scan_paths_streaming;
+    use crate::sources::logs::parse::Patterns;
+
+    fn fixture(version: &str, scenario: &str) -> Vec<PathBuf> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/fixtures/flink-{version}/{scenario}/logs"));
+        let mut logs: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
+        logs.sort();
+        logs
+    }
+
+    fn labels(paths: &[PathBuf]) -> Vec<(String, String)> {
+        let report = scan_paths_streaming(paths, &Patterns::builtin(), 1 << 20).unwrap();
+        report.headlines().into_iter().map(|h| (h.job, h.what)).collect()
+    }
+
+    /// The failover lines ("Exceeded checkpoint tolerable failure threshold") name no job: the
+    /// job is the one the line before names, called by the name its state lines give it.
+    #[test]
+    fn a_failover_is_the_job_the_lines_before_it_name() {
+        for (version, id) in
+            [("1.20.5", "b9a74d3ab14fea531101d9859adb486b"), ("2.3.0", "d1e20171b832580d0230ba98fd0f5760")]
+        {
+            let got = labels(&fixture(version, "tolerable-exceeded"));
+            assert_eq!(got.len(), 1, "{version}: {got:?}");
+            assert_eq!(got[0].0, format!("job flink-lab-tolerable-exceeded ({id})"), "{version}");
+            assert!(got[0].1.starts_with("the job failed over 3 times"), "{version}: {}", got[0].1);
+        }
+    }
+
+    /// A JobManager log that begins at a failover (no earlier line names the job): its headline
+    /// names the log and what it says, never "a job the lines do not name"; the later
+    /// failovers count for the job the lines before them name.
+    #[test]
+    fn a_failover_no_line_before_names_is_told_by_its_log() {
+        let jm = fixture("1.20.5", "tolerable-exceeded")
+            .into_iter()
+            .find(|p| p.to_string_lossy().contains("standalonesession"))
+            .unwrap();
+        let text = std::fs::read_to_string(jm).unwrap();
+        let from = text.find("Trying to recover from a global failure").unwrap();
+        let from = text[..from].rfind('\n').map_or(0, |i| i + 1);
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("flink-root-standalonesession-0-vm.log");
+        std::fs::write(&log, &text[from..]).unwrap();
+        let got = labels(&[log]);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].0, "job flink-lab-tolerable-exceeded (b9a74d3ab14fea531101d9859adb486b)");
+        assert!(got[0].1.starts_with("the job failed over 2 times"), "{}", got[0].1);
+        assert_eq!(
+            got[1].0,
+            "the job in flink-root-standalonesession-0-vm.log (its lines there name no job id)"
+        );
+        assert!(got[1].1.starts_with("the job failed over once"), "{}", got[1].1);
+        assert!(got.iter().all(|(job, _)| !job.contains("do not name")), "{got:?}");
+    }
+
+    /// TaskManager lines whose checkpoint ids several jobs share: the headline names the logs
+    /// and the checkpoints.
+    #[test]
+    fn lines_of_no_one_job_are_told_by_their_logs_and_checkpoints() {
+        let mut logs = fixture("1.17.2", "declined-e2e");
+        logs.extend(fixture("1.20.5", "declined"));
+        let got = labels(&logs);
+        let unnamed: Vec<&(String, String)> =
+            got.iter().filter(|(job, _)| !job.starts_with("job ")).collect();
+        assert!(!unnamed.is_empty(), "{got:?}");
+        for (job, _) in unnamed {
+            assert!(
+                job.starts_with(
+                    "the job in flink-root-taskexecutor-0-vm.log (its lines there name no job id; checkpoint"
+                ),
+                "{job}"
+            );
+        }
+    }
+
+    /// Issue 40: a throttled storage, a missing bucket and an acknowledgement Pekko dropped,
+    /// each the root cause of the checkpoint whose asynchronous part it failed.
+    #[test]
+    fn storage_and_acknowledgement_causes_attach_to_their_checkpoints() {
+        let log = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/written/storage-causes/logs/flink-root-taskexecutor-0-vm.log");
+        let report = scan_paths_streaming(&[log], &Patterns::builtin(), 1 << 20).unwrap();
+        let a = &report.aggregate;
+        let category = |id| a.cause_of(id).map(|c| c.category);
+        assert_eq!(category(7), Some("storage_throttled"));
+        assert_eq!(category(8), Some("storage_error"));
+        assert_eq!(category(9), Some("oversized_ack"));
+        let text = report.to_text();
+        for line in ["  oversized_ack          1", "  storage_error          1", "  storage_throttled      1"]
+        {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
     }
 }

@@ -44,6 +44,40 @@ fn split_class(text: &str) -> Option<(&str, &str)> {
 /// The starting table is the usual suspects of checkpoint failures (disk full behind a closed channel, OOM behind a
 /// declined checkpoint, ClassCast for serializer changes, S3 socket timeouts, metadata store).
 pub(super) const CAUSES: &[(&str, &[&str])] = &[
+    // A task's acknowledgement larger than `pekko.framesize` (`akka.framesize` before 1.18):
+    // Pekko/Akka remoting drops it (`OversizedPayloadException: Discarding oversized payload
+    // sent to Actor[…]: max allowed size … bytes, actual size of encoded class … was … bytes.`)
+    // and, before FLINK-39738, the checkpoint simply expires; since FLINK-39738 the task asks
+    // instead of telling, and the acknowledgement fails as an RPC timeout that names it
+    // (`Invocation of [RemoteRpcInvocation(CheckpointCoordinatorGateway.acknowledgeCheckpoint(…))]
+    // at recipient […] timed out.`). Flink's own check: `The rpc invocation size … exceeds the
+    // maximum akka framesize.`
+    (
+        "oversized_ack",
+        &[
+            "Discarding oversized payload",
+            "OversizedPayloadException",
+            "CheckpointCoordinatorGateway.acknowledgeCheckpoint",
+            "exceeds the maximum akka framesize",
+            "exceeds the maximum pekko framesize",
+        ],
+    ),
+    // The checkpoint storage throttling its client: S3's `503 SlowDown` ("Please reduce your
+    // request rate."), S3A's `AWSServiceThrottledException`, 429 from S3-compatible stores.
+    (
+        "storage_throttled",
+        &[
+            "SlowDown",
+            "Slow Down",
+            "reduce your request rate",
+            "AWSServiceThrottledException",
+            "ThrottlingException",
+            "Status Code: 503",
+            "Status Code: 429",
+            "Too Many Requests",
+            "RequestLimitExceeded",
+        ],
+    ),
     (
         "disk_full",
         &["No space left on device", "Disk quota exceeded", "DiskFullException", "not enough space"],
@@ -96,21 +130,24 @@ pub(super) const CAUSES: &[(&str, &[&str])] = &[
             "closed before",
         ],
     ),
-    ("expired", &["Checkpoint expired before completing"]),
-    ("timeout", &["TimeoutException", "SocketTimeoutException", "timed out", "Timeout", "timeout"]),
+    // The checkpoint storage refusing a write for good: a bucket that is not there, a quota,
+    // Flink's own "Could not flush to file and close the file system output stream to <path> in
+    // order to obtain the stream state handle" over a cause no category above names.
     (
-        "s3",
+        "storage_error",
         &[
-            "AmazonS3Exception",
-            "S3Exception",
-            "com.amazonaws",
-            "software.amazon.awssdk",
-            "s3a:",
-            "s3://",
             "NoSuchBucket",
-            "SlowDown",
+            "The specified bucket does not exist",
+            "UnknownStoreException",
+            "QuotaExceeded",
+            "Quota exceeded",
+            "quota exceeded",
+            "Could not flush to file and close the file system output stream",
         ],
     ),
+    ("expired", &["Checkpoint expired before completing"]),
+    ("timeout", &["TimeoutException", "SocketTimeoutException", "timed out", "Timeout", "timeout"]),
+    ("s3", &["AmazonS3Exception", "S3Exception", "com.amazonaws", "software.amazon.awssdk", "s3a:", "s3://"]),
     (
         "hdfs",
         &[
@@ -152,8 +189,15 @@ pub(super) const CAUSES: &[(&str, &[&str])] = &[
 pub const SYMPTOM_CATEGORIES: &[&str] =
     &["expired", "tasks_not_running", "task_failure", "declined", "cancelled"];
 
-/// The category of a root cause: first by the deepest cause alone, then by the whole chain
-/// (frames show S3 or HDFS clients where the message does not), then by its class.
+/// Categories looked for in the whole chain before the deepest cause: the deepest cause of a
+/// throttled write or a dropped acknowledgement is often the retry's last timeout.
+pub(super) const CHAIN_FIRST: &[&str] = &["oversized_ack", "storage_throttled"];
+/// Categories looked for in the whole chain when the deepest cause names none.
+pub(super) const CHAIN_LATER: &[&str] = &["s3", "hdfs", "disk_full", "out_of_memory", "storage_error"];
+
+/// The category of a root cause: first an oversized acknowledgement or a throttled storage
+/// anywhere in the chain, then by the deepest cause alone, then by the whole chain (frames show
+/// S3 or HDFS clients where the message does not), then by its class.
 ///
 /// One overlapping multi-literal search per text instead of one substring search per needle:
 /// the first category (in `CAUSES` order) any of whose needles occurs wins, as before
@@ -171,10 +215,21 @@ pub fn classify(exception: &str, message: &str, chain: &[String]) -> &'static st
 /// line break, so the first category found in the whole text is the first found in any line.
 pub fn classify_text(exception: &str, message: &str, chain: &str) -> &'static str {
     static ROOT: std::sync::LazyLock<CauseSearch> = std::sync::LazyLock::new(|| CauseSearch::new(|_| true));
-    static CHAIN: std::sync::LazyLock<CauseSearch> = std::sync::LazyLock::new(|| {
-        CauseSearch::new(|category| matches!(category, "s3" | "hdfs" | "disk_full" | "out_of_memory"))
-    });
+    static CHAIN: std::sync::LazyLock<CauseSearch> =
+        std::sync::LazyLock::new(|| CauseSearch::new(|category| CHAIN_LATER.contains(&category)));
+    static FIRST: std::sync::LazyLock<CauseSearch> =
+        std::sync::LazyLock::new(|| CauseSearch::new(|category| CHAIN_FIRST.contains(&category)));
     let root = format!("{exception}: {message}");
+    if FIRST.any_in(&root)
+        && let Some(category) = FIRST.first(&root)
+    {
+        return category;
+    }
+    if FIRST.any_in(chain)
+        && let Some(category) = FIRST.first(chain)
+    {
+        return category;
+    }
     if let Some(category) = ROOT.first(&root) {
         return category;
     }

@@ -3,7 +3,7 @@
 
 use regex::Regex;
 
-use super::causes::CAUSES;
+use super::causes::{CAUSES, CHAIN_FIRST, CHAIN_LATER};
 use super::records::{is_user_frame, operator_in};
 use super::*;
 use crate::observe::CAUSE_CATEGORIES;
@@ -302,13 +302,23 @@ Caused by: org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tole
 fn classify_by_needle(exception: &str, message: &str, chain: &[String]) -> &'static str {
     let root = format!("{exception}: {message}");
     for (category, needles) in CAUSES {
+        if CHAIN_FIRST.contains(category) && needles.iter().any(|n| root.contains(n)) {
+            return category;
+        }
+    }
+    for (category, needles) in CAUSES {
+        if CHAIN_FIRST.contains(category) && chain.iter().any(|line| needles.iter().any(|n| line.contains(n)))
+        {
+            return category;
+        }
+    }
+    for (category, needles) in CAUSES {
         if needles.iter().any(|n| root.contains(n)) {
             return category;
         }
     }
     for (category, needles) in CAUSES {
-        if matches!(*category, "s3" | "hdfs" | "disk_full" | "out_of_memory")
-            && chain.iter().any(|line| needles.iter().any(|n| line.contains(n)))
+        if CHAIN_LATER.contains(category) && chain.iter().any(|line| needles.iter().any(|n| line.contains(n)))
         {
             return category;
         }
@@ -374,6 +384,45 @@ fn root_causes_are_classified() {
             "io_error",
         ),
         ("java.lang.IllegalStateException: something else", "other"),
+        // Issue 40: the storage and the acknowledgement, in the words of the AWS SDKs, Hadoop's
+        // S3A, Pekko and Flink.
+        (
+            "com.amazonaws.services.s3.model.AmazonS3Exception: Please reduce your request rate. (Service: Amazon S3; Status Code: 503; Error Code: SlowDown; Request ID: 7N5W3DTKQ0; S3 Extended Request ID: x/y=; Proxy: null)",
+            "storage_throttled",
+        ),
+        (
+            "org.apache.hadoop.fs.s3a.AWSServiceThrottledException: PUT 0-byte object  on flink/checkpoints/chk-7: com.amazonaws.services.s3.model.AmazonS3Exception: Slow Down",
+            "storage_throttled",
+        ),
+        (
+            "software.amazon.awssdk.services.s3.model.S3Exception: Too Many Requests (Service: S3, Status Code: 429, Request ID: 17E0C6F1)",
+            "storage_throttled",
+        ),
+        (
+            "org.apache.pekko.remote.OversizedPayloadException: Discarding oversized payload sent to Actor[pekko.tcp://flink@10.0.3.7:6123/user/rpc/jobmanager_2#-1027346771]: max allowed size 10485760 bytes, actual size of encoded class org.apache.flink.runtime.rpc.messages.RemoteRpcInvocation was 15859121 bytes.",
+            "oversized_ack",
+        ),
+        (
+            "java.util.concurrent.TimeoutException: Invocation of [RemoteRpcInvocation(CheckpointCoordinatorGateway.acknowledgeCheckpoint(JobID, ExecutionAttemptID, long, CheckpointMetrics, TaskStateSnapshot))] at recipient [pekko.tcp://flink@10.0.3.7:6123/user/rpc/jobmanager_2] timed out. This is usually caused by: 1) Pekko failed sending the message silently, due to problems like oversized payload or serialization failures.",
+            "oversized_ack",
+        ),
+        (
+            "com.amazonaws.services.s3.model.AmazonS3Exception: The specified bucket does not exist (Service: Amazon S3; Status Code: 404; Error Code: NoSuchBucket; Request ID: 3B3C)",
+            "storage_error",
+        ),
+        (
+            "java.io.IOException: Could not flush to file and close the file system output stream to s3://flink/checkpoints/4f1e/chk-7/7c2b in order to obtain the stream state handle",
+            "storage_error",
+        ),
+        (
+            "java.nio.file.AccessDeniedException: s3a://flink/checkpoints/4f1e/chk-7: getFileStatus on s3a://flink/checkpoints/4f1e/chk-7: com.amazonaws.services.s3.model.AmazonS3Exception: Access Denied (Service: Amazon S3; Status Code: 403; Error Code: AccessDenied)",
+            "permission",
+        ),
+        // Any ask that timed out says "oversized payload" among its usual causes: not one.
+        (
+            "java.util.concurrent.TimeoutException: Invocation of [RemoteRpcInvocation(TaskExecutorThreadInfoGateway.requestThreadInfoSamples(Collection, ThreadInfoSamplesRequest, Time))] at recipient [pekko.tcp://flink@127.0.0.1:21125/user/rpc/taskmanager_0] timed out. This is usually caused by: 1) Pekko failed sending the message silently, due to problems like oversized payload or serialization failures.",
+            "timeout",
+        ),
     ];
     for (line, category) in cases {
         let (exception, message) =
@@ -384,6 +433,13 @@ fn root_causes_are_classified() {
     // An IOException whose frames show the S3 client.
     let chain = vec!["\tat com.amazonaws.http.AmazonHttpClient.execute(AmazonHttpClient.java:1)".to_string()];
     assert_eq!(classify("java.io.IOException", "boom", &chain), "s3");
+    // A throttled write whose deepest cause is the retry's last timeout.
+    let chain = vec![
+        "java.io.IOException: Could not flush to file and close the file system output stream to s3://flink/chk-7/x in order to obtain the stream state handle".to_string(),
+        "Caused by: org.apache.hadoop.fs.s3a.AWSServiceThrottledException: PUT on flink/chk-7/x: com.amazonaws.services.s3.model.AmazonS3Exception: Please reduce your request rate. (Service: Amazon S3; Status Code: 503; Error Code: SlowDown)".to_string(),
+        "Caused by: java.net.SocketTimeoutException: Read timed out".to_string(),
+    ];
+    assert_eq!(classify("java.net.SocketTimeoutException", "Read timed out", &chain), "storage_throttled");
 }
 
 #[test]
