@@ -301,6 +301,10 @@ scenario_args() {
     backpressure) echo "--interval-ms 5000 --timeout-ms 60000 --rate 0 --slow-rate 20 --skew 0.5 --proc-micros 150 --hot-proc-micros 600 --payload-bytes 64" ;;
     unaligned)    echo "--interval-ms 5000 --timeout-ms 60000 --rate 0 --slow-rate 20 --skew 0.5 --proc-micros 150 --hot-proc-micros 600 --payload-bytes 64 --unaligned true" ;;
     minpause)     echo "--interval-ms 2000 --min-pause-ms 5000" ;;
+    # Issue 41: the fast source reports backlog (FLIP-309) for its first minute, checkpoints every
+    # 10 s meanwhile, then every 2.5 s; manual triggers by REST between periodic ones.
+    backlog)      echo "--interval-ms 2500 --interval-during-backlog-ms 10000 --backlog-s 60" ;;
+    manual-trigger) echo "--interval-ms 5000" ;;
     failover)     echo "--interval-ms 3000 --fail-after-s 35 --restart-delay-ms 3000" ;;
     tolerable-exceeded) echo "--interval-ms 2000 --snapshot-decline-every 1 --tolerable 2 --restart-attempts 2 --restart-delay-ms 2000" ;;
     # Evidence from the TaskManagers (issue 27): a task thread held by user code past the checkpoint
@@ -317,7 +321,7 @@ scenario_args() {
     *) return 1 ;;
   esac
 }
-SCENARIOS="healthy expired declined backpressure unaligned minpause failover tolerable-exceeded blocked gc skew rocksdb storage metadata-growth"
+SCENARIOS="healthy expired declined backpressure unaligned minpause backlog manual-trigger failover tolerable-exceeded blocked gc skew rocksdb storage metadata-growth"
 
 cmd_scenarios() {
   local s

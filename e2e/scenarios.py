@@ -34,6 +34,13 @@ Prometheus' API, and runs `checkpoint-sentinel diagnose` against Flink itself:
             checkpoint exactly once from the spans and the polls together: its counts equal
             Flink's, checkpoint_sentinel_checkpoints_observed_total by source adds up to them,
             none unobserved, the store holds each id once, end-to-end durations equal Flink's
+  backlog   the fast source reports backlog (FLIP-309) for its first minute, interval during backlog
+            10 s, then 2.5 s: Flink's history shows both spacings; no alert of the job at any
+            second; the shadow explains the 10 s triggers (backlog_interval), none unexplained, and
+            its schedule says "backlog interval in force" while it holds (1.19+)
+  manual_trigger  FULL and CONFIGURED manual triggers by REST between periodic checkpoints, an
+            INCREMENTAL one Flink refuses (FLINK-33723) and a savepoint: no alert at any second;
+            each manual checkpoint is put down to a manual trigger, none unexplained (1.19+)
   prometheus  a real Prometheus scraped the daemon and answers for flink_checkpoints_total
   blocked   a blocking-map subtask holds its task thread (Thread.sleep in
             sentinel.e2e.ScenarioJob$BlockingMap.holdTheThread) past the 10 s checkpoint timeout;
@@ -73,6 +80,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -1073,6 +1081,157 @@ def savepoint(env):
     env.flink("cancel", env.a.version, job)
 
 
+def trigger_gaps(seen):
+    """(id, ms since the previous checkpoint's trigger) over Flink's history as seen, in id order."""
+    entries = sorted((h["id"], h["trigger_timestamp"]) for h in seen.values() if not h.get("is_savepoint"))
+    return [(i, t - p) for (_, p), (i, t) in zip(entries, entries[1:])]
+
+
+def watch_quietly(env, job, seconds, sample=None):
+    """Polls Flink's history and the daemon's alerts of `job` every second for `seconds`; returns
+    (finished checkpoints by id, alerts seen but the configuration's, their descriptions). With
+    `sample`, calls it with the daemon's job answer every second too."""
+    seen, alerts, described = {}, set(), {}
+    end = time.time() + seconds
+    while time.time() < end:
+        for h in env.checkpoints(job).get("history", []):
+            if h.get("status") in ("COMPLETED", "FAILED"):
+                seen.setdefault(h["id"], h)
+        for a in job_alerts(env, job):
+            name = a["labels"]["alertname"]
+            if name != "FlinkCheckpointConfigRisk":  # the advisor's, about the configuration (see healthy)
+                alerts.add((name, a["state"]))
+                described.setdefault(name, a.get("annotations", {}).get("description", ""))
+        if sample is not None:
+            try:
+                sample(env.daemon_job(job))
+            except Exception:  # the job may not be known to the daemon yet
+                pass
+        time.sleep(1)
+    return seen, alerts, described
+
+
+BACKLOG_S, BACKLOG_INTERVAL_MS, INTERVAL_MS = 60, 10_000, 2_500
+
+
+@since((1, 19), "sources report backlog (SplitEnumeratorContext#setIsProcessingBacklog) from 1.19 (FLIP-309)")
+def backlog(env):
+    """The fast source reports backlog for its first minute with an interval during backlog of 10 s
+    (a job parameter), then catches up (2.5 s): Flink's own history shows both spacings; no alert of
+    the job at any second; the shadow explains the 10 s triggers (deviation kind backlog_interval,
+    none unexplained), its schedule says "backlog interval in force" while it holds, and the page."""
+    job = env.flink("submit", env.a.version, "backlog")
+    in_force, schedules = [], set()
+    # The job page in headless Chromium 35 s in, while the backlog holds (beside the sampling).
+    dom = []
+    shot = threading.Timer(35, lambda: dom.append(page(env, f"#/jobs/{env.a.cluster}/{job}")))
+    shot.start()
+
+    def sample(api):
+        ex = api.get("shadow", {}).get("explanation", {})
+        if ex.get("backlog_in_force"):
+            in_force.append(ex.get("schedule"))
+        if ex.get("schedule"):
+            schedules.add(ex["schedule"])
+
+    seen, alerts, described = watch_quietly(env, job, BACKLOG_S + env.a.seconds, sample)
+    gaps = trigger_gaps(seen)
+    long_gaps = [(i, g) for i, g in gaps if abs(g - BACKLOG_INTERVAL_MS) <= 600]
+    short_gaps = [(i, g) for i, g in gaps if abs(g - INTERVAL_MS) <= 200]
+    check("backlog: Flink spaced checkpoints by the backlog interval, then by the interval",
+          len(long_gaps) >= 3 and len(short_gaps) >= 5,
+          f"Flink's trigger gaps (id, ms): 10 s ones {long_gaps}; 2.5 s ones: {len(short_gaps)} of {len(gaps)}")
+    evidence = f"; descriptions {described}; {unexplained_deviations(env, job)}" if alerts else ""
+    check("backlog: no alert of the job pending or firing at any second", not alerts,
+          f"sampled every second for {BACKLOG_S + env.a.seconds} s: {sorted(alerts) or 'none'}{evidence}")
+    shadow = env.daemon_job(job).get("shadow", {})
+    devs = shadow.get("deviations", [])
+    explained = [d for d in devs if d["kind"] == "backlog_interval"]
+    unexplained = [d for d in devs if not d.get("explained")]
+    check("backlog: the shadow puts the 10 s triggers down to the backlog interval, none unexplained",
+          len(explained) >= min(3, len(long_gaps)) and not unexplained,
+          f"backlog_interval deviations at {[d['checkpoint_id'] for d in explained]}; unexplained "
+          f"{[d['sentence'] for d in unexplained] or 'none'}; counts {shadow.get('deviation_counts')}")
+    check("backlog: the schedule said 'backlog interval in force' while it held",
+          bool(in_force) and all("backlog interval in force" in (s or "") for s in in_force),
+          f"{len(in_force)} seconds in force; e.g. {in_force[:1]}")
+    shot.join()
+    text = html.unescape(re.sub(r"<[^>]+>", " ", dom[0])) if dom else ""
+    line = re.search(r"Backlog interval[^.]*", text)
+    check("backlog: the job page said 'backlog interval in force' while it held",
+          "backlog interval in force" in text and line is not None and "in force" in line.group(0),
+          f"page at 35 s: {line.group(0).strip() if line else 'no backlog line'}; schedule "
+          f"{re.search(r'checkpoints every [^;(]*', text).group(0) if 'checkpoints every' in text else None!r}")
+    print(f"    explanation while in backlog: {in_force[0] if in_force else None}", flush=True)
+    print(f"    a deviation: {explained[0]['sentence'] if explained else None}", flush=True)
+    print(f"    explanation now: {shadow.get('explanation', {}).get('schedule')}", flush=True)
+    cancel_and_check(env, "backlog", job)
+
+
+@since((1, 19), "manual triggers by REST came with 1.17 (FLINK-27101), the INCREMENTAL refusal with 1.19 (FLINK-33723)")
+def manual_trigger(env):
+    """Full manual triggers by REST between periodic checkpoints (interval 5 s), an incremental one
+    that Flink refuses, and a savepoint: no alert of the job at any second; the shadow puts each
+    manual checkpoint down to a manual trigger (explained) and none is unexplained."""
+    job = env.flink("submit", env.a.version, "manual-trigger")
+    seen, alerts, described = watch_quietly(env, job, 8)
+    manual, refused = {}, None
+
+    def mid_interval():
+        """Waits until 1.8 s after Flink's latest trigger: between two periodic ones."""
+        for _ in range(20):
+            history = [h for h in env.checkpoints(job).get("history", []) if not h.get("is_savepoint")]
+            latest = max((h["trigger_timestamp"] for h in history), default=0)
+            wait = latest / 1000.0 + 1.8 - time.time()
+            if 0 <= wait <= 5:
+                time.sleep(wait)
+                return
+            time.sleep(0.5)
+
+    for kind in ("FULL", "INCREMENTAL", "FULL", "CONFIGURED", "SAVEPOINT"):
+        mid_interval()
+        if kind == "SAVEPOINT":
+            post_json(f"{env.a.rest}/jobs/{job}/savepoints", {"cancel-job": False})
+        else:
+            try:
+                request = post_json(f"{env.a.rest}/jobs/{job}/checkpoints", {"checkpointType": kind})
+                manual[request["request-id"]] = kind
+            except urllib.error.HTTPError as e:
+                refused = (kind, e.code, e.read().decode(errors="replace"))
+        more, a, d = watch_quietly(env, job, 4)
+        seen.update(more)
+        alerts |= a
+        described.update(d)
+    ids = {}
+    for request, kind in manual.items():
+        status = get_json(f"{env.a.rest}/jobs/{job}/checkpoints/{request}")
+        ids[(status.get("operation") or {}).get("checkpointId")] = kind
+    check("manual-trigger: Flink refused the INCREMENTAL manual trigger (FLINK-33723) and took the others",
+          refused is not None and refused[0] == "INCREMENTAL" and "FLINK-33723" in refused[2] and len(ids) == 3
+          and None not in ids,
+          f"refused {refused[:2] if refused else None} ({'names FLINK-33723' if refused and 'FLINK-33723' in refused[2] else 'no FLINK-33723'}); "
+          f"manual checkpoints by request: {ids}")
+    more, a, d = watch_quietly(env, job, env.a.seconds)
+    seen.update(more)
+    alerts |= a
+    described.update(d)
+    evidence = f"; descriptions {described}; {unexplained_deviations(env, job)}" if alerts else ""
+    check("manual-trigger: no alert of the job pending or firing at any second", not alerts,
+          f"sampled every second for {8 + 5 * 4 + env.a.seconds} s and more: {sorted(alerts) or 'none'}{evidence}")
+    shadow = env.daemon_job(job).get("shadow", {})
+    devs = shadow.get("deviations", [])
+    put_down = {d["checkpoint_id"]: d["kind"] for d in devs if d["checkpoint_id"] in ids}
+    unexplained = [d for d in devs if not d.get("explained")]
+    check("manual-trigger: each manual checkpoint is put down to a manual trigger, none unexplained",
+          all(put_down.get(i) == "manual_trigger" for i in ids) and not unexplained,
+          f"manual {sorted(ids)} -> {put_down}; unexplained {[d['sentence'] for d in unexplained] or 'none'}; "
+          f"counts {shadow.get('deviation_counts')}")
+    sentence = next((d["sentence"] for d in devs if d["kind"] == "manual_trigger"), None)
+    print(f"    a manual trigger: {sentence}", flush=True)
+    print(f"    explanation: {shadow.get('explanation', {}).get('schedule')}", flush=True)
+    cancel_and_check(env, "manual-trigger", job)
+
+
 TRACE_REPORTER = ("traces.reporter.slf4j.factory.class: "
                   "org.apache.flink.traces.slf4j.Slf4jTraceReporterFactory")
 
@@ -1534,7 +1693,8 @@ def main():
     a = ap.parse_args()
     env = Env(a)
     for scenario in (healthy, expired, declined, backpressure, failover, restore_savepoint, store, savepoint, traces,
-                     blocked, gc, skew, storage_orphans, storage_s3, metadata_growth, prometheus):
+                     backlog, manual_trigger, blocked, gc, skew, storage_orphans, storage_s3, metadata_growth,
+                     prometheus):
         if a.only and scenario.__name__ not in a.only:
             continue
         if not applies(scenario.__name__, a.version):

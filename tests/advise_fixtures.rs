@@ -334,3 +334,26 @@ async fn every_prediction_on_the_demo_agrees_with_itself() {
     );
     assert!(checked >= 60, "only {checked} predictions");
 }
+
+#[test]
+fn an_exactly_once_kafka_job_with_a_short_transaction_timeout_gets_the_warning_and_the_keys_read() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/advise/kafka-short-timeout");
+    let job = advise_json(&dir);
+    let finding = job["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "kafka_transaction_timeout")
+        .unwrap_or_else(|| panic!("{:?}", ids(&job)));
+    assert_eq!(finding["severity"], "warning");
+    // Interval 5 s and the capture's P99 of 3,755 ms, no restore seen: 8,755 ms, over half of 15 s.
+    assert_eq!(finding["evidence"]["need_ms"], 8_755);
+    assert_eq!(finding["evidence"]["transaction_timeout_ms"], 15_000);
+    let keys: Vec<(&str, &str)> = job["configuration"]["keys_read"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["key"].as_str().unwrap(), k["source"].as_str().unwrap()))
+        .collect();
+    assert!(keys.contains(&("transaction.timeout.ms", "job parameters")), "{keys:?}");
+}

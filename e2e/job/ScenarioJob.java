@@ -23,7 +23,19 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.locks.LockSupport;
 
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.MapFunction;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.connector.source.Boundedness;
+import org.apache.flink.api.connector.source.Source;
+import org.apache.flink.api.connector.source.SourceReader;
+import org.apache.flink.api.connector.source.SourceReaderContext;
+import org.apache.flink.api.connector.source.SplitEnumerator;
+import org.apache.flink.api.connector.source.SplitEnumeratorContext;
+import org.apache.flink.api.connector.source.lib.NumberSequenceSource;
+import org.apache.flink.api.connector.source.lib.NumberSequenceSource.NumberSequenceSplit;
+import org.apache.flink.api.java.typeutils.ResultTypeQueryable;
+import org.apache.flink.core.io.SimpleVersionedSerializer;
 import org.apache.flink.api.common.functions.RichMapFunction;
 import org.apache.flink.api.common.functions.RuntimeContext;
 import org.apache.flink.api.common.state.ListState;
@@ -93,6 +105,10 @@ public class ScenarioJob {
             "                                  reachable (0 = off)",
             "  --gc-churn-mb N                 ... and replace N MiB/s per subtask of that retained data, so old objects",
             "                                  die and the old generation must be collected (0)",
+            "  --backlog-s S                   the fast source reports that it processes backlog (FLIP-309,",
+            "                                  SplitEnumeratorContext.setIsProcessingBacklog, 1.19+) for its first S seconds (0)",
+            "  --interval-during-backlog-ms MS execution.checkpointing.interval-during-backlog, set in the job's configuration",
+            "                                  and named in its global job parameters (unset)",
             "  --skew-keys F                   skew: fraction F of the distinct keys (and of the records) whose key group",
             "                                  belongs to stateful-map subtask 0 (0.0 = off; sets max parallelism 128)",
             "  --retain-on-cancel true|false   keep the completed checkpoints when the job is cancelled (false)",
@@ -148,13 +164,23 @@ public class ScenarioJob {
             c.put("execution.checkpointing.data-inline-threshold", a.get("inline-threshold")); // 2.x key
             c.put("state.storage.fs.memory-threshold", a.get("inline-threshold"));             // 1.x key
         }
+        if (a.containsKey("interval-during-backlog-ms")) {
+            String backlog = a.get("interval-during-backlog-ms") + " ms";
+            c.put("execution.checkpointing.interval-during-backlog", backlog);
+            // Also as a global job parameter: /jobs/:id/config shows those, not the job's configuration.
+            c.put("pipeline.global-job-parameters", "execution.checkpointing.interval-during-backlog:" + backlog);
+        }
         c.put("pipeline.name", name);
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(Configuration.fromMap(c));
         env.setParallelism(par);
         if (a.containsKey("skew-keys")) env.setMaxParallelism(SKEW_MAX_PARALLELISM);
 
         Params p = new Params(a);
-        DataStream<Ev> in = env.fromSequence(0, Long.MAX_VALUE).name("fast-source").uid("fast-source")
+        long backlogS = Long.parseLong(a.getOrDefault("backlog-s", "0"));
+        org.apache.flink.streaming.api.datastream.DataStreamSource<Long> fast = backlogS > 0
+                ? env.fromSource(new BacklogSource(backlogS * 1000), WatermarkStrategy.noWatermarks(), "fast-source")
+                : env.fromSequence(0, Long.MAX_VALUE);
+        DataStream<Ev> in = fast.name("fast-source").uid("fast-source")
                 .map(new Throttle(p.rate, p, 0)).name("fast-throttle").uid("fast-throttle");
         if (p.slowRate > 0) {
             DataStream<Ev> slow = env.fromSequence(0, Long.MAX_VALUE).name("slow-source").uid("slow-source")
@@ -168,6 +194,69 @@ public class ScenarioJob {
         discard(out).name("discarding-sink").uid("discarding-sink").disableChaining();
         LOG.info("sentinel-e2e: submitting job '{}' with checkpoint config {} and params {}", name, c, a);
         env.execute(name);
+    }
+
+    /**
+     * backlog: Flink's NumberSequenceSource whose split enumerator reports that the source
+     * processes backlog (FLIP-309: SplitEnumeratorContext#setIsProcessingBacklog, 1.19+, as
+     * HybridSource and CDC sources do during their snapshot phase) from its start for backlogMs,
+     * then that it caught up. Called by reflection so that the file compiles against older Flink.
+     */
+    public static final class BacklogSource
+            implements Source<Long, NumberSequenceSplit, java.util.Collection<NumberSequenceSplit>>,
+                    ResultTypeQueryable<Long> {
+        final NumberSequenceSource inner = new NumberSequenceSource(0, Long.MAX_VALUE);
+        final long backlogMs;
+        BacklogSource(long backlogMs) { this.backlogMs = backlogMs; }
+        @Override public Boundedness getBoundedness() { return inner.getBoundedness(); }
+        @Override public SourceReader<Long, NumberSequenceSplit> createReader(SourceReaderContext ctx) { return inner.createReader(ctx); }
+        @Override public SplitEnumerator<NumberSequenceSplit, java.util.Collection<NumberSequenceSplit>> createEnumerator(
+                SplitEnumeratorContext<NumberSequenceSplit> ctx) {
+            return new BacklogEnumerator(inner.createEnumerator(ctx), ctx, backlogMs);
+        }
+        @Override public SplitEnumerator<NumberSequenceSplit, java.util.Collection<NumberSequenceSplit>> restoreEnumerator(
+                SplitEnumeratorContext<NumberSequenceSplit> ctx, java.util.Collection<NumberSequenceSplit> checkpoint) {
+            return inner.restoreEnumerator(ctx, checkpoint); // a restored source has caught up
+        }
+        @Override public SimpleVersionedSerializer<NumberSequenceSplit> getSplitSerializer() { return inner.getSplitSerializer(); }
+        @Override public SimpleVersionedSerializer<java.util.Collection<NumberSequenceSplit>> getEnumeratorCheckpointSerializer() {
+            return inner.getEnumeratorCheckpointSerializer();
+        }
+        @Override public TypeInformation<Long> getProducedType() { return inner.getProducedType(); }
+    }
+
+    static final class BacklogEnumerator implements SplitEnumerator<NumberSequenceSplit, java.util.Collection<NumberSequenceSplit>> {
+        final SplitEnumerator<NumberSequenceSplit, java.util.Collection<NumberSequenceSplit>> inner;
+        final SplitEnumeratorContext<NumberSequenceSplit> ctx;
+        final long backlogMs;
+        BacklogEnumerator(SplitEnumerator<NumberSequenceSplit, java.util.Collection<NumberSequenceSplit>> inner,
+                SplitEnumeratorContext<NumberSequenceSplit> ctx, long backlogMs) {
+            this.inner = inner; this.ctx = ctx; this.backlogMs = backlogMs;
+        }
+        void report(boolean backlog) {
+            try {
+                SplitEnumeratorContext.class.getMethod("setIsProcessingBacklog", boolean.class).invoke(ctx, backlog);
+                LOG.info("sentinel-e2e: the source reports isProcessingBacklog={}", backlog);
+            } catch (ReflectiveOperationException e) {
+                LOG.warn("sentinel-e2e: this Flink has no SplitEnumeratorContext#setIsProcessingBacklog (1.19+)", e);
+            }
+        }
+        @Override public void start() {
+            inner.start();
+            report(true);
+            Thread t = new Thread(() -> {
+                try { Thread.sleep(backlogMs); } catch (InterruptedException e) { return; }
+                ctx.runInCoordinatorThread(() -> report(false));
+            }, "sentinel-e2e-backlog-end");
+            t.setDaemon(true);
+            t.start();
+        }
+        @Override public void handleSplitRequest(int subtask, String host) { inner.handleSplitRequest(subtask, host); }
+        @Override public void addSplitsBack(java.util.List<NumberSequenceSplit> splits, int subtask) { inner.addSplitsBack(splits, subtask); }
+        @Override public void addReader(int subtask) { inner.addReader(subtask); }
+        @Override public java.util.Collection<NumberSequenceSplit> snapshotState(long checkpointId) throws Exception { return inner.snapshotState(checkpointId); }
+        @Override public void close() throws java.io.IOException { inner.close(); }
+        @Override public void notifyCheckpointComplete(long checkpointId) throws Exception { inner.notifyCheckpointComplete(checkpointId); }
     }
 
     /** DiscardingSink: Sink V2 class in 1.18+/2.x, legacy SinkFunction before (fallback kept for older versions). */

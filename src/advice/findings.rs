@@ -262,8 +262,14 @@ pub(crate) fn all(ctx: &Context) -> Vec<Finding> {
         alignment_share_high,
         max_concurrent_with_min_pause,
     ];
-    let always: [fn(&Context) -> Option<Finding>; 5] =
-        [tolerable_too_high, tolerable_zero, no_retention, large_state_full_snapshots, storage_need];
+    let always: [fn(&Context) -> Option<Finding>; 6] = [
+        tolerable_too_high,
+        tolerable_zero,
+        no_retention,
+        large_state_full_snapshots,
+        storage_need,
+        kafka_transaction_timeout,
+    ];
     let mut found: Vec<Finding> = Vec::new();
     if ctx.enough {
         found.extend(timing.iter().filter_map(|f| f(ctx)));
@@ -629,6 +635,95 @@ fn large_state_full_snapshots(ctx: &Context) -> Option<Finding> {
         vec![("state_bytes", Value::Int(state)), ("incremental", Value::Bool(incremental))],
         &changes,
         "Use RocksDB with incremental checkpoints: each checkpoint then uploads only what changed.".into(),
+    ))
+}
+
+/// `kafka_transaction_timeout`: the producer's transaction timeout should be at least this many
+/// times what a transaction may have to live through.
+pub(crate) const TRANSACTION_HEADROOM: u64 = 2;
+/// The broker's `transaction.max.timeout.ms` by default (15 minutes): a producer asking for more
+/// is refused.
+pub(crate) const BROKER_MAX_TRANSACTION_TIMEOUT_MS: u64 = 15 * 60_000;
+
+/// An exactly-once Kafka sink whose transactions may outlive the producer's
+/// `transaction.timeout.ms`: a transaction opened after one checkpoint's barrier is committed when
+/// the next checkpoint completes (the interval plus its duration, P99 here), and after a failure
+/// only once the job has restored (the measured restore time). Past the timeout the broker aborts
+/// it: the commit fails (`ProducerFencedException`), and until then `read_committed` consumers
+/// wait behind the open transaction. Where the configuration does not expose the timeout, the
+/// finding says so (Flink's `KafkaSink` asks for 1 hour; the broker caps it at 15 minutes).
+fn kafka_transaction_timeout(ctx: &Context) -> Option<Finding> {
+    let config = ctx.config;
+    if config.kafka_exactly_once != Some(true) && config.kafka_transaction_timeout_ms.is_none() {
+        return None;
+    }
+    let interval = config.settings.interval_ms.unwrap_or(0);
+    let p99 = ctx.observed.duration_p99_ms;
+    let restore = config.measured_restore_ms;
+    let need = interval + p99.unwrap_or(0) + restore.unwrap_or(0);
+    let parts = format!(
+        "interval {} + P99 checkpoint {} + restore {}",
+        human_ms(interval),
+        p99.map_or("not measured yet".to_string(), human_ms),
+        restore.map_or("not measured yet (no restore seen)".to_string(), human_ms)
+    );
+    let mut evidence = vec![("interval_ms", ms(interval)), ("need_ms", ms(need))];
+    evidence.extend(p99.map(|v| ("duration_p99_ms", ms(v))));
+    evidence.extend(restore.map(|v| ("restore_ms", ms(v))));
+    let Some(timeout) = config.kafka_transaction_timeout_ms else {
+        return Some(ctx.finding(
+            "kafka_transaction_timeout",
+            Severity::Info,
+            format!(
+                "an exactly-once Kafka sink, but the job's configuration does not expose the producer's \
+                 transaction.timeout.ms: its transactions must outlive {} ({parts})",
+                human_ms(need)
+            ),
+            evidence,
+            &[],
+            format!(
+                "Pass transaction.timeout.ms as a job parameter so it can be checked; keep it at least {}× {} and \
+                 within the broker's transaction.max.timeout.ms ({} by default).",
+                TRANSACTION_HEADROOM,
+                human_ms(need),
+                human_ms(BROKER_MAX_TRANSACTION_TIMEOUT_MS)
+            ),
+        ));
+    };
+    evidence.push(("transaction_timeout_ms", ms(timeout)));
+    if need * TRANSACTION_HEADROOM <= timeout {
+        return None;
+    }
+    let want = ceil_to(need * TRANSACTION_HEADROOM, 60_000);
+    let advice = if want <= BROKER_MAX_TRANSACTION_TIMEOUT_MS {
+        format!(
+            "Raise the producer's transaction.timeout.ms to {} or more (the broker's transaction.max.timeout.ms, {} by \
+             default, must allow it), or checkpoint more often.",
+            human_ms(want),
+            human_ms(BROKER_MAX_TRANSACTION_TIMEOUT_MS)
+        )
+    } else {
+        format!(
+            "{} is past the broker's default transaction.max.timeout.ms ({}): shorten the interval, speed up \
+             checkpoints and restores, or raise both timeouts.",
+            human_ms(want),
+            human_ms(BROKER_MAX_TRANSACTION_TIMEOUT_MS)
+        )
+    };
+    Some(ctx.finding(
+        "kafka_transaction_timeout",
+        Severity::Warning,
+        format!(
+            "the Kafka producer's transaction.timeout.ms {} leaves less than {}× headroom over what a transaction \
+             may have to live through, {} ({parts}): past it the broker aborts the transaction \
+             (ProducerFencedException at commit, read_committed consumers held up)",
+            human_ms(timeout),
+            TRANSACTION_HEADROOM,
+            human_ms(need)
+        ),
+        evidence,
+        &[],
+        advice,
     ))
 }
 

@@ -44,6 +44,7 @@ pub(crate) const ALL: &[&str] = &[
     "no_retention",
     "large_state_full_snapshots",
     "storage_need",
+    "kafka_transaction_timeout",
 ];
 
 /// The advice for one job.
@@ -132,6 +133,7 @@ pub(crate) fn configuration_of(
     if c.flink_version.is_none() {
         c.flink_version = flink_version.map(str::to_string);
     }
+    c.measured_restore_ms = job.restores.latest().and_then(|r| r.duration_ms);
     Some(c)
 }
 
@@ -241,6 +243,45 @@ mod tests {
         // Without the pause, the 50 s checkpoints hold the next trigger: every 50 s.
         assert_eq!(f.predicted.recommended.as_ref().unwrap().spacing_ms(), 50_000);
         assert!(!a.has("tolerable_too_high") && !a.has("no_retention"));
+    }
+
+    #[test]
+    fn an_exactly_once_kafka_sink_with_a_short_transaction_timeout_is_a_warning() {
+        // Interval 10 s, checkpoints of 20 s, a 15 s restore: a transaction may live 45 s.
+        let mut c = config(10_000, 0, 3);
+        c.kafka_exactly_once = Some(true);
+        c.kafka_transaction_timeout_ms = Some(60_000);
+        c.measured_restore_ms = Some(15_000);
+        let samples = completed(12, 30_000, 20_000);
+        let a = advise(&c, &samples);
+        let f = a.findings.iter().find(|f| f.id == "kafka_transaction_timeout").expect("the finding");
+        assert_eq!(f.severity, Severity::Warning);
+        assert_eq!(f.evidence["need_ms"], Value::Int(45_000));
+        assert_eq!(f.evidence["transaction_timeout_ms"], Value::Int(60_000));
+        assert!(
+            f.summary.contains("interval 10.0 s + P99 checkpoint 20.0 s + restore 15.0 s"),
+            "{}",
+            f.summary
+        );
+        assert!(f.recommendation.text.contains("to 2.0 min or more"), "{}", f.recommendation.text);
+        // A 15-minute timeout has the headroom: no finding.
+        c.kafka_transaction_timeout_ms = Some(900_000);
+        assert!(!advise(&c, &samples).has("kafka_transaction_timeout"));
+        // No restore seen yet: said so, and the interval and P99 alone are compared.
+        c.kafka_transaction_timeout_ms = Some(50_000);
+        c.measured_restore_ms = None;
+        let f =
+            advise(&c, &samples).findings.into_iter().find(|f| f.id == "kafka_transaction_timeout").unwrap();
+        assert!(f.summary.contains("restore not measured yet (no restore seen)"), "{}", f.summary);
+        // Exactly-once, the timeout not exposed: an info that says so.
+        c.kafka_transaction_timeout_ms = None;
+        let f =
+            advise(&c, &samples).findings.into_iter().find(|f| f.id == "kafka_transaction_timeout").unwrap();
+        assert_eq!(f.severity, Severity::Info);
+        assert!(f.summary.contains("does not expose the producer's transaction.timeout.ms"), "{}", f.summary);
+        // No Kafka sink known: nothing.
+        c.kafka_exactly_once = None;
+        assert!(!advise(&c, &samples).has("kafka_transaction_timeout"));
     }
 
     #[test]

@@ -23,6 +23,12 @@ pub struct CheckpointSettings {
     pub aligned_checkpoint_timeout_ms: Option<u64>,
     /// State backend class name.
     pub state_backend: Option<String>,
+    /// The interval while a source reports that it processes backlog (FLIP-309, Flink 1.19+:
+    /// `execution.checkpointing.interval-during-backlog`, the same key in 1.x and 2.x); `Some(0)`
+    /// turns checkpoints off during backlog. `/checkpoints/config` does not report it: it comes
+    /// from the job's parameters or configuration, or the cluster's. A `u32` (49 days at most,
+    /// longer is taken as that): every watched job holds this twice.
+    pub interval_during_backlog_ms: Option<u32>,
 }
 
 /// Everything Flink says about how a job checkpoints; what no endpoint told is `None`.
@@ -57,6 +63,36 @@ pub struct CheckpointConfiguration {
     /// The RPC frame size, bytes (`pekko.framesize`, 1.x `akka.framesize`; Flink's default
     /// 10485760b): an acknowledgement larger than it is dropped (before FLINK-39738).
     pub framesize_bytes: Option<u64>,
+    /// The Kafka producer's `transaction.timeout.ms` where the job's configuration exposes it
+    /// (a job parameter, `properties.transaction.timeout.ms` of a table's options), ms.
+    pub(crate) kafka_transaction_timeout_ms: Option<u64>,
+    /// Whether a Kafka sink is configured exactly-once (`sink.delivery-guarantee`,
+    /// `delivery.guarantee`), where the configuration says.
+    pub(crate) kafka_exactly_once: Option<bool>,
+    /// Not configuration but read beside it: the job's latest measured restore time (the
+    /// daemon's: from the restore to its last subtask RUNNING), ms; `None` where none was seen.
+    pub(crate) measured_restore_ms: Option<u64>,
+    /// The configuration keys read and where each came from (the advisor says which
+    /// generation it read: FLIP-406 renamed many keys in 1.20/2.0).
+    pub(crate) keys_read: Vec<KeyRead>,
+}
+
+/// One configuration key the advisor read.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct KeyRead {
+    /// What it sets (`incremental`, `retained checkpoints` …).
+    pub(crate) setting: &'static str,
+    /// The key found, e.g. `execution.checkpointing.incremental`.
+    pub(crate) key: String,
+    /// `2.x` for a key of FLIP-406's generation (Flink 1.20+ and 2.x), `1.x` for the older
+    /// one (gone or deprecated in 2.0), `1.x and 2.x` for a key both read, `connector` for a
+    /// connector's option passed as a job parameter.
+    pub(crate) generation: &'static str,
+    /// Where: `job parameters` (`/jobs/:id/config`), `job configuration`
+    /// (`/jobs/:id/jobmanager/config`) or `cluster configuration` (`/jobmanager/config`).
+    pub(crate) source: &'static str,
+    /// Its value as Flink gave it.
+    pub(crate) value: String,
 }
 
 /// Flink's default `pekko.framesize`, bytes.

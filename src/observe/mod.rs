@@ -53,6 +53,30 @@ pub enum Observation {
     Evidence(EvidenceRound),
     /// What the checkpoint storage of a cluster's jobs held in one round (`sources::storage`).
     Storage(StorageRound),
+    /// A cluster's applications and their jobs (Flink 2.3+, `/applications/overview`).
+    Applications(ApplicationsReport),
+}
+
+/// A cluster's applications as one poll round saw them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApplicationsReport {
+    /// The configured cluster name.
+    pub cluster: String,
+    /// Its applications (at most the poller's cap).
+    pub applications: Vec<Application>,
+}
+
+/// One application (FLIP-549): several jobs under one id and name.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Application {
+    /// The application id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// Its status (`RUNNING`, …).
+    pub status: String,
+    /// The ids of its jobs.
+    pub job_ids: Vec<String>,
 }
 
 /// A thread sample for a job, as the thread looker reports it.

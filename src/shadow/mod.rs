@@ -44,6 +44,11 @@ pub struct Explanation {
     pub what_if: Option<String>,
     /// Contradictions between the configuration and what is observed.
     pub contradictions: Vec<String>,
+    /// `execution.checkpointing.interval-during-backlog` where it is set and differs from the
+    /// interval, ms (0: no checkpoints during backlog).
+    pub backlog_interval_ms: Option<u64>,
+    /// Whether the latest triggers were spaced by it (a source reports backlog).
+    pub backlog_in_force: bool,
 }
 
 /// The shadow of one job.
@@ -100,6 +105,8 @@ impl Shadow {
             alignment: self.alignment.headline(),
             what_if: self.alignment.what_if(),
             contradictions: self.alignment.contradictions(),
+            backlog_interval_ms: t.backlog_interval_ms(),
+            backlog_in_force: t.backlog_in_force(),
         }
     }
 }

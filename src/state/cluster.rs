@@ -41,6 +41,8 @@ pub struct ClusterState {
     pub(crate) evidence: super::evidence::ClusterEvidence,
     /// What its jobs' checkpoint storage held (storage rounds), not persisted.
     pub storage: super::storage::ClusterStorage,
+    /// Its applications (Flink 2.3+), as the last poll round saw them; not persisted.
+    pub(crate) applications: Vec<crate::observe::Application>,
 }
 
 /// How many checkpoint spans of jobs not known yet a cluster keeps for them.
@@ -50,6 +52,11 @@ pub(crate) const UNCLAIMED_SPANS: usize = 256;
 const UNCLAIMED_LOG_EVENTS: usize = 256;
 
 impl ClusterState {
+    /// The application job `job_id` belongs to, where Flink serves applications.
+    pub fn application_of(&self, job_id: &str) -> Option<&crate::observe::Application> {
+        self.applications.iter().find(|a| a.job_ids.iter().any(|j| j == job_id))
+    }
+
     /// A cluster not polled yet, whose histograms use `window`.
     pub(crate) fn new(window: WindowSpec) -> Self {
         ClusterState {
@@ -67,6 +74,7 @@ impl ClusterState {
             unclaimed_spans: VecDeque::new(),
             evidence: Default::default(),
             storage: Default::default(),
+            applications: Vec::new(),
         }
     }
 

@@ -295,6 +295,9 @@ impl State {
             }
             Observation::Evidence(round) => self.cluster_mut(&round.cluster).evidence.apply(round),
             Observation::Storage(round) => self.apply_storage(round),
+            Observation::Applications(report) => {
+                self.cluster_mut(&report.cluster).applications = report.applications.clone();
+            }
             Observation::LogTailer(report) => self.cluster_mut(&report.cluster).logs.apply_report(report),
             Observation::JobConfiguration(key, configuration) => {
                 let Some(cluster) = self.clusters.get_mut(&key.cluster) else { return };

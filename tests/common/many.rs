@@ -45,7 +45,8 @@ struct Gate {
     closed: AtomicBool,
     /// Opens by itself when this many requests are in flight at once; 0: only `release` opens it.
     opens_at_in_flight: AtomicUsize,
-    /// Whether `/overview` and `/jobs/overview` wait too (they come one at a time, first in a round).
+    /// Whether `/overview`, `/jobs/overview` and `/applications/overview` wait too (they come one
+    /// at a time, first in a round).
     holds_listing: AtomicBool,
     opened: Notify,
 }
@@ -190,7 +191,10 @@ impl Gate {
     /// Waits while the gate is closed for this request; the request that brings the in-flight
     /// count to the gate's number opens it.
     async fn pass(&self, in_flight: usize, path: &str) {
-        if matches!(path, "/overview" | "/jobs/overview") && !self.holds_listing.load(Ordering::SeqCst) {
+        // The listing requests of a round come one at a time (2.3's applications too: 404 here).
+        if matches!(path, "/overview" | "/jobs/overview" | "/applications/overview")
+            && !self.holds_listing.load(Ordering::SeqCst)
+        {
             return;
         }
         // Registered before looking at the gate, so an opening in between is not missed.

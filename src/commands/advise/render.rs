@@ -99,6 +99,19 @@ fn finding_text(f: &Finding) -> String {
     out
 }
 
+/// The configuration keys the advisor read, with their generation and where each was found
+/// (FLIP-406 renamed many keys; both generations are read).
+fn keys_read(keys: &[crate::observe::KeyRead]) -> String {
+    if keys.is_empty() {
+        return "  Keys read: none beyond /checkpoints/config.\n".to_string();
+    }
+    let listed: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{} = {} ({} key, {})", k.key, k.value, k.generation, k.source))
+        .collect();
+    format!("  Keys read: {}.\n", listed.join("; "))
+}
+
 /// The report for people.
 pub(crate) fn text(report: &AdviseReport) -> String {
     let mut out = String::new();
@@ -127,6 +140,7 @@ pub(crate) fn text(report: &AdviseReport) -> String {
         for f in &a.findings {
             out += &finding_text(f);
         }
+        out += &keys_read(&a.configuration.keys_read);
         out += "\n";
     }
     if report.jobs.is_empty() {

@@ -2,7 +2,8 @@
 //! fixtures hold them (`DIR` or `DIR/rest`): `checkpoints-config.json` (required),
 //! `checkpoints.json` and `poll/checkpoints-*.json` (merged by id), `checkpoint-details/`
 //! (`checkpoint-<id>-subtasks-<vertex>.json`), `job.json`, `job-config.json`,
-//! `jobmanager-config.json`, `jobs-overview.json`, `overview.json` or `config.json`.
+//! `job-jobmanager-config.json` (`/jobs/:id/jobmanager/config`), `jobmanager-config.json`,
+//! `jobs-overview.json`, `overview.json` or `config.json`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -86,7 +87,10 @@ pub fn read(dir: &Path, only_job: Option<&str>) -> Result<AdviseReport, AdviseEr
     }
     let name =
         job.as_ref().and_then(|j| j.name.clone()).or(listed.and_then(|j| j.name.clone())).unwrap_or_default();
-    let configuration = convert::configuration(&config, job_config.as_ref(), &cluster, version.as_deref());
+    let job_options: Vec<dto::ConfigEntry> =
+        read_json(&rest.join("job-jobmanager-config.json"))?.unwrap_or_default();
+    let configuration =
+        convert::configuration_of(&config, job_config.as_ref(), &job_options, &cluster, version.as_deref());
     Ok(AdviseReport {
         source: dir.display().to_string(),
         flink_version: version,

@@ -107,7 +107,8 @@ pub(crate) struct Recovered {
     pub(crate) since: Timestamp,
     /// Whether the history reaches back to the restart (a checkpoint before it is listed).
     pub(crate) exact: bool,
-    /// The restarts known: those the REST API times, or Flink's count of restores if higher.
+    /// The restarts known: those the REST API times, or Flink's count of restores or its restart
+    /// counter if higher.
     pub(crate) restarts: u64,
 }
 
@@ -133,7 +134,9 @@ pub(super) fn recovered(job: &Job<'_>, restarts: &Restarts) -> Option<Recovered>
     if since.is_empty() || since.iter().any(|c| c.status != CheckpointStatus::Completed) {
         return None;
     }
-    let restored = job.d.stats.counts.as_ref().and_then(|c| c.restored).unwrap_or(0);
+    // Flink's restore count, or its restart counter (`numRestarts`, 1.x `fullRestarts`) if higher.
+    let counted = job.d.status_metrics.as_ref().and_then(|m| m.restarts).map_or(0, |(n, _)| n);
+    let restored = job.d.stats.counts.as_ref().and_then(|c| c.restored).unwrap_or(0).max(counted);
     Some(Recovered {
         restart,
         since: since[0].finished_at,

@@ -225,9 +225,26 @@ pub(crate) async fn fetch(
         load,
         fetched_at,
         blocked_thread: None,
+        status_metrics: None,
     };
     data.blocked_thread = blocked::fetch(client, &data).await;
+    data.status_metrics = status_metrics(client, id).await;
     Ok(data)
+}
+
+/// The job's status metrics under the names its Flink lists (2.x's where they exist).
+async fn status_metrics(
+    client: &FlinkClient,
+    id: &str,
+) -> Option<crate::sources::flink::metrics::JobStatusMetrics> {
+    use crate::sources::flink::metrics::{job_status, job_status_names};
+    let listed = client.job_metrics(id, &[]).await.ok().flatten()?;
+    let names = job_status_names(&listed);
+    if names.is_empty() {
+        return None;
+    }
+    let values = client.job_metrics(id, &names).await.ok().flatten()?;
+    Some(job_status(&values))
 }
 
 /// Vertex id to its name (the id when it has none).
@@ -465,6 +482,7 @@ mod tests {
             load: None,
             fetched_at: Timestamp(100_000),
             blocked_thread: None,
+            status_metrics: None,
         }
     }
 

@@ -42,6 +42,8 @@ pub(crate) struct JobData {
     pub(crate) fetched_at: Timestamp,
     /// The stack of the first pending subtask of a checkpoint in progress ([`super::blocked`]).
     pub(crate) blocked_thread: Option<crate::observe::ThreadSample>,
+    /// Flink's job status metrics under the version's names (`numRestarts` or `fullRestarts`, …).
+    pub(crate) status_metrics: Option<crate::sources::flink::metrics::JobStatusMetrics>,
 }
 
 /// Where a subtask runs.
@@ -171,6 +173,10 @@ pub(crate) struct JobReport {
     pub(crate) taskmanager: Option<Location>,
     /// Flink's counts: completed, failed, in progress, restored.
     pub(crate) counts: [u64; 4],
+    /// Flink's restart counter and the metric it was read from (`numRestarts`, 1.x
+    /// `fullRestarts`), where the job's metrics have one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) restarts_metric: Option<(u64, &'static str)>,
     /// The newest checkpoints, newest first.
     pub(crate) recent: Vec<CheckpointLine>,
     /// Failed and expired checkpoints among them, with reasons and the subtasks that held them.

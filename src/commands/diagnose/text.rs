@@ -143,8 +143,11 @@ fn verdict(o: &mut Out, j: &JobReport) {
     if let Some(tm) = &j.taskmanager {
         o.line(format!("Every subtask runs on {}.", tm.text()));
     }
+    let restarts = j.restarts_metric.map_or(String::new(), |(n, name)| {
+        format!(", {n} restart{} ({name})", if n == 1 { "" } else { "s" })
+    });
     o.line(format!(
-        "Counts: {} completed, {} failed, {} in progress, {} restored",
+        "Counts: {} completed, {} failed, {} in progress, {} restored{restarts}",
         j.counts[0], j.counts[1], j.counts[2], j.counts[3]
     ));
 }

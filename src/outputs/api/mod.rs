@@ -279,6 +279,12 @@ fn job_summary(
         pending_alerts: briefs(AlertState::Pending).len(),
         pending_alert_list: briefs(AlertState::Pending),
         advice: crate::advice::job_risk_findings(j),
+        application: c.application_of(job_id).map(|a| ApplicationView {
+            id: a.id.clone(),
+            name: a.name.clone(),
+            status: a.status.clone(),
+            job_ids: a.job_ids.clone(),
+        }),
     }
 }
 
@@ -539,6 +545,35 @@ mod tests {
             Timestamp(1_016_000),
         );
         s
+    }
+
+    #[test]
+    fn a_job_names_its_application_where_flink_serves_them() {
+        let mut s = state(false);
+        assert!(jobs(&s, &AlertsView::default(), Timestamp(1_016_000)).jobs[0].application.is_none());
+        // As Flink 2.3.0 answered /applications/overview for a single-job application.
+        let overview: crate::sources::flink::dto::ApplicationsOverview = serde_json::from_str(
+            r#"{"applications":[{"id":"j1","name":"SingleJobApplication(orders)","start-time":1796457130034,
+                "end-time":-1,"duration":38229,"status":"RUNNING","jobs":{"RUNNING":1}}]}"#,
+        )
+        .unwrap();
+        let a = &overview.applications[0];
+        assert_eq!(a.jobs.values().sum::<u64>(), 1);
+        s.apply(
+            &Observation::Applications(crate::observe::ApplicationsReport {
+                cluster: "prod".into(),
+                applications: vec![crate::observe::Application {
+                    id: a.id.clone(),
+                    name: a.name.clone().unwrap(),
+                    status: a.status.clone().unwrap(),
+                    job_ids: vec!["j1".into()],
+                }],
+            }),
+            Timestamp(1_016_000),
+        );
+        let r = jobs(&s, &AlertsView::default(), Timestamp(1_016_000));
+        let app = r.jobs[0].application.as_ref().expect("the application");
+        assert_eq!((app.name.as_str(), app.status.as_str()), ("SingleJobApplication(orders)", "RUNNING"));
     }
 
     #[test]

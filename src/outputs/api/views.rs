@@ -113,6 +113,21 @@ pub(crate) struct JobSummaryView {
     /// `timeout_tight`, `no_retention`; docs/advice.md), whatever its health. Advice never makes
     /// a job "not ok"; `/api/v1/jobs/{cluster}/{job_id}/advice` has the details.
     pub(crate) advice: Vec<&'static str>,
+    /// The application it belongs to where Flink serves applications (2.3+, FLIP-549).
+    pub(crate) application: Option<ApplicationView>,
+}
+
+/// An application (Flink 2.3+): several jobs under one id and name.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct ApplicationView {
+    /// The application id.
+    pub(crate) id: String,
+    /// Its name.
+    pub(crate) name: String,
+    /// Its status.
+    pub(crate) status: String,
+    /// The ids of its jobs.
+    pub(crate) job_ids: Vec<String>,
 }
 
 /// One value per tracked phase (ms); `None` when unknown.

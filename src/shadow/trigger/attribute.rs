@@ -86,11 +86,22 @@ impl TriggerShadow {
         if self.grid_uncertain || anchors.is_empty() {
             anchors.push(vec![prev.clone()]);
         }
+        // The latest manual trigger counts as an anchor only where it matches: a scheduler that
+        // started again there. Otherwise the schedule goes on from the periodic checkpoints.
+        let manual = self.manual.as_ref().and_then(|m| m.anchor.as_ref()).filter(|m| m.id < c.id);
+        let regular = anchors.len();
+        if let Some(manual) = manual {
+            anchors.push(vec![manual.clone()]);
+        }
+        let tol = super::tolerance_ms(config.base_interval());
         let mut best: Option<Nearest> = None;
-        for known in &anchors {
+        for (i, known) in anchors.iter().enumerate() {
             let predictions = run_model(config, known, unseen_max, filler);
             for (k, (t, b)) in predictions.into_iter().enumerate() {
                 let dev = c.triggered_at.0 - t.0;
+                if i >= regular && dev.unsigned_abs() > tol {
+                    continue;
+                }
                 if best.as_ref().is_none_or(|n| dev.unsigned_abs() < n.abs) {
                     best = Some(Nearest {
                         abs: dev.unsigned_abs(),
@@ -201,17 +212,147 @@ impl TriggerShadow {
             self.grid_uncertain = unseen > 0 && !matched;
         } else {
             if matched && self.since_anchor.first().map(|s| s.triggered_at) != Some(nearest.anchor_time) {
-                // Matched from the previous checkpoint: the schedule moved there.
-                self.since_anchor = vec![prev.clone()];
+                // Matched from the previous checkpoint (or the latest manual trigger, where the
+                // scheduler started again): the schedule moved there.
+                let manual = self
+                    .manual
+                    .as_mut()
+                    .and_then(|m| m.anchor.take())
+                    .filter(|m| m.triggered_at == nearest.anchor_time);
+                self.since_anchor = vec![manual.unwrap_or_else(|| prev.clone())];
             }
             self.since_anchor.push(c.clone());
             self.grid_uncertain = !matched;
         }
     }
 
+    /// A checkpoint put down to a manual trigger (`POST /jobs/:id/checkpoints`, `flink
+    /// checkpoint`, 1.19+): a non-periodic request that leaves the periodic timer alone, so
+    /// the schedule goes on from the checkpoint before it; kept like a savepoint (it may hold
+    /// the slot when the next tick comes) and tried as an anchor for the next checkpoint.
+    pub(super) fn note_manual(&mut self, c: Seen) {
+        let finished_at = c.triggered_at.plus_millis(c.duration_ms as i64);
+        self.savepoints.push_back((c.id, c.triggered_at, finished_at));
+        if self.savepoints.len() > 8 {
+            self.savepoints.pop_front();
+        }
+        let manual = self.manual.get_or_insert_with(Default::default);
+        manual.ids.push_back(c.id);
+        if manual.ids.len() > 8 {
+            manual.ids.pop_front();
+        }
+        self.grid_uncertain = true;
+        manual.anchor = Some(c);
+    }
+
+    /// Whether checkpoint `id` was put down to a manual trigger.
+    pub(super) fn was_manual(&self, id: u64) -> bool {
+        self.manual.as_ref().is_some_and(|m| m.ids.contains(&id))
+    }
+
+    /// The latest manual trigger is no anchor any more.
+    pub(super) fn forget_manual_anchor(&mut self) {
+        if let Some(m) = self.manual.as_mut() {
+            m.anchor = None;
+        }
+    }
+
     pub(super) fn anchor_at(&mut self, c: Seen) {
+        self.forget_manual_anchor();
         self.since_anchor = vec![c.clone()];
         self.grid_uncertain = false;
         self.last = Some(c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::backlog::tests::{Snap, replay, settings};
+    use super::*;
+    use crate::observe::{CheckpointSettings, SnapshotKind};
+
+    fn five_seconds() -> CheckpointSettings {
+        CheckpointSettings { interval_ms: Some(5_000), ..settings(None) }
+    }
+
+    /// Periodic ticks every 5 s from 2 s; `extra` snapshots (trigger ms, duration ms, kind) in
+    /// between; ids in trigger order. A periodic tick that comes while an extra one is pending
+    /// runs when it ends (max-concurrent 1).
+    fn series(extra: &[(i64, u64, SnapshotKind)], ticks: i64) -> Vec<Snap> {
+        let mut all: Vec<(i64, u64, SnapshotKind)> =
+            (0..ticks).map(|k| (2_000 + k * 5_000, 60, SnapshotKind::Checkpoint)).collect();
+        for &(t, d, kind) in extra {
+            all.push((t, d, kind));
+        }
+        all.sort_by_key(|s| s.0);
+        let mut out: Vec<Snap> = Vec::new();
+        let mut busy_until = 0;
+        for (t, d, kind) in all {
+            let t = t.max(busy_until);
+            busy_until = t + d as i64;
+            out.push((out.len() as u64 + 1, t, d, kind));
+        }
+        out
+    }
+
+    #[test]
+    fn full_manual_triggers_and_a_savepoint_between_periodic_ones_raise_nothing_unexplained() {
+        // Three manual triggers 1.7 s after ticks, a savepoint 2.9 s after another; ~60 ms each.
+        let extra = [
+            (13_700, 80, SnapshotKind::Checkpoint),
+            (28_700, 80, SnapshotKind::Checkpoint),
+            (38_700, 80, SnapshotKind::Checkpoint),
+            (49_900, 300, SnapshotKind::Savepoint),
+        ];
+        let series = series(&extra, 14);
+        let shadow = replay(&series, &five_seconds(), 72_000, &mut |at, shadow| {
+            assert_eq!(shadow.stalled_for_ms(), None, "a stall at {at} ms");
+            let unexplained: Vec<_> = shadow.deviations().filter(|d| !d.explained).collect();
+            assert!(unexplained.is_empty(), "at {at} ms: {unexplained:#?}");
+        });
+        let manual: Vec<u64> = shadow
+            .deviations()
+            .filter(|d| d.kind == DeviationKind::ManualTrigger)
+            .map(|d| d.checkpoint_id)
+            .collect();
+        let ids = |t: i64| series.iter().find(|s| s.1 == t).unwrap().0;
+        assert_eq!(manual, vec![ids(13_700), ids(28_700), ids(38_700)]);
+        // The periodic checkpoints after them stay on the schedule: no deviation of their own.
+        assert_eq!(shadow.deviations().count(), 3, "{:#?}", shadow.deviations().collect::<Vec<_>>());
+        let sentence = &shadow.deviations().next().unwrap().sentence;
+        assert!(sentence.contains("FLINK-33723"), "{sentence}");
+        let headline = shadow.headline().unwrap();
+        assert!(headline.contains("as configured (interval 5.0 s)"), "{headline}");
+    }
+
+    #[test]
+    fn a_periodic_tick_held_by_a_long_manual_checkpoint_is_explained_by_it() {
+        // The manual checkpoint at 15.5 s takes 3.5 s: the 17 s tick runs at 19 s.
+        let series = series(&[(15_500, 3_500, SnapshotKind::Checkpoint)], 10);
+        let shadow = replay(&series, &five_seconds(), 50_000, &mut |at, shadow| {
+            assert_eq!(shadow.stalled_for_ms(), None, "a stall at {at} ms");
+            let unexplained: Vec<_> = shadow.deviations().filter(|d| !d.explained).collect();
+            assert!(unexplained.is_empty(), "at {at} ms: {unexplained:#?}");
+        });
+        let held = shadow.deviations().find(|d| d.kind == DeviationKind::Savepoint).expect("the held tick");
+        assert!(held.sentence.contains("the manual checkpoint 4 ran in between"), "{}", held.sentence);
+    }
+
+    #[test]
+    fn a_scheduler_that_started_again_off_the_grid_is_followed() {
+        // From 23.3 s on the ticks are on a new grid (23.3, 28.3, …): the first looks manual,
+        // the next ones match the schedule from it.
+        let mut triggers: Vec<i64> = (0..5).map(|k| 2_000 + k * 5_000).collect();
+        triggers.extend((0..8).map(|k| 23_300 + k * 5_000));
+        let series: Vec<Snap> = triggers
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (i as u64 + 1, *t, 60, SnapshotKind::Checkpoint))
+            .collect();
+        let shadow = replay(&series, &five_seconds(), 62_000, &mut |at, shadow| {
+            let unexplained: Vec<_> = shadow.deviations().filter(|d| !d.explained).collect();
+            assert!(unexplained.is_empty(), "at {at} ms: {unexplained:#?}");
+        });
+        assert_eq!(shadow.deviations().count(), 1, "{:#?}", shadow.deviations().collect::<Vec<_>>());
     }
 }

@@ -5,7 +5,7 @@
 use super::deviation::{Deviation, DeviationKind};
 use super::predict::{RestartMark, Seen, run_model};
 use super::{OVERDUE_GRACE_MS, TriggerShadow, stall_tolerance_ms, tolerance_ms};
-use crate::model::coordinator::Outcome;
+use crate::model::coordinator::{Binding, Outcome};
 use crate::observe::{CheckpointStatus, InProgressCheckpoint, JobPoll, JobStatus};
 use crate::time::{Timestamp, human_ms};
 
@@ -158,11 +158,26 @@ impl TriggerShadow {
             });
         }
         self.expected_next = run_model(config, &known, 0, filler).first().copied();
+        // With an interval during backlog configured, the next trigger may come a backlog
+        // interval after the last one (a backlog may start at any tick), or, with checkpoints
+        // off during backlog, not at all until it ends.
+        let allowance = self.backlog_allowance_ms();
+        if self.backlog_in_force
+            && let Some(Some(backlog)) = allowance
+        {
+            let last_trigger = known.last().map_or(last.triggered_at, |k| k.triggered_at);
+            self.expected_next = Some((last_trigger.plus_millis(backlog as i64), Binding::Interval));
+        }
+        let deadline = match allowance {
+            Some(None) => None,
+            Some(Some(backlog)) => self.expected_next.map(|(at, _)| {
+                let last_trigger = known.last().map_or(last.triggered_at, |k| k.triggered_at);
+                at.max(last_trigger.plus_millis(backlog as i64))
+            }),
+            None => self.expected_next.map(|(at, _)| at),
+        };
         let tolerance = stall_tolerance_ms(config.base_interval(), self.lag_allowed_ms(), self.poll_gap_ms);
-        let overdue = self
-            .expected_next
-            .map(|(at, _)| at)
-            .filter(|at| in_progress.is_empty() && now > *at && now.since(*at) > tolerance);
+        let overdue = deadline.filter(|at| in_progress.is_empty() && now > *at && now.since(*at) > tolerance);
         // Evidence must survive the next poll: the same expected trigger overdue at two polls
         // in a row, with nothing triggered in between.
         if let Some(at) = overdue

@@ -24,6 +24,9 @@ pub enum DeviationKind {
     Savepoint,
     /// A checkpoint came earlier than any rule allows: a manual trigger.
     ManualTrigger,
+    /// The interval during backlog (FLIP-309) set the trigger: a source reports backlog, or
+    /// stopped reporting it and Flink rescheduled the next trigger one interval later.
+    BacklogInterval,
     /// A trigger came late and no rule explains it.
     LateTrigger,
     /// A checkpoint outlived its timeout.
@@ -34,7 +37,7 @@ pub enum DeviationKind {
 
 impl DeviationKind {
     /// Every kind, in label order.
-    pub(crate) const ALL: [DeviationKind; 11] = [
+    pub(crate) const ALL: [DeviationKind; 12] = [
         DeviationKind::MinPause,
         DeviationKind::MaxConcurrent,
         DeviationKind::LongCheckpoint,
@@ -43,6 +46,7 @@ impl DeviationKind {
         DeviationKind::JobRestart,
         DeviationKind::Savepoint,
         DeviationKind::ManualTrigger,
+        DeviationKind::BacklogInterval,
         DeviationKind::LateTrigger,
         DeviationKind::NotExpired,
         DeviationKind::IdSkip,
@@ -59,6 +63,7 @@ impl DeviationKind {
             DeviationKind::JobRestart => "job_restart",
             DeviationKind::Savepoint => "savepoint",
             DeviationKind::ManualTrigger => "manual_trigger",
+            DeviationKind::BacklogInterval => "backlog_interval",
             DeviationKind::LateTrigger => "late_trigger",
             DeviationKind::NotExpired => "not_expired",
             DeviationKind::IdSkip => "id_skip",

@@ -15,6 +15,7 @@
 //! in sentences, `deviation.rs` names the kinds.
 
 mod attribute;
+mod backlog;
 mod checks;
 mod deviation;
 mod predict;
@@ -82,6 +83,17 @@ pub(crate) fn stall_tolerance_ms(period_ms: u64, max_lag_ms: Option<u64>, poll_g
     tolerance_ms(period_ms) + max_lag_ms.unwrap_or(0) + poll_gap_ms.unwrap_or(0)
 }
 
+/// What the shadow remembers of manual triggers.
+#[derive(Clone, Debug, Default)]
+struct ManualTriggers {
+    /// Recent checkpoints put down to a manual trigger: out of the periodic schedule, like a
+    /// savepoint (also in `savepoints`, which holds every snapshot off the schedule).
+    ids: VecDeque<u64>,
+    /// The latest manual trigger, tried as an anchor for the next checkpoint (it may have been a
+    /// scheduler that started again there rather than a manual trigger).
+    anchor: Option<Seen>,
+}
+
 /// The coordinator shadow of one job.
 #[derive(Clone, Debug, Default)]
 pub struct TriggerShadow {
@@ -122,6 +134,10 @@ pub struct TriggerShadow {
     /// The expected trigger that the previous poll already found overdue beyond the stall
     /// tolerance: a stall is reported only when the next poll still finds it overdue.
     overdue_at_last_poll: Option<Timestamp>,
+    /// Whether the latest trigger was spaced by the interval during backlog.
+    backlog_in_force: bool,
+    /// Manual triggers seen (boxed: most jobs never see one).
+    manual: Option<Box<ManualTriggers>>,
 }
 
 impl TriggerShadow {
@@ -296,7 +312,31 @@ impl TriggerShadow {
         let matched = nearest.abs <= tol || self.queued_lag_allowed(&config, &nearest);
         let expected_gap = nearest.predicted.since(prev.triggered_at);
         let deviates = off_naive_grid(&c, &prev, &nearest, interval, tol);
+        if deviates
+            && !matched
+            && let Some(dev) = self.explain_by_backlog(&config, &c, &prev, gap)
+        {
+            return dev;
+        }
+        // Anything else than the backlog's spacing ends it.
+        self.backlog_in_force = false;
         let kind = if deviates { self.attribute(&config, &c, &prev, &nearest, matched) } else { None };
+        if kind == Some(DeviationKind::ManualTrigger) && prev.id > 1 {
+            let sentence = self.sentence(
+                DeviationKind::ManualTrigger,
+                &c,
+                &prev,
+                gap,
+                expected_gap,
+                nearest.dev,
+                nearest.binding,
+                &config,
+            );
+            self.push_deviation_of(DeviationKind::ManualTrigger, &c, sentence);
+            self.note_manual(c);
+            return None;
+        }
+        self.forget_manual_anchor();
         if let Some(kind) = kind {
             let sentence =
                 self.sentence(kind, &c, &prev, gap, expected_gap, nearest.dev, nearest.binding, &config);
@@ -376,6 +416,7 @@ mod tests {
             unaligned: false,
             aligned_checkpoint_timeout_ms: None,
             state_backend: None,
+            interval_during_backlog_ms: None,
         }
     }
 

@@ -68,11 +68,16 @@ impl TriggerShadow {
                     prev.id
                 )
             }
-            DeviationKind::Savepoint => format!(
-                "{head}: {} late against the expected {}, because a savepoint ran in between and held the slot",
-                human_ms(dev.unsigned_abs()),
-                human_ms(expected_gap)
-            ),
+            DeviationKind::Savepoint => {
+                let manual = (prev.id + 1..c.id).find(|id| self.was_manual(*id));
+                let what =
+                    manual.map_or("a savepoint".to_string(), |id| format!("the manual checkpoint {id}"));
+                format!(
+                    "{head}: {} late against the expected {}, because {what} ran in between and held the slot",
+                    human_ms(dev.unsigned_abs()),
+                    human_ms(expected_gap)
+                )
+            }
             // At a job's start the scheduler itself restarts: the JobManager logs show a
             // trigger that failed because tasks were not running yet followed by a new
             // schedule (1.20.5: failed ticks 2.5 s apart, then 3.0 s), and 2.x starting the
@@ -85,8 +90,10 @@ impl TriggerShadow {
                 rule_name(binding)
             ),
             DeviationKind::ManualTrigger => format!(
-                "{head}: {} earlier than the {} the {} allows: a manual trigger (REST or CLI), or a \
-                 checkpoint scheduler restarted by the JobManager",
+                "{head}: {} earlier than the {} the {} allows: a manual trigger (REST POST \
+                 /jobs/:jobid/checkpoints or flink checkpoint, 1.19+; Flink refuses an INCREMENTAL one, \
+                 FLINK-33723), or a checkpoint scheduler restarted by the JobManager; the periodic \
+                 schedule goes on",
                 human_ms(dev.unsigned_abs()),
                 human_ms(expected_gap),
                 rule_name(binding)
@@ -100,6 +107,7 @@ impl TriggerShadow {
             ),
             DeviationKind::TolerableFailures
             | DeviationKind::JobRestart
+            | DeviationKind::BacklogInterval
             | DeviationKind::NotExpired
             | DeviationKind::IdSkip => head,
         }
@@ -107,6 +115,9 @@ impl TriggerShadow {
 
     /// One sentence on the schedule as it is now, with the numbers in it.
     pub fn headline(&self) -> Option<String> {
+        if let Some(backlog) = self.backlog_headline() {
+            return Some(backlog);
+        }
         let settings = self.settings.as_ref()?;
         let config = self.config.as_ref()?;
         let observed = self.observed_interval_ms()?;

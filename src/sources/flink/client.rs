@@ -186,6 +186,18 @@ impl FlinkClient {
         self.get("/jobs/overview").await
     }
 
+    /// `GET /applications/overview` (2.3+); `None` where the version has no applications.
+    pub(crate) async fn applications_overview(
+        &self,
+    ) -> Result<Option<dto::ApplicationsOverview>, FetchError> {
+        self.get_optional("/applications/overview").await
+    }
+
+    /// `GET /applications/:id` (2.3+); `None` once it is gone.
+    pub(crate) async fn application(&self, id: &str) -> Result<Option<dto::ApplicationDetails>, FetchError> {
+        self.get_optional(&format!("/applications/{id}")).await
+    }
+
     /// `GET /jobs/:id`.
     pub(crate) async fn job(&self, job_id: &str) -> Result<dto::JobDetails, FetchError> {
         self.get(&format!("/jobs/{job_id}")).await
@@ -204,9 +216,29 @@ impl FlinkClient {
         self.get_optional(&format!("/jobs/{job_id}/config")).await
     }
 
+    /// `GET /jobs/:id/jobmanager/config` (1.17+): the configuration the job runs with, key by
+    /// key; `None` where the version has no such endpoint.
+    pub(crate) async fn job_jobmanager_config(
+        &self,
+        job_id: &str,
+    ) -> Result<Option<Vec<dto::ConfigEntry>>, FetchError> {
+        self.get_optional(&format!("/jobs/{job_id}/jobmanager/config")).await
+    }
+
     /// `GET /jobmanager/config`: the cluster's configuration, key by key.
     pub(crate) async fn jobmanager_config(&self) -> Result<Vec<dto::ConfigEntry>, FetchError> {
         self.get("/jobmanager/config").await
+    }
+
+    /// `GET /jobs/:id/metrics`: the names the job lists (no `names`), or their values; `None`
+    /// when unknown (404).
+    pub(crate) async fn job_metrics(
+        &self,
+        job_id: &str,
+        names: &[&str],
+    ) -> Result<Option<Vec<dto::MetricValue>>, FetchError> {
+        let query = if names.is_empty() { String::new() } else { format!("?get={}", names.join(",")) };
+        self.get_optional(&format!("/jobs/{job_id}/metrics{query}")).await
     }
 
     /// `GET /jobs/:id/checkpoints`.

@@ -36,6 +36,7 @@ pub fn settings(config: &dto::CheckpointConfig) -> CheckpointSettings {
         unaligned: config.unaligned_checkpoints.unwrap_or(false),
         aligned_checkpoint_timeout_ms: non_negative(config.aligned_checkpoint_timeout),
         state_backend: config.state_backend.clone(),
+        interval_during_backlog_ms: None,
     }
 }
 
@@ -48,16 +49,74 @@ pub(crate) fn configuration(
     cluster: &[dto::ConfigEntry],
     flink_version: Option<&str>,
 ) -> crate::observe::CheckpointConfiguration {
+    configuration_of(config, job, &[], cluster, flink_version)
+}
+
+/// A key's generation: FLIP-406's keys (1.20+, 2.x), the older ones (`state.backend.*`,
+/// `state.checkpoints.*`, `state.savepoints.*`, `execution.savepoint.path`), one both generations
+/// read, or a connector's (a Kafka producer's, passed as a job parameter).
+fn generation(key: &str) -> &'static str {
+    const BOTH: [&str; 4] = [
+        "execution.checkpointing.interval-during-backlog",
+        "state.changelog.enabled",
+        "state.backend.type",
+        "restart-strategy.type",
+    ];
+    if BOTH.contains(&key) {
+        "1.x and 2.x"
+    } else if key.starts_with("execution.checkpointing.") || key.starts_with("execution.state-recovery.") {
+        "2.x"
+    } else if key.starts_with("state.") || key == "restart-strategy" || key == "execution.savepoint.path" {
+        "1.x"
+    } else {
+        "connector"
+    }
+}
+
+/// One place a configuration key may be found.
+type Getter<'a> = dyn Fn(&str) -> Option<String> + 'a;
+
+/// [`configuration`] with the job's own configuration (`/jobs/:id/jobmanager/config`, 1.17+)
+/// between the job's parameters and the cluster's: a key is taken from the first that has it,
+/// and within each, the 2.x key before the 1.x one. Every key read is named with its source.
+pub(crate) fn configuration_of(
+    config: &dto::CheckpointConfig,
+    job: Option<&dto::JobConfig>,
+    job_options: &[dto::ConfigEntry],
+    cluster: &[dto::ConfigEntry],
+    flink_version: Option<&str>,
+) -> crate::observe::CheckpointConfiguration {
     let execution = job.and_then(|j| j.execution_config.as_ref());
-    let lookup = |keys: &[&str]| -> Option<String> {
-        keys.iter().find_map(|key| {
-            let from_job = execution.and_then(|e| e.user_config.get(*key)).and_then(|v| {
+    let read = std::cell::RefCell::new(Vec::new());
+    let entry = |entries: &[dto::ConfigEntry], key: &str| {
+        entries.iter().find(|e| e.key == key).and_then(|e| e.value.clone())
+    };
+    let lookup = |setting: &'static str, keys: &[&str]| -> Option<String> {
+        let from_job = |key: &str| {
+            execution.and_then(|e| e.user_config.get(key)).and_then(|v| {
                 v.as_str().map(str::to_string).or_else(|| (!v.is_null()).then(|| v.to_string()))
-            });
-            from_job.or_else(|| cluster.iter().find(|e| e.key == *key).and_then(|e| e.value.clone()))
+            })
+        };
+        let sources: [(&'static str, &Getter); 3] = [
+            ("job parameters", &from_job),
+            ("job configuration", &|key| entry(job_options, key)),
+            ("cluster configuration", &|key| entry(cluster, key)),
+        ];
+        sources.iter().find_map(|(source, get)| {
+            keys.iter().find_map(|key| {
+                let value = get(key)?;
+                read.borrow_mut().push(crate::observe::KeyRead {
+                    setting,
+                    key: key.to_string(),
+                    generation: generation(key),
+                    source,
+                    value: value.clone(),
+                });
+                Some(value)
+            })
         })
     };
-    let flag = |keys: &[&str]| lookup(keys).map(|v| v.trim().eq_ignore_ascii_case("true"));
+    let flag = |setting, keys: &[&str]| lookup(setting, keys).map(|v| v.trim().eq_ignore_ascii_case("true"));
     let retained_on_cancellation = config.externalization.map(|e| {
         // 2.x externalizes every checkpoint and reports `enabled: false` all the same; what
         // matters is whether cancelling deletes them.
@@ -65,27 +124,65 @@ pub(crate) fn configuration(
     });
     let mut settings = settings(config);
     if settings.state_backend.is_none() {
-        settings.state_backend = lookup(&["state.backend.type", "state.backend"]);
+        settings.state_backend = lookup("state backend", &["state.backend.type", "state.backend"]);
     }
+    settings.interval_during_backlog_ms =
+        lookup("interval during backlog", &["execution.checkpointing.interval-during-backlog"])
+            .and_then(|v| flink_duration_ms(&v))
+            .map(|ms| ms.min(u64::from(u32::MAX)) as u32);
+    let incremental =
+        flag("incremental", &["execution.checkpointing.incremental", "state.backend.incremental"]);
+    let changelog =
+        config.state_changelog_enabled.or_else(|| flag("changelog", &["state.changelog.enabled"]));
+    let local_recovery =
+        flag("local recovery", &["execution.state-recovery.from-local", "state.backend.local-recovery"]);
+    let retained_checkpoints = lookup(
+        "retained checkpoints",
+        &["execution.checkpointing.num-retained", "state.checkpoints.num-retained"],
+    )
+    .and_then(|v| v.trim().parse().ok());
+    // Read for the record (the advisor names them): where checkpoints and savepoints go.
+    let storage =
+        lookup("checkpoint storage", &["execution.checkpointing.storage", "state.checkpoint-storage"]);
+    let checkpoint_dir =
+        lookup("checkpoint directory", &["execution.checkpointing.dir", "state.checkpoints.dir"]);
+    lookup("savepoint directory", &["execution.checkpointing.savepoint-dir", "state.savepoints.dir"]);
+    let file_merging = lookup(
+        "file merging",
+        &["execution.checkpointing.file-merging.enabled", "state.checkpoints.file-merging.enabled"],
+    )
+    .map(|v| v.trim().eq_ignore_ascii_case("true"));
+    let framesize_bytes =
+        lookup("RPC frame size", &["pekko.framesize", "akka.framesize"]).and_then(|v| parse_bytes(&v));
+    lookup("restore path", &["execution.state-recovery.path", "execution.savepoint.path"]);
+    let restart_strategy = execution
+        .and_then(|e| e.restart_strategy.clone())
+        .or_else(|| lookup("restart strategy", &["restart-strategy.type", "restart-strategy"]));
+    let transaction_timeout_ms = lookup(
+        "Kafka transaction timeout",
+        &["transaction.timeout.ms", "properties.transaction.timeout.ms", "sink.transaction.timeout.ms"],
+    )
+    .and_then(|v| flink_duration_ms(&v));
+    let delivery = lookup("Kafka delivery guarantee", &["sink.delivery-guarantee", "delivery.guarantee"]);
     crate::observe::CheckpointConfiguration {
         settings,
         retained_on_cancellation,
-        checkpoint_storage: config.checkpoint_storage.clone(),
-        incremental: flag(&["execution.checkpointing.incremental", "state.backend.incremental"]),
-        changelog: config.state_changelog_enabled.or_else(|| flag(&["state.changelog.enabled"])),
-        local_recovery: flag(&["execution.state-recovery.from-local", "state.backend.local-recovery"]),
-        retained_checkpoints: lookup(&[
-            "execution.checkpointing.num-retained",
-            "state.checkpoints.num-retained",
-        ])
-        .and_then(|v| v.trim().parse().ok()),
-        restart_strategy: execution
-            .and_then(|e| e.restart_strategy.clone())
-            .or_else(|| lookup(&["restart-strategy.type", "restart-strategy"])),
+        checkpoint_storage: config.checkpoint_storage.clone().or(storage),
+        incremental,
+        changelog,
+        local_recovery,
+        retained_checkpoints,
+        restart_strategy,
         flink_version: flink_version.map(str::to_string),
-        checkpoint_dir: lookup(&["execution.checkpointing.dir", "state.checkpoints.dir"]),
-        file_merging: flag(&["execution.checkpointing.file-merging.enabled"]),
-        framesize_bytes: lookup(&["pekko.framesize", "akka.framesize"]).and_then(|v| parse_bytes(&v)),
+        checkpoint_dir,
+        file_merging,
+        framesize_bytes,
+        kafka_transaction_timeout_ms: transaction_timeout_ms,
+        measured_restore_ms: None,
+        kafka_exactly_once: delivery.map(|d| {
+            d.trim().eq_ignore_ascii_case("exactly_once") || d.trim().eq_ignore_ascii_case("exactly-once")
+        }),
+        keys_read: read.into_inner(),
     }
 }
 
@@ -103,6 +200,25 @@ pub fn parse_bytes(text: &str) -> Option<u64> {
         _ => return None,
     };
     n.checked_mul(scale)
+}
+
+/// A duration as Flink's `TimeUtils.parseDuration` reads it: a number and an optional unit
+/// (`ms`, `s`, `min`, `h`, `d` and their long forms; none means milliseconds), spaces allowed
+/// between them; `None` for anything else.
+pub(crate) fn flink_duration_ms(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1_000,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60_000,
+        "h" | "hour" | "hours" => 3_600_000,
+        "d" | "day" | "days" => 86_400_000,
+        _ => return None,
+    };
+    number.checked_mul(factor)
 }
 
 /// What `latest.restored` of `/checkpoints` says the job last restored from; `None` without a
@@ -473,6 +589,81 @@ pub fn merge_history<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entries(pairs: &[(&str, &str)]) -> Vec<dto::ConfigEntry> {
+        pairs
+            .iter()
+            .map(|(k, v)| dto::ConfigEntry { key: k.to_string(), value: Some(v.to_string()) })
+            .collect()
+    }
+
+    const CHECKPOINTS_CONFIG_2_3_0: &str =
+        include_str!("../../../tests/fixtures/flink-2.3.0/failover/rest/checkpoints-config.json");
+
+    #[test]
+    fn flink_durations_read_as_flink_reads_them() {
+        assert_eq!(flink_duration_ms("10 s"), Some(10_000));
+        assert_eq!(flink_duration_ms("5min"), Some(300_000));
+        assert_eq!(flink_duration_ms("300000"), Some(300_000));
+        assert_eq!(flink_duration_ms("2500 ms"), Some(2_500));
+        assert_eq!(flink_duration_ms("1 h"), Some(3_600_000));
+        assert_eq!(flink_duration_ms("0"), Some(0));
+        assert_eq!(flink_duration_ms("soon"), None);
+        assert_eq!(flink_duration_ms("PT5M"), None);
+    }
+
+    #[test]
+    fn both_generations_of_keys_are_read_and_named_with_their_source() {
+        let config: dto::CheckpointConfig = serde_json::from_str(CHECKPOINTS_CONFIG_2_3_0).unwrap();
+        let job: dto::JobConfig = serde_json::from_str(
+            r#"{"execution-config":{"user-config":{"execution.checkpointing.interval-during-backlog":"10 s"}}}"#,
+        )
+        .unwrap();
+        // A 1.x cluster: the old keys.
+        let old = entries(&[("state.backend.incremental", "true"), ("state.checkpoints.num-retained", "3")]);
+        let c = configuration_of(&config, Some(&job), &[], &old, Some("1.20.5"));
+        assert_eq!(c.settings.interval_during_backlog_ms, Some(10_000));
+        assert_eq!(c.incremental, Some(true));
+        assert_eq!(c.retained_checkpoints, Some(3));
+        let named: Vec<(&str, &str, &str)> =
+            c.keys_read.iter().map(|k| (k.key.as_str(), k.generation, k.source)).collect();
+        assert!(
+            named.contains(&(
+                "execution.checkpointing.interval-during-backlog",
+                "1.x and 2.x",
+                "job parameters"
+            )),
+            "{named:?}"
+        );
+        assert!(named.contains(&("state.backend.incremental", "1.x", "cluster configuration")), "{named:?}");
+        // A 2.x cluster, and the job's own configuration over it.
+        let new = entries(&[
+            ("execution.checkpointing.incremental", "false"),
+            ("execution.checkpointing.num-retained", "5"),
+            ("execution.checkpointing.dir", "s3://bucket/checkpoints"),
+        ]);
+        let own = entries(&[("execution.checkpointing.incremental", "true")]);
+        let c = configuration_of(&config, None, &own, &new, Some("2.3.0"));
+        assert_eq!(c.settings.interval_during_backlog_ms, None);
+        assert_eq!(c.incremental, Some(true));
+        assert_eq!(c.retained_checkpoints, Some(5));
+        let named: Vec<(&str, &str, &str)> =
+            c.keys_read.iter().map(|k| (k.key.as_str(), k.generation, k.source)).collect();
+        assert!(
+            named.contains(&("execution.checkpointing.incremental", "2.x", "job configuration")),
+            "{named:?}"
+        );
+        assert!(
+            named.contains(&("execution.checkpointing.dir", "2.x", "cluster configuration")),
+            "{named:?}"
+        );
+        // Where both generations are set in one place, the 2.x key wins.
+        let both = entries(&[
+            ("state.backend.incremental", "false"),
+            ("execution.checkpointing.incremental", "true"),
+        ]);
+        assert_eq!(configuration_of(&config, None, &[], &both, None).incremental, Some(true));
+    }
 
     #[test]
     fn merge_prefers_finished_entries() {

@@ -39,6 +39,37 @@ pub struct JobOverview {
     pub(crate) start_time: Option<i64>,
 }
 
+/// `GET /applications/overview` (Flink 2.3+, FLIP-549): the applications and how many of
+/// their jobs are in each state.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ApplicationsOverview {
+    /// One entry per application the JobManager knows.
+    #[serde(default)]
+    pub applications: Vec<ApplicationOverview>,
+}
+
+/// One application in `/applications/overview`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ApplicationOverview {
+    /// The application id (32 hex digits; a single-job application's is its job's id).
+    pub id: String,
+    /// Its name, e.g. `SingleJobApplication(my-job)`.
+    pub name: Option<String>,
+    /// `RUNNING`, `FINISHED`, …
+    pub status: Option<String>,
+    /// How many of its jobs are in each state.
+    #[serde(default)]
+    pub jobs: BTreeMap<String, u64>,
+}
+
+/// `GET /applications/:id` (2.3+): the application and its jobs.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ApplicationDetails {
+    /// Its jobs, as `/jobs/overview` lists them.
+    #[serde(default)]
+    pub jobs: Vec<JobOverview>,
+}
+
 /// `GET /jobs/:id`: the job graph, used for operator names and (later) the alignment shadow.
 #[derive(Debug, Clone, Deserialize)]
 pub struct JobDetails {

@@ -201,3 +201,101 @@ pub fn taskmanager_sample(id: &str, values: &[MetricValue]) -> TaskManagerSample
         network_segments_total: get(TASKMANAGER_METRICS[6]),
     }
 }
+/// Job-level status metrics by generation: Flink 2.x's name, and the 1.x one it replaced
+/// (`fullRestarts` is gone in 2.0, `uptime` and `downtime` deprecated for the `…Time` gauges;
+/// `lastCheckpointMetadataSize` is new, FLINK-36679). The newer is read where the job lists it,
+/// the older where it does not.
+pub(crate) const JOB_STATUS_METRICS: [(&str, Option<&str>); 4] = [
+    ("numRestarts", Some("fullRestarts")),
+    ("runningTime", Some("uptime")),
+    ("restartingTime", Some("downtime")),
+    ("lastCheckpointMetadataSize", None),
+];
+
+/// The job status metrics to ask for, given the job's metric list (`/jobs/:id/metrics`): per
+/// row of [`JOB_STATUS_METRICS`], the newer name when listed, else the older when listed.
+pub(crate) fn job_status_names(list: &[MetricValue]) -> Vec<&'static str> {
+    let listed = |name: &str| list.iter().any(|m| m.id == name);
+    JOB_STATUS_METRICS
+        .iter()
+        .filter_map(|(new, old)| if listed(new) { Some(*new) } else { old.filter(|o| listed(o)) })
+        .collect()
+}
+
+/// A job's status metrics, each with the name it was read under.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct JobStatusMetrics {
+    /// Restarts since the job was submitted (`numRestarts`, 1.x `fullRestarts`).
+    pub restarts: Option<(u64, &'static str)>,
+    /// Time in RUNNING since the last restart, ms (`runningTime`, 1.x `uptime`).
+    pub running_ms: Option<(u64, &'static str)>,
+    /// Time in RESTARTING now, ms (`restartingTime`, 1.x `downtime`: FAILING or RESTARTING).
+    pub restarting_ms: Option<(u64, &'static str)>,
+    /// The last checkpoint's `_metadata` size, bytes (2.x).
+    pub last_metadata_bytes: Option<u64>,
+}
+
+/// Reads the values of `/jobs/:id/metrics?get=…` asked for by [`job_status_names`]; Flink's
+/// `-1` (no value) is none.
+pub(crate) fn job_status(values: &[MetricValue]) -> JobStatusMetrics {
+    let get = |name: &'static str| -> Option<(u64, &'static str)> {
+        let v = values.iter().find(|m| m.id == name)?.value.as_deref()?.trim().parse::<f64>().ok()?;
+        (v >= 0.0).then_some((v as u64, name))
+    };
+    let either = |row: usize| {
+        let (new, old) = JOB_STATUS_METRICS[row];
+        get(new).or_else(|| old.and_then(get))
+    };
+    JobStatusMetrics {
+        restarts: either(0),
+        running_ms: either(1),
+        restarting_ms: either(2),
+        last_metadata_bytes: get("lastCheckpointMetadataSize").map(|(v, _)| v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(path: &str) -> Vec<MetricValue> {
+        let text =
+            std::fs::read_to_string(format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn the_2_x_names_are_read_where_the_job_lists_them_and_the_old_ones_elsewhere() {
+        let v2 = list("flink-2.3.0/backpressure-debuglog/rest/job-metrics-list.json");
+        assert_eq!(
+            job_status_names(&v2),
+            ["numRestarts", "runningTime", "restartingTime", "lastCheckpointMetadataSize"]
+        );
+        let v1_20 = list("flink-1.20.5/backpressure-debuglog/rest/job-metrics-list.json");
+        assert_eq!(job_status_names(&v1_20), ["numRestarts", "runningTime", "restartingTime"]);
+        let v1_14 = list("flink-1.14.6/backpressure-debuglog/rest/job-metrics-list.json");
+        assert_eq!(job_status_names(&v1_14), ["numRestarts", "uptime", "restartingTime"]);
+        // A list with the old names only.
+        let old: Vec<MetricValue> = ["fullRestarts", "uptime", "downtime"]
+            .iter()
+            .map(|id| MetricValue { id: id.to_string(), value: None })
+            .collect();
+        assert_eq!(job_status_names(&old), ["fullRestarts", "uptime", "downtime"]);
+    }
+
+    #[test]
+    fn the_values_carry_the_name_they_were_read_under() {
+        let values = list("flink-2.3.0/healthy/rest/job-metrics-values.json");
+        let m = job_status(&values);
+        assert_eq!(m.restarts, Some((0, "numRestarts")));
+        assert_eq!(m.restarting_ms, Some((0, "restartingTime")));
+        assert_eq!(m.last_metadata_bytes, Some(3820));
+        let old = [
+            MetricValue { id: "fullRestarts".into(), value: Some("2".into()) },
+            MetricValue { id: "downtime".into(), value: Some("-1".into()) },
+        ];
+        let m = job_status(&old);
+        assert_eq!(m.restarts, Some((2, "fullRestarts")));
+        assert_eq!(m.restarting_ms, None);
+    }
+}

@@ -61,3 +61,11 @@ impl JobCache {
         self.final_counts = Some(counts);
     }
 }
+/// What the poller remembers of a cluster's applications between rounds.
+#[derive(Default)]
+pub(super) struct Applications {
+    /// The version serves none (`/applications/overview` answered 404).
+    pub(super) unavailable: bool,
+    /// Per application fetched in detail: its job count then, and its job ids.
+    pub(super) jobs: std::collections::HashMap<String, (u64, Vec<String>)>,
+}

@@ -138,13 +138,21 @@ impl Poller {
         let configuration = match &config {
             Some(c) => {
                 let job_config = self.fetch(self.client.job_config(&job.jid)).await.ok().flatten();
+                let job_options =
+                    self.fetch(self.client.job_jobmanager_config(&job.jid)).await.ok().flatten();
                 let cluster_options = self
                     .cluster_options
                     .get_or_init(|| async {
                         self.fetch(self.client.jobmanager_config()).await.unwrap_or_default()
                     })
                     .await;
-                Some(Box::new(convert::configuration(c, job_config.as_ref(), cluster_options, None)))
+                Some(Box::new(convert::configuration_of(
+                    c,
+                    job_config.as_ref(),
+                    job_options.as_deref().unwrap_or_default(),
+                    cluster_options,
+                    None,
+                )))
             }
             None => None,
         };
@@ -153,7 +161,13 @@ impl Poller {
         }
         Ok(JobCache {
             state: job_state.clone(),
-            settings: Some(config.as_ref().map(convert::settings)),
+            // The settings as the configuration completed them (the interval during backlog is
+            // not in `/checkpoints/config`).
+            settings: Some(config.as_ref().map(|c| crate::observe::CheckpointSettings {
+                interval_during_backlog_ms:
+                    configuration.as_ref().and_then(|whole| whole.settings.interval_during_backlog_ms),
+                ..convert::settings(c)
+            })),
             configuration,
             vertex_names,
             final_poll_done: false,

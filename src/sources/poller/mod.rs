@@ -11,6 +11,7 @@
 //! `cache.rs` what is remembered of a job between rounds, `phase.rs` (pure) where a pending
 //! subtask stands.
 
+mod applications;
 mod cache;
 mod job;
 mod load;
@@ -70,6 +71,8 @@ pub struct Poller {
     /// Whether this round polls statistics only where due ([`stats_due`]): the cluster has
     /// more than [`ADAPTIVE_ABOVE_JOBS`] watched jobs.
     adaptive: bool,
+    /// The cluster's applications (2.3+) between rounds.
+    applications: cache::Applications,
 }
 
 impl Poller {
@@ -114,6 +117,7 @@ impl Poller {
             only: None,
             cluster_options: tokio::sync::OnceCell::new(),
             adaptive: false,
+            applications: Default::default(),
         })
     }
 
@@ -178,6 +182,8 @@ impl Poller {
                 return true;
             }
         };
+        let listed_ids: HashSet<String> = listed.iter().map(|j| j.jid.clone()).collect();
+        self.poll_applications(&listed_ids).await;
         let mut watched: Vec<dto::JobOverview> = listed.into_iter().filter(|j| self.watches(j)).collect();
         // At most max_jobs, running ones first (a stable sort keeps Flink's order otherwise).
         if watched.len() > self.config.max_jobs {

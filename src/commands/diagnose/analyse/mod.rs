@@ -118,6 +118,7 @@ pub(crate) fn analyse(d: &JobData, judged: Judged) -> JobReport {
         taskmanager: job.single_tm.clone(),
         config: job.settings.as_ref().map(config_line),
         counts: [counts.completed, counts.failed, counts.in_progress, counts.restored],
+        restarts_metric: d.status_metrics.as_ref().and_then(|m| m.restarts),
         pending: pending(&job),
         blocked_thread: d.blocked_thread.as_ref().map(super::blocked::line),
         recent,
