@@ -3,33 +3,28 @@
 //! reference model over up to 1,000 stored checkpoints, about 10 predictions).
 
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
+
+use lru::LruCache;
 
 use crate::advice::{Advice, Sample};
 use crate::observe::CheckpointConfiguration;
 
 /// How many jobs' advice is kept; the least recently asked for goes first.
-pub(crate) const CACHED_JOBS: usize = 256;
+pub(crate) const CACHED_JOBS: NonZeroUsize = NonZeroUsize::new(256).unwrap();
 
 /// What one job's advice was worked out from, and the advice.
 struct Entry {
     configuration: CheckpointConfiguration,
     recent: Vec<Sample>,
     advice: Arc<Advice>,
-    last_used: u64,
 }
 
-/// The kept advice by (cluster, job id), and a use counter that orders their last uses.
-#[derive(Default)]
-struct Entries {
-    clock: u64,
-    by_job: HashMap<(String, String), Entry>,
-}
-
-/// The cached advice of up to [`CACHED_JOBS`] jobs and the permit to work out more.
+/// The cached advice of up to [`CACHED_JOBS`] jobs by (cluster, job id), and the permit to
+/// work out more.
 pub(crate) struct AdviceCache {
-    entries: Mutex<Entries>,
+    entries: Mutex<LruCache<(String, String), Entry>>,
     /// One computation at a time: a page of many jobs, or a script asking for all of them,
     /// waits rather than taking every core from the poller.
     pub(crate) computing: tokio::sync::Semaphore,
@@ -37,7 +32,10 @@ pub(crate) struct AdviceCache {
 
 impl Default for AdviceCache {
     fn default() -> Self {
-        AdviceCache { entries: Mutex::default(), computing: tokio::sync::Semaphore::new(1) }
+        AdviceCache {
+            entries: Mutex::new(LruCache::new(CACHED_JOBS)),
+            computing: tokio::sync::Semaphore::new(1),
+        }
     }
 }
 
@@ -51,15 +49,9 @@ impl AdviceCache {
         configuration: &CheckpointConfiguration,
         recent: &[Sample],
     ) -> Option<Arc<Advice>> {
-        let mut guard = self.entries.lock();
-        let Entries { clock, by_job } = &mut *guard;
-        *clock += 1;
-        let entry = by_job.get_mut(&(cluster.to_string(), job_id.to_string()))?;
-        if entry.configuration != *configuration || entry.recent != recent {
-            return None;
-        }
-        entry.last_used = *clock;
-        Some(entry.advice.clone())
+        let mut entries = self.entries.lock();
+        let entry = entries.get(&(cluster.to_string(), job_id.to_string()))?;
+        (entry.configuration == *configuration && entry.recent == recent).then(|| entry.advice.clone())
     }
 
     /// Keeps `advice`, worked out from `configuration` and `recent`, dropping the least recently
@@ -72,23 +64,14 @@ impl AdviceCache {
         recent: Vec<Sample>,
         advice: Arc<Advice>,
     ) {
-        let mut guard = self.entries.lock();
-        let Entries { clock, by_job } = &mut *guard;
-        *clock += 1;
         let key = (cluster.to_string(), job_id.to_string());
-        let full = by_job.len() >= CACHED_JOBS && !by_job.contains_key(&key);
-        if let Some(oldest) =
-            full.then(|| by_job.iter().min_by_key(|(_, e)| e.last_used).map(|(k, _)| k.clone())).flatten()
-        {
-            by_job.remove(&oldest);
-        }
-        by_job.insert(key, Entry { configuration, recent, advice, last_used: *clock });
+        self.entries.lock().put(key, Entry { configuration, recent, advice });
     }
 
     #[cfg(test)]
     /// How many jobs' advice is kept.
     pub(crate) fn len(&self) -> usize {
-        self.entries.lock().by_job.len()
+        self.entries.lock().len()
     }
 }
 
@@ -135,13 +118,13 @@ mod tests {
         let configuration = CheckpointConfiguration::default();
         let recent = vec![sample(1)];
         let advice = advice_of(&configuration, &recent);
-        for i in 0..CACHED_JOBS {
+        for i in 0..CACHED_JOBS.get() {
             cache.put("c", &i.to_string(), configuration.clone(), recent.clone(), advice.clone());
         }
         // Job 0 is asked for again, so job 1 is now the least recently used.
         assert!(cache.get("c", "0", &configuration, &recent).is_some());
         cache.put("c", "new", configuration.clone(), recent.clone(), advice.clone());
-        assert_eq!(cache.len(), CACHED_JOBS);
+        assert_eq!(cache.len(), CACHED_JOBS.get());
         assert!(cache.get("c", "0", &configuration, &recent).is_some());
         assert!(cache.get("c", "1", &configuration, &recent).is_none());
         assert!(cache.get("c", "new", &configuration, &recent).is_some());
