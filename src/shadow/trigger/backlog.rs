@@ -201,8 +201,7 @@ impl TriggerShadow {
 pub(super) mod tests {
     use super::*;
     use crate::observe::{
-        CheckpointCounts, CheckpointSettings, FinishedCheckpoint, InProgressCheckpoint, JobKey, JobPoll,
-        SnapshotKind,
+        CheckpointSettings, FinishedCheckpoint, InProgressCheckpoint, JobPoll, SnapshotKind,
     };
     use crate::time::Timestamp;
 
@@ -250,23 +249,7 @@ pub(super) mod tests {
                 });
             }
         }
-        JobPoll {
-            key: JobKey { cluster: "c".into(), job_id: "j".into() },
-            job_name: "job".into(),
-            job_state: "RUNNING".into(),
-            polled_at: Timestamp(at),
-            counts: CheckpointCounts {
-                completed: finished.len() as u64,
-                failed: 0,
-                in_progress: in_progress.len() as u64,
-                restored: 0,
-            },
-            settings: Some(settings.clone()),
-            in_progress,
-            finished,
-            latest_restore: None,
-            deferred: Default::default(),
-        }
+        crate::shadow::trigger::tests::running_poll(at, settings.clone(), finished, in_progress)
     }
 
     /// A job whose source reports backlog from its start until 63 s, as Flink schedules it: the

@@ -453,7 +453,7 @@ mod tests {
     }
 
     /// A poll of a running job at `at` that shows `finished` and `in_progress`.
-    fn running_poll(
+    pub(super) fn running_poll(
         at: i64,
         settings: CheckpointSettings,
         finished: Vec<FinishedCheckpoint>,
