@@ -40,7 +40,7 @@ pub struct ClusterState {
     /// What Flink's metrics said (evidence rounds), not persisted.
     pub(crate) evidence: super::evidence::ClusterEvidence,
     /// What its jobs' checkpoint storage held (storage rounds), not persisted.
-    pub storage: super::storage::ClusterStorage,
+    pub(crate) storage: super::storage::ClusterStorage,
     /// Its applications (Flink 2.3+), as the last poll round saw them; not persisted.
     pub(crate) applications: Vec<crate::observe::Application>,
 }

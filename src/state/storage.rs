@@ -19,29 +19,29 @@ const METADATA_KEPT: usize = 32;
 
 /// A completed checkpoint as the storage source needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KnownCheckpoint {
+pub(crate) struct KnownCheckpoint {
     /// Where Flink stored it.
-    pub path: String,
+    pub(crate) path: String,
     /// Its full state size as Flink reports it.
-    pub full_state_bytes: Option<u64>,
+    pub(crate) full_state_bytes: Option<u64>,
 }
 
 /// A job's storage: what the polls said and the latest listing found.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct JobStorageState {
+pub(crate) struct JobStorageState {
     /// Completed checkpoints (not savepoints) by id, the newest [`PATHS_KEPT`].
-    pub paths: BTreeMap<u64, KnownCheckpoint>,
+    pub(crate) paths: BTreeMap<u64, KnownCheckpoint>,
     /// The latest listing, and when it was made.
-    pub latest: Option<(Box<JobStorage>, Timestamp)>,
+    pub(crate) latest: Option<(Box<JobStorage>, Timestamp)>,
     /// `_metadata` size by checkpoint id, over the rounds (the newest [`METADATA_KEPT`]).
-    pub metadata: VecDeque<(u64, u64)>,
+    pub(crate) metadata: VecDeque<(u64, u64)>,
     /// Listings of its directory the storage throttled (`503 SlowDown`, 429), since the start.
-    pub throttled: u64,
+    pub(crate) throttled: u64,
 }
 
 impl JobStorageState {
     /// Takes in the completed checkpoints of a poll.
-    pub fn observe_poll(&mut self, finished: &[FinishedCheckpoint]) {
+    pub(crate) fn observe_poll(&mut self, finished: &[FinishedCheckpoint]) {
         for cp in finished {
             if cp.status != CheckpointStatus::Completed || cp.kind == SnapshotKind::Savepoint {
                 continue;
@@ -56,7 +56,7 @@ impl JobStorageState {
     }
 
     /// Takes in a listing made at `at`.
-    pub fn observe_listing(&mut self, listing: &JobStorage, at: Timestamp) {
+    pub(crate) fn observe_listing(&mut self, listing: &JobStorage, at: Timestamp) {
         for folder in &listing.checkpoints {
             let Some(bytes) = folder.metadata_bytes else { continue };
             match self.metadata.iter().position(|(id, _)| *id >= folder.id) {
@@ -73,7 +73,7 @@ impl JobStorageState {
 
     /// How the `_metadata` grows: bytes per checkpoint over the sizes kept (least squares over
     /// the ids), `None` with fewer than three.
-    pub fn metadata_growth_per_checkpoint(&self) -> Option<f64> {
+    pub(crate) fn metadata_growth_per_checkpoint(&self) -> Option<f64> {
         if self.metadata.len() < 3 {
             return None;
         }
@@ -89,36 +89,36 @@ impl JobStorageState {
     }
 
     /// The latest listing.
-    pub fn listing(&self) -> Option<&JobStorage> {
+    pub(crate) fn listing(&self) -> Option<&JobStorage> {
         self.latest.as_ref().map(|(l, _)| &**l)
     }
 }
 
 /// A cluster's storage rounds.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct ClusterStorage {
+pub(crate) struct ClusterStorage {
     /// Rounds applied.
-    pub rounds: u64,
+    pub(crate) rounds: u64,
     /// List requests made.
-    pub requests: u64,
+    pub(crate) requests: u64,
     /// Listings left for a later round by the budget.
-    pub requests_cut: u64,
+    pub(crate) requests_cut: u64,
     /// Entries not read (listings stopped at their bound).
-    pub entries_cut: u64,
+    pub(crate) entries_cut: u64,
     /// Failed requests by kind.
-    pub errors: BTreeMap<&'static str, u64>,
+    pub(crate) errors: BTreeMap<&'static str, u64>,
     /// Directories that cannot be reached now.
-    pub unreachable: BTreeSet<String>,
+    pub(crate) unreachable: BTreeSet<String>,
     /// Per base directory, the folders of jobs that no longer run (from the last round that
     /// listed it).
-    pub bases: BTreeMap<String, BaseStorage>,
+    pub(crate) bases: BTreeMap<String, BaseStorage>,
     /// When the last round ended.
-    pub last_round: Option<Timestamp>,
+    pub(crate) last_round: Option<Timestamp>,
 }
 
 impl ClusterStorage {
     /// Takes in a round's counters and bases (the jobs' listings go to the jobs).
-    pub fn apply(&mut self, round: &StorageRound) {
+    pub(crate) fn apply(&mut self, round: &StorageRound) {
         self.rounds += 1;
         self.requests += u64::from(round.requests);
         self.requests_cut += u64::from(round.requests_cut);
@@ -143,11 +143,6 @@ impl ClusterStorage {
             }
         }
         self.last_round = Some(round.at);
-    }
-
-    /// Requests answered `503 SlowDown` (or 429) so far.
-    pub fn throttled(&self) -> u64 {
-        self.errors.get("throttled").copied().unwrap_or(0)
     }
 }
 

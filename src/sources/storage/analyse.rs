@@ -10,35 +10,35 @@ use crate::time::Timestamp;
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Entry {
     /// Its path below the job's directory (`chk-7/_metadata`, `shared/abc`).
-    pub path: String,
+    pub(crate) path: String,
     /// Its size, bytes.
-    pub size: u64,
+    pub(crate) size: u64,
     /// When it was last written.
-    pub modified: Timestamp,
+    pub(crate) modified: Timestamp,
 }
 
 /// What Flink reports of a job's checkpoints, as the analysis needs it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct JobFacts {
     /// Flink's job id.
-    pub job_id: String,
+    pub(crate) job_id: String,
     /// Its checkpoint directory as Flink names it (`<base>/<job id>`).
-    pub dir: String,
+    pub(crate) dir: String,
     /// Completed checkpoints Flink retains (`num-retained`).
-    pub num_retained: u32,
+    pub(crate) num_retained: u32,
     /// The newest completed checkpoint's id, when known.
-    pub newest_completed: Option<u64>,
+    pub(crate) newest_completed: Option<u64>,
     /// Checkpoints in progress at the last poll.
-    pub in_progress: Vec<u64>,
+    pub(crate) in_progress: Vec<u64>,
     /// The full state size Flink reports for the newest completed checkpoint.
-    pub reported_state_bytes: Option<u64>,
+    pub(crate) reported_state_bytes: Option<u64>,
     /// Whether file merging is on.
-    pub file_merging: bool,
+    pub(crate) file_merging: bool,
     /// The RPC frame size, bytes.
-    pub framesize_bytes: u64,
+    pub(crate) framesize_bytes: u64,
     /// A folder written within this many ms is never an orphan (Flink deletes subsumed
     /// checkpoints asynchronously; a checkpoint may start between the poll and the listing).
-    pub grace_ms: u64,
+    pub(crate) grace_ms: u64,
 }
 
 /// The analysis of one job's listing (`truncated`: it stopped at its bound).

@@ -112,9 +112,9 @@ impl ListError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Location {
     /// The store (`file`, `s3://bucket`, `gs://bucket`, `abfss://container@account…`).
-    pub store: String,
+    pub(crate) store: String,
     /// The path inside it.
-    pub path: String,
+    pub(crate) path: String,
 }
 
 /// Where `path` (already mapped) lives; `None` for a scheme no store here reads.
@@ -179,11 +179,11 @@ fn build_store(key: &str, s: &StorageConfig) -> Result<Arc<dyn ObjectStore>, Lis
 #[derive(Debug, Default)]
 pub(crate) struct Plan {
     /// Per watched running job: what Flink says, and its directory as the daemon reads it.
-    pub jobs: Vec<(JobFacts, String)>,
+    pub(crate) jobs: Vec<(JobFacts, String)>,
     /// Base directories: (as Flink names it, as the daemon reads it).
-    pub bases: Vec<(String, String)>,
+    pub(crate) bases: Vec<(String, String)>,
     /// Every job the cluster lists: its status and whether it runs.
-    pub known: HashMap<String, (String, bool)>,
+    pub(crate) known: HashMap<String, (String, bool)>,
 }
 
 /// What a round of `cluster` lists (`mapping`: the cluster's `storage_paths`).

@@ -175,7 +175,7 @@ pub struct JobState {
     pub traced: traced::Traced,
     /// Its checkpoint storage: the completed checkpoints' paths and the latest listing (not
     /// persisted; boxed, the state stays within its allocation class).
-    pub storage: Box<super::storage::JobStorageState>,
+    pub(crate) storage: Box<super::storage::JobStorageState>,
 }
 
 impl JobState {
