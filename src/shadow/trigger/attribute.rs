@@ -150,10 +150,12 @@ impl TriggerShadow {
             } else {
                 DeviationKind::LateTrigger
             }
-        } else if config.max_concurrent == 1 && ran_when_slot_freed(c, prev) {
+        } else if config.max_concurrent == 1 && ran_when_slot_freed(c, prev) && !self.anchor_on_tick {
             // Early, but right when the previous checkpoint ended: a request that had queued
             // while a checkpoint was pending (the history seen starts after the one that held
-            // the queue, so the model had no queue to replay).
+            // the queue, so the model had no queue to replay). From an anchor on a known tick the
+            // model did replay the queue: a periodic tick there would have matched, so a request
+            // that queued and did not match is a manual one.
             DeviationKind::LongCheckpoint
         } else {
             DeviationKind::ManualTrigger
@@ -210,6 +212,7 @@ impl TriggerShadow {
         if (matched && on_tick) || unseen > 0 || self.since_anchor.len() >= MAX_SINCE_ANCHOR {
             self.since_anchor = vec![c.clone()];
             self.grid_uncertain = unseen > 0 && !matched;
+            self.anchor_on_tick = matched && on_tick;
         } else {
             if matched && self.since_anchor.first().map(|s| s.triggered_at) != Some(nearest.anchor_time) {
                 // Matched from the previous checkpoint (or the latest manual trigger, where the
@@ -220,6 +223,7 @@ impl TriggerShadow {
                     .and_then(|m| m.anchor.take())
                     .filter(|m| m.triggered_at == nearest.anchor_time);
                 self.since_anchor = vec![manual.unwrap_or_else(|| prev.clone())];
+                self.anchor_on_tick = false;
             }
             self.since_anchor.push(c.clone());
             self.grid_uncertain = !matched;
@@ -261,6 +265,7 @@ impl TriggerShadow {
         self.forget_manual_anchor();
         self.since_anchor = vec![c.clone()];
         self.grid_uncertain = false;
+        self.anchor_on_tick = false;
         self.last = Some(c);
     }
 }
@@ -336,6 +341,27 @@ mod tests {
         });
         let held = shadow.deviations().find(|d| d.kind == DeviationKind::Savepoint).expect("the held tick");
         assert!(held.sentence.contains("the manual checkpoint 4 ran in between"), "{}", held.sentence);
+    }
+
+    #[test]
+    fn a_manual_trigger_queued_behind_a_periodic_checkpoint_on_the_grid_is_manual() {
+        // Requested while the periodic checkpoints of the 12 s and 27 s ticks were pending (as a
+        // live 2.3.0 run under load did): each runs the moment the one before it ends. The
+        // periodic checkpoint before it sat on the grid and ended before the next tick, so no
+        // periodic tick can have queued there: a manual trigger, not a long checkpoint.
+        let extra = [(12_030, 80, SnapshotKind::Checkpoint), (27_010, 80, SnapshotKind::Checkpoint)];
+        let series = series(&extra, 10);
+        let shadow = replay(&series, &five_seconds(), 50_000, &mut |at, shadow| {
+            let unexplained: Vec<_> = shadow.deviations().filter(|d| !d.explained).collect();
+            assert!(unexplained.is_empty(), "at {at} ms: {unexplained:#?}");
+        });
+        let kinds: Vec<(u64, DeviationKind)> =
+            shadow.deviations().map(|d| (d.checkpoint_id, d.kind)).collect();
+        let id = |t: i64| series.iter().find(|s| s.1 == t).unwrap().0;
+        assert_eq!(
+            kinds,
+            vec![(id(12_060), DeviationKind::ManualTrigger), (id(27_060), DeviationKind::ManualTrigger)]
+        );
     }
 
     #[test]

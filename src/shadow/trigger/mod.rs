@@ -105,6 +105,9 @@ pub struct TriggerShadow {
     /// Whether the schedule may have moved (after an unexplained trigger): the previous
     /// checkpoint is tried as an anchor too.
     grid_uncertain: bool,
+    /// Whether the schedule anchor is a checkpoint that matched a tick of the model: the grid
+    /// is known there, so the model's replay from it shows every tick that could have queued.
+    anchor_on_tick: bool,
     last: Option<Seen>,
     processed_max: u64,
     savepoints: VecDeque<(u64, Timestamp, Timestamp)>,
@@ -172,6 +175,7 @@ impl TriggerShadow {
         self.config = CoordinatorConfig::from_settings(settings);
         // A new configuration starts a new schedule.
         self.since_anchor.clear();
+        self.anchor_on_tick = false;
         self.grid_uncertain = true;
     }
 
