@@ -303,7 +303,7 @@ scenario_args() {
     minpause)     echo "--interval-ms 2000 --min-pause-ms 5000" ;;
     # Issue 41: the fast source reports backlog (FLIP-309) for its first minute, checkpoints every
     # 10 s meanwhile, then every 2.5 s; manual triggers by REST between periodic ones.
-    backlog)      echo "--interval-ms 2500 --interval-during-backlog-ms 10000 --backlog-s 60" ;;
+    backlog)      echo "--interval-ms 2500 --interval-during-backlog-ms 10000 --backlog-s 40" ;;
     manual-trigger) echo "--interval-ms 5000" ;;
     failover)     echo "--interval-ms 3000 --fail-after-s 35 --restart-delay-ms 3000" ;;
     tolerable-exceeded) echo "--interval-ms 2000 --snapshot-decline-every 1 --tolerable 2 --restart-attempts 2 --restart-delay-ms 2000" ;;

@@ -34,7 +34,7 @@ Prometheus' API, and runs `checkpoint-sentinel diagnose` against Flink itself:
             checkpoint exactly once from the spans and the polls together: its counts equal
             Flink's, checkpoint_sentinel_checkpoints_observed_total by source adds up to them,
             none unobserved, the store holds each id once, end-to-end durations equal Flink's
-  backlog   the fast source reports backlog (FLIP-309) for its first minute, interval during backlog
+  backlog   the fast source reports backlog (FLIP-309) for its first 40 s, interval during backlog
             10 s, then 2.5 s: Flink's history shows both spacings; no alert of the job at any
             second; the shadow explains the 10 s triggers (backlog_interval), none unexplained, and
             its schedule says "backlog interval in force" while it holds (1.19+)
@@ -1111,20 +1111,21 @@ def watch_quietly(env, job, seconds, sample=None):
     return seen, alerts, described
 
 
-BACKLOG_S, BACKLOG_INTERVAL_MS, INTERVAL_MS = 60, 10_000, 2_500
+# 40 s of backlog give 3-4 gaps of 10 s; the 25 s after it 6-10 of 2.5 s (CI time: was 60 + 35 s).
+BACKLOG_S, BACKLOG_INTERVAL_MS, INTERVAL_MS, AFTER_BACKLOG_S = 40, 10_000, 2_500, 25
 
 
 @since((1, 19), "sources report backlog (SplitEnumeratorContext#setIsProcessingBacklog) from 1.19 (FLIP-309)")
 def backlog(env):
-    """The fast source reports backlog for its first minute with an interval during backlog of 10 s
+    """The fast source reports backlog for its first 40 s with an interval during backlog of 10 s
     (a job parameter), then catches up (2.5 s): Flink's own history shows both spacings; no alert of
     the job at any second; the shadow explains the 10 s triggers (deviation kind backlog_interval,
     none unexplained), its schedule says "backlog interval in force" while it holds, and the page."""
     job = env.flink("submit", env.a.version, "backlog")
     in_force, schedules = [], set()
-    # The job page in headless Chromium 35 s in, while the backlog holds (beside the sampling).
+    # The job page in headless Chromium 25 s in, while the backlog holds (beside the sampling).
     dom = []
-    shot = threading.Timer(35, lambda: dom.append(page(env, f"#/jobs/{env.a.cluster}/{job}")))
+    shot = threading.Timer(25, lambda: dom.append(page(env, f"#/jobs/{env.a.cluster}/{job}")))
     shot.start()
 
     def sample(api):
@@ -1134,7 +1135,7 @@ def backlog(env):
         if ex.get("schedule"):
             schedules.add(ex["schedule"])
 
-    seen, alerts, described = watch_quietly(env, job, BACKLOG_S + env.a.seconds, sample)
+    seen, alerts, described = watch_quietly(env, job, BACKLOG_S + AFTER_BACKLOG_S, sample)
     gaps = trigger_gaps(seen)
     long_gaps = [(i, g) for i, g in gaps if abs(g - BACKLOG_INTERVAL_MS) <= 600]
     short_gaps = [(i, g) for i, g in gaps if abs(g - INTERVAL_MS) <= 200]
@@ -1143,7 +1144,7 @@ def backlog(env):
           f"Flink's trigger gaps (id, ms): 10 s ones {long_gaps}; 2.5 s ones: {len(short_gaps)} of {len(gaps)}")
     evidence = f"; descriptions {described}; {unexplained_deviations(env, job)}" if alerts else ""
     check("backlog: no alert of the job pending or firing at any second", not alerts,
-          f"sampled every second for {BACKLOG_S + env.a.seconds} s: {sorted(alerts) or 'none'}{evidence}")
+          f"sampled every second for {BACKLOG_S + AFTER_BACKLOG_S} s: {sorted(alerts) or 'none'}{evidence}")
     shadow = env.daemon_job(job).get("shadow", {})
     devs = shadow.get("deviations", [])
     explained = [d for d in devs if d["kind"] == "backlog_interval"]
@@ -1160,7 +1161,7 @@ def backlog(env):
     line = re.search(r"Backlog interval[^.]*", text)
     check("backlog: the job page said 'backlog interval in force' while it held",
           "backlog interval in force" in text and line is not None and "in force" in line.group(0),
-          f"page at 35 s: {line.group(0).strip() if line else 'no backlog line'}; schedule "
+          f"page at 25 s: {line.group(0).strip() if line else 'no backlog line'}; schedule "
           f"{re.search(r'checkpoints every [^;(]*', text).group(0) if 'checkpoints every' in text else None!r}")
     print(f"    explanation while in backlog: {in_force[0] if in_force else None}", flush=True)
     print(f"    a deviation: {explained[0]['sentence'] if explained else None}", flush=True)
@@ -1211,13 +1212,14 @@ def manual_trigger(env):
           and None not in ids,
           f"refused {refused[:2] if refused else None} ({'names FLINK-33723' if refused and 'FLINK-33723' in refused[2] else 'no FLINK-33723'}); "
           f"manual checkpoints by request: {ids}")
-    more, a, d = watch_quietly(env, job, env.a.seconds)
+    # Three periodic checkpoints after the savepoint (CI time: was 35 s).
+    more, a, d = watch_quietly(env, job, 15)
     seen.update(more)
     alerts |= a
     described.update(d)
     evidence = f"; descriptions {described}; {unexplained_deviations(env, job)}" if alerts else ""
     check("manual-trigger: no alert of the job pending or firing at any second", not alerts,
-          f"sampled every second for {8 + 5 * 4 + env.a.seconds} s and more: {sorted(alerts) or 'none'}{evidence}")
+          f"sampled every second for {8 + 5 * 4 + 15} s and more: {sorted(alerts) or 'none'}{evidence}")
     shadow = env.daemon_job(job).get("shadow", {})
     devs = shadow.get("deviations", [])
     put_down = {d["checkpoint_id"]: d["kind"] for d in devs if d["checkpoint_id"] in ids}
