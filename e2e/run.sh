@@ -150,7 +150,7 @@ python3 "$ROOT/e2e/scenarios.py" --version "$VERSION" --rest "$REST" --flink-sh 
   --daemon "http://127.0.0.1:$DAEMON_PORT" --alertmanager "http://127.0.0.1:$AM_PORT" \
   --prometheus "http://127.0.0.1:$PROM_PORT" --seconds "${SENTINEL_E2E_SECONDS:-35}" \
   --daemon-config "$WORK/sentinel.toml" --daemon-pid-file "$WORK/daemon.pid" \
-  --store-seconds "${SENTINEL_E2E_STORE_SECONDS:-120}" \
+  --store-seconds "${SENTINEL_E2E_STORE_SECONDS:-60}" \
   ${SENTINEL_E2E_ONLY:+--only $SENTINEL_E2E_ONLY}
 
 curl -fsS "http://127.0.0.1:$DAEMON_PORT/metrics" > "$WORK/metrics.prom"

@@ -1696,7 +1696,7 @@ def main():
     ap.add_argument("--seconds", type=int, default=35)
     ap.add_argument("--daemon-config", help="the daemon's config (the store scenario restarts it)")
     ap.add_argument("--daemon-pid-file", help="where run.sh keeps the daemon's pid")
-    ap.add_argument("--store-seconds", type=int, default=120, help="how long the store scenario's job runs")
+    ap.add_argument("--store-seconds", type=int, default=60, help="how long the store scenario's job runs (60 s: 20 checkpoints between restarts, twice the history of 10)")
     ap.add_argument("--cluster", default="e2e", help="the cluster's name in the daemon's config (run.sh: e2e)")
     ap.add_argument("--only", nargs="*")
     a = ap.parse_args()
