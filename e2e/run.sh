@@ -140,6 +140,8 @@ TOML
 "$BIN" check-config "$WORK/sentinel.toml" > /dev/null
 "$BIN" run --config "$WORK/sentinel.toml" > "$WORK/daemon.log" 2>&1 &
 echo $! > "$WORK/daemon.pid"
+# The store scenario kills it (-9) on purpose: no "Killed" job notice from this shell.
+disown
 
 wait_http "http://127.0.0.1:$DAEMON_PORT/readyz" 30
 wait_http "http://127.0.0.1:$AM_PORT/-/ready" 30
