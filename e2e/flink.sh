@@ -19,6 +19,8 @@
 #   submit    VERSION SCENARIO [JOB ARGS]   upload + run the job via REST, print the job id
 #   cancel    VERSION JOBID                 cancel a job, wait until it is CANCELED
 #   tm-pid    [VERSION]                     print the TaskManager's PID (failover tests kill it)
+#   start-tm  [VERSION]                     start one more TaskManager (a free data port), wait until
+#                                           it registers, print its PID (the incident scenario)
 #   log-dir   [VERSION]                     print the JM/TM log directory
 #   rest-url  [VERSION]                     print the REST base URL
 #   scenarios                               list the scenarios and their job args
@@ -373,6 +375,32 @@ cmd_tm_pid() {
   live_pid_of "$(flink_home "$v")" taskexecutor || die "no running TaskManager for Flink $v"
 }
 
+# One more TaskManager beside the running ones: the same configuration but a free data port (the
+# first one's is pinned to base+126). It registers with the JobManager before this returns; its
+# PID is printed. `stop` stops it with the others (the pid file lists every instance).
+cmd_start_tm() {
+  local v="${1:-$DEFAULT_VERSION}" fh before i tms pid
+  require_installed "$v"
+  fh="$(flink_home "$v")"
+  live_pid_of "$fh" standalonesession >/dev/null || die "no JobManager of Flink $v: run start first"
+  before=$(overview_field taskmanagers)
+  export USER="${USER:-$(id -un)}"
+  export FLINK_CONF_DIR="$fh/conf" FLINK_LOG_DIR="$fh/log" FLINK_PID_DIR="$fh/run"
+  "$fh/bin/taskmanager.sh" start -D taskmanager.data.port=0 >&2
+  pid=$(tail -n 1 "$fh"/run/*-taskexecutor.pid)
+  for i in $(seq 1 180); do
+    tms=$(overview_field taskmanagers)
+    if [ "${tms:-0}" -gt "${before:-0}" ] 2>/dev/null; then
+      log "Flink $v: $tms TaskManager(s); the new one is pid $pid"
+      echo "$pid"
+      return 0
+    fi
+    kill -0 "$pid" 2>/dev/null || die "the new TaskManager (pid $pid) died; see $fh/log"
+    sleep 0.5
+  done
+  die "the new TaskManager did not register within 90 s; see $fh/log"
+}
+
 cmd_log_dir() { local v="${1:-$DEFAULT_VERSION}"; echo "$(flink_home "$v")/log"; }
 cmd_rest_url() { echo "$REST"; }
 
@@ -388,6 +416,7 @@ main() {
     submit)    cmd_submit "$@" ;;
     cancel)    cmd_cancel "$@" ;;
     tm-pid)    cmd_tm_pid "$@" ;;
+    start-tm)  cmd_start_tm "$@" ;;
     log-dir)   cmd_log_dir "$@" ;;
     rest-url)  cmd_rest_url "$@" ;;
     scenarios) cmd_scenarios ;;

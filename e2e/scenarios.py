@@ -41,6 +41,9 @@ Prometheus' API, and runs `checkpoint-sentinel diagnose` against Flink itself:
   manual_trigger  FULL and CONFIGURED manual triggers by REST between periodic checkpoints, an
             INCREMENTAL one Flink refuses (FLINK-33723) and a savepoint: no alert at any second;
             each manual checkpoint is put down to a manual trigger, none unexplained (1.19+)
+  incident  two TaskManagers, five parallelism-1 jobs, the TaskManager with most of them paused
+            (SIGSTOP) 20 s: one incident names it with exactly its jobs, within one poll round of
+            Flink's first expiry; the job elsewhere stays out and healthy; it ends after SIGCONT (2.x)
   prometheus  a real Prometheus scraped the daemon and answers for flink_checkpoints_total
   blocked   a blocking-map subtask holds its task thread (Thread.sleep in
             sentinel.e2e.ScenarioJob$BlockingMap.holdTheThread) past the 10 s checkpoint timeout;
@@ -1689,6 +1692,119 @@ def metadata_growth(env):
         env.flink("cancel", env.a.version, job)
 
 
+INCIDENT_JOBS, INCIDENT_TIMEOUT_MS, INCIDENT_PAUSE_S = 5, 6_000, 20
+
+
+def job_taskmanagers(env, job):
+    """The TaskManager ids that run a subtask of `job` (Flink's REST, once every subtask is placed)."""
+    for _ in range(30):
+        tms, placed = set(), True
+        for v in get_json(f"{env.a.rest}/jobs/{job}").get("vertices", []):
+            for st in get_json(f"{env.a.rest}/jobs/{job}/vertices/{v['id']}")["subtasks"]:
+                placed &= bool(st.get("taskmanager-id")) and st.get("status") == "RUNNING"
+                tms.add(st.get("taskmanager-id"))
+        if placed and tms:
+            return tms
+        time.sleep(1)
+    raise RuntimeError(f"job {job}: subtasks not all RUNNING and placed after 30 s")
+
+
+def secs(at, since):
+    """`at - since` as "1.2 s", or "never" when `at` is None."""
+    return "never" if at is None or since is None else f"{at - since:.1f} s"
+
+
+def incidents(env):
+    return get_json(f"{env.a.daemon}/api/v1/incidents?members=true").get("incidents", [])
+
+
+@since((2, 0), "any version has two TaskManagers and SIGSTOP; it runs on the 2.x line only, for CI's time")
+def incident(env):
+    """Two TaskManagers and five parallelism-1 jobs (Flink fills one TaskManager's 4 slots first);
+    the TaskManager with the most jobs paused (SIGSTOP) for 20 s while their checkpoints expire
+    (timeout 6 s): the daemon names one incident whose cause is that TaskManager and whose members
+    are exactly its jobs, within one poll round of Flink showing the first expiry; the job on the
+    other TaskManager stays out of it; the incident ends once the TaskManager runs again."""
+    v = env.a.version
+    base = int(env.a.rest.rsplit(":", 1)[1]) - 81
+    first_pid = int(env.flink("tm-pid", v))
+    second_pid = int(env.flink("start-tm", v))
+    paused = None
+    try:
+        jobs = [env.flink("submit", v, "healthy", "--parallelism", "1", "--interval-ms", "1000",
+                          "--timeout-ms", str(INCIDENT_TIMEOUT_MS), "--job-name", f"sentinel-e2e-incident-{i}")
+                for i in range(INCIDENT_JOBS)]
+        on = {job: job_taskmanagers(env, job) for job in jobs}
+        tms = get_json(f"{env.a.rest}/taskmanagers")["taskmanagers"]
+        pid_of = {t["id"]: (first_pid if t["dataPort"] == base + 126 else second_pid) for t in tms}
+        tm = max(pid_of, key=lambda t: sum(t in ts for ts in on.values()))
+        members = {job for job, ts in on.items() if tm in ts}
+        others = set(jobs) - members
+        print(f"    {len(members)} jobs on {tm} (pid {pid_of[tm]}), {len(others)} elsewhere", flush=True)
+        # Every job checkpoints and the daemon knows it, and nothing is an incident yet.
+        for _ in range(60):
+            ready = all(env.checkpoints(j)["counts"].get("completed", 0) >= 3 for j in jobs)
+            known = all(j in {x["job_id"] for x in get_json(f"{env.a.daemon}/api/v1/jobs").get("jobs", [])} for j in jobs)
+            if ready and known:
+                break
+            time.sleep(1)
+        before = incidents(env)
+        check("incident: none before the pause", not before, f"{[i['text'] for i in before] or 'none'}")
+
+        paused = pid_of[tm]
+        os.kill(paused, signal.SIGSTOP)
+        t0, first_expiry, named, seen = time.time(), None, None, None
+        failed0 = {j: env.checkpoints(j)["counts"].get("failed", 0) for j in members}
+        while time.time() - t0 < INCIDENT_PAUSE_S:
+            if first_expiry is None and any(env.checkpoints(j)["counts"].get("failed", 0) > failed0[j] for j in members):
+                first_expiry = time.time()
+            found = [i for i in incidents(env) if i["cause"]["kind"] == "taskmanager" and tm in i["cause"]["value"]]
+            if found and named is None:
+                named, seen = time.time(), found[0]
+            if named and first_expiry and time.time() - named > 3:
+                break
+            time.sleep(0.5)
+        got = {m["job_id"] for m in (seen or {}).get("members", [])}
+        lag = None if named is None or first_expiry is None else named - first_expiry
+        check("incident: one incident names the paused TaskManager, with exactly its jobs",
+              seen is not None and got == members and not (got & others),
+              f"{seen['text'] if seen else 'no incident'}; members {len(got)} of the {len(members)} jobs on {tm}, "
+              f"jobs elsewhere in it: {sorted(got & others) or 'none'}")
+        check("incident: named within one poll round of Flink showing the first expired checkpoint",
+              lag is not None and lag <= 2.5,
+              f"named {secs(named, t0)} after the pause, Flink's first expiry {secs(first_expiry, t0)} after "
+              f"it: {secs(named, first_expiry)} apart (the daemon polls every 1 s, its rules every 1 s)")
+        healthy = [env.daemon_job(j).get("health") for j in others]
+        check("incident: the job on the other TaskManager stays out of it and healthy",
+              bool(others) and all(h == "ok" for h in healthy),
+              f"{len(others)} job(s): health {healthy}; healthy_without {seen.get('healthy_without') if seen else None}")
+        if seen:
+            code, text, _, _ = run_diagnose(env, next(iter(members)))
+            first = next((line for line in text.splitlines()[1:] if line.strip()), "")
+            print(f"    diagnose's first line: {first}", flush=True)
+        os.kill(paused, signal.SIGCONT)
+        paused, t1, ended = None, time.time(), None
+        while time.time() - t1 < 60:
+            if not [i for i in incidents(env) if i["id"] == (seen or {}).get("id")]:
+                ended = time.time() - t1
+                break
+            time.sleep(1)
+        check("incident: it ends once the TaskManager runs again", seen is not None and ended is not None,
+              f"ended {secs(ended, 0)} after SIGCONT")
+        for job in jobs:
+            env.flink("cancel", v, job)
+    finally:
+        if paused:
+            os.kill(paused, signal.SIGCONT)
+        # The second TaskManager goes (SIGTERM: it deregisters), so later scenarios see one.
+        os.kill(second_pid, signal.SIGTERM)
+        wait_gone(second_pid)
+        for _ in range(60):
+            if len(get_json(f"{env.a.rest}/taskmanagers")["taskmanagers"]) <= 1:
+                break
+            time.sleep(1)
+
+
 def main():
     ap = argparse.ArgumentParser()
     for flag in ("rest", "daemon", "alertmanager", "prometheus", "flink-sh", "bin", "version"):
@@ -1703,7 +1819,7 @@ def main():
     env = Env(a)
     for scenario in (healthy, expired, declined, backpressure, failover, restore_savepoint, store, savepoint, traces,
                      backlog, manual_trigger, blocked, gc, skew, storage_orphans, storage_s3, metadata_growth,
-                     prometheus):
+                     incident, prometheus):
         if a.only and scenario.__name__ not in a.only:
             continue
         if not applies(scenario.__name__, a.version):
