@@ -6,7 +6,7 @@
 //! Pure: the listing's time and `now` are arguments.
 
 use crate::observe::JobStorage;
-use crate::state::storage::{ClusterStorage, JobStorageState};
+use crate::state::storage::{ClusterStorage, JobStorageState, UploadSpread};
 use crate::time::bytes as format_bytes;
 use crate::time::{Timestamp, human_ms};
 
@@ -21,11 +21,49 @@ const METADATA_SHARE: f64 = 0.5;
 const METADATA_REACH: f64 = 1_000.0;
 
 /// Whether the storage is where the evidence points: orphans, a `_metadata` past half the frame
-/// size or growing to it within [`METADATA_REACH`] checkpoints, throttled listings, or `shared/`
-/// at three times the state.
+/// size or growing to it within [`METADATA_REACH`] checkpoints, throttled listings, `shared/`
+/// at three times the state, or every subtask uploading slowly alike ([`slow_storage`]).
 pub(crate) fn points_there(s: &JobStorageState) -> bool {
-    let Some(l) = s.listing() else { return s.throttled > 0 };
-    s.throttled > 0 || !l.orphans.is_empty() || metadata_at_risk(s, l) || shared_outruns(l)
+    if s.throttled > 0 || slow_storage(s).is_some() {
+        return true;
+    }
+    s.listing().is_some_and(|l| !l.orphans.is_empty() || metadata_at_risk(s, l) || shared_outruns(l))
+}
+
+/// Whether the `_metadata` is where the evidence points (past half the frame size, or growing
+/// to it).
+pub(crate) fn metadata_points_there(s: &JobStorageState) -> bool {
+    s.listing().is_some_and(|l| metadata_at_risk(s, l))
+}
+
+/// The newest rated checkpoint's uploads when they point at the storage: every subtask uploaded
+/// slowly alike (the slowest within a third of its siblings' median) and the upload was half or
+/// more of the checkpoint's time.
+pub(crate) fn slow_storage(s: &JobStorageState) -> Option<&UploadSpread> {
+    s.upload.as_ref().filter(|u| u.every_subtask() && u.upload_bound())
+}
+
+fn rate(bytes_per_s: f64) -> String {
+    format!("{}/s", format_bytes(bytes_per_s))
+}
+
+/// When one subtask uploaded slowly among fast siblings and the upload was most of the
+/// checkpoint's time: a sentence that names it (that subtask or its host, not the storage).
+pub(crate) fn slow_subtask(s: &JobStorageState) -> Option<String> {
+    let u = s.upload.as_ref().filter(|u| u.one_subtask() && u.upload_bound())?;
+    let w = &u.slowest;
+    Some(format!(
+        "{} #{} uploaded its state at {} in checkpoint {} ({} in {}, {:.0}% of the checkpoint's time) where its \
+         siblings' median was {}: that subtask or its host, not the storage",
+        w.operator,
+        w.index,
+        rate(w.rate),
+        u.checkpoint_id,
+        bytes(w.bytes),
+        human_ms(w.async_ms),
+        u.async_share * 100.0,
+        rate(u.siblings_median.unwrap_or_default())
+    ))
 }
 
 /// Checkpoints until the `_metadata` reaches the frame size at its growth (`None`: not growing).
@@ -57,6 +95,19 @@ pub(crate) fn sentence(s: &JobStorageState) -> Option<String> {
     let mut parts = Vec::new();
     if s.throttled > 0 {
         parts.push(format!("the storage answered {} of the daemon's listings 503 SlowDown", s.throttled));
+    }
+    if let Some(u) = slow_storage(s) {
+        parts.push(format!(
+            "every subtask uploaded slowly alike in checkpoint {} ({} rated; the slowest, {} #{}, {}, its \
+             siblings' median {}; the upload {:.0}% of the checkpoint's time): the storage's throughput",
+            u.checkpoint_id,
+            u.rated,
+            u.slowest.operator,
+            u.slowest.index,
+            rate(u.slowest.rate),
+            rate(u.siblings_median.unwrap_or_default()),
+            u.async_share * 100.0
+        ));
     }
     if let Some(l) = s.listing() {
         if !l.orphans.is_empty() {
@@ -198,7 +249,7 @@ pub(crate) fn lines(s: &JobStorageState, cluster: &ClusterStorage, now: Timestam
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::{CheckpointFolder, OrphanFolder};
+    use crate::observe::{CheckpointFolder, FinishedCheckpoint, OrphanFolder, SubtaskCheckpoint};
 
     fn listing(metadata: u64, orphans: Vec<OrphanFolder>) -> JobStorage {
         let orphaned_bytes = orphans.iter().map(|o| o.bytes).sum();
@@ -257,5 +308,71 @@ mod tests {
             said.contains("growing 100 KiB per checkpoint: the frame size in about 90 checkpoints"),
             "{said}"
         );
+    }
+
+    /// Checkpoint `id` of `end_to_end` ms whose subtasks of "window" each persisted 1 MiB in the
+    /// given async durations (a failed one: expired, the subtasks that did not acknowledge
+    /// without details).
+    fn uploaded(id: u64, end_to_end: u64, async_ms: &[u64]) -> FinishedCheckpoint {
+        let subtasks = async_ms
+            .iter()
+            .enumerate()
+            .map(|(i, ms)| SubtaskCheckpoint {
+                index: i as u32,
+                acknowledged: true,
+                end_to_end_ms: Some(ms + 50),
+                async_ms: Some(*ms),
+                checkpointed_bytes: Some(1 << 20),
+                ..Default::default()
+            })
+            .collect();
+        FinishedCheckpoint::completed(id, Timestamp(0), end_to_end).operator("v1", "window", subtasks)
+    }
+
+    /// Issue 40: the verdict of a slow checkpoint names the storage when every subtask uploaded
+    /// slowly alike and the upload was most of the checkpoint; one slow subtask among fast
+    /// siblings is that subtask, not the storage; a fast upload in a slow checkpoint is neither.
+    #[test]
+    fn uploads_tell_the_storage_from_one_subtask() {
+        // Every subtask 1 MiB in 9–10 s of a 12 s checkpoint: ~100 KiB/s alike.
+        let mut s = JobStorageState::default();
+        s.observe_poll(&[uploaded(7, 12_000, &[10_000, 9_000, 9_500, 9_800])]);
+        let u = slow_storage(&s).expect("every subtask slow alike");
+        assert_eq!((u.checkpoint_id, u.rated, u.slowest.index), (7, 4, 0));
+        assert!(points_there(&s));
+        assert_eq!(slow_subtask(&s), None);
+        assert_eq!(
+            sentence(&s).unwrap(),
+            "checkpoint storage: every subtask uploaded slowly alike in checkpoint 7 (4 rated; the slowest, \
+             window #0, 102 KiB/s, its siblings' median 108 KiB/s; the upload 83% of the checkpoint's time): \
+             the storage's throughput"
+        );
+        // A newer checkpoint where one subtask took 10 s and its siblings 0.5 s: that subtask.
+        s.observe_poll(&[uploaded(8, 10_100, &[500, 10_000, 520])]);
+        assert!(slow_storage(&s).is_none() && !points_there(&s));
+        assert_eq!(sentence(&s), None);
+        assert_eq!(
+            slow_subtask(&s).unwrap(),
+            "window #1 uploaded its state at 102 KiB/s in checkpoint 8 (1 MiB in 10.0 s, 99% of the checkpoint's \
+             time) where its siblings' median was 2 MiB/s: that subtask or its host, not the storage"
+        );
+        // An older checkpoint does not replace the newest one's spread.
+        s.observe_poll(&[uploaded(6, 12_000, &[10_000, 9_000])]);
+        assert_eq!(s.upload.as_ref().map(|u| u.checkpoint_id), Some(8));
+        // Slow alike but the upload a small part of a 60 s expiry: the time went elsewhere.
+        let mut e = JobStorageState::default();
+        e.observe_poll(&[
+            uploaded(9, 60_000, &[1_000, 1_100]).failed("Checkpoint expired before completing.")
+        ]);
+        let u = e.upload.as_ref().unwrap();
+        assert!(u.every_subtask() && !u.completed && !u.upload_bound());
+        assert!(!points_there(&e) && slow_subtask(&e).is_none());
+        // Uploads under 200 ms rate nothing; a savepoint is not looked at.
+        let mut q = JobStorageState::default();
+        q.observe_poll(&[
+            uploaded(10, 300, &[150, 199]),
+            uploaded(11, 12_000, &[10_000, 9_000]).kind(crate::observe::SnapshotKind::Savepoint),
+        ]);
+        assert_eq!(q.upload, None);
     }
 }

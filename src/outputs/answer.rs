@@ -305,6 +305,10 @@ pub(crate) fn job_answer(
     {
         what.push_str(&format!("; {sentence}"));
         next_step = storage_step(storage_alert, &j.storage);
+    } else if class == Some(Class::Timeout)
+        && let Some(sentence) = crate::health::storage::slow_subtask(&j.storage)
+    {
+        what.push_str(&format!("; {sentence}"));
     }
     let runbook_url = worst.and_then(|a| a.annotations.get("runbook_url").map(|t| t.to_string()));
     Some(Answer { what, where_, culprit, class, next_step, runbook_url })
@@ -320,11 +324,18 @@ fn is_storage_alert(name: &str) -> bool {
 fn storage_step(alert: Option<&str>, s: &crate::state::storage::JobStorageState) -> String {
     let throttled = alert.is_some_and(|a| a.contains("Throttled")) || (alert.is_none() && s.throttled > 0);
     let orphans = s.listing().is_some_and(|l| !l.orphans.is_empty());
-    let metadata = alert.is_some_and(|a| a.contains("Metadata")) || (alert.is_none() && !orphans);
+    let slow = alert.is_none() && crate::health::storage::slow_storage(s).is_some();
+    let metadata = alert.is_some_and(|a| a.contains("Metadata"))
+        || (alert.is_none() && !orphans && (!slow || crate::health::storage::metadata_points_there(s)));
     if throttled {
         "The checkpoint storage throttles (503 SlowDown): spread the checkpoint keys over more prefixes \
          (s3.entropy.key), ask for a higher request rate, or checkpoint less often; compare every subtask's \
          upload rate in `checkpoint-sentinel diagnose`."
+            .to_string()
+    } else if slow && !metadata {
+        "Every subtask uploads its state slowly alike: the checkpoint storage's throughput. Look at the \
+         storage's latency and error rate and the network from the TaskManagers to it, cut what each checkpoint \
+         uploads (incremental checkpoints, fewer small files), and raise execution.checkpointing.timeout meanwhile."
             .to_string()
     } else if metadata {
         "Shrink what every checkpoint's acknowledgements carry: the union list state (make it keyed or plain list \

@@ -17,6 +17,105 @@ const PATHS_KEPT: usize = 64;
 /// `_metadata` sizes kept per job, one per checkpoint id.
 const METADATA_KEPT: usize = 32;
 
+/// Asynchronous uploads that took at least this long are rated (shorter ones say nothing of the
+/// storage's throughput).
+pub(crate) const UPLOAD_RATED_MS: u64 = 200;
+
+/// The slowest subtask's siblings upload at least this many times faster: that subtask (or its
+/// host), not the storage.
+const ONE_SUBTASK_FACTOR: f64 = 3.0;
+
+/// One subtask's upload in the async phase.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SubtaskUpload {
+    /// Its operator chain's name.
+    pub(crate) operator: String,
+    /// Its index.
+    pub(crate) index: u32,
+    /// Bytes per second: bytes persisted (Flink's `checkpointed_size`) over the async duration.
+    pub(crate) rate: f64,
+    /// Bytes persisted.
+    pub(crate) bytes: u64,
+    /// The async duration, ms.
+    pub(crate) async_ms: u64,
+}
+
+/// The upload rate of the async phase per subtask in one checkpoint: the slowest subtask against
+/// its siblings' (the other subtasks of its operator) median. Every subtask slow alike is the
+/// storage's throughput; one slow among fast siblings is that subtask or its host.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct UploadSpread {
+    /// The checkpoint.
+    pub(crate) checkpoint_id: u64,
+    /// Whether it completed.
+    pub(crate) completed: bool,
+    /// Subtasks rated (an async phase of [`UPLOAD_RATED_MS`] or more, bytes persisted).
+    pub(crate) rated: usize,
+    /// The slowest.
+    pub(crate) slowest: SubtaskUpload,
+    /// Its siblings' median rate, bytes per second (`None`: it has no rated sibling).
+    pub(crate) siblings_median: Option<f64>,
+    /// The slowest subtask's async duration over the checkpoint's end-to-end duration (how much
+    /// of the checkpoint the upload was), 0 when the checkpoint has no duration.
+    pub(crate) async_share: f64,
+}
+
+impl UploadSpread {
+    /// The spread of `cp`'s subtasks, `None` when none is rated.
+    pub(crate) fn of(cp: &FinishedCheckpoint) -> Option<UploadSpread> {
+        let mut rates: Vec<SubtaskUpload> = Vec::new();
+        for op in &cp.operators {
+            for st in &op.subtasks {
+                if let (Some(bytes), Some(async_ms)) = (st.checkpointed_bytes, st.async_ms)
+                    && async_ms >= UPLOAD_RATED_MS
+                    && bytes > 0
+                {
+                    let rate = bytes as f64 * 1000.0 / async_ms as f64;
+                    rates.push(SubtaskUpload {
+                        operator: op.name.clone(),
+                        index: st.index,
+                        rate,
+                        bytes,
+                        async_ms,
+                    });
+                }
+            }
+        }
+        rates.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+        let rated = rates.len();
+        let mut rest = rates.into_iter();
+        let slowest = rest.next()?;
+        let siblings: Vec<f64> = rest.filter(|r| r.operator == slowest.operator).map(|r| r.rate).collect();
+        let siblings_median = (!siblings.is_empty()).then(|| siblings[siblings.len() / 2]);
+        let duration = cp.end_to_end_ms.unwrap_or(0).max(cp.finished_at.since(cp.triggered_at));
+        let async_share = if duration > 0 { slowest.async_ms as f64 / duration as f64 } else { 0.0 };
+        Some(UploadSpread {
+            checkpoint_id: cp.id,
+            completed: cp.status == CheckpointStatus::Completed,
+            rated,
+            slowest,
+            siblings_median,
+            async_share,
+        })
+    }
+
+    /// One subtask uploads slowly among fast siblings: that subtask or its host.
+    pub(crate) fn one_subtask(&self) -> bool {
+        self.siblings_median.is_some_and(|m| m > ONE_SUBTASK_FACTOR * self.slowest.rate)
+    }
+
+    /// Every subtask uploads slowly alike: the storage's throughput.
+    pub(crate) fn every_subtask(&self) -> bool {
+        self.siblings_median.is_some() && !self.one_subtask()
+    }
+
+    /// Whether the upload was most of the checkpoint's time (half or more of its end-to-end
+    /// duration): then the upload is why the checkpoint was slow.
+    pub(crate) fn upload_bound(&self) -> bool {
+        self.async_share >= 0.5
+    }
+}
+
 /// A completed checkpoint as the storage source needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct KnownCheckpoint {
@@ -37,12 +136,21 @@ pub(crate) struct JobStorageState {
     pub(crate) metadata: VecDeque<(u64, u64)>,
     /// Listings of its directory the storage throttled (`503 SlowDown`, 429), since the start.
     pub(crate) throttled: u64,
+    /// The async phase's upload rate per subtask in the newest checkpoint (completed or failed)
+    /// whose details rated one.
+    pub(crate) upload: Option<UploadSpread>,
 }
 
 impl JobStorageState {
     /// Takes in the completed checkpoints of a poll.
     pub(crate) fn observe_poll(&mut self, finished: &[FinishedCheckpoint]) {
         for cp in finished {
+            if cp.kind != SnapshotKind::Savepoint
+                && self.upload.as_ref().is_none_or(|u| u.checkpoint_id <= cp.id)
+                && let Some(spread) = UploadSpread::of(cp)
+            {
+                self.upload = Some(spread);
+            }
             if cp.status != CheckpointStatus::Completed || cp.kind == SnapshotKind::Savepoint {
                 continue;
             }

@@ -109,7 +109,13 @@ async fn live(args: &AdviseArgs) -> Result<AdviseReport, AdviseError> {
                 continue;
             };
             let name = job.name.clone().unwrap_or_else(|| known.name.clone());
-            out.push(job_advice(job.jid.clone(), name, &configuration, &samples));
+            let mut advice = job_advice(job.jid.clone(), name, &configuration, &samples);
+            // The retention and cleanup findings of the look's storage round, as the API adds them.
+            advice.advice = std::sync::Arc::unwrap_or_clone(crate::advice::with_storage(
+                std::sync::Arc::new(advice.advice),
+                known.storage.listing(),
+            ));
+            out.push(advice);
         }
     }
     Ok(AdviseReport {

@@ -357,10 +357,6 @@ fn per_operator(subtasks: &[(&str, u32)]) -> String {
     counts.iter().map(|(op, n)| format!("{n} of {op}")).collect::<Vec<_>>().join(", ")
 }
 
-/// Asynchronous uploads that took at least this long are rated (shorter ones say nothing of the
-/// storage's throughput).
-const UPLOAD_RATED_MS: u64 = 200;
-
 /// The upload rate of the async phase per subtask in the newest completed checkpoint with
 /// details (bytes persisted over async duration): the slowest against its siblings' median, and
 /// whether every subtask is slow alike (the storage, not one subtask).
@@ -368,34 +364,20 @@ pub(super) fn upload(job: &Job<'_>) -> Vec<String> {
     let Some(cp) = job.with_details().into_iter().find(|c| c.status == CheckpointStatus::Completed) else {
         return Vec::new();
     };
-    let mut rates: Vec<(f64, &str, u32, u64, u64)> = Vec::new();
-    for op in &cp.operators {
-        for st in &op.subtasks {
-            if let (Some(b), Some(ms)) = (st.checkpointed_bytes, st.async_ms)
-                && ms >= UPLOAD_RATED_MS
-                && b > 0
-            {
-                rates.push((b as f64 * 1000.0 / ms as f64, op.name.as_str(), st.index, b, ms));
-            }
-        }
-    }
-    if rates.is_empty() {
-        return Vec::new();
-    }
-    rates.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let Some(u) = crate::state::storage::UploadSpread::of(cp) else { return Vec::new() };
     let rate = |r: f64| format!("{}/s", crate::time::bytes(r));
-    let (slow, op, i, b, ms) = rates[0];
-    let siblings: Vec<f64> = rates[1..].iter().filter(|r| r.1 == op).map(|r| r.0).collect();
-    let median = |v: &[f64]| (!v.is_empty()).then(|| v[v.len() / 2]);
+    let s = &u.slowest;
     let mut line = format!(
-        "Upload (checkpoint {}, bytes persisted over async duration): slowest {op} #{i} {} ({} in {})",
+        "Upload (checkpoint {}, bytes persisted over async duration): slowest {} #{} {} ({} in {})",
         cp.id,
-        rate(slow),
-        crate::time::bytes(b as f64),
-        human_ms(ms)
+        s.operator,
+        s.index,
+        rate(s.rate),
+        crate::time::bytes(s.bytes as f64),
+        human_ms(s.async_ms)
     );
-    match median(&siblings) {
-        Some(m) if m > 3.0 * slow => {
+    match u.siblings_median {
+        Some(m) if u.one_subtask() => {
             line.push_str(&format!(", its siblings' median {}: that subtask", rate(m)))
         }
         Some(m) => line.push_str(&format!(
