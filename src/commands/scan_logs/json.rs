@@ -11,38 +11,29 @@ use crate::time::log_time_utc_ms;
 use super::aggregate::{CauseCounts, InternedCause, Timeline, TimelineEvent};
 use super::report::ScanReport;
 
-/// The JSON report, serialised with `checkpoints` streamed (keys in the sorted order of
-/// `serde_json::Map`, so the text equals that of the `Value`).
-struct JsonReport<'a>(&'a ScanReport);
+/// Checkpoints written per batch: a batch is cut among the threads, each writes its part to
+/// memory, and the parts go out in order (the memory of one batch's text, a few MB at most).
+const BATCH: usize = 4_096;
 
-impl serde::Serialize for JsonReport<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap as _;
-        let report = self.0;
-        let head = report.json_head();
-        let timelines = report.aggregate.timelines();
-        let mut keys: Vec<&str> =
-            head.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();
-        keys.push("checkpoints");
-        keys.sort_unstable();
-        let mut map = serializer.serialize_map(Some(keys.len()))?;
-        for key in keys {
-            if key == "checkpoints" {
-                map.serialize_entry(key, &Checkpoints(report, &timelines))?;
-            } else {
-                map.serialize_entry(key, &head[key])?;
-            }
-        }
-        map.end()
-    }
+/// Spaces that indent `depth` levels of the pretty report (two a level).
+const PAD: &[u8] = b"        ";
+
+fn to_io(e: serde_json::Error) -> io::Error {
+    io::Error::other(e)
 }
 
-struct Checkpoints<'a>(&'a ScanReport, &'a [Timeline<'a>]);
-
-impl serde::Serialize for Checkpoints<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.1.iter().map(|t| self.0.checkpoint_out(t)))
+/// `text`, a value written pretty at depth 0, written at `depth`: every line after the first
+/// indented by two spaces a level (JSON strings hold no raw newline, so every newline is the
+/// formatter's).
+fn write_at_depth(out: &mut impl io::Write, text: &[u8], depth: usize) -> io::Result<()> {
+    let pad = &PAD[..2 * depth];
+    let mut rest = text;
+    while let Some(i) = memchr::memchr(b'\n', rest) {
+        out.write_all(&rest[..=i])?;
+        out.write_all(pad)?;
+        rest = &rest[i + 1..];
     }
+    out.write_all(rest)
 }
 
 /// One entry of `checkpoints` in the JSON report (fields in the sorted order of a JSON map).
@@ -98,9 +89,78 @@ impl ScanReport {
     }
 
     /// Writes the report as pretty JSON (the same text as `{:#}` of [`to_json`](Self::to_json)),
-    /// one checkpoint at a time instead of building the whole tree.
+    /// the checkpoints in batches instead of the whole tree, each batch written by one thread
+    /// per core (issue 42: written on one thread after the scan, the JSON report's checkpoints
+    /// were most of what it cost over the text report).
     pub fn write_json(&self, writer: impl io::Write) -> io::Result<()> {
-        serde_json::to_writer_pretty(writer, &JsonReport(self)).map_err(io::Error::other)
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+        self.write_json_in(writer, BATCH, threads)
+    }
+
+    /// [`write_json`](Self::write_json) with `batch` checkpoints a batch cut among `threads`.
+    fn write_json_in(&self, mut out: impl io::Write, batch: usize, threads: usize) -> io::Result<()> {
+        let head = match self.json_head() {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        let mut keys: Vec<&str> = head.keys().map(String::as_str).collect();
+        keys.push("checkpoints");
+        keys.sort_unstable();
+        for (i, key) in keys.iter().enumerate() {
+            out.write_all(if i == 0 { b"{\n  " } else { b",\n  " })?;
+            serde_json::to_writer(&mut out, key).map_err(to_io)?;
+            out.write_all(b": ")?;
+            if *key == "checkpoints" {
+                self.write_checkpoints_json(&mut out, batch.max(1), threads.max(1))?;
+            } else {
+                write_at_depth(&mut out, &serde_json::to_vec_pretty(&head[*key]).map_err(to_io)?, 1)?;
+            }
+        }
+        out.write_all(b"\n}")
+    }
+
+    /// The `checkpoints` array at depth 1, a batch at a time, each batch's parts written to
+    /// memory in parallel.
+    fn write_checkpoints_json(&self, out: &mut impl io::Write, batch: usize, threads: usize) -> io::Result<()> {
+        let timelines = self.aggregate.timelines();
+        if timelines.is_empty() {
+            return out.write_all(b"[]");
+        }
+        out.write_all(b"[")?;
+        for (b, checkpoints) in timelines.chunks(batch).enumerate() {
+            let per_thread = checkpoints.len().div_ceil(threads);
+            let parts: Vec<io::Result<Vec<u8>>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = checkpoints
+                    .chunks(per_thread)
+                    .enumerate()
+                    .map(|(p, part)| scope.spawn(move || self.checkpoints_text(part, b == 0 && p == 0)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| Err(io::Error::other("a JSON writer thread panicked")))
+                    })
+                    .collect()
+            });
+            for part in parts {
+                out.write_all(&part?)?;
+            }
+        }
+        out.write_all(b"\n  ]")
+    }
+
+    /// `part`'s checkpoints as they stand in the array: each on a line of its own at depth 2,
+    /// after a comma unless it is the report's `first`.
+    fn checkpoints_text(&self, part: &[Timeline<'_>], first: bool) -> io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(part.len() * 1_024);
+        let mut one = Vec::with_capacity(4_096);
+        for (i, t) in part.iter().enumerate() {
+            out.extend_from_slice(if first && i == 0 { b"\n    " } else { b",\n    " });
+            one.clear();
+            serde_json::to_writer_pretty(&mut one, &self.checkpoint_out(t)).map_err(to_io)?;
+            write_at_depth(&mut out, &one, 2)?;
+        }
+        Ok(out)
     }
 
     fn checkpoint_out<'a>(&'a self, t: &'a Timeline<'a>) -> CheckpointOut<'a> {
@@ -215,5 +275,38 @@ impl ScanReport {
             .into_iter()
             .map(|m| json!({"task": m.task, "subtask": m.subtask, "checkpoint_id": m.checkpoint_id, "received": m.received, "missing": m.missing}))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use crate::commands::scan_logs::scan_paths_streaming;
+    use crate::sources::logs::parse::Patterns;
+
+    /// Every captured log's report, written in batches of any size cut among any number of
+    /// threads, is the text of the whole tree.
+    #[test]
+    fn batched_parallel_json_is_the_trees_text() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut files: Vec<PathBuf> =
+            ["flink-1.20.5/expired/logs", "flink-2.3.0/expired/logs", "written/storage-causes/logs"]
+                .iter()
+                .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap().map(|e| e.unwrap().path()))
+                .collect();
+        files.sort();
+        let report = scan_paths_streaming(&files, &Patterns::builtin(), 1 << 20).unwrap();
+        let tree = format!("{:#}", report.to_json());
+        assert!(tree.matches("\"outcome\"").count() > 5, "{tree}");
+        for (batch, threads) in [(1, 1), (1, 3), (2, 2), (3, 7), (5, 1), (4_096, 2)] {
+            let mut out = Vec::new();
+            report.write_json_in(&mut out, batch, threads).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), tree, "batch {batch}, {threads} threads");
+        }
+        let empty = scan_paths_streaming(&[], &Patterns::builtin(), 1 << 20).unwrap();
+        let mut out = Vec::new();
+        empty.write_json_in(&mut out, 2, 2).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), format!("{:#}", empty.to_json()));
     }
 }
