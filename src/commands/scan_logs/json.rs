@@ -121,7 +121,12 @@ impl ScanReport {
 
     /// The `checkpoints` array at depth 1, a batch at a time, each batch's parts written to
     /// memory in parallel.
-    fn write_checkpoints_json(&self, out: &mut impl io::Write, batch: usize, threads: usize) -> io::Result<()> {
+    fn write_checkpoints_json(
+        &self,
+        out: &mut impl io::Write,
+        batch: usize,
+        threads: usize,
+    ) -> io::Result<()> {
         let timelines = self.aggregate.timelines();
         if timelines.is_empty() {
             return out.write_all(b"[]");

@@ -122,14 +122,15 @@ pub(super) fn add_names(names: &mut HashMap<String, String>, found: Vec<(String,
 /// (job id, job name) of `… - Job <name> (<32 hex>) switched from state …` (Flink's
 /// `ExecutionGraph` since 1.x): the name is the message after `Job ` up to ` (<id>)`.
 fn job_line(line: &str) -> Option<(&str, &str)> {
-    let at = memmem::find(line.as_bytes(), JOB_NEEDLE)?;
+    let at = JOB_FINDER.find(line.as_bytes())?;
     let id = line.get(at.checked_sub(32)?..at)?;
     if !id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         return None;
     }
     let head = line.get(..at - 32)?.strip_suffix(" (")?;
     // The message follows the first ` - ` (a logger name holds none).
-    let message = &head[memmem::find(head.as_bytes(), b" - ")? + 3..];
+    static DASH: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(b" - "));
+    let message = &head[DASH.find(head.as_bytes())? + 3..];
     let name = message.strip_prefix("Job ")?;
     (!name.is_empty()).then_some((id, name))
 }

@@ -27,7 +27,9 @@ pub fn exception_of(line: &str) -> (String, String) {
 /// `java.io.IOException: msg` → (`java.io.IOException`, `msg`), if the text starts with a
 /// fully qualified class name.
 fn split_class(text: &str) -> Option<(&str, &str)> {
-    let (class, message) = match memchr::memmem::find(text.as_bytes(), b": ") {
+    static COLON: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b": "));
+    let (class, message) = match COLON.find(text.as_bytes()) {
         Some(i) => (&text[..i], &text[i + 2..]),
         None => (text, ""),
     };

@@ -5,6 +5,10 @@
 //! `BUILTINS`; a line it does not decide goes to the regex. Capturing with a regex costs a
 //! microsecond or so per line; these cost a few dozen nanoseconds.
 
+use std::sync::LazyLock;
+
+use memchr::memmem;
+
 use super::fields::refine;
 use super::{EventSeverity, blank, bounded};
 use crate::observe::{LogEvent, LogKind};
@@ -111,10 +115,13 @@ fn expired(message: &str) -> Option<LogEvent> {
 /// other shape goes to the regex.
 pub(super) fn barrier_received(message: &str) -> Option<LogEvent> {
     const MARKER: &str = ": Received barrier from channel ";
-    let k = memchr::memmem::find(message.as_bytes(), MARKER.as_bytes())?;
+    // Finders built once (`memmem::find` builds one per call: issue 42's profile).
+    static FIND_MARKER: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(MARKER));
+    static FIND_AT: LazyLock<memmem::FinderRev<'static>> = LazyLock::new(|| memmem::FinderRev::new(b" @ "));
+    let k = FIND_MARKER.find(message.as_bytes())?;
     let (head, rest) = (&message[..k], &message[k + MARKER.len()..]);
     let body = rest.strip_suffix('.').unwrap_or(rest);
-    let at = memchr::memmem::rfind(body.as_bytes(), b" @ ")?;
+    let at = FIND_AT.rfind(body.as_bytes())?;
     let (detail, id) = (&body[..at], &body[at + 3..]);
     if detail.is_empty() || id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
         return None;

@@ -404,7 +404,9 @@ impl Patterns {
 
     /// The `tolerable_exceeded` event if an exception line carries that failure.
     pub(super) fn tolerable(&self, exception_line: &str) -> Option<LogEvent> {
-        memchr::memmem::find(exception_line.as_bytes(), TOLERABLE.as_bytes())?;
+        static FIND: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(TOLERABLE));
+        FIND.find(exception_line.as_bytes())?;
         let b = self.builtins.iter().find(|b| b.kind == LogKind::TolerableExceeded)?;
         let caps = b.regex.captures(exception_line)?;
         let mut event = blank(b.kind.clone(), b.severity, exception_line);

@@ -15,7 +15,9 @@ use crate::observe::{LogEvent, LogKind, RootCause};
 /// "Could not materialize checkpoint", "Could not perform checkpoint", "Could not complete
 /// snapshot" messages) → (`stateful-map`, 0-based subtask 0).
 pub(super) fn operator_in(line: &str) -> Option<(String, u32)> {
-    let at = memchr::memmem::find(line.as_bytes(), b" for operator ")?;
+    static FOR_OPERATOR: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b" for operator "));
+    let at = FOR_OPERATOR.find(line.as_bytes())?;
     let rest = line[at + " for operator ".len()..].trim_end().trim_end_matches('.');
     let end = rest.rfind(')')?;
     let candidate = match rest[end + 1..].strip_prefix('#') {
