@@ -528,3 +528,44 @@ fn health_word(h: Health) -> &'static str {
         Health::Ok => "ok",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::storage::{JobStorageState, SubtaskUpload, UploadSpread};
+
+    fn spread(siblings_median: f64, async_share: f64) -> UploadSpread {
+        UploadSpread {
+            checkpoint_id: 7,
+            completed: false,
+            rated: 4,
+            slowest: SubtaskUpload {
+                operator: "window".into(),
+                index: 0,
+                rate: 100_000.0,
+                bytes: 1 << 20,
+                async_ms: 10_000,
+            },
+            siblings_median: Some(siblings_median),
+            async_share,
+        }
+    }
+
+    /// Issue 40: slow uploads on every subtask make the storage's throughput the next step; one
+    /// slow subtask, or an upload that was a small part of the checkpoint, do not.
+    #[test]
+    fn slow_uploads_on_every_subtask_ask_for_the_storages_throughput() {
+        let s = JobStorageState { upload: Some(spread(110_000.0, 0.8)), ..Default::default() };
+        assert!(storage_step(None, &s).starts_with("Every subtask uploads its state slowly alike"));
+        // A throttling alert still says throttling first.
+        assert!(
+            storage_step(Some("FlinkCheckpointStorageThrottled"), &s)
+                .starts_with("The checkpoint storage throttles")
+        );
+        for other in [spread(2_000_000.0, 0.8), spread(110_000.0, 0.2)] {
+            let s = JobStorageState { upload: Some(other), ..Default::default() };
+            assert!(crate::health::storage::slow_storage(&s).is_none());
+            assert!(!storage_step(None, &s).starts_with("Every subtask"));
+        }
+    }
+}
