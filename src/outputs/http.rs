@@ -123,14 +123,32 @@ const STATUS_PAGE: &str = include_str!("ui/index.html");
 /// Where the page takes its first view's data from (`null`: it fetches it).
 const INITIAL_SLOT: &str = r#"<script id="initial" type="application/json">null</script>"#;
 
-/// The status page with the first view's data (`/api/v1/clusters` and `/api/v1/jobs` as they
-/// are now) in it, so the jobs table is drawn without waiting on a fetch.
-async fn index(Extract(state): Extract<HttpState>) -> Response {
+/// Jobs on one page of the status page when its address names no `limit` (the API's default
+/// is larger): at 10,000 jobs the first paint stays small and quick (docs/performance.md).
+const PAGE_LIMIT: usize = 100;
+
+/// The status page with the first view's data (`/api/v1/clusters` and one page of
+/// `/api/v1/jobs` for the page's query string: `/?health=critical&name=orders`) in it, so the
+/// jobs table is drawn without waiting on a fetch. A query the API refuses shows the first page
+/// and says why.
+async fn index(Extract(state): Extract<HttpState>, Query(mut q): Query<api::page::ListQuery>) -> Response {
+    q.limit = q.limit.or(Some(PAGE_LIMIT));
+    let (request, error) = match api::JobsRequest::of(&q) {
+        Ok(r) => (r, None),
+        Err(e) => {
+            let fallback = api::page::ListQuery { limit: Some(PAGE_LIMIT), ..Default::default() };
+            (api::JobsRequest::of(&fallback).expect("a valid query"), Some(e.0))
+        }
+    };
     let alerts = state.app.alerts.read().clone();
     let initial = {
         let s = state.app.state.read();
         let now = Timestamp::now();
-        serde_json::json!({ "clusters": api::clusters(&s, &alerts, now), "jobs": api::jobs(&s, &alerts, now) })
+        serde_json::json!({
+            "clusters": api::clusters(&s, &alerts, now),
+            "jobs": api::jobs_page(&s, &alerts, now, &request),
+            "error": error,
+        })
     };
     // In a <script> element only "</" could end it early: JSON allows "<" escaped.
     let json = serde_json::to_string(&initial).unwrap_or_else(|_| "null".into()).replace('<', "\\u003c");
@@ -156,11 +174,15 @@ async fn api_clusters(Extract(state): Extract<HttpState>) -> Response {
     json_no_cache(&view)
 }
 
-async fn api_jobs(Extract(state): Extract<HttpState>) -> Response {
+async fn api_jobs(Extract(state): Extract<HttpState>, Query(q): Query<api::page::ListQuery>) -> Response {
+    let request = match api::JobsRequest::of(&q) {
+        Ok(r) => r,
+        Err(e) => return bad_request(e.0),
+    };
     let alerts = state.app.alerts.read().clone();
     let view = {
         let s = state.app.state.read();
-        api::jobs(&s, &alerts, Timestamp::now())
+        api::jobs_page(&s, &alerts, Timestamp::now(), &request)
     };
     json_no_cache(&view)
 }
@@ -519,13 +541,13 @@ fn render_body(renderer: &mut export::TextRenderer, app: &AppState) -> axum::bod
     axum::body::Bytes::from(body)
 }
 
-/// Pending, firing and recently resolved alerts of the daemon's own rules.
-async fn alerts(Extract(state): Extract<HttpState>) -> Response {
+/// Pending, firing and recently resolved alerts of the daemon's own rules, paged.
+async fn alerts(Extract(state): Extract<HttpState>, Query(q): Query<api::page::ListQuery>) -> Response {
     let view = state.app.alerts.read().clone();
-    use crate::outputs::api::AlertView;
-    let active: Vec<AlertView> = view.active.iter().map(|a| AlertView::from(&**a)).collect();
-    let resolved: Vec<AlertView> = view.resolved.iter().map(AlertView::from).collect();
-    axum::Json(serde_json::json!({ "active": active, "resolved": resolved })).into_response()
+    match api::alerts_page(&view, &q) {
+        Ok(page) => json_no_cache(&page),
+        Err(e) => bad_request(e.0),
+    }
 }
 
 async fn readyz(Extract(state): Extract<HttpState>) -> Response {

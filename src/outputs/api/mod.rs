@@ -15,8 +15,11 @@ use crate::state::{CheckpointRecord, ClusterState, JobState, Phase, PhaseHistogr
 use crate::stats::Summary;
 use crate::time::Timestamp;
 
+pub(crate) mod page;
 mod views;
 pub use views::*;
+
+use page::ListQuery;
 
 /// How many log events a job's detail lists (newest first).
 pub(crate) const JOB_EVENTS: usize = 50;
@@ -55,31 +58,149 @@ pub(crate) fn clusters(state: &State, alerts: &AlertsView, now: Timestamp) -> Cl
     ClustersResponse { now_ms: now.millis(), clusters }
 }
 
-/// `GET /api/v1/jobs`: every known job, worst first: by the severity of its firing alerts,
-/// then its health, then by name (and cluster, job id); and a headline per cluster.
+#[cfg(test)]
+/// `GET /api/v1/jobs` with the defaults: the first [`page::DEFAULT_LIMIT`] jobs, worst first.
 pub(crate) fn jobs(state: &State, alerts: &AlertsView, now: Timestamp) -> JobsResponse {
-    let mut jobs: Vec<JobSummaryView> = state
-        .clusters()
+    let request = JobsRequest::of(&ListQuery::default()).expect("the default query is valid");
+    jobs_page(state, alerts, now, &request)
+}
+
+/// A checked `/api/v1/jobs` query.
+#[derive(Clone, Debug)]
+pub(crate) struct JobsRequest {
+    limit: usize,
+    after: Option<String>,
+    filter: page::JobFilter,
+}
+
+impl JobsRequest {
+    /// The query string checked: a bad limit, cursor or health is an error naming it.
+    pub(crate) fn of(query: &ListQuery) -> Result<Self, page::QueryError> {
+        Ok(JobsRequest { limit: query.limit()?, after: query.cursor_key()?, filter: query.job_filter()? })
+    }
+}
+
+/// `GET /api/v1/jobs`: the known jobs the filter keeps, worst first: by the severity of its
+/// firing alerts, then its health, then by name (and cluster, job id); one page of them after
+/// the cursor; a headline per cluster and the totals over every job. Only the page's jobs are
+/// summarised: at 10,000 jobs a page of 500 is a twentieth of the work.
+pub(crate) fn jobs_page(
+    state: &State,
+    alerts: &AlertsView,
+    now: Timestamp,
+    request: &JobsRequest,
+) -> JobsResponse {
+    const SEP: char = page::KEY_SEPARATOR;
+    struct Row<'a> {
+        key: String,
+        cluster: &'a str,
+        id: &'a str,
+        c: &'a ClusterState,
+        j: &'a JobState,
+        health: Health,
+    }
+    let mut counts = page::HealthCounts::default();
+    let mut total = 0;
+    // Per cluster: (job id, name, health) of its listed jobs, and how many have advice.
+    type Listed<'a> = Vec<(String, &'a str, &'a str, Health)>;
+    let mut per_cluster: Vec<(&str, &ClusterState, Listed<'_>, usize)> = Vec::new();
+    let mut rows: Vec<Row<'_>> = Vec::new();
+    for (name, c) in state.clusters() {
+        let mut listed = Vec::new();
+        let mut with_advice = 0;
+        for (id, j) in &c.jobs {
+            let health = crate::health::job_health(c, name, id, j, alerts).0;
+            total += 1;
+            counts.add(health);
+            let firing = alerts
+                .of_job(name, id)
+                .filter(|a| a.state == AlertState::Firing)
+                .map(crate::health::alert_severity)
+                .min()
+                .map_or(3, |s| s as u8);
+            let key = format!("{firing}{SEP}{}{SEP}{}{SEP}{name}{SEP}{id}", health as u8, j.name);
+            if j.listed {
+                listed.push((key.clone(), id.as_str(), j.name.as_str(), health));
+                with_advice += usize::from(!crate::advice::job_risk_findings(j).is_empty());
+            }
+            if request.filter.keeps(name, j.job_state.as_str(), health, &j.name) {
+                rows.push(Row { key, cluster: name, id, c, j, health });
+            }
+        }
+        per_cluster.push((name, c, listed, with_advice));
+    }
+    rows.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    let keys: Vec<&str> = rows.iter().map(|r| r.key.as_str()).collect();
+    let (range, next_cursor) = page::page(&keys, request.after.as_deref(), request.limit);
+    let jobs: Vec<JobSummaryView> = rows[range]
         .iter()
-        .flat_map(|(name, c)| c.jobs.iter().map(move |(id, j)| (name, c, id, j)))
-        .map(|(name, c, id, j)| job_summary(c, name, id, j, alerts, now))
-        .collect();
-    jobs.sort_by_cached_key(|j| {
-        let firing = j.firing_alerts.iter().map(|a| a.severity).min();
-        (firing.is_none(), firing, j.health, j.name.clone(), j.cluster.clone(), j.job_id.clone())
-    });
-    let headlines = state
-        .clusters()
-        .iter()
-        .map(|(name, c)| {
-            let listed = || jobs.iter().filter(|j| &j.cluster == name && j.listed);
-            let of_cluster: Vec<(&str, &str, Health)> =
-                listed().map(|j| (j.job_id.as_str(), j.name.as_str(), j.health)).collect();
-            let with_advice = listed().filter(|j| !j.advice.is_empty()).count();
-            super::answer::cluster_headline(name, c.reachable, &of_cluster, with_advice)
+        .map(|r| {
+            let view = job_summary(r.c, r.cluster, r.id, r.j, alerts, now);
+            debug_assert_eq!(view.health, r.health, "one verdict");
+            view
         })
         .collect();
-    JobsResponse { now_ms: now.millis(), headlines, jobs }
+    let headlines = per_cluster
+        .into_iter()
+        .map(|(name, c, mut listed, with_advice)| {
+            // The worst first, as the jobs are listed, so the headline names the same job.
+            listed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            let listed: Vec<(&str, &str, Health)> =
+                listed.iter().map(|(_, id, n, h)| (*id, *n, *h)).collect();
+            super::answer::cluster_headline(name, c.reachable, &listed, with_advice)
+        })
+        .collect();
+    JobsResponse {
+        now_ms: now.millis(),
+        headlines,
+        jobs,
+        total,
+        matched: rows.len(),
+        counts,
+        limit: request.limit,
+        next_cursor,
+    }
+}
+
+/// `GET /api/v1/alerts`: the pending and firing alerts by their labels, then the recently
+/// resolved ones, oldest first; one page of them after the cursor (active ones first) and the
+/// totals of both.
+pub(crate) fn alerts_page(view: &AlertsView, query: &ListQuery) -> Result<AlertsResponse, page::QueryError> {
+    let (limit, after) = (query.limit()?, query.cursor_key()?);
+    const SEP: char = page::KEY_SEPARATOR;
+    let labels = |a: &Alert| -> String {
+        a.labels
+            .iter()
+            .map(|(k, v)| format!("{}\u{2}{}", k.as_str(), v.as_str()))
+            .collect::<Vec<_>>()
+            .join("\u{3}")
+    };
+    let mut items: Vec<(String, &Alert)> =
+        view.active.iter().map(|a| (format!("0{SEP}{}", labels(a)), &**a)).collect();
+    items.extend(view.resolved.iter().map(|a| {
+        let at = a.resolved_at.map_or(0, Timestamp::millis).max(0);
+        (format!("1{SEP}{at:020}{SEP}{}", labels(a)), a)
+    }));
+    items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    items.dedup_by(|a, b| a.0 == b.0);
+    let keys: Vec<&str> = items.iter().map(|(k, _)| k.as_str()).collect();
+    let (range, next_cursor) = page::page(&keys, after.as_deref(), limit);
+    let (mut active, mut resolved) = (Vec::new(), Vec::new());
+    for (key, alert) in &items[range] {
+        if key.starts_with('0') {
+            active.push(AlertView::from(*alert))
+        } else {
+            resolved.push(AlertView::from(*alert))
+        }
+    }
+    Ok(AlertsResponse {
+        active,
+        resolved,
+        total_active: view.active.len(),
+        total_resolved: view.resolved.len(),
+        limit,
+        next_cursor,
+    })
 }
 
 /// `GET /api/v1/jobs/{cluster}/{job_id}`; `None` when the job is unknown.
@@ -545,6 +666,169 @@ mod tests {
             Timestamp(1_016_000),
         );
         s
+    }
+
+    /// Clusters `a` (30 jobs) and `b` (17): every third job's last checkpoint failed
+    /// (warning), every fifth has no checkpoint yet (unknown), the rest complete (ok).
+    fn estate() -> State {
+        let mut s = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let now = Timestamp(1_016_000);
+        for (cluster, n) in [("a", 30), ("b", 17)] {
+            let ids: Vec<String> = (0..n).map(|i| format!("{cluster}{i:02}")).collect();
+            let listed = ids
+                .iter()
+                .map(|id| JobSummary {
+                    job_id: id.clone(),
+                    name: format!("job-{id}"),
+                    state: "RUNNING".into(),
+                })
+                .collect();
+            s.apply(
+                &Observation::ClusterPolled(ClusterPoll {
+                    cluster: cluster.into(),
+                    duration_ms: 3,
+                    flink_version: Some("2.3.0".into()),
+                    jobs: Some(listed),
+                    errors: Vec::new(),
+                    reachable: true,
+                }),
+                now,
+            );
+            for (i, id) in ids.iter().enumerate() {
+                let failed = i % 3 == 0;
+                let finished =
+                    if i % 5 == 0 { Vec::new() } else { vec![checkpoint(1, false), checkpoint(2, failed)] };
+                let completed = finished.iter().filter(|c| c.status == CheckpointStatus::Completed).count();
+                s.apply(
+                    &Observation::JobPolled(JobPoll {
+                        key: JobKey { cluster: cluster.into(), job_id: id.clone() },
+                        job_name: format!("job-{id}"),
+                        job_state: if i == 7 { "RESTARTING" } else { "RUNNING" }.into(),
+                        polled_at: now,
+                        counts: CheckpointCounts {
+                            completed: completed as u64,
+                            failed: (finished.len() - completed) as u64,
+                            in_progress: 0,
+                            restored: 0,
+                        },
+                        settings: None,
+                        in_progress: Vec::new(),
+                        finished,
+                        latest_restore: None,
+                        deferred: Default::default(),
+                    }),
+                    now,
+                );
+            }
+        }
+        s
+    }
+
+    fn query_of(query: &str) -> ListQuery {
+        let uri: axum::http::Uri = format!("/?{query}").parse().unwrap();
+        axum::extract::Query::<ListQuery>::try_from_uri(&uri).unwrap().0
+    }
+
+    fn ask(s: &State, query: &str) -> JobsResponse {
+        let q = query_of(query);
+        jobs_page(s, &AlertsView::default(), Timestamp(1_016_000), &JobsRequest::of(&q).unwrap())
+    }
+
+    #[test]
+    fn a_cursor_walks_every_job_once_worst_first_with_the_totals_on_every_page() {
+        let s = estate();
+        let all = ask(&s, "limit=10000");
+        assert_eq!((all.total, all.matched, all.jobs.len(), all.next_cursor.as_deref()), (47, 47, 47, None));
+        let c = all.counts;
+        assert_eq!(c.critical + c.warning + c.pending + c.unknown + c.ok, 47);
+        assert!(c.warning > 0 && c.unknown > 0 && c.ok > 0, "{c:?}");
+        let order: Vec<(String, String)> =
+            all.jobs.iter().map(|j| (j.cluster.clone(), j.job_id.clone())).collect();
+        let ranks: Vec<Health> = all.jobs.iter().map(|j| j.health).collect();
+        assert!(ranks.is_sorted(), "worst first: {ranks:?}");
+        let mut walked = Vec::new();
+        let mut query = "limit=7".to_string();
+        loop {
+            let page = ask(&s, &query);
+            assert_eq!((page.total, page.matched, page.counts, page.limit), (47, 47, c, 7));
+            assert!(page.jobs.len() <= 7);
+            walked.extend(page.jobs.iter().map(|j| (j.cluster.clone(), j.job_id.clone())));
+            match page.next_cursor {
+                Some(next) => query = format!("limit=7&cursor={next}"),
+                None => break,
+            }
+        }
+        assert_eq!(walked, order, "every job once, in the one-page order");
+        // Fewer jobs than the default limit: one answer with all of them, as before paging.
+        let default = ask(&s, "");
+        assert_eq!((default.jobs.len(), default.limit, default.next_cursor), (47, page::DEFAULT_LIMIT, None));
+    }
+
+    #[test]
+    fn filters_page_through_what_they_keep_and_count_every_job() {
+        let s = estate();
+        let warning = ask(&s, "health=warning&limit=3");
+        assert_eq!(warning.matched, warning.counts.warning);
+        assert_eq!(warning.total, 47);
+        assert!(warning.jobs.iter().all(|j| j.health == Health::Warning));
+        assert!(warning.next_cursor.is_some());
+        let b = ask(&s, "cluster=b");
+        assert_eq!((b.matched, b.jobs.len()), (17, 17));
+        assert!(b.jobs.iter().all(|j| j.cluster == "b"));
+        // The headlines stay the whole estate's: one per cluster.
+        assert_eq!(b.headlines.len(), 2);
+        let named = ask(&s, "name=JOB-A1");
+        assert_eq!(named.matched, 10, "a10..a19");
+        let restarting = ask(&s, "state=restarting,failed");
+        assert_eq!(restarting.matched, 2, "a07, b07");
+        let both = ask(&s, "cluster=a&health=ok,unknown");
+        assert!(
+            both.jobs.iter().all(|j| j.cluster == "a" && matches!(j.health, Health::Ok | Health::Unknown))
+        );
+        assert_eq!(ask(&s, "cluster=nope").matched, 0);
+        assert!(JobsRequest::of(&query_of("health=sick")).is_err());
+    }
+
+    #[test]
+    fn alerts_page_active_then_resolved_with_their_totals() {
+        let alert = |job: &str, resolved: Option<i64>| {
+            let labels: Labels =
+                [("alertname".into(), "CheckpointFailing".into()), ("job_id".into(), job.into())].into();
+            Alert {
+                labels,
+                annotations: Labels::default(),
+                state: if resolved.is_some() { AlertState::Resolved } else { AlertState::Firing },
+                active_since: Timestamp(500),
+                fired_at: Some(Timestamp(600)),
+                resolved_at: resolved.map(Timestamp),
+                value: None,
+            }
+        };
+        let mut view = AlertsView::default();
+        view.set_active((0..9).map(|i| Arc::new(alert(&format!("j{i}"), None))).collect());
+        view.resolved = (0..4).map(|i| alert(&format!("r{i}"), Some(1_000 + i))).collect();
+        let ask = |q: &str| alerts_page(&view, &query_of(q)).unwrap();
+        let one = ask("");
+        assert_eq!(
+            (one.active.len(), one.resolved.len(), one.total_active, one.total_resolved),
+            (9, 4, 9, 4)
+        );
+        assert_eq!(one.next_cursor, None);
+        let mut seen = Vec::new();
+        let mut q = "limit=4".to_string();
+        loop {
+            let p = ask(&q);
+            assert_eq!((p.total_active, p.total_resolved), (9, 4));
+            seen.extend(p.active.iter().chain(&p.resolved).map(|a| a.labels["job_id"].to_string()));
+            match p.next_cursor {
+                Some(c) => q = format!("limit=4&cursor={c}"),
+                None => break,
+            }
+        }
+        let expected: Vec<String> =
+            (0..9).map(|i| format!("j{i}")).chain((0..4).map(|i| format!("r{i}"))).collect();
+        assert_eq!(seen, expected);
+        assert!(alerts_page(&view, &query_of("limit=0")).is_err());
     }
 
     #[test]

@@ -56,8 +56,18 @@ pub(crate) struct JobsResponse {
     pub(crate) now_ms: i64,
     /// One line per cluster: how many of its jobs are not ok, and the worst.
     pub(crate) headlines: Vec<ClusterHeadline>,
-    /// Every known job, worst first ([`jobs`]).
+    /// One page of the jobs the filter keeps, worst first ([`jobs_page`]).
     pub(crate) jobs: Vec<JobSummaryView>,
+    /// Every known job, whatever the filter.
+    pub(crate) total: usize,
+    /// The jobs the filter keeps, on every page.
+    pub(crate) matched: usize,
+    /// Every known job by health, whatever the filter.
+    pub(crate) counts: super::page::HealthCounts,
+    /// The most jobs in one answer (`limit`, default [`super::page::DEFAULT_LIMIT`]).
+    pub(crate) limit: usize,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    pub(crate) next_cursor: Option<String>,
 }
 
 pub(crate) use crate::outputs::answer::{Answer, ClusterHeadline, RecentOutcomes, WindowCulprit};
@@ -564,6 +574,23 @@ pub(crate) struct JobAlerts {
     pub(crate) active: Vec<AlertView>,
     /// Recently resolved, newest first.
     pub(crate) resolved: Vec<AlertView>,
+}
+
+/// `GET /api/v1/alerts`.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct AlertsResponse {
+    /// This page's pending and firing alerts, by their labels.
+    pub(crate) active: Vec<AlertView>,
+    /// This page's recently resolved alerts, oldest first (after every active one).
+    pub(crate) resolved: Vec<AlertView>,
+    /// Every pending and firing alert.
+    pub(crate) total_active: usize,
+    /// Every recently resolved alert kept.
+    pub(crate) total_resolved: usize,
+    /// The most alerts in one answer (`limit`, default [`super::page::DEFAULT_LIMIT`]).
+    pub(crate) limit: usize,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    pub(crate) next_cursor: Option<String>,
 }
 
 /// An alert as the API shows it, its times under the API's convention (epoch ms, `…_at_ms`).
