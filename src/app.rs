@@ -36,6 +36,8 @@ pub struct AppState {
     pub listener: std::sync::Arc<ListenerStats>,
     /// What the bounds on outside input cut, per (cluster, what): see [`AppState::count_cut`].
     inputs_cut: parking_lot::Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
+    /// The requests in flight each cluster's poller chose for its latest round.
+    requests_in_flight: parking_lot::Mutex<std::collections::BTreeMap<String, usize>>,
     /// Thread dumps and flame graphs asked for, per (cluster, outcome): [`AppState::count_thread_dump`].
     thread_looks: parking_lot::Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
     /// What `/metrics` exports (`[metrics]`), set at start and on reload.
@@ -89,6 +91,8 @@ pub struct DaemonStats {
     pub(crate) http_closed: [(&'static str, u64); 2],
     /// What the bounds on outside input cut, per (cluster, what).
     pub(crate) inputs_cut: Vec<(String, &'static str, u64)>,
+    /// The requests in flight per cluster (its poller's latest choice).
+    pub(crate) requests_in_flight: Vec<(String, usize)>,
     /// Thread dumps and flame graphs, per (cluster, outcome).
     pub(crate) thread_dumps: Vec<(String, &'static str, u64)>,
     /// The process's CPU, memory, descriptors and threads (Linux only).
@@ -146,6 +150,7 @@ impl AppState {
             checkpoint_started: tokio::sync::Notify::new(),
             listener: Default::default(),
             inputs_cut: Default::default(),
+            requests_in_flight: Default::default(),
             thread_looks: Default::default(),
             metrics: RwLock::default(),
             thread_dumps: RwLock::default(),
@@ -238,6 +243,11 @@ impl AppState {
         }
         let mut cuts = self.inputs_cut.lock();
         *cuts.entry((cluster.to_string(), what)).or_insert(0) += n;
+    }
+
+    /// Notes the requests in flight `cluster`'s poller chose for this round.
+    pub(crate) fn set_requests_in_flight(&self, cluster: &str, n: usize) {
+        self.requests_in_flight.lock().insert(cluster.to_string(), n);
     }
 
     /// Counts one look at a subtask's thread (`outcome`: one of the labels of
@@ -341,6 +351,7 @@ impl AppState {
                 (CLOSE_REASONS[i], listener.closed[i].load(Ordering::Relaxed))
             }),
             inputs_cut,
+            requests_in_flight: self.requests_in_flight.lock().iter().map(|(c, n)| (c.clone(), *n)).collect(),
             thread_dumps: self
                 .thread_looks
                 .lock()

@@ -25,7 +25,7 @@ async fn a_round_over_many_jobs_keeps_max_concurrent_requests_in_flight() {
     let jobs = 24;
     let server = replay_many("2.3.0", "healthy", jobs, DELAY).await;
     let mut cluster = ClusterConfig::new("many", &server.url);
-    cluster.max_concurrent_requests = 8;
+    cluster.max_concurrent_requests = Some(8);
     let app =
         Arc::new(AppState::new(State::new(checkpoint_sentinel::daemon::window_of(&Default::default()))));
     let mut poller = Poller::new(cluster, app).unwrap();
@@ -55,7 +55,7 @@ async fn many_jobs_polled_concurrently_are_counted_exactly_once() {
     let server = replay_many("2.3.0", "healthy", jobs, Duration::from_millis(2)).await;
     let state = tempfile::tempdir().unwrap();
     let mut config = common::watching(&server.url, Duration::from_millis(100), state.path());
-    config.clusters[0].max_concurrent_requests = 6;
+    config.clusters[0].max_concurrent_requests = Some(6);
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
     server.wait_for_polls(2).await;
     let s = server.scenario();
@@ -99,7 +99,7 @@ async fn a_cluster_that_does_not_answer_does_not_delay_another() {
     let mut config = common::watching(&fast.url, Duration::from_millis(100), state.path());
     let mut held_cluster = ClusterConfig::new("held", &held.url);
     held_cluster.poll_interval = Duration::from_millis(100);
-    held_cluster.max_concurrent_requests = 1;
+    held_cluster.max_concurrent_requests = Some(1);
     config.clusters.push(held_cluster);
     let daemon = checkpoint_sentinel::daemon::start(config, None).await.unwrap();
     let fast_polls = until(

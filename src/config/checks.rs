@@ -181,7 +181,7 @@ impl Config {
                     key("pending_subtask_after")
                 ));
             }
-            if c.max_concurrent_requests == 0 {
+            if c.max_concurrent_requests == Some(0) {
                 problems.push(format!("{}: expected at least 1", key("max_concurrent_requests")));
             }
             for (field, value) in [

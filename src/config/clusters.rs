@@ -23,12 +23,12 @@ pub struct ClusterConfig {
     /// Timeout of each HTTP request.
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
-    /// At most this many requests in flight to this cluster (jobs are polled concurrently).
-    /// The default, 8, is twice Flink's `rest.server.numThreads` (4): the JobManager answers
-    /// most requests from its caches in well under a millisecond, so over a network round trip
-    /// of milliseconds 8 in flight keep its 4 handler threads far from saturated while a round
-    /// of 1,000 jobs at 5 ms fits in about a second.
-    pub max_concurrent_requests: usize,
+    /// Requests in flight to this cluster (jobs are polled concurrently). Unset (the default),
+    /// the poller chooses each round as many as keep the round within half the poll interval at
+    /// the measured answer time and requests per job, at least 4 and at most 8 per REST handler
+    /// thread of the JobManager (`rest.server.numThreads` from its `/jobmanager/config`, 4 when
+    /// it does not say): `sources::poller::in_flight`. Set, exactly this many (an override).
+    pub max_concurrent_requests: Option<usize>,
     /// HTTP basic authentication.
     pub(crate) basic_auth: Option<BasicAuth>,
     /// A bearer token.
@@ -85,7 +85,7 @@ impl Default for ClusterConfig {
             url: String::new(),
             poll_interval: Duration::from_secs(5),
             timeout: Duration::from_secs(10),
-            max_concurrent_requests: 8,
+            max_concurrent_requests: None,
             basic_auth: None,
             bearer_token: None,
             ca_file: None,
@@ -102,7 +102,17 @@ impl Default for ClusterConfig {
     }
 }
 
+/// Requests in flight that other users of a cluster's settings (the evidence source, the HTTP
+/// client's idle connections) plan for when `max_concurrent_requests` is unset: the poller's
+/// cap at Flink's default 4 REST threads.
+pub(crate) const UNSET_IN_FLIGHT_BOUND: usize = 32;
+
 impl ClusterConfig {
+    /// `max_concurrent_requests`, or [`UNSET_IN_FLIGHT_BOUND`] when the poller chooses.
+    pub(crate) fn in_flight_bound(&self) -> usize {
+        self.max_concurrent_requests.unwrap_or(UNSET_IN_FLIGHT_BOUND)
+    }
+
     /// A cluster with every other value at its default.
     pub fn new(name: &str, url: &str) -> Self {
         ClusterConfig { name: name.to_string(), url: url.to_string(), ..ClusterConfig::default() }

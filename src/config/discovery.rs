@@ -64,8 +64,8 @@ pub struct DiscoveryDefaults {
     /// Timeout of each HTTP request.
     #[serde(with = "humantime_serde")]
     pub(crate) timeout: Duration,
-    /// At most this many requests in flight to each cluster.
-    pub(crate) max_concurrent_requests: usize,
+    /// Requests in flight to each cluster (unset: chosen each round, as for `[[clusters]]`).
+    pub(crate) max_concurrent_requests: Option<usize>,
     /// HTTP basic authentication.
     pub(crate) basic_auth: Option<BasicAuth>,
     /// A bearer token.

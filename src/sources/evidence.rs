@@ -324,7 +324,7 @@ impl EvidenceSource {
             choose(wanted, budget, self.cursor)
         };
         self.cursor = next;
-        let slots = self.config.max_concurrent_requests.clamp(1, budget);
+        let slots = self.config.in_flight_bound().clamp(1, budget);
         // Each request is bounded by the client's timeout; this one bounds the whole round.
         let deadline = self.config.timeout * 2 + Duration::from_secs(1);
         let pending: Vec<_> = requests.iter().map(|r| Box::pin(self.fetch(r))).collect();

@@ -58,6 +58,13 @@ pub(super) fn render_tail(out: &mut impl Sink, state: &State, daemon: &DaemonSta
             Value::Number(*n as f64),
         );
     }
+    for (cluster, n) in &daemon.requests_in_flight {
+        out.push(
+            family!("checkpoint_sentinel_poll_requests_in_flight"),
+            &[("cluster", cluster)],
+            Value::Number(*n as f64),
+        );
+    }
     for (cluster, outcome, n) in &daemon.thread_dumps {
         out.push(
             family!("checkpoint_sentinel_thread_dumps_total"),

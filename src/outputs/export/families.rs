@@ -420,6 +420,12 @@ pub const METRICS: &[MetricDef] = &[
         "What the bounds on outside input cut, by what: response_bodies, jobs, history_entries (details deferred to a later round), log_files, log_job_ids, thread_dumps (docs/reliability.md, \"Bounds\")."
     ),
     metric!(
+        "checkpoint_sentinel_poll_requests_in_flight",
+        Gauge,
+        &["cluster"],
+        "Requests in flight the poller chose for its latest round: max_concurrent_requests, or from the jobs, answer time and rest.server.numThreads (docs/performance.md, \"Requests in flight\")."
+    ),
+    metric!(
         "checkpoint_sentinel_thread_dumps_total",
         Counter,
         &["cluster", "outcome"],

@@ -103,6 +103,7 @@ fn busy_state(jobs: usize, minutes: i64) -> (State, DaemonStats, Timestamp) {
         }),
         process: crate::process::read(),
         metrics: crate::config::MetricsConfig::default(),
+        requests_in_flight: vec![("prod".into(), 20)],
         ..DaemonStats::default()
     };
     (state, daemon, end.plus_millis(1_234))

@@ -106,7 +106,7 @@ pub(crate) struct FlinkClient {
 type Memo = std::collections::HashMap<String, Option<Vec<u8>>>;
 
 /// Clients by (timeout, max_concurrent_requests, CA file contents): see [`FlinkClient::new`].
-type ClientKey = (Duration, usize, Option<Vec<u8>>);
+type ClientKey = (Duration, Option<usize>, Option<Vec<u8>>);
 static SHARED_CLIENTS: std::sync::LazyLock<
     parking_lot::Mutex<std::collections::HashMap<ClientKey, reqwest::Client>>,
 > = std::sync::LazyLock::new(Default::default);
@@ -134,7 +134,7 @@ impl FlinkClient {
                 let mut builder = reqwest::Client::builder()
                     .timeout(config.timeout)
                     .connect_timeout(config.timeout.min(Duration::from_secs(5)))
-                    .pool_max_idle_per_host(config.max_concurrent_requests)
+                    .pool_max_idle_per_host(config.in_flight_bound())
                     .user_agent(concat!("checkpoint-sentinel/", env!("CARGO_PKG_VERSION")));
                 if let (Some(pem), Some(ca)) = (&pem, &config.ca_file) {
                     for cert in reqwest::Certificate::from_pem_bundle(pem)

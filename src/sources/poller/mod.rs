@@ -9,10 +9,11 @@
 //! `mod.rs` holds the round; `job.rs` one job's poll, `pending.rs` the pending subtasks it
 //! names, `load.rs` the loads for the alignment shadow, `schedule.rs` (pure) when each is due,
 //! `cache.rs` what is remembered of a job between rounds, `phase.rs` (pure) where a pending
-//! subtask stands.
+//! subtask stands, `in_flight.rs` (pure) how many requests a round keeps in flight.
 
 mod applications;
 mod cache;
+pub(crate) mod in_flight;
 mod job;
 mod load;
 mod pending;
@@ -45,7 +46,7 @@ use crate::sources::flink::{convert, dto};
 /// Longest wait between rounds while a cluster is failing.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
-/// Jobs in flight per permit of `max_concurrent_requests`: a job's requests come one after the
+/// Jobs in flight per request in flight: a job's requests come one after the
 /// other (listing, details, subtasks), so with only as many jobs as permits some permits idle
 /// while a job parses an answer or moves to its next request. Requests in flight stay bounded
 /// by the semaphore; two jobs per permit keep it busy.
@@ -58,6 +59,14 @@ pub struct Poller {
     include: Vec<Regex>,
     exclude: Vec<Regex>,
     requests: Semaphore,
+    /// The semaphore's permits now: the requests in flight this round chose.
+    permits: usize,
+    /// This round's answers so far: their count and summed time (µs), read at its end.
+    answers: (std::sync::atomic::AtomicU64, std::sync::atomic::AtomicU64),
+    /// The last round's mean answer time and requests per watched job.
+    measured: (Option<Duration>, Option<f64>),
+    /// `rest.server.numThreads` from `/jobmanager/config`, once asked (`Some(None)`: not said).
+    rest_threads: Option<Option<usize>>,
     app: Arc<AppState>,
     jobs: HashMap<String, JobCache>,
     rounds: u64,
@@ -108,7 +117,11 @@ impl Poller {
         Ok(Poller {
             include,
             exclude,
-            requests: Semaphore::new(config.max_concurrent_requests),
+            requests: Semaphore::new(in_flight::MIN_IN_FLIGHT),
+            permits: in_flight::MIN_IN_FLIGHT,
+            answers: Default::default(),
+            measured: (None, None),
+            rest_threads: None,
             client,
             config,
             app,
@@ -195,8 +208,9 @@ impl Poller {
         let watched_ids: HashSet<&str> = watched.iter().map(|j| j.jid.as_str()).collect();
         self.jobs.retain(|id, _| watched_ids.contains(id.as_str()));
         self.adaptive = watched.len() > ADAPTIVE_ABOVE_JOBS;
-        // Jobs are polled concurrently (at most `max_concurrent_requests` of them, and as many
-        // requests in flight): each job's future owns its cache entry for the round, applies its
+        let in_flight = self.choose_in_flight(watched.len()).await;
+        // Jobs are polled concurrently (at most twice the requests in flight of them, and that
+        // many requests in flight): each job's future owns its cache entry for the round, applies its
         // own observations in order, and no two futures touch the same job, so what one job
         // counted is never seen half-way by another. Different jobs interleave.
         let mut slots: Vec<Option<JobCache>> = watched.iter().map(|j| self.jobs.remove(&j.jid)).collect();
@@ -229,7 +243,7 @@ impl Poller {
             // higher-ranked `Send` check when the poller's task is spawned.
             let polls: Vec<_> = polls.collect();
             futures_util::stream::iter(polls)
-                .buffer_unordered(self.config.max_concurrent_requests.max(1) * JOBS_PER_REQUEST_SLOT)
+                .buffer_unordered(in_flight * JOBS_PER_REQUEST_SLOT)
                 .collect()
                 .await
         };
@@ -261,6 +275,7 @@ impl Poller {
             }
         }
         self.fetch_due_loads(&mut errors).await;
+        self.measure_answers(watched.len());
         self.rounds += 1;
         self.app.apply(&report(errors, true, overview.flink_version, Some(summaries)));
         true
@@ -277,11 +292,67 @@ impl Poller {
 
     async fn fetch<T>(&self, request: impl Future<Output = Result<T, FetchError>>) -> Result<T, FetchError> {
         let _permit = self.requests.acquire().await.expect("the semaphore is never closed");
+        let asked = Instant::now();
         let answer = request.await;
+        let micros = asked.elapsed().as_micros().min(u128::from(u64::MAX)) as u64;
+        self.answers.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.answers.1.fetch_add(micros, std::sync::atomic::Ordering::Relaxed);
         if let Err(FetchError::TooLarge { .. }) = &answer {
             self.app.count_cut(&self.config.name, "response_bodies", 1);
         }
         answer
+    }
+
+    /// The requests in flight for this round of `jobs` ([`in_flight::requests_in_flight`]),
+    /// set on the semaphore (nothing is in flight between the job list and the jobs' polls)
+    /// and reported. The JobManager's REST threads are asked for once, and only when the choice
+    /// would go above the floor (a small cluster is never asked).
+    async fn choose_in_flight(&mut self, jobs: usize) -> usize {
+        let fixed = self.config.max_concurrent_requests;
+        let mut demand = in_flight::Demand {
+            jobs,
+            requests_per_job: self.measured.1,
+            answer: self.measured.0,
+            interval: self.config.poll_interval,
+            rest_threads: self.rest_threads.flatten(),
+        };
+        if fixed.is_none()
+            && self.rest_threads.is_none()
+            && in_flight::requests_in_flight(&demand, None) > in_flight::MIN_IN_FLIGHT
+        {
+            let options = self.fetch(self.client.jobmanager_config()).await.unwrap_or_default();
+            let threads = options
+                .iter()
+                .find(|e| e.key == "rest.server.numThreads")
+                .and_then(|e| e.value.as_deref()?.trim().parse::<usize>().ok());
+            self.rest_threads = Some(threads);
+            demand.rest_threads = threads;
+            // The advisor's look at new jobs this round reads the same answer.
+            let _ = self.cluster_options.set(options);
+        }
+        let n = in_flight::requests_in_flight(&demand, fixed);
+        if n > self.permits {
+            self.requests.add_permits(n - self.permits);
+            self.permits = n;
+        } else if n < self.permits {
+            self.permits -= self.requests.forget_permits(self.permits - n);
+        }
+        self.app.set_requests_in_flight(&self.config.name, n);
+        self.answers.0.store(0, std::sync::atomic::Ordering::Relaxed);
+        self.answers.1.store(0, std::sync::atomic::Ordering::Relaxed);
+        n
+    }
+
+    /// The round's mean answer time and requests per job, for the next round's choice.
+    fn measure_answers(&mut self, jobs: usize) {
+        let count = self.answers.0.load(std::sync::atomic::Ordering::Relaxed);
+        let micros = self.answers.1.load(std::sync::atomic::Ordering::Relaxed);
+        if count > 0 {
+            self.measured.0 = Some(Duration::from_micros(micros / count));
+        }
+        if jobs > 0 {
+            self.measured.1 = Some(count as f64 / jobs as f64);
+        }
     }
 
     fn log_error(&self, error: &FetchError) {
