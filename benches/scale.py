@@ -88,7 +88,7 @@ def main():
     ap.add_argument("--rest-delay", default="5ms")
     ap.add_argument("--poll-interval", default="10s")
     ap.add_argument("--large-estate", action="store_true",
-                    help="the large-estate settings: [metrics] operators = false, quantiles = [0.5, 0.95]; "
+                    help='profile = "large-estate": [metrics] operators = false, quantiles = [0.5, 0.95]; '
                          "[state] recent_checkpoints = 8, p95_history_points = 30")
     ap.add_argument("--max-concurrent-requests", type=int, default=0, help="[[clusters]] setting; 0: the default")
     ap.add_argument("--store", action="store_true", help="keep the checkpoint store on ([store] enabled)")
@@ -114,17 +114,15 @@ def main():
         stdout=open(f"{a.work}/sim.out", "w"), stderr=subprocess.STDOUT)
     wait_http(f"http://127.0.0.1:{flink_port}/overview", 120)
     config = [
+        *(['profile = "large-estate"'] if a.large_estate else []),
         "[server]", f'listen = "127.0.0.1:{daemon_port}"',
         "[state]", f'dir = "{a.work}/state"',
         *([f'persist_interval = "{a.persist_interval}"'] if a.persist_interval else []),
-        *([f"recent_checkpoints = {a.recent_checkpoints or 8}"] if a.recent_checkpoints or a.large_estate else []),
-        *(["p95_history_points = 30"] if a.large_estate else []),
+        *([f"recent_checkpoints = {a.recent_checkpoints}"] if a.recent_checkpoints else []),
         "[store]", f"enabled = {'true' if a.store else 'false'}", f"max_records = {a.store_max_records}",
     ]
     if a.stats_window:
         config += ["[stats]", f'window = "{a.stats_window}"']
-    if a.large_estate:
-        config += ["[metrics]", "operators = false", "quantiles = [0.5, 0.95]"]
     config += ["[[clusters]]", 'name = "perf"', f'url = "http://127.0.0.1:{flink_port}"',
                f'poll_interval = "{a.poll_interval}"']
     if a.max_jobs:
@@ -227,7 +225,7 @@ def main():
         "jobs": a.jobs, "minutes": round(elapsed / 60, 1), "interval_scale": a.interval_scale,
         "rest_delay": a.rest_delay, "poll_interval": a.poll_interval, "metrics": "large-estate" if a.large_estate else "default", "recent_checkpoints": a.recent_checkpoints or (8 if a.large_estate else 32),
         "persist_interval": a.persist_interval or "5s",
-        "max_concurrent_requests": a.max_concurrent_requests or 8,
+        "max_concurrent_requests": a.max_concurrent_requests or "chosen per round",
         "store": a.store, "stats_window": a.stats_window or "1h", "daemon_cpu_pct": round(100 * (c1 - c0) / elapsed, 1),
         "simulator_cpu_pct": round(100 * (sim_c1 - sim_c0) / elapsed, 1),
         "rss_mb_first": rows[0]["rss_mb"], "rss_mb_last": rows[-1]["rss_mb"],

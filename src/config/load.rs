@@ -30,8 +30,13 @@ impl Config {
             .collect();
         // The file alone first, so that a problem of the file is blamed on the file and one of a
         // variable on the variable.
+        let profile = profile_of(&text).map_err(load_error)?;
         let from = |env: &[(String, String)]| -> Result<Config, config::ConfigError> {
-            config::Config::builder()
+            let mut builder = config::Config::builder();
+            for (key, value) in profile.map(super::Profile::defaults).unwrap_or_default() {
+                builder = builder.set_default(key, value)?;
+            }
+            builder
                 .add_source(config::File::from_str(&text, config::FileFormat::Toml))
                 .add_source(
                     config::Environment::with_prefix("SENTINEL")
@@ -67,6 +72,22 @@ impl Config {
             Err(ConfigError::Invalid { file: file.to_path_buf(), problems })
         }
     }
+}
+
+/// The file's `profile`, checked: an unknown name is an error naming the key and the profiles.
+/// (A file that is not TOML: `None`, the loader says what is wrong with it.)
+fn profile_of(text: &str) -> Result<Option<super::Profile>, String> {
+    let Some(value) = text.parse::<toml::Table>().ok().and_then(|mut t| t.remove("profile")) else {
+        return Ok(None);
+    };
+    let names: Vec<String> = super::Profile::ALL.iter().map(|(n, _)| format!("{n:?}")).collect();
+    let expected = format!("expected one of {}", names.join(", "));
+    let name = value.as_str().ok_or_else(|| format!("profile: {value}: {expected}"))?;
+    super::Profile::ALL
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, p)| Some(*p))
+        .ok_or_else(|| format!("profile: {name:?}: {expected}"))
 }
 
 /// The required fields of a `[[rules]]` entry (the others have defaults).
@@ -214,6 +235,28 @@ pub(super) mod tests {
             crate::sources::file_sd::parse_as(&text, crate::sources::discovery::Format::Yaml, "http")
                 .unwrap();
         assert_eq!(targets.len(), 4);
+    }
+
+    #[test]
+    fn the_large_estate_profile_is_one_key_under_the_files_own() {
+        let c = load("profile = \"large-estate\"\n[state]\nrecent_checkpoints = 16\n").unwrap();
+        assert_eq!(c.profile, Some(super::super::Profile::LargeEstate));
+        assert!(!c.metrics.operators);
+        assert_eq!(c.metrics.quantiles, vec![0.5, 0.95]);
+        assert_eq!(c.state.p95_history_points, 30);
+        assert_eq!(c.state.recent_checkpoints, 16, "the file's own key wins");
+        let plain = load("[state]\nrecent_checkpoints = 16\n").unwrap();
+        assert!(plain.metrics.operators && plain.state.p95_history_points == 120);
+    }
+
+    #[test]
+    fn an_unknown_profile_names_the_file_the_key_and_the_profiles() {
+        let f = write("profile = \"huge\"\n");
+        let err = Config::load_with_env(f.path(), Vec::new()).unwrap_err().to_string();
+        assert!(err.contains(&f.path().display().to_string()), "{err}");
+        assert!(err.contains(r#"profile: "huge": expected one of "large-estate""#), "{err}");
+        let err = load("profile = 3\n").unwrap_err().to_string();
+        assert!(err.contains(r#"profile: 3: expected one of "large-estate""#), "{err}");
     }
 
     #[test]

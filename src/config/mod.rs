@@ -38,10 +38,42 @@ pub(crate) use rules::ConfiguredRule;
 pub use shard::Shard;
 pub(crate) use thread_dumps::ThreadDumpsConfig;
 
+/// `profile`: defaults for a kind of deployment, set under the file's own keys (a key the file
+/// sets wins) and over the built-in defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// 2,000 to 10,000 jobs per replica (docs/deployment.md, "How many jobs per replica"): no
+    /// per-operator series, the quantiles the alerts read, 8 recent checkpoints and 30 P95
+    /// points per job.
+    LargeEstate,
+}
+
+impl Profile {
+    /// Every profile by its name in the file.
+    pub(crate) const ALL: [(&'static str, Profile); 1] = [("large-estate", Profile::LargeEstate)];
+
+    /// The keys the profile sets (dotted, as in the file) and their values.
+    pub(crate) fn defaults(self) -> Vec<(&'static str, config::Value)> {
+        match self {
+            Profile::LargeEstate => vec![
+                ("metrics.operators", false.into()),
+                ("metrics.quantiles", vec![0.5, 0.95].into()),
+                ("state.recent_checkpoints", 8_i64.into()),
+                ("state.p95_history_points", 30_i64.into()),
+            ],
+        }
+    }
+}
+
 /// The whole configuration.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
+    /// A named set of defaults (`profile = "large-estate"`): the keys it sets are defaults
+    /// under the file's own ([`Profile`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
     /// The HTTP server: `/metrics`, `/healthz`, `/readyz`.
     pub server: ServerConfig,
     /// The Flink clusters to watch.
