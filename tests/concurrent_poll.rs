@@ -49,6 +49,38 @@ async fn a_round_over_many_jobs_keeps_max_concurrent_requests_in_flight() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unset_the_requests_in_flight_grow_with_the_measured_answer_time_up_to_the_cap() {
+    // 40 jobs answering in 50 ms each, polled every 100 ms: the first round assumes 5 ms per
+    // answer and keeps a few requests in flight; from the second the measured 50 ms call for
+    // more than the cap, 8 per REST thread of the JobManager (the capture names none: Flink's
+    // default 4), so 32 exactly.
+    let jobs = 40;
+    let server = replay_many("2.3.0", "healthy", jobs, DELAY).await;
+    let mut cluster = ClusterConfig::new("many", &server.url);
+    cluster.poll_interval = Duration::from_millis(100);
+    assert_eq!(cluster.max_concurrent_requests, None, "unset by default");
+    let app =
+        Arc::new(AppState::new(State::new(checkpoint_sentinel::daemon::window_of(&Default::default()))));
+    let mut poller = Poller::new(cluster, app).unwrap();
+    server.hold_until_in_flight(4);
+    server.reset_max_in_flight();
+    assert!(poller.round().await);
+    let first = server.max_in_flight();
+    println!("round 0: at most {first} in flight");
+    assert!((4..=16).contains(&first), "first round: {first} in flight");
+    for round in 1..3 {
+        server.hold_until_in_flight(32);
+        server.reset_max_in_flight();
+        // What the stub still counts in flight between rounds (a handler whose connection the
+        // client closed is never subtracted) is not the poller's.
+        let between = server.max_in_flight();
+        assert!(poller.round().await);
+        println!("round {round}: at most {} in flight, {between} counted before", server.max_in_flight());
+        assert_eq!(server.max_in_flight() - between, 32, "round {round}: the cap at 4 REST threads, no more");
+    }
+}
+
 #[tokio::test]
 async fn many_jobs_polled_concurrently_are_counted_exactly_once() {
     let jobs = 12;
