@@ -347,8 +347,8 @@ impl Poller {
     fn measure_answers(&mut self, jobs: usize) {
         let count = self.answers.0.load(std::sync::atomic::Ordering::Relaxed);
         let micros = self.answers.1.load(std::sync::atomic::Ordering::Relaxed);
-        if count > 0 {
-            self.measured.0 = Some(Duration::from_micros(micros / count));
+        if let Some(mean) = micros.checked_div(count) {
+            self.measured.0 = Some(Duration::from_micros(mean));
         }
         if jobs > 0 {
             self.measured.1 = Some(count as f64 / jobs as f64);
