@@ -71,6 +71,7 @@ const PURE: &[&str] = &[
     "src/sources/logs/trace.rs",
     "src/sources/file_sd.rs",
     "src/sources/poller/schedule.rs",
+    "src/sources/poller/in_flight.rs",
     "src/sources/poller/phase.rs",
     "src/rules",
     "src/health",
