@@ -328,14 +328,18 @@ impl AppState {
         });
         let mut inputs_cut: Vec<(String, &'static str, u64)> =
             self.inputs_cut.lock().iter().map(|((cluster, what), n)| (cluster.clone(), *what, *n)).collect();
-        {
+        let requests_in_flight = {
             let state = self.state.read();
             for (name, cluster) in state.clusters() {
                 if cluster.logs.job_ids_cut > 0 {
                     inputs_cut.push((name.clone(), "log_job_ids", cluster.logs.job_ids_cut));
                 }
             }
-        }
+            // Only the clusters still watched: one that left (a reload, discovery) leaves no series.
+            let mut chosen = self.requests_in_flight.lock();
+            chosen.retain(|name, _| state.clusters().contains_key(name));
+            chosen.iter().map(|(c, n)| (c.clone(), *n)).collect()
+        };
         let waiting = self.state.read().outbox().len() as u64;
         let store = self.store.get().map(|store| StoreCounters {
             records: self.store_stats.records.load(Ordering::Relaxed),
@@ -351,7 +355,7 @@ impl AppState {
                 (CLOSE_REASONS[i], listener.closed[i].load(Ordering::Relaxed))
             }),
             inputs_cut,
-            requests_in_flight: self.requests_in_flight.lock().iter().map(|(c, n)| (c.clone(), *n)).collect(),
+            requests_in_flight,
             thread_dumps: self
                 .thread_looks
                 .lock()
