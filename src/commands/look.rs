@@ -113,6 +113,7 @@ pub(crate) async fn look(
         let state = app.state.read();
         evaluator.evaluate(&state, now);
         alerts.set_active(evaluator.active_shared().cloned().collect());
+        alerts.incidents = evaluator.incidents();
     }
     Ok(Look { app, cluster: config.name, alerts })
 }

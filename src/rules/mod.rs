@@ -9,6 +9,7 @@ pub mod alert;
 pub mod builtin;
 pub(crate) mod context;
 pub(crate) mod expr;
+pub(crate) mod incidents;
 pub(crate) mod labels;
 pub mod render;
 pub mod series;
@@ -159,6 +160,8 @@ pub struct Evaluator {
     windows: HashMap<Scope, Vec<context::RingSpec>>,
     histories: HashMap<Entity, SeriesHistory>,
     alerts: Alerts,
+    /// The incidents of the latest evaluation (`incidents::incidents`), computed once a round.
+    incidents: Arc<Vec<incidents::Incident>>,
 }
 
 /// The alerts: active ones by identity, and the recently resolved.
@@ -193,7 +196,13 @@ impl Evaluator {
     /// An evaluator for `rules`.
     pub fn new(rules: Vec<Rule>) -> Self {
         let windows = windows_of(&rules);
-        Evaluator { rules, windows, histories: HashMap::new(), alerts: Alerts::default() }
+        Evaluator {
+            rules,
+            windows,
+            histories: HashMap::new(),
+            alerts: Alerts::default(),
+            incidents: Arc::default(),
+        }
     }
 
     /// The rules.
@@ -217,6 +226,11 @@ impl Evaluator {
         self.alerts.active.values().map(|a| &a.alert)
     }
 
+    /// The incidents of the latest evaluation, shared.
+    pub(crate) fn incidents(&self) -> Arc<Vec<incidents::Incident>> {
+        Arc::clone(&self.incidents)
+    }
+
     /// Recently resolved alerts, oldest first.
     pub(crate) fn resolved(&self) -> impl Iterator<Item = &Alert> {
         self.alerts.history.iter()
@@ -234,6 +248,7 @@ impl Evaluator {
     pub(crate) fn evaluate_with(&mut self, state: &State, facts: &DaemonFacts, now: Timestamp) -> Vec<Alert> {
         let mut round = Round::default();
         self.alerts.round += 1;
+        self.incidents = Arc::new(incidents::incidents(state, now));
         if self.windows.contains_key(&Scope::Daemon) {
             let subject = Subject::Daemon(DaemonView { facts });
             let entity = (Scope::Daemon, String::new(), String::new());
