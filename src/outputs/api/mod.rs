@@ -82,6 +82,24 @@ pub(crate) fn jobs(state: &State, alerts: &AlertsView, now: Timestamp) -> JobsRe
     JobsResponse { now_ms: now.millis(), headlines, jobs }
 }
 
+/// `GET /api/v1/incidents`: the incidents the rule loop found in its latest round (computed
+/// once there, so the page, this answer, the alerts and `diagnose` say the same), each job
+/// listed when `members` is asked for.
+pub(crate) fn incidents(alerts: &AlertsView, members: bool, now: Timestamp) -> IncidentsResponse {
+    let incidents = alerts
+        .incidents
+        .iter()
+        .map(|i| {
+            let mut i = i.clone();
+            if !members {
+                i.members.clear();
+            }
+            i
+        })
+        .collect();
+    IncidentsResponse { now_ms: now.millis(), incidents }
+}
+
 /// `GET /api/v1/jobs/{cluster}/{job_id}`; `None` when the job is unknown.
 pub fn job(
     state: &State,
