@@ -143,7 +143,7 @@ pub(crate) struct Incident {
     pub(crate) since_at_ms: i64,
     /// How many jobs it groups.
     pub(crate) jobs: usize,
-    /// Its jobs (at most [`MAX_LISTED`]), by cluster and name.
+    /// Its jobs, by cluster and name (the API lists at most [`MAX_LISTED`]).
     pub(crate) members: Vec<Member>,
     /// Healthy jobs without the cause (in its cluster for a TaskManager or host).
     pub(crate) healthy_without: usize,
@@ -194,7 +194,7 @@ fn job_facts(cluster: &str, c: &ClusterState, job_id: &str, j: &JobState, now: T
         healthy: false,
         causes: vec![(CauseKind::Cluster, cluster.to_string())],
     };
-    if !c.reachable {
+    if !c.reachable && c.answered_once {
         facts.trouble = Some((Symptom::Unreachable, c.last_success.unwrap_or(now)));
         return facts;
     }
@@ -383,7 +383,6 @@ fn incident(facts: &[JobFacts], c: Candidate) -> Incident {
     let symptom = counts.iter().find(|(_, n)| **n == most).map_or(Symptom::Fail, |(s, _)| *s);
     let since_at_ms = members.iter().map(|m| m.since_at_ms).min().unwrap_or(0);
     let jobs = members.len();
-    members.truncate(MAX_LISTED);
     let mut incident = Incident {
         id: incident_id(&c.cause),
         cause: c.cause,

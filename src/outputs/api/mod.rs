@@ -91,9 +91,7 @@ pub(crate) fn incidents(alerts: &AlertsView, members: bool, now: Timestamp) -> I
         .iter()
         .map(|i| {
             let mut i = i.clone();
-            if !members {
-                i.members.clear();
-            }
+            i.members.truncate(if members { crate::rules::incidents::MAX_LISTED } else { 0 });
             i
         })
         .collect();

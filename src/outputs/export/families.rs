@@ -549,6 +549,12 @@ pub const METRICS: &[MetricDef] = &[
         "Alerts of the daemon's own rules by state (pending, firing); 0 for rules with none."
     ),
     metric!(
+        "flink_checkpoint_incident_jobs",
+        Gauge,
+        &["cluster", "incident", "incident_cause", "incident_value"],
+        "Troubled jobs an incident groups: they share a cause (incident_cause: taskmanager, host, storage, source, exception, cluster; incident_value) that no healthy job has (docs/api.md, /api/v1/incidents). cluster is empty when they span several; at most 10 incidents."
+    ),
+    metric!(
         "checkpoint_sentinel_alertmanager_sends_total",
         Counter,
         &["alertmanager"],
