@@ -612,7 +612,7 @@ mod tests {
         assert_eq!(i["members"].as_array().map(Vec::len), Some(2), "{body}");
         let (_, page) = get(&router, "/").await;
         assert!(
-            page.contains("all with subtasks on TaskManager tm-7 of prod"),
+            page.contains("all with subtasks on TaskManager tm-7; the 1 job without it is healthy"),
             "the page embeds the sentence"
         );
         let (_, bare) = get(&router, "/api/v1/incidents?members=false").await;

@@ -413,10 +413,11 @@ pub(crate) fn sentence(i: &Incident) -> String {
     let t = crate::time::log_time(Timestamp(i.since_at_ms));
     let clock = t.get(11..16).unwrap_or(&t);
     let v = &i.cause.value;
-    let on = i.cause.cluster.as_deref().map(|c| format!(" of {c}")).unwrap_or_default();
+    // The cluster is the API's `cause.cluster`, not in the sentence: `diagnose` knows the
+    // cluster by its URL only, and says the same sentence as the daemon.
     let shared = match i.cause.kind {
-        CauseKind::Taskmanager => format!("all with subtasks on TaskManager {v}{on}"),
-        CauseKind::Host => format!("all with subtasks on host {v}{on}"),
+        CauseKind::Taskmanager => format!("all with subtasks on TaskManager {v}"),
+        CauseKind::Host => format!("all with subtasks on host {v}"),
         CauseKind::Storage => format!("all checkpointing to {v}"),
         CauseKind::Source => format!("all reading from {v}"),
         CauseKind::Exception => format!("all failing with {v}"),
@@ -500,7 +501,7 @@ mod tests {
         assert_eq!(
             i.text,
             "3 jobs: checkpoints expire since 02:00 UTC, all with subtasks on TaskManager tm-7 \
-             (10.0.3.12:6122) of prod; the 2 jobs without it are healthy"
+             (10.0.3.12:6122); the 2 jobs without it are healthy"
         );
         assert!(i.id.starts_with("taskmanager-"), "{}", i.id);
     }

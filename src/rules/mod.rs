@@ -1430,7 +1430,7 @@ mod tests {
         assert_eq!(
             incidents[0].text,
             "2 jobs: checkpoints expire since 01:59 UTC, all with subtasks on TaskManager tm-7 \
-             (10.0.3.12:6122) of c; the 1 job without it is healthy"
+             (10.0.3.12:6122); the 1 job without it is healthy"
         );
         let id = incidents[0].id.clone();
         let job_alerts: Vec<&Alert> = ev.active().filter(|a| a.name() == "Failing").collect();
