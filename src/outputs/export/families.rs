@@ -552,7 +552,7 @@ pub const METRICS: &[MetricDef] = &[
         "flink_checkpoint_incident_jobs",
         Gauge,
         &["cluster", "incident", "incident_cause", "incident_value"],
-        "Troubled jobs an incident groups: they share a cause (incident_cause: taskmanager, host, storage, source, exception, cluster; incident_value) that no healthy job has (docs/api.md, /api/v1/incidents). cluster is empty when they span several; at most 10 incidents."
+        "Troubled jobs of an incident: they share a cause (incident_cause, incident_value) no healthy job has (/api/v1/incidents); cluster empty when they span several; at most 10."
     ),
     metric!(
         "checkpoint_sentinel_alertmanager_sends_total",
