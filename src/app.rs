@@ -101,6 +101,8 @@ pub struct DaemonStats {
     pub(crate) metrics: crate::config::MetricsConfig,
     /// What file discovery last found, when it is on.
     pub(crate) discovery: Option<DiscoveryStats>,
+    /// The rule loop's incidents (`flink_checkpoint_incident_jobs`).
+    pub(crate) incidents: std::sync::Arc<Vec<crate::rules::incidents::Incident>>,
 }
 
 /// How many alerts of one rule are pending and firing (`checkpoint_sentinel_alerts`).
@@ -371,6 +373,7 @@ impl AppState {
             process: crate::process::read(),
             metrics: self.metrics.read().clone(),
             discovery: self.discovery.read().clone(),
+            incidents: std::sync::Arc::clone(&view.incidents),
         }
     }
 }

@@ -84,7 +84,8 @@ pub(crate) async fn look(
         ..config.clone()
     };
     let mut poller = Poller::with_client(config.clone(), client.clone(), app.clone())?
-        .only_jobs(jobs.iter().map(|j| j.jid.clone()));
+        .only_jobs(jobs.iter().map(|j| j.jid.clone()))
+        .all_loads();
     poller.round().await;
     // One storage round over what the poll learnt (the checkpoints' paths, the configuration).
     // The cluster's whole job list (memoised: the round asked for it) tells which other job
@@ -113,6 +114,7 @@ pub(crate) async fn look(
         let state = app.state.read();
         evaluator.evaluate(&state, now);
         alerts.set_active(evaluator.active_shared().cloned().collect());
+        alerts.incidents = evaluator.incidents();
     }
     Ok(Look { app, cluster: config.name, alerts })
 }

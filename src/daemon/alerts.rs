@@ -221,6 +221,7 @@ fn evaluate(
             evaluator.rules().iter().map(|r| (r.spec.name.clone(), r.spec.severity.as_str())).collect();
         view.set_active(active);
         view.resolved = evaluator.resolved().cloned().collect();
+        view.incidents = evaluator.incidents();
     }
     let _ = deliver.send(Delivery::Round(firing, resolved, now));
 }

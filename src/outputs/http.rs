@@ -54,6 +54,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/v1/alerts", get(alerts))
         .route("/api/v1/clusters", get(api_clusters))
         .route("/api/v1/jobs", get(api_jobs))
+        .route("/api/v1/incidents", get(api_incidents))
         .route("/api/v1/jobs/{cluster}/{job_id}", get(api_job))
         .route("/api/v1/jobs/{cluster}/{job_id}/checkpoints", get(api_checkpoints))
         .route("/api/v1/jobs/{cluster}/{job_id}/advice", get(api_advice))
@@ -148,6 +149,7 @@ async fn index(Extract(state): Extract<HttpState>, Query(mut q): Query<api::page
             "clusters": api::clusters(&s, &alerts, now),
             "jobs": api::jobs_page(&s, &alerts, now, &request),
             "error": error,
+            "incidents": api::incidents(&alerts, false, now),
         })
     };
     // In a <script> element only "</" could end it early: JSON allows "<" escaped.
@@ -185,6 +187,16 @@ async fn api_jobs(Extract(state): Extract<HttpState>, Query(q): Query<api::page:
         api::jobs_page(&s, &alerts, Timestamp::now(), &request)
     };
     json_no_cache(&view)
+}
+
+#[derive(serde::Deserialize)]
+struct IncidentsQuery {
+    members: Option<bool>,
+}
+
+async fn api_incidents(Extract(state): Extract<HttpState>, Query(q): Query<IncidentsQuery>) -> Response {
+    let alerts = state.app.alerts.read().clone();
+    json_no_cache(&api::incidents(&alerts, q.members.unwrap_or(true), Timestamp::now()))
 }
 
 async fn api_job(
@@ -589,6 +601,42 @@ mod tests {
         let status = response.status();
         let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
         (status, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    /// The incidents of the rule loop's round, as it left them in the alerts view; the page
+    /// embeds them without their jobs.
+    #[tokio::test]
+    async fn the_incidents_are_served_as_the_rule_round_found_them() {
+        use crate::rules::incidents::{CauseKind, JobFacts, Symptom, group};
+        let (app, router) = app();
+        let fact = |id: &str, troubled: bool, tm: &str| JobFacts {
+            cluster: "prod".into(),
+            job_id: id.into(),
+            job_name: id.into(),
+            trouble: troubled.then_some((Symptom::Expire, Timestamp(1_000))),
+            healthy: !troubled,
+            causes: vec![(CauseKind::Taskmanager, tm.into()), (CauseKind::Cluster, "prod".into())],
+        };
+        let found = group(&[fact("a", true, "tm-7"), fact("b", true, "tm-7"), fact("c", false, "tm-1")]);
+        app.alerts.write().incidents = Arc::new(found);
+        let (status, body) = get(&router, "/api/v1/incidents").await;
+        assert_eq!(status, StatusCode::OK);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let i = &v["incidents"][0];
+        assert_eq!(
+            (i["cause"]["kind"].as_str(), i["cause"]["value"].as_str()),
+            (Some("taskmanager"), Some("tm-7"))
+        );
+        assert_eq!((i["jobs"].as_u64(), i["healthy_without"].as_u64()), (Some(2), Some(1)));
+        assert_eq!(i["members"].as_array().map(Vec::len), Some(2), "{body}");
+        let (_, page) = get(&router, "/").await;
+        assert!(
+            page.contains("all with subtasks on TaskManager tm-7; the 1 job without it is healthy"),
+            "the page embeds the sentence"
+        );
+        let (_, bare) = get(&router, "/api/v1/incidents?members=false").await;
+        let v: serde_json::Value = serde_json::from_str(&bare).unwrap();
+        assert_eq!(v["incidents"][0]["members"].as_array().map(Vec::len), Some(0), "{bare}");
     }
 
     #[tokio::test]

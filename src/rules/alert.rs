@@ -68,6 +68,8 @@ pub struct AlertsView {
     /// by a clone; kept with the length of `active` it was built for, and not used when that
     /// changed since (an alert pushed onto `active` directly).
     pub(crate) by_job: std::sync::OnceLock<(usize, AlertsByJob)>,
+    /// The incidents of the same evaluation (`rules::incidents`): many jobs, one cause.
+    pub(crate) incidents: Arc<Vec<super::incidents::Incident>>,
 }
 
 impl Clone for AlertsView {
@@ -77,6 +79,7 @@ impl Clone for AlertsView {
             active: self.active.clone(),
             resolved: self.resolved.clone(),
             by_job: std::sync::OnceLock::new(),
+            incidents: Arc::clone(&self.incidents),
         }
     }
 }

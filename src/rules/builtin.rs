@@ -314,6 +314,19 @@ const PACK: &[Spec] = &[
         description: "TaskManager {{ taskmanager }} on {{ cluster }} spent {{ gc_time_ratio | percent }} of the last minute in garbage collection, and ran the culprit subtask of {{ checkpoint_culprits }} recent checkpoint(s). GC pauses hold barriers and snapshots up: give it more heap, or keep less on the heap (state on RocksDB, smaller windows).",
     },
     Spec {
+        name: "FlinkCheckpointIncident",
+        scope: Scope::Incident,
+        // Many jobs, one cause (`rules::incidents`): an incident groups at least 2 jobs already;
+        // a minute lets the round after confirm it.
+        expr: "jobs >= 2",
+        for_s: 60,
+        keep_s: 0,
+        severity: AlertSeverity::Critical,
+        class: Class::Failure,
+        summary: "{{ value }} Flink jobs in trouble at once, all sharing {{ incident_cause }} {{ incident_value }}",
+        description: "{{ incident_text }}. Jobs: {{ incident_jobs }}. Their trouble started within minutes of each other, and no healthy job shares the cause: look at it first. Their own alerts carry incident={{ incident }} for Alertmanager to group or inhibit them.",
+    },
+    Spec {
         name: "FlinkCheckpointStateSkew",
         scope: Scope::Job,
         expr: "state_skew > 4 and state_skew_max_size > 100MB",

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use super::expr::Context;
 use super::series::{self, Member, Read, Scope};
-pub(crate) use super::subjects::{ClusterView, DaemonView, JobView, TaskManagerView};
+pub(crate) use super::subjects::{ClusterView, DaemonView, IncidentView, JobView, TaskManagerView};
 use crate::time::Timestamp;
 
 /// What one evaluation is for: a job, a cluster or a TaskManager.
@@ -18,6 +18,8 @@ pub(crate) enum Subject<'a> {
     TaskManager(TaskManagerView<'a>),
     /// The daemon itself.
     Daemon(DaemonView<'a>),
+    /// An incident.
+    Incident(IncidentView<'a>),
 }
 
 impl Subject<'_> {
@@ -28,6 +30,7 @@ impl Subject<'_> {
             Subject::Cluster(_) => Scope::Cluster,
             Subject::TaskManager(_) => Scope::TaskManager,
             Subject::Daemon(_) => Scope::Daemon,
+            Subject::Incident(_) => Scope::Incident,
         }
     }
 
@@ -51,6 +54,7 @@ impl Subject<'_> {
             (Read::Cluster(read), Subject::Cluster(v)) => read(v),
             (Read::TaskManager(read), Subject::TaskManager(v)) => read(v),
             (Read::Daemon(read), Subject::Daemon(v)) => read(v),
+            (Read::Incident(read), Subject::Incident(v)) => read(v),
             _ => None,
         }
     }

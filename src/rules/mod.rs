@@ -9,6 +9,7 @@ pub mod alert;
 pub mod builtin;
 pub(crate) mod context;
 pub(crate) mod expr;
+pub(crate) mod incidents;
 pub(crate) mod labels;
 pub mod render;
 pub mod series;
@@ -30,7 +31,9 @@ pub(crate) use labels::Labels;
 pub use render::{format_bytes, format_duration, render};
 pub(crate) use series::Scope;
 pub(crate) use subjects::DaemonFacts;
-use subjects::{ClusterView, DaemonView, JobView, TaskManagerView, evaluated_jobs, taskmanagers};
+use subjects::{
+    ClusterView, DaemonView, IncidentView, JobView, TaskManagerView, evaluated_jobs, taskmanagers,
+};
 pub(crate) use text::Text;
 
 /// How many resolved alerts are remembered for the API and status page.
@@ -159,6 +162,8 @@ pub struct Evaluator {
     windows: HashMap<Scope, Vec<context::RingSpec>>,
     histories: HashMap<Entity, SeriesHistory>,
     alerts: Alerts,
+    /// The incidents of the latest evaluation (`incidents::incidents`), computed once a round.
+    incidents: Arc<Vec<incidents::Incident>>,
 }
 
 /// The alerts: active ones by identity, and the recently resolved.
@@ -193,7 +198,13 @@ impl Evaluator {
     /// An evaluator for `rules`.
     pub fn new(rules: Vec<Rule>) -> Self {
         let windows = windows_of(&rules);
-        Evaluator { rules, windows, histories: HashMap::new(), alerts: Alerts::default() }
+        Evaluator {
+            rules,
+            windows,
+            histories: HashMap::new(),
+            alerts: Alerts::default(),
+            incidents: Arc::default(),
+        }
     }
 
     /// The rules.
@@ -217,6 +228,11 @@ impl Evaluator {
         self.alerts.active.values().map(|a| &a.alert)
     }
 
+    /// The incidents of the latest evaluation, shared.
+    pub(crate) fn incidents(&self) -> Arc<Vec<incidents::Incident>> {
+        Arc::clone(&self.incidents)
+    }
+
     /// Recently resolved alerts, oldest first.
     pub(crate) fn resolved(&self) -> impl Iterator<Item = &Alert> {
         self.alerts.history.iter()
@@ -234,6 +250,17 @@ impl Evaluator {
     pub(crate) fn evaluate_with(&mut self, state: &State, facts: &DaemonFacts, now: Timestamp) -> Vec<Alert> {
         let mut round = Round::default();
         self.alerts.round += 1;
+        self.incidents = Arc::new(incidents::incidents(state, now));
+        let incidents = Arc::clone(&self.incidents);
+        self.evaluate_incidents(&incidents, now, &mut round);
+        // A job's alerts carry the id of the (largest) incident it is in: `incident`, for
+        // Alertmanager to group or inhibit them (docs/alerting.md); not part of their identity.
+        let mut incident_of: HashMap<(&str, &str), &str> = HashMap::new();
+        for i in incidents.iter() {
+            for m in &i.members {
+                incident_of.entry((m.cluster.as_str(), m.job_id.as_str())).or_insert(i.id.as_str());
+            }
+        }
         if self.windows.contains_key(&Scope::Daemon) {
             let subject = Subject::Daemon(DaemonView { facts });
             let entity = (Scope::Daemon, String::new(), String::new());
@@ -261,8 +288,14 @@ impl Evaluator {
                 let evidence = Some(&cluster.evidence);
                 let subject = Subject::Job(JobView { job, job_id, logs: Some(&cluster.logs), evidence, now });
                 let entity = (Scope::Job, cluster_name.clone(), job_id.clone());
-                let labels =
-                    [("cluster", cluster_name.as_str()), ("job_id", job_id), ("job_name", &job.name)];
+                let mut labels = vec![
+                    ("cluster", cluster_name.as_str()),
+                    ("job_id", job_id.as_str()),
+                    ("job_name", &job.name),
+                ];
+                if let Some(id) = incident_of.get(&(cluster_name.as_str(), job_id.as_str())) {
+                    labels.push(("incident", id));
+                }
                 let detail = Detail::blocked_thread(job, now);
                 self.evaluate_subject(entity, subject, &labels, &detail, now, &mut round);
             }
@@ -275,8 +308,32 @@ impl Evaluator {
             Scope::Cluster => state.clusters().contains_key(cluster),
             Scope::TaskManager => round.evaluated.contains(&(*scope, cluster.clone(), id.clone())),
             Scope::Daemon => true,
+            Scope::Incident => round.evaluated.contains(&(*scope, cluster.clone(), id.clone())),
         });
         resolved
+    }
+
+    /// Evaluates the incident rules for each incident: labelled `incident`, `incident_cause`,
+    /// `incident_value` and `cluster` (its jobs' one cluster; left out when they span several).
+    fn evaluate_incidents(&mut self, incidents: &[incidents::Incident], now: Timestamp, round: &mut Round) {
+        if !self.windows.contains_key(&Scope::Incident) {
+            return;
+        }
+        for incident in incidents {
+            let first = incident.members.first().map_or("", |m| m.cluster.as_str());
+            let cluster = if incident.members.iter().all(|m| m.cluster == first) { first } else { "" };
+            let entity = (Scope::Incident, cluster.to_string(), incident.id.clone());
+            let mut labels = vec![
+                ("incident", incident.id.as_str()),
+                ("incident_cause", incident.cause.kind.as_str()),
+                ("incident_value", incident.cause.value.as_str()),
+            ];
+            if !cluster.is_empty() {
+                labels.push(("cluster", cluster));
+            }
+            let subject = Subject::Incident(IncidentView { incident });
+            self.evaluate_subject(entity, subject, &labels, &Detail::default(), now, round);
+        }
     }
 
     /// Evaluates the rules of `subject`'s scope for it; `labels` name it (`cluster`, `job_id`, …).
@@ -306,6 +363,7 @@ impl Evaluator {
                 let texts = texts.get_or_insert_with(|| match ctx.subject() {
                     Subject::Job(view) => view.texts(),
                     Subject::Cluster(view) => view.texts(),
+                    Subject::Incident(view) => view.texts(),
                     _ => Vec::new(),
                 });
                 self.alerts.hold(rule, (labels, detail, texts), outcome.value, &ctx, now);
@@ -362,6 +420,7 @@ impl Evaluator {
             Scope::Job => label("job_id"),
             Scope::Cluster | Scope::Daemon => String::new(),
             Scope::TaskManager => label("taskmanager"),
+            Scope::Incident => label("incident"),
         };
         keep > 0 && evaluated.contains(&(scope, label("cluster"), id)) && now.since(active.last_held) < keep
     }
@@ -397,7 +456,14 @@ impl Alerts {
         for (k, v) in &rule.spec.labels {
             labels.entry(k).or_insert(v);
         }
-        let identity = identity(&labels, &mut self.texts);
+        // A job's `incident` label comes and goes with the incident: the alert stays the same.
+        let identity = if rule.spec.scope == Scope::Job && labels.contains_key("incident") {
+            let mut own = labels.clone();
+            own.remove("incident");
+            identity(&own, &mut self.texts)
+        } else {
+            identity(&labels, &mut self.texts)
+        };
         // The detail's and the subject's texts (the evidence beside its checkpoints) fill
         // placeholders without becoming labels (they change: an alert keeps its identity).
         let mut named = labels.clone();
@@ -1268,6 +1334,141 @@ mod tests {
         state.apply(&no_jobs_listed(), Timestamp(3_000));
         assert_eq!(ev.evaluate(&state, Timestamp(3_000)).len(), 1);
         assert_eq!(ev.active().count(), 0);
+    }
+
+    /// Jobs `a` and `b` on tm-7 fail, `c` on tm-1 completes: one incident, one alert for it
+    /// labelled with its cause, and the failing jobs' own alerts labelled `incident` without
+    /// becoming other alerts (a pending one keeps its start); once they recover it resolves.
+    #[test]
+    fn an_incident_fires_one_alert_naming_its_cause_and_labels_its_jobs_alerts() {
+        use crate::observe::{JobLoadReport, VertexLoad};
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        let poll = |state: &mut State, id: &str, at: i64, failed: bool| {
+            let mut finished = vec![FinishedCheckpoint::completed(1, Timestamp(1_764_899_995_000), 45)];
+            let recovering = at > 1_764_900_000_000;
+            if recovering {
+                finished.push(FinishedCheckpoint::completed(3, Timestamp(at - 2_000), 45));
+            } else if failed {
+                finished.push(
+                    FinishedCheckpoint::completed(2, Timestamp(1_764_899_998_000), 1_000)
+                        .failed("Checkpoint expired before completing."),
+                );
+            } else {
+                finished.push(FinishedCheckpoint::completed(2, Timestamp(1_764_899_998_000), 45));
+            }
+            let (completed, failed_n) = if recovering {
+                (2, 1)
+            } else if failed {
+                (1, 1)
+            } else {
+                (2, 0)
+            };
+            state.apply(
+                &Observation::JobPolled(JobPoll {
+                    key: JobKey { cluster: "c".into(), job_id: id.into() },
+                    job_name: format!("job-{id}"),
+                    job_state: "RUNNING".into(),
+                    polled_at: Timestamp(at),
+                    counts: CheckpointCounts { completed, failed: failed_n, in_progress: 0, restored: 0 },
+                    settings: Some(CheckpointSettings { timeout_ms: Some(60_000), ..Default::default() }),
+                    in_progress: Vec::new(),
+                    finished,
+                    latest_restore: None,
+                    deferred: Default::default(),
+                }),
+                Timestamp(at),
+            );
+        };
+        let place = |state: &mut State, id: &str, tm: &str| {
+            let load = JobLoadReport {
+                key: JobKey { cluster: "c".into(), job_id: id.into() },
+                measured_at: Timestamp(1_000),
+                topology: Some(std::sync::Arc::new(crate::observe::JobTopology {
+                    vertices: vec![crate::observe::TopologyVertex {
+                        id: "v".into(),
+                        name: "Source: orders".into(),
+                        parallelism: 1,
+                    }],
+                    edges: Vec::new(),
+                })),
+                vertices: vec![VertexLoad {
+                    vertex_id: "v".into(),
+                    subtasks: Vec::new(),
+                    taskmanagers: vec![Some(tm.into())],
+                }],
+            };
+            state.apply(&Observation::JobLoad(load), Timestamp(1_000));
+        };
+        let t = 1_764_900_000_000;
+        state.apply(
+            &Observation::ClusterPolled(crate::observe::ClusterPoll {
+                cluster: "c".into(),
+                duration_ms: 1,
+                flink_version: None,
+                jobs: None,
+                errors: Vec::new(),
+                reachable: true,
+            }),
+            Timestamp(t),
+        );
+        for (id, tm, failed) in [
+            ("a", "tm-7 (10.0.3.12:6122)", true),
+            ("b", "tm-7 (10.0.3.12:6122)", true),
+            ("c", "tm-1 (10.0.3.1:6122)", false),
+        ] {
+            poll(&mut state, id, t, failed);
+            place(&mut state, id, tm);
+        }
+        let incident_rule =
+            builtin::compiled().iter().find(|r| r.spec.name == "FlinkCheckpointIncident").cloned();
+        let job_rule =
+            Rule::new(RuleSpec { name: "Failing".into(), ..spec("checkpoints.failed > 0", 300) }).unwrap();
+        let mut ev = Evaluator::new(vec![incident_rule.unwrap(), job_rule]);
+        ev.evaluate(&state, Timestamp(t));
+        let incidents = ev.incidents();
+        assert_eq!(incidents.len(), 1, "{incidents:#?}");
+        assert_eq!(
+            incidents[0].text,
+            "2 jobs: checkpoints expire since 01:59 UTC, all with subtasks on TaskManager tm-7 \
+             (10.0.3.12:6122); the 1 job without it is healthy"
+        );
+        let id = incidents[0].id.clone();
+        let job_alerts: Vec<&Alert> = ev.active().filter(|a| a.name() == "Failing").collect();
+        assert_eq!(job_alerts.len(), 2);
+        assert!(job_alerts.iter().all(|a| a.labels["incident"] == id.as_str()), "{job_alerts:#?}");
+        let pending_since = job_alerts[0].active_since;
+        ev.evaluate(&state, Timestamp(t + 61_000));
+        let incident: Vec<&Alert> = ev.active().filter(|a| a.name() == "FlinkCheckpointIncident").collect();
+        assert_eq!(incident.len(), 1);
+        let a = incident[0];
+        assert_eq!(a.state, AlertState::Firing);
+        assert_eq!(
+            (
+                a.labels["incident"].as_str(),
+                a.labels["incident_cause"].as_str(),
+                a.labels["incident_value"].as_str()
+            ),
+            (id.as_str(), "taskmanager", "tm-7 (10.0.3.12:6122)")
+        );
+        assert_eq!(a.labels["cluster"], "c");
+        assert!(a.annotations["description"].starts_with(&incidents[0].text), "{:?}", a.annotations);
+        assert!(a.annotations["description"].contains("Jobs: job-a, job-b."), "{:?}", a.annotations);
+        assert_eq!(
+            a.annotations["summary"],
+            "2 Flink jobs in trouble at once, all sharing taskmanager tm-7 (10.0.3.12:6122)"
+        );
+        // Both jobs recover: the incident ends, its alert resolves, and the jobs' alerts
+        // (still failing by this rule's counter) lose the label but stay the same alerts.
+        poll(&mut state, "a", t + 120_000, true);
+        poll(&mut state, "b", t + 120_000, true);
+        let resolved = ev.evaluate(&state, Timestamp(t + 120_000));
+        assert!(ev.incidents().is_empty(), "{:#?}", ev.incidents());
+        assert!(resolved.iter().any(|r| r.name() == "FlinkCheckpointIncident"), "{resolved:#?}");
+        let job_alerts: Vec<&Alert> = ev.active().filter(|a| a.name() == "Failing").collect();
+        assert_eq!(job_alerts.len(), 2);
+        assert!(
+            job_alerts.iter().all(|a| !a.labels.contains_key("incident") && a.active_since == pending_since)
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use super::subjects::{ClusterView, DaemonView, JobView, TaskManagerView};
+use super::subjects::{ClusterView, DaemonView, IncidentView, JobView, TaskManagerView};
 use crate::state::JobState;
 use crate::stats::WindowedHistogram;
 
@@ -32,6 +32,10 @@ pub enum Scope {
     TaskManager,
     /// The daemon itself: its checkpoint store and state file.
     Daemon,
+    /// Each incident (`rules::incidents`): many jobs, one cause. Its alerts' labels are
+    /// `incident`, `incident_cause`, `incident_value` and `cluster` (its jobs' cluster, empty
+    /// when they span several).
+    Incident,
 }
 
 impl Scope {
@@ -42,6 +46,7 @@ impl Scope {
             Scope::Cluster => "cluster",
             Scope::TaskManager => "taskmanager",
             Scope::Daemon => "daemon",
+            Scope::Incident => "incident",
         }
     }
 
@@ -102,6 +107,8 @@ pub enum Read {
     TaskManager(fn(&TaskManagerView<'_>) -> Option<f64>),
     /// One value of the daemon.
     Daemon(fn(&DaemonView<'_>) -> Option<f64>),
+    /// One value of an incident.
+    Incident(fn(&IncidentView<'_>) -> Option<f64>),
 }
 
 impl Read {
@@ -112,6 +119,7 @@ impl Read {
             Read::Cluster(_) => Scope::Cluster,
             Read::TaskManager(_) => Scope::TaskManager,
             Read::Daemon(_) => Scope::Daemon,
+            Read::Incident(_) => Scope::Incident,
         }
     }
 }
@@ -654,6 +662,20 @@ pub const SERIES: &[Series] = &[
         |v| Some((v.figures.slowest_subtasks + v.figures.holdouts) as f64),
         "flink_taskmanager_checkpoint_culprits",
     ),
+    Series {
+        name: "jobs",
+        unit: Unit::Count,
+        doc: "The troubled jobs the incident groups (they share its cause; no healthy job has it).",
+        read: Read::Incident(|v| Some(v.incident.jobs as f64)),
+        prometheus: Some("flink_checkpoint_incident_jobs"),
+    },
+    Series {
+        name: "healthy_without",
+        unit: Unit::Count,
+        doc: "Healthy jobs without the incident's cause (in its cluster for a TaskManager or host).",
+        read: Read::Incident(|v| Some(v.incident.healthy_without as f64)),
+        prometheus: None,
+    },
 ];
 
 fn progress_window(v: &JobView<'_>) -> Option<f64> {

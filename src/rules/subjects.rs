@@ -202,6 +202,24 @@ pub struct DaemonFacts {
     pub(crate) state_persist_failing: bool,
 }
 
+/// What an incident-scope series reads.
+pub struct IncidentView<'a> {
+    /// The incident.
+    pub(crate) incident: &'a super::incidents::Incident,
+}
+
+impl IncidentView<'_> {
+    /// The texts an incident gives its alerts' descriptions: `incident_text` (the sentence every
+    /// surface leads with) and `incident_jobs` (its jobs by name, the first [`NAMED_JOBS`]).
+    pub(crate) fn texts(&self) -> Vec<(&'static str, String)> {
+        let names: Vec<&str> = self.incident.members.iter().map(|m| m.job_name.as_str()).collect();
+        let more = self.incident.jobs.saturating_sub(names.len().min(NAMED_JOBS));
+        let named = names.iter().take(NAMED_JOBS).copied().collect::<Vec<_>>().join(", ");
+        let jobs = if more > 0 { format!("{named} and {more} more") } else { named };
+        vec![("incident_text", self.incident.text.clone()), ("incident_jobs", jobs)]
+    }
+}
+
 /// What a daemon-scope series reads.
 pub struct DaemonView<'a> {
     /// The daemon's facts.

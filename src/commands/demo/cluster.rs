@@ -125,6 +125,29 @@ fn full_channel_backlog() -> u64 {
     (unread_buffers(MAX_BUFFERS_PER_CHANNEL) * BUFFER_BYTES as f64).round() as u64
 }
 
+/// The incident the demo shows: its jobs run on several TaskManagers, a cycle of the five
+/// profiles on each in turn (the first five jobs on the first), at most [`MAX_TASKMANAGERS`];
+/// with two or more, TaskManager [`STALLED_TM`] stalls [`STALL_AFTER_MS`] after the start (not
+/// scaled) and from then on every checkpoint of its jobs hangs until it expires. Its jobs have a
+/// timeout of at most [`STALLED_TM_TIMEOUT_MS`] (times the interval scale) so that the expiries
+/// come within minutes; the jobs on the other TaskManagers go on as before.
+pub(crate) const MAX_TASKMANAGERS: usize = 16;
+/// The TaskManager that stalls (0-based).
+pub(crate) const STALLED_TM: usize = 1;
+/// When it stalls, after the start, ms.
+pub(crate) const STALL_AFTER_MS: i64 = 20_000;
+/// The longest checkpoint timeout of the jobs on the stalled TaskManager, before scaling.
+pub(crate) const STALLED_TM_TIMEOUT_MS: u64 = 6_000;
+
+/// TaskManager `k` of the demo as `/jobs/:id/vertices/:vid` names it: (`taskmanager-id`,
+/// `endpoint`). The first is the one TaskManager the demo always had.
+pub(crate) fn taskmanager(k: usize) -> (String, String) {
+    match k {
+        0 => ("127.0.0.1:6122-demo01".to_string(), "localhost:6121".to_string()),
+        k => (format!("10.0.0.{}:6122-demo{:02}", k + 1, k + 1), format!("10.0.0.{}:6121", k + 1)),
+    }
+}
+
 /// The subtask that holds a failing checkpoint up (vertex index, subtask index): the hot key's
 /// stateful-map subtask, which hangs in its snapshot (expiring job) or declines (failing job)
 /// while the others acknowledge, as in the `expired` and `declined` captures.
@@ -283,6 +306,10 @@ pub struct DemoJob {
     pub coordinator: Coordinator,
     /// What its subtasks report about their load (per vertex, per subtask), from `graph`.
     pub(crate) load: Vec<Vec<SubtaskRates>>,
+    /// The TaskManager its subtasks run on ([`taskmanager`]).
+    pub(crate) taskmanager: usize,
+    /// When its TaskManager stalls, if it does.
+    stalls_at: Option<Timestamp>,
     variants: Arc<Vec<Variant>>,
 }
 
@@ -297,6 +324,8 @@ impl DemoJob {
 pub struct DemoCluster {
     /// Its jobs.
     pub jobs: Vec<DemoJob>,
+    /// How many TaskManagers run them.
+    pub(crate) taskmanagers: usize,
 }
 
 impl DemoCluster {
@@ -309,9 +338,16 @@ impl DemoCluster {
     pub(crate) fn with_interval_scale(n: usize, seed: u64, start: Timestamp, scale: u64) -> Self {
         let variants: Vec<Arc<Vec<Variant>>> =
             Profile::ALL.iter().map(|p| Arc::new(variants(*p, seed))).collect();
+        let taskmanagers = n.div_ceil(Profile::ALL.len()).clamp(1, MAX_TASKMANAGERS);
         let jobs = (0..n)
             .map(|i| {
                 let profile = Profile::ALL[i % Profile::ALL.len()];
+                let tm = (i / Profile::ALL.len()) % taskmanagers;
+                let stalls = taskmanagers > 1 && tm == STALLED_TM;
+                let mut config = profile.coordinator_scaled(scale);
+                if stalls {
+                    config.timeout_ms = config.timeout_ms.min(STALLED_TM_TIMEOUT_MS * scale.max(1));
+                }
                 let mut rng = SplitMix64::fork(seed, i as u64);
                 let id = format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64());
                 let graph = profile.graph();
@@ -322,16 +358,14 @@ impl DemoCluster {
                     start,
                     load: steady_load(&graph),
                     graph,
-                    coordinator: Coordinator::new(
-                        profile.coordinator_scaled(scale),
-                        start,
-                        Schedule::Seeded(rng.next_u64()),
-                    ),
+                    coordinator: Coordinator::new(config, start, Schedule::Seeded(rng.next_u64())),
+                    taskmanager: tm,
+                    stalls_at: stalls.then(|| start.plus_millis(STALL_AFTER_MS)),
                     variants: variants[i % Profile::ALL.len()].clone(),
                 }
             })
             .collect();
-        DemoCluster { jobs }
+        DemoCluster { jobs, taskmanagers }
     }
 
     /// Advances every job to `now`; returns the JobManager log lines of what happened, in time
@@ -341,7 +375,14 @@ impl DemoCluster {
         for job in &mut self.jobs {
             let profile = job.profile;
             let variants = job.variants.clone();
-            let mut outcomes = |id: u64, _: Timestamp| outcome(profile, id, &variants);
+            let stalls_at = job.stalls_at;
+            let mut outcomes = |id: u64, triggered_at: Timestamp| {
+                // Its TaskManager stalled: no subtask on it acknowledges, the checkpoint expires.
+                if stalls_at.is_some_and(|at| triggered_at >= at) {
+                    return Outcome::Hang;
+                }
+                outcome(profile, id, &variants)
+            };
             job.coordinator.run_until(now, &mut outcomes);
             for event in job.coordinator.drain_events() {
                 if let Event::Triggered { id, .. } = event {
@@ -476,6 +517,51 @@ mod tests {
         assert_eq!(log_time(Timestamp(0)), "1970-01-01 00:00:00,000");
         // 1795964442535 is 2026-11-29 15:00:42,535 UTC (the 2.3.0 healthy capture).
         assert_eq!(log_time(Timestamp(1_795_964_442_535)), "2026-11-29 15:00:42,535");
+    }
+
+    /// Ten jobs on two TaskManagers: once the second stalls, only its five jobs' checkpoints
+    /// expire; the first's healthy job completes every checkpoint.
+    #[test]
+    fn only_the_jobs_on_the_stalled_taskmanager_expire() {
+        let start = Timestamp(1_795_964_442_000);
+        let mut cluster = DemoCluster::new(10, 7, start);
+        assert_eq!(cluster.taskmanagers, 2);
+        let lines = cluster.advance(start.plus_millis(STALL_AFTER_MS + 30_000));
+        let expired_after_stall = |j: &DemoJob| {
+            j.coordinator.checkpoints().any(|c| {
+                c.triggered_at >= start.plus_millis(STALL_AFTER_MS)
+                    && c.to_finished(8).is_some_and(|f| {
+                        f.failure_message.as_deref() == Some("Checkpoint expired before completing.")
+                    })
+            })
+        };
+        for j in &cluster.jobs {
+            let on_stalled = j.taskmanager == STALLED_TM;
+            assert_eq!(
+                on_stalled,
+                cluster.jobs.iter().position(|x| x.id == j.id).unwrap() >= 5,
+                "{}",
+                j.name
+            );
+            if on_stalled {
+                assert!(expired_after_stall(j), "{} on the stalled TaskManager", j.name);
+                assert!(
+                    j.coordinator.checkpoints().all(|c| c.triggered_at < start.plus_millis(STALL_AFTER_MS)
+                        || c.to_finished(8)
+                            .is_none_or(|f| f.status != crate::observe::CheckpointStatus::Completed)),
+                    "{}",
+                    j.name
+                );
+            }
+        }
+        let healthy = &cluster.jobs[0];
+        assert_eq!((healthy.profile, healthy.coordinator.counts().failed), (Profile::Healthy, 0));
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains(&format!("of job {} expired before completing.", cluster.jobs[5].id)))
+        );
+        assert_eq!(taskmanager(1), ("10.0.0.2:6122-demo02".to_string(), "10.0.0.2:6121".to_string()));
     }
 
     #[test]

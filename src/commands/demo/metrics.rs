@@ -141,10 +141,10 @@ async fn subtask(
 /// The TaskManager: a young collector spending 2 % of the time since the first job started, a
 /// heap that fills and empties over a minute.
 async fn taskmanager(State(cluster): State<Shared>, Path(tm): Path<String>, query: Params) -> Response {
-    if tm != TASKMANAGER {
+    let cluster = cluster.lock();
+    if tm != TASKMANAGER && !(1..cluster.taskmanagers).any(|k| super::cluster::taskmanager(k).0 == tm) {
         return not_found(format!("TaskManager {tm} not found"));
     }
-    let cluster = cluster.lock();
     let Some(first) = cluster.jobs.first() else { return not_found("no TaskManager".into()) };
     let up_ms = first.coordinator.now().since(first.start) as f64;
     drop(cluster);

@@ -56,7 +56,7 @@ async fn overview(State(cluster): State<Shared>) -> Response {
     let running =
         cluster.jobs.iter().filter(|j| j.coordinator.status() == CoordinatorStatus::Running).count();
     Json(json!({
-        "taskmanagers": 1,
+        "taskmanagers": cluster.taskmanagers,
         "slots-total": 4 * cluster.jobs.len().max(1),
         "slots-available": 0,
         "jobs-running": running,
@@ -147,8 +147,8 @@ pub(crate) fn vertex_index(job: &DemoJob, vid: &str) -> Option<usize> {
     (0..job.graph.vertices.len()).find(|i| vertex_id(*i) == vid)
 }
 
-/// Where the subtasks run, as `/jobs/:jid/vertices/:vid` lists them (the simulated cluster has
-/// one TaskManager, as `/overview` says), and their I/O counters since the job started, from
+/// Where the subtasks run, as `/jobs/:jid/vertices/:vid` lists them (all of a job's on its one
+/// TaskManager of the cluster's, `cluster::taskmanager`), and their I/O counters since the job started, from
 /// the load of the graph the demo simulates ([`crate::commands::demo::cluster::steady_load`]).
 async fn vertex(State(cluster): State<Shared>, Path((jid, vid)): Path<(String, String)>) -> Response {
     with_job(&cluster, &jid, |j| {
@@ -157,6 +157,7 @@ async fn vertex(State(cluster): State<Shared>, Path((jid, vid)): Path<(String, S
         };
         let spec = &j.graph.vertices[v];
         let running_ms = j.coordinator.now().since(j.start);
+        let (tm_id, endpoint) = crate::commands::demo::cluster::taskmanager(j.taskmanager);
         let subtasks: Vec<Value> = (0..spec.parallelism)
             .map(|i| {
                 let load = j.load[v].get(i as usize).copied().unwrap_or_default();
@@ -165,8 +166,8 @@ async fn vertex(State(cluster): State<Shared>, Path((jid, vid)): Path<(String, S
                 json!({
                     "subtask": i,
                     "status": j.coordinator.status().observed().as_str(),
-                    "endpoint": "localhost:6121",
-                    "taskmanager-id": "127.0.0.1:6122-demo01",
+                    "endpoint": endpoint,
+                    "taskmanager-id": tm_id,
                     "start-time": j.start.0,
                     "duration": running_ms,
                     "metrics": {

@@ -265,6 +265,7 @@ impl Report {
         jobs: Vec<JobReport>,
     ) -> Report {
         Report {
+            incidents: Vec::new(),
             summary: cluster_line(&url, flink_version.as_deref(), &jobs),
             headline: headlines(&jobs),
             advice: crate::health::advice_line(jobs.iter().filter(|j| !j.advice.is_empty()).count()),

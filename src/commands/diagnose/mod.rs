@@ -159,6 +159,7 @@ pub async fn diagnose(args: &DiagnoseArgs) -> Result<Report, DiagnoseError> {
         "diagnose: requests to the JobManager"
     );
     let mut report = Report::new(cluster.url, overview.flink_version, Timestamp::now().millis(), reports);
+    report.incidents = look.alerts.incidents.iter().map(|i| i.text.clone()).collect();
     report.rebase_runbook_links(&runbook_base_url);
     Ok(report)
 }

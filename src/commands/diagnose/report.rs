@@ -130,6 +130,9 @@ pub(crate) fn advice_of(d: &JobData) -> Vec<&'static str> {
 /// then the details of every job.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    /// The incidents the look found, one sentence each (`rules::incidents`, as the daemon's
+    /// page and API say them): many jobs, one cause. The text report opens with them.
+    pub(crate) incidents: Vec<String>,
     /// The cluster in one line: how many jobs, how many unhealthy or at risk.
     pub(crate) summary: String,
     /// Every job that is not healthy, worst first (each as `JobReport::headline`).

@@ -36,6 +36,12 @@ pub(crate) fn to_text(report: &Report) -> String {
         crate::time::log_time(Timestamp(report.at_ms)).replace(',', ".")
     ));
     use crate::health::headline::{TEXT_WIDTH, render, wrap};
+    // Many jobs, one cause: first, as the daemon's page says it.
+    for incident in &report.incidents {
+        for line in wrap(incident, TEXT_WIDTH, "    ") {
+            o.line(line);
+        }
+    }
     for line in wrap(&report.summary, TEXT_WIDTH, "    ") {
         o.line(line);
     }

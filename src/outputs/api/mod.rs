@@ -203,6 +203,22 @@ pub(crate) fn alerts_page(view: &AlertsView, query: &ListQuery) -> Result<Alerts
     })
 }
 
+/// `GET /api/v1/incidents`: the incidents the rule loop found in its latest round (computed
+/// once there, so the page, this answer, the alerts and `diagnose` say the same), each job
+/// listed when `members` is asked for.
+pub(crate) fn incidents(alerts: &AlertsView, members: bool, now: Timestamp) -> IncidentsResponse {
+    let incidents = alerts
+        .incidents
+        .iter()
+        .map(|i| {
+            let mut i = i.clone();
+            i.members.truncate(if members { crate::rules::incidents::MAX_LISTED } else { 0 });
+            i
+        })
+        .collect();
+    IncidentsResponse { now_ms: now.millis(), incidents }
+}
+
 /// `GET /api/v1/jobs/{cluster}/{job_id}`; `None` when the job is unknown.
 pub fn job(
     state: &State,

@@ -70,6 +70,15 @@ pub(crate) struct JobsResponse {
     pub(crate) next_cursor: Option<String>,
 }
 
+/// `GET /api/v1/incidents`: many jobs, one cause (`rules::incidents`), largest first.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct IncidentsResponse {
+    /// The server's time.
+    pub(crate) now_ms: i64,
+    /// The incidents of the rule loop's latest round; `members` left empty when not asked for.
+    pub(crate) incidents: Vec<crate::rules::incidents::Incident>,
+}
+
 pub(crate) use crate::outputs::answer::{Answer, ClusterHeadline, RecentOutcomes, WindowCulprit};
 
 /// A job in the jobs table.

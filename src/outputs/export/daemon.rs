@@ -77,6 +77,18 @@ pub(super) fn render_tail(out: &mut impl Sink, state: &State, daemon: &DaemonSta
 
 /// The alerts by rule and state, and each Alertmanager's deliveries.
 fn render_alerts(out: &mut impl Sink, daemon: &DaemonStats) {
+    // Many jobs, one cause: at most `incidents::MAX_INCIDENTS` series.
+    for i in daemon.incidents.iter() {
+        let first = i.members.first().map_or("", |m| m.cluster.as_str());
+        let cluster = if i.members.iter().all(|m| m.cluster == first) { first } else { "" };
+        let labels = [
+            ("cluster", cluster),
+            ("incident", i.id.as_str()),
+            ("incident_cause", i.cause.kind.as_str()),
+            ("incident_value", i.cause.value.as_str()),
+        ];
+        out.push(family!("flink_checkpoint_incident_jobs"), &labels, Value::Number(i.jobs as f64));
+    }
     for rule in &daemon.alerts {
         for (state, n) in [("pending", rule.pending), ("firing", rule.firing)] {
             let labels = [("alertname", rule.name.as_str()), ("severity", rule.severity), ("state", state)];

@@ -555,6 +555,12 @@ pub const METRICS: &[MetricDef] = &[
         "Alerts of the daemon's own rules by state (pending, firing); 0 for rules with none."
     ),
     metric!(
+        "flink_checkpoint_incident_jobs",
+        Gauge,
+        &["cluster", "incident", "incident_cause", "incident_value"],
+        "Troubled jobs of an incident: they share a cause (incident_cause, incident_value) no healthy job has (/api/v1/incidents); cluster empty when they span several; at most 10."
+    ),
+    metric!(
         "checkpoint_sentinel_alertmanager_sends_total",
         Counter,
         &["alertmanager"],

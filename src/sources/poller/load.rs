@@ -19,7 +19,7 @@ impl Poller {
             .map(|(id, c)| (c.load_due, id.clone()))
             .collect();
         due.sort();
-        let per_round = load_fetches_per_round(self.jobs.len());
+        let per_round = if self.all_loads { usize::MAX } else { load_fetches_per_round(self.jobs.len()) };
         let mut fetches = Vec::new();
         for (_, job_id) in due.into_iter().take(per_round) {
             let Some(c) = self.jobs.get_mut(&job_id) else { continue };

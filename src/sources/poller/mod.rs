@@ -73,6 +73,9 @@ pub struct Poller {
     /// Only these job ids when set (a one-shot look at `--job`): the include and exclude
     /// patterns match names, which two jobs can share.
     only: Option<HashSet<String>>,
+    /// Whether a round fetches the load (and so the placement) of every due job, not a few
+    /// (`commands::look`: one look places every job, for the incidents).
+    all_loads: bool,
     /// The JobManager's configuration (`/jobmanager/config`, for the advisor), fetched once per
     /// round however many jobs are new in it: per job, the first round of 10,000 jobs asked
     /// for the same answer 10,000 times.
@@ -128,6 +131,7 @@ impl Poller {
             jobs: HashMap::new(),
             rounds: 0,
             only: None,
+            all_loads: false,
             cluster_options: tokio::sync::OnceCell::new(),
             adaptive: false,
             applications: Default::default(),
@@ -137,6 +141,12 @@ impl Poller {
     /// Watches only the jobs `ids` (besides the patterns).
     pub(crate) fn only_jobs(mut self, ids: impl IntoIterator<Item = String>) -> Self {
         self.only = Some(ids.into_iter().collect());
+        self
+    }
+
+    /// Fetches the load of every due job in a round (one look, not a daemon's rounds).
+    pub(crate) fn all_loads(mut self) -> Self {
+        self.all_loads = true;
         self
     }
 
