@@ -9,11 +9,13 @@ use crate::time::Timestamp;
 mod config;
 mod evidence;
 mod log;
+mod rescale;
 mod storage;
 mod threads;
 pub use config::*;
 pub use evidence::*;
 pub use log::*;
+pub use rescale::*;
 pub use storage::*;
 pub use threads::*;
 
@@ -55,6 +57,8 @@ pub enum Observation {
     Storage(StorageRound),
     /// A cluster's applications and their jobs (Flink 2.3+, `/applications/overview`).
     Applications(ApplicationsReport),
+    /// A job's rescales (Flink 2.3's rescale history, or a parallelism changed by a restart).
+    Rescales(RescaleReport),
 }
 
 /// A cluster's applications as one poll round saw them.
@@ -128,6 +132,15 @@ pub struct RestoreReport {
     pub restarting_at: Option<Timestamp>,
     /// Every subtask's current attempt; `None` when they could not be fetched.
     pub subtasks: Option<Vec<SubtaskStart>>,
+}
+
+/// A job's rescales as one poll saw them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RescaleReport {
+    /// Which job.
+    pub key: JobKey,
+    /// Its rescales, oldest first (Flink's history, or the one parallelism change just seen).
+    pub rescales: Vec<Rescale>,
 }
 
 /// The outcome of one poll round of a cluster.

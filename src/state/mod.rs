@@ -15,6 +15,7 @@ pub mod memo;
 pub mod outbox;
 pub mod persist;
 pub(crate) mod record;
+pub(crate) mod rescale;
 pub mod restore;
 pub mod storage;
 pub mod store;
@@ -321,6 +322,7 @@ impl State {
                     self.outbox.extend_restores(&report.key.cluster, &report.key.job_id, changed);
                 }
             }
+            Observation::Rescales(report) => self.apply_rescales(report),
             Observation::ThreadSampled(report) => {
                 let job = self
                     .clusters
@@ -329,6 +331,16 @@ impl State {
                 if let Some(job) = job {
                     job.threads.push(report.sample.clone());
                 }
+            }
+        }
+    }
+
+    /// A job's rescales: kept, and each new one told to its trigger shadow.
+    fn apply_rescales(&mut self, report: &crate::observe::RescaleReport) {
+        let job = self.clusters.get_mut(&report.key.cluster).and_then(|c| c.jobs.get_mut(&report.key.job_id));
+        if let Some(job) = job {
+            for r in job.rescales.observe(report) {
+                job.shadow.trigger.note_rescale(&r);
             }
         }
     }

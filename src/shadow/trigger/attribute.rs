@@ -46,6 +46,16 @@ impl TriggerShadow {
                     mark.consecutive_failures
                 ),
             )
+        } else if let Some((_, words)) = self.rescale.clone().filter(|(at, _)| *at <= c.triggered_at) {
+            self.rescale = None;
+            (
+                DeviationKind::Rescale,
+                format!(
+                    "the job was rescaled in between ({words}) after checkpoint {} and the new execution's \
+                     checkpoint scheduler started again",
+                    prev.id
+                ),
+            )
         } else {
             (
                 DeviationKind::JobRestart,

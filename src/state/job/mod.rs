@@ -176,6 +176,8 @@ pub struct JobState {
     /// Its checkpoint storage: the completed checkpoints' paths and the latest listing (not
     /// persisted; boxed, the state stays within its allocation class).
     pub(crate) storage: Box<super::storage::JobStorageState>,
+    /// Its latest rescales (not persisted).
+    pub(crate) rescales: super::rescale::Rescales,
 }
 
 impl JobState {
@@ -218,6 +220,7 @@ impl JobState {
             subtask_locations: BTreeMap::new(),
             threads: super::threads::ThreadSamples::default(),
             storage: Default::default(),
+            rescales: Default::default(),
             savepoints: outbox::SavepointStats::default(),
             restores: restore::RestoreStats::default(),
             outbox: Vec::new(),
