@@ -8,12 +8,14 @@ use crate::time::Timestamp;
 
 mod config;
 mod evidence;
+mod job_status;
 mod log;
 mod rescale;
 mod storage;
 mod threads;
 pub use config::*;
 pub use evidence::*;
+pub use job_status::*;
 pub use log::*;
 pub use rescale::*;
 pub use storage::*;
@@ -59,6 +61,8 @@ pub enum Observation {
     Applications(ApplicationsReport),
     /// A job's rescales (Flink 2.3's rescale history, or a parallelism changed by a restart).
     Rescales(RescaleReport),
+    /// A job's status metrics (`numRestarts`, `runningTime`, …), fetched with its load.
+    JobStatus(JobKey, JobStatusMetrics),
 }
 
 /// A cluster's applications as one poll round saw them.

@@ -178,6 +178,8 @@ pub struct JobState {
     pub(crate) storage: Box<super::storage::JobStorageState>,
     /// Its latest rescales (not persisted).
     pub(crate) rescales: super::rescale::Rescales,
+    /// Its status metrics as Flink served them at the last load fetch (not persisted).
+    pub(crate) status_metrics: Option<crate::observe::JobStatusMetrics>,
 }
 
 impl JobState {
@@ -221,6 +223,7 @@ impl JobState {
             threads: super::threads::ThreadSamples::default(),
             storage: Default::default(),
             rescales: Default::default(),
+            status_metrics: None,
             savepoints: outbox::SavepointStats::default(),
             restores: restore::RestoreStats::default(),
             outbox: Vec::new(),
