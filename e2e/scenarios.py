@@ -1898,6 +1898,15 @@ def rescale(env):
     check("rescale: the job page draws the rescale on the checkpoint timeline and says which checkpoint gated it",
           svg is not None and 'class="rescale"' in svg.group(1) and f"gated by checkpoint {restored.get('id')}" in text,
           f"timeline marker: {bool(svg and 'class=' + chr(34) + 'rescale' + chr(34) in svg.group(1))}; line: {' '.join(text.split())!r}")
+    # Flink's job status metrics, read with the job's load under 2.x's names (issue 41).
+    m = env.metrics()
+    restarts = samples(m, "flink_job_restarts", job_id=job, flink_metric="numRestarts")
+    running = samples(m, "flink_job_status_time_seconds", job_id=job, status="running", flink_metric="runningTime")
+    others = samples(m, "flink_job_restarts", job_id=job) + samples(m, "flink_job_status_time_seconds", job_id=job, status="running")
+    flink_metrics = get_json(f"{a.rest}/jobs/{job}/metrics?get=numRestarts,runningTime")
+    check("rescale: /metrics exports Flink's numRestarts and runningTime under their 2.x names",
+          len(restarts) == 1 and len(running) == 1 and len(others) == 2,
+          f"daemon: numRestarts {restarts}, runningTime {running} s (read with the job's load); Flink now: {flink_metrics}")
     print(f"    the rescale: {r.get('text')}", flush=True)
     print(f"    the deviation: {put_down[0]['sentence'] if put_down else None}", flush=True)
     print(f"    explanation now: {shadow.get('explanation', {}).get('schedule')}", flush=True)
