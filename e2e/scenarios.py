@@ -1904,8 +1904,9 @@ def rescale(env):
     running = samples(m, "flink_job_status_time_seconds", job_id=job, status="running", flink_metric="runningTime")
     others = samples(m, "flink_job_restarts", job_id=job) + samples(m, "flink_job_status_time_seconds", job_id=job, status="running")
     flink_metrics = get_json(f"{a.rest}/jobs/{job}/metrics?get=numRestarts,runningTime")
-    check("rescale: /metrics exports Flink's numRestarts and runningTime under their 2.x names",
-          len(restarts) == 1 and len(running) == 1 and len(others) == 2,
+    check("rescale: /metrics exports Flink's numRestarts (read again after the restore) and runningTime under their 2.x names",
+          len(restarts) == 1 and len(running) == 1 and len(others) == 2
+          and [str(int(x)) for x in restarts] == [f["value"] for f in flink_metrics if f["id"] == "numRestarts"],
           f"daemon: numRestarts {restarts}, runningTime {running} s (read with the job's load); Flink now: {flink_metrics}")
     print(f"    the rescale: {r.get('text')}", flush=True)
     print(f"    the deviation: {put_down[0]['sentence'] if put_down else None}", flush=True)

@@ -102,6 +102,10 @@ impl Poller {
         if !terminal && cache.rescale_looks > 0 {
             cache.rescale_looks -= 1;
             self.look_for_rescales(job, cache).await;
+            if let Some(status) = self.job_status_metrics(&job.jid).await {
+                let key = JobKey { cluster: self.config.name.clone(), job_id: job.jid.clone() };
+                self.app.apply(&Observation::JobStatus(key, status));
+            }
         }
         if !terminal {
             self.time_restore(&job.jid, cache, &stats).await;

@@ -71,9 +71,10 @@ impl Poller {
     }
 
     /// The job's status metrics under the names its Flink lists (2.x's where they exist, the
-    /// 1.x ones elsewhere): its metric list, then their values; `None` when either fails or the
+    /// 1.x ones elsewhere), read with its load and in the rounds after a restore (its restart
+    /// count changed): its metric list, then their values; `None` when either fails or the
     /// job lists none of them.
-    async fn job_status_metrics(&self, job_id: &str) -> Option<crate::observe::JobStatusMetrics> {
+    pub(super) async fn job_status_metrics(&self, job_id: &str) -> Option<crate::observe::JobStatusMetrics> {
         use crate::sources::flink::metrics::{job_status, job_status_names};
         let listed = self.fetch(self.client.job_metrics(job_id, &[])).await.ok().flatten()?;
         let names = job_status_names(&listed);
