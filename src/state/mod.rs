@@ -325,7 +325,7 @@ impl State {
             Observation::Rescales(report) => self.apply_rescales(report),
             Observation::JobStatus(key, metrics) => {
                 if let Some(job) = self.job_mut(key) {
-                    job.status_metrics = Some(metrics.clone());
+                    job.reported.status_metrics = Some(metrics.clone());
                 }
             }
             Observation::ThreadSampled(report) => {
@@ -339,7 +339,7 @@ impl State {
     /// A job's rescales: kept, and each new one told to its trigger shadow.
     fn apply_rescales(&mut self, report: &crate::observe::RescaleReport) {
         if let Some(job) = self.job_mut(&report.key) {
-            for r in job.rescales.observe(report) {
+            for r in job.reported.rescales.observe(report) {
                 job.shadow.trigger.note_rescale(&r);
             }
         }

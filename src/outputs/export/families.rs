@@ -120,19 +120,19 @@ pub const METRICS: &[MetricDef] = &[
         "flink_job_restarts",
         Gauge,
         &["cluster", "job_id", "job_name", "flink_metric"],
-        "Flink's restart count of the job (flink_metric names what was read: numRestarts, or fullRestarts where the job lists no numRestarts); it starts over with a new JobMaster. Read with the job's load (every 30 polls) and in the 3 polls after a restore."
+        "Flink's restart count of the job, read with its load and after a restore (flink_metric: numRestarts, or fullRestarts where not listed); it starts over with a new JobMaster."
     ),
     metric!(
         "flink_job_status_time_seconds",
         Gauge,
         &["cluster", "job_id", "job_name", "status", "flink_metric"],
-        "Time in the job's current status as Flink measures it, 0 when not in it: status=running (runningTime, or 1.x uptime), restarting (restartingTime, or 1.x downtime), cancelling (cancellingTime), failing (failingTime), each where the job lists it. Read with the job's load (every 30 polls) and in the 3 polls after a restore."
+        "Time in the job's current status per Flink, 0 when not in it, read with its load: running (runningTime, 1.x uptime), restarting (restartingTime, 1.x downtime), cancelling, failing."
     ),
     metric!(
         "flink_job_last_checkpoint_metadata_bytes",
         Gauge,
         JOB,
-        "Flink's lastCheckpointMetadataSize (2.x, FLINK-36679): the size of the latest completed checkpoint's _metadata. Read with the job's load (every 30 polls) and in the 3 polls after a restore."
+        "Flink's lastCheckpointMetadataSize (2.x, FLINK-36679): the size of the latest completed checkpoint's _metadata, read with the job's load and after a restore."
     ),
     metric!(
         "flink_job_last_restore_downtime_seconds",

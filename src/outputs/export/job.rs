@@ -173,7 +173,7 @@ fn render_restores(out: &mut impl Sink, labels: &JobLabels, job: &JobState) {
 
 /// Flink's own job status metrics, each under the name it was read (2.x's, else 1.x's).
 fn render_status_metrics(out: &mut impl Sink, labels: &JobLabels, job: &JobState) {
-    let Some(m) = &job.status_metrics else { return };
+    let Some(m) = &job.reported.status_metrics else { return };
     if let Some((n, name)) = m.restarts {
         out.push(
             family!("flink_job_restarts"),

@@ -46,7 +46,9 @@ impl TriggerShadow {
                     mark.consecutive_failures
                 ),
             )
-        } else if let Some((_, words)) = self.rescale.clone().filter(|(at, _)| *at <= c.triggered_at) {
+        } else if let Some((_, words)) =
+            self.rescale.as_deref().filter(|(at, _)| *at <= c.triggered_at).cloned()
+        {
             self.rescale = None;
             (
                 DeviationKind::Rescale,

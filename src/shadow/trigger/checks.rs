@@ -33,7 +33,7 @@ impl TriggerShadow {
     /// stopped belong to the old schedule.
     pub(crate) fn note_rescale(&mut self, rescale: &crate::observe::Rescale) {
         let stopped = rescale.restarted_at.unwrap_or(rescale.at);
-        self.rescale = Some((stopped, rescale.parallelism_words()));
+        self.rescale = Some(Box::new((stopped, rescale.parallelism_words())));
         self.mark_restart(stopped);
     }
 

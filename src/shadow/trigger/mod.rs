@@ -141,8 +141,9 @@ pub struct TriggerShadow {
     backlog_in_force: bool,
     /// Manual triggers seen (boxed: most jobs never see one).
     manual: Option<Box<ManualTriggers>>,
-    /// The latest rescale: when the old execution stopped, and its parallelism in words.
-    rescale: Option<(Timestamp, String)>,
+    /// The latest rescale: when the old execution stopped, and its parallelism in words (boxed:
+    /// most jobs never rescale).
+    rescale: Option<Box<(Timestamp, String)>>,
 }
 
 impl TriggerShadow {
