@@ -307,6 +307,8 @@ scenario_args() {
     # 10 s meanwhile, then every 2.5 s; manual triggers by REST between periodic ones.
     backlog)      echo "--interval-ms 2500 --interval-during-backlog-ms 10000 --backlog-s 40" ;;
     manual-trigger) echo "--interval-ms 5000" ;;
+    # The adaptive scheduler rescales it (PUT /jobs/:id/resource-requirements) from 2 to 1.
+    rescale)      echo "--interval-ms 2000" ;;
     failover)     echo "--interval-ms 3000 --fail-after-s 35 --restart-delay-ms 3000" ;;
     tolerable-exceeded) echo "--interval-ms 2000 --snapshot-decline-every 1 --tolerable 2 --restart-attempts 2 --restart-delay-ms 2000" ;;
     # Evidence from the TaskManagers (issue 27): a task thread held by user code past the checkpoint
@@ -323,7 +325,7 @@ scenario_args() {
     *) return 1 ;;
   esac
 }
-SCENARIOS="healthy expired declined backpressure unaligned minpause backlog manual-trigger failover tolerable-exceeded blocked gc skew rocksdb storage metadata-growth"
+SCENARIOS="healthy expired declined backpressure unaligned minpause backlog manual-trigger rescale failover tolerable-exceeded blocked gc skew rocksdb storage metadata-growth"
 
 cmd_scenarios() {
   local s

@@ -44,6 +44,10 @@ Prometheus' API, and runs `checkpoint-sentinel diagnose` against Flink itself:
   incident  two TaskManagers, five parallelism-1 jobs, the TaskManager with most of them paused
             (SIGSTOP) 20 s: one incident names it with exactly its jobs, within one poll round of
             Flink's first expiry; the job elsewhere stays out and healthy; it ends after SIGCONT (2.x)
+  rescale   Flink restarted with the adaptive scheduler; PUT /jobs/:id/resource-requirements takes
+            the job from parallelism 2 to 1: no alert at any second; the API lists the rescale from
+            Flink's history with the checkpoint that gated it (the one restored), the shadow puts the
+            first checkpoint after it down to the rescale, the page draws it (2.3+)
   prometheus  a real Prometheus scraped the daemon and answers for flink_checkpoints_total
   blocked   a blocking-map subtask holds its task thread (Thread.sleep in
             sentinel.e2e.ScenarioJob$BlockingMap.holdTheThread) past the 10 s checkpoint timeout;
@@ -1805,6 +1809,111 @@ def incident(env):
             time.sleep(1)
 
 
+ADAPTIVE = "\n".join((
+    "jobmanager.scheduler: adaptive",
+    # No cooldown after the job started, and a requirement change acts within a second.
+    "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling: 0s",
+    "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout: 1s",
+    "web.adaptive-scheduler.rescale-history.size: 10",
+))
+
+
+def put_json(url, body):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="PUT",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return r.read().decode()
+
+
+@since((2, 3), "the rescale history (/jobs/:id/rescales/*) came with 2.3; the scenario restarts Flink "
+               "with the adaptive scheduler (~25 s), so it runs on one version; restarts with a changed "
+               "parallelism on 1.x are unit-tested (resource-requirements: 1.18+, FLIP-291)")
+def rescale(env):
+    """The adaptive scheduler rescales the job from 2 to 1 after PUT /jobs/:id/resource-requirements
+    (it waits for a completed checkpoint, FLIP-461): no alert of the job at any second; the daemon's
+    API lists the rescale from Flink's history with the checkpoint that gated it (the one the new
+    parallelism restored); the shadow puts the first checkpoint after it down to the rescale, none
+    unexplained; the job page draws it on the checkpoint timeline. Flink stays adaptive for the
+    scenarios after it (prometheus only)."""
+    a = env.a
+    extra = "\n".join(x for x in (os.environ.get("SENTINEL_E2E_EXTRA_CONF"), ADAPTIVE) if x)
+    subprocess.run([a.flink_sh, "stop", a.version], check=True, capture_output=True)
+    subprocess.run([a.flink_sh, "start", a.version], check=True, capture_output=True,
+                   env=dict(os.environ, SENTINEL_E2E_EXTRA_CONF=extra))
+    job = env.flink("submit", a.version, "rescale")
+    seen, alerts, described = watch_quietly(env, job, 6)
+    requirements = get_json(f"{a.rest}/jobs/{job}/resource-requirements")
+    put_json(f"{a.rest}/jobs/{job}/resource-requirements",
+             {v: {"parallelism": {"lowerBound": 1, "upperBound": 1}} for v in requirements})
+    asked = time.time()
+    parallelism = []
+    for _ in range(30):
+        more, al, d = watch_quietly(env, job, 1)
+        seen.update(more)
+        alerts |= al
+        described.update(d)
+        parallelism = [v.get("parallelism") for v in get_json(f"{a.rest}/jobs/{job}").get("vertices", [])]
+        if parallelism and all(p == 1 for p in parallelism):
+            break
+    rescaled_in = time.time() - asked
+    more, al, d = watch_quietly(env, job, 10)  # the first checkpoints of the new parallelism, polled
+    seen.update(more)
+    alerts |= al
+    described.update(d)
+    history = get_json(f"{a.rest}/jobs/{job}/rescales/history")
+    flink = next((h for h in history if h.get("triggerCause") == "UPDATE_REQUIREMENT"), None)
+    restored = (env.checkpoints(job).get("latest") or {}).get("restored") or {}
+    check("rescale: Flink rescaled the job from 2 to 1 after the requirement change and restored a checkpoint",
+          flink is not None and flink.get("terminalState") == "COMPLETED" and parallelism
+          and all(p == 1 for p in parallelism) and restored.get("id") is not None,
+          f"parallelism {parallelism} {rescaled_in:.1f} s after the PUT; history {[(h.get('triggerCause'), h.get('terminalState')) for h in history]}; "
+          f"restored checkpoint {restored.get('id')}")
+    evidence = f"; descriptions {described}; {unexplained_deviations(env, job)}" if alerts else ""
+    check("rescale: no alert of the job pending or firing at any second", not alerts,
+          f"sampled every second: {sorted(alerts) or 'none'}{evidence}")
+    api = env.daemon_job(job)
+    ours = [r for r in api.get("rescales", []) if r.get("cause") == "UPDATE_REQUIREMENT"]
+    r = ours[0] if ours else {}
+    check("rescale: the API lists Flink's rescale with the checkpoint that gated it (the one restored)",
+          len(ours) == 1 and r.get("source") == "rescale_history" and r.get("gated_by_checkpoint") == restored.get("id")
+          and r.get("vertices") and all(v.get("before") == 2 and v.get("after") == 1 for v in r["vertices"]),
+          f"daemon: {api.get('rescales')}; Flink restored {restored.get('id')}")
+    shadow = api.get("shadow", {})
+    devs = shadow.get("deviations", [])
+    first_after = min((int(i) for i, h in seen.items() if h.get("trigger_timestamp", 0) >= (flink or {}).get("endTimestampInMillis", 1 << 62) - 1_000
+                       and int(i) > int(restored.get("id") or 0)), default=None)
+    gap = dict(trigger_gaps(seen)).get(first_after)
+    put_down = [d for d in devs if d["kind"] == "rescale"]
+    unexplained = [d for d in devs if not d.get("explained")]
+    on_grid = gap is not None and abs(gap - 2_000) <= 100
+    check("rescale: the shadow puts the first checkpoint after the rescale down to it, none unexplained",
+          not unexplained and ((put_down and put_down[0]["checkpoint_id"] == first_after) or (on_grid and not put_down)),
+          f"first checkpoint after it {first_after} ({gap} ms after the one before); rescale deviations "
+          f"{[d['checkpoint_id'] for d in put_down]}; unexplained {[d['sentence'] for d in unexplained] or 'none'}; "
+          f"counts {shadow.get('deviation_counts')}")
+    dom = page(env, f"#/jobs/{a.cluster}/{job}")
+    svg = re.search(r'aria-label="checkpoint timeline">(.*?)</svg>', dom, re.S)
+    line = re.search(r'id="rescales">(.*?)</p>', dom, re.S)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", line.group(1))) if line else ""
+    check("rescale: the job page draws the rescale on the checkpoint timeline and says which checkpoint gated it",
+          svg is not None and 'class="rescale"' in svg.group(1) and f"gated by checkpoint {restored.get('id')}" in text,
+          f"timeline marker: {bool(svg and 'class=' + chr(34) + 'rescale' + chr(34) in svg.group(1))}; line: {' '.join(text.split())!r}")
+    # Flink's job status metrics, read with the job's load under 2.x's names (issue 41).
+    m = env.metrics()
+    restarts = samples(m, "flink_job_restarts", job_id=job, flink_metric="numRestarts")
+    running = samples(m, "flink_job_status_time_seconds", job_id=job, status="running", flink_metric="runningTime")
+    others = samples(m, "flink_job_restarts", job_id=job) + samples(m, "flink_job_status_time_seconds", job_id=job, status="running")
+    flink_metrics = get_json(f"{a.rest}/jobs/{job}/metrics?get=numRestarts,runningTime")
+    check("rescale: /metrics exports Flink's numRestarts (read again after the restore) and runningTime under their 2.x names",
+          len(restarts) == 1 and len(running) == 1 and len(others) == 2
+          and [str(int(x)) for x in restarts] == [f["value"] for f in flink_metrics if f["id"] == "numRestarts"],
+          f"daemon: numRestarts {restarts}, runningTime {running} s (read with the job's load); Flink now: {flink_metrics}")
+    print(f"    the rescale: {r.get('text')}", flush=True)
+    print(f"    the deviation: {put_down[0]['sentence'] if put_down else None}", flush=True)
+    print(f"    explanation now: {shadow.get('explanation', {}).get('schedule')}", flush=True)
+    cancel_and_check(env, "rescale", job)
+
+
 def main():
     ap = argparse.ArgumentParser()
     for flag in ("rest", "daemon", "alertmanager", "prometheus", "flink-sh", "bin", "version"):
@@ -1819,7 +1928,7 @@ def main():
     env = Env(a)
     for scenario in (healthy, expired, declined, backpressure, failover, restore_savepoint, store, savepoint, traces,
                      backlog, manual_trigger, blocked, gc, skew, storage_orphans, storage_s3, metadata_growth,
-                     incident, prometheus):
+                     incident, rescale, prometheus):
         if a.only and scenario.__name__ not in a.only:
             continue
         if not applies(scenario.__name__, a.version):

@@ -42,6 +42,7 @@ mod pending_subtasks;
 mod preflight;
 mod probe_port;
 mod reload;
+mod rescale;
 mod restart;
 mod restore;
 mod rule_checklist;

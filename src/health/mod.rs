@@ -84,7 +84,8 @@ pub(crate) enum Reason {
 /// checkpoints again: see [`recovered`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Recovered {
-    /// When the first checkpoint triggered after the restart completed.
+    /// When the first checkpoint triggered after the restart completed, or the restore ended
+    /// (its last subtask RUNNING) if that was later.
     pub(crate) since: Timestamp,
     /// The restarts from checkpoints in the hour before the latest one (at least 1).
     pub(crate) restarts: u64,
@@ -96,7 +97,11 @@ pub(crate) const FAILOVER_ALERTS: [&str; 1] = ["FlinkCheckpointToleranceExceeded
 
 /// Whether a job that failed over is healthy again: it runs, no checkpoint failed since its
 /// latest restart (the later of the last time it exceeded its tolerable failures and its latest
-/// restore) and one triggered after it completed. `None` when it never failed over.
+/// restore), one triggered after it completed, and its latest restore is over (every subtask
+/// RUNNING). `None` when it never failed over. With checkpointing during recovery (FLIP-547,
+/// 2.3: `execution.checkpointing.unaligned.during-recovery.enabled`) a checkpoint can complete
+/// while subtasks still restore their in-flight data: the recovery ends at the later of the two,
+/// never at the first completed checkpoint alone.
 pub(crate) fn recovered(j: &JobState) -> Option<Recovered> {
     if j.job_state != JobStatus::Running || j.consecutive_failures() > 0 {
         return None;
@@ -121,7 +126,16 @@ pub(crate) fn recovered(j: &JobState) -> Option<Recovered> {
         .iter()
         .filter(|r| !r.from.is_savepoint && r.from.restored_at >= hour_before)
         .count() as u64;
-    Some(Recovered { since: first.finished_at, restarts: restarts.max(1) })
+    // The restore the poll reported, once the poller looked at it: still restoring, the job has
+    // not recovered; timed, it recovered when both its last subtask ran and a checkpoint completed.
+    let restore =
+        j.restores.latest().filter(|r| Some(r.from.restored_at) == j.latest_restore.map(|(_, at)| at));
+    if restore.is_some_and(|r| r.outcome == crate::state::restore::RestoreOutcome::Restoring) {
+        return None;
+    }
+    let since =
+        restore.and_then(|r| r.running_at).map_or(first.finished_at, |end| end.max(first.finished_at));
+    Some(Recovered { since, restarts: restarts.max(1) })
 }
 
 impl fmt::Display for Reason {
@@ -266,5 +280,75 @@ mod tests {
         assert_eq!(failed.to_string(), "the latest 3 checkpoints failed (latest: expired)");
         let one = Reason::LatestFailed { count: 1, latest: Outcome::Declined };
         assert_eq!(one.to_string(), "the latest checkpoint declined");
+    }
+
+    /// A failover restored from checkpoint 3 at 100 s; its subtasks restore their in-flight data
+    /// until 130 s while checkpoint 4 (triggered at 105 s) completes at 106 s during the recovery
+    /// (FLIP-547): the job has not recovered at the checkpoint, only once every subtask runs.
+    #[test]
+    fn a_checkpoint_completed_during_recovery_does_not_end_it() {
+        use crate::observe::{
+            CheckpointCounts, FinishedCheckpoint, JobKey, JobPoll, Observation, RestoreReport, RestoredFrom,
+            SubtaskStart,
+        };
+        use crate::state::State;
+        use crate::stats::WindowSpec;
+        use crate::time::Timestamp;
+        let key = JobKey { cluster: "c".into(), job_id: "j".into() };
+        let poll = |at: i64, finished: Vec<FinishedCheckpoint>| {
+            Observation::JobPolled(JobPoll {
+                key: key.clone(),
+                job_name: "orders".into(),
+                job_state: "RUNNING".into(),
+                polled_at: Timestamp(at),
+                counts: CheckpointCounts {
+                    completed: finished.len() as u64,
+                    failed: 0,
+                    in_progress: 0,
+                    restored: 1,
+                },
+                settings: None,
+                in_progress: Vec::new(),
+                finished,
+                latest_restore: Some((Some(3), Timestamp(100_000))),
+                deferred: Default::default(),
+            })
+        };
+        let restore = |running: Option<i64>| {
+            Observation::Restore(RestoreReport {
+                key: key.clone(),
+                restored: RestoredFrom {
+                    checkpoint_id: Some(3),
+                    is_savepoint: false,
+                    external_path: None,
+                    restored_at: Timestamp(100_000),
+                },
+                restarting_at: Some(Timestamp(99_000)),
+                subtasks: Some(vec![SubtaskStart {
+                    operator: "stateful-map".into(),
+                    subtask: 0,
+                    initializing_at: Some(Timestamp(100_050)),
+                    running_at: running.map(Timestamp),
+                    running_now: running.is_some(),
+                }]),
+            })
+        };
+        let cps = |n: u64| {
+            (1..=n)
+                .map(|id| {
+                    let t = if id <= 3 { 90_000 + id as i64 * 2_000 } else { 105_000 };
+                    FinishedCheckpoint::completed(id, Timestamp(t), 1_000).acknowledged(1, 1)
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut state = State::new(WindowSpec { window_ms: 3_600_000, slots: 6 });
+        state.apply(&poll(99_000, cps(3)), Timestamp(99_000));
+        state.apply(&restore(None), Timestamp(107_000));
+        state.apply(&poll(107_000, cps(4)), Timestamp(107_000));
+        let job = |s: &State| recovered(&s.clusters()["c"].jobs["j"]);
+        assert_eq!(job(&state), None, "checkpoint 4 completed while the subtask still restored");
+        state.apply(&restore(Some(130_000)), Timestamp(131_000));
+        let r = job(&state).expect("recovered once every subtask runs");
+        assert_eq!(r.since, Timestamp(130_000), "at the restore's end, not at checkpoint 4's (106 s)");
     }
 }

@@ -8,12 +8,16 @@ use crate::time::Timestamp;
 
 mod config;
 mod evidence;
+mod job_status;
 mod log;
+mod rescale;
 mod storage;
 mod threads;
 pub use config::*;
 pub use evidence::*;
+pub use job_status::*;
 pub use log::*;
+pub use rescale::*;
 pub use storage::*;
 pub use threads::*;
 
@@ -55,6 +59,10 @@ pub enum Observation {
     Storage(StorageRound),
     /// A cluster's applications and their jobs (Flink 2.3+, `/applications/overview`).
     Applications(ApplicationsReport),
+    /// A job's rescales (Flink 2.3's rescale history, or a parallelism changed by a restart).
+    Rescales(RescaleReport),
+    /// A job's status metrics (`numRestarts`, `runningTime`, …), fetched with its load.
+    JobStatus(JobKey, JobStatusMetrics),
 }
 
 /// A cluster's applications as one poll round saw them.
@@ -128,6 +136,15 @@ pub struct RestoreReport {
     pub restarting_at: Option<Timestamp>,
     /// Every subtask's current attempt; `None` when they could not be fetched.
     pub subtasks: Option<Vec<SubtaskStart>>,
+}
+
+/// A job's rescales as one poll saw them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RescaleReport {
+    /// Which job.
+    pub key: JobKey,
+    /// Its rescales, oldest first (Flink's history, or the one parallelism change just seen).
+    pub rescales: Vec<Rescale>,
 }
 
 /// The outcome of one poll round of a cluster.

@@ -137,7 +137,7 @@ pub(crate) fn taskmanagers(cluster: &ClusterState) -> BTreeMap<String, TaskManag
     let mut figures: BTreeMap<&str, TaskManagerFigures> = BTreeMap::new();
     for (_, job) in evaluated_jobs(cluster) {
         let mut on_job = BTreeSet::new();
-        for tm in job.subtask_locations.values().flatten().flatten() {
+        for tm in job.reported.subtask_locations.values().flatten().flatten() {
             figures.entry(tm.as_str()).or_default().subtasks += 1;
             on_job.insert(tm.as_str());
         }

@@ -198,7 +198,7 @@ pub(crate) fn wanted<'a>(
         listed += job.operators.len() + names;
         jobs.push((job_id.as_str(), &**job));
         ends.push(listed);
-        for location in job.subtask_locations.values().flatten().flatten() {
+        for location in job.reported.subtask_locations.values().flatten().flatten() {
             taskmanagers.insert(taskmanager_id(location));
         }
     }
@@ -445,7 +445,9 @@ mod tests {
                     last_seen: Timestamp(0),
                 };
                 job.operators.insert(format!("v{j}-{o}"), state);
-                job.subtask_locations.insert(name, vec![Some(format!("tm{}:6122-x", (j + o) % tms))]);
+                job.reported
+                    .subtask_locations
+                    .insert(name, vec![Some(format!("tm{}:6122-x", (j + o) % tms))]);
             }
             cluster.jobs.insert(format!("j{j:03}"), Box::new(job));
         }

@@ -15,6 +15,7 @@ pub mod memo;
 pub mod outbox;
 pub mod persist;
 pub(crate) mod record;
+pub(crate) mod rescale;
 pub mod restore;
 pub mod storage;
 pub mod store;
@@ -321,16 +322,31 @@ impl State {
                     self.outbox.extend_restores(&report.key.cluster, &report.key.job_id, changed);
                 }
             }
+            Observation::Rescales(report) => self.apply_rescales(report),
+            Observation::JobStatus(key, metrics) => {
+                if let Some(job) = self.job_mut(key) {
+                    job.reported.status_metrics = Some(metrics.clone());
+                }
+            }
             Observation::ThreadSampled(report) => {
-                let job = self
-                    .clusters
-                    .get_mut(&report.key.cluster)
-                    .and_then(|c| c.jobs.get_mut(&report.key.job_id));
-                if let Some(job) = job {
+                if let Some(job) = self.job_mut(&report.key) {
                     job.threads.push(report.sample.clone());
                 }
             }
         }
+    }
+
+    /// A job's rescales: kept, and each new one told to its trigger shadow.
+    fn apply_rescales(&mut self, report: &crate::observe::RescaleReport) {
+        if let Some(job) = self.job_mut(&report.key) {
+            for r in job.reported.rescales.observe(report) {
+                job.shadow.trigger.note_rescale(&r);
+            }
+        }
+    }
+
+    fn job_mut(&mut self, key: &JobKey) -> Option<&mut JobState> {
+        self.clusters.get_mut(&key.cluster).and_then(|c| c.jobs.get_mut(&key.job_id)).map(|j| &mut **j)
     }
 
     /// Whether a job's restore at `restored_at` is still to be counted or timed, so the poller

@@ -278,6 +278,7 @@ pub fn job(
             from_savepoint: j.restores.totals.savepoint,
             recent: j.restores.recent.iter().rev().map(restore_view).collect(),
         },
+        rescales: j.reported.rescales.recent.iter().map(|r| views::rescale_view(j, r)).collect(),
         shadow: ShadowView {
             explanation,
             deviations: j.shadow.trigger.deviations().cloned().collect(),

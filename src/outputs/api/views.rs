@@ -334,6 +334,9 @@ pub struct JobDetailView {
     /// The job's latest restores the daemon saw, newest first (at most
     /// `state::restore::RECENT_RESTORES`), and how many it counted by what they restored from.
     pub(crate) restores: RestoresView,
+    /// The job's latest rescales, oldest first (at most `state::rescale::RECENT_RESCALES`), each
+    /// with the checkpoint that gated it.
+    pub(crate) rescales: Vec<RescaleView>,
     /// The shadow model's expectation and explanation.
     pub(crate) shadow: ShadowView,
     /// This job's pending and firing alerts, and its recently resolved ones.
@@ -744,4 +747,56 @@ pub(crate) struct StoredCheckpointView {
     pub(crate) processed_data_bytes: Option<u64>,
     /// In-flight bytes persisted.
     pub(crate) persisted_data_bytes: Option<u64>,
+}
+
+/// A rescale of a job.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct RescaleView {
+    /// When it ended (Flink's history), or when the daemon saw the new parallelism.
+    pub(crate) at_ms: i64,
+    /// When it was asked for (Flink's history only).
+    pub(crate) started_at_ms: Option<i64>,
+    /// When the old execution stopped.
+    pub(crate) restarted_at_ms: Option<i64>,
+    /// `rescale_history` (Flink 2.3's) or `parallelism_change` (a restart changed it).
+    pub(crate) source: &'static str,
+    /// Flink's trigger cause (`UPDATE_REQUIREMENT`, …), history only.
+    pub(crate) cause: Option<String>,
+    /// Flink's terminal state (`COMPLETED`, `FAILED`), history only.
+    pub(crate) outcome: Option<String>,
+    /// The vertices whose parallelism changed.
+    pub(crate) vertices: Vec<crate::observe::VertexRescale>,
+    /// The checkpoint that gated it: the one the new parallelism restored, else the newest
+    /// completed before the old execution stopped.
+    pub(crate) gated_by_checkpoint: Option<u64>,
+    /// One sentence.
+    pub(crate) text: String,
+}
+
+/// The view of one rescale of job `j`.
+pub(crate) fn rescale_view(j: &crate::state::job::JobState, r: &crate::observe::Rescale) -> RescaleView {
+    let completed = j
+        .recent
+        .iter()
+        .filter(|c| c.status == crate::observe::CheckpointStatus::Completed)
+        .map(|c| (c.id, c.finished_at));
+    let gate = crate::state::rescale::gating_checkpoint(r, &j.restores, completed);
+    let how = match (&r.cause, &r.outcome) {
+        (Some(cause), Some(outcome)) => {
+            format!(" ({}, {})", cause.to_lowercase().replace('_', " "), outcome.to_lowercase())
+        }
+        _ => String::new(),
+    };
+    let gated = gate.map_or(String::new(), |id| format!(", gated by checkpoint {id}"));
+    RescaleView {
+        at_ms: r.at.millis(),
+        started_at_ms: r.started_at.map(|t| t.millis()),
+        restarted_at_ms: r.restarted_at.map(|t| t.millis()),
+        source: r.source.as_str(),
+        cause: r.cause.clone(),
+        outcome: r.outcome.clone(),
+        vertices: r.vertices.clone(),
+        gated_by_checkpoint: gate,
+        text: format!("rescaled: {}{how}{gated}", r.parallelism_words()),
+    }
 }

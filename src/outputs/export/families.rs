@@ -117,6 +117,24 @@ pub const METRICS: &[MetricDef] = &[
         "The latest timed restore: from the JobManager restoring the checkpoint or savepoint (Flink's restore_timestamp) until the last subtask was RUNNING again."
     ),
     metric!(
+        "flink_job_restarts",
+        Gauge,
+        &["cluster", "job_id", "job_name", "flink_metric"],
+        "Flink's restart count of the job, read with its load and after a restore (flink_metric: numRestarts, or fullRestarts where not listed); it starts over with a new JobMaster."
+    ),
+    metric!(
+        "flink_job_status_time_seconds",
+        Gauge,
+        &["cluster", "job_id", "job_name", "status", "flink_metric"],
+        "Time in the job's current status per Flink, 0 when not in it, read with its load: running (runningTime, 1.x uptime), restarting (restartingTime, 1.x downtime), cancelling, failing."
+    ),
+    metric!(
+        "flink_job_last_checkpoint_metadata_bytes",
+        Gauge,
+        JOB,
+        "Flink's lastCheckpointMetadataSize (2.x, FLINK-36679): the size of the latest completed checkpoint's _metadata, read with the job's load and after a restore."
+    ),
+    metric!(
         "flink_job_last_restore_downtime_seconds",
         Gauge,
         JOB,

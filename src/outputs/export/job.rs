@@ -168,6 +168,36 @@ fn render_restores(out: &mut impl Sink, labels: &JobLabels, job: &JobState) {
             out.push(family!("flink_job_last_restore_downtime_seconds"), labels, seconds(ms));
         }
     }
+    render_status_metrics(out, labels, job);
+}
+
+/// Flink's own job status metrics, each under the name it was read (2.x's, else 1.x's).
+fn render_status_metrics(out: &mut impl Sink, labels: &JobLabels, job: &JobState) {
+    let Some(m) = &job.reported.status_metrics else { return };
+    if let Some((n, name)) = m.restarts {
+        out.push(
+            family!("flink_job_restarts"),
+            &[labels[0], labels[1], labels[2], ("flink_metric", name)],
+            Value::Number(n as f64),
+        );
+    }
+    let times = [
+        ("running", m.running_ms),
+        ("restarting", m.restarting_ms),
+        ("cancelling", m.cancelling_ms),
+        ("failing", m.failing_ms),
+    ];
+    for (status, value) in times {
+        let Some((ms, name)) = value else { continue };
+        out.push(
+            family!("flink_job_status_time_seconds"),
+            &[labels[0], labels[1], labels[2], ("status", status), ("flink_metric", name)],
+            seconds(ms),
+        );
+    }
+    if let Some(bytes) = m.last_metadata_bytes {
+        out.push(family!("flink_job_last_checkpoint_metadata_bytes"), labels, Value::Number(bytes as f64));
+    }
 }
 
 /// Checkpoints in progress and failing: gauges, ages, and the times of the last of each.

@@ -243,3 +243,54 @@ fn rocksdb_figures_are_exported_per_operator() {
     assert!(!text.contains("some-other-property") && !text.contains("some_other"));
     assert_eq!(text, encode_text(&render(&state, &daemon, now)), "the renderer and the encoder agree");
 }
+
+/// Flink's job status metrics are exported under the name each was read (2.x's on one job, the
+/// 1.x ones on another), and the reference encoder writes the same.
+#[test]
+fn job_status_metrics_are_exported_under_the_name_read() {
+    let (mut state, daemon, now) = busy_state(2, 1);
+    let v2 = crate::observe::JobStatusMetrics {
+        restarts: Some((2, "numRestarts")),
+        running_ms: Some((61_000, "runningTime")),
+        restarting_ms: Some((0, "restartingTime")),
+        last_metadata_bytes: Some(3_820),
+        cancelling_ms: Some((0, "cancellingTime")),
+        failing_ms: Some((0, "failingTime")),
+    };
+    let v1 = crate::observe::JobStatusMetrics {
+        restarts: Some((1, "fullRestarts")),
+        running_ms: Some((5_000, "uptime")),
+        ..Default::default()
+    };
+    let key = |j: usize| JobKey {
+        cluster: if j == 0 { "prod" } else { "lab \"b\\\n" }.into(),
+        job_id: format!("{j:032x}"),
+    };
+    state.apply(&Observation::JobStatus(key(0), v2), now);
+    state.apply(&Observation::JobStatus(key(1), v1), now);
+    let text = String::from_utf8(TextRenderer::default().render_to_vec(&state, &daemon, now)).unwrap();
+    let line = |family: &str, job: usize, has: &str| {
+        let id = format!("{job:032x}");
+        text.lines()
+            .find(|l| l.starts_with(&format!("{family}{{")) && l.contains(&id) && l.contains(has))
+            .unwrap_or_else(|| panic!("no {family} {has} of job {job} in {text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(line("flink_job_restarts", 0, "flink_metric=\"numRestarts\""), "2");
+    assert_eq!(
+        line("flink_job_status_time_seconds", 0, "status=\"running\",flink_metric=\"runningTime\""),
+        "61"
+    );
+    assert_eq!(
+        line("flink_job_status_time_seconds", 0, "status=\"failing\",flink_metric=\"failingTime\""),
+        "0"
+    );
+    assert_eq!(line("flink_job_last_checkpoint_metadata_bytes", 0, ""), "3820");
+    assert_eq!(line("flink_job_restarts", 1, "flink_metric=\"fullRestarts\""), "1");
+    assert_eq!(line("flink_job_status_time_seconds", 1, "status=\"running\",flink_metric=\"uptime\""), "5");
+    assert!(!text.contains("flink_job_last_checkpoint_metadata_bytes{cluster=\"lab"), "none read on 1.x");
+    assert_eq!(text, encode_text(&render(&state, &daemon, now)));
+}

@@ -46,6 +46,18 @@ impl TriggerShadow {
                     mark.consecutive_failures
                 ),
             )
+        } else if let Some((_, words)) =
+            self.rescale.as_deref().filter(|(at, _)| *at <= c.triggered_at).cloned()
+        {
+            self.rescale = None;
+            (
+                DeviationKind::Rescale,
+                format!(
+                    "the job was rescaled in between ({words}) after checkpoint {} and the new execution's \
+                     checkpoint scheduler started again",
+                    prev.id
+                ),
+            )
         } else {
             (
                 DeviationKind::JobRestart,

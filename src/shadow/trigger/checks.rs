@@ -28,6 +28,15 @@ impl TriggerShadow {
         }
     }
 
+    /// A rescale (Flink's history or a parallelism change): its restart is a restart of the
+    /// schedule, explained by the rescale. Checkpoints triggered before the old execution
+    /// stopped belong to the old schedule.
+    pub(crate) fn note_rescale(&mut self, rescale: &crate::observe::Rescale) {
+        let stopped = rescale.restarted_at.unwrap_or(rescale.at);
+        self.rescale = Some(Box::new((stopped, rescale.parallelism_words())));
+        self.mark_restart(stopped);
+    }
+
     pub(super) fn mark_restart(&mut self, after: Timestamp) {
         match &mut self.restart {
             // Already known (a failure said so, then the restore count went up): keep the earlier.

@@ -20,6 +20,9 @@ pub enum DeviationKind {
     TolerableFailures,
     /// The job restarted (task failure, failover) and the scheduler started again.
     JobRestart,
+    /// The job was rescaled (its parallelism changed; the adaptive scheduler's rescale waits for
+    /// a completed checkpoint) and the new execution's scheduler started again.
+    Rescale,
     /// A savepoint ran in between and held the slot.
     Savepoint,
     /// A checkpoint came earlier than any rule allows: a manual trigger.
@@ -37,13 +40,14 @@ pub enum DeviationKind {
 
 impl DeviationKind {
     /// Every kind, in label order.
-    pub(crate) const ALL: [DeviationKind; 12] = [
+    pub(crate) const ALL: [DeviationKind; 13] = [
         DeviationKind::MinPause,
         DeviationKind::MaxConcurrent,
         DeviationKind::LongCheckpoint,
         DeviationKind::Timeout,
         DeviationKind::TolerableFailures,
         DeviationKind::JobRestart,
+        DeviationKind::Rescale,
         DeviationKind::Savepoint,
         DeviationKind::ManualTrigger,
         DeviationKind::BacklogInterval,
@@ -61,6 +65,7 @@ impl DeviationKind {
             DeviationKind::Timeout => "timeout",
             DeviationKind::TolerableFailures => "tolerable_failures",
             DeviationKind::JobRestart => "job_restart",
+            DeviationKind::Rescale => "rescale",
             DeviationKind::Savepoint => "savepoint",
             DeviationKind::ManualTrigger => "manual_trigger",
             DeviationKind::BacklogInterval => "backlog_interval",

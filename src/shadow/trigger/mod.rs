@@ -141,6 +141,9 @@ pub struct TriggerShadow {
     backlog_in_force: bool,
     /// Manual triggers seen (boxed: most jobs never see one).
     manual: Option<Box<ManualTriggers>>,
+    /// The latest rescale: when the old execution stopped, and its parallelism in words (boxed:
+    /// most jobs never rescale).
+    rescale: Option<Box<(Timestamp, String)>>,
 }
 
 impl TriggerShadow {
@@ -721,5 +724,61 @@ mod tests {
         let unexplained: Vec<_> =
             shadow.deviations().filter(|d| !d.explained).map(|d| (d.checkpoint_id, d.kind)).collect();
         assert_eq!(unexplained, vec![(19, DeviationKind::LateTrigger)]);
+    }
+
+    /// The adaptive scheduler's rescale as Flink 2.3.0 did it live (interval 2 s): the rescale
+    /// waited for checkpoint 7, the job restored it 190 ms later, and the new execution's
+    /// scheduler triggered checkpoint 8 479 ms after checkpoint 7, then every 2 s from there.
+    fn rescaled_run(note: bool) -> TriggerShadow {
+        let at =
+            |k: u64| if k <= 7 { 10_000 + (k as i64 - 1) * 2_000 } else { 22_479 + (k as i64 - 8) * 2_000 };
+        let cps = |n: u64| {
+            (1..=n)
+                .map(|k| FinishedCheckpoint::completed(k, Timestamp(at(k)), 50).acknowledged(2, 2))
+                .collect()
+        };
+        let st = CheckpointSettings { interval_ms: Some(2_000), ..settings() };
+        let mut shadow = TriggerShadow::new();
+        shadow.observe_poll(&running_poll(21_000, st.clone(), cps(6), vec![]));
+        if note {
+            shadow.note_rescale(&crate::observe::Rescale {
+                id: Some("60f4#1".into()),
+                source: crate::observe::RescaleSource::RescaleHistory,
+                started_at: Some(Timestamp(21_037)),
+                restarted_at: Some(Timestamp(22_073)),
+                at: Timestamp(22_281),
+                cause: Some("UPDATE_REQUIREMENT".into()),
+                outcome: Some("COMPLETED".into()),
+                vertices: vec![crate::observe::VertexRescale {
+                    vertex: "stateful-map".into(),
+                    before: Some(2),
+                    after: Some(1),
+                }],
+            });
+        }
+        let mut poll = running_poll(29_000, st, cps(11), vec![]);
+        poll.counts.restored = 1;
+        poll.latest_restore = Some((Some(7), Timestamp(22_250)));
+        shadow.observe_poll(&poll);
+        shadow
+    }
+
+    #[test]
+    fn the_first_checkpoint_after_a_rescale_is_put_down_to_the_rescale() {
+        let shadow = rescaled_run(true);
+        let devs: Vec<&Deviation> = shadow.deviations().collect();
+        assert_eq!(devs.len(), 1, "{devs:?}");
+        assert_eq!(
+            (devs[0].checkpoint_id, devs[0].kind, devs[0].explained),
+            (8, DeviationKind::Rescale, true)
+        );
+        assert!(
+            devs[0].sentence.contains("rescaled in between (stateful-map 2 → 1) after checkpoint 7"),
+            "{}",
+            devs[0].sentence
+        );
+        // Without the rescale the same restart is a plain one: the rescale is what names it.
+        let plain = rescaled_run(false);
+        assert_eq!(plain.deviations().map(|d| d.kind).collect::<Vec<_>>(), vec![DeviationKind::JobRestart]);
     }
 }

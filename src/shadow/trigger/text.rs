@@ -107,6 +107,7 @@ impl TriggerShadow {
             ),
             DeviationKind::TolerableFailures
             | DeviationKind::JobRestart
+            | DeviationKind::Rescale
             | DeviationKind::BacklogInterval
             | DeviationKind::NotExpired
             | DeviationKind::IdSkip => head,

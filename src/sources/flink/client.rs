@@ -198,6 +198,23 @@ impl FlinkClient {
         self.get_optional(&format!("/applications/{id}")).await
     }
 
+    /// `GET /jobs/:id/rescales/history` (2.3+); `None` where Flink serves none (404).
+    pub(crate) async fn rescale_history(
+        &self,
+        job_id: &str,
+    ) -> Result<Option<Vec<dto::RescaleDetails>>, FetchError> {
+        self.get_optional(&format!("/jobs/{job_id}/rescales/history")).await
+    }
+
+    /// `GET /jobs/:id/rescales/details/:rescaleuuid` (2.3+).
+    pub(crate) async fn rescale_details(
+        &self,
+        job_id: &str,
+        uuid: &str,
+    ) -> Result<Option<dto::RescaleDetails>, FetchError> {
+        self.get_optional(&format!("/jobs/{job_id}/rescales/details/{uuid}")).await
+    }
+
     /// `GET /jobs/:id`.
     pub(crate) async fn job(&self, job_id: &str) -> Result<dto::JobDetails, FetchError> {
         self.get(&format!("/jobs/{job_id}")).await

@@ -586,6 +586,57 @@ pub fn merge_history<'a>(
     by_id.into_values().collect()
 }
 
+/// Each vertex of `/jobs/:id` with its parallelism: (id, name, parallelism), for the rescale
+/// check (a vertex without one is left out).
+pub(crate) fn vertex_parallelism(job: &dto::JobDetails) -> Vec<(String, String, u32)> {
+    job.vertices
+        .iter()
+        .filter_map(|v| {
+            let p = v.parallelism?.clamp(1, MAX_PARALLELISM);
+            Some((v.id.clone(), v.name.clone().unwrap_or_else(|| v.id.clone()), p))
+        })
+        .collect()
+}
+
+/// A rescale of Flink's history (2.3+) as the daemon keeps it: `None` for the initial schedule
+/// (no rescale), an ignored one (nothing changed) and one still in progress (no end yet).
+pub(crate) fn rescale(d: &dto::RescaleDetails) -> Option<crate::observe::Rescale> {
+    use crate::observe::{Rescale, RescaleSource, VertexRescale};
+    let outcome = d.terminal_state.clone()?;
+    if outcome == "IGNORED" || d.trigger_cause.as_deref() == Some("INITIAL_SCHEDULE") {
+        return None;
+    }
+    let at = Timestamp(d.end.filter(|t| *t > 0)?);
+    let vertices = d
+        .vertices
+        .iter()
+        .filter(|(_, v)| v.pre_rescale_parallelism != v.post_rescale_parallelism)
+        .map(|(id, v)| VertexRescale {
+            vertex: v.job_vertex_name.clone().unwrap_or_else(|| id.clone()),
+            before: v.pre_rescale_parallelism,
+            after: v.post_rescale_parallelism,
+        })
+        .collect();
+    let id = d.rescale_uuid.as_ref().map(|u| format!("{u}#{}", d.rescale_attempt_id.unwrap_or(1)));
+    let restarted_at = d
+        .scheduler_states
+        .iter()
+        .filter(|s| s.state.as_deref() == Some("Restarting"))
+        .filter_map(|s| s.enter.filter(|t| *t > 0))
+        .max()
+        .map(Timestamp);
+    Some(Rescale {
+        id,
+        source: RescaleSource::RescaleHistory,
+        started_at: d.start.filter(|t| *t > 0).map(Timestamp),
+        restarted_at,
+        at,
+        cause: d.trigger_cause.clone(),
+        outcome: Some(outcome),
+        vertices,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -682,5 +733,24 @@ mod tests {
             assert_eq!(merged[0].duration_ms, Some(4_000));
             assert_eq!(merged[0].failure, Some(crate::observe::FailureReason::CheckpointExpired));
         }
+    }
+
+    /// Flink 2.3.0's history and details of a rescale from 2 to 1 by
+    /// `PUT /jobs/:id/resource-requirements` (adaptive scheduler), as served live.
+    #[test]
+    fn a_rescale_of_flink_2_3_history() {
+        let history: Vec<dto::RescaleDetails> = serde_json::from_str(r#"[{"rescaleUuid":"60f4ba392742a0616c3ef72c86cc2040","resourceRequirementsUuid":"7a2f4fe8650e991f6da26289b9594977","rescaleAttemptId":1,"vertices":{},"slots":{},"schedulerStates":[],"startTimestampInMillis":1796468364400,"endTimestampInMillis":1796468365644,"terminalState":"COMPLETED","triggerCause":"UPDATE_REQUIREMENT","terminatedReason":"SUCCEEDED"},{"rescaleUuid":"4924763de2759c19645a07fc265bff0c","resourceRequirementsUuid":"e68b8a5759d72b2ed47d47be75e0cfc3","rescaleAttemptId":1,"vertices":{},"slots":{},"schedulerStates":[],"startTimestampInMillis":1796468350931,"endTimestampInMillis":1796468352167,"terminalState":"COMPLETED","triggerCause":"INITIAL_SCHEDULE","terminatedReason":"SUCCEEDED"}]"#).unwrap();
+        assert!(rescale(&history[1]).is_none(), "the initial schedule is no rescale");
+        let details: dto::RescaleDetails = serde_json::from_str(r#"{"rescaleUuid":"60f4ba392742a0616c3ef72c86cc2040","resourceRequirementsUuid":"7a2f4fe8650e991f6da26289b9594977","rescaleAttemptId":1,"vertices":{"5a44ef70092224af50ee1c30c6ad3cec":{"jobVertexId":"5a44ef70092224af50ee1c30c6ad3cec","jobVertexName":"discarding-sink: Writer","slotSharingGroupId":"4c04c999f659abe85347933ed4a05705","slotSharingGroupName":"default","desiredParallelism":1,"sufficientParallelism":1,"preRescaleParallelism":2,"postRescaleParallelism":1},"857e9877747f27b5e758680f3644828a":{"jobVertexId":"857e9877747f27b5e758680f3644828a","jobVertexName":"stateful-map","slotSharingGroupId":"4c04c999f659abe85347933ed4a05705","slotSharingGroupName":"default","desiredParallelism":1,"sufficientParallelism":1,"preRescaleParallelism":2,"postRescaleParallelism":1}},"slots":{},"schedulerStates":[{"state":"Executing","enterTimestampInMillis":1796468352151,"leaveTimestampInMillis":1796468365436,"durationInMillis":13285,"stringifiedException":null},{"state":"Restarting","enterTimestampInMillis":1796468365436,"leaveTimestampInMillis":1796468365609,"durationInMillis":173,"stringifiedException":null}],"startTimestampInMillis":1796468364400,"endTimestampInMillis":1796468365644,"terminalState":"COMPLETED","triggerCause":"UPDATE_REQUIREMENT","terminatedReason":"SUCCEEDED"}"#).unwrap();
+        let r = rescale(&details).unwrap();
+        assert_eq!(r.id.as_deref(), Some("60f4ba392742a0616c3ef72c86cc2040#1"));
+        assert_eq!((r.started_at, r.at), (Some(Timestamp(1796468364400)), Timestamp(1796468365644)));
+        assert_eq!(
+            (r.cause.as_deref(), r.outcome.as_deref()),
+            (Some("UPDATE_REQUIREMENT"), Some("COMPLETED"))
+        );
+        assert_eq!(r.parallelism_words(), "discarding-sink: Writer 2 → 1, stateful-map 2 → 1");
+        assert_eq!(r.restarted_at, Some(Timestamp(1796468365436)), "the Restarting state's entry");
+        assert!(rescale(&history[0]).unwrap().vertices.is_empty(), "the history names no vertex");
     }
 }

@@ -37,6 +37,9 @@ pub struct JobOverview {
     /// When the job was submitted, epoch ms.
     #[serde(rename = "start-time")]
     pub(crate) start_time: Option<i64>,
+    /// `Default` or `Adaptive` (2.3+; absent before).
+    #[serde(rename = "schedulerType")]
+    pub(crate) scheduler_type: Option<String>,
 }
 
 /// `GET /applications/overview` (Flink 2.3+, FLIP-549): the applications and how many of
@@ -489,4 +492,54 @@ pub struct MetricValue {
     pub id: String,
     /// The value, always a string.
     pub value: Option<String>,
+}
+
+/// One rescale of `/jobs/:id/rescales/history` (a list, newest first) and
+/// `/jobs/:id/rescales/details/:rescaleuuid` (Flink 2.3+, `JobRescaleDetails`). The history's
+/// `vertices` are empty (2.3.0); the details name each vertex's parallelism before and after.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RescaleDetails {
+    /// The rescale's id.
+    pub(crate) rescale_uuid: Option<String>,
+    /// Its attempt (a rescale may be tried again).
+    pub(crate) rescale_attempt_id: Option<u64>,
+    /// By vertex id.
+    #[serde(default)]
+    pub(crate) vertices: std::collections::BTreeMap<String, RescaleVertex>,
+    /// The adaptive scheduler's states during it (`Executing`, `Restarting`, …).
+    #[serde(default)]
+    pub(crate) scheduler_states: Vec<SchedulerStateSpan>,
+    /// When it started, epoch ms.
+    #[serde(rename = "startTimestampInMillis")]
+    pub(crate) start: Option<i64>,
+    /// When it ended, epoch ms.
+    #[serde(rename = "endTimestampInMillis")]
+    pub(crate) end: Option<i64>,
+    /// `COMPLETED`, `FAILED`, `IGNORED`; absent while in progress.
+    pub(crate) terminal_state: Option<String>,
+    /// `INITIAL_SCHEDULE`, `UPDATE_REQUIREMENT`, `NEW_RESOURCE_AVAILABLE`, `RECOVERABLE_FAILOVER`.
+    pub(crate) trigger_cause: Option<String>,
+}
+
+/// One vertex of a rescale's details.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RescaleVertex {
+    /// The operator chain's name.
+    pub(crate) job_vertex_name: Option<String>,
+    /// Its parallelism before.
+    pub(crate) pre_rescale_parallelism: Option<u32>,
+    /// Its parallelism after.
+    pub(crate) post_rescale_parallelism: Option<u32>,
+}
+
+/// One adaptive-scheduler state of a rescale.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct SchedulerStateSpan {
+    /// `Executing`, `Restarting`, `WaitingForResources`, `CreatingExecutionGraph`, …
+    pub(crate) state: Option<String>,
+    /// When the scheduler entered it, epoch ms.
+    #[serde(rename = "enterTimestampInMillis")]
+    pub(crate) enter: Option<i64>,
 }

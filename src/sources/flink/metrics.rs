@@ -205,11 +205,13 @@ pub fn taskmanager_sample(id: &str, values: &[MetricValue]) -> TaskManagerSample
 /// (`fullRestarts` is gone in 2.0, `uptime` and `downtime` deprecated for the `…Time` gauges;
 /// `lastCheckpointMetadataSize` is new, FLINK-36679). The newer is read where the job lists it,
 /// the older where it does not.
-pub(crate) const JOB_STATUS_METRICS: [(&str, Option<&str>); 4] = [
+pub(crate) const JOB_STATUS_METRICS: [(&str, Option<&str>); 6] = [
     ("numRestarts", Some("fullRestarts")),
     ("runningTime", Some("uptime")),
     ("restartingTime", Some("downtime")),
     ("lastCheckpointMetadataSize", None),
+    ("cancellingTime", None),
+    ("failingTime", None),
 ];
 
 /// The job status metrics to ask for, given the job's metric list (`/jobs/:id/metrics`): per
@@ -222,18 +224,7 @@ pub(crate) fn job_status_names(list: &[MetricValue]) -> Vec<&'static str> {
         .collect()
 }
 
-/// A job's status metrics, each with the name it was read under.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct JobStatusMetrics {
-    /// Restarts since the job was submitted (`numRestarts`, 1.x `fullRestarts`).
-    pub restarts: Option<(u64, &'static str)>,
-    /// Time in RUNNING since the last restart, ms (`runningTime`, 1.x `uptime`).
-    pub running_ms: Option<(u64, &'static str)>,
-    /// Time in RESTARTING now, ms (`restartingTime`, 1.x `downtime`: FAILING or RESTARTING).
-    pub restarting_ms: Option<(u64, &'static str)>,
-    /// The last checkpoint's `_metadata` size, bytes (2.x).
-    pub last_metadata_bytes: Option<u64>,
-}
+pub use crate::observe::JobStatusMetrics;
 
 /// Reads the values of `/jobs/:id/metrics?get=…` asked for by [`job_status_names`]; Flink's
 /// `-1` (no value) is none.
@@ -251,6 +242,8 @@ pub(crate) fn job_status(values: &[MetricValue]) -> JobStatusMetrics {
         running_ms: either(1),
         restarting_ms: either(2),
         last_metadata_bytes: get("lastCheckpointMetadataSize").map(|(v, _)| v),
+        cancelling_ms: either(4),
+        failing_ms: either(5),
     }
 }
 
@@ -269,10 +262,20 @@ mod tests {
         let v2 = list("flink-2.3.0/backpressure-debuglog/rest/job-metrics-list.json");
         assert_eq!(
             job_status_names(&v2),
-            ["numRestarts", "runningTime", "restartingTime", "lastCheckpointMetadataSize"]
+            [
+                "numRestarts",
+                "runningTime",
+                "restartingTime",
+                "lastCheckpointMetadataSize",
+                "cancellingTime",
+                "failingTime"
+            ]
         );
         let v1_20 = list("flink-1.20.5/backpressure-debuglog/rest/job-metrics-list.json");
-        assert_eq!(job_status_names(&v1_20), ["numRestarts", "runningTime", "restartingTime"]);
+        assert_eq!(
+            job_status_names(&v1_20),
+            ["numRestarts", "runningTime", "restartingTime", "cancellingTime", "failingTime"]
+        );
         let v1_14 = list("flink-1.14.6/backpressure-debuglog/rest/job-metrics-list.json");
         assert_eq!(job_status_names(&v1_14), ["numRestarts", "uptime", "restartingTime"]);
         // A list with the old names only.
@@ -290,6 +293,7 @@ mod tests {
         assert_eq!(m.restarts, Some((0, "numRestarts")));
         assert_eq!(m.restarting_ms, Some((0, "restartingTime")));
         assert_eq!(m.last_metadata_bytes, Some(3820));
+        assert_eq!(m.failing_ms, Some((0, "failingTime")));
         let old = [
             MetricValue { id: "fullRestarts".into(), value: Some("2".into()) },
             MetricValue { id: "downtime".into(), value: Some("-1".into()) },

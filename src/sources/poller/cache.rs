@@ -46,9 +46,38 @@ pub(super) struct JobCache {
     /// ([`stats_due`]).
     pub(super) next_checkpoint_at: Option<Timestamp>,
     pub(super) skipped_rounds: u8,
+    /// Each vertex's parallelism at the last look (id, name, parallelism): a restart that
+    /// changes it is a rescale.
+    pub(super) parallelism: Vec<(String, String, u32)>,
+    /// Flink's restore count at the last poll: a rise is a restart (a rescale restores too).
+    pub(super) restored_count: Option<u64>,
+    /// The job's rescale history did not answer (off, or a version without it).
+    pub(super) rescale_history_off: bool,
+    /// Rescales of the history read already (`uuid#attempt`), the newest.
+    pub(super) rescales_read: std::collections::VecDeque<String>,
+    /// Rounds left in which to look for a rescale (after a restore or a change of state: the
+    /// history may list it only once it ended).
+    pub(super) rescale_looks: u8,
 }
 
+/// Rounds in which a job is looked at for rescales after a restore or a change of state.
+pub(super) const RESCALE_LOOKS: u8 = 3;
+
 impl JobCache {
+    /// Keeps what the poller knew of the job before this refresh: its deferred checkpoints and
+    /// what the rescale check compares with (the parallelism then: a change of state may be
+    /// the restart of a rescale, so the next rounds look).
+    pub(super) fn carry_over(&mut self, old: JobCache) {
+        self.deferred = old.deferred;
+        self.restored_count = old.restored_count;
+        self.rescale_history_off = old.rescale_history_off;
+        self.rescales_read = old.rescales_read;
+        if !old.parallelism.is_empty() {
+            self.parallelism = old.parallelism;
+            self.rescale_looks = RESCALE_LOOKS;
+        }
+    }
+
     /// A poll of the ended job with checkpoint counts `counts` (completed, failed, in
     /// progress) at `polled_at`: whether its polls are over ([`final_polls_done`]).
     pub(super) fn note_final_poll(&mut self, counts: (u64, u64, u64), polled_at: Timestamp) {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::Poller;
-use super::cache::JobCache;
+use super::cache::{JobCache, RESCALE_LOOKS};
 use super::schedule::{
     LOCATION_RETRIES, MAX_DEFERRED_REMEMBERED, RESTORE_RECHECK_MAX_ROUNDS, next_checkpoint_at, stats_due,
 };
@@ -55,7 +55,9 @@ impl Poller {
             Some(cache) if !refresh => cache,
             _ => {
                 let mut fresh = self.refreshed_cache(job, &job_state).await?;
-                fresh.deferred = slot.take().map(|c| c.deferred).unwrap_or_default();
+                if let Some(old) = slot.take() {
+                    fresh.carry_over(old);
+                }
                 slot.insert(fresh)
             }
         };
@@ -90,6 +92,19 @@ impl Poller {
             let events = self.pending_subtasks(cache, &job.jid, &stats, timeout, polled_at).await;
             if !events.is_empty() {
                 self.app.apply(&Observation::LogEvents(events));
+            }
+        }
+        let restored = stats.counts.as_ref().map(|c| convert::counts(c).restored);
+        if cache.restored_count.is_some_and(|before| restored.is_some_and(|now| now > before)) {
+            cache.rescale_looks = RESCALE_LOOKS;
+        }
+        cache.restored_count = restored.or(cache.restored_count);
+        if !terminal && cache.rescale_looks > 0 {
+            cache.rescale_looks -= 1;
+            self.look_for_rescales(job, cache).await;
+            if let Some(status) = self.job_status_metrics(&job.jid).await {
+                let key = JobKey { cluster: self.config.name.clone(), job_id: job.jid.clone() };
+                self.app.apply(&Observation::JobStatus(key, status));
             }
         }
         if !terminal {
@@ -175,6 +190,11 @@ impl Poller {
             final_counts: None,
             final_counts_since: Timestamp(0),
             topology: convert::topology(&details).map(Arc::new),
+            parallelism: convert::vertex_parallelism(&details),
+            restored_count: None,
+            rescale_history_off: false,
+            rescales_read: Default::default(),
+            rescale_looks: 0,
             load_due: self.rounds,
             location_retries: LOCATION_RETRIES,
             reported_pending: Default::default(),

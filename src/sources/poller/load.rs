@@ -35,13 +35,18 @@ impl Poller {
                 .map(|(job_id, topology)| async move {
                     let mut errors = Vec::new();
                     let load = this.job_load(&job_id, &topology, &mut errors).await;
-                    (job_id, topology, load, errors)
+                    let status = this.job_status_metrics(&job_id).await;
+                    (job_id, topology, load, errors, status)
                 })
                 .collect();
             futures_util::future::join_all(requests).await
         };
-        for (job_id, topology, load, load_errors) in loads {
+        for (job_id, topology, load, load_errors, status) in loads {
             errors.extend(load_errors);
+            if let Some(status) = status {
+                let key = JobKey { cluster: self.config.name.clone(), job_id: job_id.clone() };
+                self.app.apply(&Observation::JobStatus(key, status));
+            }
             match load {
                 Ok(vertices) => {
                     let located = vertices.iter().any(|v| v.taskmanagers.iter().any(Option::is_some));
@@ -63,6 +68,21 @@ impl Poller {
                 }
             }
         }
+    }
+
+    /// The job's status metrics under the names its Flink lists (2.x's where they exist, the
+    /// 1.x ones elsewhere), read with its load and in the rounds after a restore (its restart
+    /// count changed): its metric list, then their values; `None` when either fails or the
+    /// job lists none of them.
+    pub(super) async fn job_status_metrics(&self, job_id: &str) -> Option<crate::observe::JobStatusMetrics> {
+        use crate::sources::flink::metrics::{job_status, job_status_names};
+        let listed = self.fetch(self.client.job_metrics(job_id, &[])).await.ok().flatten()?;
+        let names = job_status_names(&listed);
+        if names.is_empty() {
+            return None;
+        }
+        let values = self.fetch(self.client.job_metrics(job_id, &names)).await.ok().flatten()?;
+        Some(job_status(&values))
     }
 
     /// Per vertex: its subtasks' I/O counters and locations, backpressure and rates; a vertex

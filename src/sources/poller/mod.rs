@@ -18,6 +18,7 @@ mod job;
 mod load;
 mod pending;
 mod phase;
+mod rescale;
 mod schedule;
 
 use std::collections::{HashMap, HashSet};

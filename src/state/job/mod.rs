@@ -133,9 +133,6 @@ pub struct JobState {
     pub shadow: Shadow,
     /// |observed − expected| trigger time of each compared checkpoint, ms.
     pub(crate) trigger_deviation: WindowedHistogram,
-    /// Where each operator's subtasks ran (by operator name, then subtask index) when the
-    /// poller last fetched the job's load; rebuilt from observations, not persisted.
-    pub(crate) subtask_locations: BTreeMap<String, Vec<Option<String>>>,
     /// The last thread samples of subtasks that held a checkpoint up (bounded, not persisted).
     pub(crate) threads: super::threads::ThreadSamples,
     /// Failed checkpoints since the last completed one (a running count, not bounded by the
@@ -176,6 +173,21 @@ pub struct JobState {
     /// Its checkpoint storage: the completed checkpoints' paths and the latest listing (not
     /// persisted; boxed, the state stays within its allocation class).
     pub(crate) storage: Box<super::storage::JobStorageState>,
+    /// What Flink reported of the job besides its checkpoints (not persisted; boxed, so that the
+    /// job state stays within its allocation class).
+    pub(crate) reported: Box<Reported>,
+}
+
+/// What Flink reported of a job besides its checkpoints, rebuilt from observations.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Reported {
+    /// Where each operator's subtasks ran (by operator name, then subtask index) when the
+    /// poller last fetched the job's load.
+    pub(crate) subtask_locations: BTreeMap<String, Vec<Option<String>>>,
+    /// Its latest rescales.
+    pub(crate) rescales: super::rescale::Rescales,
+    /// Its status metrics as Flink served them at the last load fetch or after a restore.
+    pub(crate) status_metrics: Option<crate::observe::JobStatusMetrics>,
 }
 
 impl JobState {
@@ -215,9 +227,9 @@ impl JobState {
             recent_kept: RECENT_CHECKPOINTS,
             shadow: Shadow::new(),
             trigger_deviation: WindowedHistogram::new(window),
-            subtask_locations: BTreeMap::new(),
             threads: super::threads::ThreadSamples::default(),
             storage: Default::default(),
+            reported: Box::default(),
             savepoints: outbox::SavepointStats::default(),
             restores: restore::RestoreStats::default(),
             outbox: Vec::new(),
@@ -285,14 +297,14 @@ impl JobState {
         for load in &report.vertices {
             let Some(vertex) = topology.vertices.iter().find(|v| v.id == load.vertex_id) else { continue };
             if load.taskmanagers.iter().any(Option::is_some) {
-                self.subtask_locations.insert(vertex.name.clone(), load.taskmanagers.clone());
+                self.reported.subtask_locations.insert(vertex.name.clone(), load.taskmanagers.clone());
             }
         }
     }
 
     /// Where a subtask of an operator ran at the last load fetch.
     pub(crate) fn subtask_location(&self, operator: &str, subtask: u32) -> Option<&str> {
-        self.subtask_locations.get(operator)?.get(subtask as usize)?.as_deref()
+        self.reported.subtask_locations.get(operator)?.get(subtask as usize)?.as_deref()
     }
 
     /// Whether the thread samples say the user's code holds a subtask's thread at `now`
