@@ -199,7 +199,7 @@ fn job_facts(cluster: &str, c: &ClusterState, job_id: &str, j: &JobState, now: T
         return facts;
     }
     let mut locations: BTreeSet<&str> = BTreeSet::new();
-    for (operator, places) in &j.subtask_locations {
+    for (operator, places) in &j.reported.subtask_locations {
         locations.extend(places.iter().flatten().map(String::as_str));
         if operator.starts_with("Source") {
             facts.causes.push((CauseKind::Source, operator.clone()));
