@@ -58,10 +58,19 @@ pub(super) struct JobCache {
     /// Rounds left in which to look for a rescale (after a restore or a change of state: the
     /// history may list it only once it ended).
     pub(super) rescale_looks: u8,
+    /// Until when the job's status metrics are read every round, after a restore: the
+    /// JobManager serves them from its metric store, which its fetcher refreshes only every
+    /// `metrics.fetcher.update-interval` (10 s by default), so right after a restore
+    /// `numRestarts` may still be the old value (seen live on 2.3.0: 0 for 3 s after a rescale).
+    pub(super) status_reads_until: Option<Timestamp>,
 }
 
 /// Rounds in which a job is looked at for rescales after a restore or a change of state.
 pub(super) const RESCALE_LOOKS: u8 = 3;
+
+/// How long after a restore the job's status metrics are read every round: Flink's
+/// `metrics.fetcher.update-interval` (10 s by default) and a margin.
+pub(super) const STATUS_READS_AFTER_RESTORE_MS: i64 = 15_000;
 
 impl JobCache {
     /// Keeps what the poller knew of the job before this refresh: its deferred checkpoints and
@@ -72,6 +81,7 @@ impl JobCache {
         self.restored_count = old.restored_count;
         self.rescale_history_off = old.rescale_history_off;
         self.rescales_read = old.rescales_read;
+        self.status_reads_until = old.status_reads_until;
         if !old.parallelism.is_empty() {
             self.parallelism = old.parallelism;
             self.rescale_looks = RESCALE_LOOKS;

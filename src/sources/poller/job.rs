@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::Poller;
-use super::cache::{JobCache, RESCALE_LOOKS};
+use super::cache::{JobCache, RESCALE_LOOKS, STATUS_READS_AFTER_RESTORE_MS};
 use super::schedule::{
     LOCATION_RETRIES, MAX_DEFERRED_REMEMBERED, RESTORE_RECHECK_MAX_ROUNDS, next_checkpoint_at, stats_due,
 };
@@ -97,15 +97,21 @@ impl Poller {
         let restored = stats.counts.as_ref().map(|c| convert::counts(c).restored);
         if cache.restored_count.is_some_and(|before| restored.is_some_and(|now| now > before)) {
             cache.rescale_looks = RESCALE_LOOKS;
+            cache.status_reads_until = Some(polled_at.plus_millis(STATUS_READS_AFTER_RESTORE_MS));
         }
         cache.restored_count = restored.or(cache.restored_count);
+        let mut read_status = cache.status_reads_until.is_some_and(|until| polled_at <= until);
         if !terminal && cache.rescale_looks > 0 {
             cache.rescale_looks -= 1;
             self.look_for_rescales(job, cache).await;
-            if let Some(status) = self.job_status_metrics(&job.jid).await {
-                let key = JobKey { cluster: self.config.name.clone(), job_id: job.jid.clone() };
-                self.app.apply(&Observation::JobStatus(key, status));
-            }
+            read_status = true;
+        }
+        if !terminal
+            && read_status
+            && let Some(status) = self.job_status_metrics(&job.jid).await
+        {
+            let key = JobKey { cluster: self.config.name.clone(), job_id: job.jid.clone() };
+            self.app.apply(&Observation::JobStatus(key, status));
         }
         if !terminal {
             self.time_restore(&job.jid, cache, &stats).await;
@@ -195,6 +201,7 @@ impl Poller {
             rescale_history_off: false,
             rescales_read: Default::default(),
             rescale_looks: 0,
+            status_reads_until: None,
             load_due: self.rounds,
             location_retries: LOCATION_RETRIES,
             reported_pending: Default::default(),
