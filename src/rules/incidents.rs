@@ -241,7 +241,10 @@ fn trouble(j: &JobState, now: Timestamp) -> Option<(Symptom, Timestamp)> {
     let timeout = j.settings.as_ref().and_then(|s| s.timeout_ms)?;
     let slow =
         j.live_in_progress(now).into_iter().map(|(_, at)| at).filter(|at| now.since(*at) >= timeout / 2);
-    slow.min().map(|at| (Symptom::Slow, at))
+    // Past its timeout and not yet listed as failed (Flink's history lags): it expires.
+    slow.min()
+        .map(|at| (Symptom::Slow, at))
+        .or_else(|| j.overdue_in_progress(now).map(|at| (Symptom::Expire, at)))
 }
 
 /// The host of a location `tm-id (host:port)` or `host:port-suffix`.

@@ -290,6 +290,24 @@ impl JobState {
         live
     }
 
+    /// The earliest trigger of a checkpoint the last poll saw in progress that is past its
+    /// timeout by `now` and that no log line saw finish: Flink's canceller has expired it (or is
+    /// about to), though no answer lists the failure yet (the REST history lags by up to
+    /// `web.refresh-interval`, 3 s by default). Not live ([`Self::live_in_progress`]), not failed
+    /// yet: the job is in trouble all the same.
+    pub(crate) fn overdue_in_progress(&self, now: Timestamp) -> Option<Timestamp> {
+        let timeout = self.settings.as_ref().and_then(|s| s.timeout_ms)?;
+        if !self.job_state.can_checkpoint() {
+            return None;
+        }
+        let finished_by_log = |id: u64| self.logged.get(&id).is_some_and(|l| l.finished);
+        self.in_progress
+            .iter()
+            .filter(|cp| !finished_by_log(cp.id) && now.since(cp.triggered_at) >= timeout)
+            .map(|cp| cp.triggered_at)
+            .min()
+    }
+
     /// Keeps where the subtasks of each vertex in the load report run. A vertex the report
     /// has no location for keeps what was known: a failed fetch does not forget it.
     pub(super) fn observe_locations(&mut self, report: &JobLoadReport) {
@@ -514,9 +532,13 @@ pub(super) mod tests {
         assert_eq!(job(&state).live_in_progress(Timestamp(103_300)), [(6, Timestamp(100_000))]);
         // Past the timeout Flink's canceller has expired it, whatever the last poll said.
         assert!(job(&state).live_in_progress(Timestamp(104_000)).is_empty());
+        // Overdue: no longer live, not yet listed as failed.
+        assert_eq!(job(&state).overdue_in_progress(Timestamp(103_300)), None);
+        assert_eq!(job(&state).overdue_in_progress(Timestamp(104_000)), Some(Timestamp(100_000)));
         // The expiry's line arrives before the next poll: stale REST state no longer counts.
         state.apply(&log_line("expired", 6, ""), Timestamp(103_400));
         assert!(job(&state).live_in_progress(Timestamp(103_500)).is_empty());
+        assert_eq!(job(&state).overdue_in_progress(Timestamp(104_000)), None, "the log saw it end");
         // The next checkpoint is known from its trigger line, before any poll shows it.
         let line = "Triggering checkpoint 7 (type=CheckpointType{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}) @ 104001 for job e5977598408a0b50e1eb3e122b7bd082.";
         state.apply(&log_line("triggered", 7, line), Timestamp(104_002));
