@@ -1783,11 +1783,15 @@ def incident(env):
               bool(others) and all(h == "ok" for h in healthy),
               f"{len(others)} job(s): health {healthy}; healthy_without {seen.get('healthy_without') if seen else None}")
         # `diagnose` of the whole cluster (one look at every job) opens with the same incident:
-        # a one-shot look at any moment of the pause, so up to three looks while it lasts.
-        first = ""
-        for _ in range(3):
+        # a one-shot look at any moment of the pause, so a second look if the first missed it.
+        # A look takes 10-20 s while a TaskManager is paused (its requests to it time out); two
+        # keep the pause under Flink's 50 s heartbeat timeout.
+        first, looks = "", []
+        for _ in range(2):
+            started = time.time()
             out = subprocess.run([env.a.bin, "diagnose", "--url", env.a.rest], capture_output=True, text=True,
                                  timeout=120).stdout
+            looks.append(round(time.time() - started, 1))
             # Its first line after the title with the lines that continue it (indented: it wraps).
             lines = out.splitlines()[1:]
             cont = next((k for k, line in enumerate(lines[1:], 1) if not line.startswith("    ")), len(lines))
@@ -1796,7 +1800,7 @@ def incident(env):
                 break
         check("incident: diagnose's first line after its title names the incident",
               f"all with subtasks on TaskManager {tm}" in first,
-              f"{first!r}; the API: {seen['text'] if seen else None!r}")
+              f"{first!r} (looks of {looks} s); the API: {seen['text'] if seen else None!r}")
         still = [i["text"] for i in incidents(env) if i["id"] == (seen or {}).get("id")]
         print(f"    {time.time() - t0:.1f} s after the pause, before SIGCONT: {still or 'no incident'}", flush=True)
         os.kill(paused, signal.SIGCONT)
