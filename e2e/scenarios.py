@@ -1784,13 +1784,14 @@ def incident(env):
               f"{len(others)} job(s): health {healthy}; healthy_without {seen.get('healthy_without') if seen else None}")
         # `diagnose` of the whole cluster (one look at every job) opens with the same incident:
         # a one-shot look at any moment of the pause, so a second look if the first missed it.
-        # A look takes 10-20 s while a TaskManager is paused (its requests to it time out); two
-        # keep the pause under Flink's 50 s heartbeat timeout.
+        # With the default 10 s per request a look took 40.8 s while a TaskManager was paused (its
+        # requests to it time out, one after another): 3 s here (loopback), so that the pause
+        # stays well under Flink's 50 s heartbeat timeout.
         first, looks = "", []
         for _ in range(2):
             started = time.time()
-            out = subprocess.run([env.a.bin, "diagnose", "--url", env.a.rest], capture_output=True, text=True,
-                                 timeout=120).stdout
+            out = subprocess.run([env.a.bin, "diagnose", "--url", env.a.rest, "--timeout", "3s"],
+                                 capture_output=True, text=True, timeout=120).stdout
             looks.append(round(time.time() - started, 1))
             # Its first line after the title with the lines that continue it (indented: it wraps).
             lines = out.splitlines()[1:]
