@@ -260,7 +260,6 @@ impl JobState {
         }
         let timeout_ms = self.settings.as_ref().and_then(|s| s.timeout_ms);
         let within_timeout = |at: Timestamp| timeout_ms.is_none_or(|t| now.since(at) < t);
-        let finished_by_log = |id: u64| self.logged.get(&id).is_some_and(|l| l.finished);
         // A checkpoint the log saw triggered would be heard of when it finishes. One only the
         // poll knows may have completed since that poll (which itself lags Flink by a second
         // or so): it counts only if the poll saw it running at half its timeout or later, so
@@ -272,7 +271,7 @@ impl JobState {
         let mut live: Vec<(u64, Timestamp)> = self
             .in_progress
             .iter()
-            .filter(|cp| !finished_by_log(cp.id) && within_timeout(cp.triggered_at) && fresh(cp))
+            .filter(|cp| !self.finished_by_log(cp.id) && within_timeout(cp.triggered_at) && fresh(cp))
             .map(|cp| (cp.id, cp.triggered_at))
             .collect();
         // Checkpoints only the log knows of yet: they need a timeout to be bounded by.
@@ -290,6 +289,11 @@ impl JobState {
         live
     }
 
+    /// Whether a log line saw checkpoint `id` finish.
+    fn finished_by_log(&self, id: u64) -> bool {
+        self.logged.get(&id).is_some_and(|l| l.finished)
+    }
+
     /// The earliest trigger of a checkpoint the last poll saw in progress that is past its
     /// timeout by `now` and that no log line saw finish: Flink's canceller has expired it (or is
     /// about to), though no answer lists the failure yet (the REST history lags by up to
@@ -300,10 +304,9 @@ impl JobState {
         if !self.job_state.can_checkpoint() {
             return None;
         }
-        let finished_by_log = |id: u64| self.logged.get(&id).is_some_and(|l| l.finished);
         self.in_progress
             .iter()
-            .filter(|cp| !finished_by_log(cp.id) && now.since(cp.triggered_at) >= timeout)
+            .filter(|cp| !self.finished_by_log(cp.id) && now.since(cp.triggered_at) >= timeout)
             .map(|cp| cp.triggered_at)
             .min()
     }
