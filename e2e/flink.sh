@@ -310,6 +310,11 @@ scenario_args() {
     # The adaptive scheduler rescales it (PUT /jobs/:id/resource-requirements) from 2 to 1.
     rescale)      echo "--interval-ms 2000" ;;
     failover)     echo "--interval-ms 3000 --fail-after-s 35 --restart-delay-ms 3000" ;;
+    # FLIP-547 (2.3): unaligned checkpoints under backpressure (stateful-map 1 ms a record) carry
+    # in-flight data; checkpointing during recovery on; stateful-map fails once after 8 s, its
+    # restored attempt stays INITIALIZING 3 s (a sleep in initializeState), then replays its first
+    # 300 records (the in-flight data) at 20 ms each while checkpoints go on.
+    recovery-checkpoint) echo "--interval-ms 1000 --rate 0 --proc-micros 1000 --unaligned true --during-recovery true --fail-after-s 8 --restart-delay-ms 1000 --restored-init-sleep-ms 3000 --restored-slow-ms 20 --restored-slow-records 300" ;;
     tolerable-exceeded) echo "--interval-ms 2000 --snapshot-decline-every 1 --tolerable 2 --restart-attempts 2 --restart-delay-ms 2000" ;;
     # Evidence from the TaskManagers (issue 27): a task thread held by user code past the checkpoint
     # timeout; a TaskManager heap kept ~80 % full with old objects dying in it; keyed state skewed
@@ -325,7 +330,7 @@ scenario_args() {
     *) return 1 ;;
   esac
 }
-SCENARIOS="healthy expired declined backpressure unaligned minpause backlog manual-trigger rescale failover tolerable-exceeded blocked gc skew rocksdb storage metadata-growth"
+SCENARIOS="healthy expired declined backpressure unaligned minpause backlog manual-trigger rescale failover recovery-checkpoint tolerable-exceeded blocked gc skew rocksdb storage metadata-growth"
 
 cmd_scenarios() {
   local s

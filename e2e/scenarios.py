@@ -44,6 +44,11 @@ Prometheus' API, and runs `checkpoint-sentinel diagnose` against Flink itself:
   incident  two TaskManagers, five parallelism-1 jobs, the TaskManager with most of them paused
             (SIGSTOP) 20 s: one incident names it with exactly its jobs, within one poll round of
             Flink's first expiry; the job elsewhere stays out and healthy; it ends after SIGCONT (2.x)
+  recovery_checkpoint  unaligned checkpoints with checkpointing during recovery on (FLIP-547): the
+            job fails once, its restored stateful-map stays INITIALIZING 3 s and replays its in-flight
+            data slowly; Flink's account printed; the daemon's restore time ends at the last subtask
+            RUNNING (Flink's timestamps), not at the first checkpoint after it; no alert at any
+            second; the shadow explains the first checkpoint after the restore (2.3+)
   rescale   Flink restarted with the adaptive scheduler; PUT /jobs/:id/resource-requirements takes
             the job from parallelism 2 to 1: no alert at any second; the API lists the rescale from
             Flink's history with the checkpoint that gated it (the one restored), the shadow puts the
@@ -1827,6 +1832,132 @@ def incident(env):
             time.sleep(1)
 
 
+def flink_restore_account(env, job):
+    """Flink's own account of the job's latest restore, for recovery_checkpoint: the restore time,
+    every subtask's INITIALIZING and RUNNING (ms after it), and each checkpoint triggered from a
+    second before it on with its trigger and last acknowledgement (ms after it)."""
+    c = env.checkpoints(job)
+    at = ((c.get("latest") or {}).get("restored") or {}).get("restore_timestamp")
+    subtasks = []
+    for v in get_json(f"{env.a.rest}/jobs/{job}")["vertices"]:
+        for st in get_json(f"{env.a.rest}/jobs/{job}/vertices/{v['id']}/subtasktimes")["subtasks"]:
+            ts = st["timestamps"]
+            subtasks.append((v["name"], st["subtask"], ts.get("INITIALIZING", 0), ts.get("RUNNING", 0)))
+    after = sorted((h for h in c.get("history", []) if at and h["trigger_timestamp"] >= at - 1_000),
+                   key=lambda h: h["id"])
+    return at, subtasks, after, c["counts"]
+
+
+@since((2, 3), "checkpointing during recovery (FLIP-547: execution.checkpointing.during-recovery.enabled with "
+               "execution.checkpointing.unaligned.recover-output-on-downstream.enabled) came with 2.3; it runs "
+               "on one version, for CI's time")
+def recovery_checkpoint(env):
+    """A job with unaligned checkpoints and checkpointing during recovery on (FLIP-547) fails once;
+    its restored stateful-map stays INITIALIZING 3 s, then replays its in-flight data slowly while
+    checkpoints go on. Flink's account is printed (subtask states, checkpoints around the restore,
+    the triggers the JobManager refused, when the replay ended); the daemon's restore time must end
+    at the last subtask RUNNING (Flink's timestamps), not at the first checkpoint completed after
+    the restore; no alert of the job at any second; the shadow explains the first checkpoint after
+    the restore (the restart), none unexplained.
+
+    Seen on 2.3.0 (2026-12-05): Flink refuses to trigger while a task is INITIALIZING ("Checkpoint
+    triggering task stateful-map (1/2) ... is not being executed at the moment"), so no checkpoint
+    completes before the last subtask RUNNING; with the keys on, a restored task goes RUNNING once
+    its in-flight data is read and filtered, not consumed, and checkpoints complete while it still
+    replays that data (without them it stayed INITIALIZING through the replay: RUNNING at +7.8 s
+    instead of +3.2 s)."""
+    a = env.a
+    job = env.flink("submit", a.version, "recovery-checkpoint")
+    seen, alerts, described = {}, set(), {}
+    account = None
+    for _ in range(45):  # the failure comes ~8 s after the first record, the restore ~4 s later
+        more, al, d = watch_quietly(env, job, 1)
+        seen.update(more)
+        alerts |= al
+        described.update(d)
+        at, subtasks, after, counts = flink_restore_account(env, job)
+        last_running = max((r for *_, r in subtasks), default=0)
+        if at and all(r >= at for *_, r in subtasks) and any(
+                h["status"] == "COMPLETED" and h["latest_ack_timestamp"] > last_running for h in after):
+            account = (at, subtasks, after, counts, last_running)
+            break
+    more, al, d = watch_quietly(env, job, 5)  # the replay goes on: checkpoints during it, polled
+    seen.update(more)
+    alerts |= al
+    described.update(d)
+    if account is None:
+        check("recovery_checkpoint: Flink restored the job", False,
+              f"no restore with every subtask RUNNING and a checkpoint after it in 45 s: {flink_restore_account(env, job)}")
+        return
+    at, subtasks, _, counts, last_running = account
+    _, _, after, counts_now = flink_restore_account(env, job)
+    print(f"    Flink restored checkpoint {(env.checkpoints(job)['latest']['restored'] or {}).get('id')} at {at}; "
+          f"subtasks (ms after it):", flush=True)
+    for name, i, init, running in subtasks:
+        print(f"      {name} #{i}: INITIALIZING +{init - at}, RUNNING +{running - at}", flush=True)
+    for h in after:
+        ack = h["latest_ack_timestamp"] - at if h.get("latest_ack_timestamp", 0) > 0 else None
+        print(f"      checkpoint {h['id']} {h['status']} {h.get('checkpoint_type')}: triggered +{h['trigger_timestamp'] - at}, "
+              f"last ack {f'+{ack}' if ack is not None else '-'}, persisted in-flight {h.get('persisted_data')} B", flush=True)
+    completed = [h for h in after if h["status"] == "COMPLETED" and h["trigger_timestamp"] >= at]
+    during = [h for h in completed if h["latest_ack_timestamp"] < last_running]
+    first = completed[0] if completed else None
+    print(f"    checkpoints completed before the last subtask RUNNING (+{last_running - at}): "
+          f"{[h['id'] for h in during] or 'none'}; Flink's failed count (trigger failures included) "
+          f"{counts['failed']} then {counts_now['failed']}", flush=True)
+    logs = env.flink("log-dir", a.version)
+    refused, replayed = [], []
+    for path in glob.glob(os.path.join(logs, "*standalonesession*.log")):
+        with open(path, errors="replace") as f:
+            refused += [line.strip() for line in f if job in line and "is not being executed at the moment" in line]
+    # The job logs when a restored stateful-map subtask has replayed its first (slow) records.
+    for path in glob.glob(os.path.join(logs, "*taskexecutor*.log")):
+        with open(path, errors="replace") as f:
+            replayed += [int(m.group(1)) for m in re.finditer(r"replayed its first \d+ records at epoch ms (\d+)", f.read())
+                         if int(m.group(1)) >= at]
+    replay_end = max(replayed, default=None)
+    while_replaying = [h["id"] for h in completed if replay_end and last_running <= h["latest_ack_timestamp"] < replay_end]
+    print(f"    the JobManager refused {len(refused)} trigger(s) of this job while a task was not RUNNING; the last: "
+          f"{refused[-1][:260] if refused else '-'}", flush=True)
+    print(f"    the restored stateful-map subtasks replayed their first records (in-flight data, 20 ms each) until "
+          f"+{replay_end - at if replay_end else '?'} ms; checkpoints completed meanwhile, every subtask RUNNING: "
+          f"{while_replaying or 'none'}", flush=True)
+    check("recovery_checkpoint: Flink restored the job with checkpointing during recovery, a checkpoint completed after it",
+          first is not None,
+          f"first checkpoint after the restore {first and first['id']} completed at +{first and first['latest_ack_timestamp'] - at} ms, "
+          f"last subtask RUNNING at +{last_running - at} ms; completed while a subtask was still INITIALIZING: "
+          f"{[h['id'] for h in during] or 'none (Flink 2.3.0 triggers only once every task runs)'}; "
+          f"while the in-flight data still replayed (subtasks RUNNING): {while_replaying or 'none'}")
+    # The restore time: Flink's restore_timestamp to the last subtask RUNNING (as failover), never
+    # the first checkpoint completed after the restore.
+    restore_time(env, job, "recovery_checkpoint")
+    view = env.daemon_job(job)
+    restore = view.get("latest_restore") or {}
+    first_ms = first["latest_ack_timestamp"] - at if first else None
+    check("recovery_checkpoint: the restore time ends at the last subtask RUNNING, not at the first completed checkpoint",
+          restore.get("duration_ms") == last_running - at,
+          f"daemon {restore.get('duration_ms')} ms; Flink: last subtask RUNNING +{last_running - at} ms, "
+          f"first checkpoint after the restore ({first and first['id']}) completed +{first_ms} ms")
+    evidence = f"; descriptions {described}; {unexplained_deviations(env, job)}" if alerts else ""
+    check("recovery_checkpoint: no alert of the job pending or firing at any second", not alerts,
+          f"sampled every second: {sorted(alerts) or 'none'}{evidence}")
+    shadow = view.get("shadow", {})
+    devs = shadow.get("deviations", [])
+    unexplained = [d for d in devs if not d.get("explained")]
+    mine = [d for d in devs if first and d["checkpoint_id"] == first["id"]]
+    gap = dict(trigger_gaps(seen)).get(first["id"]) if first else None
+    check("recovery_checkpoint: the shadow explains the first checkpoint after the restore, none unexplained",
+          first is not None and not unexplained and (
+              (mine and mine[0]["explained"]) or (gap is not None and abs(gap - 1_000) <= 100)),
+          f"checkpoint {first and first['id']} came {gap} ms after the one before; its deviation: "
+          f"{[(d['kind'], d['sentence']) for d in mine] or 'none (on the grid)'}; unexplained "
+          f"{[d['sentence'] for d in unexplained] or 'none'}; counts {shadow.get('deviation_counts')}")
+    print(f"    the explanation: {mine[0]['kind']}: {mine[0]['sentence']}" if mine else "    the explanation: none needed", flush=True)
+    print(f"    the restore: {restore.get('text')}", flush=True)
+    print(f"    health: {view.get('health')} {view.get('health_reasons')}", flush=True)
+    cancel_and_check(env, "recovery_checkpoint", job)
+
+
 ADAPTIVE = "\n".join((
     "jobmanager.scheduler: adaptive",
     # No cooldown after the job started, and a requirement change acts within a second.
@@ -1952,7 +2083,7 @@ def main():
     env = Env(a)
     for scenario in (healthy, expired, declined, backpressure, failover, restore_savepoint, store, savepoint, traces,
                      backlog, manual_trigger, blocked, gc, skew, storage_orphans, storage_s3, metadata_growth,
-                     incident, rescale, prometheus):
+                     incident, recovery_checkpoint, rescale, prometheus):
         if a.only and scenario.__name__ not in a.only:
             continue
         if not applies(scenario.__name__, a.version):

@@ -76,6 +76,9 @@ public class ScenarioJob {
             "  --tolerable N                   tolerable failed checkpoints (100)",
             "  --unaligned true|false          unaligned checkpoints (false)",
             "  --aligned-timeout-ms MS         with --unaligned: start aligned, go unaligned after MS (unset)",
+            "  --during-recovery true|false    checkpoints during recovery (FLIP-547, 2.3+): sets",
+            "                                  execution.checkpointing.during-recovery.enabled and its prerequisite",
+            "                                  execution.checkpointing.unaligned.recover-output-on-downstream.enabled (false)",
             "  --mode EXACTLY_ONCE|AT_LEAST_ONCE (EXACTLY_ONCE)",
             "  --rate N                        fast source records/s per subtask, 0 = unthrottled (500)",
             "  --slow-rate N                   second (slow) source records/s per subtask, 0 = no second source (0)",
@@ -92,6 +95,10 @@ public class ScenarioJob {
             "  --inject-subtask I              subtask that sleeps/throws (0; -1 = all)",
             "  --fail-after-s S                stateful-map throws once, S seconds after start, unless restored (0 = never)",
             "  --restart-attempts N            fixed-delay restart attempts (5)",
+            "  --restored-slow-ms MS           a restored stateful-map sleeps MS per record for its first",
+            "                                  --restored-slow-records records (the in-flight data it replays) (0)",
+            "  --restored-slow-records N       (200)",
+            "  --restored-init-sleep-ms MS     a restored stateful-map sleeps MS in initializeState (stays INITIALIZING) (0)",
             "  --restart-delay-ms MS           fixed-delay restart delay (3000)",
             "  --state-backend NAME            hashmap|rocksdb (default: not set -> cluster default, hashmap)",
             "  --incremental true|false        incremental checkpoints (rocksdb only; default: not set)",
@@ -141,6 +148,13 @@ public class ScenarioJob {
         c.put("execution.checkpointing.unaligned.enabled", ua);  // 1.20+/2.x key
         if (a.containsKey("aligned-timeout-ms")) {
             c.put("execution.checkpointing.aligned-checkpoint-timeout", a.get("aligned-timeout-ms") + " ms");
+        }
+        if (Boolean.parseBoolean(a.getOrDefault("during-recovery", "false"))) {
+            // FLIP-547 (2.3): a checkpoint may complete while subtasks still recover their in-flight
+            // data. Flink 2.3.0 gates it on both keys (CheckpointingOptions#isCheckpointingDuringRecoveryEnabled);
+            // only the unaligned barrier handler takes such checkpoints (FLINK-40518), so pair it with --unaligned.
+            c.put("execution.checkpointing.unaligned.recover-output-on-downstream.enabled", "true");
+            c.put("execution.checkpointing.during-recovery.enabled", "true");
         }
         c.put("restart-strategy", "fixed-delay");                // 1.x key
         c.put("restart-strategy.type", "fixed-delay");           // 1.17+/2.x key
@@ -294,7 +308,11 @@ public class ScenarioJob {
         final long blockMs, blockAfterS, blockPauseMs;
         final double gcRetainPct, gcChurnMb, skewKeys;
         final int unionGrowBytes;
+        final long restoredSlowMs, restoredSlowRecords, restoredInitSleepMs;
         Params(Map<String, String> a) {
+            restoredInitSleepMs = Long.parseLong(a.getOrDefault("restored-init-sleep-ms", "0"));
+            restoredSlowMs = Long.parseLong(a.getOrDefault("restored-slow-ms", "0"));
+            restoredSlowRecords = Long.parseLong(a.getOrDefault("restored-slow-records", "200"));
             unionGrowBytes = Integer.parseInt(a.getOrDefault("union-grow-bytes", "0"));
             parallelism = Integer.parseInt(a.getOrDefault("parallelism", "2"));
             blockMs = Long.parseLong(a.getOrDefault("block-ms", "0"));
@@ -394,7 +412,7 @@ public class ScenarioJob {
         transient ValueState<Long> count; transient ValueState<String> last;
         transient ListState<Long> processedState, poisonState; transient long processed; transient boolean restored;
         transient ListState<String> unionState; transient java.util.List<String> grown;
-        transient long startNanos, debtNanos; transient Integer subtask; // transient: null after deserialization
+        transient long startNanos, debtNanos, processedSinceRestore; transient Integer subtask; // transient: null after deserialization
         transient GarbageMaker garbage;
         StatefulMap(Params p) { this.p = p; }
 
@@ -408,6 +426,10 @@ public class ScenarioJob {
                 grown = new java.util.ArrayList<>();
             }
             LOG.info("sentinel-e2e: stateful-map initializeState restored={} processedSoFar={}", restored, processed);
+            if (restored && p.restoredInitSleepMs > 0) {
+                LOG.info("sentinel-e2e: restored stateful-map sleeps {} ms in initializeState", p.restoredInitSleepMs);
+                Thread.sleep(p.restoredInitSleepMs);
+            }
         }
 
         @Override public void snapshotState(FunctionSnapshotContext ctx) throws Exception {
@@ -453,6 +475,15 @@ public class ScenarioJob {
                     && System.nanoTime() - startNanos > p.failAfterS * 1_000_000_000L) {
                 LOG.warn("sentinel-e2e: injecting processing failure after {} records", processed);
                 throw new RuntimeException("sentinel-e2e injected failure in stateful-map after " + processed + " records");
+            }
+            if (restored && p.restoredSlowMs > 0 && processedSinceRestore < p.restoredSlowRecords) {
+                // recovery-checkpoint: the restored attempt replays its first records (the
+                // in-flight data of the unaligned checkpoint it restored) slowly.
+                Thread.sleep(p.restoredSlowMs);
+                if (++processedSinceRestore == p.restoredSlowRecords) {
+                    LOG.info("sentinel-e2e: restored stateful-map subtask {} replayed its first {} records at epoch ms {}",
+                            sub(), processedSinceRestore, System.currentTimeMillis());
+                }
             }
             long cost = p.procMicros + (e.f0 == 0L ? p.hotProcMicros : 0);
             if (cost > 0) {

@@ -131,6 +131,13 @@ impl Look {
 }
 
 impl Look {
+    /// Whether `job_id` is healthy again after a failover (`health::recovered`), the answer its
+    /// health read; `None` when it is not or the round did not watch it.
+    pub(crate) fn recovered(&self, job_id: &str) -> Option<crate::health::Recovered> {
+        let state = self.app.state.read();
+        crate::health::recovered(state.clusters().get(&self.cluster)?.jobs.get(job_id)?)
+    }
+
     /// What the storage round found of `job_id`, in words (`health::storage::lines`).
     pub(crate) fn storage_lines(&self, job_id: &str) -> Vec<String> {
         let state = self.app.state.read();

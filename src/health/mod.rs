@@ -84,6 +84,9 @@ pub(crate) enum Reason {
 /// checkpoints again: see [`recovered`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Recovered {
+    /// The latest restart it recovered from: the later of the last time the job exceeded its
+    /// tolerable failures and its latest restore.
+    pub(crate) restart: Timestamp,
     /// When the first checkpoint triggered after the restart completed, or the restore ended
     /// (its last subtask RUNNING) if that was later.
     pub(crate) since: Timestamp,
@@ -99,9 +102,11 @@ pub(crate) const FAILOVER_ALERTS: [&str; 1] = ["FlinkCheckpointToleranceExceeded
 /// latest restart (the later of the last time it exceeded its tolerable failures and its latest
 /// restore), one triggered after it completed, and its latest restore is over (every subtask
 /// RUNNING). `None` when it never failed over. With checkpointing during recovery (FLIP-547,
-/// 2.3: `execution.checkpointing.unaligned.during-recovery.enabled`) a checkpoint can complete
-/// while subtasks still restore their in-flight data: the recovery ends at the later of the two,
-/// never at the first completed checkpoint alone.
+/// 2.3: `execution.checkpointing.during-recovery.enabled` with
+/// `execution.checkpointing.unaligned.recover-output-on-downstream.enabled`) a checkpoint can
+/// complete while subtasks still restore their in-flight data: the recovery ends at the later of
+/// the two, never at the first completed checkpoint alone. The page, the API, the alerts and
+/// `diagnose` read this one answer.
 pub(crate) fn recovered(j: &JobState) -> Option<Recovered> {
     if j.job_state != JobStatus::Running || j.consecutive_failures() > 0 {
         return None;
@@ -135,7 +140,7 @@ pub(crate) fn recovered(j: &JobState) -> Option<Recovered> {
     }
     let since =
         restore.and_then(|r| r.running_at).map_or(first.finished_at, |end| end.max(first.finished_at));
-    Some(Recovered { since, restarts: restarts.max(1) })
+    Some(Recovered { restart, since, restarts: restarts.max(1) })
 }
 
 impl fmt::Display for Reason {
@@ -156,7 +161,7 @@ impl fmt::Display for Reason {
             }
             Reason::Unreachable => f.write_str("the cluster does not answer"),
             Reason::NoCheckpointYet => f.write_str("no checkpoint seen yet"),
-            Reason::Recovered(Recovered { since, restarts }) => {
+            Reason::Recovered(Recovered { since, restarts, .. }) => {
                 let t = crate::time::log_time(*since);
                 let clock = t.get(11..19).unwrap_or(&t);
                 let s = if *restarts == 1 { "" } else { "s" };
@@ -271,8 +276,9 @@ fn failure_health(j: &JobState) -> Option<(Health, Reason)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::state::State;
 
     #[test]
     fn reasons_read_as_the_surfaces_said_them() {
@@ -282,18 +288,17 @@ mod tests {
         assert_eq!(one.to_string(), "the latest checkpoint declined");
     }
 
-    /// A failover restored from checkpoint 3 at 100 s; its subtasks restore their in-flight data
-    /// until 130 s while checkpoint 4 (triggered at 105 s) completes at 106 s during the recovery
-    /// (FLIP-547): the job has not recovered at the checkpoint, only once every subtask runs.
-    #[test]
-    fn a_checkpoint_completed_during_recovery_does_not_end_it() {
+    /// Job `j` of cluster `c` ("orders", RUNNING): checkpoints 1-3 every 2 s, a failover restored
+    /// checkpoint 3 at 100 s (RESTARTING at 99 s), and checkpoint 4 (triggered at 105 s) completed
+    /// at 106 s while stateful-map #0 restored its in-flight data; `running`: when that subtask
+    /// entered RUNNING (`None`: it still restores, INITIALIZING since 100.05 s). `diagnose`'s
+    /// tests read it too.
+    pub(crate) fn restored_during_recovery(running: Option<i64>) -> State {
         use crate::observe::{
             CheckpointCounts, FinishedCheckpoint, JobKey, JobPoll, Observation, RestoreReport, RestoredFrom,
             SubtaskStart,
         };
-        use crate::state::State;
         use crate::stats::WindowSpec;
-        use crate::time::Timestamp;
         let key = JobKey { cluster: "c".into(), job_id: "j".into() };
         let poll = |at: i64, finished: Vec<FinishedCheckpoint>| {
             Observation::JobPolled(JobPoll {
@@ -345,10 +350,25 @@ mod tests {
         state.apply(&poll(99_000, cps(3)), Timestamp(99_000));
         state.apply(&restore(None), Timestamp(107_000));
         state.apply(&poll(107_000, cps(4)), Timestamp(107_000));
+        if let Some(at) = running {
+            state.apply(&restore(Some(at)), Timestamp(at + 1_000));
+        }
+        state
+    }
+
+    /// A failover restored from checkpoint 3 at 100 s; its subtasks restore their in-flight data
+    /// until 130 s while checkpoint 4 (triggered at 105 s) completes at 106 s during the recovery
+    /// (FLIP-547): the job has not recovered at the checkpoint, only once every subtask runs.
+    #[test]
+    fn a_checkpoint_completed_during_recovery_does_not_end_it() {
         let job = |s: &State| recovered(&s.clusters()["c"].jobs["j"]);
-        assert_eq!(job(&state), None, "checkpoint 4 completed while the subtask still restored");
-        state.apply(&restore(Some(130_000)), Timestamp(131_000));
-        let r = job(&state).expect("recovered once every subtask runs");
+        assert_eq!(
+            job(&restored_during_recovery(None)),
+            None,
+            "checkpoint 4 completed while the subtask still restored"
+        );
+        let r = job(&restored_during_recovery(Some(130_000))).expect("recovered once every subtask runs");
         assert_eq!(r.since, Timestamp(130_000), "at the restore's end, not at checkpoint 4's (106 s)");
+        assert_eq!(r.restart, Timestamp(100_000), "from the restore");
     }
 }

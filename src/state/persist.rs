@@ -201,6 +201,12 @@ pub struct PersistedJob {
     /// Added within version 1; left out while zero (earlier files have none).
     #[serde(default, skip_serializing_if = "nothing_deferred")]
     deferred: Totals,
+    /// Its latest rescales, oldest first: kept over a restart, so that the API and the page still
+    /// show them and a rescale Flink's history tells again is not new (its shadow would put the
+    /// next checkpoint down to it). Added within version 1; left out while empty (earlier files
+    /// have none).
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    rescales: VecDeque<crate::observe::Rescale>,
 }
 
 fn nothing_deferred(deferred: &Totals) -> bool {
@@ -268,6 +274,7 @@ pub fn snapshot(state: &State) -> PersistedState {
                         failures: job.failures.clone(),
                         traced: job.traced.clone(),
                         deferred: job.deferred,
+                        rescales: job.reported.rescales.recent.clone(),
                     };
                     (id.clone(), persisted)
                 })
@@ -318,6 +325,7 @@ pub fn restore(window: WindowSpec, persisted: PersistedState) -> State {
                 .map(|r| (r.id, r.triggered_at));
             restored.savepoints = job.savepoints;
             restored.restores = job.restores;
+            restored.reported.rescales.recent = job.rescales;
             restored.phases = phases_in(window, &job.phases);
             let s = |i: usize| WindowedHistogram::from_persisted(window, &job.sizes[i]);
             restored.sizes =
@@ -533,6 +541,62 @@ mod tests {
         failed.kind = "failed".into();
         restored.apply(&read(vec![failed], 200), Timestamp(1));
         assert_eq!(restored.clusters()["c"].logs.root_causes["disk_full"], 1);
+    }
+
+    /// A rescale of Flink's history, as the poller reports it after a restore.
+    fn rescaled(id: &str, at: i64) -> Observation {
+        use crate::observe::{JobKey, Rescale, RescaleReport, RescaleSource, VertexRescale};
+        Observation::Rescales(RescaleReport {
+            key: JobKey { cluster: "c".into(), job_id: "j".into() },
+            rescales: vec![Rescale {
+                id: Some(id.into()),
+                source: RescaleSource::RescaleHistory,
+                started_at: Some(Timestamp(at - 2_000)),
+                restarted_at: Some(Timestamp(at - 300)),
+                at: Timestamp(at),
+                cause: Some("UPDATE_REQUIREMENT".into()),
+                outcome: Some("COMPLETED".into()),
+                vertices: vec![VertexRescale { vertex: "map".into(), before: Some(2), after: Some(1) }],
+            }],
+        })
+    }
+
+    /// A job's rescales survive a restart, and the same rescale told again by Flink's history
+    /// afterwards is not new (the restarted daemon's poller reads the history again).
+    #[test]
+    fn rescales_are_kept_over_a_restart_and_not_new_again() {
+        let mut state = State::new(WINDOW);
+        state.apply(&poll(10_000, 3, (1..=3).collect(), 0), Timestamp(10_000));
+        state.apply(&rescaled("u#1", 9_000), Timestamp(10_000));
+        let before = state.clusters()["c"].jobs["j"].reported.rescales.clone();
+        assert_eq!(before.recent.len(), 1);
+        let mut restored = restore(WINDOW, serde_json::from_slice(&to_bytes(&snapshot(&state))).unwrap());
+        let job =
+            restored.job_mut(&crate::observe::JobKey { cluster: "c".into(), job_id: "j".into() }).unwrap();
+        assert_eq!(job.reported.rescales, before);
+        let told_again = match rescaled("u#1", 9_000) {
+            Observation::Rescales(r) => r,
+            _ => unreachable!(),
+        };
+        assert!(job.reported.rescales.observe(&told_again).is_empty(), "known from the snapshot");
+    }
+
+    /// A snapshot an earlier build wrote (no `rescales`) loads: the job's counts as they were,
+    /// no rescales; and a job without rescales writes none (the file as an earlier build wrote it).
+    #[test]
+    fn a_snapshot_without_rescales_loads() {
+        let mut state = State::new(WINDOW);
+        state.apply(&poll(10_000, 3, (1..=3).collect(), 0), Timestamp(10_000));
+        let plain = to_bytes(&snapshot(&state));
+        assert!(!String::from_utf8_lossy(&plain).contains("rescales"), "nothing written while empty");
+        state.apply(&rescaled("u#1", 9_000), Timestamp(10_000));
+        let mut old: serde_json::Value = serde_json::from_slice(&to_bytes(&snapshot(&state))).unwrap();
+        let job = &mut old["clusters"]["c"]["j"];
+        assert!(job.as_object_mut().unwrap().remove("rescales").is_some());
+        let restored = restore(WINDOW, serde_json::from_value(old).unwrap());
+        let job = &restored.clusters()["c"].jobs["j"];
+        assert!(job.reported.rescales.recent.is_empty());
+        assert_eq!(job.totals().completed, 3);
     }
 
     #[test]

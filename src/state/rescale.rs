@@ -1,5 +1,5 @@
-//! A job's rescales (not persisted: Flink's history, or the next parallelism change, tells
-//! them again), and the checkpoint that gated each: the one the new parallelism restored.
+//! A job's rescales (persisted with the job, `state::persist`), and the checkpoint that gated
+//! each: the one the new parallelism restored.
 
 use std::collections::VecDeque;
 

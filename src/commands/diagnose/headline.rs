@@ -96,14 +96,15 @@ pub(super) fn restarts(job: &Job<'_>) -> Restarts {
     restarts
 }
 
-/// A job that failed over and is healthy again: running, and every periodic checkpoint
-/// triggered since its latest restart completed (at least one).
+/// A job that failed over and is healthy again, as the daemon's `health::recovered` found it in
+/// the look, told with what the REST API adds (whether Flink's history reaches back to the
+/// restart, the restarts Flink counted).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Recovered {
     /// The latest restart.
     pub(crate) restart: Timestamp,
-    /// When the first checkpoint after it completed: the first listed one when Flink's history
-    /// no longer reaches back to the restart (`exact` false).
+    /// When it recovered: the first checkpoint after the restart completed and every subtask of
+    /// its restore was RUNNING (`health::Recovered::since`).
     pub(crate) since: Timestamp,
     /// Whether the history reaches back to the restart (a checkpoint before it is listed).
     pub(crate) exact: bool,
@@ -121,27 +122,25 @@ impl Recovered {
     }
 }
 
-/// Whether the job is healthy again after its latest restart ([`Recovered`]), `None` when it
-/// did not restart, is not running, or a checkpoint since failed or none completed.
-pub(super) fn recovered(job: &Job<'_>, restarts: &Restarts) -> Option<Recovered> {
-    let restart = *restarts.all().last()?;
-    if job.d.state != JobStatus::Running {
-        return None;
-    }
-    let all = periodic(job);
-    let exact = all.first().is_some_and(|c| c.triggered_at < restart);
-    let since: Vec<&FinishedCheckpoint> = all.into_iter().filter(|c| c.triggered_at >= restart).collect();
-    if since.is_empty() || since.iter().any(|c| c.status != CheckpointStatus::Completed) {
-        return None;
-    }
+/// Whether the job is healthy again after its latest restart: the daemon's one answer
+/// (`health::recovered` over the look's state, `health`), never one of `diagnose`'s own; `None`
+/// when it has not recovered (a checkpoint since failed, none completed, a subtask still
+/// restores) or the look did not watch it.
+pub(super) fn recovered(
+    job: &Job<'_>,
+    restarts: &Restarts,
+    health: Option<crate::health::Recovered>,
+) -> Option<Recovered> {
+    let h = health?;
+    let exact = periodic(job).first().is_some_and(|c| c.triggered_at < h.restart);
     // Flink's restore count, or its restart counter (`numRestarts`, 1.x `fullRestarts`) if higher.
     let counted = job.d.status_metrics.as_ref().and_then(|m| m.restarts).map_or(0, |(n, _)| n);
     let restored = job.d.stats.counts.as_ref().and_then(|c| c.restored).unwrap_or(0).max(counted);
     Some(Recovered {
-        restart,
-        since: since[0].finished_at,
+        restart: h.restart,
+        since: h.since,
         exact,
-        restarts: (restarts.all().len() as u64).max(restored),
+        restarts: (restarts.all().len() as u64).max(restored).max(h.restarts),
     })
 }
 
@@ -191,7 +190,11 @@ pub(crate) fn clock(at: Timestamp) -> String {
 
 /// A job's verdict, reasons and headline from the daemon's health of it after the one look
 /// (`None`: the look did not watch it): the headline is the API's answer, word for word.
-pub(crate) fn judged(job: &str, health: Option<&crate::outputs::answer::JobVerdict>) -> Judged {
+pub(crate) fn judged(
+    job: &str,
+    health: Option<&crate::outputs::answer::JobVerdict>,
+    recovered: Option<crate::health::Recovered>,
+) -> Judged {
     let Some(h) = health else { return Judged::unwatched() };
     let verdict = Verdict::of(h.health);
     let severity = match h.health {
@@ -220,7 +223,7 @@ pub(crate) fn judged(job: &str, health: Option<&crate::outputs::answer::JobVerdi
             doc_url: Some(doc.url.to_string()),
         }
     });
-    Judged { verdict, reasons: h.reasons.iter().map(ToString::to_string).collect(), headline }
+    Judged { verdict, reasons: h.reasons.iter().map(ToString::to_string).collect(), headline, recovered }
 }
 
 /// The cluster's first line: how many jobs, how many of each verdict.

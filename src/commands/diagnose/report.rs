@@ -103,12 +103,15 @@ pub(crate) struct Judged {
     pub(crate) reasons: Vec<String>,
     /// The answer as a headline; `None` when healthy.
     pub(crate) headline: Option<Headline>,
+    /// Whether the job is healthy again after a failover: `health::recovered` over the look's
+    /// state, the answer the page, the API and the alerts read.
+    pub(crate) recovered: Option<crate::health::Recovered>,
 }
 
 impl Judged {
     /// A job the look did not watch (its checkpointing is off): nothing to hold against it.
     pub(crate) fn unwatched() -> Judged {
-        Judged { verdict: Verdict::Healthy, reasons: Vec::new(), headline: None }
+        Judged { verdict: Verdict::Healthy, reasons: Vec::new(), headline: None, recovered: None }
     }
 }
 

@@ -173,18 +173,19 @@ pub struct JobState {
     /// Its checkpoint storage: the completed checkpoints' paths and the latest listing (not
     /// persisted; boxed, the state stays within its allocation class).
     pub(crate) storage: Box<super::storage::JobStorageState>,
-    /// What Flink reported of the job besides its checkpoints (not persisted; boxed, so that the
-    /// job state stays within its allocation class).
+    /// What Flink reported of the job besides its checkpoints (its rescales persisted, the rest
+    /// not; boxed, so that the job state stays within its allocation class).
     pub(crate) reported: Box<Reported>,
 }
 
-/// What Flink reported of a job besides its checkpoints, rebuilt from observations.
+/// What Flink reported of a job besides its checkpoints, rebuilt from observations (but the
+/// rescales, which a restart keeps).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Reported {
     /// Where each operator's subtasks ran (by operator name, then subtask index) when the
     /// poller last fetched the job's load.
     pub(crate) subtask_locations: BTreeMap<String, Vec<Option<String>>>,
-    /// Its latest rescales.
+    /// Its latest rescales (persisted).
     pub(crate) rescales: super::rescale::Rescales,
     /// Its status metrics as Flink served them at the last load fetch or after a restore.
     pub(crate) status_metrics: Option<crate::observe::JobStatusMetrics>,

@@ -78,8 +78,9 @@ pub(crate) fn analyse(d: &JobData, judged: Judged) -> JobReport {
     if classes.iter().any(|c| c.class == Class::Blocking) {
         spacing.extend(alignment_view);
     }
-    // Recovered (every checkpoint since its latest restart completed), the failover is a detail.
-    let recovered = super::headline::recovered(&view, &restarts);
+    // Recovered (the daemon's answer: every checkpoint since its latest restart completed, its
+    // restore over), the failover is a detail.
+    let recovered = super::headline::recovered(&view, &restarts, judged.recovered);
     let mut classes = classes;
     let mut held_by = holder(&job, bottleneck.as_ref(), &blocking);
     // A thread in the user's code holds the checkpoint up: that is where, and it blocks.
