@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use crate::time::log_time_utc_ms;
 
-use super::aggregate::{CauseCounts, InternedCause, Timeline, TimelineEvent};
+use super::aggregate::{Aggregate, CauseCounts, InternedCause, Timeline, TimelineEvent};
+use super::json_bytes as jb;
 use super::report::ScanReport;
 
 /// Checkpoints written per batch: a batch is cut among the threads, each writes its part to
@@ -72,6 +73,31 @@ struct CauseOut<'a> {
     category: &'a str,
     exception: Option<&'a str>,
     message: Option<&'a str>,
+}
+
+/// An event's `file`: the file name of the path it came from.
+fn file_name(path: Option<&str>) -> Option<std::borrow::Cow<'_, str>> {
+    path.and_then(|f| Path::new(f).file_name()).map(|n| n.to_string_lossy())
+}
+
+/// Each file's `file` as JSON text, worked out once per writer thread (every event names its
+/// file; a scan has few).
+#[derive(Default)]
+struct FileNames(Vec<(u32, Vec<u8>)>);
+
+impl FileNames {
+    fn json(&mut self, a: &Aggregate, file: u32) -> &[u8] {
+        let at = match self.0.iter().position(|(f, _)| *f == file) {
+            Some(at) => at,
+            None => {
+                let mut text = Vec::new();
+                jb::opt_string(&mut text, file_name(a.str(file)).as_deref());
+                self.0.push((file, text));
+                self.0.len() - 1
+            }
+        };
+        &self.0[at].1
+    }
 }
 
 impl ScanReport {
@@ -155,17 +181,94 @@ impl ScanReport {
     }
 
     /// `part`'s checkpoints as they stand in the array: each on a line of its own at depth 2,
-    /// after a comma unless it is the report's `first`.
+    /// after a comma unless it is the report's `first`. Written by hand (`json_bytes.rs`), the
+    /// text serde_json writes for [`CheckpointOut`] pretty at that depth (tests hold the two
+    /// equal).
     fn checkpoints_text(&self, part: &[Timeline<'_>], first: bool) -> io::Result<Vec<u8>> {
         let mut out = Vec::with_capacity(part.len() * 1_024);
-        let mut one = Vec::with_capacity(4_096);
+        let mut files = FileNames::default();
         for (i, t) in part.iter().enumerate() {
             out.extend_from_slice(if first && i == 0 { b"\n    " } else { b",\n    " });
-            one.clear();
-            serde_json::to_writer_pretty(&mut one, &self.checkpoint_out(t)).map_err(to_io)?;
-            write_at_depth(&mut out, &one, 2)?;
+            self.write_checkpoint(&mut out, t, &mut files);
         }
         Ok(out)
+    }
+
+    /// One checkpoint, its `{` at depth 2 (the array's line already started).
+    fn write_checkpoint(&self, out: &mut Vec<u8>, t: &Timeline<'_>, files: &mut FileNames) {
+        let a = &self.aggregate;
+        out.extend_from_slice(b"{\n      \"duration_ms\": ");
+        jb::opt_int(out, t.events.iter().find(|e| a.kind(e) == "completed").and_then(|e| e.duration_ms));
+        out.extend_from_slice(b",\n      \"events\": ");
+        if t.events.is_empty() {
+            out.extend_from_slice(b"[]");
+        } else {
+            for (i, e) in t.events.iter().enumerate() {
+                out.extend_from_slice(if i == 0 { b"[\n        " } else { b",\n        " });
+                self.write_event(out, e, files);
+            }
+            out.extend_from_slice(b"\n      ]");
+        }
+        out.extend_from_slice(b",\n      \"id\": ");
+        jb::int(out, t.id);
+        out.extend_from_slice(b",\n      \"job_id\": ");
+        jb::string(out, t.job_id);
+        out.extend_from_slice(b",\n      \"outcome\": ");
+        jb::string(out, t.outcome);
+        out.extend_from_slice(b",\n      \"root_cause\": ");
+        self.write_cause(out, a.cause_of(t.id), b"\n        ", b"\n      }");
+        out.extend_from_slice(b"\n    }");
+    }
+
+    /// One event of a checkpoint, its `{` at depth 4: [`EventOut`]'s fields in order.
+    fn write_event(&self, out: &mut Vec<u8>, e: &TimelineEvent, files: &mut FileNames) {
+        let a = &self.aggregate;
+        let at = e.at.as_deref();
+        out.extend_from_slice(b"{\n          \"at\": ");
+        jb::opt_string(out, at);
+        out.extend_from_slice(b",\n          \"at_ms\": ");
+        jb::opt_int(out, at.and_then(log_time_utc_ms));
+        out.extend_from_slice(b",\n          \"consecutive_failures\": ");
+        jb::opt_int(out, e.consecutive_failures);
+        out.extend_from_slice(b",\n          \"duration_ms\": ");
+        jb::opt_int(out, e.duration_ms);
+        out.extend_from_slice(b",\n          \"file\": ");
+        out.extend_from_slice(files.json(a, e.file));
+        out.extend_from_slice(b",\n          \"kind\": ");
+        jb::string(out, a.kind(e));
+        out.extend_from_slice(b",\n          \"reason\": ");
+        jb::opt_string(out, a.str(e.reason));
+        out.extend_from_slice(b",\n          \"root_cause\": ");
+        let cause = e.cause.checked_sub(1).and_then(|i| a.cause_ids.get(i as usize)).copied();
+        self.write_cause(out, cause, b"\n            ", b"\n          }");
+        out.extend_from_slice(b",\n          \"subtask\": ");
+        jb::opt_int(out, e.subtask);
+        out.extend_from_slice(b",\n          \"task\": ");
+        jb::opt_string(out, a.str(e.task));
+        out.extend_from_slice(b",\n          \"taskmanager\": ");
+        jb::opt_string(out, a.str(e.taskmanager));
+        out.extend_from_slice(b"\n        }");
+    }
+
+    /// A root cause ([`CauseOut`]) or `null`: its fields after `pad`, `close` after them.
+    fn write_cause(&self, out: &mut Vec<u8>, cause: Option<InternedCause>, pad: &[u8], close: &[u8]) {
+        let Some(c) = cause else {
+            return out.extend_from_slice(b"null");
+        };
+        let a = &self.aggregate;
+        out.push(b'{');
+        out.extend_from_slice(pad);
+        out.extend_from_slice(b"\"category\": ");
+        jb::string(out, c.category);
+        out.push(b',');
+        out.extend_from_slice(pad);
+        out.extend_from_slice(b"\"exception\": ");
+        jb::opt_string(out, a.str(c.exception));
+        out.push(b',');
+        out.extend_from_slice(pad);
+        out.extend_from_slice(b"\"message\": ");
+        jb::opt_string(out, a.str(c.message));
+        out.extend_from_slice(close);
     }
 
     fn checkpoint_out<'a>(&'a self, t: &'a Timeline<'a>) -> CheckpointOut<'a> {
@@ -187,7 +290,7 @@ impl ScanReport {
             at_ms: e.at.as_deref().and_then(log_time_utc_ms),
             consecutive_failures: e.consecutive_failures,
             duration_ms: e.duration_ms,
-            file: a.str(e.file).and_then(|f| Path::new(f).file_name()).map(|n| n.to_string_lossy()),
+            file: file_name(a.str(e.file)),
             kind: a.kind(e),
             reason: a.str(e.reason),
             root_cause: e
@@ -313,5 +416,71 @@ mod tests {
         let mut out = Vec::new();
         empty.write_json_in(&mut out, 2, 2).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), format!("{:#}", empty.to_json()));
+    }
+
+    /// Strings JSON must escape, non-ASCII text and bytes that are no UTF-8, in the task, the
+    /// TaskManager, the root cause's message and the file's name: the hand-written checkpoints
+    /// are the tree's text (serde_json's), and the escapes are there to be compared.
+    #[test]
+    fn strings_to_escape_are_written_as_serde_json_writes_them() {
+        use std::os::unix::ffi::OsStrExt;
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let swaps: [(&[u8], &[u8]); 3] = [
+            (b"stateful-map", "st\"ate\\ful\tmap\u{1}\u{1f}\u{7f} \u{e4}\u{1f600}".as_bytes()),
+            (b"localhost", b"lo\"cal\\\\host\x08\x0c\r\xff\xfe end"),
+            (b"Request ID", "Req\"uest\" \\u0041 \u{2028} \u{fffd}\u{0} ID".as_bytes()),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let names: [&[u8]; 3] =
+            ["jm \"quoted\" \\ \t \u{e9}t\u{e9}.log".as_bytes(), b"tm.log", b"tm-\xff\xfe-\xc3(.log"];
+        let mut files = Vec::new();
+        for (from, name) in [
+            "flink-1.20.5/expired/logs/flink-root-standalonesession-0-vm.log",
+            "flink-1.20.5/expired/logs/flink-root-taskexecutor-0-vm.log",
+            "written/storage-causes/logs/flink-root-taskexecutor-0-vm.log",
+        ]
+        .iter()
+        .zip(names)
+        {
+            let mut data = std::fs::read(root.join(from)).unwrap();
+            for (needle, with) in swaps {
+                data = replace_all(&data, needle, with);
+            }
+            let path = dir.path().join(std::ffi::OsStr::from_bytes(name));
+            std::fs::write(&path, data).unwrap();
+            files.push(path);
+        }
+        let report = scan_paths_streaming(&files, &Patterns::builtin(), 1 << 20).unwrap();
+        let tree = format!("{:#}", report.to_json());
+        let checkpoints =
+            &tree[tree.find("\n  \"checkpoints\"").unwrap()..tree.find("\n  \"events\"").unwrap()];
+        for escaped in [
+            r#""task": "st\"ate\\ful\tmap\u0001\u001f"#,
+            "\u{7f} \u{e4}\u{1f600}\"",
+            r#"lo\"cal\\\\host\b\f\r"#,
+            r#"Req\"uest\" \\u0041 "#,
+            "\u{2028} \u{fffd}\\u0000 ID",
+            "\"file\": \"jm \\\"quoted\\\" \\\\ \\t \u{e9}t\u{e9}.log\"",
+            "\"file\": \"tm-\u{fffd}\u{fffd}-\u{fffd}(.log\"",
+        ] {
+            assert!(checkpoints.contains(escaped), "{escaped} not in {checkpoints}");
+        }
+        for (batch, threads) in [(1, 1), (3, 2), (4_096, 8)] {
+            let mut out = Vec::new();
+            report.write_json_in(&mut out, batch, threads).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), tree, "batch {batch}, {threads} threads");
+        }
+    }
+
+    fn replace_all(data: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(data.len());
+        let mut rest = data;
+        while let Some(i) = memchr::memmem::find(rest, needle) {
+            out.extend_from_slice(&rest[..i]);
+            out.extend_from_slice(with);
+            rest = &rest[i + needle.len()..];
+        }
+        out.extend_from_slice(rest);
+        out
     }
 }
