@@ -262,7 +262,10 @@ impl ScanReport {
             drop(done_tx);
             let written = write_in_order(out, &done_rx, &give_back, &chunks);
             drop(give_back);
-            let panicked = workers.into_iter().fold(false, |any, w| w.join().is_err() || any);
+            let mut panicked = false;
+            for w in workers {
+                panicked |= w.join().is_err();
+            }
             match written {
                 Err(_) if panicked => Err(io::Error::other("a JSON writer thread panicked")),
                 written => written,
