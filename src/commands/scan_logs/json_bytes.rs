@@ -136,7 +136,7 @@ mod tests {
             every.clone(),
             every.chars().rev().collect(),
             "\"quoted\" \\path\\ \t tab \u{1} \u{1f} \u{7f} \r\n".repeat(3),
-            "java.io.IOException: \"C:\\tmp\\x\" \u{0}\u{8}\u{c} naïve 日本語 �".into(),
+            "java.io.IOException: \"C:\\tmp\\x\" \u{0}\u{8}\u{c} naïve \u{65e5}\u{672c} �".into(),
             String::from_utf8_lossy(b"invalid \xff\xfe utf-8 \xc3( end").into_owned(),
             "\\".repeat(17),
             "\"".repeat(9),
