@@ -18,6 +18,7 @@
 
 mod aggregate;
 mod json;
+mod json_bytes;
 mod lines;
 mod names;
 mod pack;
