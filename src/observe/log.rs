@@ -58,6 +58,14 @@ pub enum LogKind {
     AsyncSnapshotFailed,
     /// The synchronous part of a snapshot failed.
     SyncSnapshotFailed,
+    /// Pekko/Akka remoting dropped a message over the frame size (`pekko.framesize`): on a
+    /// TaskManager's way to the JobManager, before FLINK-39738, a checkpoint's acknowledgement
+    /// that is lost and lets the checkpoint expire. The line names no checkpoint: it is
+    /// attached to the one it hurt (`state::ack_drops`).
+    OversizedPayload,
+    /// A TaskManager registered at a job's JobMaster (`…/user/rpc/jobmanager_N`): which job an
+    /// oversized payload sent to that address belongs to.
+    JobMasterRegistered,
     /// The job restored from a checkpoint or savepoint.
     Restored,
     /// A subtask received a barrier on a channel (DEBUG).
@@ -75,7 +83,7 @@ pub enum LogKind {
 
 impl LogKind {
     /// Every kind the built-in log patterns recognise, in the order reports list them.
-    pub(crate) const BUILTIN: [LogKind; 16] = [
+    pub(crate) const BUILTIN: [LogKind; 18] = [
         LogKind::Triggered,
         LogKind::Completed,
         LogKind::Expired,
@@ -89,6 +97,8 @@ impl LogKind {
         LogKind::ExecutionDelay,
         LogKind::AsyncSnapshotFailed,
         LogKind::SyncSnapshotFailed,
+        LogKind::OversizedPayload,
+        LogKind::JobMasterRegistered,
         LogKind::Restored,
         LogKind::BarrierReceived,
         LogKind::BarrierMissing,
@@ -123,6 +133,8 @@ impl LogKind {
             LogKind::ExecutionDelay => "execution_delay",
             LogKind::AsyncSnapshotFailed => "async_snapshot_failed",
             LogKind::SyncSnapshotFailed => "sync_snapshot_failed",
+            LogKind::OversizedPayload => "oversized_payload",
+            LogKind::JobMasterRegistered => "jobmaster_registered",
             LogKind::Restored => "restored",
             LogKind::BarrierReceived => "barrier_received",
             LogKind::BarrierMissing => "barrier_missing",
@@ -132,9 +144,13 @@ impl LogKind {
         }
     }
 
-    /// Whether it happens on every healthy checkpoint (triggered, completed, a barrier received).
+    /// Whether it happens on every healthy checkpoint (triggered, completed, a barrier received)
+    /// or job (a TaskManager registering at its JobMaster).
     pub(crate) fn is_routine(&self) -> bool {
-        matches!(self, LogKind::Triggered | LogKind::Completed | LogKind::BarrierReceived)
+        matches!(
+            self,
+            LogKind::Triggered | LogKind::Completed | LogKind::BarrierReceived | LogKind::JobMasterRegistered
+        )
     }
 }
 

@@ -310,6 +310,12 @@ pub(crate) fn job_answer(
     {
         what.push_str(&format!("; {sentence}"));
     }
+    // An acknowledgement a TaskManager's log said was dropped as oversized: the expiry's cause,
+    // whatever else the storage shows.
+    if let Some(drop) = j.ack_drop_hurting().filter(|_| failing) {
+        what.push_str(&format!("; {}", drop.sentence()));
+        next_step = crate::state::ack_drops::NEXT_STEP.to_string();
+    }
     let runbook_url = worst.and_then(|a| a.annotations.get("runbook_url").map(|t| t.to_string()));
     Some(Answer { what, where_, culprit, class, next_step, runbook_url })
 }

@@ -1,11 +1,13 @@
 //! One watched cluster: `ClusterState`, its poll health, its jobs by id, what its log files
 //! said, and the checkpoint lines and spans of jobs its first poll has not listed yet.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 
+use super::ack_drops::{self, AckDrop, Recipient, Window, hurt_checkpoint, jobmaster_of};
 use super::job::JobState;
 use super::logs::LogState;
-use crate::observe::{CheckpointSpan, LogEvent};
+use crate::observe::{CheckpointSpan, LogEvent, LogKind};
 use crate::stats::{WindowSpec, WindowedHistogram};
 use crate::time::Timestamp;
 
@@ -43,6 +45,12 @@ pub struct ClusterState {
     pub(crate) storage: super::storage::ClusterStorage,
     /// Its applications (Flink 2.3+), as the last poll round saw them; not persisted.
     pub(crate) applications: Vec<crate::observe::Application>,
+    /// JobMaster endpoint → job id, from the TaskManagers' "Successful registration at job
+    /// manager …" lines (at most [`ack_drops::JOBMASTERS`]); not persisted.
+    pub(crate) jobmasters: BTreeMap<String, String>,
+    /// Oversized payloads no checkpoint was in progress for, waiting for their job's next
+    /// expiry (at most [`ack_drops::PENDING_DROPS`]); not persisted.
+    pending_drops: VecDeque<(LogEvent, Timestamp)>,
 }
 
 /// How many checkpoint spans of jobs not known yet a cluster keeps for them.
@@ -75,6 +83,8 @@ impl ClusterState {
             evidence: Default::default(),
             storage: Default::default(),
             applications: Vec::new(),
+            jobmasters: BTreeMap::new(),
+            pending_drops: VecDeque::new(),
         }
     }
 
@@ -92,4 +102,107 @@ impl ClusterState {
             None => {}
         }
     }
+
+    /// Events as they count: an oversized payload (a line that names no checkpoint) attached to
+    /// the checkpoint it hurt ([`ack_drops::hurt_checkpoint`]: the one in progress on its job now),
+    /// JobMaster registrations remembered, and drops that found no checkpoint in progress put down
+    /// to their job's next expiry. Borrowed unchanged when the events hold none of these.
+    pub(super) fn correlate<'a>(&mut self, events: &'a [LogEvent], now: Timestamp) -> Cow<'a, [LogEvent]> {
+        let relevant = |e: &LogEvent| {
+            matches!(e.kind, LogKind::OversizedPayload | LogKind::JobMasterRegistered)
+                || (ends_failed(&e.kind) && !self.pending_drops.is_empty())
+        };
+        if !events.iter().any(relevant) {
+            return Cow::Borrowed(events);
+        }
+        let mut events = events.to_vec();
+        for e in &mut events {
+            match e.kind {
+                LogKind::JobMasterRegistered => {
+                    if let (Some(endpoint), Some(job)) = (e.detail.as_deref(), e.job_id.as_deref()) {
+                        if self.jobmasters.len() >= ack_drops::JOBMASTERS
+                            && !self.jobmasters.contains_key(endpoint)
+                        {
+                            self.jobmasters.pop_first();
+                        }
+                        self.jobmasters.insert(endpoint.to_string(), job.to_string());
+                    }
+                }
+                LogKind::OversizedPayload => self.attach_drop(e, now),
+                ref k if ends_failed(k) => self.failure_takes_drops(e, now),
+                _ => {}
+            }
+        }
+        Cow::Owned(events)
+    }
+
+    /// An oversized payload read at `now`: attached to its job's checkpoint in progress, else kept
+    /// for the job's next expiry.
+    fn attach_drop(&mut self, e: &mut LogEvent, now: Timestamp) {
+        let job = match jobmaster_of(e) {
+            Recipient::Other => return,
+            // A JobMaster the log never said whose: any job, if only one fits.
+            Recipient::JobMaster(endpoint) => self.jobmasters.get(endpoint).cloned(),
+            Recipient::Unnamed => None,
+        };
+        let windows =
+            self.jobs.iter().filter(|(id, _)| job.as_deref().is_none_or(|j| j == id.as_str())).flat_map(
+                |(id, j)| {
+                    j.live_in_progress(now).into_iter().map(move |(cp, at)| Window {
+                        job: id.as_str(),
+                        id: cp,
+                        triggered_ms: Some(at.millis()),
+                        ended_ms: None,
+                        failed: false,
+                    })
+                },
+            );
+        let hurt = hurt_checkpoint(now.millis(), job.as_deref(), windows).map(|(j, id)| (j.to_string(), id));
+        match hurt {
+            Some((job_id, id)) => {
+                e.job_id = Some(job_id.clone());
+                e.checkpoint_id = Some(id);
+                if let (Some(drop), Some(job)) = (AckDrop::of(e, id), self.jobs.get_mut(&job_id)) {
+                    job.note_ack_drop(drop);
+                }
+            }
+            None => {
+                e.job_id = e.job_id.take().or(job);
+                if self.pending_drops.len() >= ack_drops::PENDING_DROPS {
+                    self.pending_drops.pop_front();
+                }
+                self.pending_drops.push_back((e.clone(), now));
+            }
+        }
+    }
+
+    /// A checkpoint that failed at `now` (expired, declined): a waiting drop of its job (or of no
+    /// known job) read shortly before is put down to it, by the same rule.
+    fn failure_takes_drops(&mut self, e: &LogEvent, now: Timestamp) {
+        let (Some(job_id), Some(id)) = (e.job_id.as_deref(), e.checkpoint_id) else { return };
+        let expiry =
+            Window { job: job_id, id, triggered_ms: None, ended_ms: Some(now.millis()), failed: true };
+        let mut taken = Vec::new();
+        self.pending_drops.retain(|(drop, at)| {
+            match hurt_checkpoint(at.millis(), drop.job_id.as_deref(), [expiry])
+                .and_then(|_| AckDrop::of(drop, id))
+            {
+                Some(d) => {
+                    taken.push(d);
+                    false
+                }
+                None => now.since(*at) <= ack_drops::EXPIRY_WITHIN_MS as u64,
+            }
+        });
+        if let Some(job) = self.jobs.get_mut(job_id) {
+            for d in taken {
+                job.note_ack_drop(d);
+            }
+        }
+    }
+}
+
+/// Whether a JobManager line says a checkpoint ended without completing.
+fn ends_failed(kind: &LogKind) -> bool {
+    matches!(kind, LogKind::Expired | LogKind::Declined | LogKind::Failed)
 }

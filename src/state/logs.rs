@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::observe::counts_root_cause;
-use crate::observe::{LogEvent, LogKind, LogRead, TailerPositions, TailerReport};
+use crate::observe::{LogEvent, LogKind, TailerPositions, TailerReport};
 
 /// How many recent log events per cluster are kept for the API and status page.
 pub(crate) const RECENT_LOG_EVENTS: usize = 256;
@@ -93,12 +93,12 @@ impl LogState {
         }
     }
 
-    /// Counts a tailer's events and moves its positions past them.
-    pub(crate) fn apply_read(&mut self, read: &LogRead) {
-        for event in &read.events {
+    /// Counts a tailer's events (as `State` correlated them) and moves its positions past them.
+    pub(crate) fn apply_read(&mut self, tailer: &str, events: &[LogEvent], positions: &TailerPositions) {
+        for event in events {
             self.apply_event(event);
         }
-        self.positions.insert(read.tailer.clone(), read.positions.clone());
+        self.positions.insert(tailer.to_string(), positions.clone());
     }
 
     /// Replaces a tailer's counters with its latest report.

@@ -3,6 +3,7 @@
 //! Pure: no I/O, no clock, no tokio. The poller and the tailer produce observations, the
 //! daemon applies them here, and the exporter, HTTP API and rules read the result.
 
+pub(crate) mod ack_drops;
 pub(crate) mod checkpoint_ids;
 pub(crate) mod cluster;
 pub mod evidence;
@@ -259,41 +260,14 @@ impl State {
             Observation::LogEvents(events) => {
                 for event in events {
                     let cluster = self.cluster_mut(&event.cluster);
-                    cluster.logs.apply_event(event);
-                    cluster.observe_log_event(event, now);
-                }
-            }
-            Observation::LogRead(read) => {
-                let window = self.window;
-                let cluster = self.cluster_mut(&read.cluster);
-                cluster.logs.apply_read(read);
-                for event in &read.events {
-                    cluster.observe_log_event(event, now);
-                }
-                // After the lines of the same read: a failure line that came first tells the
-                // cause of its span's failure.
-                let mut counted = Vec::new();
-                for span in &read.spans {
-                    match cluster.jobs.get_mut(&span.job_id) {
-                        Some(job) => {
-                            job.observe_span(span, now, window);
-                            if !job.outbox.is_empty() {
-                                counted.push((span.job_id.clone(), std::mem::take(&mut job.outbox)));
-                            }
-                        }
-                        None => {
-                            cluster.unclaimed_spans.push_back(span.clone());
-                            if cluster.unclaimed_spans.len() > UNCLAIMED_SPANS {
-                                cluster.unclaimed_spans.pop_front();
-                            }
-                        }
+                    let events = cluster.correlate(std::slice::from_ref(event), now);
+                    for event in events.iter() {
+                        cluster.logs.apply_event(event);
+                        cluster.observe_log_event(event, now);
                     }
                 }
-                for (job_id, mut records) in counted {
-                    attach_evidence(self.cluster_mut(&read.cluster), &job_id, &mut records);
-                    self.outbox.extend(&read.cluster, &job_id, records);
-                }
             }
+            Observation::LogRead(read) => self.apply_log_read(read, now),
             Observation::Evidence(round) => self.cluster_mut(&round.cluster).evidence.apply(round),
             Observation::Storage(round) => self.apply_storage(round),
             Observation::Applications(report) => {
@@ -333,6 +307,41 @@ impl State {
                     job.threads.push(report.sample.clone());
                 }
             }
+        }
+    }
+
+    /// A tailer's read: its events (correlated: `ClusterState::correlate`) counted with its
+    /// positions, told to their jobs, then its spans.
+    fn apply_log_read(&mut self, read: &crate::observe::LogRead, now: Timestamp) {
+        let window = self.window;
+        let cluster = self.cluster_mut(&read.cluster);
+        let events = cluster.correlate(&read.events, now);
+        cluster.logs.apply_read(&read.tailer, &events, &read.positions);
+        for event in events.iter() {
+            cluster.observe_log_event(event, now);
+        }
+        // After the lines of the same read: a failure line that came first tells the
+        // cause of its span's failure.
+        let mut counted = Vec::new();
+        for span in &read.spans {
+            match cluster.jobs.get_mut(&span.job_id) {
+                Some(job) => {
+                    job.observe_span(span, now, window);
+                    if !job.outbox.is_empty() {
+                        counted.push((span.job_id.clone(), std::mem::take(&mut job.outbox)));
+                    }
+                }
+                None => {
+                    cluster.unclaimed_spans.push_back(span.clone());
+                    if cluster.unclaimed_spans.len() > UNCLAIMED_SPANS {
+                        cluster.unclaimed_spans.pop_front();
+                    }
+                }
+            }
+        }
+        for (job_id, mut records) in counted {
+            attach_evidence(self.cluster_mut(&read.cluster), &job_id, &mut records);
+            self.outbox.extend(&read.cluster, &job_id, records);
         }
     }
 
@@ -483,7 +492,7 @@ fn attach_evidence(cluster: &mut ClusterState, job_id: &str, counted: &mut [outb
 mod tests {
     use super::job::tests::{WINDOW, completed, job, log_line, poll};
     use super::*;
-    use crate::observe::{CheckpointSettings, InProgressCheckpoint};
+    use crate::observe::{CheckpointSettings, InProgressCheckpoint, LogEvent, LogKind};
 
     #[test]
     fn lines_read_before_the_jobs_first_poll_still_count() {
@@ -531,5 +540,69 @@ mod tests {
         assert_eq!(job(&restored).phases.end_to_end.summary().count, 2);
         let logs = &restored.clusters()["c"].logs;
         assert!(logs.events.is_empty() && logs.positions.is_empty() && logs.recent.is_empty());
+    }
+
+    /// Issue 40, the tailer's side of `ack_drops`: Pekko's "Discarding oversized payload" (a
+    /// TaskManager line that names no checkpoint) sent to the JobMaster job `j` registered at is
+    /// attached to `j`'s checkpoint in progress: counted under its id, kept for the verdict. A
+    /// drop read while nothing is in progress waits for the job's next expiry.
+    #[test]
+    fn an_oversized_payload_is_attached_to_the_checkpoint_in_progress_on_its_job() {
+        use crate::observe::EventSeverity;
+        let tm = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/written/oversized-ack/logs/flink-root-taskexecutor-0-vm.log"
+        ))
+        .unwrap();
+        let mut events =
+            crate::sources::logs::parse::parse_all(&crate::sources::logs::parse::Patterns::builtin(), &tm);
+        for e in &mut events {
+            e.cluster = "c".into();
+            if e.job_id.as_deref() == Some("e5977598408a0b50e1eb3e122b7bd082") {
+                e.job_id = Some("j".into());
+            }
+        }
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            ["jobmaster_registered", "jobmaster_registered", "oversized_payload", "oversized_payload"]
+        );
+        let mut state = State::new(WINDOW);
+        let Observation::JobPolled(mut p) = poll(11, 0, Vec::new()) else { unreachable!() };
+        p.polled_at = Timestamp(131_000);
+        p.settings = Some(CheckpointSettings { timeout_ms: Some(60_000), ..Default::default() });
+        p.in_progress = vec![InProgressCheckpoint {
+            id: 12,
+            triggered_at: Timestamp(100_000),
+            num_subtasks: 2,
+            num_acknowledged: 1,
+        }];
+        state.apply(&Observation::JobPolled(p), Timestamp(131_000));
+        state.apply(&Observation::LogEvents(events[..3].to_vec()), Timestamp(132_000));
+        let logs = &state.clusters()["c"].logs;
+        let drop = logs.recent.iter().find(|e| e.kind == LogKind::OversizedPayload).unwrap();
+        assert_eq!((drop.job_id.as_deref(), drop.checkpoint_id), (Some("j"), Some(12)));
+        assert_eq!(logs.root_causes.get("oversized_ack"), Some(&1));
+        let hurt = job(&state).ack_drop_hurting().cloned().unwrap();
+        assert_eq!((hurt.checkpoint_id, hurt.payload_bytes, hurt.frame_bytes), (12, 15_859_121, 10_485_760));
+        assert!(
+            hurt.sentence()
+                .starts_with("the acknowledgement of checkpoint 12 was dropped as oversized: 15 MiB")
+        );
+
+        // Checkpoint 12 is over; nothing in progress when the second drop is read: it waits, and
+        // the expiry of checkpoint 13 a little later takes it.
+        let Observation::JobPolled(mut p) = poll(11, 1, Vec::new()) else { unreachable!() };
+        p.polled_at = Timestamp(161_000);
+        p.settings = Some(CheckpointSettings { timeout_ms: Some(60_000), ..Default::default() });
+        state.apply(&Observation::JobPolled(p), Timestamp(161_000));
+        state.apply(&Observation::LogEvents(events[3..].to_vec()), Timestamp(162_000));
+        assert_eq!(job(&state).ack_drop_hurting().map(|d| d.checkpoint_id), Some(12));
+        let mut expired =
+            LogEvent::new(LogKind::Expired, EventSeverity::Warning, "Checkpoint 13 expired".into());
+        (expired.cluster, expired.job_id, expired.checkpoint_id) = ("c".into(), Some("j".into()), Some(13));
+        state.apply(&Observation::LogEvents(vec![expired]), Timestamp(190_000));
+        let hurt = job(&state).ack_drop_hurting().cloned().unwrap();
+        assert_eq!((hurt.checkpoint_id, hurt.payload_bytes), (13, 15_861_344));
     }
 }

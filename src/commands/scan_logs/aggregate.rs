@@ -199,6 +199,27 @@ pub(super) struct Aggregate {
     pub(super) restores_by_job: BTreeMap<u32, u64>,
     /// The file being folded in: the last job and checkpoint its lines named.
     context: FileContext,
+    /// JobMaster endpoint symbol → job symbol, from the TaskManagers' registration lines.
+    jobmasters: FastMap<u32, u32>,
+    /// Oversized payloads (lines that name no checkpoint) waiting for [`Aggregate::attach_drops`].
+    drops: Vec<PayloadDrop>,
+    /// Oversized payloads past [`MAX_DROPS`] (their causes counted, never attached).
+    pub(super) drops_cut: u64,
+}
+
+/// Oversized payloads kept for attaching to checkpoints at the end of a scan.
+const MAX_DROPS: usize = 10_000;
+
+/// An oversized payload as the scan keeps it until every checkpoint's times are known.
+#[derive(Debug)]
+struct PayloadDrop {
+    at: Option<Box<str>>,
+    /// The job its recipient's registration line names; `None`: any job, if only one fits.
+    job: Option<u32>,
+    cause: Option<InternedCause>,
+    taskmanager: u32,
+    file: u32,
+    seq: u64,
 }
 
 /// What the lines of the file being folded in said last.
@@ -253,6 +274,11 @@ impl Aggregate {
     /// noted; and, when it names a checkpoint, its place in that checkpoint's timeline. (The
     /// steps intern in this order, as they always did.)
     pub(super) fn add(&mut self, e: &BorrowedEvent<'_>, file: u32, seq: u64) {
+        match e.kind {
+            "jobmaster_registered" => return self.note_jobmaster(e),
+            "oversized_payload" if e.checkpoint_id.is_none() => return self.keep_drop(e, file, seq),
+            _ => {}
+        }
         self.count_kind(e.kind);
         let job = self.note_job(e);
         let cause = self.note_cause(e);
@@ -286,6 +312,137 @@ impl Aggregate {
         }
         let Some(id) = e.checkpoint_id else { return };
         self.add_to_timeline(e, (job, id), cause, file, seq);
+    }
+
+    /// "Successful registration at job manager <endpoint> for job <id>": whose that JobMaster is.
+    fn note_jobmaster(&mut self, e: &BorrowedEvent<'_>) {
+        self.count_kind(e.kind);
+        if let (Some(endpoint), Some(job)) = (e.detail, e.job_id) {
+            let endpoint = self.strings.intern(Some(endpoint));
+            let job = self.strings.intern(Some(job));
+            self.jobmasters.insert(endpoint, job);
+        }
+    }
+
+    /// An oversized payload: counted, and kept to be attached to the checkpoint it hurt once the
+    /// checkpoints' times are all known. One to a TaskManager or the ResourceManager is no
+    /// acknowledgement: its cause counts alone.
+    fn keep_drop(&mut self, e: &BorrowedEvent<'_>, file: u32, seq: u64) {
+        self.count_kind(e.kind);
+        let cause = e.root_cause.map(|(category, exception, message)| InternedCause {
+            category,
+            exception: self.strings.intern(Some(exception)),
+            message: self.strings.intern(Some(message)),
+        });
+        let job = match e.detail {
+            None => None,
+            Some(d) if d.rsplit('/').next().is_some_and(|l| l.starts_with("jobmanager_")) => {
+                let endpoint = self.strings.intern(Some(d));
+                self.jobmasters.get(&endpoint).copied()
+            }
+            Some(_) => {
+                if let Some(c) = cause {
+                    count_cause(&mut self.causes, c);
+                }
+                return;
+            }
+        };
+        if self.drops.len() >= MAX_DROPS {
+            self.drops_cut += 1;
+            if let Some(c) = cause {
+                count_cause(&mut self.causes, c);
+            }
+            return;
+        }
+        let taskmanager = self.strings.intern(e.taskmanager);
+        self.drops.push(PayloadDrop { at: e.logged_at.map(Box::from), job, cause, taskmanager, file, seq });
+    }
+
+    /// Every kept oversized payload attached to the checkpoint it hurt
+    /// ([`hurt_checkpoint`](crate::state::ack_drops::hurt_checkpoint), as the daemon does): the
+    /// one in progress on its job at the line's time, else the next to fail soon after. It
+    /// joins that checkpoint's timeline and its cause is the checkpoint's; a drop that fits no
+    /// checkpoint counts its cause alone.
+    pub(super) fn attach_drops(&mut self) {
+        use crate::state::ack_drops::{Window, hurt_checkpoint};
+        if self.drops.is_empty() {
+            return;
+        }
+        let kind = |a: &Self, e: &TimelineEvent| a.str(e.kind).unwrap_or_default().to_string();
+        let mut windows = Vec::new();
+        for ((job, id), events) in &self.timelines {
+            let job = match *job {
+                0 => match self.jobs_of_id.get(id) {
+                    Some(jobs) if jobs.len() == 1 => jobs.first().copied().unwrap_or(0),
+                    _ => 0,
+                },
+                j => j,
+            };
+            let at = |e: &TimelineEvent| e.at.as_deref().and_then(crate::time::log_time_utc_ms);
+            let triggered_ms = events.iter().filter(|e| kind(self, e) == "triggered").filter_map(at).min();
+            // The first line that says it ended: completed, or failed (expired, declined, a
+            // TaskManager's snapshot failure: from FLINK-39738 on the ask for the acknowledgement
+            // times out and the task declines).
+            let ended = events
+                .iter()
+                .filter_map(|e| match kind(self, e).as_str() {
+                    "completed" => at(e).map(|t| (t, false)),
+                    "expired" | "failed" | "declined" | "async_snapshot_failed" => at(e).map(|t| (t, true)),
+                    _ => None,
+                })
+                .min();
+            windows.push(Window {
+                job,
+                id: *id,
+                triggered_ms,
+                ended_ms: ended.map(|(t, _)| t),
+                failed: ended.is_some_and(|(_, failed)| failed),
+            });
+        }
+        let kind_sym = self.strings.intern(Some("oversized_payload"));
+        for d in std::mem::take(&mut self.drops) {
+            let at_ms = d.at.as_deref().and_then(crate::time::log_time_utc_ms);
+            let hurt = at_ms.and_then(|at| hurt_checkpoint(at, d.job, windows.iter().copied()));
+            let Some((job, id)) = hurt else {
+                if let Some(c) = d.cause {
+                    count_cause(&mut self.causes, c);
+                }
+                continue;
+            };
+            if let Some(c) = d.cause {
+                let known = self.checkpoint_causes.entry(id).or_default();
+                if !known.iter().any(|k| k.category == c.category) {
+                    known.push(c);
+                }
+            }
+            let cause = d.cause.map_or(0, |c| self.cause_index_of(c));
+            let event = TimelineEvent {
+                seq: d.seq,
+                kind: kind_sym,
+                file: d.file,
+                at: d.at,
+                task: 0,
+                subtask: None,
+                taskmanager: d.taskmanager,
+                duration_ms: None,
+                consecutive_failures: None,
+                reason: 0,
+                cause,
+            };
+            // Under the job's own key when its checkpoint's lines are (a TaskManager's are not).
+            let key = if self.timelines.contains_key(&(job, id)) { (job, id) } else { (0, id) };
+            self.timeline_events += 1;
+            self.timelines.entry(key).or_default().push(event);
+        }
+    }
+
+    /// The index (from 1) of a cause in `cause_ids`.
+    fn cause_index_of(&mut self, c: InternedCause) -> u32 {
+        let next = self.cause_ids.len() as u32 + 1;
+        *self.cause_index.entry(c).or_insert_with(|| {
+            self.cause_ids.push(c);
+            next
+        })
     }
 
     /// A failover, for its job: the one it names, else the last one its file named before it.
@@ -444,13 +601,7 @@ impl Aggregate {
             self.timeline_events_dropped += 1;
             return;
         }
-        let cause = cause.map_or(0, |c| {
-            let next = self.cause_ids.len() as u32 + 1;
-            *self.cause_index.entry(c).or_insert_with(|| {
-                self.cause_ids.push(c);
-                next
-            })
-        });
+        let cause = cause.map_or(0, |c| self.cause_index_of(c));
         let kind = e.kind;
         let event = TimelineEvent {
             seq,

@@ -251,6 +251,7 @@ impl Scanner {
     /// The report: tasks named by a vertex id get the name the logs give that vertex.
     pub fn finish(mut self) -> ScanReport {
         self.report.aggregate.next_seq = self.seq;
+        self.report.aggregate.attach_drops();
         self.report.aggregate.name_vertices();
         self.report
     }

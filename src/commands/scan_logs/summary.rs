@@ -108,7 +108,15 @@ impl ScanReport {
                 *m.entry(c).or_default() += 1;
                 m
             });
-        if let Some((cause, n)) = causes.iter().max_by_key(|(_, n)| **n) {
+        let dropped = self.dropped_acks(job, timelines);
+        if let Some(sentence) = &dropped {
+            what.push(sentence.clone());
+        }
+        if let Some((cause, n)) = causes
+            .iter()
+            .filter(|(c, _)| dropped.is_none() || c.category != "oversized_ack")
+            .max_by_key(|(_, n)| **n)
+        {
             let text = super::text::exception_text(a.str(cause.exception), a.str(cause.message));
             what.push(format!("root cause in {n} checkpoint(s) ({}): {text}", cause.category));
         }
@@ -122,7 +130,10 @@ impl ScanReport {
         } else {
             HeadlineClass::Failure
         };
-        let (next_step, doc) = headline::next_step(Some(class), where_.as_deref());
+        let (mut next_step, doc) = headline::next_step(Some(class), where_.as_deref());
+        if dropped.is_some() {
+            next_step = crate::state::ack_drops::NEXT_STEP.to_string();
+        }
         Headline {
             severity: if failed_over { Severity::Critical } else { Severity::Warning },
             job: self.job_label(job, failovers, timelines),
@@ -132,6 +143,48 @@ impl ScanReport {
             next_step,
             doc_url: Some(doc.url.to_string()),
         }
+    }
+
+    /// "the acknowledgement of checkpoints 12, 13 was dropped as oversized: …": the job's checkpoints
+    /// that did not complete with an oversized payload attached (`Aggregate::attach_drops`), with
+    /// the largest payload and the frame size the lines give.
+    fn dropped_acks(&self, job: &str, timelines: &[Timeline<'_>]) -> Option<String> {
+        let a = &self.aggregate;
+        let mut ids = Vec::new();
+        let mut sizes: Option<(u64, u64)> = None;
+        let mut all_expired = true;
+        for t in timelines.iter().filter(|t| t.job_id == job && t.outcome != "completed") {
+            let found = t.events.iter().filter(|e| a.kind(e) == "oversized_payload").find_map(|e| {
+                let cause = e.cause.checked_sub(1).and_then(|i| a.cause_ids.get(i as usize))?;
+                crate::state::ack_drops::oversized_sizes(a.str(cause.message)?)
+            });
+            if let Some((payload, frame)) = found {
+                ids.push(t.id.to_string());
+                all_expired &= t.outcome == "expired";
+                sizes = Some(sizes.map_or((payload, frame), |(p, f)| (p.max(payload), f.max(frame))));
+            }
+        }
+        let (payload, frame) = sizes?;
+        let (which, up_to, verb) = match ids.len() {
+            1 => (format!("the acknowledgement of checkpoint {} was", ids[0]), "", "it"),
+            _ => {
+                let ids = crate::time::some_of(&ids, MAX_IDS_NAMED, "");
+                (format!("acknowledgements of checkpoints {ids} were"), "up to ", "they")
+            }
+        };
+        // Before FLINK-39738 the checkpoint waits for the lost acknowledgement until it expires;
+        // from it on the task's ask times out and the task declines.
+        let then = if all_expired {
+            format!("so {verb} could only expire")
+        } else {
+            "so the task's ask for it timed out and it was declined (FLINK-39738)".to_string()
+        };
+        Some(format!(
+            "{which} dropped as oversized (a TaskManager's Pekko line): {up_to}{} encoded over the {} \
+             frame size (pekko.framesize), {then}",
+            crate::time::bytes(payload as f64),
+            crate::time::bytes(frame as f64)
+        ))
     }
 
     /// "job flink-lab (b9a74d…)" or "job b9a74d…"; for lines that name no job, what they do
@@ -363,5 +416,51 @@ mod tests {
         {
             assert!(text.contains(line), "{line} in\n{text}");
         }
+    }
+
+    /// Issue 40: Pekko's "Discarding oversized payload" names no checkpoint. Its recipient
+    /// (`jobmanager_4`) is the job the TaskManager registered there; the checkpoint in progress
+    /// on that job at the line's time is the one it hurt (job keyed-job's checkpoint 30 was in
+    /// progress too): its expiry says the acknowledgement was dropped, with both sizes.
+    #[test]
+    fn an_oversized_payload_is_the_cause_of_the_checkpoint_in_progress_on_its_job() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/written/oversized-ack/logs");
+        let mut logs: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
+        logs.sort();
+        let report = scan_paths_streaming(&logs, &Patterns::builtin(), 1 << 20).unwrap();
+        let a = &report.aggregate;
+        assert_eq!(a.cause_of(12).map(|c| c.category), Some("oversized_ack"));
+        assert_eq!(a.cause_of(13).map(|c| c.category), Some("oversized_ack"));
+        assert_eq!(a.cause_of(30), None, "the other job's checkpoint in progress is not hurt");
+        let timelines = a.timelines();
+        let of = |id| timelines.iter().find(|t| t.id == id).unwrap();
+        assert_eq!(of(12).job_id, "e5977598408a0b50e1eb3e122b7bd082");
+        let kinds: Vec<&str> = of(12).events.iter().map(|e| a.kind(e)).collect();
+        assert_eq!(kinds, ["triggered", "oversized_payload", "expired", "failed"]);
+        let headlines = report.headlines();
+        assert_eq!(headlines.len(), 1);
+        let h = &headlines[0];
+        assert_eq!(h.job, "job union-state-job (e5977598408a0b50e1eb3e122b7bd082)");
+        assert!(
+            h.what.starts_with(
+                "acknowledgements of checkpoints 12 and 13 were dropped as oversized (a TaskManager's Pekko line): \
+                 up to 15 MiB encoded over the 10 MiB frame size (pekko.framesize), so they could only expire"
+            ),
+            "{}",
+            h.what
+        );
+        assert!(h.next_step.contains("raise pekko.framesize"), "{}", h.next_step);
+        // Without the registration lines two jobs had a checkpoint in progress, and the other
+        // job's completed (its acknowledgements arrived): the same attachment.
+        let tm = std::fs::read_to_string(&logs[1]).unwrap();
+        let unregistered: String =
+            tm.lines().filter(|l| !l.contains("Successful registration")).map(|l| format!("{l}\n")).collect();
+        let copy = std::env::temp_dir().join(format!("oversized-ack-{}.log", std::process::id()));
+        std::fs::write(&copy, unregistered).unwrap();
+        let report =
+            scan_paths_streaming(&[logs[0].clone(), copy.clone()], &Patterns::builtin(), 1 << 20).unwrap();
+        std::fs::remove_file(&copy).unwrap();
+        assert_eq!(report.aggregate.cause_of(12).map(|c| c.category), Some("oversized_ack"));
+        assert_eq!(report.aggregate.cause_of(30), None);
     }
 }

@@ -189,6 +189,9 @@ pub(crate) struct Reported {
     pub(crate) rescales: super::rescale::Rescales,
     /// Its status metrics as Flink served them at the last load fetch or after a restore.
     pub(crate) status_metrics: Option<crate::observe::JobStatusMetrics>,
+    /// Acknowledgements a TaskManager's log said were dropped as oversized, attached to the
+    /// checkpoints they hurt (at most [`super::ack_drops::DROPS_PER_JOB`], newest last).
+    pub(crate) ack_drops: VecDeque<super::ack_drops::AckDrop>,
 }
 
 impl JobState {
@@ -246,6 +249,26 @@ impl JobState {
             failures: FailureEvidence::default(),
             traced: traced::Traced::default(),
         }
+    }
+
+    /// An acknowledgement dropped as oversized, attached to the checkpoint it hurt.
+    pub(crate) fn note_ack_drop(&mut self, drop: super::ack_drops::AckDrop) {
+        let drops = &mut self.reported.ack_drops;
+        if drops.iter().any(|d| d.checkpoint_id == drop.checkpoint_id) {
+            return;
+        }
+        if drops.len() >= super::ack_drops::DROPS_PER_JOB {
+            drops.pop_front();
+        }
+        drops.push_back(drop);
+    }
+
+    /// The newest acknowledgement dropped as oversized whose checkpoint did not complete: what the
+    /// verdict of an expiry names.
+    pub(crate) fn ack_drop_hurting(&self) -> Option<&super::ack_drops::AckDrop> {
+        self.reported.ack_drops.iter().rev().find(|d| {
+            !self.recent.iter().any(|r| r.id == d.checkpoint_id && r.status == CheckpointStatus::Completed)
+        })
     }
 
     /// The checkpoints in progress at `now` as far as the daemon can tell, as (id, trigger

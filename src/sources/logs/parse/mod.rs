@@ -34,6 +34,9 @@ const MAX_TEXT: usize = 512;
 /// The phrase of the job failure that checkpoints cause; it appears in an exception line, not
 /// in a log message of its own.
 const TOLERABLE: &str = "Exceeded checkpoint tolerable failure threshold";
+/// Pekko's (and Akka's) message when remoting drops a message over the frame size; it appears
+/// in the exception line under "Transient association error (association remains live)".
+const OVERSIZED: &str = "Discarding oversized payload";
 
 fn blank(kind: LogKind, severity: EventSeverity, message: &str) -> LogEvent {
     LogEvent::new(kind, severity, bounded(message))

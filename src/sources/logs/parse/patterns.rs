@@ -8,7 +8,7 @@ use aho_corasick::AhoCorasick;
 use regex::{Captures, Regex};
 
 use super::fields::refine;
-use super::{TOLERABLE, blank, bounded, fast};
+use super::{OVERSIZED, TOLERABLE, blank, bounded, fast};
 use crate::observe::{EventSeverity, LogEvent, LogKind};
 
 /// Every built-in kind, in the order reports list them.
@@ -200,6 +200,21 @@ const BUILTINS: &[(&str, LogKind, EventSeverity, &str)] = &[
         LogKind::SyncSnapshotFailed,
         EventSeverity::Warning,
         r"^Could not complete snapshot (?P<id>\d+) for operator (?P<task>.+?)\.(?: Failure reason: (?P<reason>.*))?$",
+    ),
+    // Pekko/Akka classic remoting, logged under "Transient association error (association remains
+    // live)" on the sender (`EndpointWriter`) or "Transient error while reading from association"
+    // on the receiver (`EndpointReader`); matched on that record's exception line.
+    (
+        "Discarding oversized payload",
+        LogKind::OversizedPayload,
+        EventSeverity::Warning,
+        r"^(?:[\w.$]+: )?Discarding oversized payload (?:sent to Actor\[(?P<detail>[^\]#]+)[^\]]*\]: |received: )max allowed size \[?\d+\]? bytes, actual size (?:of encoded .*? was )?\[?(?P<bytes>\d+)\]? bytes",
+    ),
+    (
+        "Successful registration at job manager ",
+        LogKind::JobMasterRegistered,
+        EventSeverity::Info,
+        r"^Successful registration at job manager (?P<detail>\S+) for job (?P<job>[0-9a-f]{32})\.?$",
     ),
     (
         "Restoring job ",
@@ -402,12 +417,21 @@ impl Patterns {
         None
     }
 
-    /// The `tolerable_exceeded` event if an exception line carries that failure.
-    pub(super) fn tolerable(&self, exception_line: &str) -> Option<LogEvent> {
-        static FIND: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    /// The event an exception line stands for (the first line under a record's message): the
+    /// `tolerable_exceeded` job failure, or Pekko's `oversized_payload`.
+    pub(super) fn exception_event(&self, exception_line: &str) -> Option<LogEvent> {
+        static TOLERABLE_AT: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
             std::sync::LazyLock::new(|| memchr::memmem::Finder::new(TOLERABLE));
-        FIND.find(exception_line.as_bytes())?;
-        let b = self.builtins.iter().find(|b| b.kind == LogKind::TolerableExceeded)?;
+        static OVERSIZED_AT: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(OVERSIZED));
+        let kind = if TOLERABLE_AT.find(exception_line.as_bytes()).is_some() {
+            LogKind::TolerableExceeded
+        } else if OVERSIZED_AT.find(exception_line.as_bytes()).is_some() {
+            LogKind::OversizedPayload
+        } else {
+            return None;
+        };
+        let b = self.builtins.iter().find(|b| b.kind == kind)?;
         let caps = b.regex.captures(exception_line)?;
         let mut event = blank(b.kind.clone(), b.severity, exception_line);
         fill(&caps, &mut event);

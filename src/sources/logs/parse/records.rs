@@ -211,7 +211,7 @@ impl RecordParser {
         let line = text_of(line);
         let trimmed = line.trim_start();
         if pending.continuation == 1 {
-            if let Some(event) = self.patterns.tolerable(trimmed) {
+            if let Some(event) = self.patterns.exception_event(trimmed) {
                 pending.events.push(event);
             }
             if pending.events.is_empty() {

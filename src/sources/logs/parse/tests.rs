@@ -297,6 +297,41 @@ Caused by: org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tole
     assert_eq!(events[0].severity, EventSeverity::Error);
 }
 
+/// Issue 40: Pekko's (and Akka's) oversized-payload record, sender's and receiver's shapes
+/// (Pekko's `EndpointWriter`/`EndpointReader`), is an event with the payload's size, the JobMaster
+/// it was for and an `oversized_ack` root cause; a TaskManager's registration at a JobMaster
+/// says which job that JobMaster runs.
+#[test]
+fn an_oversized_payload_and_a_jobmaster_registration_are_events() {
+    let text = "\
+2026-12-05 09:00:00,571 INFO  org.apache.flink.runtime.taskexecutor.DefaultJobLeaderService [] - Successful registration at job manager pekko.tcp://flink@10.0.3.7:6123/user/rpc/jobmanager_4 for job e5977598408a0b50e1eb3e122b7bd082.
+2026-12-05 09:01:02,310 ERROR org.apache.pekko.remote.EndpointWriter                        [] - Transient association error (association remains live)
+org.apache.pekko.remote.OversizedPayloadException: Discarding oversized payload sent to Actor[pekko.tcp://flink@10.0.3.7:6123/user/rpc/jobmanager_4#-1027346771]: max allowed size 10485760 bytes, actual size of encoded class org.apache.flink.runtime.rpc.messages.RemoteRpcInvocation was 15859121 bytes.
+2026-12-05 09:01:03,000 ERROR akka.remote.EndpointReader                                    [] - Transient error while reading from association (association remains live)
+akka.remote.OversizedPayloadException: Discarding oversized payload received: max allowed size [10485760] bytes, actual size [15859121] bytes.
+2026-12-05 09:01:04,000 INFO  org.apache.flink.runtime.taskexecutor.TaskExecutor           [] - This is usually caused by: Pekko failed sending the message silently, due to problems like oversized payload.
+";
+    let events = parse_all(&Patterns::builtin(), text.as_bytes());
+    assert_eq!(events.len(), 3, "{events:#?}");
+    assert_eq!(events[0].kind, "jobmaster_registered");
+    assert_eq!(events[0].detail.as_deref(), Some("pekko.tcp://flink@10.0.3.7:6123/user/rpc/jobmanager_4"));
+    assert_eq!(events[0].job_id.as_deref(), Some("e5977598408a0b50e1eb3e122b7bd082"));
+    for (e, recipient) in
+        [(&events[1], Some("pekko.tcp://flink@10.0.3.7:6123/user/rpc/jobmanager_4")), (&events[2], None)]
+    {
+        assert_eq!(e.kind, "oversized_payload");
+        assert_eq!(e.severity, EventSeverity::Warning);
+        assert_eq!(e.bytes, Some(15_859_121));
+        assert_eq!(e.checkpoint_id, None, "the line names no checkpoint");
+        assert_eq!(e.detail.as_deref(), recipient);
+        assert_eq!(e.root_cause.as_ref().map(|c| c.category), Some("oversized_ack"));
+        let (payload, frame) =
+            crate::state::ack_drops::oversized_sizes(&e.root_cause.as_ref().unwrap().message).unwrap();
+        assert_eq!((payload, frame), (15_859_121, 10_485_760));
+    }
+    assert_eq!(events[1].logged_at.as_deref(), Some("2026-12-05 09:01:02,310"));
+}
+
 /// The category of a root cause: first by the deepest cause alone, then by the whole chain
 /// (frames show S3 or HDFS clients where the message does not), then by its class.
 fn classify_by_needle(exception: &str, message: &str, chain: &[String]) -> &'static str {
