@@ -572,4 +572,70 @@ mod tests {
         let e = object_store::Error::NotFound { path: "x".into(), source: "gone".into() };
         assert_eq!(ListError::of(&e).kind(), "not_found");
     }
+
+    fn budget(left: usize) -> Budget {
+        Budget { left, made: 0, cut: 0, entries_cut: 0, errors: Vec::new() }
+    }
+
+    /// Issue 40, odd storage: a job directory past `max_entries_per_job` (cut, counted), a
+    /// `_metadata` of size 0, a file where a directory is expected, a missing directory, a
+    /// symlink loop and a name that is not UTF-8. No panic; each listing ends with entries or
+    /// one counted error kind, and the budget's cut is counted.
+    #[tokio::test]
+    async fn odd_local_directories_are_cut_or_counted_never_a_panic() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let job = dir.path().join("job");
+        std::fs::create_dir_all(job.join("chk-1")).unwrap();
+        std::fs::write(job.join("chk-1/_metadata"), b"").unwrap();
+        for i in 0..30 {
+            std::fs::write(job.join(format!("chk-1/state-{i}")), b"x").unwrap();
+        }
+        std::fs::write(dir.path().join("a-file"), b"not a directory").unwrap();
+        let app = Arc::new(AppState::new(crate::state::State::new(crate::stats::WindowSpec {
+            window_ms: 60_000,
+            slots: 6,
+        })));
+        let mut source = StorageSource::new(ClusterConfig::default(), app);
+        let s = StorageConfig { max_entries_per_job: 10, ..Default::default() };
+        let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+
+        // Past the cap per job: ten entries, the cut counted.
+        let mut b = budget(5);
+        let (entries, truncated) = source.list_dir(&path(&job), &s, &mut b).await.unwrap();
+        assert!(truncated);
+        assert_eq!((entries.len(), b.entries_cut, b.made), (10, 1, 1));
+        // With room: the empty _metadata is an entry of size 0.
+        let big = StorageConfig::default();
+        let (entries, truncated) = source.list_dir(&path(&job), &big, &mut budget(5)).await.unwrap();
+        assert!(!truncated);
+        assert!(entries.iter().any(|e| e.path == "chk-1/_metadata" && e.size == 0), "{entries:?}");
+        // No budget left: cut, not made.
+        let mut b = budget(0);
+        let (entries, truncated) = source.list_dir(&path(&job), &big, &mut b).await.unwrap();
+        assert!(entries.is_empty() && truncated);
+        assert_eq!((b.cut, b.made), (1, 0));
+        // A missing directory: not_found (said once by the round, never an empty listing).
+        let gone = source.list_dir(&path(&dir.path().join("gone")), &big, &mut budget(5)).await;
+        assert_eq!(gone.err().map(|e| e.kind()), Some("not_found"));
+        // A file where a directory is expected: an error of a fixed kind, or nothing under it.
+        match source.list_dir(&path(&dir.path().join("a-file")), &big, &mut budget(5)).await {
+            Ok((entries, _)) => assert!(entries.is_empty(), "{entries:?}"),
+            Err(e) => assert!(["other", "not_found"].contains(&e.kind()), "{e}"),
+        }
+        // A symlink loop and a name that is not UTF-8 in a job's directory: the listing ends
+        // (entries or one counted error), within the timeout.
+        std::os::unix::fs::symlink(job.join("chk-1/loop-b"), job.join("chk-1/loop-a")).unwrap();
+        std::os::unix::fs::symlink(job.join("chk-1/loop-a"), job.join("chk-1/loop-b")).unwrap();
+        std::fs::write(job.join(std::ffi::OsStr::from_bytes(b"chk-1/bad-\xff-name")), b"x").unwrap();
+        let odd = source.list_dir(&path(&job), &big, &mut budget(5)).await;
+        match &odd {
+            Ok((entries, _)) => assert!(entries.iter().any(|e| e.path == "chk-1/_metadata"), "{entries:?}"),
+            Err(e) => assert!(["other", "not_found", "denied"].contains(&e.kind()), "{e}"),
+        }
+        eprintln!(
+            "a job directory with a symlink loop and a non-UTF-8 name: {:?}",
+            odd.map(|(e, t)| (e.len(), t))
+        );
+    }
 }
