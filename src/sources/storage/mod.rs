@@ -488,12 +488,23 @@ impl StorageSource {
         let local = location.store == "file";
         let mut stream = store.list(Some(&prefix));
         let mut entries = Vec::new();
+        let mut skipped = false;
         let strip = format!("{}/", prefix.as_ref());
         loop {
             let next =
                 tokio::time::timeout(s.timeout, stream.next()).await.map_err(|_| ListError::Timeout)?;
-            let Some(item) = next else { return Ok((entries, false)) };
-            let meta = item.map_err(|e| ListError::of(&e))?;
+            let Some(item) = next else { return Ok((entries, skipped)) };
+            let meta = match item {
+                Ok(meta) => meta,
+                // A name that is no path of an object store (not UTF-8): counted and passed over,
+                // the listing partial, not the whole job unseen.
+                Err(e @ object_store::Error::InvalidPath { .. }) if local => {
+                    skipped = true;
+                    budget.errors.push(ListError::of(&e).kind());
+                    continue;
+                }
+                Err(e) => return Err(ListError::of(&e)),
+            };
             if entries.len() >= s.max_entries_per_job {
                 budget.entries_cut += 1;
                 return Ok((entries, true));
@@ -628,14 +639,21 @@ mod tests {
         std::os::unix::fs::symlink(job.join("chk-1/loop-b"), job.join("chk-1/loop-a")).unwrap();
         std::os::unix::fs::symlink(job.join("chk-1/loop-a"), job.join("chk-1/loop-b")).unwrap();
         std::fs::write(job.join(std::ffi::OsStr::from_bytes(b"chk-1/bad-\xff-name")), b"x").unwrap();
+        // object_store's local walk ends at the first entry it cannot read: the whole job's
+        // listing fails with one counted kind (`other`) — no panic, the round goes on — until the
+        // loop is gone (a limitation: the job's storage is unseen meanwhile).
         let odd = source.list_dir(&path(&job), &big, &mut budget(5)).await;
-        match &odd {
-            Ok((entries, _)) => assert!(entries.iter().any(|e| e.path == "chk-1/_metadata"), "{entries:?}"),
-            Err(e) => assert!(["other", "not_found", "denied"].contains(&e.kind()), "{e}"),
-        }
-        eprintln!(
-            "a job directory with a symlink loop and a non-UTF-8 name: {:?}",
-            odd.map(|(e, t)| (e.len(), t))
-        );
+        assert_eq!(odd.err().map(|e| e.kind()), Some("other"));
+        std::fs::remove_file(job.join("chk-1/loop-a")).unwrap();
+        std::fs::remove_file(job.join("chk-1/loop-b")).unwrap();
+        // A name that is not UTF-8 is passed over and counted, the listing partial; the rest is
+        // listed (before, the whole job's listing failed on it every round).
+        let mut b = budget(5);
+        let (entries, partial) = source.list_dir(&path(&job), &big, &mut b).await.unwrap();
+        assert!(partial);
+        assert_eq!(b.errors, ["other"]);
+        assert!(entries.iter().any(|e| e.path == "chk-1/_metadata" && e.size == 0), "{entries:?}");
+        // object_store's walk loses a few neighbours of the bad name (27 of 30 here): partial.
+        assert!(entries.iter().filter(|e| e.path.starts_with("chk-1/state-")).count() >= 20, "{entries:?}");
     }
 }
