@@ -88,20 +88,42 @@ impl ListError {
 
     fn of(e: &object_store::Error) -> ListError {
         let text = e.to_string();
-        let lower = text.to_ascii_lowercase();
+        // The whole chain: an HTTP client's timeout says so only in a source ("operation timed
+        // out" under "error sending request"), which the top's text leaves out.
+        let mut lower = text.to_ascii_lowercase();
+        let mut source = std::error::Error::source(e);
+        while let Some(cause) = source {
+            lower.push_str(" | ");
+            lower.push_str(&cause.to_string().to_ascii_lowercase());
+            source = cause.source();
+        }
         match e {
             object_store::Error::NotFound { .. } => ListError::NotFound(text),
             object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
                 ListError::Denied(text)
             }
-            _ if ["slowdown", "slow down", "503", "429", "too many requests", "reduce your request rate"]
-                .iter()
-                .any(|n| lower.contains(n)) =>
+            // Status codes with their words: a bare "503" may be part of a port or a request id.
+            _ if [
+                "slowdown",
+                "slow down",
+                "status code: 503",
+                "503 service unavailable",
+                "status code: 429",
+                "429 too many requests",
+                "too many requests",
+                "reduce your request rate",
+            ]
+            .iter()
+            .any(|n| lower.contains(n)) =>
             {
                 ListError::Throttled(text)
             }
-            _ if lower.contains("nosuchbucket") || lower.contains("404") => ListError::NotFound(text),
-            _ if lower.contains("accessdenied") || lower.contains("403") => ListError::Denied(text),
+            _ if ["nosuchbucket", "status code: 404", "404 not found"].iter().any(|n| lower.contains(n)) => {
+                ListError::NotFound(text)
+            }
+            _ if ["accessdenied", "status code: 403", "403 forbidden"].iter().any(|n| lower.contains(n)) => {
+                ListError::Denied(text)
+            }
             _ if lower.contains("timed out") || lower.contains("timeout") => ListError::Timeout,
             _ => ListError::Other(text),
         }
@@ -580,6 +602,14 @@ mod tests {
             source: "Server returned non-2xx status code: 503 Service Unavailable: SlowDown".into(),
         };
         assert_eq!(ListError::of(&e).kind(), "throttled");
+        // A port or request id with 503 or 403 in it says nothing.
+        let e = object_store::Error::Generic {
+            store: "S3",
+            source:
+                "Error performing GET http://127.0.0.1:35031/bucket?list-type=2 in 300ms: timed out (id 4031)"
+                    .into(),
+        };
+        assert_eq!(ListError::of(&e).kind(), "timeout");
         let e = object_store::Error::NotFound { path: "x".into(), source: "gone".into() };
         assert_eq!(ListError::of(&e).kind(), "not_found");
     }
@@ -655,5 +685,134 @@ mod tests {
         assert!(entries.iter().any(|e| e.path == "chk-1/_metadata" && e.size == 0), "{entries:?}");
         // object_store's walk loses a few neighbours of the bad name (27 of 30 here): partial.
         assert!(entries.iter().filter(|e| e.path.starts_with("chk-1/state-")).count() >= 20, "{entries:?}");
+    }
+
+    const JOB: &str = "0123456789abcdef0123456789abcdef";
+
+    /// A daemon's state with one running job whose checkpoint directory is `dir/<job id>`.
+    fn app_with_job(dir: &str) -> Arc<AppState> {
+        use crate::observe::{CheckpointConfiguration, JobKey, JobPoll};
+        let app = Arc::new(AppState::new(crate::state::State::new(crate::stats::WindowSpec {
+            window_ms: 60_000,
+            slots: 6,
+        })));
+        let key = JobKey { cluster: "c".into(), job_id: JOB.into() };
+        app.apply(&Observation::JobPolled(JobPoll {
+            key: key.clone(),
+            job_name: "job".into(),
+            job_state: "RUNNING".into(),
+            polled_at: Timestamp(1_000),
+            counts: Default::default(),
+            settings: None,
+            in_progress: Vec::new(),
+            finished: Vec::new(),
+            latest_restore: None,
+            deferred: Default::default(),
+        }));
+        let configuration =
+            CheckpointConfiguration { checkpoint_dir: Some(dir.into()), ..Default::default() };
+        app.apply(&Observation::JobConfiguration(key, Box::new(configuration)));
+        app
+    }
+
+    /// How a fake S3 endpoint answers every request.
+    #[derive(Clone, Copy)]
+    enum Answer {
+        /// Reads the request and never answers.
+        Hang,
+        /// This status and body.
+        With(u16, &'static str),
+    }
+
+    /// A fake S3 endpoint on a free port: its URL.
+    async fn fake_s3(answer: Answer) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut buf = vec![0u8; 16 * 1024];
+                let _ = socket.read(&mut buf).await;
+                match answer {
+                    Answer::Hang => held.push(socket),
+                    Answer::With(status, body) => {
+                        let head = format!(
+                            "HTTP/1.1 {status} X\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = socket.write_all(head.as_bytes()).await;
+                        let _ = socket.write_all(body.as_bytes()).await;
+                    }
+                }
+            }
+        });
+        url
+    }
+
+    fn s3_store(url: &str, timeout: Duration) -> Arc<dyn ObjectStore> {
+        let options = object_store::ClientOptions::new()
+            .with_allow_http(true)
+            .with_timeout(timeout)
+            .with_connect_timeout(timeout);
+        let store = object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(url)
+            .with_bucket_name("bucket")
+            .with_region("us-east-1")
+            .with_access_key_id("key")
+            .with_secret_access_key("secret")
+            .with_retry(object_store::RetryConfig { max_retries: 0, ..Default::default() })
+            .with_client_options(options)
+            .build()
+            .unwrap();
+        Arc::new(store)
+    }
+
+    /// Issue 40, a hostile S3: an endpoint that never answers (the timeout fires, counted, and
+    /// the round ends within its budget), a 500, a 200 of garbage instead of XML, a 503 SlowDown.
+    /// No panic; each round counts its error kind; an unreachable directory is said once (the
+    /// round's `unreachable`), not each round; throttling and timeouts are not unreachability.
+    #[tokio::test]
+    async fn a_hanging_or_garbled_s3_is_counted_and_said_once() {
+        let slowdown = "<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+        let cases = [
+            (Answer::Hang, "timeout", false),
+            (Answer::With(500, "<Error><Code>InternalError</Code></Error>"), "other", true),
+            (Answer::With(200, "this is <not xml"), "other", true),
+            (Answer::With(503, slowdown), "throttled", false),
+        ];
+        for (answer, kind, unreachable) in cases {
+            let url = fake_s3(answer).await;
+            let app = app_with_job("s3://bucket/ckpt");
+            let config = ClusterConfig { name: "c".into(), ..ClusterConfig::default() };
+            let mut source = StorageSource::new(config, app.clone());
+            let timeout = Duration::from_millis(300);
+            source.stores.insert("s3://bucket".into(), s3_store(&url, timeout));
+            let s = StorageConfig { timeout, max_requests_per_round: 4, ..Default::default() };
+            let mut rounds = Vec::new();
+            for _ in 0..2 {
+                // Generous: the round's own deadline is a few timeouts; this only keeps a
+                // missing timeout from hanging the test.
+                let round = tokio::time::timeout(Duration::from_secs(60), source.round(&s))
+                    .await
+                    .expect("the round ends within its budget")
+                    .expect("a job to list");
+                app.apply(&Observation::Storage(round.clone()));
+                rounds.push(round);
+            }
+            let dir = format!("s3://bucket/ckpt/{JOB}");
+            for (i, r) in rounds.iter().enumerate() {
+                assert!(r.errors.contains(&kind), "{kind}, round {i}: {:?}", r.errors);
+                assert!(r.jobs.is_empty(), "{kind}: nothing listed");
+                assert_eq!(r.throttled_jobs.len(), usize::from(kind == "throttled"), "{kind}");
+            }
+            let said: Vec<&Vec<String>> = rounds.iter().map(|r| &r.unreachable).collect();
+            if unreachable {
+                assert!(said[0].contains(&dir), "{kind}: {said:?}");
+                assert!(said[1].is_empty(), "{kind}: said once, not each round: {said:?}");
+            } else {
+                assert!(said.iter().all(|u| u.is_empty()), "{kind}: busy, not unreachable: {said:?}");
+            }
+        }
     }
 }
