@@ -815,4 +815,81 @@ mod tests {
             }
         }
     }
+
+    /// Issue 40, the advisor on a real layout: the checkpoint folder of a job of a live Flink
+    /// 2.3.0 run (e2e, `tests/fixtures/storage/flink-2.3.0/`: chk-15's `_metadata` and two state
+    /// files, 76 KB), listed through the storage source and rendered as `advise` prints it. With
+    /// what Flink said of it (one retained, the newest 15) no retention or cleanup advice; with a
+    /// newer checkpoint Flink knows and the listing does not show yet, still none: the only
+    /// complete checkpoint on storage is never advised away. (The captured runs left no layout
+    /// with an orphan holding files: their leftover chk-N folders are empty, which an object
+    /// store's listing does not show; the orphan advice is tested on built listings in
+    /// `advice::findings`.)
+    #[tokio::test]
+    async fn the_advisor_on_a_live_layout_advises_cleanup_only_of_what_no_checkpoint_holds() {
+        let job_id = "fe39645b1bf96ec372cb39810446e8d6";
+        let dir = format!("{}/tests/fixtures/storage/flink-2.3.0/{job_id}", env!("CARGO_MANIFEST_DIR"));
+        let app = app_with_job("/nowhere");
+        let mut source = StorageSource::new(ClusterConfig::default(), app);
+        let (entries, truncated) =
+            source.list_dir(&dir, &StorageConfig::default(), &mut budget(5)).await.unwrap();
+        assert!(!truncated);
+        let mut paths: Vec<(&str, u64)> = entries.iter().map(|e| (e.path.as_str(), e.size)).collect();
+        paths.sort_unstable();
+        assert_eq!(
+            paths,
+            [
+                ("chk-15/70a5e99f-26b2-4bad-8e01-1eaae489a8f1", 34_970),
+                ("chk-15/795487dd-ccb2-4eb4-bc40-b96a2a9d89c1", 37_154),
+                ("chk-15/_metadata", 4_290)
+            ]
+        );
+        // An hour after the files were written (a checkout writes them now).
+        let written = entries.iter().map(|e| e.modified).max().unwrap();
+        let now = written.plus_millis(3_600_000);
+        let facts = |newest: u64| JobFacts {
+            job_id: job_id.into(),
+            dir: format!("file:/flink/checkpoints/{job_id}"),
+            num_retained: 1,
+            newest_completed: Some(newest),
+            in_progress: Vec::new(),
+            reported_state_bytes: Some(72_124),
+            file_merging: false,
+            framesize_bytes: DEFAULT_FRAMESIZE_BYTES,
+            grace_ms: 60_000,
+        };
+        let advise = |listing: &crate::observe::JobStorage| {
+            let configuration = crate::observe::CheckpointConfiguration::default();
+            let mut job =
+                crate::commands::advise::report::job_advice(job_id.into(), "job".into(), &configuration, &[]);
+            job.advice =
+                Arc::unwrap_or_clone(crate::advice::with_storage(Arc::new(job.advice), Some(listing)));
+            let report = crate::commands::advise::report::AdviseReport {
+                source: "test".into(),
+                flink_version: Some("2.3.0".into()),
+                jobs: vec![job],
+            };
+            crate::commands::advise::render::text(&report)
+        };
+        let kept = analyse::analyse(&entries, truncated, &facts(15), now);
+        assert_eq!(kept.metadata, Some((15, 4_290)));
+        assert_eq!((kept.bytes, kept.objects, kept.complete_folders), (76_414, 3, 1));
+        assert!(kept.orphans.is_empty());
+        let text = advise(&kept);
+        for id in [
+            "orphaned_checkpoints",
+            "retained_beyond_setting",
+            "metadata_near_frame_size",
+            "shared_outruns_state",
+        ] {
+            assert!(!text.contains(id), "{id} in\n{text}");
+        }
+        // Flink says the newest is 17, whose folder the listing does not show yet (written
+        // since): chk-15 is still the newest complete folder, retained, never advised away.
+        let ahead = analyse::analyse(&entries, truncated, &facts(17), now);
+        assert!(ahead.orphans.is_empty() && ahead.orphaned_bytes == 0);
+        assert!(!advise(&ahead).contains("orphaned_checkpoints"));
+        // Retained beyond the setting: only past num-retained + 1 complete folders (one here).
+        assert!(!advise(&ahead).contains("retained_beyond_setting"));
+    }
 }
