@@ -892,4 +892,82 @@ mod tests {
         // Retained beyond the setting: only past num-retained + 1 complete folders (one here).
         assert!(!advise(&ahead).contains("retained_beyond_setting"));
     }
+
+    /// Issue 40, caps: five jobs' local directories, two requests a round, at most 10 entries a
+    /// job (one job holds 25). Each round makes two requests, the rest cut and counted, the cap
+    /// per job counted; the rounds go on in turn until every job was listed; the counts reach
+    /// `/metrics`. Without the budget a round would make six requests; without the entry cap
+    /// the big job would list 25.
+    #[tokio::test]
+    async fn the_request_budget_and_the_entry_cap_cut_and_count_and_the_rounds_go_on() {
+        use crate::observe::{CheckpointConfiguration, JobKey, JobPoll};
+        let base = tempfile::tempdir().unwrap();
+        let app = Arc::new(AppState::new(crate::state::State::new(crate::stats::WindowSpec {
+            window_ms: 60_000,
+            slots: 6,
+        })));
+        let jobs: Vec<String> = (0..5).map(|i| format!("{i:032x}")).collect();
+        for (i, job) in jobs.iter().enumerate() {
+            let files = if i == 0 { 25 } else { 2 };
+            std::fs::create_dir_all(base.path().join(job).join("chk-1")).unwrap();
+            for f in 0..files {
+                std::fs::write(base.path().join(job).join(format!("chk-1/f{f}")), b"x").unwrap();
+            }
+            let key = JobKey { cluster: "c".into(), job_id: job.clone() };
+            app.apply(&Observation::JobPolled(JobPoll {
+                key: key.clone(),
+                job_name: format!("job{i}"),
+                job_state: "RUNNING".into(),
+                polled_at: Timestamp(1_000),
+                counts: Default::default(),
+                settings: None,
+                in_progress: Vec::new(),
+                finished: Vec::new(),
+                latest_restore: None,
+                deferred: Default::default(),
+            }));
+            let dir = base.path().to_str().unwrap().to_string();
+            let configuration = CheckpointConfiguration { checkpoint_dir: Some(dir), ..Default::default() };
+            app.apply(&Observation::JobConfiguration(key, Box::new(configuration)));
+        }
+        let config = ClusterConfig { name: "c".into(), ..ClusterConfig::default() };
+        let mut source = StorageSource::new(config, app.clone());
+        let s = StorageConfig { max_requests_per_round: 2, max_entries_per_job: 10, ..Default::default() };
+        let mut listed = std::collections::BTreeSet::new();
+        let (mut rounds, mut big_listed) = (0, 0);
+        while listed.len() < jobs.len() {
+            rounds += 1;
+            assert!(rounds <= 5, "every job listed within a few rounds: {listed:?}");
+            let round = source.round(&s).await.unwrap();
+            assert_eq!(round.requests, 2, "the budget");
+            assert!(round.requests_cut >= 4, "three jobs and the base left: {}", round.requests_cut);
+            for j in &round.jobs {
+                let cut = j.job_id == jobs[0];
+                big_listed += u32::from(cut);
+                assert_eq!((j.objects, j.truncated), (if cut { 10 } else { 2 }, cut), "{}", j.job_id);
+                listed.insert(j.job_id.clone());
+            }
+            app.apply(&Observation::Storage(round));
+        }
+        assert_eq!(rounds, 3, "two jobs a round, in turn");
+        let text = crate::outputs::export::encode_text(&crate::outputs::export::render(
+            &app.state.read(),
+            &Default::default(),
+            Timestamp::now(),
+        ));
+        let line = |name: &str| text.lines().find(|l| l.starts_with(name)).map(str::to_string);
+        assert_eq!(
+            line("checkpoint_sentinel_storage_requests_total{cluster=\"c\",outcome=\"made\"}").as_deref(),
+            Some("checkpoint_sentinel_storage_requests_total{cluster=\"c\",outcome=\"made\"} 6")
+        );
+        assert!(
+            line("checkpoint_sentinel_storage_requests_total{cluster=\"c\",outcome=\"cut\"}").is_some(),
+            "{text}"
+        );
+        assert_eq!(
+            line("checkpoint_sentinel_storage_entries_cut_total{cluster=\"c\"}"),
+            Some(format!("checkpoint_sentinel_storage_entries_cut_total{{cluster=\"c\"}} {big_listed}")),
+            "once each time the big job was listed"
+        );
+    }
 }
