@@ -916,6 +916,43 @@ mod tests {
         assert_eq!(c.clusters[0].health, Health::Warning);
     }
 
+    /// Issue 40: Pekko's "Discarding oversized payload" read while no checkpoint of the job was
+    /// in progress waits for the job's next failure; the expiry line of checkpoint 3 takes it,
+    /// and the job's answer says the acknowledgement was dropped, with both sizes, and what to do.
+    #[test]
+    fn an_expiry_with_a_dropped_acknowledgement_says_so_in_the_answer() {
+        use crate::observe::{EventSeverity, LogEvent, LogKind, RootCause};
+        let mut s = state(true);
+        let message = "Discarding oversized payload sent to Actor[pekko.tcp://flink@10.0.3.7:6123/user/rpc/jobmanager_4#-1027346771]: max allowed size 10485760 bytes, actual size of encoded class org.apache.flink.runtime.rpc.messages.RemoteRpcInvocation was 15859121 bytes.";
+        let mut drop = LogEvent::new(LogKind::OversizedPayload, EventSeverity::Warning, message.into());
+        drop.cluster = "prod".into();
+        drop.detail = Some("pekko.tcp://flink@10.0.3.7:6123/user/rpc/jobmanager_4".into());
+        drop.root_cause = Some(RootCause {
+            category: "oversized_ack",
+            exception: "org.apache.pekko.remote.OversizedPayloadException".into(),
+            message: message.into(),
+        });
+        let mut expired = LogEvent::new(LogKind::Expired, EventSeverity::Warning, "expired".into());
+        (expired.cluster, expired.job_id, expired.checkpoint_id) =
+            ("prod".into(), Some("j1".into()), Some(3));
+        s.apply(&Observation::LogEvents(vec![drop]), Timestamp(1_016_100));
+        let before = job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_016_000)).unwrap();
+        let what = before.summary.answer.map(|a| a.what).unwrap_or_default();
+        assert!(!what.contains("dropped as oversized"), "{what}");
+        s.apply(&Observation::LogEvents(vec![expired]), Timestamp(1_016_200));
+        let d = job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_016_300)).unwrap();
+        let a = d.summary.answer.unwrap();
+        assert!(
+            a.what.contains(
+                "the acknowledgement of checkpoint 3 was dropped as oversized: 15 MiB encoded over the 10 MiB \
+                 frame size (pekko.framesize), so the checkpoint could only expire"
+            ),
+            "{}",
+            a.what
+        );
+        assert!(a.next_step.contains("raise pekko.framesize"), "{}", a.next_step);
+    }
+
     #[test]
     fn a_cancelled_job_is_no_warning_for_its_last_failures_nor_for_its_cluster() {
         let mut s = state(true);
