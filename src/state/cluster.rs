@@ -179,7 +179,17 @@ impl ClusterState {
     /// A checkpoint that failed at `now` (expired, declined): a waiting drop of its job (or of no
     /// known job) read shortly before is put down to it, by the same rule.
     fn failure_takes_drops(&mut self, e: &LogEvent, now: Timestamp) {
-        let (Some(job_id), Some(id)) = (e.job_id.as_deref(), e.checkpoint_id) else { return };
+        if let (Some(job_id), Some(id)) = (e.job_id.as_deref(), e.checkpoint_id) {
+            self.failed_takes_drops(job_id, id, now);
+        }
+    }
+
+    /// Checkpoint `id` of `job_id` failed at `now` (a log line or a poll said so): the waiting
+    /// drops it takes ([`ack_drops::hurt_checkpoint`]).
+    pub(super) fn failed_takes_drops(&mut self, job_id: &str, id: u64, now: Timestamp) {
+        if self.pending_drops.is_empty() {
+            return;
+        }
         let expiry =
             Window { job: job_id, id, triggered_ms: None, ended_ms: Some(now.millis()), failed: true };
         let mut taken = Vec::new();

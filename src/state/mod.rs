@@ -241,6 +241,11 @@ impl State {
                 let mut counted = std::mem::take(&mut job.outbox);
                 let restores = std::mem::take(&mut job.restores.changed);
                 cluster.evidence.observe_checkpoints(&poll.key.job_id, &poll.finished);
+                for r in
+                    counted.iter().filter(|c| c.record.status == crate::observe::CheckpointStatus::Failed)
+                {
+                    cluster.failed_takes_drops(&poll.key.job_id, r.record.id, now);
+                }
                 attach_evidence(cluster, &poll.key.job_id, &mut counted);
                 self.outbox.extend(&poll.key.cluster, &poll.key.job_id, counted);
                 self.outbox.extend_restores(&poll.key.cluster, &poll.key.job_id, restores);

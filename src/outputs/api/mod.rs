@@ -953,6 +953,40 @@ mod tests {
         assert!(a.next_step.contains("raise pekko.framesize"), "{}", a.next_step);
     }
 
+    /// The same from the poll alone (no JobManager log tailed): the poll that counts checkpoint
+    /// 4 failed takes the drop a TaskManager's log gave before.
+    #[test]
+    fn a_failure_the_poll_counts_takes_a_waiting_dropped_acknowledgement() {
+        use crate::observe::{EventSeverity, LogEvent, LogKind};
+        let mut s = state(false);
+        let message = "Discarding oversized payload received: max allowed size [10485760] bytes, actual size [15859121] bytes.";
+        let mut drop = LogEvent::new(LogKind::OversizedPayload, EventSeverity::Warning, message.into());
+        drop.cluster = "prod".into();
+        s.apply(&Observation::LogEvents(vec![drop]), Timestamp(1_017_000));
+        s.apply(
+            &Observation::JobPolled(JobPoll {
+                key: JobKey { cluster: "prod".into(), job_id: "j1".into() },
+                job_name: "orders".into(),
+                job_state: "RUNNING".into(),
+                polled_at: Timestamp(1_025_000),
+                counts: CheckpointCounts { completed: 3, failed: 1, in_progress: 0, restored: 0 },
+                settings: None,
+                in_progress: Vec::new(),
+                finished: vec![checkpoint(4, true)],
+                latest_restore: None,
+                deferred: Default::default(),
+            }),
+            Timestamp(1_025_000),
+        );
+        let d = job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_025_000)).unwrap();
+        let a = d.summary.answer.unwrap();
+        assert!(
+            a.what.contains("the acknowledgement of checkpoint 4 was dropped as oversized: 15 MiB"),
+            "{}",
+            a.what
+        );
+    }
+
     #[test]
     fn a_cancelled_job_is_no_warning_for_its_last_failures_nor_for_its_cluster() {
         let mut s = state(true);
