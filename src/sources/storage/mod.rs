@@ -821,10 +821,10 @@ mod tests {
     /// files, 76 KB), listed through the storage source and rendered as `advise` prints it. With
     /// what Flink said of it (one retained, the newest 15) no retention or cleanup advice; with a
     /// newer checkpoint Flink knows and the listing does not show yet, still none: the only
-    /// complete checkpoint on storage is never advised away. (The captured runs left no layout
-    /// with an orphan holding files: their leftover chk-N folders are empty, which an object
-    /// store's listing does not show; the orphan advice is tested on built listings in
-    /// `advice::findings`.)
+    /// complete checkpoint on storage is never advised away. The captured runs left no orphan
+    /// holding files (their leftover chk-N folders are empty, which an object store's listing
+    /// does not show), so the orphan is the same live files copied to an older chk-9: cleanup
+    /// advice for it alone.
     #[tokio::test]
     async fn the_advisor_on_a_live_layout_advises_cleanup_only_of_what_no_checkpoint_holds() {
         let job_id = "fe39645b1bf96ec372cb39810446e8d6";
@@ -891,6 +891,31 @@ mod tests {
         assert!(!advise(&ahead).contains("orphaned_checkpoints"));
         // Retained beyond the setting: only past num-retained + 1 complete folders (one here).
         assert!(!advise(&ahead).contains("retained_beyond_setting"));
+        // The same live files twice: chk-15 retained, and chk-9 left behind beside it (a
+        // complete checkpoint whose discard failed leaves exactly such a folder). Only chk-9 is
+        // advised away, with its 76,414 bytes.
+        let copy = tempfile::tempdir().unwrap();
+        for chk in ["chk-15", "chk-9"] {
+            let to = copy.path().join(chk);
+            std::fs::create_dir_all(&to).unwrap();
+            for file in std::fs::read_dir(format!("{dir}/chk-15")).unwrap() {
+                let file = file.unwrap();
+                std::fs::copy(file.path(), to.join(file.file_name())).unwrap();
+            }
+        }
+        let (entries, truncated) = source
+            .list_dir(copy.path().to_str().unwrap(), &StorageConfig::default(), &mut budget(5))
+            .await
+            .unwrap();
+        let now = entries.iter().map(|e| e.modified).max().unwrap().plus_millis(3_600_000);
+        let left = analyse::analyse(&entries, truncated, &facts(15), now);
+        let orphans: Vec<(u64, u64)> = left.orphans.iter().map(|o| (o.id, o.bytes)).collect();
+        assert_eq!(orphans, [(9, 76_414)]);
+        let text = advise(&left);
+        assert!(text.contains("orphaned_checkpoints"), "{text}");
+        assert!(text.contains("1 chk-N folder(s)"), "{text}");
+        // Two complete folders where Flink retains one: within num-retained + 1, no retention advice.
+        assert!(!text.contains("retained_beyond_setting"), "{text}");
     }
 
     /// Issue 40, caps: five jobs' local directories, two requests a round, at most 10 entries a
