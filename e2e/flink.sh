@@ -314,7 +314,7 @@ scenario_args() {
     # in-flight data; checkpointing during recovery on; stateful-map fails once after 8 s, its
     # restored attempt stays INITIALIZING 3 s (a sleep in initializeState), then replays its first
     # 300 records (the in-flight data) at 20 ms each while checkpoints go on.
-    recovery-checkpoint) echo "--interval-ms 1000 --rate 0 --proc-micros 1000 --unaligned true --during-recovery true --fail-after-s 8 --restart-delay-ms 1000 --restored-init-sleep-ms 3000 --restored-slow-ms 20 --restored-slow-records 300" ;;
+    recovery-checkpoint) echo "--interval-ms 1000 --rate 0 --proc-micros 1000 --unaligned true --during-recovery true --fail-after-s 8 --fail-after-complete true --restart-delay-ms 1000 --restored-init-sleep-ms 3000 --restored-slow-ms 20 --restored-slow-records 300" ;;
     tolerable-exceeded) echo "--interval-ms 2000 --snapshot-decline-every 1 --tolerable 2 --restart-attempts 2 --restart-delay-ms 2000" ;;
     # Evidence from the TaskManagers (issue 27): a task thread held by user code past the checkpoint
     # timeout; a TaskManager heap kept ~80 % full with old objects dying in it; keyed state skewed

@@ -1182,6 +1182,15 @@ def backlog(env):
 
 
 @since((1, 19), "manual triggers by REST came with 1.17 (FLINK-27101), the INCREMENTAL refusal with 1.19 (FLINK-33723)")
+def trigger_times(env, job):
+    """(id, kind, trigger ms after the first listed) of Flink's history: the evidence when the
+    shadow puts a checkpoint down to something else than the scenario made."""
+    history = sorted(env.checkpoints(job).get("history", []), key=lambda h: h["id"])
+    first = min((h["trigger_timestamp"] for h in history), default=0)
+    return [(h["id"], "savepoint" if h.get("is_savepoint") else h.get("checkpoint_type"),
+             h["trigger_timestamp"] - first) for h in history]
+
+
 def manual_trigger(env):
     """Full manual triggers by REST between periodic checkpoints (interval 5 s), an incremental one
     that Flink refuses, and a savepoint: no alert of the job at any second; the shadow puts each
@@ -1239,7 +1248,10 @@ def manual_trigger(env):
     check("manual-trigger: each manual checkpoint is put down to a manual trigger, none unexplained",
           all(put_down.get(i) == "manual_trigger" for i in ids) and not unexplained,
           f"manual {sorted(ids)} -> {put_down}; unexplained {[d['sentence'] for d in unexplained] or 'none'}; "
-          f"counts {shadow.get('deviation_counts')}")
+          f"counts {shadow.get('deviation_counts')}"
+          + ("" if all(put_down.get(i) == "manual_trigger" for i in ids)
+             else f"; every deviation: {[(d['checkpoint_id'], d['kind'], d['sentence']) for d in devs]}"
+                  f"; Flink's triggers: {trigger_times(env, job)}"))
     sentence = next((d["sentence"] for d in devs if d["kind"] == "manual_trigger"), None)
     print(f"    a manual trigger: {sentence}", flush=True)
     print(f"    explanation: {shadow.get('explanation', {}).get('schedule')}", flush=True)

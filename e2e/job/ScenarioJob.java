@@ -94,6 +94,8 @@ public class ScenarioJob {
             "                                  (-> task declines the checkpoint, task keeps running) (0 = never)",
             "  --inject-subtask I              subtask that sleeps/throws (0; -1 = all)",
             "  --fail-after-s S                stateful-map throws once, S seconds after start, unless restored (0 = never)",
+            "  --fail-after-complete B         ... and only within 200 ms after a checkpoint completed, so that no",
+            "                                  checkpoint is in flight when it fails (false)",
             "  --restart-attempts N            fixed-delay restart attempts (5)",
             "  --restored-slow-ms MS           a restored stateful-map sleeps MS per record for its first",
             "                                  --restored-slow-records records (the in-flight data it replays) (0)",
@@ -309,7 +311,9 @@ public class ScenarioJob {
         final double gcRetainPct, gcChurnMb, skewKeys;
         final int unionGrowBytes;
         final long restoredSlowMs, restoredSlowRecords, restoredInitSleepMs;
+        final boolean failAfterComplete;
         Params(Map<String, String> a) {
+            failAfterComplete = Boolean.parseBoolean(a.getOrDefault("fail-after-complete", "false"));
             restoredInitSleepMs = Long.parseLong(a.getOrDefault("restored-init-sleep-ms", "0"));
             restoredSlowMs = Long.parseLong(a.getOrDefault("restored-slow-ms", "0"));
             restoredSlowRecords = Long.parseLong(a.getOrDefault("restored-slow-records", "200"));
@@ -407,12 +411,14 @@ public class ScenarioJob {
     }
 
     /** Keyed state per key (count + last payload); operator state + failure/slowness injection. */
-    public static final class StatefulMap extends RichMapFunction<Ev, Ev> implements CheckpointedFunction {
+    public static final class StatefulMap extends RichMapFunction<Ev, Ev>
+            implements CheckpointedFunction, org.apache.flink.api.common.state.CheckpointListener {
         final Params p;
         transient ValueState<Long> count; transient ValueState<String> last;
         transient ListState<Long> processedState, poisonState; transient long processed; transient boolean restored;
         transient ListState<String> unionState; transient java.util.List<String> grown;
         transient long startNanos, debtNanos, processedSinceRestore; transient Integer subtask; // transient: null after deserialization
+        transient long lastCompleteNanos; // when the latest checkpoint completed (the task thread's notification)
         transient GarbageMaker garbage;
         StatefulMap(Params p) { this.p = p; }
 
@@ -458,6 +464,8 @@ public class ScenarioJob {
             poisonState.update(java.util.Collections.singletonList(poison ? PoisonLongSerializer.POISON : id));
         }
 
+        @Override public void notifyCheckpointComplete(long checkpointId) { lastCompleteNanos = System.nanoTime(); }
+
         int sub() { if (subtask == null) subtask = taskInfo(getRuntimeContext(), "getIndexOfThisSubtask"); return subtask; }
 
         @Override public Ev map(Ev e) throws Exception {
@@ -472,7 +480,9 @@ public class ScenarioJob {
                 garbage.churn();
             }
             if (p.failAfterS > 0 && !restored && sub() == 0
-                    && System.nanoTime() - startNanos > p.failAfterS * 1_000_000_000L) {
+                    && System.nanoTime() - startNanos > p.failAfterS * 1_000_000_000L
+                    && (!p.failAfterComplete
+                        || (lastCompleteNanos != 0 && System.nanoTime() - lastCompleteNanos < 200_000_000L))) {
                 LOG.warn("sentinel-e2e: injecting processing failure after {} records", processed);
                 throw new RuntimeException("sentinel-e2e injected failure in stateful-map after " + processed + " records");
             }
