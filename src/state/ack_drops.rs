@@ -107,7 +107,13 @@ pub(crate) fn oversized_sizes(text: &str) -> Option<(u64, u64)> {
 /// (`pekko.tcp://flink@10.0.3.7:6123/user/rpc/jobmanager_2`), if it is a JobMaster: a payload
 /// to a TaskManager or the ResourceManager is no acknowledgement.
 pub(crate) fn jobmaster_of(event: &LogEvent) -> Recipient<'_> {
-    match event.detail.as_deref() {
+    recipient(event.detail.as_deref())
+}
+
+/// Whom a line's recipient (its `detail`: the actor a "sent to" line names, none for a
+/// "received" line) is: the one rule for the daemon and `scan-logs`.
+pub(crate) fn recipient(detail: Option<&str>) -> Recipient<'_> {
+    match detail {
         None => Recipient::Unnamed,
         Some(d) if d.rsplit('/').next().is_some_and(|last| last.starts_with("jobmanager_")) => {
             Recipient::JobMaster(d.split('#').next().unwrap_or(d))

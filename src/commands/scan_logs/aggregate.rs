@@ -334,13 +334,14 @@ impl Aggregate {
             exception: self.strings.intern(Some(exception)),
             message: self.strings.intern(Some(message)),
         });
-        let job = match e.detail {
-            None => None,
-            Some(d) if d.rsplit('/').next().is_some_and(|l| l.starts_with("jobmanager_")) => {
-                let endpoint = self.strings.intern(Some(d));
+        use crate::state::ack_drops::{Recipient, recipient};
+        let job = match recipient(e.detail) {
+            Recipient::Unnamed => None,
+            Recipient::JobMaster(endpoint) => {
+                let endpoint = self.strings.intern(Some(endpoint));
                 self.jobmasters.get(&endpoint).copied()
             }
-            Some(_) => {
+            Recipient::Other => {
                 if let Some(c) = cause {
                     count_cause(&mut self.causes, c);
                 }
@@ -368,7 +369,6 @@ impl Aggregate {
         if self.drops.is_empty() {
             return;
         }
-        let kind = |a: &Self, e: &TimelineEvent| a.str(e.kind).unwrap_or_default().to_string();
         let mut windows = Vec::new();
         for ((job, id), events) in &self.timelines {
             let job = match *job {
@@ -379,13 +379,14 @@ impl Aggregate {
                 j => j,
             };
             let at = |e: &TimelineEvent| e.at.as_deref().and_then(crate::time::log_time_utc_ms);
-            let triggered_ms = events.iter().filter(|e| kind(self, e) == "triggered").filter_map(at).min();
+            let triggered_ms =
+                events.iter().filter(|e| self.str(e.kind) == Some("triggered")).filter_map(at).min();
             // The first line that says it ended: completed, or failed (expired, declined, a
             // TaskManager's snapshot failure: from FLINK-39738 on the ask for the acknowledgement
             // times out and the task declines).
             let ended = events
                 .iter()
-                .filter_map(|e| match kind(self, e).as_str() {
+                .filter_map(|e| match self.str(e.kind).unwrap_or_default() {
                     "completed" => at(e).map(|t| (t, false)),
                     "expired" | "failed" | "declined" | "async_snapshot_failed" => at(e).map(|t| (t, true)),
                     _ => None,

@@ -963,21 +963,7 @@ mod tests {
         let mut drop = LogEvent::new(LogKind::OversizedPayload, EventSeverity::Warning, message.into());
         drop.cluster = "prod".into();
         s.apply(&Observation::LogEvents(vec![drop]), Timestamp(1_017_000));
-        s.apply(
-            &Observation::JobPolled(JobPoll {
-                key: JobKey { cluster: "prod".into(), job_id: "j1".into() },
-                job_name: "orders".into(),
-                job_state: "RUNNING".into(),
-                polled_at: Timestamp(1_025_000),
-                counts: CheckpointCounts { completed: 3, failed: 1, in_progress: 0, restored: 0 },
-                settings: None,
-                in_progress: Vec::new(),
-                finished: vec![checkpoint(4, true)],
-                latest_restore: None,
-                deferred: Default::default(),
-            }),
-            Timestamp(1_025_000),
-        );
+        poll_job(&mut s, "j1", "orders", vec![checkpoint(4, true)], (3, 1), 1_025_000);
         let d = job(&s, &AlertsView::default(), "prod", "j1", Timestamp(1_025_000)).unwrap();
         let a = d.summary.answer.unwrap();
         assert!(

@@ -691,15 +691,21 @@ mod tests {
 
     /// A daemon's state with one running job whose checkpoint directory is `dir/<job id>`.
     fn app_with_job(dir: &str) -> Arc<AppState> {
-        use crate::observe::{CheckpointConfiguration, JobKey, JobPoll};
         let app = Arc::new(AppState::new(crate::state::State::new(crate::stats::WindowSpec {
             window_ms: 60_000,
             slots: 6,
         })));
-        let key = JobKey { cluster: "c".into(), job_id: JOB.into() };
+        add_job(&app, JOB, "job", dir);
+        app
+    }
+
+    /// A running job `job_id` of cluster `c` polled into `app`, its checkpoint directory `dir`.
+    fn add_job(app: &AppState, job_id: &str, name: &str, dir: &str) {
+        use crate::observe::{CheckpointConfiguration, JobKey, JobPoll};
+        let key = JobKey { cluster: "c".into(), job_id: job_id.into() };
         app.apply(&Observation::JobPolled(JobPoll {
             key: key.clone(),
-            job_name: "job".into(),
+            job_name: name.into(),
             job_state: "RUNNING".into(),
             polled_at: Timestamp(1_000),
             counts: Default::default(),
@@ -712,7 +718,6 @@ mod tests {
         let configuration =
             CheckpointConfiguration { checkpoint_dir: Some(dir.into()), ..Default::default() };
         app.apply(&Observation::JobConfiguration(key, Box::new(configuration)));
-        app
     }
 
     /// How a fake S3 endpoint answers every request.
@@ -925,7 +930,6 @@ mod tests {
     /// the big job would list 25.
     #[tokio::test]
     async fn the_request_budget_and_the_entry_cap_cut_and_count_and_the_rounds_go_on() {
-        use crate::observe::{CheckpointConfiguration, JobKey, JobPoll};
         let base = tempfile::tempdir().unwrap();
         let app = Arc::new(AppState::new(crate::state::State::new(crate::stats::WindowSpec {
             window_ms: 60_000,
@@ -938,22 +942,7 @@ mod tests {
             for f in 0..files {
                 std::fs::write(base.path().join(job).join(format!("chk-1/f{f}")), b"x").unwrap();
             }
-            let key = JobKey { cluster: "c".into(), job_id: job.clone() };
-            app.apply(&Observation::JobPolled(JobPoll {
-                key: key.clone(),
-                job_name: format!("job{i}"),
-                job_state: "RUNNING".into(),
-                polled_at: Timestamp(1_000),
-                counts: Default::default(),
-                settings: None,
-                in_progress: Vec::new(),
-                finished: Vec::new(),
-                latest_restore: None,
-                deferred: Default::default(),
-            }));
-            let dir = base.path().to_str().unwrap().to_string();
-            let configuration = CheckpointConfiguration { checkpoint_dir: Some(dir), ..Default::default() };
-            app.apply(&Observation::JobConfiguration(key, Box::new(configuration)));
+            add_job(&app, job, &format!("job{i}"), base.path().to_str().unwrap());
         }
         let config = ClusterConfig { name: "c".into(), ..ClusterConfig::default() };
         let mut source = StorageSource::new(config, app.clone());
